@@ -1,0 +1,73 @@
+"""Transfer durations and launch delays derived from the trace (whatif-model.md §3).
+
+* transfer duration of a communication op = its end − the latest start among its group
+  members in the same step (and across DP ranks for DP-synchronised groups);
+* launch delay of an op = its start − the latest end among its dependencies, or − the
+  step's earliest start for an op without dependencies.
+
+Values at or below −10 ms are set to 0; the numbers of such clips are returned.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from stragglers.model.graph import DependencyGraph
+from stragglers.trace.table import OpTable
+
+#: Values at or below this are clipped to zero (seconds).
+CLIP_THRESHOLD = -0.01
+
+
+@dataclass
+class DerivedDurations:
+    """Per-node values of shape (n_nodes, dp, n_steps).
+
+    ``value`` is what the simulator uses as an op's own time: the duration of a local op,
+    the (clipped) transfer duration of a communication op. ``delay`` is the clipped
+    launch delay. ``n_*_clipped`` count the clipped values; ``n_*_negative`` the small
+    negative values kept.
+    """
+
+    value: np.ndarray
+    delay: np.ndarray
+    n_transfer_clipped: int
+    n_transfer_negative: int
+    n_delay_clipped: int
+    n_delay_negative: int
+
+
+def derive_durations(table: OpTable, graph: DependencyGraph) -> DerivedDurations:
+    start, dur = table.start, table.duration
+    end = start + dur
+    value = dur.copy()
+    for g, members in enumerate(graph.groups):
+        latest = start[members].max(axis=0)  # (dp, steps)
+        if graph.group_dp_sync[g]:
+            latest = latest.max(axis=0, keepdims=True)
+        value[members] = end[members] - latest[None]
+    comm = graph.is_comm
+    transfer = value[comm]
+    n_tclip = int((transfer <= CLIP_THRESHOLD).sum())
+    n_tneg = int(((transfer < 0) & (transfer > CLIP_THRESHOLD)).sum())
+    value[comm] = np.where(transfer <= CLIP_THRESHOLD, 0.0, transfer)
+
+    step_start = start.min(axis=(0, 1))  # (steps,)
+    delay = np.empty_like(start)
+    # Group nodes by dependency count so that each width is one vector operation.
+    widths = np.array([len(d) for d in graph.deps])
+    for w in np.unique(widths):
+        nodes = np.flatnonzero(widths == w)
+        if w == 0:
+            delay[nodes] = start[nodes] - step_start[None, None, :]
+            continue
+        idx = np.array([graph.deps[x] for x in nodes])  # (k, w)
+        delay[nodes] = start[nodes] - end[idx].max(axis=1)
+    n_dclip = int((delay <= CLIP_THRESHOLD).sum())
+    n_dneg = int(((delay < 0) & (delay > CLIP_THRESHOLD)).sum())
+    delay = np.where(delay <= CLIP_THRESHOLD, 0.0, delay)
+    return DerivedDurations(value=value, delay=delay, n_transfer_clipped=n_tclip,
+                            n_transfer_negative=n_tneg, n_delay_clipped=n_dclip,
+                            n_delay_negative=n_dneg)

@@ -1,0 +1,122 @@
+"""Evaluation order of a dependency graph: units (local ops and whole communication
+groups) sorted topologically and grouped into levels that can be evaluated together.
+
+A unit's level is one more than the highest level among the units it depends on, so the
+units of one level never depend on each other. A cycle (including an op of a group that
+depends on another member of its own group) is a modelling error and names its ops.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from stragglers.errors import ModelError
+from stragglers.model.graph import DependencyGraph
+
+
+@dataclass
+class Level:
+    """Units of one level, as padded index arrays.
+
+    ``local``: local op nodes; ``local_deps``: (k, width) dependency node indices padded
+    with ``pad`` (the -inf row) or ``zero`` (the step-start row, for ops with no deps).
+    ``members``: nodes of the level's groups, contiguous per group; ``member_deps`` as
+    above; ``group_start``: offset of each group in ``members``; ``group_sync``: the group
+    also synchronises across DP ranks; ``member_group``: position of each member's group.
+    """
+
+    local: np.ndarray
+    local_deps: np.ndarray
+    members: np.ndarray
+    member_deps: np.ndarray
+    group_start: np.ndarray
+    group_sync: np.ndarray
+    member_group: np.ndarray
+
+
+@dataclass
+class EvaluationOrder:
+    levels: list[Level]
+    pad: int
+    zero: int
+    n_nodes: int
+
+
+def _padded(nodes: list[int], deps: list[list[int]], pad: int, zero: int) -> np.ndarray:
+    width = max([len(deps[x]) for x in nodes] + [1])
+    out = np.full((len(nodes), width), pad, dtype=np.int64)
+    for i, x in enumerate(nodes):
+        d = deps[x]
+        if d:
+            out[i, : len(d)] = d
+        else:
+            out[i, 0] = zero
+    return out
+
+
+def evaluation_order(graph: DependencyGraph) -> EvaluationOrder:
+    """Sort the graph's units topologically into levels; raise on a cycle."""
+    n = graph.n_nodes
+    n_groups = len(graph.groups)
+    # Units: 0..n_groups-1 are groups, then one per local node.
+    local_nodes = np.flatnonzero(graph.group_of < 0)
+    unit_of = np.empty(n, dtype=np.int64)
+    unit_of[graph.group_of >= 0] = graph.group_of[graph.group_of >= 0]
+    unit_of[local_nodes] = n_groups + np.arange(len(local_nodes))
+    n_units = n_groups + len(local_nodes)
+    unit_nodes: list[list[int]] = [g.tolist() for g in graph.groups] + [[x] for x in
+                                                                        local_nodes.tolist()]
+    unit_deps: list[set[int]] = []
+    for u, nodes in enumerate(unit_nodes):
+        ds = {int(unit_of[d]) for x in nodes for d in graph.deps[x]}
+        if u in ds:
+            inner = [x for x in nodes if any(unit_of[d] == u for d in graph.deps[x])]
+            raise ModelError(
+                f"dependency cycle: {graph.node_names[inner[0]]} waits for a member of its own "
+                f"communication group ({', '.join(graph.node_names[x] for x in nodes)})"
+            )
+        unit_deps.append(ds)
+    indeg = np.array([len(d) for d in unit_deps], dtype=np.int64)
+    users: list[list[int]] = [[] for _ in range(n_units)]
+    for u, ds in enumerate(unit_deps):
+        for d in ds:
+            users[d].append(u)
+    level = np.zeros(n_units, dtype=np.int64)
+    frontier = [u for u in range(n_units) if indeg[u] == 0]
+    done = 0
+    while frontier:
+        nxt = []
+        for u in frontier:
+            done += 1
+            for w in users[u]:
+                level[w] = max(level[w], level[u] + 1)
+                indeg[w] -= 1
+                if indeg[w] == 0:
+                    nxt.append(w)
+        frontier = nxt
+    if done < n_units:
+        stuck = [u for u in range(n_units) if indeg[u] > 0]
+        names = [graph.node_names[unit_nodes[u][0]] for u in stuck[:4]]
+        raise ModelError(f"dependency cycle among {len(stuck)} op(s), e.g. "
+                         + " -> ".join(names))
+    pad, zero = n, n + 1
+    levels = []
+    for lv in range(int(level.max()) + 1 if n_units else 0):
+        units = np.flatnonzero(level == lv)
+        loc = [unit_nodes[u][0] for u in units if u >= n_groups]
+        grp = [u for u in units if u < n_groups]
+        members = [x for g in grp for x in unit_nodes[g]]
+        sizes = [len(unit_nodes[g]) for g in grp]
+        levels.append(Level(
+            local=np.array(loc, dtype=np.int64),
+            local_deps=_padded(loc, graph.deps, pad, zero),
+            members=np.array(members, dtype=np.int64),
+            member_deps=_padded(members, graph.deps, pad, zero),
+            group_start=np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+            if sizes else np.zeros(0, dtype=np.int64),
+            group_sync=graph.group_dp_sync[grp] if grp else np.zeros(0, dtype=bool),
+            member_group=np.repeat(np.arange(len(grp)), sizes).astype(np.int64),
+        ))
+    return EvaluationOrder(levels=levels, pad=pad, zero=zero, n_nodes=n)
