@@ -141,8 +141,8 @@ class TraceColumns:
         return pa.table(arrays, names=list(cols))
 
 
-_INT_TYPES = {"dp_rank": np.int32, "stage": np.int32, "rank": np.int32, "step": np.int64,
-              "seq_id": np.int32, "mc": np.int32, "mb_id": np.int32, "gmc": np.int32}
+_INT_TYPES = {"dp_rank": np.int32, "stage": np.int16, "rank": np.int32, "step": np.int64,
+              "seq_id": np.int32, "mc": np.int16, "mb_id": np.int32, "gmc": np.int32}
 
 
 def _fmt_row(table: pa.Table, i: int) -> str:
@@ -217,16 +217,38 @@ def read_trace(path: str | Path) -> TraceColumns:
     suffix = p.suffix.lower()
     if suffix in (".jsonl", ".ndjson", ".json"):
         table = _read_jsonl(p)
-    else:
+        return trace_from_arrow(table, str(p))
+    return _read_parquet(p)
+
+
+def _read_parquet(p: Path) -> TraceColumns:
+    """Read a parquet trace one column at a time (bounded memory for large traces)."""
+    try:
+        pf = pq.ParquetFile(p)
+        names = pf.schema_arrow.names
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise InputError(f"{p}: not a readable parquet file ({exc})") from None
+    missing = [c for c in REQUIRED_COLUMNS if c not in names]
+    if missing:
+        raise InputError(f"{p}: required column(s) missing: {', '.join(missing)}")
+    if pf.metadata.num_rows == 0:
+        raise InputError(f"{p}: the trace has no rows")
+    cols: dict[str, np.ndarray] = {}
+    for name, kind in REQUIRED_COLUMNS.items():
         try:
-            table = pq.read_table(p, columns=None)
+            table = pf.read(columns=[name])
         except (pa.ArrowInvalid, OSError) as exc:
-            raise InputError(f"{p}: not a readable parquet file ({exc})") from None
-        keep = [c for c in REQUIRED_COLUMNS if c in table.column_names]
-        if len(keep) < len(REQUIRED_COLUMNS):
-            trace_from_arrow(table, str(p))  # raises the missing-column error
-        table = table.select(keep)
-    return trace_from_arrow(table, str(p))
+            raise InputError(f"{p}: column '{name}' cannot be read ({exc})") from None
+        try:
+            cols[name] = _column_to_numpy(table, name, kind, str(p))
+        except InputError as exc:
+            if "row" not in str(exc):
+                raise
+            # Re-read the whole table once so that the message can show the full row.
+            trace_from_arrow(pq.read_table(p, columns=list(REQUIRED_COLUMNS)), str(p))
+            raise
+        del table
+    return TraceColumns(source=str(p), **cols)
 
 
 def _read_jsonl(p: Path) -> pa.Table:

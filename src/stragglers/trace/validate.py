@@ -52,36 +52,19 @@ def validate_rows(trace: TraceColumns, meta: JobMeta) -> None:
 
     # One global rank per worker and one worker per rank.
     worker = trace.dp_rank.astype(np.int64) * meta.pp_size + trace.stage
-    order = np.lexsort((trace.rank, worker))
-    w_sorted, r_sorted = worker[order], trace.rank[order]
-    split = (np.diff(w_sorted) == 0) & (np.diff(r_sorted) != 0)
-    if split.any():
-        i = int(order[np.flatnonzero(split)[0] + 1])
+    rank_of = np.empty(meta.n_workers, dtype=trace.rank.dtype)
+    rank_of[worker] = trace.rank  # any row's rank; every row must agree with it
+    bad = trace.rank != rank_of[worker]
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
         raise InputError(f"{trace.source}: field 'rank' differs within one worker "
                          f"(dp_rank {trace.dp_rank[i]}, stage {trace.stage[i]}), e.g. row "
                          f"{i}: {trace.row(i)}")
-    order = np.lexsort((worker, trace.rank))
-    split = (np.diff(trace.rank[order]) == 0) & (np.diff(worker[order]) != 0)
-    if split.any():
-        i = int(order[np.flatnonzero(split)[0] + 1])
-        raise InputError(f"{trace.source}: field 'rank' {trace.rank[i]} is used by two "
-                         f"workers, e.g. row {i}: {trace.row(i)}")
-
-
-def validate_seq_order(trace: TraceColumns, row_cell: np.ndarray) -> None:
-    """``seq_id`` must number the ops of one type on one worker and step by start time.
-
-    ``row_cell`` identifies (worker, step) per row; a later seq_id that starts earlier
-    is a non-monotonic trace.
-    """
-    group = row_cell.astype(np.int64) * 64 + trace.optype
-    order = np.lexsort((trace.seq_id, group))
-    g = group[order]
-    st = trace.start_ts[order]
-    bad = (np.diff(g) == 0) & (np.diff(st) < 0)
-    if bad.any():
-        i = int(order[np.flatnonzero(bad)[0] + 1])
+    values, first, counts = np.unique(rank_of, return_index=True, return_counts=True)
+    if (counts > 1).any():
+        r = values[counts > 1][0]
+        ws = np.flatnonzero(rank_of == r)[:2]
         raise InputError(
-            f"{trace.source}: field 'seq_id' is not in start-time order (non-monotonic) for "
-            f"row {i}: {trace.row(i)} starts before the op with the previous seq_id"
+            f"{trace.source}: field 'rank' {r} is used by two workers (dp_rank, stage) = "
+            f"{divmod(int(ws[0]), meta.pp_size)} and {divmod(int(ws[1]), meta.pp_size)}"
         )
