@@ -1,0 +1,220 @@
+"""Synthetic traces with injectable stragglers and a ground-truth file.
+
+The timeline is produced by the same dependency rules the analyzer uses: the schedule
+(:mod:`stragglers.synth.schedule`) gives each stage's op order, :func:`build_graph` turns
+it into the graph, per-op durations come from a duration model with the injected
+stragglers, and the simulator computes every op's start and end. An unperturbed trace
+therefore analyses to S = 1 and discrepancy = 1 exactly.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from stragglers.model import build_graph, evaluation_order
+from stragglers.sim import simulate
+from stragglers.synth.schedule import stage_ops
+from stragglers.trace import schema as S
+from stragglers.trace.io import JobMeta, TraceColumns, write_meta, write_trace
+from stragglers.trace.table import OpTable
+
+#: Baseline op durations in seconds (transfer durations for communication ops).
+BASE_DURATIONS: dict[str, float] = {
+    S.FORWARD_COMPUTE: 0.060, S.BACKWARD_COMPUTE: 0.120,
+    S.FORWARD_SEND: 0.0004, S.FORWARD_RECV: 0.0008,
+    S.BACKWARD_SEND: 0.0004, S.BACKWARD_RECV: 0.0008,
+    S.PARAMS_ALL_GATHER: 0.025, S.GRADS_REDUCE_SCATTER: 0.050,
+    S.SEPARATE_GRADS_ALL_REDUCE: 0.030, S.LAYERNORM_ALL_REDUCE: 0.00005,
+    S.EMBEDDING_ALL_REDUCE: 0.002, S.CLIP: 0.012, S.OPTIMIZER: 0.040, S.GC: 0.0,
+}
+
+
+@dataclass
+class SynthSpec:
+    """What to generate. Injections are off by default (an unperturbed job).
+
+    * ``slow_workers``: ``[(dp, stage, factor)]`` compute of that worker × factor;
+    * ``heavy_last_stage``: compute of the last stage × factor (the loss layer);
+    * ``seq_len_sigma``: microbatch sequence lengths log-normal with this sigma
+      (long-tailed); compute cost ∝ a·L + b·L² (quadratic attention), mean-normalised;
+    * ``gc_prob``/``gc_pause``: each worker-step pauses ``gc_pause`` s in its gc op with
+      probability ``gc_prob``, independently (uncoordinated GC);
+    * ``slow_links``: ``[(dp, stage, factor)]`` P2P transfers between stage and stage+1
+      of that DP rank × factor (both directions);
+    * ``launch_gap_prob``/``launch_gap``: CPU launch gaps before compute ops;
+    * ``jitter``: multiplicative log-normal noise on every duration.
+    """
+
+    dp: int = 2
+    pp: int = 4
+    vpp: int = 1
+    tp: int = 1
+    microbatches: int = 8
+    steps: int = 10
+    overlap: bool = False
+    seed: int = 0
+    jitter: float = 0.0
+    slow_workers: list[tuple[int, int, float]] = field(default_factory=list)
+    heavy_last_stage: float = 1.0
+    seq_len_sigma: float = 0.0
+    seq_len_quadratic: float = 0.5
+    gc_prob: float = 0.0
+    gc_pause: float = 0.3
+    slow_links: list[tuple[int, int, float]] = field(default_factory=list)
+    launch_gap_prob: float = 0.0
+    launch_gap: float = 0.005
+    name: str = "synth"
+
+    def meta(self) -> JobMeta:
+        return JobMeta(dp_size=self.dp, pp_size=self.pp, tp_size=self.tp, dsp_size=1,
+                       vpp_size=self.vpp, world_size=self.dp * self.pp * self.tp,
+                       trial_name=self.name, run_id=self.seed)
+
+    def expected(self) -> dict[str, Any]:
+        """Ground truth: the cause(s) injected and the workers to blame."""
+        causes = []
+        if self.slow_workers:
+            causes.append({"cause": "worker",
+                           "workers": [f"{d},{s}" for d, s, _ in self.slow_workers]})
+        if self.heavy_last_stage != 1.0:
+            causes.append({"cause": "last_stage",
+                           "workers": [f"{d},{self.pp - 1}" for d in range(self.dp)]})
+        if self.seq_len_sigma > 0:
+            causes.append({"cause": "sequence_length", "workers": []})
+        if self.gc_prob > 0:
+            causes.append({"cause": "gc", "workers": []})
+        if self.slow_links:
+            causes.append({"cause": "communication", "workers": sorted(
+                {f"{d},{s}" for d, s, _ in self.slow_links}
+                | {f"{d},{s + 1}" for d, s, _ in self.slow_links})})
+        return {"causes": causes or [{"cause": "none", "workers": []}]}
+
+
+def _schedule_table(spec: SynthSpec) -> tuple[OpTable, list[tuple[str, int, int, int]]]:
+    """An op table of one worker-step per stage whose start times are the launch order;
+    it carries the op identities from which the graph is built."""
+    meta = spec.meta()
+    dp_sync = meta.dp_synchronised
+    rows: list[tuple[str, int, int, int]] = []  # (optype, stage, mc, mb) in node order
+    order: list[float] = []
+    seq: list[int] = []
+    for s in range(spec.pp):
+        counts: dict[str, int] = {}
+        for i, (optype, mc, mb) in enumerate(stage_ops(spec.pp, spec.vpp, spec.microbatches,
+                                                       s, dp_sync, spec.overlap)):
+            rows.append((optype, s, mc, mb))
+            seq.append(counts.get(optype, 0))
+            counts[optype] = seq[-1] + 1
+            order.append(float(i))
+    n = len(rows)
+    stage = np.array([r[1] for r in rows])
+    mc = np.array([r[2] for r in rows])
+    optype = np.array([S.OPTYPE_CODE[r[0]] for r in rows])
+    is_compute = np.isin(optype, [S.OPTYPE_CODE[t] for t in S.COMPUTE_TYPES])
+    gmc = np.where(is_compute, mc * spec.pp + stage, -1)
+    start = np.array(order)[:, None, None]
+    table = OpTable(
+        meta=meta, source=f"<synth {spec.name}>", steps=np.arange(1),
+        node_stage=stage, node_optype=optype, node_seq=np.array(seq), node_mc=mc,
+        node_gmc=gmc, node_mb=np.array([r[3] for r in rows]),
+        start=start, duration=np.full((n, 1, 1), 0.5),
+        ranks=np.arange(spec.dp * spec.pp).reshape(spec.pp, spec.dp).T,
+    )
+    return table, rows
+
+
+def _values(spec: SynthSpec, table: OpTable, rng: np.random.Generator) -> np.ndarray:
+    """Per-op own time (duration or transfer duration), shape (n_nodes, dp, steps)."""
+    n, dp, st = table.n_nodes, spec.dp, spec.steps
+    names = [S.OPTYPES[c] for c in table.node_optype]
+    base = np.array([BASE_DURATIONS[t] for t in names])
+    val = np.broadcast_to(base[:, None, None], (n, dp, st)).copy()
+    if spec.jitter > 0:
+        val *= rng.lognormal(0.0, spec.jitter, size=val.shape)
+    compute = np.isin(table.node_optype, [S.OPTYPE_CODE[t] for t in S.COMPUTE_TYPES])
+    if spec.seq_len_sigma > 0:
+        mbs = int(table.node_mb[compute].max()) + 1
+        length = rng.lognormal(0.0, spec.seq_len_sigma, size=(mbs, dp, st))
+        q = spec.seq_len_quadratic
+        cost = (1 - q) * length + q * length**2
+        cost /= cost.mean()
+        val[compute] *= cost[table.node_mb[compute]]
+    if spec.heavy_last_stage != 1.0:
+        val[compute & (table.node_stage == spec.pp - 1)] *= spec.heavy_last_stage
+    for d, s, factor in spec.slow_workers:
+        val[compute & (table.node_stage == s), d] *= factor
+    if spec.gc_prob > 0:
+        gc = table.node_optype == S.OPTYPE_CODE[S.GC]
+        hit = rng.random(size=(int(gc.sum()), dp, st)) < spec.gc_prob
+        val[gc] += hit * spec.gc_pause
+    for d, s, factor in spec.slow_links:
+        fwd = (table.node_stage == s) & (table.node_optype == S.OPTYPE_CODE[S.FORWARD_SEND])
+        fwd |= (table.node_stage == s + 1) & (table.node_optype
+                                               == S.OPTYPE_CODE[S.FORWARD_RECV])
+        bwd = (table.node_stage == s + 1) & (table.node_optype
+                                              == S.OPTYPE_CODE[S.BACKWARD_SEND])
+        bwd |= (table.node_stage == s) & (table.node_optype == S.OPTYPE_CODE[S.BACKWARD_RECV])
+        val[fwd | bwd, d] *= factor
+    return val
+
+
+def generate(spec: SynthSpec) -> tuple[TraceColumns, JobMeta, dict[str, Any]]:
+    """Generate a trace, its metadata and the ground truth."""
+    rng = np.random.default_rng(spec.seed)
+    sched, _ = _schedule_table(spec)
+    graph = build_graph(sched)
+    order = evaluation_order(graph)
+    val = _values(spec, sched, rng)
+    n, dp, st = sched.n_nodes, spec.dp, spec.steps
+    delay = None
+    if spec.launch_gap_prob > 0:
+        compute = np.isin(sched.node_optype, [S.OPTYPE_CODE[t] for t in S.COMPUTE_TYPES])
+        gaps = (rng.random(size=(n, dp, st)) < spec.launch_gap_prob) * spec.launch_gap
+        gaps[~compute] = 0.0
+        delay = gaps
+
+    def values(idx: np.ndarray) -> np.ndarray:
+        return val[idx][:, None]
+
+    def delays(idx: np.ndarray) -> np.ndarray:
+        assert delay is not None
+        return delay[idx][:, None]
+
+    res = simulate(order, values, (1, dp, st), delays=None if delay is None else delays,
+                   keep=True)
+    assert res.start is not None and res.end is not None
+    start, end = res.start[:, 0], res.end[:, 0]
+    shape = (n, dp, st)
+    node = np.broadcast_to(np.arange(n)[:, None, None], shape).ravel()
+    d = np.broadcast_to(np.arange(dp)[None, :, None], shape).ravel()
+    step = np.broadcast_to(np.arange(st)[None, None, :], shape).ravel()
+    stage = sched.node_stage[node]
+    trace = TraceColumns(
+        dp_rank=d.astype(np.int32), stage=stage.astype(np.int16),
+        rank=((stage * dp + d) * spec.tp).astype(np.int32), step=step.astype(np.int64),
+        optype=sched.node_optype[node].astype(np.int8), start_ts=start.ravel(),
+        duration=(end - start).ravel(), seq_id=sched.node_seq[node].astype(np.int32),
+        mc=sched.node_mc[node].astype(np.int16), mb_id=sched.node_mb[node].astype(np.int32),
+        gmc=sched.node_gmc[node].astype(np.int32), source=f"<synth {spec.name}>",
+    )
+    truth = {"spec": asdict(spec), "expected": spec.expected(),
+             "n_ops": int(len(trace)), "n_workers": dp * spec.pp}
+    return trace, spec.meta(), truth
+
+
+def write_synth(spec: SynthSpec, out: str | Path, fmt: str = "parquet") -> dict[str, Path]:
+    """Generate and write ``trace.parquet`` (or ``.jsonl``), ``meta.yaml``, ``truth.json``."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    trace, meta, truth = generate(spec)
+    ext = "jsonl" if fmt == "jsonl" else "parquet"
+    paths = {"trace": write_trace(trace, out / f"trace.{ext}"),
+             "meta": write_meta(meta, out / "meta.yaml"),
+             "truth": out / "truth.json"}
+    paths["truth"].write_text(json.dumps(truth, indent=1))
+    return paths
