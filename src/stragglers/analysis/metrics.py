@@ -65,6 +65,8 @@ class Metrics:
     m_comm: Characterisation
     m_gc: Characterisation
     fb: dict
+    stage_compute: np.ndarray  # (pp,) median over DP ranks of compute seconds per step
+    comm_excess: np.ndarray  # (dp, pp) communication seconds per step above ideal
 
     @property
     def discrepancy(self) -> float:
@@ -167,6 +169,30 @@ def _fb_signal(model: WhatIfModel) -> dict:
     return out
 
 
+def stage_compute_time(model: WhatIfModel) -> np.ndarray:
+    """Per stage: median over DP ranks of the mean compute seconds per step."""
+    t = model.table
+    compute = np.isin(t.node_optype, [S.OPTYPE_CODE[x] for x in S.COMPUTE_TYPES])
+    per_worker = np.zeros((model.dp, model.pp))
+    for s in range(model.pp):
+        nodes = compute & (t.node_stage == s)
+        per_worker[:, s] = t.duration[nodes].sum(axis=0, dtype=np.float64).mean(axis=1)
+    return np.median(per_worker, axis=0)
+
+
+def comm_excess(model: WhatIfModel) -> np.ndarray:
+    """Per worker: mean seconds per step its communication ops take above ideal."""
+    t = model.table
+    keys = np.array([S.ATTRIBUTION_TYPE[S.OPTYPES[c]] for c in t.node_optype])
+    comm = np.isin(keys, list(S.COMM_ATTRIBUTION_KEYS))
+    out = np.zeros((model.dp, model.pp))
+    for s in range(model.pp):
+        nodes = np.flatnonzero(comm & (t.node_stage == s))
+        excess = model.derived.value[nodes] - model.ideal[nodes][:, None, None]
+        out[:, s] = np.clip(excess, 0.0, None).sum(axis=0).mean(axis=1)
+    return out
+
+
 def compute_metrics(model: WhatIfModel, exact_workers: bool = True) -> Metrics:
     """All figures of §5 for a prepared model."""
     t = model.table
@@ -219,6 +245,7 @@ def compute_metrics(model: WhatIfModel, exact_workers: bool = True) -> Metrics:
         attr_dp=attr_dp, attr_stage=attr_stage, attr_optype=attr_optype,
         worker_exact=exact_worker_times(model) if exact_workers else None,
         m_w=m_s, m_s=m_s, m_comm=m_comm, m_gc=m_gc, fb=_fb_signal(model),
+        stage_compute=stage_compute_time(model), comm_excess=comm_excess(model),
     )
     metrics.m_w = characterise_workers(model, metrics,
                                        top_workers(metrics.worker_score, t.ranks))

@@ -13,6 +13,8 @@ import sys
 from stragglers.errors import InputError
 
 COMMAND_MODULES: tuple[str, ...] = (
+    "whatif_cmd",
+    "synth_cmd",
 )
 
 EXIT_OK = 0

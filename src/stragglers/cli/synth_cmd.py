@@ -1,0 +1,151 @@
+"""``stragglers synth`` (synthetic traces with injected stragglers) and ``stragglers demo``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from stragglers.errors import InputError
+from stragglers.synth import SynthSpec, write_synth
+
+SYNTH_EPILOG = """\
+examples:
+  stragglers synth --dp 4 --pp 4 --microbatches 8 --steps 10 --out job/
+  stragglers synth --dp 8 --pp 4 --slow-worker 3,1:1.5 --out slow/
+  stragglers synth --pp 4 --heavy-last-stage 1.3 --jitter 0.01 --out st/
+  stragglers synth --seq-len-sigma 0.6 --out seqlen/
+  stragglers synth --gc 0.2:1.0 --out gc/          # 20% of worker-steps pause 1 s
+  stragglers synth --slow-link 0,1:50 --out link/  # dp 0, stage 1 <-> 2 transfers x50
+  stragglers synth --launch-gaps 0.3:0.005 --out gaps/
+Writes trace.parquet (or .jsonl), meta.yaml and truth.json (the injected causes and the
+workers to blame); analyse with `stragglers analyze OUT/trace.parquet --meta OUT/meta.yaml`.
+"""
+
+
+def _worker_factor(text: str, flag: str) -> tuple[int, int, float]:
+    try:
+        where, factor = text.split(":")
+        d, s = where.split(",")
+        return int(d), int(s), float(factor)
+    except ValueError:
+        raise InputError(f"{flag}: expected DP,STAGE:FACTOR, got {text!r}") from None
+
+
+def _prob_seconds(text: str, flag: str) -> tuple[float, float]:
+    try:
+        p, sec = text.split(":")
+        return float(p), float(sec)
+    except ValueError:
+        raise InputError(f"{flag}: expected PROB:SECONDS, got {text!r}") from None
+
+
+def spec_from_args(args: argparse.Namespace) -> SynthSpec:
+    spec = SynthSpec(dp=args.dp, pp=args.pp, vpp=args.vpp, tp=args.tp,
+                     microbatches=args.microbatches, steps=args.steps, overlap=args.overlap,
+                     seed=args.seed, jitter=args.jitter, name=args.name,
+                     heavy_last_stage=args.heavy_last_stage, seq_len_sigma=args.seq_len_sigma)
+    spec.slow_workers = [_worker_factor(t, "--slow-worker") for t in args.slow_worker]
+    spec.slow_links = [_worker_factor(t, "--slow-link") for t in args.slow_link]
+    if args.gc:
+        spec.gc_prob, spec.gc_pause = _prob_seconds(args.gc, "--gc")
+    if args.launch_gaps:
+        spec.launch_gap_prob, spec.launch_gap = _prob_seconds(args.launch_gaps, "--launch-gaps")
+    check_spec(spec)
+    return spec
+
+
+def check_spec(spec: SynthSpec) -> None:
+    for name in ("dp", "pp", "vpp", "tp", "microbatches", "steps"):
+        if getattr(spec, name) < 1:
+            raise InputError(f"--{name}: must be at least 1")
+    if spec.vpp > 1 and spec.microbatches % spec.pp:
+        raise InputError(f"--microbatches {spec.microbatches} must be a multiple of --pp "
+                         f"{spec.pp} for an interleaved schedule (--vpp {spec.vpp})")
+    for d, s, f in spec.slow_workers:
+        if not (0 <= d < spec.dp and 0 <= s < spec.pp) or f <= 0:
+            raise InputError(f"--slow-worker {d},{s}:{f}: worker outside dp {spec.dp} x pp "
+                             f"{spec.pp} or factor not positive")
+    for d, s, f in spec.slow_links:
+        if not (0 <= d < spec.dp and 0 <= s < spec.pp - 1) or f <= 0:
+            raise InputError(f"--slow-link {d},{s}:{f}: the link joins stage {s} and {s + 1} "
+                             f"of DP rank {d}; it must exist and the factor be positive")
+    if not 0 <= spec.gc_prob <= 1 or not 0 <= spec.launch_gap_prob <= 1:
+        raise InputError("--gc / --launch-gaps: the probability must be in [0, 1]")
+
+
+def _add_shape(p: argparse.ArgumentParser, dp: int, pp: int, mb: int, steps: int) -> None:
+    p.add_argument("--dp", type=int, default=dp, help="data-parallel degree (default %(default)s)")
+    p.add_argument("--pp", type=int, default=pp, help="pipeline stages (default %(default)s)")
+    p.add_argument("--vpp", type=int, default=1, help="model chunks per stage (interleaved)")
+    p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree (metadata only)")
+    p.add_argument("--microbatches", type=int, default=mb, help="per step (default %(default)s)")
+    p.add_argument("--steps", type=int, default=steps, help="steps (default %(default)s)")
+    p.add_argument("--overlap", action="store_true",
+                   help="overlap gradient reduce-scatter with backward compute")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--jitter", type=float, default=0.0,
+                   help="log-normal sigma of per-op noise (default %(default)s: none)")
+    p.add_argument("--name", default="synth", help="job name in the metadata")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("synth", help="write a synthetic trace with injected stragglers",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       epilog=SYNTH_EPILOG,
+                       description="Generate a Megatron-style 1F1B / interleaved trace whose "
+                                   "timeline follows the analyzer's dependency rules.")
+    _add_shape(p, 2, 4, 8, 10)
+    p.add_argument("--slow-worker", action="append", default=[], metavar="D,S:FACTOR",
+                   help="compute of worker (dp D, stage S) takes FACTOR times longer")
+    p.add_argument("--heavy-last-stage", type=float, default=1.0, metavar="FACTOR",
+                   help="compute of the last stage takes FACTOR times longer")
+    p.add_argument("--seq-len-sigma", type=float, default=0.0, metavar="SIGMA",
+                   help="long-tailed (log-normal) sequence lengths, quadratic attention cost")
+    p.add_argument("--gc", metavar="PROB:SECONDS",
+                   help="uncoordinated GC: each worker-step pauses SECONDS with PROB")
+    p.add_argument("--slow-link", action="append", default=[], metavar="D,S:FACTOR",
+                   help="P2P transfers between stage S and S+1 of DP rank D x FACTOR")
+    p.add_argument("--launch-gaps", metavar="PROB:SECONDS",
+                   help="CPU launch gaps of SECONDS before compute ops with PROB")
+    p.add_argument("--format", choices=("parquet", "jsonl"), default="parquet")
+    p.add_argument("--out", required=True, help="output folder")
+    p.set_defaults(func=run_synth)
+
+    p = sub.add_parser("demo", help="generate a job with stragglers, analyse it, write results",
+                       description="Generate a dp 4 x pp 4 job with one slow worker (dp 1, "
+                                   "stage 1, x1.8) and a heavy last stage (x1.25), analyse "
+                                   "it and write result.json, heatmaps and timelines.")
+    p.add_argument("--out", default="demo-out", help="output folder (default %(default)s)")
+    p.set_defaults(func=run_demo)
+
+
+def run_synth(args: argparse.Namespace) -> int:
+    spec = spec_from_args(args)
+    paths = write_synth(spec, args.out, args.format)
+    truth = json.loads(Path(paths["truth"]).read_text())
+    print(f"wrote {truth['n_ops']:,} ops of {truth['n_workers']} workers: "
+          + ", ".join(f"{k} {v}" for k, v in paths.items()))
+    print("injected: " + "; ".join(f"{c['cause']} {' '.join(c['workers'])}".strip()
+                                   for c in truth["expected"]["causes"]))
+    return 0
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    from stragglers.analysis import analyze_table, load_table
+    from stragglers.analysis.outputs import write_outputs
+    from stragglers.analysis.result import summary
+
+    out = Path(args.out)
+    spec = SynthSpec(dp=4, pp=4, microbatches=8, steps=12, jitter=0.01, seed=7, name="demo",
+                     slow_workers=[(1, 1, 1.8)], heavy_last_stage=1.25)
+    paths = write_synth(spec, out / "input")
+    print(f"generated {paths['trace']} (dp 4 x pp 4, 8 microbatches, 12 steps) with a slow "
+          "worker (dp 1, stage 1, x1.8) and a heavy last stage (x1.25)\n")
+    analysis = analyze_table(load_table(paths["trace"], paths["meta"]))
+    files = write_outputs(analysis.model, analysis.result, out)
+    print(summary(analysis.result))
+    print()
+    for name, f in files.items():
+        print(f"{name}: {f}")
+    return 0
