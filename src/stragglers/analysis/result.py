@@ -152,6 +152,10 @@ def summary(result: dict[str, Any]) -> str:
         + f"  confidence {v['confidence']:.2f}",
     ]
     lines += [f"  - {e}" for e in v["evidence"]]
+    if v["contributing"]:
+        lines.append("contributing: " + ", ".join(
+            c["cause"] + ("" if c["share"] is None else f" ({c['share']:.0%})")
+            for c in v["contributing"]))
     lines.append("worst workers (dp,stage: S_w): "
                  + ", ".join(f"{k}: {s:.3f}" for k, s in worst_w))
     lines.append("worst op types (S_t): " + ", ".join(f"{k}: {s:.3f}" for k, s in worst_t))

@@ -56,6 +56,32 @@ def _padded(nodes: list[int], deps: list[list[int]], pad: int, zero: int) -> np.
     return out
 
 
+def _describe_cycle(graph: DependencyGraph, unit_nodes: list[list[int]],
+                    unit_deps: list[set[int]], indeg: np.ndarray, unit_of: np.ndarray) -> str:
+    """Walk dependencies among the units left unsorted until one repeats: a cycle."""
+    stuck = {u for u in range(len(unit_nodes)) if indeg[u] > 0}
+    # Every unit left has a dependency inside the leftover set, so the walk closes.
+    path, seen = [], {}
+    u = min(stuck)
+    while u not in seen:
+        seen[u] = len(path)
+        path.append(u)
+        u = min(d for d in unit_deps[u] if d in stuck or indeg[d] > 0)
+    cycle = path[seen[u]:][::-1]
+
+    def name(unit: int, nxt: int) -> str:
+        # The member of a group that waits for the next unit names the edge best.
+        for x in unit_nodes[unit]:
+            if any(unit_of[d] == nxt for d in graph.deps[x]):
+                return graph.node_names[x]
+        return graph.node_names[unit_nodes[unit][0]]
+
+    names = [name(cycle[(i + 1) % len(cycle)], cycle[i]) for i in range(len(cycle))]
+    names = names[-1:] + names[:-1]
+    return ("dependency cycle (each op waits for the one before it): "
+            + " -> ".join(names + names[:1]) + f" ({len(stuck)} op group(s) deadlocked)")
+
+
 def evaluation_order(graph: DependencyGraph) -> EvaluationOrder:
     """Sort the graph's units topologically into levels; raise on a cycle."""
     n = graph.n_nodes
@@ -97,10 +123,7 @@ def evaluation_order(graph: DependencyGraph) -> EvaluationOrder:
                     nxt.append(w)
         frontier = nxt
     if done < n_units:
-        stuck = [u for u in range(n_units) if indeg[u] > 0]
-        names = [graph.node_names[unit_nodes[u][0]] for u in stuck[:4]]
-        raise ModelError(f"dependency cycle among {len(stuck)} op(s), e.g. "
-                         + " -> ".join(names))
+        raise ModelError(_describe_cycle(graph, unit_nodes, unit_deps, indeg, unit_of))
     pad, zero = n, n + 1
     levels = []
     for lv in range(int(level.max()) + 1 if n_units else 0):

@@ -24,8 +24,9 @@ class OpTable:
     """Dense view of a validated trace.
 
     Node attributes (``node_*``) are indexed by node; ``start`` and ``duration`` have shape
-    ``(n_nodes, dp_size, n_steps)`` in seconds, in the trace's float precision; ``steps`` are the trace's step ids
-    in increasing order; ``ranks[d, s]`` is the global rank of worker (d, s).
+    ``(n_nodes, dp_size, n_steps)`` in seconds, in the trace's float precision; ``steps``
+    are the trace's step ids in increasing order; ``ranks[d, s]`` is the global rank of
+    worker (d, s).
     """
 
     meta: JobMeta

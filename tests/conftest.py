@@ -1,0 +1,27 @@
+"""Shared fixtures: the reference traces in ../shared (never copied into the repo)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+REFERENCE = REPO.parent / "shared" / "reference" / "traces"
+
+
+def reference_dir() -> Path:
+    """The reference folder; skip outside CI when it is absent, fail inside CI."""
+    if (REFERENCE / "trace-AR.parquet").exists():
+        return REFERENCE
+    reason = (f"reference traces not found at {REFERENCE} (they live in ../shared beside the "
+              "checkout, which CI provides)")
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def ref_dir() -> Path:
+    return reference_dir()

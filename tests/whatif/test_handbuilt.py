@@ -1,0 +1,175 @@
+"""Dependency rules, simulation and metrics on traces worked out by hand (handmade.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from stragglers.analysis import analyze_table
+from stragglers.model import build_graph
+from stragglers.trace import build_table
+from stragglers.trace import schema as S
+from tests.whatif import handmade as H
+
+TOL = 1e-9
+
+
+def node(table, stage: int, optype: str, seq: int = 0) -> int:
+    hit = np.flatnonzero((table.node_stage == stage)
+                         & (table.node_optype == S.OPTYPE_CODE[optype])
+                         & (table.node_seq == seq))
+    assert len(hit) == 1
+    return int(hit[0])
+
+
+def deps_of(graph, table, stage, optype, seq=0) -> set[tuple[int, str, int]]:
+    n = node(table, stage, optype, seq)
+    return {(int(table.node_stage[d]), S.OPTYPES[table.node_optype[d]],
+             int(table.node_seq[d])) for d in graph.deps[n]}
+
+
+@pytest.fixture(scope="module")
+def two():
+    trace, meta = H.two_by_two()
+    table = build_table(trace, meta)
+    return table, build_graph(table), analyze_table(table)
+
+
+def test_two_by_two_dependencies(two):
+    table, g, _ = two
+    # recv -> compute; params before first forward; compute -> send.
+    assert deps_of(g, table, 1, H.F) == {(1, H.FR, 0), (1, H.PAG, 0)}
+    assert deps_of(g, table, 0, H.F) == {(0, H.PAG, 0)}
+    assert deps_of(g, table, 0, H.FS) == {(0, H.F, 0)}
+    # Compute chain; backward recv feeds backward compute.
+    assert deps_of(g, table, 0, H.B) == {(0, H.F, 0), (0, H.BR, 0)}
+    # gc follows the compute that ends last; then the non-overlapped DP chain.
+    assert deps_of(g, table, 0, H.GC) == {(0, H.B, 0)}
+    assert deps_of(g, table, 0, H.LN) == {(0, H.GC, 0)}
+    assert deps_of(g, table, 0, H.EMB) == {(0, H.LN, 0)}
+    assert deps_of(g, table, 0, H.RS) == {(0, H.EMB, 0), (0, H.PAG, 0)}
+    assert deps_of(g, table, 1, H.RS) == {(1, H.EMB, 0), (1, H.PAG, 0)}
+    assert deps_of(g, table, 0, H.CLIP) == {(0, H.RS, 0)}
+    assert deps_of(g, table, 0, H.OPT) == {(0, H.CLIP, 0)}
+    # Groups: P2P pairs, embedding of first+last stage, clip of all stages; DP sync.
+    groups = {tuple(sorted((int(table.node_stage[m]), S.OPTYPES[table.node_optype[m]])
+                           for m in members)): bool(sync)
+              for members, sync in zip(g.groups, g.group_dp_sync, strict=True)}
+    assert groups[((0, H.FS), (1, H.FR))] is False
+    assert groups[((0, H.BR), (1, H.BS))] is False
+    assert groups[((0, H.EMB), (1, H.EMB))] is False
+    assert groups[((0, H.CLIP), (1, H.CLIP))] is True
+    assert groups[((0, H.RS),)] is True and groups[((1, H.PAG),)] is True
+    assert not any(H.LN in [x[1] for x in k] for k in groups)
+
+
+def test_two_by_two_figures(two):
+    _, _, a = two
+    r = a.result
+    ideal, nodelay = 7.86, 8.36
+    for st in r["steps"]:
+        assert r["step_time"]["actual"][str(st)] == pytest.approx(nodelay, abs=TOL)
+        assert r["step_time"]["no_delay"][str(st)] == pytest.approx(nodelay, abs=TOL)
+        assert r["step_time"]["ideal"][str(st)] == pytest.approx(ideal, abs=TOL)
+    assert r["discrepancy"] == pytest.approx(1.0, abs=TOL)
+    assert r["slowdown"] == pytest.approx(nodelay / ideal, abs=TOL)
+    att = r["attribution"]
+    assert att["dp_rank"] == pytest.approx({"0": 1.0, "1": nodelay / ideal}, abs=TOL)
+    assert att["stage"] == pytest.approx({"0": 8.61 / ideal, "1": 7.61 / ideal}, abs=TOL)
+    assert att["optype"]["forward-compute"] == pytest.approx(nodelay / ideal, abs=TOL)
+    assert att["optype"]["backward-compute"] == pytest.approx(1.0, abs=TOL)
+    assert att["worker"] == pytest.approx(
+        {"0,0": 1.0, "0,1": 1.0, "1,0": 8.61 / ideal, "1,1": 1.0}, abs=TOL)
+    assert r["worker_score"] == pytest.approx(
+        {"0,0": 1.0, "0,1": 7.61 / ideal, "1,0": nodelay / ideal, "1,1": 7.61 / ideal},
+        abs=TOL)
+    assert r["m_w"]["workers"] == ["1,0"]
+    assert r["m_w"]["rem"] == pytest.approx(1.5, abs=1e-8)
+    assert r["m_w"]["add"] == pytest.approx(1.5, abs=1e-8)
+    assert r["m_s"]["rem"] == pytest.approx(-0.5, abs=1e-8)
+    assert r["m_s"]["add"] == pytest.approx(-0.5, abs=1e-8)
+    # S = 1.064 is below the default verdict threshold of 1.1 ...
+    assert r["verdict"]["cause"] == "none"
+    # ... and above a lower one, where the slow worker is named.
+    v = analyze_table(a.model.table, threshold=1.05).result["verdict"]
+    assert v["cause"] == "worker" and v["workers"] == ["1,0"]
+    counts = r["counts"]
+    assert counts["transfer_clipped_to_zero"] == 0
+    assert counts["launch_delay_clipped_to_zero"] == 0
+
+
+def test_one_by_four_pipeline():
+    trace, meta = H.one_by_four()
+    a = analyze_table(build_table(trace, meta))
+    r = a.result
+    assert r["step_time"]["no_delay"]["0"] == pytest.approx(13.16, abs=TOL)
+    assert r["step_time"]["actual"]["0"] == pytest.approx(13.16, abs=TOL)
+    assert r["slowdown"] == pytest.approx(1.0, abs=TOL)
+    assert r["verdict"]["cause"] == "none"
+    g, t = a.model.graph, a.model.table
+    # backward-send of stage s pairs with backward-recv of stage s-1.
+    pairs = {tuple(sorted((int(t.node_stage[m]), S.OPTYPES[t.node_optype[m]]) for m in grp))
+             for grp in g.groups}
+    for s in (1, 2, 3):
+        assert ((s - 1, H.BR), (s, H.BS)) in pairs
+        assert ((s - 1, H.FS), (s, H.FR)) in pairs
+    assert ((0, H.EMB), (3, H.EMB)) in pairs
+    # No DP: DP chain absent and clip is synchronised across stages only.
+    clip = [grp for grp in g.groups if len(grp) == 4]
+    assert len(clip) == 1 and not g.group_dp_sync[g.group_of[clip[0][0]]]
+
+
+def test_launch_gap_is_discrepancy_not_slowdown():
+    trace, meta = H.one_by_four(H.one_by_four_workers(gap=0.05))
+    r = analyze_table(build_table(trace, meta)).result
+    assert r["step_time"]["actual"]["0"] == pytest.approx(13.21, abs=TOL)
+    assert r["step_time"]["no_delay"]["0"] == pytest.approx(13.16, abs=TOL)
+    assert r["discrepancy"] == pytest.approx(13.21 / 13.16, abs=TOL)
+    assert r["slowdown"] == pytest.approx(1.0, abs=TOL)
+
+
+def _late_recv(send_end: float, recv_start: float):
+    w = H.one_by_four_workers()
+    w[(0, 2)] = [op if op[0] != H.FS else (H.FS, 3.2, send_end) for op in w[(0, 2)]]
+    w[(0, 3)] = [op if op[0] != H.FR else (H.FR, recv_start, 3.3) for op in w[(0, 3)]]
+    return H.one_by_four(w)
+
+
+def test_negative_transfer_at_or_below_10ms_is_clipped_and_counted():
+    # The send ends 20 ms before its receiver is posted: transfer -0.02 -> 0 (clipped);
+    # the recv's transfer is 3.3 - 3.24 = 0.06, so the no-delay forward wave gains 0.04.
+    trace, meta = _late_recv(send_end=3.22, recv_start=3.24)
+    a = analyze_table(build_table(trace, meta))
+    r = a.result
+    assert r["counts"]["transfer_clipped_to_zero"] == 1
+    assert r["counts"]["transfer_negative_kept"] == 0
+    assert r["step_time"]["no_delay"]["0"] == pytest.approx(13.12, abs=TOL)
+    t = a.model.table
+    assert a.model.derived.value[node(t, 2, H.FS), 0, 0] == 0.0
+    assert a.model.derived.value[node(t, 3, H.FR), 0, 0] == pytest.approx(0.06, abs=TOL)
+
+
+def test_small_negative_transfer_is_kept():
+    trace, meta = _late_recv(send_end=3.2, recv_start=3.205)
+    a = analyze_table(build_table(trace, meta))
+    r = a.result
+    assert r["counts"]["transfer_clipped_to_zero"] == 0
+    assert r["counts"]["transfer_negative_kept"] == 1
+    t = a.model.table
+    assert a.model.derived.value[node(t, 2, H.FS), 0, 0] == pytest.approx(-0.005, abs=TOL)
+    assert r["step_time"]["no_delay"]["0"] == pytest.approx(13.155, abs=TOL)
+
+
+def test_negative_launch_delay_rule():
+    # Stage 3's backward starts 20 ms before its forward ends (recorded clock skew):
+    # launch delay -0.02 <= -10 ms is clipped; -5 ms would be kept.
+    for shift, clipped, kept in ((-0.02, 1, 0), (-0.005, 0, 1)):
+        w = H.one_by_four_workers()
+        w[(0, 3)] = [op if op[0] != H.B else (H.B, 4.3 + shift, 6.3) for op in w[(0, 3)]]
+        a = analyze_table(build_table(*H.one_by_four(w)))
+        c = a.result["counts"]
+        assert c["launch_delay_clipped_to_zero"] == clipped
+        assert c["launch_delay_negative_kept"] >= kept
+        t = a.model.table
+        d = a.model.derived.delay[node(t, 3, H.B), 0, 0]
+        assert d == (0.0 if clipped else pytest.approx(shift, abs=TOL))

@@ -1,0 +1,82 @@
+"""The simulator's shortcuts against plain full simulations, and the custom what-if API."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from stragglers.analysis import analyze_table
+from stragglers.analysis.custom import WhatIf
+from stragglers.analysis.metrics import exact_worker_times
+from stragglers.synth import SynthSpec, generate
+from stragglers.trace import build_table
+
+
+@pytest.fixture(scope="module")
+def analysis():
+    trace, meta, _ = generate(SynthSpec(dp=3, pp=3, microbatches=6, steps=4, jitter=0.05,
+                                        seed=11, slow_workers=[(1, 2, 1.3)],
+                                        gc_prob=0.3, gc_pause=0.05))
+    return analyze_table(build_table(trace, meta))
+
+
+def full_worker_time(model, d, s):
+    """Only worker (d, s) original, every DP rank simulated."""
+    wm = np.zeros((1, model.dp, model.pp), dtype=bool)
+    wm[0, d, s] = True
+    return model.step_times(model.mixed(model.full_dp_map(1), worker_mask=wm))[0]
+
+
+def test_virtual_dp_ranks_equal_full_simulation(analysis):
+    m = analysis.model
+    exact = exact_worker_times(m)
+    for d in range(m.dp):
+        for s in range(m.pp):
+            assert np.allclose(exact[d, s], full_worker_time(m, d, s), rtol=0, atol=1e-12)
+    for d in range(m.dp):
+        wm = np.zeros((1, m.dp, m.pp), dtype=bool)
+        wm[0, d, :] = True
+        full = m.step_times(m.mixed(m.full_dp_map(1), worker_mask=wm))[0]
+        assert np.allclose(analysis.metrics.attr_dp[d], full, atol=1e-12)
+
+
+def test_custom_whatif_matches_analyses(analysis):
+    m = analysis.model
+    wi = WhatIf(m)
+    r = analysis.result
+    base = wi.simulate()
+    assert base.mean == pytest.approx(np.mean(list(r["step_time"]["no_delay"].values())))
+    ideal = wi.simulate(wi.ops().ideal())
+    assert ideal.slowdown == pytest.approx(1.0)
+    assert base.slowdown == pytest.approx(r["slowdown"])
+    # M_W rem by hand: the top workers at their ideal values.
+    sel = None
+    for key in r["m_w"]["workers"]:
+        d, s = (int(x) for x in key.split(","))
+        one = wi.ops(dp_rank=d, stage=s)
+        sel = one if sel is None else sel | one
+    assert wi.simulate(sel.ideal()).mean == pytest.approx(r["m_w"]["t_rem"], rel=1e-12)
+    # Stage attribution: only stage 1 original = everything else ideal.
+    s1 = wi.simulate((~wi.ops(stage=1)).ideal())
+    assert s1.slowdown == pytest.approx(r["attribution"]["stage"]["1"], rel=1e-12)
+
+
+def test_custom_whatif_set_scale_and_errors(analysis):
+    wi = WhatIf(analysis.model)
+    base = wi.simulate()
+    slower = wi.simulate(wi.ops(optype="optimizer").scale(2.0))
+    assert slower.mean > base.mean
+    # The optimizer ends every step: doubling it lengthens every step.
+    for st, t in slower.step_time.items():
+        assert t > base.step_time[st]
+    zero = wi.simulate(wi.ops(optype=["forward-compute", "backward-compute"]).set(0.0))
+    assert zero.mean < base.mean
+    one_step = wi.simulate(wi.ops(step=2, optype="optimizer").set(10.0))
+    assert one_step.step_time[2] > 10.0 and one_step.step_time[1] == base.step_time[1]
+    assert wi.ops(microbatch=0).count == 2 * analysis.model.dp * analysis.model.pp * 4
+    from stragglers.errors import InputError
+
+    with pytest.raises(InputError, match="unknown operation type"):
+        wi.ops(optype="fwd")
+    with pytest.raises(InputError, match="step 99"):
+        wi.ops(step=99)
