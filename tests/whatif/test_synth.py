@@ -145,3 +145,10 @@ def test_jsonl_matches_parquet(tmp_path):
     ra, rb = analyze_files(a["trace"], a["meta"]), analyze_files(b["trace"], b["meta"])
     assert ra["slowdown"] == pytest.approx(rb["slowdown"], rel=1e-12)
     assert ra["attribution"] == rb["attribution"]
+
+
+def test_large_discrepancy_is_untrustworthy():
+    a, _ = analyse(dp=2, pp=2, microbatches=4, steps=4, launch_gap_prob=0.8, launch_gap=0.05)
+    r = a.result
+    assert r["discrepancy"] > 1.05
+    assert r["trustworthy"] is False
