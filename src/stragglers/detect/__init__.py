@@ -1,0 +1,44 @@
+"""Online fail-slow detection: from live call logs to "which GPU or link, since when".
+
+One job per module:
+
+* :mod:`~stragglers.detect.records` - JSON-lines record schema (call, iteration, message) and
+  parsing with file/line/field errors;
+* :mod:`~stragglers.detect.period` - iteration times from a rank's call sequence (ACF period,
+  anchor n-gram), streaming and batch;
+* :mod:`~stragglers.detect.bocd` - BOCD (Normal-Gamma, constant hazard) with verification, and the
+  plain-BOCD and sliding-window baselines behind one streaming interface;
+* :mod:`~stragglers.detect.corpus` / :mod:`~stragglers.detect.evaluate` - labelled synthetic
+  corpus and the Falcon Table 4/5 style benchmark (``stragglers detect-eval``);
+* :mod:`~stragglers.detect.narrow` - suspicious communication groups (slow transfer vs waiting);
+* :mod:`~stragglers.detect.matrix` - C4D delay matrix and late senders from receive waits;
+* :mod:`~stragglers.detect.validation_plan` - disjoint P2P passes for rings and trees;
+* :mod:`~stragglers.detect.hang` - hang localisation on a dp x pp x tp topology;
+* :mod:`~stragglers.detect.watch` - the streaming watcher (``stragglers watch``).
+"""
+
+from stragglers.detect.bocd import (
+    BOCD,
+    Alarm,
+    BOCDDetector,
+    BOCDVerifyDetector,
+    NormalGammaPrior,
+    SlidingWindowDetector,
+    make_detector,
+    run_detector,
+)
+from stragglers.detect.period import PeriodTracker, find_period, iteration_times
+
+__all__ = [
+    "Alarm",
+    "BOCD",
+    "BOCDDetector",
+    "BOCDVerifyDetector",
+    "NormalGammaPrior",
+    "PeriodTracker",
+    "SlidingWindowDetector",
+    "find_period",
+    "iteration_times",
+    "make_detector",
+    "run_detector",
+]

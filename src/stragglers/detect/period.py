@@ -1,0 +1,310 @@
+"""Iteration time from a per-rank sequence of communication calls, without framework knowledge
+(Falcon-Detect §4.2, "Iteration time analysis").
+
+Calls are symbols: each distinct ``(type, size)`` pair gets an integer code (:class:`CallEncoder`).
+
+Period (:func:`acf`, :func:`find_period`).  Over a window of ``L`` calls, the symbol sequence is
+one-hot encoded (``x_t`` in ``{0,1}^C``, mean ``mu`` = symbol frequencies) and::
+
+    ACF_k = [ 1/(L-k) * sum_{t<L-k} <x_t - mu, x_{t+k} - mu> ] / [ 1/L * sum_t |x_t - mu|^2 ]
+
+i.e. Falcon's ACF with the lag-k sum normalised by its number of terms (without that, a
+perfectly periodic sequence only reaches ``(L-k)/L`` and a 0.95 threshold would only find periods
+below ``L/20``).  ``ACF_k = 1`` exactly when the window repeats with lag ``k``.  The period is the
+first lag in ``1..max_lag`` whose ACF reaches ``threshold`` (0.95).
+
+Anchor.  With period ``p`` known, the window's *motif* is the first ``p`` calls that are repeated
+verbatim by the next ``p`` calls.  The anchor is the shortest n-gram of the cyclic motif (at least
+``min_anchor`` calls long) that occurs exactly once per period; it exists because a
+primitive motif's rotations are all distinct.  Every occurrence of the anchor marks one iteration;
+the iteration time is the time between the first calls of consecutive occurrences (Falcon: "the
+time difference between a communication operation and its occurrence in the previous period").
+
+Robustness.  A dropped or inserted call inside an anchor occurrence hides it: the next gap spans
+``g`` calls with ``round(g / p) = 2`` periods, and the time is split evenly over the two
+iterations (``n_iters = 2``).  A dropped or inserted call elsewhere does not matter.  An anchor
+found less than ``p / 2`` calls after the previous detected one is ignored (an inserted call that
+happens to recreate the anchor).
+
+Period changes (e.g. after re-partitioning).  The period is re-estimated every ``step`` calls on
+the last ``window`` calls.  A window without a period (a glitch, or a window straddling a change)
+keeps the current anchor.  When the period or motif changes, the new anchor is searched for
+retroactively from the last anchor of the old pattern on (at most ``2 * window`` calls back), so
+the iterations that revealed the new pattern are not lost.
+
+Streaming and batch are one implementation: :class:`PeriodTracker` accepts arrays of any length
+(one call at a time in the watcher, the whole sequence in :func:`iteration_times`) and processes
+the calls between two period evaluations with array operations; the result does not depend on
+how the calls are chunked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = [
+    "CallEncoder",
+    "IterationTimes",
+    "PeriodTracker",
+    "acf",
+    "choose_anchor",
+    "find_motif",
+    "find_period",
+    "iteration_times",
+]
+
+
+class CallEncoder:
+    """Maps call signatures (e.g. ``(type, size)``) to small integer codes, first come first."""
+
+    def __init__(self) -> None:
+        self._codes: dict[Hashable, int] = {}
+
+    def code(self, key: Hashable) -> int:
+        c = self._codes.get(key)
+        if c is None:
+            c = self._codes[key] = len(self._codes)
+        return c
+
+    def encode(self, keys: Sequence[Hashable]) -> np.ndarray:
+        return np.fromiter((self.code(k) for k in keys), dtype=np.int64, count=len(keys))
+
+
+def acf(codes: np.ndarray, max_lag: int) -> np.ndarray:
+    """One-hot autocorrelation ``ACF_k`` for ``k = 0..max_lag`` (definition in the module doc)."""
+    x = np.asarray(codes)
+    n = x.size
+    max_lag = min(int(max_lag), n - 1)
+    if n == 0 or max_lag < 0:
+        return np.zeros(0)
+    _, inv, counts = np.unique(x, return_inverse=True, return_counts=True)
+    freq = counts / n
+    s2 = float(np.sum(freq * freq))
+    denom = 1.0 - s2
+    if denom <= 0.0:  # a single symbol: every lag repeats it
+        return np.ones(max_lag + 1)
+    # matches[k] = #{t < n-k : x_t == x_{t+k}} via FFT autocorrelation of the one-hot channels.
+    nfft = 1 << int(np.ceil(np.log2(2 * n)))
+    onehot = np.zeros((counts.size, n))
+    onehot[inv, np.arange(n)] = 1.0
+    spec = np.fft.rfft(onehot, nfft, axis=1)
+    auto = np.fft.irfft((spec * spec.conj()).sum(axis=0), nfft)[: max_lag + 1]
+    matches = np.rint(auto)
+    q = freq[inv]
+    cq = np.concatenate([[0.0], np.cumsum(q)])
+    k = np.arange(max_lag + 1)
+    overlap = n - k
+    num = matches - cq[overlap] - (cq[n] - cq[k]) + overlap * s2
+    return (num / overlap) / denom
+
+
+def find_period(codes: np.ndarray, max_lag: int, threshold: float = 0.95) -> int | None:
+    """First lag ``k >= 1`` whose ACF reaches ``threshold``, or ``None``."""
+    a = acf(codes, max_lag)
+    hits = np.flatnonzero(a[1:] >= threshold - 1e-12)
+    return int(hits[0]) + 1 if hits.size else None
+
+
+def find_motif(codes: np.ndarray, period: int) -> np.ndarray | None:
+    """First ``period`` calls of the window that the next ``period`` calls repeat verbatim."""
+    x = np.asarray(codes)
+    p = int(period)
+    if x.size < 2 * p:
+        return None
+    eq = (x[:-p] == x[p:]).astype(np.int64)
+    csum = np.concatenate([[0], np.cumsum(eq)])
+    ok = np.flatnonzero(csum[p:] - csum[:-p] == p)
+    if ok.size == 0:
+        return None
+    j = int(ok[0])
+    return x[j : j + p].copy()
+
+
+def canonical_rotation(motif: np.ndarray) -> tuple[int, ...]:
+    """Lexicographically smallest rotation (identifies a motif whatever its phase)."""
+    p = motif.size
+    idx = (np.arange(p)[:, None] + np.arange(p)[None, :]) % p
+    rots = motif[idx]
+    order = np.lexsort(rots.T[::-1])
+    return tuple(int(v) for v in rots[order[0]])
+
+
+def choose_anchor(motif: np.ndarray, min_anchor: int = 2) -> tuple[int, ...]:
+    """Shortest n-gram (length >= ``min(min_anchor, p)``) that occurs once per cyclic motif;
+    ties go to the n-gram starting earliest in the canonical rotation."""
+    m0 = np.asarray(canonical_rotation(np.asarray(motif)), dtype=np.int64)
+    p = m0.size
+    doubled = np.concatenate([m0, m0])
+    for m in range(min(max(1, min_anchor), p), p + 1):
+        grams = np.lib.stride_tricks.sliding_window_view(doubled, m)[:p]
+        _, inv, counts = np.unique(grams, axis=0, return_inverse=True, return_counts=True)
+        unique_at = np.flatnonzero(counts[inv.ravel()] == 1)
+        if unique_at.size:
+            return tuple(int(v) for v in grams[unique_at[0]])
+    raise ValueError("motif is not primitive")  # pragma: no cover - find_period gives primitive
+
+
+@dataclass(frozen=True)
+class IterationTimes:
+    """Iterations found so far: ``end_ts[i]`` is the first call of the anchor that closes the
+    interval, ``duration[i]`` the time per iteration over it, ``n_iters[i]`` how many iterations
+    the interval spans (2 when an anchor was hidden by a dropped/inserted call), ``period[i]``
+    the period in calls."""
+
+    end_ts: np.ndarray
+    duration: np.ndarray
+    n_iters: np.ndarray
+    period: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.end_ts.size)
+
+    def per_iteration(self) -> np.ndarray:
+        """One duration per iteration (intervals spanning n iterations repeated n times)."""
+        return np.repeat(self.duration, self.n_iters)
+
+    @staticmethod
+    def concat(parts: Sequence[IterationTimes]) -> IterationTimes:
+        if not parts:
+            return IterationTimes(np.zeros(0), np.zeros(0), np.zeros(0, np.int64),
+                                  np.zeros(0, np.int64))
+        return IterationTimes(
+            np.concatenate([p.end_ts for p in parts]),
+            np.concatenate([p.duration for p in parts]),
+            np.concatenate([p.n_iters for p in parts]),
+            np.concatenate([p.period for p in parts]),
+        )
+
+
+class PeriodTracker:
+    """Streaming iteration-time extraction for one rank (see the module docstring)."""
+
+    def __init__(self, window: int = 1024, step: int | None = None, threshold: float = 0.95,
+                 max_lag: int | None = None, min_anchor: int = 2) -> None:
+        if window < 4:
+            raise ValueError(f"window must be >= 4 calls, got {window}")
+        self.window = int(window)
+        self.step = int(step) if step is not None else max(1, self.window // 4)
+        self.max_lag = int(max_lag) if max_lag is not None else max(1, self.window // 3)
+        if self.step < 1 or self.max_lag < 1:
+            raise ValueError("step and max_lag must be >= 1")
+        self.threshold = float(threshold)
+        self.min_anchor = int(min_anchor)
+        self.seen = 0  # calls absorbed so far
+        self._codes = np.zeros(0, np.int64)  # last calls (absolute index of [0] is _base)
+        self._ts = np.zeros(0)
+        self._base = 0
+        self._next_eval = self.window
+        self.period: int | None = None
+        self.anchor: tuple[int, ...] | None = None
+        self._motif_key: tuple[int, ...] | None = None
+        self._last_detected: int | None = None
+        self._last_kept: int | None = None
+        self._last_kept_ts = 0.0
+        self._scanned = 0  # anchors starting before this absolute index have been handled
+
+    # -- public API ---------------------------------------------------------------------------
+    def feed(self, ts: Sequence[float] | np.ndarray, codes: Sequence[int] | np.ndarray
+             ) -> IterationTimes:
+        """Absorb calls (timestamps non-decreasing) and return the iterations they complete."""
+        ts_a = np.asarray(ts, dtype=float).ravel()
+        codes_a = np.asarray(codes, dtype=np.int64).ravel()
+        if ts_a.size != codes_a.size:
+            raise ValueError("ts and codes must have the same length")
+        out: list[IterationTimes] = []
+        pos = 0
+        while pos < ts_a.size:
+            take = min(ts_a.size - pos, self._next_eval - self.seen)
+            self._append(ts_a[pos : pos + take], codes_a[pos : pos + take])
+            pos += take
+            out.append(self._scan())
+            if self.seen == self._next_eval:
+                out.append(self._evaluate())
+                self._next_eval += self.step
+        return IterationTimes.concat(out)
+
+    # -- internals ----------------------------------------------------------------------------
+    def _append(self, ts: np.ndarray, codes: np.ndarray) -> None:
+        keep = self.window + self.window  # enough history for a retro scan and n-gram overlap
+        self._codes = np.concatenate([self._codes, codes])
+        self._ts = np.concatenate([self._ts, ts])
+        self.seen += codes.size
+        extra = self._codes.size - keep
+        if extra > 0:
+            self._codes = self._codes[extra:]
+            self._ts = self._ts[extra:]
+            self._base += extra
+
+    def _scan(self, start: int | None = None) -> IterationTimes:
+        """Detect anchors whose n-gram is complete and starts at or after ``start``."""
+        empty = IterationTimes.concat([])
+        if self.anchor is None or self.period is None:
+            return empty
+        gram = np.asarray(self.anchor, dtype=np.int64)
+        m = gram.size
+        first = max(self._scanned if start is None else start, self._base)
+        last = self.seen - m  # last absolute start index whose n-gram is complete
+        if last < first:
+            return empty
+        lo = first - self._base
+        seg = self._codes[lo : last - self._base + m]
+        hit = np.ones(last - first + 1, dtype=bool)
+        for k in range(m):
+            hit &= seg[k : k + hit.size] == gram[k]
+        self._scanned = last + 1
+        det = np.flatnonzero(hit) + first
+        if det.size == 0:
+            return empty
+        p = self.period
+        prev = np.concatenate([[-(10**18) if self._last_detected is None else
+                                self._last_detected], det[:-1]])
+        kept = det[(det - prev) >= p / 2.0]
+        self._last_detected = int(det[-1])
+        if kept.size == 0:
+            return empty
+        kts = self._ts[kept - self._base]
+        if self._last_kept is None:
+            kept_prev = kept[:-1]
+            kts_prev = kts[:-1]
+            kept_cur, kts_cur = kept[1:], kts[1:]
+        else:
+            kept_prev = np.concatenate([[self._last_kept], kept[:-1]])
+            kts_prev = np.concatenate([[self._last_kept_ts], kts[:-1]])
+            kept_cur, kts_cur = kept, kts
+        self._last_kept = int(kept[-1])
+        self._last_kept_ts = float(kts[-1])
+        n = np.maximum(1, np.rint((kept_cur - kept_prev) / p)).astype(np.int64)
+        dur = (kts_cur - kts_prev) / n
+        return IterationTimes(kts_cur.copy(), dur, n, np.full(n.size, p, dtype=np.int64))
+
+    def _evaluate(self) -> IterationTimes:
+        lo = self.seen - self.window - self._base
+        win = self._codes[lo:]
+        p = find_period(win, self.max_lag, self.threshold)
+        if p is None:
+            return IterationTimes.concat([])
+        motif = find_motif(win, p)
+        if motif is None:
+            return IterationTimes.concat([])
+        key = canonical_rotation(motif)
+        if key == self._motif_key:
+            return IterationTimes.concat([])
+        # New pattern: adopt its anchor and scan back over the window.
+        retro_from = self._base
+        if self._last_kept is not None:
+            retro_from = max(self._base, self._last_kept + 1)
+        self.period = p
+        self._motif_key = key
+        self.anchor = choose_anchor(motif, self.min_anchor)
+        self._last_detected = None
+        self._last_kept = None
+        return self._scan(start=retro_from)
+
+
+def iteration_times(ts: Sequence[float] | np.ndarray, codes: Sequence[int] | np.ndarray,
+                    **kwargs: int | float) -> IterationTimes:
+    """Batch iteration times of one rank's call sequence (same result as streaming)."""
+    return PeriodTracker(**kwargs).feed(ts, codes)  # type: ignore[arg-type]

@@ -1,0 +1,195 @@
+"""BOCD against brute force, and the three detectors on series with known change points."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from scipy.special import gammaln
+
+from stragglers.detect.bocd import (
+    BOCD,
+    BOCDDetector,
+    BOCDVerifyDetector,
+    NormalGammaPrior,
+    SlidingWindowDetector,
+    make_detector,
+    robust_mean,
+    run_detector,
+)
+
+
+def _segment_log_evidence(x: np.ndarray, p: NormalGammaPrior) -> float:
+    """Closed-form Normal-Gamma marginal likelihood of one segment (not the sequential form)."""
+    n = x.size
+    m = float(x.mean())
+    kn = p.kappa0 + n
+    an = p.alpha0 + n / 2
+    bn = p.beta0 + 0.5 * float(((x - m) ** 2).sum()) + p.kappa0 * n * (m - p.mu0) ** 2 / (2 * kn)
+    return float(
+        gammaln(an) - gammaln(p.alpha0) + p.alpha0 * math.log(p.beta0) - an * math.log(bn)
+        + 0.5 * math.log(p.kappa0 / kn) - n / 2 * math.log(2 * math.pi)
+    )
+
+
+def _brute_force(x: np.ndarray, p: NormalGammaPrior, h: float):
+    """Run-length posteriors and log evidence by enumerating every segmentation of x[:t]."""
+    posts, evid = [], []
+    for t in range(1, x.size + 1):
+        post = np.zeros(t)
+        logs = []
+        for cuts in itertools.product((0, 1), repeat=t - 1):
+            starts = [0] + [i + 1 for i, c in enumerate(cuts) if c]
+            bounds = [*starts, t]
+            lj = sum(_segment_log_evidence(x[a:b], p) for a, b in itertools.pairwise(bounds))
+            k = len(starts) - 1
+            lj += k * math.log(h) + (t - 1 - k) * math.log(1 - h)
+            post[t - 1 - starts[-1]] += math.exp(lj)
+            logs.append(lj)
+        evid.append(float(np.logaddexp.reduce(logs)))
+        posts.append(post / post.sum())
+    return posts, evid
+
+
+SERIES = {
+    "change": np.r_[np.full(5, 0.0), np.full(6, 1.0)] + 0.05 * np.sin(np.arange(11) * 1.7),
+    "spike": np.r_[np.zeros(5), 3.0, np.zeros(5)] + 0.02 * np.cos(np.arange(11) * 2.3),
+    "noise": np.random.default_rng(7).normal(0.3, 0.2, 12),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SERIES))
+@pytest.mark.parametrize("config", ["exact", "detector_default"])
+def test_bocd_matches_brute_force(name: str, config: str) -> None:
+    x = SERIES[name]
+    prior = NormalGammaPrior(mu0=0.1, kappa0=0.5, alpha0=1.5, beta0=0.05)
+    hazard = 0.15
+    if config == "exact":
+        b = BOCD(prior, hazard)
+    else:  # the pruning the streaming detector uses
+        d = BOCDVerifyDetector()
+        b = BOCD(prior, hazard, max_runs=d.max_runs, prune_below=d.prune_below)
+    posts, evid = _brute_force(x, prior, hazard)
+    for t, v in enumerate(x):
+        b.update(v)
+        np.testing.assert_allclose(b.posterior(), posts[t], rtol=0, atol=1e-9)
+        assert b.log_evidence == pytest.approx(evid[t], abs=1e-9)
+
+
+def test_change_point_posterior_concentrates_on_the_change() -> None:
+    b = BOCD(NormalGammaPrior(mu0=0.0, kappa0=0.5, alpha0=1.5, beta0=0.05), 0.1)
+    for v in SERIES["change"]:
+        b.update(v)
+    # 11 points, the change is at index 5: the most probable run has 6 points (run length 5).
+    assert int(np.argmax(b.posterior())) == 5
+
+
+def test_pruning_bounds_support_and_keeps_the_alarms() -> None:
+    rng = np.random.default_rng(3)
+    x = np.exp(rng.normal(0, 0.03, 2500))
+    x[800:1500] *= 1.3
+    x[1200] *= 3.0
+    exact = BOCDVerifyDetector(max_runs=None, prune_below=0.0)
+    pruned = BOCDVerifyDetector(max_runs=64)
+    a_exact = run_detector(exact, x)
+    a_pruned = run_detector(pruned, x)
+    assert a_exact == a_pruned
+    assert [a.kind for a in a_exact] == ["onset", "recovery"]
+    assert pruned.bocd is not None and pruned.bocd.size <= 64
+    assert exact.bocd is not None and exact.bocd.size > 64
+
+
+def _series(levels: list[tuple[int, float]], jitter: float, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    lv = np.concatenate([np.full(n, v) for n, v in levels])
+    return 0.8 * lv * np.exp(rng.normal(0, jitter, lv.size))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_step_event_onset_and_recovery(seed: int) -> None:
+    x = _series([(300, 1.0), (200, 1.25), (300, 1.0)], 0.02, seed)
+    alarms = run_detector(make_detector("bocd_verify"), x)
+    assert [a.kind for a in alarms] == ["onset", "recovery"]
+    onset, rec = alarms
+    assert abs(onset.index - 300) <= 2
+    assert onset.declared_at - 300 <= 10
+    assert onset.severity == pytest.approx(0.2, abs=0.02)
+    assert abs(rec.index - 500) <= 2
+
+
+def test_ladder_and_compound_levels() -> None:
+    x = _series([(300, 1.0), (150, 1.3), (150, 1.8), (150, 2.6), (200, 1.0)], 0.02, 11)
+    alarms = run_detector(make_detector("bocd_verify"), x)
+    assert [a.kind for a in alarms] == ["onset", "change", "change", "recovery"]
+    assert all(abs(a.index - i) <= 2 for a, i in zip(alarms, (300, 450, 600, 750), strict=True))
+    sev = [a.severity for a in alarms[:3]]
+    assert sev == sorted(sev)
+    assert sev[-1] == pytest.approx(1 - 1 / 2.6, abs=0.02)
+
+
+def test_spikes_and_jitter_do_not_raise_alarms() -> None:
+    for seed in range(6):
+        x = _series([(3000, 1.0)], 0.05, 100 + seed)
+        x[[400, 1500, 2400]] *= np.array([3.0, 4.0, 1.8])
+        assert run_detector(make_detector("bocd_verify"), x) == []
+
+
+def test_plain_bocd_reports_a_spike_as_onset() -> None:
+    x = _series([(600, 1.0)], 0.01, 5)
+    x[300] *= 4.0
+    alarms = run_detector(BOCDDetector(), x)
+    onsets = [a for a in alarms if a.kind == "onset"]
+    assert onsets and onsets[0].index == 300 and onsets[0].declared_at == 300
+    assert run_detector(BOCDVerifyDetector(), x) == []
+
+
+def test_gradual_drift_is_flagged_by_the_regime_check() -> None:
+    lv = np.r_[np.ones(500), np.linspace(1.0, 1.3, 3000), np.full(300, 1.3)]
+    x = 0.5 * lv * np.exp(np.random.default_rng(2).normal(0, 0.02, lv.size))
+    alarms = run_detector(make_detector("bocd_verify"), x)
+    assert alarms and alarms[0].kind == "onset"
+    crossing = 500 + int(np.argmax(np.linspace(1.0, 1.3, 3000) >= 1 / 0.9))
+    assert crossing - 200 <= alarms[0].declared_at <= crossing + 100
+    # BOCD alone absorbs the slow ramp: without the regime check the drift is not caught in time.
+    late = run_detector(BOCDVerifyDetector(drift_check=False), x)
+    assert all(a.declared_at > crossing + 100 for a in late)
+
+
+def test_sliding_window_batch_equals_streaming() -> None:
+    x = _series([(200, 1.0), (80, 1.4), (150, 1.0), (60, 2.0), (100, 1.0)], 0.03, 9)
+    det = SlidingWindowDetector()
+    stream = [a for v in x for a in det.update(v)]
+    batch = SlidingWindowDetector().detect(x)
+    assert stream == batch
+    assert [a.kind for a in batch] == ["onset", "recovery", "onset", "recovery"]
+    # the median of 20 points crosses once 10 of them are slow
+    assert batch[0].declared_at == 209 and batch[0].index == 200
+
+
+def test_sliding_window_misses_short_events() -> None:
+    x = _series([(200, 1.0), (8, 1.5), (200, 1.0)], 0.01, 1)
+    assert SlidingWindowDetector().detect(x) == []
+    assert [a.kind for a in run_detector(make_detector("bocd_verify"), x)] == [
+        "onset", "recovery"]
+
+
+def test_robust_mean_ignores_a_spike() -> None:
+    assert robust_mean(np.r_[np.full(29, 1.0), 5.0]) == pytest.approx(1.0)
+    assert robust_mean(np.array([1.0, 1.02, 0.98])) == pytest.approx(1.0)
+
+
+def test_bad_values_are_rejected() -> None:
+    with pytest.raises(ValueError, match="positive"):
+        make_detector("bocd_verify").update(0.0)
+    with pytest.raises(ValueError, match="positive"):
+        SlidingWindowDetector().update(float("nan"))
+    with pytest.raises(ValueError, match="unknown method"):
+        make_detector("magic")
+    with pytest.raises(ValueError, match="hazard"):
+        BOCD(NormalGammaPrior(), 1.5)
+    with pytest.raises(ValueError, match="kappa0"):
+        NormalGammaPrior(kappa0=0.0)
+    with pytest.raises(ValueError, match="finite"):
+        BOCD(NormalGammaPrior(), 0.1).update(float("inf"))
