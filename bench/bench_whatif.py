@@ -110,7 +110,7 @@ def main() -> None:
               f"{r['analysis']:.2f} | {r['load'] + r['analysis']:.2f} | "
               f"{r['rss_analysis_mib']:.0f} | {r['exact']:.2f} | {r['peak_mib']:.0f} | "
               f"{r['S']:.4f} | {r['cause']} |")
-    print(f"\n(process wall incl. interpreter start: "
+    print("\n(process wall incl. interpreter start: "
           + ", ".join(f"{r['case']} {r['wall']:.1f} s" for r in rows) + f"; {os.cpu_count()} "
           "CPUs)")
 

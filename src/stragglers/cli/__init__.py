@@ -15,6 +15,8 @@ from stragglers.errors import InputError
 COMMAND_MODULES: tuple[str, ...] = (
     "whatif_cmd",
     "synth_cmd",
+    "detect_cmd",
+    "probe_cmd",
 )
 
 EXIT_OK = 0

@@ -1,0 +1,36 @@
+"""Probes for PyTorch training jobs: record the operation trace ``stragglers analyze`` reads.
+
+* :class:`Probe` times named spans (the schema's op types) with step, microbatch and model-chunk
+  ids, buffers them and writes per-rank JSON-lines files from a background thread (parquet at
+  the end of the session); it samples steps (``profile_steps`` out of every ``every``) and
+  aligns its clock with rank 0 at start, at flush points and at the end.
+* :class:`CommHooks` records every ``torch.distributed`` P2P/collective call (group, size,
+  timing) for the online detector.
+* :class:`PlannedGC` disables automatic GC and collects at the same step on every rank.
+* :func:`merge_dir` turns a directory of rank files into ``trace.parquet`` + ``meta.yaml``.
+* :mod:`stragglers.probe.examples.job` is a real GPT-style 1F1B pipeline + DP training job.
+
+Only :mod:`~stragglers.probe.merge` and :mod:`~stragglers.probe.check` work without torch.
+"""
+
+from stragglers.probe.clock import ClockSample, OffsetTrack, measure_offset
+from stragglers.probe.config import JobLayout, ProbeConfig, WorkerInfo
+from stragglers.probe.gcplan import PlannedGC
+from stragglers.probe.hooks import CommHooks
+from stragglers.probe.merge import MergeResult, merge_dir
+from stragglers.probe.recorder import Probe, probe_session
+
+__all__ = [
+    "ClockSample",
+    "CommHooks",
+    "JobLayout",
+    "MergeResult",
+    "OffsetTrack",
+    "PlannedGC",
+    "Probe",
+    "ProbeConfig",
+    "WorkerInfo",
+    "measure_offset",
+    "merge_dir",
+    "probe_session",
+]

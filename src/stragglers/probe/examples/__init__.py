@@ -1,0 +1,1 @@
+"""A real distributed training job to exercise the probes: see :mod:`.job`."""

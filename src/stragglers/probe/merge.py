@@ -1,0 +1,296 @@
+"""Merge per-rank probe files into one trace + metadata in the analyzer's schema (§1).
+
+Input: a directory with one ``rank-NNNNN.jsonl`` per process (written by
+:class:`~stragglers.probe.Probe`) and the job metadata (parallel degrees). Output:
+``trace.parquet`` with the columns ``dp_rank, stage, rank, step, optype, start_ts, duration,
+seq_id, mc, mb_id, gmc`` and ``meta.yaml`` with ``trial_name, run_id, dp_size, dsp_size,
+pp_size, tp_size, vpp_size, world_size``.
+
+What merging does:
+
+* keeps one process per worker (DP rank × PP stage): TP and CP ranks run in lock-step, so only
+  the files with ``tp_rank == 0`` and ``cp_rank == 0`` are used;
+* aligns timestamps on rank 0's clock with the offsets each rank measured (interpolated
+  between measurements, :class:`~stragglers.probe.clock.OffsetTrack`);
+* keeps the steps that every worker finished (a ``step_end`` record in every file); others,
+  e.g. the step a crash interrupted, are dropped and counted;
+* expands combined spans (one record, several op types) into one row per type;
+* numbers ``seq_id`` per (worker, step, optype) by start time and fills ``mc``/``gmc``/``mb_id``
+  by the schema's conventions (:func:`stragglers.probe.ops.normalise_ids`);
+* expresses ``start_ts`` in seconds from the step's earliest start over all workers (the
+  reference traces' origin), so that float precision does not depend on the run's length;
+* checks the structure the analyzer's dependency model relies on
+  (:func:`stragglers.probe.check.check_trace`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stragglers.errors import InputError
+from stragglers.probe.clock import ClockSample, OffsetTrack
+from stragglers.probe.ops import OPTYPES, normalise_ids
+
+TRACE_COLUMNS: tuple[str, ...] = (
+    "dp_rank", "stage", "rank", "step", "optype", "start_ts", "duration",
+    "seq_id", "mc", "mb_id", "gmc",
+)
+META_KEYS: tuple[str, ...] = (
+    "trial_name", "run_id", "dp_size", "dsp_size", "pp_size", "tp_size", "vpp_size",
+    "world_size",
+)
+_DTYPES = {
+    "dp_rank": "int16", "stage": "int16", "rank": "int32", "step": "int64",
+    "start_ts": "float64", "duration": "float64", "seq_id": "int32", "mc": "int16",
+    "mb_id": "int32", "gmc": "int32",
+}
+
+
+@dataclass
+class RankRecords:
+    """What one rank file holds."""
+
+    path: Path
+    header: dict[str, Any]
+    samples: list[ClockSample] = field(default_factory=list)
+    spans: list[dict[str, Any]] = field(default_factory=list)
+    step_ends: set[int] = field(default_factory=set)
+
+
+@dataclass
+class MergeResult:
+    """A merged trace, its metadata, and what was left out."""
+
+    trace: Any  # pandas.DataFrame
+    meta: dict[str, Any]
+    steps: list[int]
+    dropped_steps: list[int]
+    problems: list[str]
+    max_clock_rtt: float
+
+
+def read_rank_file(path: str | os.PathLike[str]) -> RankRecords:
+    """Parse one ``rank-NNNNN.jsonl``; a truncated last line (a crash mid-write) is skipped."""
+    path = Path(path)
+    lines = path.read_text().splitlines()
+    header: dict[str, Any] | None = None
+    rec = RankRecords(path, {})
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            if i == len(lines) - 1:
+                break
+            raise InputError(
+                f"{path}: line {i + 1} is not JSON ({exc.msg}): {line[:80]!r}") from exc
+        kind = obj.get("kind")
+        if kind == "header":
+            header = obj
+        elif kind == "span":
+            rec.spans.append(obj)
+        elif kind == "step_end":
+            rec.step_ends.add(int(obj["step"]))
+        elif kind == "clock":
+            rec.samples.append(ClockSample(float(obj["local"]), float(obj["offset"]),
+                                           float(obj["rtt"])))
+        else:
+            raise InputError(f"{path}: line {i + 1} has unknown record kind {kind!r}")
+    if header is None:
+        raise InputError(f"{path}: no header record (is this a probe rank file?)")
+    for key in ("rank", "dp_rank", "stage"):
+        if key not in header:
+            raise InputError(f"{path}: header lacks {key!r}: {header}")
+    rec.header = header
+    return rec
+
+
+def load_meta(source: str | os.PathLike[str] | dict[str, Any] | None,
+              in_dir: Path | None = None) -> dict[str, Any]:
+    """Read and complete job metadata (defaults: tp/dsp/vpp 1, run_id 0, trial from the dir).
+
+    ``source=None`` uses ``job.yaml`` that rank 0 writes into the probe directory.
+    """
+    import yaml
+
+    if source is None:
+        if in_dir is None or not (in_dir / "job.yaml").exists():
+            raise InputError("no --meta given and no job.yaml in the probe directory")
+        source = in_dir / "job.yaml"
+    if isinstance(source, dict):
+        raw = dict(source)
+        where = "metadata"
+    else:
+        where = str(source)
+        try:
+            raw = yaml.safe_load(Path(source).read_text())
+        except FileNotFoundError as exc:
+            raise InputError(f"{where}: no such file") from exc
+        except yaml.YAMLError as exc:
+            raise InputError(f"{where}: not YAML ({exc})") from exc
+    if not isinstance(raw, dict):
+        raise InputError(f"{where}: expected a mapping with dp_size, pp_size, ...")
+    meta: dict[str, Any] = {
+        "trial_name": str(raw.get("trial_name", in_dir.name if in_dir else "probe")),
+        "run_id": raw.get("run_id", 0),
+    }
+    for key in ("dp_size", "dsp_size", "pp_size", "tp_size", "vpp_size"):
+        value = raw.get(key, None if key in ("dp_size", "pp_size") else 1)
+        if value is None:
+            raise InputError(f"{where}: missing {key}")
+        try:
+            meta[key] = int(value)
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"{where}: {key} must be an integer, got {value!r}") from exc
+        if meta[key] < 1:
+            raise InputError(f"{where}: {key} must be >= 1, got {value!r}")
+    product = meta["dp_size"] * meta["dsp_size"] * meta["pp_size"] * meta["tp_size"]
+    world = int(raw.get("world_size", product))
+    if world != product:
+        raise InputError(
+            f"{where}: world_size {world} != dp_size*dsp_size*pp_size*tp_size = {product}")
+    meta["world_size"] = world
+    return {key: meta[key] for key in META_KEYS}
+
+
+def _workers(records: Iterable[RankRecords], meta: dict[str, Any]
+             ) -> dict[tuple[int, int], RankRecords]:
+    chosen: dict[tuple[int, int], RankRecords] = {}
+    for rec in records:
+        h = rec.header
+        if int(h.get("tp_rank", 0)) != 0 or int(h.get("cp_rank", 0)) != 0:
+            continue
+        dp, stage = int(h["dp_rank"]), int(h["stage"])
+        if not (0 <= dp < meta["dp_size"] and 0 <= stage < meta["pp_size"]):
+            raise InputError(
+                f"{rec.path}: worker dp_rank={dp} stage={stage} is outside dp_size="
+                f"{meta['dp_size']} pp_size={meta['pp_size']} of the metadata")
+        if (dp, stage) in chosen:
+            raise InputError(
+                f"two rank files for worker dp_rank={dp} stage={stage}: "
+                f"{chosen[(dp, stage)].path.name} and {rec.path.name}")
+        chosen[(dp, stage)] = rec
+    missing = [(d, s) for s in range(meta["pp_size"]) for d in range(meta["dp_size"])
+               if (d, s) not in chosen]
+    if missing:
+        shown = ", ".join(f"dp_rank={d} stage={s}" for d, s in missing[:4])
+        raise InputError(f"no rank file for {len(missing)} worker(s): {shown}")
+    return chosen
+
+
+def build_trace(records: list[RankRecords], meta: dict[str, Any], check: bool = True
+                ) -> MergeResult:
+    """Turn parsed rank files into the merged trace (see the module docstring).
+
+    ``check=False`` skips the structure checks (their Python loops take a while on traces of
+    thousands of workers).
+    """
+    import numpy as np
+    import pandas as pd
+
+    workers = _workers(records, meta)
+    pp, dp_size = meta["pp_size"], meta["dp_size"]
+    all_steps: set[int] = set()
+    complete: set[int] | None = None
+    for rec in workers.values():
+        all_steps |= rec.step_ends | {int(s["step"]) for s in rec.spans}
+        complete = set(rec.step_ends) if complete is None else complete & rec.step_ends
+    steps = sorted(complete or set())
+    dropped = sorted(all_steps - set(steps))
+    if not steps:
+        raise InputError("no step was finished by every worker: nothing to merge")
+    keep = set(steps)
+
+    cols: dict[str, list[Any]] = {c: [] for c in
+                                  ("dp_rank", "stage", "rank", "step", "optype", "start",
+                                   "duration", "mc", "mb_id", "gmc", "order")}
+    valid = set(OPTYPES)
+    max_rtt = 0.0
+    for (dp, stage), rec in sorted(workers.items()):
+        track = OffsetTrack(rec.samples)
+        if rec.samples:
+            max_rtt = max(max_rtt, max(s.rtt for s in rec.samples))
+        rank = stage * dp_size + dp
+        for order, span in enumerate(rec.spans):
+            step = int(span["step"])
+            if step not in keep:
+                continue
+            start_local, end_local = float(span["start"]), float(span["end"])
+            start = track.align(start_local)
+            for optype in span["optypes"]:
+                if optype not in valid:
+                    raise InputError(f"{rec.path}: unknown operation type {optype!r}")
+                mc, gmc, mb = normalise_ids(optype, int(span.get("mb_id", -1)),
+                                            int(span.get("mc", -1)), stage, pp)
+                if optype in ("forward-compute", "backward-compute") and mc >= meta["vpp_size"]:
+                    raise InputError(f"{rec.path}: model chunk {mc} >= vpp_size "
+                                     f"{meta['vpp_size']} in step {step}")
+                cols["dp_rank"].append(dp)
+                cols["stage"].append(stage)
+                cols["rank"].append(rank)
+                cols["step"].append(step)
+                cols["optype"].append(optype)
+                cols["start"].append(start)
+                cols["duration"].append(max(end_local - start_local, 0.0))
+                cols["mc"].append(mc)
+                cols["mb_id"].append(mb)
+                cols["gmc"].append(gmc)
+                cols["order"].append(order)
+    frame = pd.DataFrame(cols)
+    frame = frame.sort_values(["dp_rank", "stage", "step", "optype", "start", "order"],
+                              kind="stable")
+    frame["seq_id"] = frame.groupby(["dp_rank", "stage", "step", "optype"]).cumcount()
+    origin = frame.groupby("step")["start"].transform("min")
+    frame["start_ts"] = frame["start"] - origin
+    frame = frame.sort_values(["step", "rank", "start_ts", "seq_id", "optype"], kind="stable")
+    trace = frame[list(TRACE_COLUMNS)].reset_index(drop=True)
+    trace = trace.astype(_DTYPES)
+    trace["optype"] = pd.Categorical(trace["optype"],
+                                     categories=[t for t in OPTYPES if t in set(trace["optype"])])
+    from stragglers.probe.check import check_trace
+
+    problems = check_trace(trace, meta, clock_tolerance=1e-3 + max_rtt) if check else []
+    if np.isnan(trace["start_ts"].to_numpy()).any():
+        problems.append("NaN timestamps after alignment")
+    return MergeResult(trace, meta, steps, dropped, problems, max_rtt)
+
+
+def merge_dir(
+    in_dir: str | os.PathLike[str],
+    meta: str | os.PathLike[str] | dict[str, Any] | None = None,
+    out_dir: str | os.PathLike[str] | None = None,
+    strict: bool = True,
+    check: bool = True,
+) -> MergeResult:
+    """Merge the rank files of ``in_dir``; write ``trace.parquet`` and ``meta.yaml`` to ``out_dir``.
+
+    With ``strict`` a trace that breaks the structure the analyzer relies on raises
+    :class:`~stragglers.errors.InputError` (nothing is written); ``check=False`` skips the
+    structure checks altogether.
+    """
+    from stragglers.probe.recorder import write_meta
+
+    src = Path(in_dir)
+    if not src.is_dir():
+        raise InputError(f"{src}: not a directory")
+    files = sorted(src.glob("rank-*.jsonl"))
+    if not files:
+        raise InputError(f"{src}: no rank-*.jsonl probe files")
+    job_meta = load_meta(meta, src)
+    result = build_trace([read_rank_file(f) for f in files], job_meta, check=check)
+    if strict and result.problems:
+        shown = "; ".join(result.problems[:3])
+        more = f" (+{len(result.problems) - 3} more)" if len(result.problems) > 3 else ""
+        raise InputError(f"{src}: merged trace is inconsistent: {shown}{more}")
+    if out_dir is not None:
+        dst = Path(out_dir)
+        dst.mkdir(parents=True, exist_ok=True)
+        result.trace.to_parquet(dst / "trace.parquet", index=False)
+        write_meta(dst / "meta.yaml", result.meta)
+    return result
