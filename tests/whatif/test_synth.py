@@ -115,6 +115,15 @@ def test_uncoordinated_gc():
     assert a.result["verdict"]["cause"] == "gc"
 
 
+def test_gc_pauses_inside_compute():
+    a, _ = analyse(dp=4, pp=4, steps=10, jitter=0.01, gc_prob=0.15, gc_pause=0.5,
+                   gc_in_compute=True)
+    r = a.result
+    assert r["m_gc"]["rem"] == 0.0  # the gc ops themselves are clean
+    assert r["verdict"]["cause"] == "gc"
+    assert r["pauses"]["workers_hit"] >= 8
+
+
 def test_slow_link():
     a, truth = analyse(dp=2, pp=4, steps=6, jitter=0.01, slow_links=[(0, 1, 200)])
     v = a.result["verdict"]

@@ -64,6 +64,9 @@ class Metrics:
     m_s: Characterisation
     m_comm: Characterisation
     m_gc: Characterisation
+    m_seq: Characterisation
+    m_pause: Characterisation
+    pauses: dict
     fb: dict
     stage_compute: np.ndarray  # (pp,) median over DP ranks of compute seconds per step
     comm_excess: np.ndarray  # (dp, pp) communication seconds per step above ideal
@@ -193,6 +196,56 @@ def comm_excess(model: WhatIfModel) -> np.ndarray:
     return out
 
 
+#: A compute op this many times its typical value (median over DP ranks and steps) is a
+#: pause candidate.
+PAUSE_FACTOR = 1.5
+
+
+def _compute_mask(model: WhatIfModel) -> np.ndarray:
+    return np.isin(model.table.node_optype, [S.OPTYPE_CODE[x] for x in S.COMPUTE_TYPES])
+
+
+def even_microbatches(model: WhatIfModel) -> np.ndarray:
+    """Values with every compute op replaced by the step's mean over the microbatches and
+    DP ranks of its stage, direction and model chunk: what if all sequences (microbatches)
+    had the same length. Differences between stages and steps stay."""
+    t = model.table
+    value = model.derived.value.astype(np.float64)
+    compute = _compute_mask(model)
+    keys = t.node_stage * 1_000_000 + t.node_optype * 1000 + t.node_mc
+    for key in np.unique(keys[compute]):
+        nodes = np.flatnonzero(compute & (keys == key))
+        value[nodes] = value[nodes].mean(axis=(0, 1), keepdims=True)
+    return value
+
+
+def without_pauses(model: WhatIfModel) -> tuple[np.ndarray, dict]:
+    """Values with every compute op longer than PAUSE_FACTOR x its typical value cut back
+    to that typical value (median over DP ranks and steps of the same op), and where
+    those long ops are: uncoordinated pauses (GC) hit random workers and steps."""
+    value = model.derived.value.astype(np.float64)
+    compute = np.flatnonzero(_compute_mask(model))
+    typical = np.median(value[compute].reshape(len(compute), -1), axis=1)[:, None, None]
+    long_op = value[compute] > PAUSE_FACTOR * typical
+    value[compute] = np.where(long_op, typical, value[compute])
+    per_node = long_op.sum(axis=2)  # (k, dp)
+    stage = model.table.node_stage[compute]
+    per_worker = np.stack([per_node[stage == s].sum(axis=0) for s in range(model.pp)], axis=1)
+    n = int(long_op.sum())
+    info = {"long_compute_ops": n, "workers_hit": int((per_worker > 0).sum()),
+            "top_worker_share": float(per_worker.max() / n) if n else 0.0,
+            "worker_step_share": float(long_op.any(axis=0).mean()) if n else 0.0}
+    return value, info
+
+
+def _rem_only(model: WhatIfModel, t_ori: float, t_ideal: float,
+              values: np.ndarray) -> Characterisation:
+    """M (rem) of replacing the no-delay values by ``values``."""
+    times = model.step_times(model.mixed(model.full_dp_map(1), orig=values))
+    t = float(times.mean())
+    return Characterisation.from_times(t_ori, t_ideal, t, t_ideal)
+
+
 def compute_metrics(model: WhatIfModel, exact_workers: bool = True) -> Metrics:
     """All figures of §5 for a prepared model."""
     t = model.table
@@ -237,6 +290,8 @@ def compute_metrics(model: WhatIfModel, exact_workers: bool = True) -> Metrics:
     m_comm = Characterisation.from_times(t_ori, t_ideal, float(mb[2]), float(mb[3]))
     m_gc = Characterisation.from_times(t_ori, t_ideal, float(mb[4]), float(mb[5]))
 
+    pauses = without_pauses(model)
+
     # Per DP rank: only rank d original, with virtual ranks.
     dp_map = model.virtual_dp_map(np.arange(dp))
     attr_dp = model.step_times(model.mixed(dp_map, worker_mask=model.virtual_worker_mask(dp_map)))
@@ -244,7 +299,10 @@ def compute_metrics(model: WhatIfModel, exact_workers: bool = True) -> Metrics:
         steps=t.steps, actual=t.step_times(), nodelay=nodelay, ideal=ideal,
         attr_dp=attr_dp, attr_stage=attr_stage, attr_optype=attr_optype,
         worker_exact=exact_worker_times(model) if exact_workers else None,
-        m_w=m_s, m_s=m_s, m_comm=m_comm, m_gc=m_gc, fb=_fb_signal(model),
+        m_w=m_s, m_s=m_s, m_comm=m_comm, m_gc=m_gc,
+        m_seq=_rem_only(model, t_ori, t_ideal, even_microbatches(model)),
+        m_pause=_rem_only(model, t_ori, t_ideal, pauses[0]), pauses=pauses[1],
+        fb=_fb_signal(model),
         stage_compute=stage_compute_time(model), comm_excess=comm_excess(model),
     )
     metrics.m_w = characterise_workers(model, metrics,

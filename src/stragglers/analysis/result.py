@@ -16,7 +16,9 @@ Schema ``1.0`` (keys marked * are fixed for other tools to rely on):
 * ``attribution_per_step``\\*: ``{step: {"dp_rank"|"stage"|"optype": {key: S}}}``.
 * ``worker_score``: the published min(S_dp, S_stage) approximation, ``{"dp,stage": S}``.
 * ``m_w``\\*, ``m_s``\\*: ``rem``, ``add``, ``t_ori``, ``t_ideal``, ``t_rem``, ``t_add``,
-  ``workers``; ``m_comm``, ``m_gc``, ``m_suspects`` likewise for the verdict's tests.
+  ``workers``; ``m_comm``, ``m_gc``, ``m_suspects``, ``m_seq`` (equal microbatches),
+  ``m_pause`` (long compute ops cut back; only ``rem`` is meaningful for these two)
+  likewise for the verdict's tests; ``pauses``: where the long compute ops are.
 * ``fb_signal``: forward/backward correlation of the same microbatch and forward spread.
 * ``verdict``\\*: ``cause`` (worker, last_stage, sequence_length, gc, communication,
   none), ``workers`` (``"dp,stage"``), ``confidence`` (0-1), ``evidence`` (sentences),
@@ -103,6 +105,9 @@ def build_result(model: WhatIfModel, metrics: Metrics, verdict: Verdict,
         "m_s": metrics.m_s.to_dict(),
         "m_comm": metrics.m_comm.to_dict(),
         "m_gc": metrics.m_gc.to_dict(),
+        "m_seq": metrics.m_seq.to_dict(),
+        "m_pause": metrics.m_pause.to_dict(),
+        "pauses": metrics.pauses,
         "m_suspects": None if m_suspects is None else m_suspects.to_dict(),
         "fb_signal": metrics.fb,
         "verdict": verdict.to_dict(),

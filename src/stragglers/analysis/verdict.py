@@ -8,14 +8,18 @@ hide the other (a slow worker and a heavy last stage) are both found. Hypotheses
 order of specificity:
 
 1. ``communication``: all communication ops (M_comm);
-2. ``gc``: all gc ops (M_gc): uncoordinated GC pauses;
+2. ``gc``: all gc ops (M_gc): uncoordinated GC pauses; or, when GC is not recorded as
+   its own op, pauses inside compute ops (M_pause: compute ops longer than 1.5x their
+   typical value cut back), provided they hit several workers at random (no worker holds
+   more than half of them) and forward and backward of a microbatch do not move together;
 3. ``worker``: the individual suspects: workers whose exact S_w − 1 is at least
    ``SUSPECT`` · (S − 1) and who stand out from their stage's peers (at most a quarter of
    the job);
-4. ``last_stage``: the last stage (M_S), when its compute per step is at least
-   ``LAST_STAGE_RATIO`` times the other stages' (the loss layer);
-5. ``sequence_length``: forward and backward times of the same microbatch correlate
-   within each worker-step (so a slow worker does not count) and forward times spread.
+4. ``sequence_length``: every microbatch of a worker-step made equally long (M_seq),
+   provided forward and backward times of the same microbatch correlate within each
+   worker-step (so a slow worker does not count) and forward times spread;
+5. ``last_stage``: the last stage (M_S), when its compute per step is at least
+   ``LAST_STAGE_RATIO`` times the other stages' (the loss layer).
 
 The first hypothesis whose share reaches ``EXPLAIN`` is the cause; the others whose share
 reaches ``CONTRIBUTE`` are listed as contributing. Below the slowdown threshold (default
@@ -35,8 +39,10 @@ EXPLAIN = 0.5
 CONTRIBUTE = 0.2
 SUSPECT = 0.25
 LAST_STAGE_RATIO = 1.05
-SEQ_CORRELATION = 0.8
+SEQ_CORRELATION = 0.5
 SEQ_SPREAD = 0.05
+#: Pauses are "uncoordinated" when no worker holds more than this share of them.
+PAUSE_TOP_SHARE = 0.5
 
 CAUSES = ("worker", "last_stage", "sequence_length", "gc", "communication", "none")
 
@@ -113,6 +119,8 @@ def decide(metrics: Metrics, m_suspects: Characterisation | None,
         "m_s_add": metrics.m_s.add, "m_comm": metrics.m_comm.rem,
         "m_comm_add": metrics.m_comm.add, "m_gc": metrics.m_gc.rem,
         "m_gc_add": metrics.m_gc.add,
+        "m_seq": metrics.m_seq.rem, "m_pause": metrics.m_pause.rem,
+        "pauses": metrics.pauses,
         "m_suspects": None if m_suspects is None else m_suspects.rem,
         "m_suspects_add": None if m_suspects is None else m_suspects.add,
         "last_stage_compute_ratio": last_ratio,
@@ -134,6 +142,16 @@ def decide(metrics: Metrics, m_suspects: Characterisation | None,
     cands.append(("gc", _share(mg), [],
                   f"gc pauses explain {_share(mg):.0%} of the slowdown (M_gc: rem "
                   f"{mg.rem:.2f}, add {mg.add:.2f}): GC is not coordinated across workers"))
+    pz = metrics.pauses
+    uncorrelated = corr is None or corr < SEQ_CORRELATION
+    if pz["workers_hit"] >= 2 and pz["top_worker_share"] <= PAUSE_TOP_SHARE and uncorrelated:
+        mp = metrics.m_pause
+        cands.append(("gc", mp.rem, [],
+                      f"{pz['long_compute_ops']} compute ops on {pz['workers_hit']} workers "
+                      f"({pz['worker_step_share']:.0%} of worker-steps) run over "
+                      "1.5x their typical time, at random and with no matching backward: "
+                      f"uncoordinated pauses (GC inside compute); cutting them back removes "
+                      f"{mp.rem:.0%} of the slowdown (M_pause)"))
     structural_last = pp > 1 and last_ratio >= LAST_STAGE_RATIO
     individual = [w for w in suspects if not (dp == 1 and structural_last and w[1] == pp - 1)]
     if individual and m_suspects is not None and len(individual) <= max(1, dp * pp // 4):
@@ -150,25 +168,22 @@ def decide(metrics: Metrics, m_suspects: Characterisation | None,
         cands.append(("worker", mw.rem, mw.workers,
                       f"the top 3% of workers by score, {_names(mw.workers)}, explain "
                       f"{mw.rem:.0%} of the slowdown (M_W)"))
+    seq = corr is not None and spread is not None and corr >= SEQ_CORRELATION \
+        and spread >= SEQ_SPREAD
+    if seq:
+        mq = metrics.m_seq
+        cands.append(("sequence_length", mq.rem, [],
+                      f"forward and backward times of the same microbatch correlate (r = "
+                      f"{corr:.2f} within worker-steps) and forward times spread by "
+                      f"{spread:.0%}: microbatches of different sequence lengths; equal "
+                      f"microbatches remove {mq.rem:.0%} of the slowdown (M_seq)"))
     if structural_last:
         m = metrics.m_s
         cands.append(("last_stage", _share(m), [(d, pp - 1) for d in range(dp)],
                       f"the last stage computes {last_ratio:.2f}x as long per step as the "
                       f"others and explains {_share(m):.0%} of the slowdown (M_S: rem "
                       f"{m.rem:.2f}, add {m.add:.2f})"))
-    seq = corr is not None and spread is not None and corr >= SEQ_CORRELATION \
-        and spread >= SEQ_SPREAD
-    seq_text = (f"forward and backward times of the same microbatch correlate (r = "
-                f"{corr:.2f} within worker-steps) and forward times spread by {spread:.0%}: "
-                "microbatches of different sequence lengths") if seq else ""
     chosen = next((c for c in cands if c[1] >= EXPLAIN), None)
-    if chosen is None and seq:
-        contributing = [{"cause": c[0], "share": round(c[1], 4),
-                         "workers": [f"{d},{x}" for d, x in c[2]]}
-                        for c in cands if c[1] >= CONTRIBUTE]
-        best = max((c[1] for c in cands), default=0.0)
-        return Verdict("sequence_length", [], max(0.0, min(1.0, corr * (1 - best))),
-                       [*ev, seq_text], contributing, signals)
     weak = chosen is None
     if chosen is None:
         chosen = max(cands, key=lambda c: c[1])
@@ -180,9 +195,6 @@ def decide(metrics: Metrics, m_suspects: Characterisation | None,
             ev.append("also: " + c[3])
             contributing.append({"cause": c[0], "share": round(c[1], 4),
                                  "workers": [f"{d},{x}" for d, x in c[2]]})
-    if seq:
-        ev.append("also: " + seq_text)
-        contributing.append({"cause": "sequence_length", "share": None, "workers": []})
     if weak:
         ev.append(f"no hypothesis explains {EXPLAIN:.0%} of the slowdown: weak verdict")
     return Verdict(cause, workers, max(0.0, min(1.0, share)), ev, contributing, signals)

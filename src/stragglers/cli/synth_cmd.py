@@ -49,6 +49,7 @@ def spec_from_args(args: argparse.Namespace) -> SynthSpec:
     spec.slow_links = [_worker_factor(t, "--slow-link") for t in args.slow_link]
     if args.gc:
         spec.gc_prob, spec.gc_pause = _prob_seconds(args.gc, "--gc")
+    spec.gc_in_compute = args.gc_in_compute
     if args.launch_gaps:
         spec.launch_gap_prob, spec.launch_gap = _prob_seconds(args.launch_gaps, "--launch-gaps")
     check_spec(spec)
@@ -104,6 +105,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="long-tailed (log-normal) sequence lengths, quadratic attention cost")
     p.add_argument("--gc", metavar="PROB:SECONDS",
                    help="uncoordinated GC: each worker-step pauses SECONDS with PROB")
+    p.add_argument("--gc-in-compute", action="store_true",
+                   help="with --gc: the pause lands inside a forward compute op (GC not "
+                        "recorded as its own op)")
     p.add_argument("--slow-link", action="append", default=[], metavar="D,S:FACTOR",
                    help="P2P transfers between stage S and S+1 of DP rank D x FACTOR")
     p.add_argument("--launch-gaps", metavar="PROB:SECONDS",

@@ -43,7 +43,8 @@ class SynthSpec:
     * ``seq_len_sigma``: microbatch sequence lengths log-normal with this sigma
       (long-tailed); compute cost ∝ a·L + b·L² (quadratic attention), mean-normalised;
     * ``gc_prob``/``gc_pause``: each worker-step pauses ``gc_pause`` s in its gc op with
-      probability ``gc_prob``, independently (uncoordinated GC);
+      probability ``gc_prob``, independently (uncoordinated GC); with ``gc_in_compute`` the
+      pause lands inside a random forward compute op instead (GC not recorded as an op);
     * ``slow_links``: ``[(dp, stage, factor)]`` P2P transfers between stage and stage+1
       of that DP rank × factor (both directions);
     * ``launch_gap_prob``/``launch_gap``: CPU launch gaps before compute ops;
@@ -65,6 +66,7 @@ class SynthSpec:
     seq_len_quadratic: float = 0.5
     gc_prob: float = 0.0
     gc_pause: float = 0.3
+    gc_in_compute: bool = False
     slow_links: list[tuple[int, int, float]] = field(default_factory=list)
     launch_gap_prob: float = 0.0
     launch_gap: float = 0.005
@@ -149,9 +151,17 @@ def _values(spec: SynthSpec, table: OpTable, rng: np.random.Generator) -> np.nda
     for d, s, factor in spec.slow_workers:
         val[compute & (table.node_stage == s), d] *= factor
     if spec.gc_prob > 0:
-        gc = table.node_optype == S.OPTYPE_CODE[S.GC]
-        hit = rng.random(size=(int(gc.sum()), dp, st)) < spec.gc_prob
-        val[gc] += hit * spec.gc_pause
+        gc = np.flatnonzero(table.node_optype == S.OPTYPE_CODE[S.GC])
+        hit = rng.random(size=(len(gc), dp, st)) < spec.gc_prob
+        if not spec.gc_in_compute:
+            val[gc] += hit * spec.gc_pause
+        else:
+            fwd = table.node_optype == S.OPTYPE_CODE[S.FORWARD_COMPUTE]
+            for i, g in enumerate(gc):
+                nodes = np.flatnonzero(fwd & (table.node_stage == table.node_stage[g]))
+                pick = nodes[rng.integers(len(nodes), size=(dp, st))]
+                d_idx, t_idx = np.nonzero(hit[i])
+                val[pick[d_idx, t_idx], d_idx, t_idx] += spec.gc_pause
     for d, s, factor in spec.slow_links:
         fwd = (table.node_stage == s) & (table.node_optype == S.OPTYPE_CODE[S.FORWARD_SEND])
         fwd |= (table.node_stage == s + 1) & (table.node_optype
