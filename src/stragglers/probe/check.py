@@ -5,7 +5,10 @@ DP rank 0 in the first step, and pairs P2P ops with compute ops and with their p
 and order (``whatif-model.md`` §1-§3). These checks make sure a probed job yields a trace that
 this construction fits:
 
-1. every DP rank and every step has the same op identities per stage;
+1. the analyzer builds its op table and dependency graph from the trace (every DP rank and
+   step has the same op identities per stage, P2P ops pair up): checked by running the
+   analyzer's own :func:`~stragglers.trace.build_table` and
+   :func:`~stragglers.model.build_graph`;
 2. ``gc``, ``layernorm-grads-all-reduce``, ``optimizer-clip-main-grad`` and ``optimizer`` occur
    once per worker and step; ``embedding-grads-all-reduce`` once on the first and last stage
    and nowhere else;
@@ -23,6 +26,13 @@ this construction fits:
 from __future__ import annotations
 
 from typing import Any
+
+import pyarrow as pa
+
+from stragglers.errors import InputError
+from stragglers.model import build_graph
+from stragglers.trace import build_table
+from stragglers.trace.io import JobMeta, trace_from_arrow
 
 NOOP_EPS = 5e-5
 
@@ -51,19 +61,14 @@ def check_trace(trace: Any, meta: dict[str, Any], clock_tolerance: float = 1e-3,
 
     frame = trace.copy()
     frame["optype"] = frame["optype"].astype(str)
-    # 1. identical identities per stage
-    for stage, sub in frame.groupby("stage"):
-        ref_key = None
-        ref_ids = None
-        for key, ops in sub.groupby(["dp_rank", "step"]):
-            ids = sorted(zip(ops["optype"], ops["seq_id"], strict=True))
-            if ref_ids is None:
-                ref_key, ref_ids = key, ids
-            elif ids != ref_ids:
-                diff = sorted(set(ids) ^ set(ref_ids))[:3]
-                if add(f"stage {stage}: ops of (dp_rank, step)={key} differ from {ref_key}: "
-                       f"{diff}"):
-                    return problems
+    # 1. the analyzer's own table and graph accept the trace
+    try:
+        columns = trace_from_arrow(pa.Table.from_pandas(frame, preserve_index=False),
+                                   "<merged trace>")
+        build_graph(build_table(columns, JobMeta.from_dict(dict(meta))))
+    except InputError as exc:
+        if add(f"op identities differ from what the analyzer's model needs: {exc}"):
+            return problems
     per_worker = frame.groupby(["dp_rank", "stage", "step"])
     n_compute: dict[int, int] = {}
     for (dp, stage, step), ops in per_worker:

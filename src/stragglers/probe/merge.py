@@ -35,6 +35,7 @@ from typing import Any
 from stragglers.errors import InputError
 from stragglers.probe.clock import ClockSample, OffsetTrack
 from stragglers.probe.ops import OPTYPES, normalise_ids
+from stragglers.trace.io import JobMeta
 
 TRACE_COLUMNS: tuple[str, ...] = (
     "dp_rank", "stage", "rank", "step", "optype", "start_ts", "duration",
@@ -136,26 +137,8 @@ def load_meta(source: str | os.PathLike[str] | dict[str, Any] | None,
             raise InputError(f"{where}: not YAML ({exc})") from exc
     if not isinstance(raw, dict):
         raise InputError(f"{where}: expected a mapping with dp_size, pp_size, ...")
-    meta: dict[str, Any] = {
-        "trial_name": str(raw.get("trial_name", in_dir.name if in_dir else "probe")),
-        "run_id": raw.get("run_id", 0),
-    }
-    for key in ("dp_size", "dsp_size", "pp_size", "tp_size", "vpp_size"):
-        value = raw.get(key, None if key in ("dp_size", "pp_size") else 1)
-        if value is None:
-            raise InputError(f"{where}: missing {key}")
-        try:
-            meta[key] = int(value)
-        except (TypeError, ValueError) as exc:
-            raise InputError(f"{where}: {key} must be an integer, got {value!r}") from exc
-        if meta[key] < 1:
-            raise InputError(f"{where}: {key} must be >= 1, got {value!r}")
-    product = meta["dp_size"] * meta["dsp_size"] * meta["pp_size"] * meta["tp_size"]
-    world = int(raw.get("world_size", product))
-    if world != product:
-        raise InputError(
-            f"{where}: world_size {world} != dp_size*dsp_size*pp_size*tp_size = {product}")
-    meta["world_size"] = world
+    raw.setdefault("trial_name", in_dir.name if in_dir else "probe")
+    meta = JobMeta.from_dict(raw, source=where).to_dict()
     return {key: meta[key] for key in META_KEYS}
 
 

@@ -60,7 +60,7 @@ class JobMeta:
         for key in META_INT_KEYS:
             if key not in raw:
                 if key in ("dp_size", "pp_size"):
-                    raise InputError(f"{source}: required key '{key}' is missing")
+                    raise InputError(f"{source}: missing {key} (a required key)")
                 continue
             v = raw[key]
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
