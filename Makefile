@@ -19,6 +19,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/mypy
 	$(PY) -m pytest -q
 
 bench: $(STAMP)

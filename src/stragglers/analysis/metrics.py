@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -149,7 +150,7 @@ def _fb_signal(model: WhatIfModel) -> dict:
     key_f = t.node_mc[fwd] * 1_000_000 + t.node_mb[fwd]
     key_b = t.node_mc[bwd] * 1_000_000 + t.node_mb[bwd]
     common, fi, bi = np.intersect1d(key_f, key_b, return_indices=True)
-    out = {"stage": stage, "n_pairs": int(len(common) * model.dp * model.n_steps),
+    out: dict[str, Any] = {"stage": stage, "n_pairs": int(len(common) * model.dp * model.n_steps),
            "correlation": None, "correlation_within": None, "forward_spread": None,
            "forward_spread_within": None}
     if len(common) < 2:

@@ -81,7 +81,7 @@ def write_heatmaps(result: dict[str, Any], out: Path) -> dict[str, str]:
     for key, v in result["attribution"]["worker"].items():
         d, s = (int(x) for x in key.split(","))
         grid[s, d] = v
-    highlight = [tuple(int(x) for x in w.split(",")) for w in result["verdict"]["workers"]]
+    highlight = [(int(w.split(",")[0]), int(w.split(",")[1])) for w in result["verdict"]["workers"]]
     method = result["attribution"]["worker_method"]
     paths = {"heatmap": str(plot_worker_heatmap(
         grid, out / "heatmap.png", highlight=highlight[: dp * pp],

@@ -236,7 +236,7 @@ def _matrix(args: argparse.Namespace) -> int:
         "median_latency_s": float(np.nanmedian(m)) if np.isfinite(m).any() else None,
         "findings": [f.to_dict() for f in classify_matrix(m, args.factor)],
         "late_senders": [f.to_dict() for f in late_senders(
-            [r.src for r in waits], [r.dst for r in waits], [r.wait for r in waits])],
+            [r.src for r in waits], [r.dst for r in waits], [float(r.wait or 0.0) for r in waits])],
     }
     if args.show:
         res["matrix"] = [[None if math.isnan(v) else v for v in row] for row in m.tolist()]
@@ -309,13 +309,14 @@ def _plan(args: argparse.Namespace) -> int:
 
     if args.ranks is not None:
         try:
-            order: list[int] | int = [int(x) for x in args.ranks.split(",") if x.strip()]
+            listed = [int(x) for x in args.ranks.split(",") if x.strip()]
         except ValueError:
             raise InputError(
                 f"--ranks: expected comma-separated integers, got {args.ranks!r}"
             ) from None
-        if args.size is not None and args.size != len(order):
-            raise InputError(f"size {args.size} does not match --ranks ({len(order)} ranks)")
+        if args.size is not None and args.size != len(listed):
+            raise InputError(f"size {args.size} does not match --ranks ({len(listed)} ranks)")
+        order: list[int] | int = listed
     elif args.size is None:
         raise InputError("give the number of ranks or --ranks")
     else:

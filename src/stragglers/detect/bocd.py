@@ -159,6 +159,13 @@ class BOCD:
         self._tab_size = 0
         self._grow_tables(256)
         self._cap = 0
+        empty: np.ndarray = np.empty(0)
+        self._n: np.ndarray = empty.astype(np.int64)
+        self._w: np.ndarray = empty
+        self._mu: np.ndarray = empty
+        self._b: np.ndarray = empty
+        self._lb: np.ndarray = empty
+        self._aux: np.ndarray = empty
         self._grow_buffers(64)
         self._log_beta0 = math.log(prior.beta0)
 
@@ -179,7 +186,7 @@ class BOCD:
 
     def _grow_buffers(self, cap: int) -> None:
         def grow(old: np.ndarray | None, dtype: type) -> np.ndarray:
-            new = np.empty(cap, dtype=dtype)
+            new: np.ndarray = np.empty(cap, dtype=dtype)
             if old is not None:
                 new[: self._len] = old[: self._len]
             return new

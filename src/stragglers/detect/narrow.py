@@ -145,7 +145,7 @@ def narrow_down_records(records: Iterable[CallRecord], **kwargs: float) -> list[
     """:func:`narrow_down` over call records that carry ``group`` and ``duration``."""
     rows = [r for r in records if r.group is not None and r.duration is not None]
     return narrow_down(
-        [r.group for r in rows], [r.rank for r in rows], [r.type for r in rows],
-        [r.size for r in rows], [r.duration for r in rows],  # type: ignore[misc]
+        [str(r.group) for r in rows], [r.rank for r in rows], [r.type for r in rows],
+        [r.size for r in rows], [float(r.duration or 0.0) for r in rows],
         [r.wait or 0.0 for r in rows], **kwargs,
     )

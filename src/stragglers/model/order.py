@@ -61,7 +61,8 @@ def _describe_cycle(graph: DependencyGraph, unit_nodes: list[list[int]],
     """Walk dependencies among the units left unsorted until one repeats: a cycle."""
     stuck = {u for u in range(len(unit_nodes)) if indeg[u] > 0}
     # Every unit left has a dependency inside the leftover set, so the walk closes.
-    path, seen = [], {}
+    path: list[int] = []
+    seen: dict[int, int] = {}
     u = min(stuck)
     while u not in seen:
         seen[u] = len(path)

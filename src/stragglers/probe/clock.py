@@ -51,8 +51,8 @@ def clock_domain(clock: Callable[[], float]) -> str | None:
 
     if clock not in (time.perf_counter, time.monotonic):
         return None
-    name = "perf_counter" if clock is time.perf_counter else "monotonic"
-    impl = time.get_clock_info(name).implementation
+    impl = (time.get_clock_info("perf_counter") if clock is time.perf_counter
+            else time.get_clock_info("monotonic")).implementation
     try:
         with open("/proc/sys/kernel/random/boot_id") as fh:
             boot = fh.read().strip()

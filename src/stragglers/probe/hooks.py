@@ -253,7 +253,7 @@ class CommHooks:
             probe.record_call(name, size, ranks, start, probe._timer_end(cuda), peer)
             return work
 
-        wrapper.__wrapped__ = orig  # type: ignore[attr-defined]
+        wrapper.__wrapped__ = orig
         return wrapper
 
     def _wrap_batch(self, orig: Callable[..., Any]) -> Callable[..., Any]:
@@ -295,5 +295,5 @@ class CommHooks:
             tracker = _Tracker(len(works), finish)
             return [TimedWork(w, tracker) for w in works]
 
-        wrapper.__wrapped__ = orig  # type: ignore[attr-defined]
+        wrapper.__wrapped__ = orig
         return wrapper

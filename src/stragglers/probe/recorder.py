@@ -70,11 +70,10 @@ class _CpuSpan:
         self._item[5] = self._probe._clock()
         return self
 
-    def __exit__(self, *exc: object) -> bool:
+    def __exit__(self, *exc: object) -> None:
         probe = self._probe
         self._item[6] = probe._clock()
         probe._pending.append(self._item)
-        return False
 
 
 class _CudaSpan:
@@ -92,13 +91,12 @@ class _CudaSpan:
         self._item[7] = len(probe._anchors) - 1
         return self
 
-    def __exit__(self, *exc: object) -> bool:
+    def __exit__(self, *exc: object) -> None:
         probe = self._probe
         ev = probe._event()
         ev.record()
         self._item[6] = ev
         probe._pending.append(self._item)
-        return False
 
 
 class Probe:

@@ -114,15 +114,15 @@ def _schedule_table(spec: SynthSpec) -> tuple[OpTable, list[tuple[str, int, int,
             counts[optype] = seq[-1] + 1
             order.append(float(i))
     n = len(rows)
-    stage = np.array([r[1] for r in rows])
-    mc = np.array([r[2] for r in rows])
-    optype = np.array([S.OPTYPE_CODE[r[0]] for r in rows])
-    is_compute = np.isin(optype, [S.OPTYPE_CODE[t] for t in S.COMPUTE_TYPES])
-    gmc = np.where(is_compute, mc * spec.pp + stage, -1)
+    node_stage = np.array([r[1] for r in rows])
+    node_mc = np.array([r[2] for r in rows])
+    node_optype = np.array([S.OPTYPE_CODE[r[0]] for r in rows])
+    is_compute = np.isin(node_optype, [S.OPTYPE_CODE[t] for t in S.COMPUTE_TYPES])
+    gmc = np.where(is_compute, node_mc * spec.pp + node_stage, -1)
     start = np.array(order)[:, None, None]
     table = OpTable(
         meta=meta, source=f"<synth {spec.name}>", steps=np.arange(1),
-        node_stage=stage, node_optype=optype, node_seq=np.array(seq), node_mc=mc,
+        node_stage=node_stage, node_optype=node_optype, node_seq=np.array(seq), node_mc=node_mc,
         node_gmc=gmc, node_mb=np.array([r[3] for r in rows]),
         start=start, duration=np.full((n, 1, 1), 0.5),
         ranks=np.arange(spec.dp * spec.pp).reshape(spec.pp, spec.dp).T,

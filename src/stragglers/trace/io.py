@@ -141,8 +141,9 @@ class TraceColumns:
         return pa.table(arrays, names=list(cols))
 
 
-_INT_TYPES = {"dp_rank": np.int32, "stage": np.int16, "rank": np.int32, "step": np.int64,
-              "seq_id": np.int32, "mc": np.int16, "mb_id": np.int32, "gmc": np.int32}
+_INT_TYPES: dict[str, type[np.integer]] = {
+    "dp_rank": np.int32, "stage": np.int16, "rank": np.int32, "step": np.int64,
+    "seq_id": np.int32, "mc": np.int16, "mb_id": np.int32, "gmc": np.int32}
 
 
 def _fmt_row(table: pa.Table, i: int) -> str:
@@ -190,7 +191,7 @@ def _column_to_numpy(table: pa.Table, name: str, kind: str, source: str) -> np.n
             i = int(np.flatnonzero(bad)[0])
             raise InputError(f"{source}: column '{name}' must hold integers, row {i} has "
                              f"{arr[i]!r}: {_fmt_row(table, i)}")
-    target = _INT_TYPES[name]
+    target: type[np.integer] = _INT_TYPES[name]
     info = np.iinfo(target)
     if arr.size and (arr.min() < info.min or arr.max() > info.max):
         raise InputError(f"{source}: column '{name}' has values outside {target.__name__}")
