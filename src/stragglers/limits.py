@@ -1,0 +1,77 @@
+"""Resource limits on sizes taken from input, checked before anything is allocated.
+
+Every command that sizes arrays, loops or files from its input checks the size against one
+of these limits first and refuses beyond it with one line that names the input, the size,
+the limit and how to raise it. Each limit can be overridden by an environment variable
+``STRAGGLERS_MAX_<NAME>`` (for example ``STRAGGLERS_MAX_WORKERS=100000``); commands with a
+natural option for it (``watch --max-ranks``) take that too. The README lists the limits
+with the memory each unit costs.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from stragglers.errors import InputError
+
+
+class LimitError(InputError):
+    """An input asks for more than a documented limit allows."""
+
+
+@dataclass(frozen=True)
+class Limit:
+    """One limit: its default and what it bounds."""
+
+    name: str
+    default: int
+    what: str
+
+    @property
+    def env(self) -> str:
+        return f"STRAGGLERS_MAX_{self.name.upper()}"
+
+
+#: The limits, by name. Defaults are chosen so that the largest input allowed fits in a few
+#: GiB of memory on the machine kinds the project targets.
+LIMITS: dict[str, Limit] = {lim.name: lim for lim in (
+    Limit("workers", 1_048_576, "workers (dp_size x pp_size) of one job"),
+    Limit("trace_rows", 200_000_000, "rows (ops) of one trace"),
+    Limit("table_cells", 400_000_000, "cells (op identities x DP ranks x steps) of one trace"),
+    Limit("text_bytes", 64 * 2**20, "bytes of a metadata or configuration file"),
+    Limit("yaml_nodes", 100_000, "values of a YAML file once its aliases are expanded"),
+    Limit("nesting", 64, "nesting depth of a JSON or YAML value"),
+    Limit("int_digits", 30, "digits of an integer in JSON or YAML input"),
+)}
+
+
+def limit(name: str) -> int:
+    """The current value of limit ``name``: its environment override, else its default."""
+    lim = LIMITS[name]
+    raw = os.environ.get(lim.env)
+    if raw is None or raw.strip() == "":
+        return lim.default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InputError(f"environment variable {lim.env}: expected a positive integer, "
+                         f"got {raw!r}") from None
+    if value < 1:
+        raise InputError(f"environment variable {lim.env}: expected a positive integer, "
+                         f"got {value}")
+    return value
+
+
+def check_limit(name: str, value: int, source: str) -> None:
+    """Raise :class:`LimitError` when ``value`` exceeds limit ``name``.
+
+    ``source`` says where the size comes from (a file and field, or an option), so that the
+    message reads ``SOURCE: 2,000,000 workers (dp_size x pp_size) of one job exceed the
+    limit of 1,048,576 (set STRAGGLERS_MAX_WORKERS to raise it)``.
+    """
+    cap = limit(name)
+    if value > cap:
+        lim = LIMITS[name]
+        raise LimitError(f"{source}: {value:,} {lim.what} exceed the limit of {cap:,} "
+                         f"(set {lim.env} to raise it)")
