@@ -144,6 +144,13 @@ class StagedDir:
         self._stage = Path(tempfile.mkdtemp(prefix=_STAGING_PREFIX, dir=self.out))
         return self
 
+    @property
+    def staging(self) -> Path:
+        """The staging folder (files written here are moved into ``out`` on success)."""
+        if self._stage is None:
+            raise RuntimeError("StagedDir.staging outside its with-block")
+        return self._stage
+
     def path(self, name: str) -> Path:
         """Where to write output file ``name`` (a plain file name, no folders)."""
         if self._stage is None:

@@ -92,7 +92,7 @@ def test_analyzer_accepts_the_trace_without_warnings(slow_run: dict[str, Any]) -
     summary = slow_run["summary"]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        result = analysis.analyze_files(summary["trace"], summary["meta"])
+        result = analysis.analyze_files(summary["trace"], summary["meta"]).to_document()
     assert result["trustworthy"] is True
     assert result["discrepancy"] < 1.05
 
@@ -103,7 +103,7 @@ def test_slow_worker_is_blamed_and_slowdown_matches(slow_run: dict[str, Any]) ->
     assert measured > 1.05, "the injected straggler did not slow the job down"
     injected = subset_trace(Path(summary["trace"]), summary["injected_steps"],
                             out / "trace-injected.parquet")
-    result = analysis.analyze_files(injected, summary["meta"], exact_workers=True)
+    result = analysis.analyze_files(injected, summary["meta"], exact_workers=True).to_document()
     attribution = result["attribution"]
     scores = attribution["worker"]
     assert attribution["worker_method"] == "exact"
@@ -117,7 +117,7 @@ def test_slow_worker_is_blamed_and_slowdown_matches(slow_run: dict[str, Any]) ->
     # the clean steps of the same run: no worker stands out
     clean = subset_trace(Path(summary["trace"]), summary["clean_steps"],
                          out / "trace-clean.parquet")
-    base = analysis.analyze_files(clean, summary["meta"], exact_workers=True)
+    base = analysis.analyze_files(clean, summary["meta"], exact_workers=True).to_document()
     clean_scores = base["attribution"]["worker"]
     others = max(v for k, v in clean_scores.items() if k != slow)
     assert clean_scores[slow] - others < 0.02, clean_scores
@@ -125,7 +125,7 @@ def test_slow_worker_is_blamed_and_slowdown_matches(slow_run: dict[str, Any]) ->
 
 def test_last_stage_imbalance_is_classified(last_stage_run: dict[str, Any]) -> None:
     summary = last_stage_run["summary"]
-    result = analysis.analyze_files(summary["trace"], summary["meta"])
+    result = analysis.analyze_files(summary["trace"], summary["meta"]).to_document()
     assert result["verdict"]["cause"] == "last_stage", result["verdict"]
     assert result["trustworthy"] is True
     trace = pd.read_parquet(summary["trace"])

@@ -156,7 +156,7 @@ def test_analyzer_accepts_the_merged_trace(tmp_path: Path) -> None:
     write_job(tmp_path / "in", dp=2, steps=4)
     merge_dir(tmp_path / "in", {"dp_size": 2, "pp_size": 2}, tmp_path / "out")
     result = analysis.analyze_files(tmp_path / "out" / "trace.parquet",
-                                    tmp_path / "out" / "meta.yaml")
+                                    tmp_path / "out" / "meta.yaml").to_document()
     # identical steps on identical DP ranks: hardly any slowdown to find
     assert result["slowdown"] == pytest.approx(1.0, abs=0.02)
     assert result["steps"] == [5, 6, 7, 8]

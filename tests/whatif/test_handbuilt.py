@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from stragglers.analysis import analyze_table
+from stragglers.analysis.verdict import VerdictConfig
 from stragglers.model import build_graph
 from stragglers.trace import build_table
 from stragglers.trace import schema as S
@@ -65,7 +66,7 @@ def test_two_by_two_dependencies(two):
 
 def test_two_by_two_figures(two):
     _, _, a = two
-    r = a.result
+    r = a.result.to_document()
     ideal, nodelay = 7.86, 8.36
     for st in r["steps"]:
         assert r["step_time"]["actual"][str(st)] == pytest.approx(nodelay, abs=TOL)
@@ -91,7 +92,8 @@ def test_two_by_two_figures(two):
     # S = 1.064 is below the default verdict threshold of 1.1 ...
     assert r["verdict"]["cause"] == "none"
     # ... and above a lower one, where the slow worker is named.
-    v = analyze_table(a.model.table, threshold=1.05).result["verdict"]
+    v = analyze_table(a.engine.table, config=VerdictConfig(threshold=1.05)).result
+    v = v.to_document()["verdict"]
     assert v["cause"] == "worker" and v["workers"] == ["1,0"]
     counts = r["counts"]
     assert counts["transfer_clipped_to_zero"] == 0
@@ -101,12 +103,12 @@ def test_two_by_two_figures(two):
 def test_one_by_four_pipeline():
     trace, meta = H.one_by_four()
     a = analyze_table(build_table(trace, meta))
-    r = a.result
+    r = a.result.to_document()
     assert r["step_time"]["no_delay"]["0"] == pytest.approx(13.16, abs=TOL)
     assert r["step_time"]["actual"]["0"] == pytest.approx(13.16, abs=TOL)
     assert r["slowdown"] == pytest.approx(1.0, abs=TOL)
     assert r["verdict"]["cause"] == "none"
-    g, t = a.model.graph, a.model.table
+    g, t = a.engine.graph, a.engine.table
     # backward-send of stage s pairs with backward-recv of stage s-1.
     pairs = {tuple(sorted((int(t.node_stage[m]), S.OPTYPES[t.node_optype[m]]) for m in grp))
              for grp in g.groups}
@@ -121,7 +123,7 @@ def test_one_by_four_pipeline():
 
 def test_launch_gap_is_discrepancy_not_slowdown():
     trace, meta = H.one_by_four(H.one_by_four_workers(gap=0.05))
-    r = analyze_table(build_table(trace, meta)).result
+    r = analyze_table(build_table(trace, meta)).result.to_document()
     assert r["step_time"]["actual"]["0"] == pytest.approx(13.21, abs=TOL)
     assert r["step_time"]["no_delay"]["0"] == pytest.approx(13.16, abs=TOL)
     assert r["discrepancy"] == pytest.approx(13.21 / 13.16, abs=TOL)
@@ -140,23 +142,23 @@ def test_negative_transfer_at_or_below_10ms_is_clipped_and_counted():
     # the recv's transfer is 3.3 - 3.24 = 0.06, so the no-delay forward wave gains 0.04.
     trace, meta = _late_recv(send_end=3.22, recv_start=3.24)
     a = analyze_table(build_table(trace, meta))
-    r = a.result
+    r = a.result.to_document()
     assert r["counts"]["transfer_clipped_to_zero"] == 1
     assert r["counts"]["transfer_negative_kept"] == 0
     assert r["step_time"]["no_delay"]["0"] == pytest.approx(13.12, abs=TOL)
-    t = a.model.table
-    assert a.model.derived.value[node(t, 2, H.FS), 0, 0] == 0.0
-    assert a.model.derived.value[node(t, 3, H.FR), 0, 0] == pytest.approx(0.06, abs=TOL)
+    t = a.engine.table
+    assert a.engine.derived.value[node(t, 2, H.FS), 0, 0] == 0.0
+    assert a.engine.derived.value[node(t, 3, H.FR), 0, 0] == pytest.approx(0.06, abs=TOL)
 
 
 def test_small_negative_transfer_is_kept():
     trace, meta = _late_recv(send_end=3.2, recv_start=3.205)
     a = analyze_table(build_table(trace, meta))
-    r = a.result
+    r = a.result.to_document()
     assert r["counts"]["transfer_clipped_to_zero"] == 0
     assert r["counts"]["transfer_negative_kept"] == 1
-    t = a.model.table
-    assert a.model.derived.value[node(t, 2, H.FS), 0, 0] == pytest.approx(-0.005, abs=TOL)
+    t = a.engine.table
+    assert a.engine.derived.value[node(t, 2, H.FS), 0, 0] == pytest.approx(-0.005, abs=TOL)
     assert r["step_time"]["no_delay"]["0"] == pytest.approx(13.155, abs=TOL)
 
 
@@ -167,9 +169,9 @@ def test_negative_launch_delay_rule():
         w = H.one_by_four_workers()
         w[(0, 3)] = [op if op[0] != H.B else (H.B, 4.3 + shift, 6.3) for op in w[(0, 3)]]
         a = analyze_table(build_table(*H.one_by_four(w)))
-        c = a.result["counts"]
+        c = a.result.to_document()["counts"]
         assert c["launch_delay_clipped_to_zero"] == clipped
         assert c["launch_delay_negative_kept"] >= kept
-        t = a.model.table
-        d = a.model.derived.delay[node(t, 3, H.B), 0, 0]
+        t = a.engine.table
+        d = a.engine.derived.delay[node(t, 3, H.B), 0, 0]
         assert d == (0.0 if clipped else pytest.approx(shift, abs=TOL))

@@ -14,7 +14,8 @@ RTOL = 1e-6
 @pytest.fixture(scope="module", params=["AR", "ST"])
 def case(request, ref_dir):
     name = request.param
-    result = analyze_files(ref_dir / f"trace-{name}.parquet", ref_dir / f"meta-{name}.yaml")
+    result = analyze_files(ref_dir / f"trace-{name}.parquet", ref_dir / f"meta-{name}.yaml"
+                           ).to_document()
     ref = json.loads((ref_dir / f"result-{name}.json").read_text())
     mw = json.loads((ref_dir / f"mw-{name}.json").read_text())
     ms = json.loads((ref_dir / f"ms-{name}.json").read_text())

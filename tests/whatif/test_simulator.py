@@ -8,6 +8,7 @@ import pytest
 from stragglers.analysis import analyze_table
 from stragglers.analysis.custom import WhatIf
 from stragglers.analysis.metrics import exact_worker_times
+from stragglers.analysis.scenarios import Scenario
 from stragglers.synth import SynthSpec, generate
 from stragglers.trace import build_table
 
@@ -20,30 +21,30 @@ def analysis():
     return analyze_table(build_table(trace, meta))
 
 
-def full_worker_time(model, d, s):
+def full_worker_time(engine, d, s):
     """Only worker (d, s) original, every DP rank simulated."""
-    wm = np.zeros((1, model.dp, model.pp), dtype=bool)
-    wm[0, d, s] = True
-    return model.step_times(model.mixed(model.full_dp_map(1), worker_mask=wm))[0]
+    wm = np.zeros((engine.dp, engine.pp), dtype=bool)
+    wm[d, s] = True
+    return engine.run([Scenario.keep_workers("w", wm)])["w"]
 
 
 def test_virtual_dp_ranks_equal_full_simulation(analysis):
-    m = analysis.model
+    m = analysis.engine
     exact = exact_worker_times(m)
     for d in range(m.dp):
         for s in range(m.pp):
             assert np.allclose(exact[d, s], full_worker_time(m, d, s), rtol=0, atol=1e-12)
     for d in range(m.dp):
-        wm = np.zeros((1, m.dp, m.pp), dtype=bool)
-        wm[0, d, :] = True
-        full = m.step_times(m.mixed(m.full_dp_map(1), worker_mask=wm))[0]
-        assert np.allclose(analysis.metrics.attr_dp[d], full, atol=1e-12)
+        wm = np.zeros((m.dp, m.pp), dtype=bool)
+        wm[d, :] = True
+        full = m.run([Scenario.keep_workers("rank", wm)])["rank"]
+        assert np.allclose(analysis.result.metrics.attr_dp[d], full, atol=1e-12)
 
 
 def test_custom_whatif_matches_analyses(analysis):
-    m = analysis.model
+    m = analysis.engine
     wi = WhatIf(m)
-    r = analysis.result
+    r = analysis.result.to_document()
     base = wi.simulate()
     assert base.mean == pytest.approx(np.mean(list(r["step_time"]["no_delay"].values())))
     ideal = wi.simulate(wi.ops().ideal())
@@ -62,7 +63,7 @@ def test_custom_whatif_matches_analyses(analysis):
 
 
 def test_custom_whatif_set_scale_and_errors(analysis):
-    wi = WhatIf(analysis.model)
+    wi = WhatIf(analysis.engine)
     base = wi.simulate()
     slower = wi.simulate(wi.ops(optype="optimizer").scale(2.0))
     assert slower.mean > base.mean
@@ -73,7 +74,7 @@ def test_custom_whatif_set_scale_and_errors(analysis):
     assert zero.mean < base.mean
     one_step = wi.simulate(wi.ops(step=2, optype="optimizer").set(10.0))
     assert one_step.step_time[2] > 10.0 and one_step.step_time[1] == base.step_time[1]
-    assert wi.ops(microbatch=0).count == 2 * analysis.model.dp * analysis.model.pp * 4
+    assert wi.ops(microbatch=0).count == 2 * analysis.engine.dp * analysis.engine.pp * 4
     from stragglers.errors import InputError
 
     with pytest.raises(InputError, match="unknown operation type"):

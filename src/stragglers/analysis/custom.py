@@ -29,11 +29,11 @@ from pathlib import Path
 
 import numpy as np
 
-from stragglers.analysis.model import WhatIfModel, prepare
+from stragglers.analysis.engine import WhatIfEngine, prepare
 from stragglers.analysis.runner import load_table
 from stragglers.errors import InputError
 from stragglers.sim import simulate
-from stragglers.trace import schema as S
+from stragglers.trace import schema
 from stragglers.trace.table import OpTable
 
 
@@ -115,10 +115,10 @@ class Outcome:
 class WhatIf:
     """Ask what-if questions of one trace."""
 
-    def __init__(self, model: WhatIfModel) -> None:
-        self.model = model
-        self._no_delay = self._run(model.derived.value)
-        ideal_full = np.broadcast_to(model.ideal[:, None, None], model.derived.value.shape)
+    def __init__(self, engine: WhatIfEngine) -> None:
+        self.engine = engine
+        self._no_delay = self._run(engine.derived.value)
+        ideal_full = np.broadcast_to(engine.ideal_value[:, None, None], engine.derived.value.shape)
         self._ideal = self._run(ideal_full)
 
     @classmethod
@@ -133,22 +133,22 @@ class WhatIf:
     def ops(self, dp_rank: object = None, stage: object = None, step: object = None,
             optype: object = None, microbatch: object = None) -> OpSelection:
         """Select ops; arguments left as None select everything."""
-        t = self.model.table
+        t = self.engine.table
         n, dp, ns = t.duration.shape
         node = np.ones(n, dtype=bool)
         if stage is not None:
             node &= np.isin(t.node_stage, _values(stage))
         if optype is not None:
             names = _values(optype)
-            unknown = [x for x in names if x not in S.OPTYPE_CODE
-                       and x not in S.ATTRIBUTION_TYPE.values()]
+            unknown = [x for x in names if x not in schema.OPTYPE_CODE
+                       and x not in schema.ATTRIBUTION_TYPE.values()]
             if unknown:
                 raise InputError(f"ops(optype=...): unknown operation type {unknown[0]!r}")
-            keys = np.array([S.ATTRIBUTION_TYPE[S.OPTYPES[c]] for c in t.node_optype])
-            codes = [S.OPTYPE_CODE[x] for x in names if x in S.OPTYPE_CODE]
+            keys = np.array([schema.ATTRIBUTION_TYPE[schema.OPTYPES[c]] for c in t.node_optype])
+            codes = [schema.OPTYPE_CODE[x] for x in names if x in schema.OPTYPE_CODE]
             node &= np.isin(t.node_optype, codes) | np.isin(keys, names)
         if microbatch is not None:
-            compute = np.isin(t.node_optype, [S.OPTYPE_CODE[x] for x in S.COMPUTE_TYPES])
+            compute = np.isin(t.node_optype, [schema.OPTYPE_CODE[x] for x in schema.COMPUTE_TYPES])
             node &= compute & np.isin(t.node_mb, _values(microbatch))
         ranks = np.ones(dp, dtype=bool)
         if dp_rank is not None:
@@ -164,14 +164,14 @@ class WhatIf:
 
     def simulate(self, *changes: Change, base: str = "no_delay") -> Outcome:
         """Step times after applying ``changes`` in order to the base values."""
-        m = self.model
+        e = self.engine
         if base == "no_delay":
-            values = m.derived.value.astype(np.float64)
+            values = e.derived.value.astype(np.float64)
         elif base == "ideal":
-            values = np.broadcast_to(m.ideal[:, None, None], m.derived.value.shape).copy()
+            values = np.broadcast_to(e.ideal_value[:, None, None], e.derived.value.shape).copy()
         else:
             raise InputError(f"simulate(base=...): 'no_delay' or 'ideal', got {base!r}")
-        ideal = np.broadcast_to(m.ideal[:, None, None], values.shape)
+        ideal = np.broadcast_to(e.ideal_value[:, None, None], values.shape)
         for ch in changes:
             if ch.kind == "ideal":
                 values = np.where(ch.mask, ideal, values)
@@ -181,11 +181,11 @@ class WhatIf:
                 values = np.where(ch.mask, values * ch.value, values)
         times = self._run(values)
         return Outcome(
-            step_time={int(s): float(v) for s, v in zip(m.table.steps, times, strict=True)},
+            step_time={int(s): float(v) for s, v in zip(e.table.steps, times, strict=True)},
             mean=float(times.mean()), no_delay_mean=float(self._no_delay.mean()),
             ideal_mean=float(self._ideal.mean()))
 
     def _run(self, values: np.ndarray) -> np.ndarray:
-        m = self.model
-        res = simulate(m.order, lambda idx: values[idx][:, None], (1, m.dp, m.n_steps))
+        e = self.engine
+        res = simulate(e.order, lambda idx: values[idx][:, None], (1, e.dp, e.n_steps))
         return res.step_time[0]

@@ -1,21 +1,25 @@
 """What-if metrics (whatif-model.md §5): timelines, discrepancy, slowdown S, waste,
-attribution by DP rank / stage / optype (overall and per step), exact worker slowdown
-S_w, the min-approximation worker score, M_W, M_S and the forward/backward signal.
+attribution by DP rank / stage / op type (overall and per step), exact worker slowdown S_w,
+the published min-approximation worker score, M_W and M_S.
 
-Every figure comes from batches of simulated scenarios; see
-:class:`stragglers.sim.MixedValues` for how a scenario mixes original and ideal values.
+:func:`compute_metrics` builds one frozen :class:`Metrics` from named scenarios
+(:mod:`stragglers.analysis.scenarios`) simulated by the engine. The verdict's own what-ifs
+live with its hypotheses (:mod:`stragglers.analysis.verdict`).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
 
 import numpy as np
 
-from stragglers.analysis.model import WhatIfModel
-from stragglers.trace import schema as S
+from stragglers.analysis.engine import WhatIfEngine
+from stragglers.analysis.scenarios import Scenario, removal_and_addition
+from stragglers.analysis.workers import Worker, worker_mask, workers_by_flat_index
+from stragglers.trace import schema
 
 #: Attribution is meaningful only above this slowdown (§5).
 ATTRIBUTION_THRESHOLD = 1.03
@@ -23,54 +27,115 @@ ATTRIBUTION_THRESHOLD = 1.03
 MW_FRACTION = 0.03
 
 
-@dataclass
+def _frozen(a: np.ndarray) -> np.ndarray:
+    """A read-only view (the array itself stays writable for its owner)."""
+    v = np.asarray(a).view()
+    v.setflags(write=False)
+    return v
+
+
+@dataclass(frozen=True)
 class Characterisation:
-    """M metric of a set of ops: ``rem`` removes their slowness from the no-delay
-    timeline, ``add`` puts only their slowness into the ideal one (Eq. 5)."""
+    """An M metric (Eq. 5) of a set of ops, kept per step so that it can be resampled.
 
-    rem: float
-    add: float
-    t_ori: float
-    t_ideal: float
-    t_rem: float
-    t_add: float
-    workers: list[tuple[int, int]] = field(default_factory=list)
+    ``rem_time``: step times with those ops at their ideal values (everything else as in the
+    no-delay timeline); ``add_time``: step times with only those ops original (everything
+    else ideal). Either may be absent when that what-if is not defined for the set. ``rem``
+    is the share of the slowdown that disappears when the ops are fixed; ``add`` the share
+    they cause alone.
+    """
 
-    @classmethod
-    def from_times(cls, t_ori: float, t_ideal: float, t_rem: float, t_add: float,
-                   workers: list[tuple[int, int]] | None = None) -> Characterisation:
+    nodelay: np.ndarray
+    ideal: np.ndarray
+    rem_time: np.ndarray | None
+    add_time: np.ndarray | None
+    workers: tuple[Worker, ...] = ()
+
+    @property
+    def t_ori(self) -> float:
+        return float(self.nodelay.mean())
+
+    @property
+    def t_ideal(self) -> float:
+        return float(self.ideal.mean())
+
+    @property
+    def t_rem(self) -> float | None:
+        return None if self.rem_time is None else float(self.rem_time.mean())
+
+    @property
+    def t_add(self) -> float | None:
+        return None if self.add_time is None else float(self.add_time.mean())
+
+    @property
+    def rem(self) -> float | None:
+        return None if self.rem_time is None else _rem(self.t_ori, self.t_ideal,
+                                                       float(self.rem_time.mean()))
+
+    @property
+    def add(self) -> float | None:
+        return None if self.add_time is None else _add(self.t_ori, self.t_ideal,
+                                                       float(self.add_time.mean()))
+
+    @property
+    def share(self) -> float:
+        """The larger of ``rem`` and ``add`` (those defined): how much of the slowdown the
+        ops explain, even when another cause hides part of their effect."""
+        vals = [v for v in (self.rem, self.add) if v is not None]
+        return max(vals) if vals else 0.0
+
+    def resampled_share(self, index: np.ndarray) -> np.ndarray:
+        """``share`` over resampled steps: ``index`` (B, n) of step positions → (B,)."""
+        t_ori = self.nodelay[index].mean(axis=1)
+        t_ideal = self.ideal[index].mean(axis=1)
         gap = t_ori - t_ideal
-        rem = (t_ori - t_rem) / gap if gap > 0 else 0.0
-        add = (t_add - t_ideal) / gap if gap > 0 else 0.0
-        return cls(rem=rem, add=add, t_ori=t_ori, t_ideal=t_ideal, t_rem=t_rem, t_add=t_add,
-                   workers=list(workers or []))
+        safe = np.where(gap > 0, gap, 1.0)
+        out = np.full(index.shape[0], -np.inf)
+        if self.rem_time is not None:
+            rem = (t_ori - self.rem_time[index].mean(axis=1)) / safe
+            out = np.maximum(out, np.where(gap > 0, rem, 0.0))
+        if self.add_time is not None:
+            add = (self.add_time[index].mean(axis=1) - t_ideal) / safe
+            out = np.maximum(out, np.where(gap > 0, add, 0.0))
+        return np.where(np.isfinite(out), out, 0.0)
 
-    def to_dict(self) -> dict:
-        return {"rem": self.rem, "add": self.add, "t_ori": self.t_ori,
-                "t_ideal": self.t_ideal, "t_rem": self.t_rem, "t_add": self.t_add,
-                "workers": [f"{d},{s}" for d, s in self.workers]}
+
+def _rem(t_ori: float, t_ideal: float, t_rem: float) -> float:
+    gap = t_ori - t_ideal
+    return (t_ori - t_rem) / gap if gap > 0 else 0.0
 
 
-@dataclass
+def _add(t_ori: float, t_ideal: float, t_add: float) -> float:
+    gap = t_ori - t_ideal
+    return (t_add - t_ideal) / gap if gap > 0 else 0.0
+
+
+@dataclass(frozen=True)
 class Metrics:
+    """Every figure of §5 for one trace. Step-time arrays have shape (n_steps,) and follow
+    ``steps``; ``attr_dp`` is (dp, n_steps), ``attr_stage`` (pp, n_steps), ``attr_optype``
+    maps an attribution key to (n_steps,), ``worker_exact`` is (dp, pp, n_steps) or None when
+    exact S_w was not computed."""
+
     steps: np.ndarray
     actual: np.ndarray
     nodelay: np.ndarray
     ideal: np.ndarray
-    attr_dp: np.ndarray  # (dp, S) step times with only DP rank d original
-    attr_stage: np.ndarray  # (pp, S)
-    attr_optype: dict[str, np.ndarray]  # key -> (S,)
-    worker_exact: np.ndarray | None  # (dp, pp, S) or None
+    attr_dp: np.ndarray
+    attr_stage: np.ndarray
+    attr_optype: Mapping[str, np.ndarray]
+    worker_exact: np.ndarray | None
+    ranks: np.ndarray
     m_w: Characterisation
     m_s: Characterisation
-    m_comm: Characterisation
-    m_gc: Characterisation
-    m_seq: Characterisation
-    m_pause: Characterisation
-    pauses: dict
-    fb: dict
-    stage_compute: np.ndarray  # (pp,) median over DP ranks of compute seconds per step
-    comm_excess: np.ndarray  # (dp, pp) communication seconds per step above ideal
+
+    @property
+    def dp(self) -> int:
+        return int(self.attr_dp.shape[0])
+
+    @property
+    def pp(self) -> int:
+        return int(self.attr_stage.shape[0])
 
     @property
     def discrepancy(self) -> float:
@@ -84,14 +149,38 @@ class Metrics:
     def waste(self) -> float:
         return 1.0 - 1.0 / self.slowdown
 
+    @property
+    def attribution_meaningful(self) -> bool:
+        return self.slowdown >= ATTRIBUTION_THRESHOLD
+
+    @property
+    def step_slowdown(self) -> np.ndarray:
+        return self.nodelay / self.ideal
+
     def s_of(self, times: np.ndarray) -> np.ndarray:
-        """Slowdown over the ideal timeline: mean over the last axis."""
-        return times.mean(axis=-1) / self.ideal.mean()
+        """Slowdown of step times over the ideal timeline (mean over the last axis)."""
+        return np.asarray(times.mean(axis=-1) / self.ideal.mean())
+
+    @property
+    def s_dp(self) -> np.ndarray:
+        return self.s_of(self.attr_dp)
+
+    @property
+    def s_stage(self) -> np.ndarray:
+        return self.s_of(self.attr_stage)
+
+    @property
+    def s_optype(self) -> dict[str, float]:
+        return {k: float(self.s_of(v)) for k, v in self.attr_optype.items()}
 
     @property
     def worker_score(self) -> np.ndarray:
         """Published approximation of S_w: min(S_dp=d, S_stage=s), shape (dp, pp)."""
-        return np.minimum(self.s_of(self.attr_dp)[:, None], self.s_of(self.attr_stage)[None, :])
+        return np.minimum(self.s_dp[:, None], self.s_stage[None, :])
+
+    @property
+    def worker_method(self) -> str:
+        return "exact" if self.worker_exact is not None else "min-approximation"
 
     @property
     def worker_slowdown(self) -> np.ndarray:
@@ -101,225 +190,91 @@ class Metrics:
         return self.s_of(self.worker_exact)
 
 
-def optype_keys(model: WhatIfModel) -> list[str]:
+def optype_keys(engine: WhatIfEngine) -> list[str]:
     """Attribution keys of the op types present, in schema order."""
-    present = {S.ATTRIBUTION_TYPE[S.OPTYPES[c]] for c in np.unique(model.table.node_optype)}
+    present = {schema.ATTRIBUTION_TYPE[schema.OPTYPES[c]]
+               for c in np.unique(engine.table.node_optype)}
     seen: list[str] = []
-    for t in S.OPTYPES:
-        k = S.ATTRIBUTION_TYPE[t]
+    for t in schema.OPTYPES:
+        k = schema.ATTRIBUTION_TYPE[t]
         if k in present and k not in seen:
             seen.append(k)
     return seen
 
 
-def exact_worker_times(model: WhatIfModel) -> np.ndarray:
-    """Step times (dp, pp, S) with only worker (d, s) original: one scenario per worker,
-    each simulated with one original and one ideal virtual DP rank."""
-    dp, pp = model.dp, model.pp
-    d = np.repeat(np.arange(dp), pp)
-    s = np.tile(np.arange(pp), dp)
-    dp_map = model.virtual_dp_map(d)
-    wm = np.zeros((dp * pp, dp_map.shape[1], pp), dtype=bool)
-    wm[np.arange(dp * pp), 0, s] = True
-    times = model.step_times(model.mixed(dp_map, worker_mask=wm))
-    return times.reshape(dp, pp, -1)
+def node_attribution_keys(engine: WhatIfEngine) -> np.ndarray:
+    """Attribution key of every op identity (n_nodes,), e.g. ``forward-pp-comm``."""
+    keys = np.array([schema.ATTRIBUTION_TYPE[t] for t in schema.OPTYPES])
+    return keys[engine.table.node_optype]
 
 
 def top_workers(score: np.ndarray, ranks: np.ndarray, fraction: float = MW_FRACTION
-                ) -> list[tuple[int, int]]:
+                ) -> tuple[Worker, ...]:
     """The ⌈n·fraction⌉ workers with the highest score, ties to the lower global rank."""
     dp, pp = score.shape
     n = math.ceil(dp * pp * fraction)
-    flat_rank = ranks.ravel()
-    order = np.lexsort((flat_rank, -score.ravel()))[:n]
-    return [(int(i // pp), int(i % pp)) for i in order]
+    order = np.lexsort((ranks.ravel(), -score.ravel()))[:n]
+    return workers_by_flat_index(order, pp)
 
 
-def _fb_signal(model: WhatIfModel) -> dict:
-    """Forward/backward compute correlation of the same microbatch (§5.3) and the spread
-    of forward times; ``*_within`` versions remove each worker-step's mean first so that
-    a slow worker or step does not look like sequence-length variation."""
-    t = model.table
-    pp = model.pp
-    stage = 1 if pp > 2 else 0
-    sel = t.node_stage == stage
-    if t.meta.vpp_size > 1:
-        sel &= t.node_mc != 0
-    fwd = np.flatnonzero(sel & (t.node_optype == S.OPTYPE_CODE[S.FORWARD_COMPUTE]))
-    bwd = np.flatnonzero(sel & (t.node_optype == S.OPTYPE_CODE[S.BACKWARD_COMPUTE]))
-    key_f = t.node_mc[fwd] * 1_000_000 + t.node_mb[fwd]
-    key_b = t.node_mc[bwd] * 1_000_000 + t.node_mb[bwd]
-    common, fi, bi = np.intersect1d(key_f, key_b, return_indices=True)
-    out: dict[str, Any] = {"stage": stage, "n_pairs": int(len(common) * model.dp * model.n_steps),
-           "correlation": None, "correlation_within": None, "forward_spread": None,
-           "forward_spread_within": None}
-    if len(common) < 2:
-        return out
-    x = t.duration[fwd[fi]]  # (m, dp, S)
-    y = t.duration[bwd[bi]]
-
-    def corr(a: np.ndarray, b: np.ndarray) -> float | None:
-        a, b = a.ravel(), b.ravel()
-        if a.std() == 0 or b.std() == 0:
-            return None
-        return float(np.corrcoef(a, b)[0, 1])
-
-    xm, ym = x.mean(axis=0, keepdims=True), y.mean(axis=0, keepdims=True)
-    out["correlation"] = corr(x, y)
-    out["correlation_within"] = corr(x - xm, y - ym)
-    out["forward_spread"] = float(x.std() / x.mean()) if x.mean() > 0 else None
-    rel = (x - xm) / np.where(xm > 0, xm, 1.0)
-    out["forward_spread_within"] = float(rel.std())
-    return out
+def characterise(engine: WhatIfEngine, name: str, nodelay: np.ndarray, ideal: np.ndarray, *,
+                 nodes: np.ndarray | None = None,
+                 workers: tuple[Worker, ...] | None = None) -> Characterisation:
+    """M metric (rem and add) of a set of ops: op identities ``nodes`` or ``workers``."""
+    mask = None if workers is None else worker_mask(workers, engine.dp, engine.pp)
+    rem, add = removal_and_addition(name, nodes=nodes, workers=mask)
+    times = engine.run([rem, add])
+    return Characterisation(nodelay, ideal, times[rem.name], times[add.name],
+                            tuple(workers or ()))
 
 
-def stage_compute_time(model: WhatIfModel) -> np.ndarray:
-    """Per stage: median over DP ranks of the mean compute seconds per step."""
-    t = model.table
-    compute = np.isin(t.node_optype, [S.OPTYPE_CODE[x] for x in S.COMPUTE_TYPES])
-    per_worker = np.zeros((model.dp, model.pp))
-    for s in range(model.pp):
-        nodes = compute & (t.node_stage == s)
-        per_worker[:, s] = t.duration[nodes].sum(axis=0, dtype=np.float64).mean(axis=1)
-    return np.median(per_worker, axis=0)
+def exact_worker_times(engine: WhatIfEngine) -> np.ndarray:
+    """Step times (dp, pp, n_steps) with only worker (d, s) original: one scenario per
+    worker, each simulated with one original and one ideal virtual DP rank."""
+    dp, pp = engine.dp, engine.pp
+    scenarios = []
+    for d in range(dp):
+        for s in range(pp):
+            stages = np.zeros(pp, dtype=bool)
+            stages[s] = True
+            scenarios.append(Scenario.keep_dp_rank(f"worker {d},{s}", d, stages))
+    times = engine.run(scenarios)
+    return np.stack([times[sc.name] for sc in scenarios]).reshape(dp, pp, -1)
 
 
-def comm_excess(model: WhatIfModel) -> np.ndarray:
-    """Per worker: mean seconds per step its communication ops take above ideal."""
-    t = model.table
-    keys = np.array([S.ATTRIBUTION_TYPE[S.OPTYPES[c]] for c in t.node_optype])
-    comm = np.isin(keys, list(S.COMM_ATTRIBUTION_KEYS))
-    out = np.zeros((model.dp, model.pp))
-    for s in range(model.pp):
-        nodes = np.flatnonzero(comm & (t.node_stage == s))
-        excess = model.derived.value[nodes] - model.ideal[nodes][:, None, None]
-        out[:, s] = np.clip(excess, 0.0, None).sum(axis=0).mean(axis=1)
-    return out
-
-
-#: A compute op this many times its typical value (median over DP ranks and steps) is a
-#: pause candidate.
-PAUSE_FACTOR = 1.5
-
-
-def _compute_mask(model: WhatIfModel) -> np.ndarray:
-    return np.isin(model.table.node_optype, [S.OPTYPE_CODE[x] for x in S.COMPUTE_TYPES])
-
-
-def even_microbatches(model: WhatIfModel) -> np.ndarray:
-    """Values with every compute op replaced by the step's mean over the microbatches and
-    DP ranks of its stage, direction and model chunk: what if all sequences (microbatches)
-    had the same length. Differences between stages and steps stay."""
-    t = model.table
-    value = model.derived.value.astype(np.float64)
-    compute = _compute_mask(model)
-    keys = t.node_stage * 1_000_000 + t.node_optype * 1000 + t.node_mc
-    for key in np.unique(keys[compute]):
-        nodes = np.flatnonzero(compute & (keys == key))
-        value[nodes] = value[nodes].mean(axis=(0, 1), keepdims=True)
-    return value
-
-
-def without_pauses(model: WhatIfModel) -> tuple[np.ndarray, dict]:
-    """Values with every compute op longer than PAUSE_FACTOR x its typical value cut back
-    to that typical value (median over DP ranks and steps of the same op), and where
-    those long ops are: uncoordinated pauses (GC) hit random workers and steps."""
-    value = model.derived.value.astype(np.float64)
-    compute = np.flatnonzero(_compute_mask(model))
-    typical = np.median(value[compute].reshape(len(compute), -1), axis=1)[:, None, None]
-    long_op = value[compute] > PAUSE_FACTOR * typical
-    value[compute] = np.where(long_op, typical, value[compute])
-    per_node = long_op.sum(axis=2)  # (k, dp)
-    stage = model.table.node_stage[compute]
-    per_worker = np.stack([per_node[stage == s].sum(axis=0) for s in range(model.pp)], axis=1)
-    n = int(long_op.sum())
-    info = {"long_compute_ops": n, "workers_hit": int((per_worker > 0).sum()),
-            "top_worker_share": float(per_worker.max() / n) if n else 0.0,
-            "worker_step_share": float(long_op.any(axis=0).mean()) if n else 0.0}
-    return value, info
-
-
-def _rem_only(model: WhatIfModel, t_ori: float, t_ideal: float,
-              values: np.ndarray) -> Characterisation:
-    """M (rem) of replacing the no-delay values by ``values``."""
-    times = model.step_times(model.mixed(model.full_dp_map(1), orig=values))
-    t = float(times.mean())
-    return Characterisation.from_times(t_ori, t_ideal, t, t_ideal)
-
-
-def compute_metrics(model: WhatIfModel, exact_workers: bool = True) -> Metrics:
-    """All figures of §5 for a prepared model."""
-    t = model.table
-    dp, pp, n = model.dp, model.pp, t.n_nodes
-    keys = optype_keys(model)
-    node_key = np.array([S.ATTRIBUTION_TYPE[S.OPTYPES[c]] for c in t.node_optype])
-    is_comm_type = np.isin(node_key, list(S.COMM_ATTRIBUTION_KEYS))
-    is_gc = node_key == S.GC
-
-    # Ideal timeline: every value ideal; every DP rank identical (V = 1).
-    ideal = model.step_times(model.mixed(np.zeros((1, 1), dtype=np.int64),
-                                         node_mask=np.zeros((n, 1), dtype=bool)))[0]
-
-    # One batch over all DP ranks: no-delay, per stage, per optype, M_S, M_comm, M_gc.
-    n_b = 1 + pp + len(keys) + 6
-    node_mask = np.ones((n, n_b), dtype=bool)
-    worker_mask = np.ones((n_b, dp, pp), dtype=bool)
-    b = 1
-    for s in range(pp):
-        worker_mask[b + s] = False
-        worker_mask[b + s, :, s] = True
-    b += pp
-    for k, key in enumerate(keys):
-        node_mask[:, b + k] = node_key == key
-    b += len(keys)
-    last = pp - 1
-    worker_mask[b, :, last] = False          # M_S rem: last stage ideal
-    worker_mask[b + 1] = False
-    worker_mask[b + 1, :, last] = True       # M_S add: only last stage original
-    node_mask[:, b + 2] = ~is_comm_type      # M_comm rem / add
-    node_mask[:, b + 3] = is_comm_type
-    node_mask[:, b + 4] = ~is_gc             # M_gc rem / add
-    node_mask[:, b + 5] = is_gc
-    times = model.step_times(model.mixed(model.full_dp_map(n_b), node_mask, worker_mask))
-    nodelay = times[0]
-    attr_stage = times[1:1 + pp]
-    attr_optype = {key: times[1 + pp + k] for k, key in enumerate(keys)}
-    t_ori, t_ideal = float(nodelay.mean()), float(ideal.mean())
-    mb = times[b:b + 6].mean(axis=1)
-    last_workers = [(d, last) for d in range(dp)]
-    m_s = Characterisation.from_times(t_ori, t_ideal, float(mb[0]), float(mb[1]), last_workers)
-    m_comm = Characterisation.from_times(t_ori, t_ideal, float(mb[2]), float(mb[3]))
-    m_gc = Characterisation.from_times(t_ori, t_ideal, float(mb[4]), float(mb[5]))
-
-    pauses = without_pauses(model)
-
-    # Per DP rank: only rank d original, with virtual ranks.
-    dp_map = model.virtual_dp_map(np.arange(dp))
-    attr_dp = model.step_times(model.mixed(dp_map, worker_mask=model.virtual_worker_mask(dp_map)))
-    metrics = Metrics(
-        steps=t.steps, actual=t.step_times(), nodelay=nodelay, ideal=ideal,
-        attr_dp=attr_dp, attr_stage=attr_stage, attr_optype=attr_optype,
-        worker_exact=exact_worker_times(model) if exact_workers else None,
-        m_w=m_s, m_s=m_s, m_comm=m_comm, m_gc=m_gc,
-        m_seq=_rem_only(model, t_ori, t_ideal, even_microbatches(model)),
-        m_pause=_rem_only(model, t_ori, t_ideal, pauses[0]), pauses=pauses[1],
-        fb=_fb_signal(model),
-        stage_compute=stage_compute_time(model), comm_excess=comm_excess(model),
+def compute_metrics(engine: WhatIfEngine, exact_workers: bool = True) -> Metrics:
+    """All figures of §5 for an engine."""
+    table = engine.table
+    dp, pp = engine.dp, engine.pp
+    keys = optype_keys(engine)
+    node_key = node_attribution_keys(engine)
+    stage_only = [np.zeros((dp, pp), dtype=bool) for _ in range(pp)]
+    for s, m in enumerate(stage_only):
+        m[:, s] = True
+    last_stage = tuple(Worker(d, pp - 1) for d in range(dp))
+    ms_rem, ms_add = removal_and_addition("M_S", workers=worker_mask(last_stage, dp, pp))
+    scenarios = [
+        Scenario.ideal("ideal"),
+        Scenario.original("no_delay"),
+        *(Scenario.keep_workers(f"stage {s}", m) for s, m in enumerate(stage_only)),
+        *(Scenario.keep_nodes(f"optype {k}", node_key == k) for k in keys),
+        ms_rem, ms_add,
+        *(Scenario.keep_dp_rank(f"dp_rank {d}", d) for d in range(dp)),
+    ]
+    times = engine.run(scenarios)
+    nodelay, ideal = _frozen(times["no_delay"]), _frozen(times["ideal"])
+    worker_exact = _frozen(exact_worker_times(engine)) if exact_workers else None
+    attr_dp = _frozen(np.stack([times[f"dp_rank {d}"] for d in range(dp)]))
+    attr_stage = _frozen(np.stack([times[f"stage {s}"] for s in range(pp)]))
+    s_dp = attr_dp.mean(axis=1) / ideal.mean()
+    s_stage = attr_stage.mean(axis=1) / ideal.mean()
+    score = np.minimum(s_dp[:, None], s_stage[None, :])
+    mw_workers = top_workers(score, table.ranks)
+    return Metrics(
+        steps=_frozen(table.steps), actual=_frozen(table.step_times()),
+        nodelay=nodelay, ideal=ideal, attr_dp=attr_dp, attr_stage=attr_stage,
+        attr_optype=MappingProxyType({k: _frozen(times[f"optype {k}"]) for k in keys}),
+        worker_exact=worker_exact, ranks=_frozen(table.ranks.copy()),
+        m_w=characterise(engine, "M_W", nodelay, ideal, workers=mw_workers),
+        m_s=Characterisation(nodelay, ideal, times["M_S/rem"], times["M_S/add"], last_stage),
     )
-    metrics.m_w = characterise_workers(model, metrics,
-                                       top_workers(metrics.worker_score, t.ranks))
-    return metrics
-
-
-def characterise_workers(model: WhatIfModel, metrics: Metrics,
-                         workers: list[tuple[int, int]]) -> Characterisation:
-    """M of a set of workers (Eq. 5): rem and add variants."""
-    dp, pp = model.dp, model.pp
-    chosen = np.zeros((dp, pp), dtype=bool)
-    for d, s in workers:
-        chosen[d, s] = True
-    wm = np.stack([~chosen, chosen])
-    times = model.step_times(model.mixed(model.full_dp_map(2), worker_mask=wm)).mean(axis=1)
-    return Characterisation.from_times(float(metrics.nodelay.mean()),
-                                       float(metrics.ideal.mean()),
-                                       float(times[0]), float(times[1]), workers)

@@ -1,13 +1,22 @@
-"""The result document (``result.json``): a versioned, documented schema.
+"""The result of one analysis, as a typed object, and its document (``result.json``).
 
-Schema ``1.0`` (keys marked * are fixed for other tools to rely on):
+:class:`AnalysisResult` is what the analysis produces and what the outputs, the summary and
+the heatmaps take; :meth:`AnalysisResult.to_document` is the one place where it becomes the
+versioned JSON document.
 
-* ``schema_version``\\*: ``"1.0"``.
+Schema ``1.1`` (keys marked * are fixed for other tools to rely on; 1.1 adds to 1.0 the
+cause values ``pauses`` and ``unexplained``, ``verdict_config``, ``caveats``,
+``untrustworthy_reasons``, ``verdict.hypotheses``, ``verdict.weak`` and
+``verdict.confidence_parts``; nothing was removed):
+
+* ``schema_version``\\*: ``"1.1"``.
 * ``job``\\*: the job metadata (dp_size, pp_size, tp_size, dsp_size, vpp_size,
   world_size, trial_name, run_id).
 * ``source``: the trace file; ``steps``: the step ids analysed, in order.
 * ``slowdown``\\* (S, Eq. 1), ``discrepancy``\\* (mean actual / mean no-delay step time),
-  ``waste``\\* (1 − 1/S), ``trustworthy``\\* (|discrepancy − 1| ≤ 5%).
+  ``waste``\\* (1 − 1/S), ``trustworthy``\\* (|discrepancy − 1| ≤ 5% and no caveat);
+  ``untrustworthy_reasons``: why not, one sentence each; ``caveats``: problems of the trace
+  found while reading it (e.g. coarse timestamps), each of which makes it untrustworthy.
 * ``step_time``\\*: ``actual``, ``no_delay``, ``ideal``: each ``{step: seconds}``.
 * ``step_slowdown``\\*: ``{step: S}``.
 * ``attribution``\\*: ``dp_rank``, ``stage``, ``optype`` (``{key: S}``), ``worker``
@@ -16,153 +25,260 @@ Schema ``1.0`` (keys marked * are fixed for other tools to rely on):
 * ``attribution_per_step``\\*: ``{step: {"dp_rank"|"stage"|"optype": {key: S}}}``.
 * ``worker_score``: the published min(S_dp, S_stage) approximation, ``{"dp,stage": S}``.
 * ``m_w``\\*, ``m_s``\\*: ``rem``, ``add``, ``t_ori``, ``t_ideal``, ``t_rem``, ``t_add``,
-  ``workers``; ``m_comm``, ``m_gc``, ``m_suspects``, ``m_seq`` (equal microbatches),
-  ``m_pause`` (long compute ops cut back; only ``rem`` is meaningful for these two)
-  likewise for the verdict's tests; ``pauses``: where the long compute ops are.
+  ``workers``. ``m_comm``, ``m_gc``, ``m_suspects``, ``m_seq`` (equal microbatches),
+  ``m_pause`` (pauses cut back / alone): the same for the verdict's what-ifs, null when the
+  hypothesis was not tested; ``add``/``t_add`` are null where a what-if has no add variant.
+  ``pauses``: the compute ops counted as pauses and where they are.
 * ``fb_signal``: forward/backward correlation of the same microbatch and forward spread.
-* ``verdict``\\*: ``cause`` (worker, last_stage, sequence_length, gc, communication,
-  none), ``workers`` (``"dp,stage"``), ``confidence`` (0-1), ``evidence`` (sentences),
-  ``signals`` (the figures used).
+* ``verdict``\\*: ``cause`` (worker, last_stage, sequence_length, gc, pauses,
+  communication, unexplained, none), ``workers`` (``"dp,stage"``), ``confidence`` (0-1),
+  ``evidence`` (sentences), ``contributing`` (``{cause, share, workers}``), ``weak``,
+  ``confidence_parts`` (``agreement``, ``strength``, ``trust``: confidence is their
+  product), ``hypotheses`` (every hypothesis tested: ``cause``, ``applicable``, ``share``,
+  ``rem``, ``add``, ``workers``, ``gates``, ``evidence``, ``why_not``), ``signals``.
+* ``verdict_config``: every threshold the verdict used (:class:`VerdictConfig`).
 * ``counts``: ops, workers, steps, P2P no-ops, clipped and kept-negative transfer
   durations and launch delays: everything the model had to clip is counted here.
 * ``thresholds``, ``timing_s`` (seconds per phase), ``outputs`` (files written, and any
-  output skipped with the reason).
+  output skipped with the reason: ``{"skipped": reason}``).
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from stragglers.analysis.engine import WhatIfEngine
 from stragglers.analysis.metrics import ATTRIBUTION_THRESHOLD, Characterisation, Metrics
-from stragglers.analysis.model import WhatIfModel
-from stragglers.analysis.verdict import Verdict
+from stragglers.analysis.verdict import Cause, Finding, Verdict
+from stragglers.analysis.workers import Worker
+from stragglers.trace.io import JobMeta
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
+#: Above this relative simulation discrepancy a result is not trustworthy (paper §6).
 DISCREPANCY_LIMIT = 0.05
 
 
-def _by_step(steps: np.ndarray, values: np.ndarray) -> dict[str, float]:
-    return {str(int(s)): float(v) for s, v in zip(steps, values, strict=True)}
-
-
-def build_result(model: WhatIfModel, metrics: Metrics, verdict: Verdict,
-                 m_suspects: Characterisation | None, threshold: float,
-                 timing: dict[str, float]) -> dict[str, Any]:
-    t = model.table
-    steps = metrics.steps
-    ideal_mean = metrics.ideal.mean()
-    dp, pp = model.dp, model.pp
-    s_dp = metrics.s_of(metrics.attr_dp)
-    s_stage = metrics.s_of(metrics.attr_stage)
-    s_opt = {k: float(metrics.s_of(v)) for k, v in metrics.attr_optype.items()}
-    sw = metrics.worker_slowdown
-    score = metrics.worker_score
-    per_step: dict[str, Any] = {}
-    ideal = metrics.ideal
-    dp_ps = metrics.attr_dp / ideal
-    st_ps = metrics.attr_stage / ideal
-    opt_ps = {k: v / ideal for k, v in metrics.attr_optype.items()}
-    for i, step in enumerate(steps):
-        per_step[str(int(step))] = {
-            "dp_rank": {str(d): float(dp_ps[d, i]) for d in range(dp)},
-            "stage": {str(s): float(st_ps[s, i]) for s in range(pp)},
-            "optype": {k: float(v[i]) for k, v in opt_ps.items()},
-        }
-    g = model.graph
-    dd = model.derived
+def untrustworthy_reasons(metrics: Metrics, caveats: tuple[str, ...]) -> tuple[str, ...]:
+    """Why a result is not trustworthy (empty when it is)."""
+    reasons = list(caveats)
     disc = metrics.discrepancy
+    if not abs(disc - 1.0) <= DISCREPANCY_LIMIT:
+        reasons.append(f"the simulation discrepancy is {100 * (disc - 1):+.1f}% (limit "
+                       f"±{100 * DISCREPANCY_LIMIT:.0f}%): the trace has launch gaps or "
+                       "dependencies the model does not explain")
+    return tuple(reasons)
+
+
+@dataclass(frozen=True)
+class Counts:
+    """Sizes of the analysis and everything the model had to clip."""
+
+    ops: int
+    op_identities: int
+    workers: int
+    steps: int
+    dependencies: int
+    communication_groups: int
+    p2p_noop_by_timing: int
+    p2p_noop_by_chunk: int
+    transfer_clipped_to_zero: int
+    transfer_negative_kept: int
+    launch_delay_clipped_to_zero: int
+    launch_delay_negative_kept: int
+
+    @classmethod
+    def of(cls, engine: WhatIfEngine) -> Counts:
+        g, d = engine.graph, engine.derived
+        return cls(
+            ops=int(engine.n_nodes * engine.dp * engine.n_steps),
+            op_identities=int(engine.n_nodes), workers=int(engine.dp * engine.pp),
+            steps=int(engine.n_steps), dependencies=int(g.n_edges()),
+            communication_groups=int(len(g.groups)),
+            p2p_noop_by_timing=int(g.noop_timing.sum()),
+            p2p_noop_by_chunk=int(g.noop_chunk.sum()),
+            transfer_clipped_to_zero=d.n_transfer_clipped,
+            transfer_negative_kept=d.n_transfer_negative,
+            launch_delay_clipped_to_zero=d.n_delay_clipped,
+            launch_delay_negative_kept=d.n_delay_negative)
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """An output that was not written, and why."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class AnalysisResult:
+    """Everything one analysis found (see the module docstring for its document)."""
+
+    job: JobMeta
+    source: str
+    metrics: Metrics
+    verdict: Verdict
+    counts: Counts
+    caveats: tuple[str, ...] = ()
+    timing: Mapping[str, float] = field(default_factory=dict)
+    outputs: Mapping[str, str | Skipped] = field(default_factory=dict)
+
+    @property
+    def slowdown(self) -> float:
+        return self.metrics.slowdown
+
+    @property
+    def discrepancy(self) -> float:
+        return self.metrics.discrepancy
+
+    @property
+    def untrustworthy_reasons(self) -> tuple[str, ...]:
+        return untrustworthy_reasons(self.metrics, self.caveats)
+
+    @property
+    def trustworthy(self) -> bool:
+        return not self.untrustworthy_reasons
+
+    # -- the document ---------------------------------------------------------------------
+    def to_document(self) -> dict[str, Any]:
+        """The result.json document (schema :data:`SCHEMA_VERSION`)."""
+        m, v = self.metrics, self.verdict
+        dp, pp = m.dp, m.pp
+        steps = [str(int(s)) for s in m.steps]
+        ideal = m.ideal
+        dp_ps, st_ps = m.attr_dp / ideal, m.attr_stage / ideal
+        opt_ps = {k: t / ideal for k, t in m.attr_optype.items()}
+        sw, score = m.worker_slowdown, m.worker_score
+
+        def by_step(values: np.ndarray) -> dict[str, float]:
+            return {st: float(x) for st, x in zip(steps, values, strict=True)}
+
+        def grid(values: np.ndarray) -> dict[str, float]:
+            return {f"{d},{s}": float(values[d, s]) for d in range(dp) for s in range(pp)}
+
+        def legacy(cause: Cause) -> dict[str, Any] | None:
+            f = v.finding_of(cause)
+            return None if f is None or f.m is None else _characterisation(f.m)
+
+        signals = dict(v.signals)
+        reasons = self.untrustworthy_reasons
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "job": self.job.to_dict(),
+            "source": self.source,
+            "steps": [int(s) for s in m.steps],
+            "slowdown": m.slowdown,
+            "discrepancy": m.discrepancy,
+            "waste": m.waste,
+            "trustworthy": not reasons,
+            "untrustworthy_reasons": list(reasons),
+            "caveats": list(self.caveats),
+            "step_time": {"actual": by_step(m.actual), "no_delay": by_step(m.nodelay),
+                          "ideal": by_step(m.ideal)},
+            "step_slowdown": by_step(m.step_slowdown),
+            "attribution": {
+                "meaningful": m.attribution_meaningful,
+                "dp_rank": {str(d): float(x) for d, x in enumerate(m.s_dp)},
+                "stage": {str(s): float(x) for s, x in enumerate(m.s_stage)},
+                "optype": m.s_optype,
+                "worker": grid(sw),
+                "worker_method": m.worker_method,
+            },
+            "attribution_per_step": {
+                st: {"dp_rank": {str(d): float(dp_ps[d, i]) for d in range(dp)},
+                     "stage": {str(s): float(st_ps[s, i]) for s in range(pp)},
+                     "optype": {k: float(x[i]) for k, x in opt_ps.items()}}
+                for i, st in enumerate(steps)},
+            "worker_score": grid(score),
+            "m_w": _characterisation(m.m_w),
+            "m_s": _characterisation(m.m_s),
+            "m_comm": legacy(Cause.COMMUNICATION),
+            "m_gc": legacy(Cause.GC),
+            "m_seq": legacy(Cause.SEQUENCE_LENGTH),
+            "m_pause": legacy(Cause.PAUSES),
+            "m_suspects": legacy(Cause.WORKER),
+            "pauses": signals.get("pauses"),
+            "fb_signal": signals.get("fb_signal"),
+            "verdict": _verdict(v),
+            "verdict_config": v.config.to_dict(),
+            "counts": dict(vars(self.counts)),
+            "thresholds": {"verdict_slowdown": v.config.threshold,
+                           "attribution": ATTRIBUTION_THRESHOLD,
+                           "discrepancy": DISCREPANCY_LIMIT,
+                           "ideal_step_time": float(ideal.mean())},
+            "timing_s": {k: round(float(x), 4) for k, x in self.timing.items()},
+            "outputs": {k: ({"skipped": o.reason} if isinstance(o, Skipped) else o)
+                        for k, o in self.outputs.items()},
+        }
+
+    def to_json(self) -> str:
+        """The document as JSON text (strict: no NaN or infinity)."""
+        return json.dumps(self.to_document(), indent=1, allow_nan=False)
+
+
+def _keys(workers: tuple[Worker, ...]) -> list[str]:
+    return [w.key for w in workers]
+
+
+def _characterisation(m: Characterisation) -> dict[str, Any]:
+    return {"rem": m.rem, "add": m.add, "t_ori": m.t_ori, "t_ideal": m.t_ideal,
+            "t_rem": m.t_rem, "t_add": m.t_add, "workers": _keys(m.workers)}
+
+
+def _finding(f: Finding) -> dict[str, Any]:
+    return {"cause": f.cause.value, "applicable": f.applicable,
+            "share": None if f.m is None else round(f.share, 6),
+            "rem": None if f.m is None else f.m.rem, "add": None if f.m is None else f.m.add,
+            "workers": _keys(f.workers), "gates": dict(f.gates), "evidence": f.evidence or None,
+            "why_not": f.why_not}
+
+
+def _verdict(v: Verdict) -> dict[str, Any]:
     return {
-        "schema_version": SCHEMA_VERSION,
-        "job": t.meta.to_dict(),
-        "source": t.source,
-        "steps": [int(s) for s in steps],
-        "slowdown": metrics.slowdown,
-        "discrepancy": disc,
-        "waste": metrics.waste,
-        "trustworthy": bool(abs(disc - 1.0) <= DISCREPANCY_LIMIT),
-        "step_time": {
-            "actual": _by_step(steps, metrics.actual),
-            "no_delay": _by_step(steps, metrics.nodelay),
-            "ideal": _by_step(steps, metrics.ideal),
-        },
-        "step_slowdown": _by_step(steps, metrics.nodelay / metrics.ideal),
-        "attribution": {
-            "meaningful": bool(metrics.slowdown >= ATTRIBUTION_THRESHOLD),
-            "dp_rank": {str(d): float(s_dp[d]) for d in range(dp)},
-            "stage": {str(s): float(s_stage[s]) for s in range(pp)},
-            "optype": s_opt,
-            "worker": {f"{d},{s}": float(sw[d, s]) for d in range(dp) for s in range(pp)},
-            "worker_method": "exact" if metrics.worker_exact is not None
-            else "min-approximation",
-        },
-        "attribution_per_step": per_step,
-        "worker_score": {f"{d},{s}": float(score[d, s]) for d in range(dp) for s in range(pp)},
-        "m_w": metrics.m_w.to_dict(),
-        "m_s": metrics.m_s.to_dict(),
-        "m_comm": metrics.m_comm.to_dict(),
-        "m_gc": metrics.m_gc.to_dict(),
-        "m_seq": metrics.m_seq.to_dict(),
-        "m_pause": metrics.m_pause.to_dict(),
-        "pauses": metrics.pauses,
-        "m_suspects": None if m_suspects is None else m_suspects.to_dict(),
-        "fb_signal": metrics.fb,
-        "verdict": verdict.to_dict(),
-        "counts": {
-            "ops": int(t.n_nodes * dp * len(steps)),
-            "op_identities": int(t.n_nodes),
-            "workers": int(dp * pp),
-            "steps": int(len(steps)),
-            "dependencies": int(g.n_edges()),
-            "communication_groups": int(len(g.groups)),
-            "p2p_noop_by_timing": int(g.noop_timing.sum()),
-            "p2p_noop_by_chunk": int(g.noop_chunk.sum()),
-            "transfer_clipped_to_zero": dd.n_transfer_clipped,
-            "transfer_negative_kept": dd.n_transfer_negative,
-            "launch_delay_clipped_to_zero": dd.n_delay_clipped,
-            "launch_delay_negative_kept": dd.n_delay_negative,
-        },
-        "thresholds": {"verdict_slowdown": threshold, "attribution": ATTRIBUTION_THRESHOLD,
-                       "discrepancy": DISCREPANCY_LIMIT, "ideal_step_time": float(ideal_mean)},
-        "timing_s": {k: round(v, 4) for k, v in timing.items()},
-        "outputs": {},
+        "cause": v.cause.value,
+        "workers": _keys(v.workers),
+        "confidence": round(float(v.confidence), 4),
+        "evidence": list(v.evidence),
+        "contributing": [{"cause": f.cause.value, "share": round(f.share, 4),
+                          "workers": _keys(f.workers)} for f in v.contributing],
+        "weak": v.weak,
+        "confidence_parts": {"agreement": round(v.agreement, 4),
+                             "strength": round(v.strength, 4),
+                             "trust": 1.0 if v.trusted else v.config.untrustworthy_factor},
+        "hypotheses": [_finding(f) for f in v.findings],
+        "signals": dict(v.signals),
     }
 
 
-def write_result(result: dict[str, Any], path: str | Path) -> Path:
-    p = Path(path)
-    p.write_text(json.dumps(result, indent=1, allow_nan=False))
-    return p
-
-
-def summary(result: dict[str, Any]) -> str:
+def summary(result: AnalysisResult) -> str:
     """A short human summary for stdout."""
-    job = result["job"]
-    v = result["verdict"]
-    att = result["attribution"]
-    worst_w = sorted(att["worker"].items(), key=lambda kv: -kv[1])[:3]
-    worst_t = sorted(att["optype"].items(), key=lambda kv: -kv[1])[:3]
+    job, m, v = result.job, result.metrics, result.verdict
+    sw = m.worker_slowdown
+    pp = m.pp
+    flat = np.argsort(-sw.ravel(), kind="stable")[:3]
+    worst_w = [(f"{i // pp},{i % pp}", float(sw.ravel()[i])) for i in flat]
+    worst_t = sorted(m.s_optype.items(), key=lambda kv: -kv[1])[:3]
     lines = [
-        f"job {job['trial_name']} (dp {job['dp_size']} x pp {job['pp_size']} x tp "
-        f"{job['tp_size']}, vpp {job['vpp_size']}): {result['counts']['steps']} steps, "
-        f"{result['counts']['ops']:,} ops",
-        f"slowdown S = {result['slowdown']:.4f}  waste = {100 * result['waste']:.1f}% of "
-        f"GPU time  discrepancy = {result['discrepancy']:.4f}"
-        + ("" if result["trustworthy"] else "  [UNTRUSTWORTHY: discrepancy above 5%]"),
-        f"verdict: {v['cause']}"
-        + (f" ({', '.join(v['workers'][:8])})" if v["workers"] else "")
-        + f"  confidence {v['confidence']:.2f}",
+        f"job {job.trial_name} (dp {job.dp_size} x pp {job.pp_size} x tp {job.tp_size}, vpp "
+        f"{job.vpp_size}): {result.counts.steps} steps, {result.counts.ops:,} ops",
+        f"slowdown S = {m.slowdown:.4f}  waste = {100 * m.waste:.1f}% of GPU time  "
+        f"discrepancy = {m.discrepancy:.4f}"
+        + ("" if result.trustworthy else "  [UNTRUSTWORTHY]"),
     ]
-    lines += [f"  - {e}" for e in v["evidence"]]
-    if v["contributing"]:
-        lines.append("contributing: " + ", ".join(
-            c["cause"] + ("" if c["share"] is None else f" ({c['share']:.0%})")
-            for c in v["contributing"]))
+    lines += [f"  untrustworthy: {r}" for r in result.untrustworthy_reasons]
+    lines.append(f"verdict: {v.cause.value}"
+                 + (f" ({', '.join(w.key for w in v.workers[:8])})" if v.workers else "")
+                 + f"  confidence {v.confidence:.2f}")
+    lines += [f"  - {e}" for e in v.evidence]
+    if v.contributing:
+        lines.append("contributing: " + ", ".join(f"{f.cause.value} ({f.share:.0%})"
+                                                  for f in v.contributing))
     lines.append("worst workers (dp,stage: S_w): "
                  + ", ".join(f"{k}: {s:.3f}" for k, s in worst_w))
     lines.append("worst op types (S_t): " + ", ".join(f"{k}: {s:.3f}" for k, s in worst_t))
-    lines.append(f"M_W = {result['m_w']['rem']:.3f}  M_S = {result['m_s']['rem']:.3f}")
+    lines.append(f"M_W = {m.m_w.rem:.3f}  M_S = {m.m_s.rem:.3f}")
     return "\n".join(lines)

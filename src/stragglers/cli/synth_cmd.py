@@ -138,7 +138,7 @@ def run_synth(args: argparse.Namespace) -> int:
 def run_demo(args: argparse.Namespace) -> int:
     from stragglers.analysis import analyze_table, load_table
     from stragglers.analysis.outputs import write_outputs
-    from stragglers.analysis.result import summary
+    from stragglers.analysis.result import Skipped, summary
 
     out = Path(args.out)
     spec = SynthSpec(dp=4, pp=4, microbatches=8, steps=12, jitter=0.01, seed=7, name="demo",
@@ -147,9 +147,9 @@ def run_demo(args: argparse.Namespace) -> int:
     print(f"generated {paths['trace']} (dp 4 x pp 4, 8 microbatches, 12 steps) with a slow "
           "worker (dp 1, stage 1, x1.8) and a heavy last stage (x1.25)\n")
     analysis = analyze_table(load_table(paths["trace"], paths["meta"]))
-    files = write_outputs(analysis.model, analysis.result, out)
-    print(summary(analysis.result))
+    result = write_outputs(analysis.engine, analysis.result, out)
+    print(summary(result))
     print()
-    for name, f in files.items():
-        print(f"{name}: {f}")
+    for name, f in result.outputs.items():
+        print(f"{name}: skipped: {f.reason}" if isinstance(f, Skipped) else f"{name}: {f}")
     return 0

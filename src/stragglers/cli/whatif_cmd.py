@@ -4,19 +4,26 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
 from pathlib import Path
 
 from stragglers.analysis import analyze_table, load_table
-from stragglers.analysis.outputs import TIMELINES, write_heatmaps, write_outputs, write_timelines
-from stragglers.analysis.result import summary
-from stragglers.analysis.verdict import DEFAULT_THRESHOLD
+from stragglers.analysis.engine import prepare
+from stragglers.analysis.heatmaps import HeatmapData, write_heatmaps
+from stragglers.analysis.outputs import write_outputs
+from stragglers.analysis.result import Skipped, summary
+from stragglers.analysis.timelines import TIMELINES, write_timeline
+from stragglers.analysis.verdict import VerdictConfig
+from stragglers.atomic import StagedDir, check_out_dir
 from stragglers.errors import InputError
+from stragglers.inputs import read_text
 
 EPILOG = """\
 examples:
   stragglers analyze trace.parquet --meta meta.yaml --out out/
   stragglers analyze trace.parquet --meta meta.yaml --steps 10-20 --no-timelines
+  stragglers analyze trace.parquet --meta meta.yaml --verdict pause_factor=2 --verdict-config v.yaml
   stragglers timeline trace.parquet --meta meta.yaml --steps 12-13 --which original ideal
   stragglers heatmap out/result.json --out out/
 
@@ -30,6 +37,16 @@ def _add_input(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", metavar="A-B", help="analyse only steps A..B (inclusive)")
 
 
+def _threshold(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value) or value < 1.0:
+        raise argparse.ArgumentTypeError(f"must be a finite slowdown of at least 1, got {text}")
+    return value
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     fmt = argparse.RawDescriptionHelpFormatter
     p = sub.add_parser(
@@ -41,8 +58,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "heatmaps and Perfetto timelines into --out and prints a summary.")
     _add_input(p)
     p.add_argument("--out", default="stragglers-out", help="output folder (default: %(default)s)")
-    p.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
-                   help="slowdown below which the verdict is 'none' (default: %(default)s)")
+    p.add_argument("--threshold", type=_threshold, default=None,
+                   help="slowdown below which the verdict is 'none' (default: 1.1; the same "
+                        "as --verdict threshold=X)")
+    p.add_argument("--verdict-config", metavar="FILE",
+                   help="YAML mapping of verdict settings (see README: the verdict)")
+    p.add_argument("--verdict", metavar="KEY=VALUE", action="append", default=[],
+                   help="one verdict setting, e.g. pause_factor=2 (repeatable; applied after "
+                        "--verdict-config)")
     p.add_argument("--no-exact", action="store_true",
                    help="skip exact per-worker S_w (use the min(S_dp, S_stage) approximation)")
     p.add_argument("--no-timelines", action="store_true", help="do not write timelines")
@@ -72,56 +95,72 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_heatmap)
 
 
+def verdict_config(args: argparse.Namespace) -> VerdictConfig:
+    """The verdict configuration from ``--verdict-config``, ``--verdict`` and
+    ``--threshold`` (in that order)."""
+    cfg = VerdictConfig()
+    if args.verdict_config:
+        cfg = VerdictConfig.from_file(args.verdict_config, cfg)
+    if args.verdict:
+        cfg = VerdictConfig.from_assignments(args.verdict, cfg)
+    if args.threshold is not None:
+        cfg = cfg.updated({"threshold": args.threshold}, "--threshold")
+    return cfg
+
+
 def run_analyze(args: argparse.Namespace) -> int:
+    check_out_dir(args.out)
+    config = verdict_config(args)
     t0 = time.perf_counter()
     table = load_table(args.trace, args.meta, args.steps)
     timing = {"load": time.perf_counter() - t0}
-    analysis = analyze_table(table, exact_workers=not args.no_exact,
-                             threshold=args.threshold, timing=timing)
-    files = write_outputs(analysis.model, analysis.result, args.out,
-                          timelines=not args.no_timelines)
+    analysis = analyze_table(table, exact_workers=not args.no_exact, config=config,
+                             timing=timing)
+    which: tuple[str, ...] = () if args.no_timelines else ("original", "ideal")
+    result = write_outputs(analysis.engine, analysis.result, args.out, timelines=which)
     if args.json:
-        print(json.dumps(analysis.result, indent=1))
+        print(result.to_json())
         return 0
-    print(summary(analysis.result))
-    for name, f in files.items():
-        if isinstance(f, dict):
-            print(f"{name}: skipped: {f['skipped']}")
-        else:
-            print(f"{name}: {f}")
+    print(summary(result))
+    for name, f in result.outputs.items():
+        print(f"{name}: skipped: {f.reason}" if isinstance(f, Skipped) else f"{name}: {f}")
     return 0
 
 
 def run_timeline(args: argparse.Namespace) -> int:
-    from stragglers.analysis.model import prepare
-
-    model = prepare(load_table(args.trace, args.meta, args.steps))
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    for name, f in write_timelines(model, out, tuple(args.which), max_ops=None).items():
-        print(f"{name}: {f}")
+    check_out_dir(args.out)
+    engine = prepare(load_table(args.trace, args.meta, args.steps))
+    written = []
+    with StagedDir(args.out) as stage:
+        for which in args.which:
+            name = f"timeline-{which}.json"
+            write_timeline(engine, which, stage.path(name))
+            written.append((f"timeline_{which}", stage.final(name)))
+    for name, path in written:
+        print(f"{name}: {path}")
     return 0
 
 
 def run_heatmap(args: argparse.Namespace) -> int:
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    check_out_dir(args.out)
     if args.meta is None:
         path = Path(args.input)
         try:
-            result = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise InputError(f"{path}: file not found") from None
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise InputError(f"{path}: not a result.json (give --meta to analyse a trace)"
-                             ) from None
-        for key in ("job", "attribution", "attribution_per_step", "verdict", "slowdown"):
-            if key not in result:
-                raise InputError(f"{path}: not a stragglers result: key '{key}' is missing")
+            doc = json.loads(read_text(path, "result.json"))
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path}: not a result.json: invalid JSON at line {exc.lineno} "
+                             "(give --meta to analyse a trace)") from None
+        except RecursionError:
+            raise InputError(f"{path}: not a result.json: nested too deeply") from None
+        except ValueError as exc:  # e.g. an integer literal too long to convert
+            raise InputError(f"{path}: not a result.json: {exc}") from None
+        data = HeatmapData.from_document(doc, str(path))
     else:
-        result = analyze_table(load_table(args.input, args.meta, args.steps)).result
-    for name, f in write_heatmaps(result, out).items():
-        print(f"{name}: {f}")
+        data = HeatmapData.of(analyze_table(load_table(args.input, args.meta, args.steps)
+                                            ).result)
+    with StagedDir(args.out) as stage:
+        files = write_heatmaps(data, stage.staging)
+        written = [(name, stage.final(p.name)) for name, p in files.items()]
+    for name, final in written:
+        print(f"{name}: {final}")
     return 0
-
-

@@ -81,8 +81,9 @@ def subset_trace(trace_path: Path, steps: Sequence[int], out_path: Path) -> Path
 
 
 def analyse(trace: Path, meta: Path) -> dict[str, Any]:
-    """Run the analyzer (exact per-worker attribution) on a trace."""
-    return _analyzer()(trace, meta, exact_workers=True)
+    """Run the analyzer (exact per-worker attribution) on a trace; its result.json document."""
+    doc: dict[str, Any] = _analyzer()(trace, meta, exact_workers=True).to_document()
+    return doc
 
 
 def blamed_of(result: dict[str, Any]) -> tuple[str, str]:

@@ -1,0 +1,72 @@
+"""What every root-cause hypothesis is: a :class:`Cause`, and a ``test`` that turns the
+evidence of one trace into a :class:`Finding`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Protocol
+
+from stragglers.analysis.metrics import Characterisation
+from stragglers.analysis.workers import Worker
+
+if TYPE_CHECKING:
+    from stragglers.analysis.verdict.context import VerdictContext
+
+
+class Cause(StrEnum):
+    """Root causes a verdict can name (the values are result.json's ``verdict.cause``)."""
+
+    WORKER = "worker"
+    LAST_STAGE = "last_stage"
+    SEQUENCE_LENGTH = "sequence_length"
+    GC = "gc"
+    PAUSES = "pauses"
+    COMMUNICATION = "communication"
+    UNEXPLAINED = "unexplained"
+    NONE = "none"
+
+
+#: A gating signal's value: a figure, a yes/no, a list of worker keys, a small mapping of
+#: figures, or None (not available). They end up in result.json as they are.
+Signal = Any
+
+
+@dataclass(frozen=True)
+class Finding:
+    """The outcome of testing one hypothesis on one trace.
+
+    ``applicable``: its gates hold (``why_not`` says which failed when not); ``m``: its
+    what-if (Eq. 5) over the ops it blames, from which ``share`` — the share of the slowdown
+    it explains — comes; ``workers``: whom it blames; ``gates``: the figures its gates were
+    decided on; ``evidence``: one sentence for the on-call engineer.
+    """
+
+    cause: Cause
+    applicable: bool
+    m: Characterisation | None
+    workers: tuple[Worker, ...] = ()
+    gates: Mapping[str, Signal] = field(default_factory=dict)
+    evidence: str = ""
+    why_not: str | None = None
+
+    @property
+    def share(self) -> float:
+        return 0.0 if self.m is None else self.m.share
+
+
+class Hypothesis(Protocol):
+    """One root cause: selects its ops, computes its what-if shares and gates, explains."""
+
+    cause: Cause
+
+    def test(self, ctx: VerdictContext) -> Finding:
+        """Test the hypothesis on one trace's evidence."""
+        ...
+
+
+def not_applicable(cause: Cause, why: str, gates: Mapping[str, Signal] | None = None,
+                   m: Characterisation | None = None) -> Finding:
+    """A finding whose gates do not hold."""
+    return Finding(cause=cause, applicable=False, m=m, gates=dict(gates or {}), why_not=why)

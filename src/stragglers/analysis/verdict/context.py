@@ -1,0 +1,287 @@
+"""The evidence the hypotheses share: the engine and metrics of one trace, the verdict's
+configuration, and figures computed once on first use (per-worker compute time, the
+forward/backward signal, communication excess, pauses within each worker)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from stragglers.analysis.engine import WhatIfEngine
+from stragglers.analysis.metrics import Characterisation, Metrics, characterise
+from stragglers.analysis.scenarios import Scenario
+from stragglers.analysis.verdict.config import VerdictConfig
+from stragglers.analysis.workers import Worker
+from stragglers.trace import schema
+
+_COMPUTE_CODES = [schema.OPTYPE_CODE[t] for t in sorted(schema.COMPUTE_TYPES)]
+
+
+@dataclass(frozen=True)
+class PauseEvidence:
+    """Compute ops that are sporadic outliers *within their own worker*.
+
+    ``typical`` (k, dp): each compute op identity's median over steps on each DP rank (its
+    worker's usual time for that op); ``pause`` (k, dp, n_steps): the ops counted as pauses;
+    ``excess`` (dp, pp): seconds per step those pauses add on each worker; ``candidates``:
+    ops over the factor before the partner and sporadic checks; ``dropped_partner``: of those,
+    ops whose forward/backward partner of the same microbatch is long too (sequence length,
+    not a pause); ``dropped_steady``: ops on workers where most ops are long (a slow worker,
+    not pauses).
+    """
+
+    nodes: np.ndarray
+    typical: np.ndarray
+    pause: np.ndarray
+    excess: np.ndarray
+    candidates: int
+    dropped_partner: int
+    dropped_steady: int
+    steady_workers: tuple[Worker, ...]
+
+    @property
+    def count(self) -> int:
+        return int(self.pause.sum())
+
+    @property
+    def workers(self) -> tuple[Worker, ...]:
+        """Workers hit by pauses, most excess first."""
+        pp = self.excess.shape[1]
+        flat = self.excess.ravel()
+        order = np.argsort(-flat, kind="stable")
+        return tuple(Worker(int(i) // pp, int(i) % pp) for i in order if flat[i] > 0)
+
+    @property
+    def worker_step_share(self) -> float:
+        """Share of (op identity's worker, step) cells with at least one pause."""
+        if self.pause.size == 0:
+            return 0.0
+        return float(self.pause.any(axis=0).mean())
+
+    def to_dict(self) -> dict[str, Any]:
+        total = float(self.excess.sum())
+        top = float(self.excess.max()) if self.excess.size else 0.0
+        return {"long_compute_ops": self.candidates, "pauses": self.count,
+                "workers_hit": len(self.workers),
+                "workers": [w.key for w in self.workers[:16]],
+                "excess_s_per_step": total,
+                "top_worker_share": top / total if total > 0 else 0.0,
+                "worker_step_share": self.worker_step_share,
+                "not_pauses_partner_long": self.dropped_partner,
+                "not_pauses_steady_worker": self.dropped_steady,
+                "steady_workers": [w.key for w in self.steady_workers[:16]]}
+
+
+class VerdictContext:
+    """Evidence of one trace for the hypotheses; every figure is computed at most once."""
+
+    def __init__(self, engine: WhatIfEngine, metrics: Metrics, config: VerdictConfig) -> None:
+        self.engine = engine
+        self.metrics = metrics
+        self.config = config
+
+    # -- basic views ------------------------------------------------------------------------
+    @property
+    def dp(self) -> int:
+        return self.engine.dp
+
+    @property
+    def pp(self) -> int:
+        return self.engine.pp
+
+    @cached_property
+    def compute_nodes(self) -> np.ndarray:
+        """Op identities of forward and backward compute."""
+        return np.flatnonzero(np.isin(self.engine.table.node_optype, _COMPUTE_CODES))
+
+    def characterise(self, name: str, *, nodes: np.ndarray | None = None,
+                     workers: tuple[Worker, ...] | None = None) -> Characterisation:
+        """rem and add what-ifs of a set of op identities or workers."""
+        m = self.metrics
+        return characterise(self.engine, name, m.nodelay, m.ideal, nodes=nodes, workers=workers)
+
+    def with_values(self, name: str, rem_values: np.ndarray,
+                    add_values: np.ndarray | None = None,
+                    workers: tuple[Worker, ...] = ()) -> Characterisation:
+        """M metric of replacing the no-delay values by ``rem_values`` (rem) and of running
+        ``add_values`` instead of the ideal ones (add)."""
+        scenarios = [Scenario.with_values(f"{name}/rem", rem_values)]
+        if add_values is not None:
+            scenarios.append(Scenario.with_values(f"{name}/add", add_values))
+        times = self.engine.run(scenarios)
+        m = self.metrics
+        return Characterisation(m.nodelay, m.ideal, times[f"{name}/rem"],
+                                times.get(f"{name}/add"), workers)
+
+    def values64(self) -> np.ndarray:
+        """A fresh float64 copy of the derived values (n_nodes, dp, n_steps)."""
+        return self.engine.derived.value.astype(np.float64)
+
+    def ideal_values(self) -> np.ndarray:
+        """A fresh (n_nodes, dp, n_steps) array of every op's ideal value."""
+        e = self.engine
+        return np.broadcast_to(e.ideal_value[:, None, None], e.derived.value.shape).copy()
+
+    # -- per-worker figures -----------------------------------------------------------------
+    def _per_worker(self, per_node: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+        """Sum rows ``per_node`` (k, dp) of op identities ``nodes`` by their stage → (dp, pp)."""
+        out = np.zeros((self.pp, self.dp))
+        np.add.at(out, self.engine.table.node_stage[nodes], per_node)
+        return out.T
+
+    @cached_property
+    def worker_compute(self) -> np.ndarray:
+        """Mean compute seconds per step of every worker (dp, pp)."""
+        c = self.compute_nodes
+        per_node = self.engine.table.duration[c].astype(np.float64).mean(axis=2)
+        return self._per_worker(per_node, c)
+
+    @cached_property
+    def last_stage_ratio(self) -> float:
+        """The last stage's compute per step on its lightest DP rank over the median of the
+        other stages' (0 with one stage)."""
+        if self.pp < 2:
+            return 0.0
+        wc = self.worker_compute
+        others = float(np.median(np.median(wc[:, :-1], axis=0)))
+        return float(wc[:, -1].min()) / others if others > 0 else 0.0
+
+    @cached_property
+    def comm_excess(self) -> np.ndarray:
+        """Per worker: mean seconds per step its communication ops take above ideal."""
+        e = self.engine
+        keys = np.array([schema.ATTRIBUTION_TYPE[t] for t in schema.OPTYPES])[
+            e.table.node_optype]
+        nodes = np.flatnonzero(np.isin(keys, list(schema.COMM_ATTRIBUTION_KEYS)))
+        excess = e.derived.value[nodes] - e.ideal_value[nodes][:, None, None]
+        return self._per_worker(np.clip(excess, 0.0, None).mean(axis=2), nodes)
+
+    @cached_property
+    def worker_excess(self) -> np.ndarray:
+        """Per worker: mean seconds per step all its ops take above their ideal values."""
+        e = self.engine
+        nodes = np.arange(e.n_nodes)
+        excess = e.derived.value - e.ideal_value[:, None, None]
+        return self._per_worker(np.clip(excess, 0.0, None).mean(axis=2), nodes)
+
+    @cached_property
+    def partner(self) -> np.ndarray:
+        """For each compute node (position in :attr:`compute_nodes`): the position of the
+        compute of the other direction for the same microbatch and model chunk on the same
+        stage, or -1."""
+        t = self.engine.table
+        c = self.compute_nodes
+        where: dict[tuple[int, int, int, int], int] = {}
+        for i, n in enumerate(c.tolist()):
+            where[(int(t.node_stage[n]), int(t.node_mc[n]), int(t.node_mb[n]),
+                   int(t.node_optype[n]))] = i
+        fwd, bwd = (schema.OPTYPE_CODE[schema.FORWARD_COMPUTE],
+                    schema.OPTYPE_CODE[schema.BACKWARD_COMPUTE])
+        out = np.full(len(c), -1, dtype=np.int64)
+        for (stage, mc, mb, opt), i in where.items():
+            other = bwd if opt == fwd else fwd
+            out[i] = where.get((stage, mc, mb, other), -1)
+        return out
+
+    @cached_property
+    def fb_signal(self) -> dict[str, Any]:
+        """Forward/backward compute correlation of the same microbatch (§5.3) and the spread
+        of forward times; ``*_within`` versions remove each worker-step's mean first so that
+        a slow worker or step does not look like sequence-length variation."""
+        t = self.engine.table
+        stage = 1 if self.pp > 2 else 0
+        sel = t.node_stage == stage
+        if t.meta.vpp_size > 1:
+            sel &= t.node_mc != 0
+        fwd = np.flatnonzero(sel & (t.node_optype == schema.OPTYPE_CODE[
+            schema.FORWARD_COMPUTE]))
+        bwd = np.flatnonzero(sel & (t.node_optype == schema.OPTYPE_CODE[
+            schema.BACKWARD_COMPUTE]))
+        key_f = t.node_mc[fwd] * 1_000_000 + t.node_mb[fwd]
+        key_b = t.node_mc[bwd] * 1_000_000 + t.node_mb[bwd]
+        common, fi, bi = np.intersect1d(key_f, key_b, return_indices=True)
+        out: dict[str, Any] = {
+            "stage": stage, "n_pairs": int(len(common) * self.dp * self.engine.n_steps),
+            "correlation": None, "correlation_within": None, "forward_spread": None,
+            "forward_spread_within": None}
+        if len(common) < 2:
+            return out
+        x = t.duration[fwd[fi]].astype(np.float64)  # (m, dp, S)
+        y = t.duration[bwd[bi]].astype(np.float64)
+
+        def corr(a: np.ndarray, b: np.ndarray) -> float | None:
+            a, b = a.ravel(), b.ravel()
+            if a.std() == 0 or b.std() == 0:
+                return None
+            return float(np.corrcoef(a, b)[0, 1])
+
+        xm, ym = x.mean(axis=0, keepdims=True), y.mean(axis=0, keepdims=True)
+        out["correlation"] = corr(x, y)
+        out["correlation_within"] = corr(x - xm, y - ym)
+        out["forward_spread"] = float(x.std() / x.mean()) if x.mean() > 0 else None
+        rel = (x - xm) / np.where(xm > 0, xm, 1.0)
+        out["forward_spread_within"] = float(rel.std())
+        return out
+
+    # -- pauses -----------------------------------------------------------------------------
+    @cached_property
+    def pauses(self) -> PauseEvidence:
+        """Compute ops that take at least ``pause_factor`` times their own worker's typical
+        time for that op (and ``pause_min_excess`` of the ideal step longer), whose partner
+        of the same microbatch is not long too, on workers where such ops are sporadic."""
+        cfg, e = self.config, self.engine
+        c = self.compute_nodes
+        k, dp, ns = len(c), self.dp, e.n_steps
+        vc = e.derived.value[c].astype(np.float64)
+        typical = np.median(vc, axis=2) if ns else np.zeros((k, dp))
+        safe = np.where(typical > 0, typical, np.inf)
+        ratio = vc / safe[:, :, None]
+        excess = vc - typical[:, :, None]
+        floor = cfg.pause_min_excess * float(self.metrics.ideal.mean())
+        cand = (ratio >= cfg.pause_factor) & (excess >= floor)
+        partner = self.partner
+        has = partner >= 0
+        together = np.zeros_like(cand)
+        partner_factor = 1.0 + (cfg.pause_factor - 1.0) / 2.0
+        together[has] = cand[has] & (ratio[partner[has]] >= partner_factor)
+        kept = cand & ~together
+        # Sporadic: on each worker at most pause_max_fraction of its compute ops.
+        stage = e.table.node_stage[c]
+        per_worker_ops = np.bincount(stage, minlength=self.pp) * max(ns, 1)  # per DP rank
+        hits = self._per_worker(kept.sum(axis=2), c)  # (dp, pp)
+        frac = hits / np.maximum(per_worker_ops[None, :], 1)
+        steady = frac > cfg.pause_max_fraction
+        pause = kept & ~steady.T[stage][:, :, None]
+        pause_excess = self._per_worker(np.where(pause, excess, 0.0).sum(axis=2), c) / max(
+            ns, 1)
+        steady_w = tuple(Worker(int(d), int(s)) for d, s in zip(*np.nonzero(steady & (hits > 0)),
+                                                                 strict=True))
+        return PauseEvidence(
+            nodes=c, typical=typical, pause=pause, excess=pause_excess,
+            candidates=int(cand.sum()), dropped_partner=int(together.sum()),
+            dropped_steady=int((kept & ~pause).sum()), steady_workers=steady_w)
+
+    @cached_property
+    def pause_whatif(self) -> Characterisation | None:
+        """M of the pauses: rem cuts them back to their worker's typical time; add puts only
+        them (their original values) into the ideal timeline. None without pauses."""
+        pz = self.pauses
+        if pz.count == 0:
+            return None
+        c = pz.nodes
+        vc = self.engine.derived.value[c].astype(np.float64)
+        rem = self.values64()
+        rem[c] = np.where(pz.pause, pz.typical[:, :, None], vc)
+        add = self.ideal_values()
+        add[c] = np.where(pz.pause, vc, add[c])
+        return self.with_values("M_pause", rem, add, pz.workers)
+
+    @cached_property
+    def gc_seconds(self) -> np.ndarray | None:
+        """Seconds of garbage collection recorded inside each op (n_nodes, dp, n_steps), when
+        the trace carries them (the probes' GC callbacks), else None."""
+        value = getattr(self.engine.table, "gc_seconds", None)
+        return None if value is None else np.asarray(value, dtype=np.float64)

@@ -1,0 +1,170 @@
+"""From the hypotheses' findings to one verdict, with a confidence that means something.
+
+**Choice.** Below the slowdown threshold the verdict is ``none``. Otherwise every hypothesis
+is tested; of those whose gates hold, the one that explains the largest share of the
+slowdown is the cause (``weak`` when even that share is below ``explain``); the others with
+at least ``contribute`` are listed as contributing. When no hypothesis applies the verdict is
+``unexplained`` (the heatmaps and attribution still say where the time went).
+
+**Confidence** = agreement × strength × trust:
+
+* *agreement*: the steps are resampled with replacement ``bootstrap`` times; in each
+  resample S and every applicable hypothesis's share are recomputed from the per-step times
+  of their what-ifs (no new simulation), and the same rule picks a cause. Agreement is the
+  share of resamples that pick the same cause (for ``none``: that keep S below the
+  threshold). It is low when the evidence rests on a few steps or when two causes are close.
+* *strength*: min(1, share / explain): a cause that explains less than ``explain`` of the
+  slowdown is not a confident answer even when it is stable.
+* *trust*: ``untrustworthy_factor`` when the result is untrustworthy (simulation
+  discrepancy above 5%, or caveats about the trace), else 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from stragglers.analysis.engine import WhatIfEngine
+from stragglers.analysis.metrics import Metrics
+from stragglers.analysis.verdict.base import Cause, Finding, Hypothesis
+from stragglers.analysis.verdict.config import VerdictConfig
+from stragglers.analysis.verdict.context import VerdictContext
+from stragglers.analysis.verdict.hypotheses import ALL
+from stragglers.analysis.workers import Worker
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The root cause of one trace's slowdown, with its evidence.
+
+    ``findings``: every hypothesis tested, in :data:`~stragglers.analysis.verdict.hypotheses.
+    ALL` order; ``contributing``: applicable findings other than the cause with at least
+    ``contribute`` share; ``agreement``: the bootstrap agreement behind ``confidence``.
+    """
+
+    cause: Cause
+    workers: tuple[Worker, ...]
+    confidence: float
+    evidence: tuple[str, ...]
+    findings: tuple[Finding, ...]
+    contributing: tuple[Finding, ...]
+    weak: bool
+    agreement: float
+    strength: float
+    trusted: bool
+    config: VerdictConfig
+    signals: Mapping[str, Any]
+
+    @property
+    def finding(self) -> Finding | None:
+        """The finding of the chosen cause (None for ``none`` / ``unexplained``)."""
+        return next((f for f in self.findings if f.cause == self.cause), None)
+
+    def finding_of(self, cause: Cause) -> Finding | None:
+        return next((f for f in self.findings if f.cause == cause), None)
+
+
+def _bootstrap(metrics: Metrics, candidates: Sequence[Finding], chosen: Cause,
+               cfg: VerdictConfig) -> float:
+    """Share of step resamples in which the rule picks ``chosen`` again."""
+    n = len(metrics.steps)
+    if cfg.bootstrap == 0 or n == 0:
+        return 1.0
+    rng = np.random.default_rng(cfg.seed)
+    index = rng.integers(0, n, size=(cfg.bootstrap, n))
+    s = metrics.nodelay[index].mean(axis=1) / metrics.ideal[index].mean(axis=1)
+    below = s < cfg.threshold
+    if chosen == Cause.NONE:
+        return float(below.mean())
+    if not candidates:
+        return float((~below).mean())
+    shares = np.stack([f.m.resampled_share(index) if f.m is not None else
+                       np.zeros(cfg.bootstrap) for f in candidates])
+    winner = np.argmax(shares, axis=0)
+    pos = next(i for i, f in enumerate(candidates) if f.cause == chosen)
+    return float(((~below) & (winner == pos)).mean())
+
+
+def _signals(ctx: VerdictContext, findings: Sequence[Finding]) -> dict[str, Any]:
+    """The figures the verdict was decided on (result.json ``verdict.signals``)."""
+    m = ctx.metrics
+    by = {f.cause: f for f in findings}
+
+    def rem(c: Cause) -> float | None:
+        f = by.get(c)
+        return None if f is None or f.m is None else f.m.rem
+
+    def add(c: Cause) -> float | None:
+        f = by.get(c)
+        return None if f is None or f.m is None else f.m.add
+
+    fb = ctx.fb_signal
+    return {
+        "slowdown": m.slowdown, "m_w": m.m_w.rem, "m_s": m.m_s.rem, "m_s_add": m.m_s.add,
+        "m_comm": rem(Cause.COMMUNICATION), "m_comm_add": add(Cause.COMMUNICATION),
+        "m_gc": rem(Cause.GC), "m_gc_add": add(Cause.GC),
+        "m_seq": rem(Cause.SEQUENCE_LENGTH),
+        "m_pause": None if ctx.pause_whatif is None else ctx.pause_whatif.rem,
+        "m_pause_add": None if ctx.pause_whatif is None else ctx.pause_whatif.add,
+        "pauses": ctx.pauses.to_dict(),
+        "m_suspects": rem(Cause.WORKER), "m_suspects_add": add(Cause.WORKER),
+        "last_stage_compute_ratio": ctx.last_stage_ratio,
+        "fb_correlation": fb["correlation"], "fb_correlation_within": fb["correlation_within"],
+        "forward_spread_within": fb["forward_spread_within"],
+        "fb_signal": dict(fb),
+    }
+
+
+def decide(engine: WhatIfEngine, metrics: Metrics, config: VerdictConfig | None = None,
+           trusted: bool = True, hypotheses: Sequence[Hypothesis] = ALL) -> Verdict:
+    """Test every hypothesis and pick the root cause (see the module docstring)."""
+    cfg = config or VerdictConfig()
+    ctx = VerdictContext(engine, metrics, cfg)
+    s = metrics.slowdown
+    trust = 1.0 if trusted else cfg.untrustworthy_factor
+    head = f"slowdown S = {s:.3f} ({100 * metrics.waste:.1f}% of GPU time wasted)"
+    if s < cfg.threshold:
+        agreement = _bootstrap(metrics, (), Cause.NONE, cfg)
+        below: tuple[str, ...] = (
+            f"slowdown S = {s:.3f} is below the threshold {cfg.threshold:.2f}: no straggler "
+            f"problem worth acting on ({100 * (1 - 1 / max(s, 1e-12)):.1f}% of GPU time)",
+            _confidence_line(Cause.NONE, agreement, 1.0, trusted, cfg))
+        return Verdict(Cause.NONE, (), agreement * trust, below, (), (), False, agreement,
+                       1.0, trusted, cfg, MappingProxyType({"slowdown": s}))
+    findings = tuple(h.test(ctx) for h in hypotheses)
+    signals = MappingProxyType(_signals(ctx, findings))
+    candidates = [f for f in findings if f.applicable and f.m is not None]
+    if not candidates:
+        evidence: tuple[str, ...] = (head, "no hypothesis applies: " + "; ".join(
+            f"{f.cause.value}: {f.why_not}" for f in findings if f.why_not),
+            "confidence 0: the cause is unexplained (see the attribution and heatmaps)")
+        return Verdict(Cause.UNEXPLAINED, (), 0.0, evidence, findings, (), True, 0.0, 0.0,
+                       trusted, cfg, signals)
+    chosen = max(candidates, key=lambda f: f.share)
+    weak = chosen.share < cfg.explain
+    strength = min(1.0, max(0.0, chosen.share / cfg.explain)) if cfg.explain > 0 else 1.0
+    agreement = _bootstrap(metrics, candidates, chosen.cause, cfg)
+    contributing = tuple(f for f in candidates
+                         if f is not chosen and f.share >= cfg.contribute)
+    lines = [head, chosen.evidence]
+    lines += ["also: " + f.evidence for f in contributing]
+    if weak:
+        lines.append(f"no hypothesis explains {cfg.explain:.0%} of the slowdown: weak verdict")
+    lines.append(_confidence_line(chosen.cause, agreement, strength, trusted, cfg))
+    confidence = max(0.0, min(1.0, agreement * strength * trust))
+    return Verdict(chosen.cause, chosen.workers, confidence, tuple(lines), findings,
+                   contributing, weak, agreement, strength, trusted, cfg, signals)
+
+
+def _confidence_line(cause: Cause, agreement: float, strength: float, trusted: bool,
+                     cfg: VerdictConfig) -> str:
+    parts = [f"the same verdict in {agreement:.0%} of {cfg.bootstrap} resamples of the steps"]
+    if strength < 1.0:
+        parts.append(f"it explains only {strength * cfg.explain:.0%} of the slowdown")
+    if not trusted:
+        parts.append(f"the result is untrustworthy (x{cfg.untrustworthy_factor:g})")
+    return f"confidence in '{cause.value}': " + "; ".join(parts)

@@ -1,0 +1,53 @@
+"""``sequence_length``: microbatches of different sequence lengths (paper §5.3)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from stragglers.analysis.verdict.base import Cause, Finding, not_applicable
+from stragglers.analysis.verdict.context import VerdictContext
+
+
+def even_microbatches(ctx: VerdictContext) -> np.ndarray:
+    """Values with every compute op replaced by the step's mean over the microbatches and DP
+    ranks of its stage, direction and model chunk: what if all sequences (microbatches) had
+    the same length. Differences between stages and steps stay."""
+    t = ctx.engine.table
+    value = ctx.values64()
+    c = ctx.compute_nodes
+    keys = t.node_stage[c] * 1_000_000 + t.node_optype[c] * 1000 + t.node_mc[c]
+    for key in np.unique(keys):
+        nodes = c[keys == key]
+        value[nodes] = value[nodes].mean(axis=(0, 1), keepdims=True)
+    return value
+
+
+class SequenceLengthHypothesis:
+    """Forward and backward compute of the same microbatch correlate within worker-steps (at
+    least ``seq_correlation``: a long sequence is long in both directions, unlike a pause or
+    a slow worker) and forward times spread (at least ``seq_spread``). Share: M_seq, the
+    share removed when every microbatch of a step is made equally long (rem only)."""
+
+    cause = Cause.SEQUENCE_LENGTH
+
+    def test(self, ctx: VerdictContext) -> Finding:
+        fb = ctx.fb_signal
+        corr, spread = fb["correlation_within"], fb["forward_spread_within"]
+        cfg = ctx.config
+        gates = {"fb_correlation": fb["correlation"], "fb_correlation_within": corr,
+                 "forward_spread_within": spread, "stage": fb["stage"]}
+        if corr is None or spread is None:
+            return not_applicable(self.cause, "too few forward/backward pairs to correlate",
+                                  gates)
+        if corr < cfg.seq_correlation or spread < cfg.seq_spread:
+            return not_applicable(
+                self.cause, f"forward/backward correlation {corr:.2f} (needs "
+                f"{cfg.seq_correlation:.2f}) and forward spread {spread:.0%} (needs "
+                f"{cfg.seq_spread:.0%}) within worker-steps", gates)
+        m = ctx.with_values("M_seq", even_microbatches(ctx))
+        return Finding(
+            cause=self.cause, applicable=True, m=m, gates=gates,
+            evidence=f"forward and backward times of the same microbatch correlate (r = "
+                     f"{corr:.2f} within worker-steps) and forward times spread by "
+                     f"{spread:.0%}: microbatches of different sequence lengths; equal "
+                     f"microbatches remove {m.share:.0%} of the slowdown (M_seq)")
