@@ -36,8 +36,10 @@ def suspect_workers(ctx: VerdictContext) -> list[Worker]:
 
 class WorkerHypothesis:
     """Workers that stand out from their peers by exact S_w (:func:`suspect_workers`) and
-    are *steadily* slow: a suspect whose excess time comes mostly (over ``sporadic_limit``)
-    from sporadic pauses is a paused worker, not a slow one (see ``pauses``); with one DP
+    are *steadily* slow in their own work: a suspect whose excess time above the ideal lies
+    mostly (over half) in communication ops is the end of a slow link (see
+    ``communication``); one whose excess comes mostly (over ``sporadic_limit``) from sporadic
+    pauses is a paused worker, not a slow one (see ``pauses``); with one DP
     rank, a last stage that is structurally heavy is the stage, not a worker; at most
     ``max_suspect_fraction`` of the workers. Share: the suspects' M (rem and add)."""
 
@@ -47,12 +49,15 @@ class WorkerHypothesis:
         cfg, dp, pp = ctx.config, ctx.dp, ctx.pp
         suspects = suspect_workers(ctx)
         sw = ctx.metrics.worker_slowdown
-        paused, structural = [], []
+        paused, structural, linked = [], [], []
         steady = []
         for w in suspects:
             own = ctx.worker_excess[w.dp_rank, w.stage]
             sporadic = ctx.pauses.excess[w.dp_rank, w.stage] / own if own > 0 else 0.0
-            if sporadic > cfg.sporadic_limit:
+            comm = ctx.comm_excess[w.dp_rank, w.stage] / own if own > 0 else 0.0
+            if comm > 0.5:
+                linked.append(w)
+            elif sporadic > cfg.sporadic_limit:
                 paused.append(w)
             elif (dp == 1 and w.stage == pp - 1 and pp > 1
                   and ctx.last_stage_ratio >= cfg.last_stage_ratio):
@@ -62,11 +67,15 @@ class WorkerHypothesis:
         gates = {"suspects": [w.key for w in suspects[:16]],
                  "paused_suspects": [w.key for w in paused[:16]],
                  "structural_last_stage": [w.key for w in structural],
+                 "communication_bound": [w.key for w in linked[:16]],
                  "max_s_w": float(sw.max()), "method": ctx.metrics.worker_method}
         limit = max(1, int(cfg.max_suspect_fraction * dp * pp))
         if not steady:
             why = "no worker stands out from its peers by S_w"
-            if paused:
+            if linked:
+                why = (f"the workers that stand out ({names(linked)}) lose their time mostly in "
+                       "communication (see communication)")
+            elif paused:
                 why = f"the workers that stand out ({names(paused)}) are slow by sporadic pauses"
             elif structural:
                 why = "with one DP rank the slow last stage is the stage, not a worker"

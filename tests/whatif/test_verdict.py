@@ -1,0 +1,233 @@
+"""The verdict: each hypothesis tested alone on synthetic traces with a known injected cause,
+the choice among them, the confidence, and the configuration."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+
+import pytest
+
+from stragglers.analysis import analyze_table
+from stragglers.analysis.engine import prepare
+from stragglers.analysis.metrics import compute_metrics
+from stragglers.analysis.verdict import Cause, VerdictConfig, VerdictContext, decide
+from stragglers.analysis.verdict.hypotheses import (
+    CommunicationHypothesis,
+    GcHypothesis,
+    LastStageHypothesis,
+    PausesHypothesis,
+    SequenceLengthHypothesis,
+    WorkerHypothesis,
+)
+from stragglers.analysis.workers import Worker
+from stragglers.cli import main
+from stragglers.errors import InputError
+from stragglers.synth import SynthSpec, generate
+from stragglers.trace import build_table
+
+#: Injections with a known answer (the synthetic generator's ground truth).
+CASES = {
+    "slow": dict(dp=4, pp=4, steps=8, jitter=0.01, slow_workers=[(2, 1, 1.5)]),
+    "slow_last_dp2": dict(dp=2, pp=4, steps=8, jitter=0.01, slow_workers=[(1, 3, 1.6)]),
+    "heavy_last": dict(dp=2, pp=4, steps=8, jitter=0.01, heavy_last_stage=1.4),
+    "seq": dict(dp=2, pp=4, steps=8, jitter=0.01, seq_len_sigma=0.5),
+    "gc_ops": dict(dp=2, pp=4, steps=10, jitter=0.01, gc_prob=0.2, gc_pause=1.0),
+    "gc_inside": dict(dp=4, pp=4, steps=10, jitter=0.01, gc_prob=0.15, gc_pause=0.5,
+                      gc_in_compute=True),
+    "link": dict(dp=2, pp=4, steps=6, jitter=0.01, slow_links=[(0, 1, 200)]),
+    "healthy": dict(dp=4, pp=4, steps=8, jitter=0.03),
+}
+
+
+@cache
+def context(case: str, **overrides: float) -> VerdictContext:
+    trace, meta, _ = generate(SynthSpec(seed=3, **CASES[case]))
+    engine = prepare(build_table(trace, meta))
+    return VerdictContext(engine, compute_metrics(engine), VerdictConfig(**overrides))
+
+
+# -- each hypothesis alone ------------------------------------------------------------------
+def test_worker_hypothesis_names_the_slow_worker():
+    f = WorkerHypothesis().test(context("slow"))
+    assert f.applicable and f.cause == Cause.WORKER
+    assert f.workers == (Worker(2, 1),)
+    assert f.share > 0.8
+
+
+def test_a_steadily_slow_worker_is_never_pauses():
+    ctx = context("slow")
+    f = PausesHypothesis().test(ctx)
+    assert not f.applicable
+    assert Worker(2, 1) not in ctx.pauses.workers
+
+
+def test_one_slow_worker_on_the_last_stage_is_not_stage_imbalance():
+    ctx = context("slow_last_dp2")
+    last = LastStageHypothesis().test(ctx)
+    assert not last.applicable  # its DP peer on the last stage is not heavy
+    assert last.gates["last_stage_compute_ratio"] < 1.05
+    worker = WorkerHypothesis().test(ctx)
+    assert worker.applicable and worker.workers == (Worker(1, 3),)
+
+
+def test_heavy_last_stage_hypothesis_and_no_pauses_there():
+    ctx = context("heavy_last")
+    f = LastStageHypothesis().test(ctx)
+    assert f.applicable and f.share > 0.8
+    assert set(f.workers) == {Worker(0, 3), Worker(1, 3)}
+    # the loss layer's consistently long ops are not pauses
+    assert ctx.pauses.count == 0
+    assert not WorkerHypothesis().test(ctx).applicable
+
+
+def test_sequence_length_hypothesis_and_long_sequences_are_not_pauses():
+    ctx = context("seq")
+    f = SequenceLengthHypothesis().test(ctx)
+    assert f.applicable and f.share > 0.8
+    assert f.gates["fb_correlation_within"] > 0.9
+    pz = ctx.pauses
+    # long microbatches are long forward *and* backward: dropped as partners, not pauses
+    assert pz.dropped_partner > 0
+    assert not PausesHypothesis().test(ctx).applicable
+
+
+def test_gc_hypothesis_on_recorded_gc_ops():
+    f = GcHypothesis().test(context("gc_ops"))
+    assert f.applicable and f.share > 0.8
+    assert f.gates["gc_ops"] is True
+
+
+def test_unrecorded_gc_is_pauses_not_gc():
+    ctx = context("gc_inside")
+    pauses = PausesHypothesis().test(ctx)
+    assert pauses.applicable and pauses.share > 0.8
+    assert len(pauses.workers) >= 8
+    gc = GcHypothesis().test(ctx)
+    assert gc.share < 0.05  # the gc ops are clean and nothing else records GC
+    # the worker hit most stands out by S_w, but its excess is sporadic: not a slow worker
+    worker = WorkerHypothesis().test(ctx)
+    assert not worker.applicable
+
+
+def test_communication_hypothesis_names_the_link_and_not_a_worker():
+    ctx = context("link")
+    comm = CommunicationHypothesis().test(ctx)
+    assert comm.applicable and comm.share > 0.8
+    assert set(comm.workers) == {Worker(0, 1), Worker(0, 2)}
+    assert not WorkerHypothesis().test(ctx).applicable
+
+
+# -- the verdict ----------------------------------------------------------------------------
+@pytest.mark.parametrize(("case", "cause", "workers"), [
+    ("slow", Cause.WORKER, (Worker(2, 1),)),
+    ("slow_last_dp2", Cause.WORKER, (Worker(1, 3),)),
+    ("heavy_last", Cause.LAST_STAGE, (Worker(0, 3), Worker(1, 3))),
+    ("seq", Cause.SEQUENCE_LENGTH, ()),
+    ("gc_ops", Cause.GC, ()),
+    ("gc_inside", Cause.PAUSES, None),
+    ("link", Cause.COMMUNICATION, (Worker(0, 1), Worker(0, 2))),
+    ("healthy", Cause.NONE, ()),
+])
+def test_verdict_names_the_injected_cause_confidently(case, cause, workers):
+    ctx = context(case)
+    v = decide(ctx.engine, ctx.metrics, ctx.config)
+    assert v.cause == cause, v.evidence
+    if workers is not None:
+        assert set(v.workers) == set(workers)
+    assert v.confidence >= 0.9
+
+
+def test_confidence_is_low_when_the_evidence_rests_on_one_step():
+    """A slowdown carried by a single step of eight: resamples without that step fall below
+    the threshold, so the verdict cannot be confident."""
+    trace, meta, _ = generate(SynthSpec(dp=2, pp=2, steps=8, jitter=0.01, seed=5,
+                                        gc_prob=0.07, gc_pause=2.0))
+    a = analyze_table(build_table(trace, meta)).result
+    hit = sum(1 for s in a.metrics.step_slowdown if s > 1.05)
+    assert hit <= 2  # the pauses landed in one or two steps
+    assert a.slowdown >= 1.1
+    v = a.verdict
+    assert v.cause == Cause.GC
+    assert v.agreement < 0.9 and v.confidence < 0.9
+
+
+def test_untrustworthy_result_lowers_confidence():
+    trace, meta, _ = generate(SynthSpec(dp=2, pp=2, steps=6, jitter=0.01, seed=2,
+                                        slow_workers=[(1, 0, 1.6)], launch_gap_prob=0.8,
+                                        launch_gap=0.05))
+    a = analyze_table(build_table(trace, meta)).result
+    assert not a.trustworthy
+    assert a.verdict.cause == Cause.WORKER
+    assert a.verdict.confidence <= 0.5
+
+
+def test_the_bootstrap_is_reproducible():
+    ctx = context("gc_inside")
+    a = decide(ctx.engine, ctx.metrics, VerdictConfig(seed=7))
+    b = decide(ctx.engine, ctx.metrics, VerdictConfig(seed=7))
+    assert a.confidence == b.confidence and a.agreement == b.agreement
+
+
+def test_hypotheses_are_listed_in_the_result_with_the_config():
+    trace, meta, _ = generate(SynthSpec(seed=3, **CASES["slow"]))
+    doc = analyze_table(build_table(trace, meta),
+                        config=VerdictConfig(pause_factor=2.0)).result.to_document()
+    assert doc["schema_version"] == "1.1"
+    assert doc["verdict_config"]["pause_factor"] == 2.0
+    assert doc["verdict_config"] == VerdictConfig(pause_factor=2.0).to_dict()
+    causes = [h["cause"] for h in doc["verdict"]["hypotheses"]]
+    assert causes == ["worker", "last_stage", "sequence_length", "gc", "pauses",
+                      "communication"]
+    parts = doc["verdict"]["confidence_parts"]
+    assert doc["verdict"]["confidence"] == pytest.approx(
+        parts["agreement"] * parts["strength"] * parts["trust"], abs=1e-4)
+    json.dumps(doc, allow_nan=False)
+
+
+# -- configuration --------------------------------------------------------------------------
+def test_config_from_yaml_and_assignments(tmp_path):
+    f = tmp_path / "v.yaml"
+    f.write_text("pause_factor: 2.5\nexplain: 0.6\n")
+    cfg = VerdictConfig.from_file(f)
+    assert (cfg.pause_factor, cfg.explain, cfg.threshold) == (2.5, 0.6, 1.1)
+    cfg = VerdictConfig.from_assignments(["threshold=1.2", "bootstrap=50"], cfg)
+    assert (cfg.threshold, cfg.bootstrap, cfg.pause_factor) == (1.2, 50, 2.5)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("pause-factor: 2\n", "did you mean 'pause_factor'"),
+    ("explain: .nan\n", "finite number"),
+    ("explain: 1.5\n", "at most 1"),
+    ("threshold: 0.9\n", "at least 1"),
+    ("bootstrap: 2.5\n", "integer"),
+    ("pause_factor: [1]\n", "must be a number"),
+    ("- 1\n- 2\n", "mapping"),
+])
+def test_bad_config_files_are_one_line_errors(tmp_path, text, message):
+    f = tmp_path / "v.yaml"
+    f.write_text(text)
+    with pytest.raises(InputError, match=message) as info:
+        VerdictConfig.from_file(f)
+    assert "\n" not in str(info.value)
+
+
+def test_cli_settings_reach_the_result(tmp_path, capsys):
+    trace, meta, _ = generate(SynthSpec(seed=3, **CASES["slow"]))
+    from stragglers.synth import write_synth
+
+    paths = write_synth(SynthSpec(seed=3, **CASES["slow"]), tmp_path / "job")
+    cfg = tmp_path / "v.yaml"
+    cfg.write_text("pause_factor: 3\n")
+    out = tmp_path / "out"
+    assert main(["analyze", str(paths["trace"]), "--meta", str(paths["meta"]), "--out", str(out),
+                 "--no-timelines", "--verdict-config", str(cfg), "--verdict", "explain=0.4",
+                 "--threshold", "1.05"]) == 0
+    doc = json.loads((out / "result.json").read_text())
+    assert doc["verdict_config"]["pause_factor"] == 3
+    assert doc["verdict_config"]["explain"] == 0.4
+    assert doc["verdict_config"]["threshold"] == 1.05
+    assert main(["analyze", str(paths["trace"]), "--meta", str(paths["meta"]), "--out", str(out),
+                 "--verdict", "nonsense=1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unknown verdict setting 'nonsense'" in err[0]
