@@ -66,6 +66,16 @@ class Hypothesis(Protocol):
         ...
 
 
+def portion(share: float) -> str:
+    """A share of the slowdown in words: "none", "40%" or "all" (a what-if share above 1
+    means the ops would cause more than the whole slowdown alone: other effects mask them)."""
+    if share >= 0.995:
+        return "all"
+    if share <= 0.005:
+        return "none"
+    return f"{share:.0%}"
+
+
 def not_applicable(cause: Cause, why: str, gates: Mapping[str, Signal] | None = None,
                    m: Characterisation | None = None) -> Finding:
     """A finding whose gates do not hold."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from stragglers.analysis.metrics import node_attribution_keys
-from stragglers.analysis.verdict.base import Cause, Finding, not_applicable
+from stragglers.analysis.verdict.base import Cause, Finding, not_applicable, portion
 from stragglers.analysis.verdict.context import VerdictContext
 from stragglers.analysis.workers import Worker, names
 from stragglers.trace import schema
@@ -29,7 +29,7 @@ class CommunicationHypothesis:
         return Finding(
             cause=self.cause, applicable=True, m=m, workers=workers,
             gates={"comm_excess_max_s": float(ctx.comm_excess.max())},
-            evidence=f"communication ops explain {m.share:.0%} of the slowdown (M_comm: rem "
+            evidence=f"communication ops explain {portion(m.share)} of the slowdown (M_comm: rem "
                      f"{m.rem:.2f}, add {m.add:.2f})"
                      + (f"; longest above ideal on {names(workers)}" if workers else ""))
 

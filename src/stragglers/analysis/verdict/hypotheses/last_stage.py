@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from stragglers.analysis.verdict.base import Cause, Finding, not_applicable
+from stragglers.analysis.verdict.base import Cause, Finding, not_applicable, portion
 from stragglers.analysis.verdict.context import VerdictContext
 
 
@@ -36,5 +36,5 @@ class LastStageHypothesis:
         return Finding(
             cause=self.cause, applicable=True, m=m, workers=m.workers, gates=gates,
             evidence=f"the last stage computes {ratio:.2f}x as long per step as the others "
-                     f"(on every DP rank) and explains {m.share:.0%} of the slowdown (M_S: "
+                     f"(on every DP rank) and explains {portion(m.share)} of the slowdown (M_S: "
                      f"rem {m.rem:.2f}, add {m.add:.2f})")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from stragglers.analysis.metrics import Characterisation
-from stragglers.analysis.verdict.base import Cause, Finding, not_applicable
+from stragglers.analysis.verdict.base import Cause, Finding, not_applicable, portion
 from stragglers.analysis.verdict.context import VerdictContext
 from stragglers.analysis.workers import names
 from stragglers.trace import schema
@@ -33,7 +33,7 @@ def _pause_sentence(ctx: VerdictContext, m: Characterisation) -> str:
             f"{pz.worker_step_share:.0%} of worker-steps) take over "
             f"{ctx.config.pause_factor:g}x their own worker's usual time, sporadically and "
             f"without their forward/backward partner; cutting them back removes "
-            f"{m.rem:.0%} of the slowdown, alone they cause {m.add:.0%} (M_pause)")
+            f"{portion(m.rem)} of the slowdown, alone they cause {portion(m.add)} (M_pause)")
 
 
 class GcHypothesis:
@@ -55,7 +55,7 @@ class GcHypothesis:
         best = m_ops
         text = ""
         if m_ops is not None:
-            text = (f"gc ops explain {m_ops.share:.0%} of the slowdown (M_gc: rem "
+            text = (f"gc ops explain {portion(m_ops.share)} of the slowdown (M_gc: rem "
                     f"{m_ops.rem:.2f}, add {m_ops.add:.2f}): GC is not coordinated across "
                     "workers")
         if pause_is_gc and m_pause is not None and (best is None or m_pause.share > best.share):

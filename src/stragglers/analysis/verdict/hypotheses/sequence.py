@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from stragglers.analysis.verdict.base import Cause, Finding, not_applicable
+from stragglers.analysis.verdict.base import Cause, Finding, not_applicable, portion
 from stragglers.analysis.verdict.context import VerdictContext
 
 
@@ -50,4 +50,4 @@ class SequenceLengthHypothesis:
             evidence=f"forward and backward times of the same microbatch correlate (r = "
                      f"{corr:.2f} within worker-steps) and forward times spread by "
                      f"{spread:.0%}: microbatches of different sequence lengths; equal "
-                     f"microbatches remove {m.share:.0%} of the slowdown (M_seq)")
+                     f"microbatches remove {portion(m.share)} of the slowdown (M_seq)")

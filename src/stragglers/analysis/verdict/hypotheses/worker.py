@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from stragglers.analysis.verdict.base import Cause, Finding, not_applicable
+from stragglers.analysis.verdict.base import Cause, Finding, not_applicable, portion
 from stragglers.analysis.verdict.context import VerdictContext
 from stragglers.analysis.workers import Worker, names
 
@@ -87,6 +87,6 @@ class WorkerHypothesis:
         return Finding(
             cause=self.cause, applicable=True, m=m, workers=tuple(steady), gates=gates,
             evidence=f"{len(steady)} worker(s) {names(steady)} stand out (exact S_w up to "
-                     f"{float(sw.max()):.3f}) and explain {m.share:.0%} of the slowdown (rem "
+                     f"{float(sw.max()):.3f}) and explain {portion(m.share)} of the slowdown (rem "
                      f"{m.rem:.2f}, add {m.add:.2f}; M_W of the top 3% = "
                      f"{ctx.metrics.m_w.rem:.2f})")
