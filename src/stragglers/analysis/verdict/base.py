@@ -66,9 +66,12 @@ class Hypothesis(Protocol):
         ...
 
 
-def portion(share: float) -> str:
+def portion(share: float | None) -> str:
     """A share of the slowdown in words: "none", "40%" or "all" (a what-if share above 1
-    means the ops would cause more than the whole slowdown alone: other effects mask them)."""
+    means the ops would cause more than the whole slowdown alone: other effects mask them);
+    "undefined" when the what-if does not apply to the ops."""
+    if share is None:
+        return "undefined"
     if share >= 0.995:
         return "all"
     if share <= 0.005:
