@@ -8,7 +8,10 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-REFERENCE = REPO.parent / "shared" / "reference" / "traces"
+#: ``../shared`` beside the checkout; STRAGGLERS_SHARED points elsewhere (a git worktree
+#: whose parent folder has no ``shared``).
+SHARED = Path(os.environ.get("STRAGGLERS_SHARED") or REPO.parent / "shared")
+REFERENCE = SHARED / "reference" / "traces"
 
 
 def reference_dir() -> Path:

@@ -1,13 +1,19 @@
-"""Reading small user files (metadata, configuration) under the error contract.
+"""Reading user files under the error contract: small files (metadata, configuration) and
+the lines of JSON-lines files.
 
 Every failure is an :class:`~stragglers.errors.InputError` with one line naming the file:
 not found, a folder, unreadable, too large, not UTF-8, not valid YAML, an alias bomb, nesting
-too deep or an integer too long. The limits are those of :mod:`stragglers.limits`.
+too deep or an integer too long. The limits are those of :mod:`stragglers.limits`. JSON
+lines are read with :func:`iter_lines` and :func:`parse_json_line`, whose
+:class:`JSONLineError` the caller turns into ``FILE:LINE: reason``.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -109,7 +115,11 @@ def load_yaml(path: str | os.PathLike[str], what: str = "YAML file") -> Any:
     """Read and parse a YAML (or JSON) file safely: plain data only, bounded aliases,
     nesting and integer size."""
     text = read_text(path, what)
-    loader = _CheckedLoader(text)
+    try:
+        loader = _CheckedLoader(text)  # the reader refuses control characters here
+    except yaml.YAMLError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InputError(f"{path}: not valid YAML ({first})") from None
     try:
         node = loader.get_single_node()
         if node is None:
@@ -133,4 +143,91 @@ def load_yaml(path: str | os.PathLike[str], what: str = "YAML file") -> Any:
     if _depth(value, cap) > cap:
         raise InputError(f"{path}: nesting deeper than {cap} levels (set "
                          "STRAGGLERS_MAX_NESTING to raise the limit)")
+    return value
+
+
+#: Longest line (bytes) of a JSON-lines input (trace rows, probe records).
+MAX_LINE_BYTES = 1 << 20
+
+
+def iter_lines(path: str | os.PathLike[str], max_line: int = MAX_LINE_BYTES
+               ) -> Iterator[tuple[int, bytes]]:
+    """Numbered (1-based) lines of a file, as bytes with their newline.
+
+    A line longer than ``max_line`` comes back cut at ``max_line + 1`` bytes and the rest
+    of it is skipped, so memory stays bounded on a file without newlines;
+    :func:`parse_json_line` refuses such a line.
+    """
+    with Path(path).open("rb") as fh:
+        lineno = 0
+        while raw := fh.readline(max_line + 1):
+            lineno += 1
+            yield lineno, raw
+            if len(raw) > max_line and not raw.endswith(b"\n"):
+                while (rest := fh.readline(max_line)) and not rest.endswith(b"\n"):
+                    pass
+
+
+class JSONLineError(ValueError):
+    """One line of a JSON-lines file that cannot be read; the message names no file."""
+
+
+def _json_int(text: str) -> int:
+    digits = len(text.lstrip("-"))
+    cap = limit("int_digits")
+    if digits > cap:
+        raise JSONLineError(f"an integer with {digits} digits (limit {cap})")
+    return int(text)
+
+
+def _json_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise JSONLineError(f"number {text[:30]!r} overflows a 64-bit float")
+    return value
+
+
+def _json_constant(text: str) -> float:
+    raise JSONLineError(f"{text} is not a finite number")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise JSONLineError(f"key {k[:40]!r} appears twice")
+        out[k] = v
+    return out
+
+
+def parse_json_line(raw: bytes, max_line: int = MAX_LINE_BYTES) -> Any:
+    """Parse one JSON line under the error contract.
+
+    Raises :class:`JSONLineError` (a one-line reason) for: a line longer than ``max_line``
+    bytes, bytes that are not UTF-8, invalid JSON, NaN/Infinity, a number that overflows a
+    float, an integer longer than the ``int_digits`` limit, a key given twice, nesting deeper
+    than the ``nesting`` limit. Returns None for a blank line.
+    """
+    if len(raw) > max_line:
+        raise JSONLineError(f"line longer than {max_line:,} bytes")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise JSONLineError(f"not UTF-8 text (bad byte at column {exc.start + 1})") from None
+    if not text.strip():
+        return None
+    try:
+        value = json.loads(text, parse_int=_json_int, parse_float=_json_float,
+                           parse_constant=_json_constant, object_pairs_hook=_unique_keys)
+    except JSONLineError:
+        raise
+    except RecursionError:
+        raise JSONLineError("nesting too deep to read (a value nested thousands of levels)"
+                            ) from None
+    except ValueError as exc:
+        msg = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc).split("\n")[0]
+        raise JSONLineError(f"not valid JSON ({msg})") from None
+    cap = limit("nesting")
+    if _depth(value, cap) > cap:
+        raise JSONLineError(f"nesting deeper than {cap} levels")
     return value

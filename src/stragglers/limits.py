@@ -43,6 +43,13 @@ LIMITS: dict[str, Limit] = {lim.name: lim for lim in (
     Limit("yaml_nodes", 100_000, "values of a YAML file once its aliases are expanded"),
     Limit("nesting", 64, "nesting depth of a JSON or YAML value"),
     Limit("int_digits", 30, "digits of an integer in JSON or YAML input"),
+    Limit("synth_ops", 20_000_000, "ops (dp x pp x ops per worker-step x steps) of one "
+          "synthetic trace"),
+    # Plausibility bounds on trace values (seconds), not sizes: beyond them a value is a unit
+    # or recording error, and sums of such values could overflow float32.
+    Limit("op_seconds", 86_400, "seconds of one op's duration"),
+    Limit("timestamp_seconds", 10_000_000_000, "seconds of a start_ts (absolute value; "
+          "epoch seconds are below 2e9)"),
 )}
 
 

@@ -84,6 +84,11 @@ def test_unfinished_steps_and_truncated_lines(tmp_path: Path) -> None:
     assert result.steps == [5, 6, 7]
     assert result.dropped_steps == [8]  # step 9 never got a complete record
     assert sorted(result.trace["step"].unique()) == [5, 6, 7]
+    # the incomplete last line is counted and reported, not skipped silently
+    n_lines = len((tmp_path / "in" / "rank-00000.jsonl").read_text().splitlines())
+    assert result.incomplete_lines == [
+        f"rank-00000.jsonl line {n_lines} (not valid JSON (Unterminated string starting at); "
+        "a process killed while writing?)"]
 
 
 def test_corrupt_line_in_the_middle_is_an_error(tmp_path: Path) -> None:
@@ -92,7 +97,7 @@ def test_corrupt_line_in_the_middle_is_an_error(tmp_path: Path) -> None:
     lines = path.read_text().splitlines()
     lines.insert(3, "{not json")
     path.write_text("\n".join(lines) + "\n")
-    with pytest.raises(InputError, match="line 4 is not JSON"):
+    with pytest.raises(InputError, match="rank-00001.jsonl: line 4: not valid JSON"):
         read_rank_file(path)
 
 
@@ -141,7 +146,7 @@ def test_check_finds_a_missing_op_and_boundary_violations(tmp_path: Path) -> Non
     drop = trace.index[(trace["optype"] == "optimizer") & (trace["dp_rank"] == 1)
                        & (trace["stage"] == 1) & (trace["step"] == 6)]
     problems = check_trace(trace.drop(drop), meta)
-    assert any("differ from" in p for p in problems)
+    assert any("refuses the merged trace" in p and "lacks op optimizer" in p for p in problems)
     assert any("0 x optimizer, expected 1" in p for p in problems)
     bad = trace.copy()
     bad["optype"] = bad["optype"].astype(str)
@@ -160,3 +165,120 @@ def test_analyzer_accepts_the_merged_trace(tmp_path: Path) -> None:
     # identical steps on identical DP ranks: hardly any slowdown to find
     assert result["slowdown"] == pytest.approx(1.0, abs=0.02)
     assert result["steps"] == [5, 6, 7, 8]
+
+
+# --- issue 8: every bad record named, nothing silently fixed, atomic output ------------------
+
+def _edit_line(path: Path, index: int, **changes: object) -> None:
+    lines = path.read_text().splitlines()
+    rec = json.loads(lines[index])
+    rec.update(changes)
+    lines[index] = json.dumps(rec)
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _first_span(path: Path, optype: str) -> int:
+    return next(i for i, line in enumerate(path.read_text().splitlines())
+                if f'"{optype}"' in line and '"span"' in line)
+
+
+def test_span_ending_before_it_starts_is_an_error(tmp_path: Path) -> None:
+    """It used to become a zero duration without a word."""
+    meta = write_job(tmp_path / "in")
+    path = tmp_path / "in" / "rank-00000.jsonl"
+    i = _first_span(path, "forward-compute")
+    start = json.loads(path.read_text().splitlines()[i])["start"]
+    _edit_line(path, i, end=start - 0.005)
+    with pytest.raises(InputError, match=rf"rank-00000.jsonl: line {i + 1}: span ends before "
+                                         r"it starts"):
+        merge_dir(tmp_path / "in", meta)
+
+
+@pytest.mark.parametrize("changes,needle", [
+    ({"start": "soon"}, "field 'start' must be a finite number, got 'soon'"),
+    ({"step": [5]}, "field 'step' must be an integer in [0, 2**31), got [5]"),
+    ({"optypes": ["forward-compute-v2"]}, "unknown operation type 'forward-compute-v2'"),
+    ({"optypes": []}, "field 'optypes' must be a non-empty list"),
+    ({"mb_id": True}, "field 'mb_id' must be an integer"),
+    ({"end": 1e12}, "span lasts 1e+12 s, beyond the limit of 86,400 s"),
+])
+def test_bad_record_fields_name_file_and_line(tmp_path: Path, changes: dict, needle: str
+                                              ) -> None:
+    meta = write_job(tmp_path / "in")
+    path = tmp_path / "in" / "rank-00001.jsonl"
+    i = _first_span(path, "forward-compute")
+    _edit_line(path, i, **changes)
+    with pytest.raises(InputError) as exc:
+        merge_dir(tmp_path / "in", meta)
+    assert f"rank-00001.jsonl: line {i + 1}: " in str(exc.value)
+    assert needle in str(exc.value), str(exc.value)
+
+
+def test_bytes_and_tokens_that_are_not_json_data(tmp_path: Path) -> None:
+    meta = write_job(tmp_path / "in")
+    path = tmp_path / "in" / "rank-00001.jsonl"
+    data = path.read_bytes().split(b"\n")
+    data[2] = data[2].replace(b'"span"', b'"sp\xffan"')
+    path.write_bytes(b"\n".join(data))
+    with pytest.raises(InputError, match="rank-00001.jsonl: line 3: not UTF-8"):
+        merge_dir(tmp_path / "in", meta)
+    write_job(tmp_path / "in")
+    i = _first_span(path, "gc")
+    lines = path.read_text().splitlines()
+    lines[i] = lines[i].replace('"start": ', '"start": NaN, "x": ')
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError, match=f"line {i + 1}: NaN is not a finite number"):
+        merge_dir(tmp_path / "in", meta)
+
+
+def test_merge_cli_reports_the_incomplete_last_line(tmp_path: Path, capsys) -> None:
+    import yaml
+
+    from stragglers.cli import main
+
+    meta = write_job(tmp_path / "in", steps=3, unfinished={0: 7})
+    (tmp_path / "meta.yaml").write_text(yaml.safe_dump(meta))
+    with open(tmp_path / "in" / "rank-00000.jsonl", "a") as fh:
+        fh.write('{"kind": "span", "step": 7, "optypes": ["gc"], "sta')
+    code = main(["probe", "merge", str(tmp_path / "in"), "--meta", str(tmp_path / "meta.yaml"),
+                 "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert "left out the unreadable last line of 1 rank file(s): rank-00000.jsonl line" in err
+    assert "dropped 1 step(s) not finished by every worker: [7]" in err
+
+
+def test_merge_output_is_atomic_and_checked_first(tmp_path: Path, capsys) -> None:
+    import yaml
+
+    from stragglers.cli import main
+
+    meta = write_job(tmp_path / "in")
+    (tmp_path / "meta.yaml").write_text(yaml.safe_dump(meta))
+    (tmp_path / "file").write_text("x")
+    argv = ["probe", "merge", str(tmp_path / "in"), "--meta", str(tmp_path / "meta.yaml")]
+    assert main([*argv, "--out", str(tmp_path / "file")]) == 2
+    assert "stragglers probe merge: error: --out" in capsys.readouterr().err
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "trace.parquet").write_text("earlier")
+    path = tmp_path / "in" / "rank-00001.jsonl"
+    lines = path.read_text().splitlines()
+    lines.insert(4, "{broken")
+    path.write_text("\n".join(lines) + "\n")
+    assert main([*argv, "--out", str(out)]) == 2
+    assert sorted(p.name for p in out.iterdir()) == ["trace.parquet"]  # as it was
+    assert (out / "trace.parquet").read_text() == "earlier"
+
+
+def test_metadata_read_under_the_contract(tmp_path: Path) -> None:
+    write_job(tmp_path / "in")
+    meta = tmp_path / "m.yaml"
+    meta.write_bytes(b"dp_size: 1\npp_size: 2\nvpp-size: 1\n")
+    with pytest.raises(InputError, match="did you mean 'vpp_size'"):
+        merge_dir(tmp_path / "in", meta)
+    meta.write_bytes(b"dp_size: 1\npp_size: 2\n# \xff\n")
+    with pytest.raises(InputError, match="not UTF-8"):
+        merge_dir(tmp_path / "in", meta)
+    meta.write_text("dp_size: 1\npp_size: 2\nlabels: {site: lab}\n")
+    assert load_meta(meta)["labels"] == {"site": "lab"}

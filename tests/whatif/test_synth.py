@@ -165,3 +165,90 @@ def test_large_discrepancy_is_untrustworthy():
     r = a.result.to_document()
     assert r["discrepancy"] > 1.05
     assert r["trustworthy"] is False
+
+
+# --- issue 8: unchecked options, sizes, atomic output ---------------------------------------
+
+def synth_cli(tmp_path, capsys, *opts):
+    from stragglers.cli import main
+
+    out = tmp_path / "out"
+    code = main(["synth", "--dp", "2", "--pp", "2", "--microbatches", "2", "--steps", "2",
+                 *opts, "--out", str(out)])
+    return code, capsys.readouterr().err.strip(), out
+
+
+@pytest.mark.parametrize("opts,needle", [
+    (["--slow-worker", "0,0:nan"], "argument --slow-worker: factor in '0,0:nan': expected a "
+                                   "finite number"),
+    (["--heavy-last-stage", "-1"], "argument --heavy-last-stage: expected a factor >= 1"),
+    (["--heavy-last-stage", "0"], "argument --heavy-last-stage: expected a factor >= 1"),
+    (["--launch-gaps", "0.5:-10"], "argument --launch-gaps: seconds in '0.5:-10': expected a "
+                                   "number >= 0"),
+    (["--jitter", "-1"], "argument --jitter: expected a number >= 0"),
+    (["--jitter", "nan"], "argument --jitter: expected a finite number"),
+    (["--jitter", "5"], "--jitter: must be a finite number >= 0 and <= 2"),
+    (["--gc", "0.5:inf"], "argument --gc: seconds in '0.5:inf': expected a finite number"),
+    (["--gc", "1.5:1"], "argument --gc: probability in '1.5:1': expected a probability"),
+    (["--gc", "0.5:0"], "--gc: a pause of 0 seconds injects nothing"),
+    (["--gc-in-compute"], "--gc-in-compute: needs --gc"),
+    (["--seq-len-sigma", "-1"], "argument --seq-len-sigma: expected a number >= 0"),
+    (["--slow-link", "0,0:inf"], "argument --slow-link: factor in '0,0:inf'"),
+    (["--slow-worker", "0,0:1"], "--slow-worker 0,0:1.0: must be a finite number > 1"),
+    (["--slow-worker", "0,0:2", "--slow-worker", "0,0:3"], "0,0 is given twice"),
+    (["--seed", "-1"], "argument --seed: expected an integer >= 0"),
+    (["--steps", "0"], "argument --steps: expected an integer >= 1"),
+    (["--tp", "9" * 40], "argument --tp: integer too large"),
+    (["--heavy-last-stage", "1e9"], "the injections give a duration of 1.8e+08 s (backward-recv"),
+])
+def test_synth_option_rejected_with_its_name(tmp_path, capsys, opts, needle):
+    code, err, out = synth_cli(tmp_path, capsys, *opts)
+    assert code == 2
+    assert len(err.splitlines()) == 1 and needle in err, err
+    assert not out.exists()  # nothing written
+
+
+def test_synth_sizes_are_checked_before_generating(tmp_path, capsys):
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        code, err, _ = synth_cli(tmp_path, capsys, "--dp", "1000000")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert code == 2 and "2,000,000 workers" in err and "STRAGGLERS_MAX_WORKERS" in err, err
+    assert peak < 16 * 2**20
+    code, err, _ = synth_cli(tmp_path, capsys, "--microbatches", "100000000")
+    assert code == 2 and "ops (dp x pp x ops per worker-step x steps)" in err
+    assert "STRAGGLERS_MAX_SYNTH_OPS" in err
+
+
+def test_synth_spec_checked_for_api_callers():
+    from stragglers.errors import InputError
+
+    with pytest.raises(InputError, match="--jitter: must be a finite number"):
+        generate(SynthSpec(jitter=float("nan")))
+    with pytest.raises(InputError, match="--heavy-last-stage"):
+        generate(SynthSpec(heavy_last_stage=float("inf")))
+
+
+def test_synth_output_is_all_or_nothing(tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    (out / "truth.json").write_text("old")
+    code, err, _ = synth_cli(tmp_path, capsys, "--heavy-last-stage", "1e9")
+    assert code == 2
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt", "truth.json"]
+    assert (out / "truth.json").read_text() == "old"  # a failed run leaves the folder as it was
+    code, err, _ = synth_cli(tmp_path, capsys)
+    assert code == 0, err
+    assert sorted(p.name for p in out.iterdir()) == ["meta.yaml", "notes.txt", "trace.parquet",
+                                                     "truth.json"]
+    assert (out / "notes.txt").read_text() == "mine"
+    (tmp_path / "file").write_text("x")
+    from stragglers.cli import main
+
+    assert main(["synth", "--out", str(tmp_path / "file")]) == 2
+    assert "exists and is not a folder" in capsys.readouterr().err

@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from stragglers.atomic import check_out_dir
+from stragglers.cli.options import slowdown_factor
 from stragglers.errors import InputError
 
 if TYPE_CHECKING:
@@ -19,7 +22,7 @@ examples:
   stragglers probe example --out-dir runs/slow --slow-rank 1 --slow-factor 1.5
   stragglers probe merge runs/ex/probe --meta runs/ex/probe/job.yaml --out runs/ex
   stragglers analyze runs/ex/trace.parquet --meta runs/ex/meta.yaml --out runs/ex/analysis
-  stragglers probe validate --out-dir runs/fidelity --json
+  stragglers probe validate --out-dir runs/fidelity --json   # default: a new temp folder
 
 exit codes: 0 ok, 2 bad input (the message names the file and the problem)
 """
@@ -76,7 +79,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="slow-worker factors, comma-separated (default: %(default)s)")
     p.add_argument("--json", action="store_true",
                    help="print the rows as JSON: case, measured, estimated, discrepancy, blamed")
-    add_job_arguments(p)
+    add_job_arguments(p, out_dir_required=False)
     p.set_defaults(func=run_validate)
 
 
@@ -84,6 +87,7 @@ def run_merge(args: argparse.Namespace) -> int:
     """``stragglers probe merge``."""
     from stragglers.probe.merge import merge_dir
 
+    check_out_dir(args.out)
     result = merge_dir(args.dir, args.meta, args.out, strict=not args.lenient,
                        check=not args.no_check)
     out = Path(args.out)
@@ -92,6 +96,9 @@ def run_merge(args: argparse.Namespace) -> int:
     if result.dropped_steps:
         print(f"dropped {len(result.dropped_steps)} step(s) not finished by every worker: "
               f"{result.dropped_steps[:10]}", file=sys.stderr)
+    if result.incomplete_lines:
+        print(f"left out the unreadable last line of {len(result.incomplete_lines)} rank "
+              f"file(s): {'; '.join(result.incomplete_lines[:5])}", file=sys.stderr)
     for problem in result.problems:
         print(f"warning: {problem}", file=sys.stderr)
     return 0
@@ -121,13 +128,22 @@ def run_validate(args: argparse.Namespace) -> int:
     """``stragglers probe validate``."""
     from stragglers.probe.fidelity import CASES, format_table, run_fidelity
 
-    cfg = _config(args)
     try:
-        severities = [float(s) for s in args.severities.split(",") if s.strip()]
-    except ValueError as exc:
-        raise InputError(f"--severities: expected numbers like 1.2,1.5,2.0: {exc}") from exc
-    if any(s < 1.0 for s in severities):
-        raise InputError("--severities: factors must be >= 1")
+        severities = [slowdown_factor(s) for s in args.severities.split(",") if s.strip()]
+    except argparse.ArgumentTypeError as exc:
+        raise InputError(f"--severities: expected factors >= 1 like 1.2,1.5,2.0: {exc}"
+                         ) from None
+    if not severities:
+        raise InputError("--severities: no factor given")
+    unknown = [c for c in args.cases or () if c not in CASES]
+    if unknown:
+        raise InputError(f"--cases: unknown case {unknown[0]!r}; expected some of "
+                         f"{', '.join(CASES)}")
+    if not args.out_dir:  # never the current folder: a fresh temporary one, reported
+        args.out_dir = tempfile.mkdtemp(prefix="stragglers-validate-")
+        print(f"probe validate: writing the runs under {args.out_dir} (set --out-dir to "
+              "choose)", file=sys.stderr)
+    cfg = _config(args)
     rows = run_fidelity(cfg, cfg.out_dir, args.cases or CASES, severities)
     if args.json:
         print(json.dumps([r.to_dict() for r in rows], indent=1))

@@ -6,8 +6,17 @@ import argparse
 import json
 from pathlib import Path
 
-from stragglers.errors import InputError
+from stragglers.atomic import check_out_dir
+from stragglers.cli.options import (
+    non_negative_float,
+    non_negative_int,
+    positive_int,
+    prob_seconds,
+    slowdown_factor,
+    worker_factor,
+)
 from stragglers.synth import SynthSpec, write_synth
+from stragglers.synth.generator import MAX_SIGMA, check_spec
 
 SYNTH_EPILOG = """\
 examples:
@@ -23,70 +32,41 @@ workers to blame); analyse with `stragglers analyze OUT/trace.parquet --meta OUT
 """
 
 
-def _worker_factor(text: str, flag: str) -> tuple[int, int, float]:
-    try:
-        where, factor = text.split(":")
-        d, s = where.split(",")
-        return int(d), int(s), float(factor)
-    except ValueError:
-        raise InputError(f"{flag}: expected DP,STAGE:FACTOR, got {text!r}") from None
-
-
-def _prob_seconds(text: str, flag: str) -> tuple[float, float]:
-    try:
-        p, sec = text.split(":")
-        return float(p), float(sec)
-    except ValueError:
-        raise InputError(f"{flag}: expected PROB:SECONDS, got {text!r}") from None
-
-
 def spec_from_args(args: argparse.Namespace) -> SynthSpec:
     spec = SynthSpec(dp=args.dp, pp=args.pp, vpp=args.vpp, tp=args.tp,
                      microbatches=args.microbatches, steps=args.steps, overlap=args.overlap,
                      seed=args.seed, jitter=args.jitter, name=args.name,
                      heavy_last_stage=args.heavy_last_stage, seq_len_sigma=args.seq_len_sigma)
-    spec.slow_workers = [_worker_factor(t, "--slow-worker") for t in args.slow_worker]
-    spec.slow_links = [_worker_factor(t, "--slow-link") for t in args.slow_link]
+    spec.slow_workers = list(args.slow_worker)
+    spec.slow_links = list(args.slow_link)
     if args.gc:
-        spec.gc_prob, spec.gc_pause = _prob_seconds(args.gc, "--gc")
+        spec.gc_prob, spec.gc_pause = args.gc
     spec.gc_in_compute = args.gc_in_compute
     if args.launch_gaps:
-        spec.launch_gap_prob, spec.launch_gap = _prob_seconds(args.launch_gaps, "--launch-gaps")
+        spec.launch_gap_prob, spec.launch_gap = args.launch_gaps
     check_spec(spec)
     return spec
 
 
-def check_spec(spec: SynthSpec) -> None:
-    for name in ("dp", "pp", "vpp", "tp", "microbatches", "steps"):
-        if getattr(spec, name) < 1:
-            raise InputError(f"--{name}: must be at least 1")
-    if spec.vpp > 1 and spec.microbatches % spec.pp:
-        raise InputError(f"--microbatches {spec.microbatches} must be a multiple of --pp "
-                         f"{spec.pp} for an interleaved schedule (--vpp {spec.vpp})")
-    for d, s, f in spec.slow_workers:
-        if not (0 <= d < spec.dp and 0 <= s < spec.pp) or f <= 0:
-            raise InputError(f"--slow-worker {d},{s}:{f}: worker outside dp {spec.dp} x pp "
-                             f"{spec.pp} or factor not positive")
-    for d, s, f in spec.slow_links:
-        if not (0 <= d < spec.dp and 0 <= s < spec.pp - 1) or f <= 0:
-            raise InputError(f"--slow-link {d},{s}:{f}: the link joins stage {s} and {s + 1} "
-                             f"of DP rank {d}; it must exist and the factor be positive")
-    if not 0 <= spec.gc_prob <= 1 or not 0 <= spec.launch_gap_prob <= 1:
-        raise InputError("--gc / --launch-gaps: the probability must be in [0, 1]")
-
-
 def _add_shape(p: argparse.ArgumentParser, dp: int, pp: int, mb: int, steps: int) -> None:
-    p.add_argument("--dp", type=int, default=dp, help="data-parallel degree (default %(default)s)")
-    p.add_argument("--pp", type=int, default=pp, help="pipeline stages (default %(default)s)")
-    p.add_argument("--vpp", type=int, default=1, help="model chunks per stage (interleaved)")
-    p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree (metadata only)")
-    p.add_argument("--microbatches", type=int, default=mb, help="per step (default %(default)s)")
-    p.add_argument("--steps", type=int, default=steps, help="steps (default %(default)s)")
+    p.add_argument("--dp", type=positive_int, default=dp,
+                   help="data-parallel degree (default %(default)s)")
+    p.add_argument("--pp", type=positive_int, default=pp,
+                   help="pipeline stages (default %(default)s)")
+    p.add_argument("--vpp", type=positive_int, default=1,
+                   help="model chunks per stage (interleaved)")
+    p.add_argument("--tp", type=positive_int, default=1,
+                   help="tensor-parallel degree (metadata only)")
+    p.add_argument("--microbatches", type=positive_int, default=mb,
+                   help="per step (default %(default)s)")
+    p.add_argument("--steps", type=positive_int, default=steps,
+                   help="steps (default %(default)s)")
     p.add_argument("--overlap", action="store_true",
                    help="overlap gradient reduce-scatter with backward compute")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--jitter", type=float, default=0.0,
-                   help="log-normal sigma of per-op noise (default %(default)s: none)")
+    p.add_argument("--seed", type=non_negative_int, default=0)
+    p.add_argument("--jitter", type=non_negative_float, default=0.0,
+                   help=f"log-normal sigma of per-op noise, 0..{MAX_SIGMA:g} (default "
+                        "%(default)s: none)")
     p.add_argument("--name", default="synth", help="job name in the metadata")
 
 
@@ -98,19 +78,22 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "timeline follows the analyzer's dependency rules.")
     _add_shape(p, 2, 4, 8, 10)
     p.add_argument("--slow-worker", action="append", default=[], metavar="D,S:FACTOR",
-                   help="compute of worker (dp D, stage S) takes FACTOR times longer")
-    p.add_argument("--heavy-last-stage", type=float, default=1.0, metavar="FACTOR",
-                   help="compute of the last stage takes FACTOR times longer")
-    p.add_argument("--seq-len-sigma", type=float, default=0.0, metavar="SIGMA",
-                   help="long-tailed (log-normal) sequence lengths, quadratic attention cost")
-    p.add_argument("--gc", metavar="PROB:SECONDS",
+                   type=worker_factor,
+                   help="compute of worker (dp D, stage S) takes FACTOR (> 1) times longer")
+    p.add_argument("--heavy-last-stage", type=slowdown_factor, default=1.0, metavar="FACTOR",
+                   help="compute of the last stage takes FACTOR (>= 1) times longer")
+    p.add_argument("--seq-len-sigma", type=non_negative_float, default=0.0, metavar="SIGMA",
+                   help="long-tailed (log-normal) sequence lengths, quadratic attention cost "
+                        f"(0..{MAX_SIGMA:g})")
+    p.add_argument("--gc", metavar="PROB:SECONDS", type=prob_seconds,
                    help="uncoordinated GC: each worker-step pauses SECONDS with PROB")
     p.add_argument("--gc-in-compute", action="store_true",
                    help="with --gc: the pause lands inside a forward compute op (GC not "
                         "recorded as its own op)")
     p.add_argument("--slow-link", action="append", default=[], metavar="D,S:FACTOR",
-                   help="P2P transfers between stage S and S+1 of DP rank D x FACTOR")
-    p.add_argument("--launch-gaps", metavar="PROB:SECONDS",
+                   type=worker_factor,
+                   help="P2P transfers between stage S and S+1 of DP rank D x FACTOR (> 1)")
+    p.add_argument("--launch-gaps", metavar="PROB:SECONDS", type=prob_seconds,
                    help="CPU launch gaps of SECONDS before compute ops with PROB")
     p.add_argument("--format", choices=("parquet", "jsonl"), default="parquet")
     p.add_argument("--out", required=True, help="output folder")
@@ -125,9 +108,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_synth(args: argparse.Namespace) -> int:
+    check_out_dir(args.out)
     spec = spec_from_args(args)
     paths = write_synth(spec, args.out, args.format)
-    truth = json.loads(Path(paths["truth"]).read_text())
+    truth = json.loads(Path(paths["truth"]).read_text(encoding="utf-8"))
     print(f"wrote {truth['n_ops']:,} ops of {truth['n_workers']} workers: "
           + ", ".join(f"{k} {v}" for k, v in paths.items()))
     print("injected: " + "; ".join(f"{c['cause']} {' '.join(c['workers'])}".strip()

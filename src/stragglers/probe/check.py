@@ -67,7 +67,7 @@ def check_trace(trace: Any, meta: dict[str, Any], clock_tolerance: float = 1e-3,
                                    "<merged trace>")
         build_graph(build_table(columns, JobMeta.from_dict(dict(meta))))
     except InputError as exc:
-        if add(f"op identities differ from what the analyzer's model needs: {exc}"):
+        if add(f"the analyzer refuses the merged trace: {exc}"):
             return problems
     per_worker = frame.groupby(["dp_rank", "stage", "step"])
     n_compute: dict[int, int] = {}

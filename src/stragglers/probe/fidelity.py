@@ -27,8 +27,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from stragglers.atomic import write_text
 from stragglers.errors import InputError
-from stragglers.probe.examples.job import JobConfig, run_job
+from stragglers.probe.examples.job import JobConfig, claim_out_dir, run_job
 
 DEFAULT_SEVERITIES: tuple[float, ...] = (1.2, 1.5, 2.0)
 CASES: tuple[str, ...] = ("baseline", "slow", "last-stage", "seqlen", "gc")
@@ -148,18 +149,21 @@ def run_case(case: str, base: JobConfig, out_dir: Path, severity: float = 1.5,
         discrepancy=float(result["discrepancy"]), blamed=blamed, top_worker=top,
         injected=injected, trustworthy=bool(result.get("trustworthy")), run_dir=str(run_dir),
     )
-    (run_dir / "result.json").write_text(json.dumps(result, indent=1, default=float))
+    write_text(run_dir / "result.json", json.dumps(result, indent=1, default=float))
     return row, {"summary": summary, "result": result}
 
 
 def run_fidelity(base: JobConfig, out_dir: str | Path, cases: Sequence[str] = CASES,
                  severities: Sequence[float] = DEFAULT_SEVERITIES) -> list[FidelityRow]:
-    """Run the selected cases (``slow`` once per severity) and return the table rows."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    """Run the selected cases (``slow`` once per severity) and return the table rows.
+
+    ``out_dir`` must be new, empty or a folder stragglers created (``base.force`` overrides,
+    see :func:`~stragglers.probe.examples.job.claim_out_dir`); each case runs in a subfolder.
+    """
     for case in cases:
         if case not in CASES:
             raise InputError(f"unknown fidelity case {case!r}; expected one of {CASES}")
+    out = claim_out_dir(out_dir, base.force, outputs=("fidelity.json",))
     rows: list[FidelityRow] = []
     baseline_mean: float | None = None
     for case in cases:
@@ -171,7 +175,7 @@ def run_fidelity(base: JobConfig, out_dir: str | Path, cases: Sequence[str] = CA
         if case == "baseline":
             baseline_mean = info["summary"]["mean_step_s"]
         rows.append(row)
-    (out / "fidelity.json").write_text(json.dumps([r.to_dict() for r in rows], indent=1))
+    write_text(out / "fidelity.json", json.dumps([r.to_dict() for r in rows], indent=1))
     return rows
 
 

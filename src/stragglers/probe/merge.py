@@ -14,6 +14,10 @@ What merging does:
   between measurements, :class:`~stragglers.probe.clock.OffsetTrack`);
 * keeps the steps that every worker finished (a ``step_end`` record in every file); others,
   e.g. the step a crash interrupted, are dropped and counted;
+* checks every record (types, finite numbers, a span's end not before its start, a span
+  shorter than the ``op_seconds`` limit): a bad line is an error naming the file and line,
+  except a last line that cannot be parsed at all (a process killed mid-write), which is
+  left out and reported (:attr:`MergeResult.incomplete_lines`);
 * expands combined spans (one record, several op types) into one row per type;
 * numbers ``seq_id`` per (worker, step, optype) by start time and fills ``mc``/``gmc``/``mb_id``
   by the schema's conventions (:func:`stragglers.probe.ops.normalise_ids`);
@@ -25,14 +29,17 @@ What merging does:
 
 from __future__ import annotations
 
-import json
+import math
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stragglers.atomic import StagedDir, check_out_dir
 from stragglers.errors import InputError
+from stragglers.inputs import JSONLineError, check_file, iter_lines, load_yaml, parse_json_line
+from stragglers.limits import LIMITS, limit
 from stragglers.probe.clock import ClockSample, OffsetTrack
 from stragglers.probe.ops import OPTYPES, normalise_ids
 from stragglers.trace.io import JobMeta
@@ -54,13 +61,18 @@ _DTYPES = {
 
 @dataclass
 class RankRecords:
-    """What one rank file holds."""
+    """What one rank file holds.
+
+    ``incomplete`` describes the last line when it could not be read (typical of a process
+    killed while writing): it is left out, and reported by the merge; None otherwise.
+    """
 
     path: Path
     header: dict[str, Any]
     samples: list[ClockSample] = field(default_factory=list)
     spans: list[dict[str, Any]] = field(default_factory=list)
     step_ends: set[int] = field(default_factory=set)
+    incomplete: str | None = None
 
 
 @dataclass
@@ -73,42 +85,124 @@ class MergeResult:
     dropped_steps: list[int]
     problems: list[str]
     max_clock_rtt: float
+    #: One line per rank file whose incomplete last line was left out.
+    incomplete_lines: list[str] = field(default_factory=list)
+
+
+class _RecordError(ValueError):
+    """A record field of the wrong type or value (the message names the field)."""
+
+
+def _int(obj: dict[str, Any], key: str, default: int | None = None, lo: int = 0) -> int:
+    if key not in obj:
+        if default is None:
+            raise _RecordError(f"lacks field '{key}'")
+        return default
+    v = obj[key]
+    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v < 2**31:
+        raise _RecordError(f"field '{key}' must be an integer in [{lo}, 2**31), got "
+                           f"{repr(v)[:40]}")
+    return v
+
+
+def _num(obj: dict[str, Any], key: str) -> float:
+    if key not in obj:
+        raise _RecordError(f"lacks field '{key}'")
+    v = obj[key]
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+        raise _RecordError(f"field '{key}' must be a finite number, got {repr(v)[:40]}")
+    return float(v)
+
+
+def _span(obj: dict[str, Any], lineno: int) -> dict[str, Any]:
+    step = _int(obj, "step")
+    optypes = obj.get("optypes")
+    if not isinstance(optypes, list) or not optypes or not all(
+            isinstance(t, str) for t in optypes):
+        raise _RecordError(f"field 'optypes' must be a non-empty list of operation types, "
+                           f"got {repr(optypes)[:60]}")
+    unknown = [t for t in optypes if t not in OPTYPES]
+    if unknown:
+        raise _RecordError(f"unknown operation type {unknown[0][:60]!r}")
+    start, end = _num(obj, "start"), _num(obj, "end")
+    if end < start:
+        raise _RecordError(f"span ends before it starts (start {start!r}, end {end!r})")
+    cap = limit("op_seconds")
+    if end - start > cap:
+        raise _RecordError(f"span lasts {end - start:.4g} s, beyond the limit of {cap:,} s "
+                           f"({LIMITS['op_seconds'].env} raises it)")
+    return {"step": step, "optypes": optypes, "start": start, "end": end,
+            "mb_id": _int(obj, "mb_id", -1, lo=-1), "mc": _int(obj, "mc", -1, lo=-1),
+            "line": lineno}
+
+
+def _add_record(rec: RankRecords, obj: Any, lineno: int) -> None:
+    if not isinstance(obj, dict):
+        raise _RecordError(f"expected a JSON object, got {type(obj).__name__}")
+    kind = obj.get("kind")
+    if kind == "header":
+        if rec.header:
+            raise _RecordError("a second header record")
+        for key in ("rank", "dp_rank", "stage"):
+            _int(obj, key)
+        for key in ("tp_rank", "cp_rank"):
+            _int(obj, key, 0)
+        rec.header = obj
+    elif kind == "span":
+        rec.spans.append(_span(obj, lineno))
+    elif kind == "step_end":
+        rec.step_ends.add(_int(obj, "step"))
+    elif kind == "clock":
+        rtt = _num(obj, "rtt")
+        if rtt < 0:
+            raise _RecordError(f"field 'rtt' is negative ({rtt!r})")
+        rec.samples.append(ClockSample(_num(obj, "local"), _num(obj, "offset"), rtt))
+    else:
+        raise _RecordError(f"unknown record kind {repr(kind)[:40]}")
 
 
 def read_rank_file(path: str | os.PathLike[str]) -> RankRecords:
-    """Parse one ``rank-NNNNN.jsonl``; a truncated last line (a crash mid-write) is skipped."""
-    path = Path(path)
-    lines = path.read_text().splitlines()
-    header: dict[str, Any] | None = None
+    """Parse one ``rank-NNNNN.jsonl``.
+
+    Every record is checked (types, finite numbers, a span's end not before its start); a bad
+    line is an :class:`~stragglers.errors.InputError` naming the file and line, except the
+    last line when it cannot be parsed at all: a process killed mid-write leaves such a line,
+    so it is left out and described in :attr:`RankRecords.incomplete`.
+    """
+    path = check_file(path, "probe rank file")
     rec = RankRecords(path, {})
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
+    pending: tuple[int, bytes] | None = None
+
+    def handle(lineno: int, raw: bytes, last: bool) -> None:
         try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            if i == len(lines) - 1:
-                break
-            raise InputError(
-                f"{path}: line {i + 1} is not JSON ({exc.msg}): {line[:80]!r}") from exc
-        kind = obj.get("kind")
-        if kind == "header":
-            header = obj
-        elif kind == "span":
-            rec.spans.append(obj)
-        elif kind == "step_end":
-            rec.step_ends.add(int(obj["step"]))
-        elif kind == "clock":
-            rec.samples.append(ClockSample(float(obj["local"]), float(obj["offset"]),
-                                           float(obj["rtt"])))
-        else:
-            raise InputError(f"{path}: line {i + 1} has unknown record kind {kind!r}")
-    if header is None:
+            obj = parse_json_line(raw)
+        except JSONLineError as exc:
+            if last:
+                rec.incomplete = (f"{path.name} line {lineno} ({exc}; a process killed while "
+                                  "writing?)")
+                return
+            raise InputError(f"{path}: line {lineno}: {exc}") from None
+        if obj is None:
+            return
+        try:
+            _add_record(rec, obj, lineno)
+        except _RecordError as exc:
+            raise InputError(f"{path}: line {lineno}: {exc}") from None
+
+    try:
+        for lineno, raw in iter_lines(path):
+            if not raw.strip():
+                continue
+            if pending is not None:
+                handle(*pending, last=False)
+            pending = (lineno, raw)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the rank file ({exc.strerror or exc})"
+                         ) from None
+    if pending is not None:
+        handle(*pending, last=True)
+    if not rec.header:
         raise InputError(f"{path}: no header record (is this a probe rank file?)")
-    for key in ("rank", "dp_rank", "stage"):
-        if key not in header:
-            raise InputError(f"{path}: header lacks {key!r}: {header}")
-    rec.header = header
     return rec
 
 
@@ -118,28 +212,23 @@ def load_meta(source: str | os.PathLike[str] | dict[str, Any] | None,
 
     ``source=None`` uses ``job.yaml`` that rank 0 writes into the probe directory.
     """
-    import yaml
-
     if source is None:
         if in_dir is None or not (in_dir / "job.yaml").exists():
             raise InputError("no --meta given and no job.yaml in the probe directory")
         source = in_dir / "job.yaml"
     if isinstance(source, dict):
-        raw = dict(source)
+        raw: Any = dict(source)
         where = "metadata"
     else:
         where = str(source)
-        try:
-            raw = yaml.safe_load(Path(source).read_text())
-        except FileNotFoundError as exc:
-            raise InputError(f"{where}: no such file") from exc
-        except yaml.YAMLError as exc:
-            raise InputError(f"{where}: not YAML ({exc})") from exc
+        raw = load_yaml(source, "metadata file")
     if not isinstance(raw, dict):
         raise InputError(f"{where}: expected a mapping with dp_size, pp_size, ...")
-    raw.setdefault("trial_name", in_dir.name if in_dir else "probe")
+    if "trial_name" not in raw and "name" not in raw:
+        raw["trial_name"] = in_dir.name if in_dir else "probe"
     meta = JobMeta.from_dict(raw, source=where).to_dict()
-    return {key: meta[key] for key in META_KEYS}
+    return {key: meta[key] for key in META_KEYS} | (
+        {"labels": meta["labels"]} if meta.get("labels") else {})
 
 
 def _workers(records: Iterable[RankRecords], meta: dict[str, Any]
@@ -193,7 +282,6 @@ def build_trace(records: list[RankRecords], meta: dict[str, Any], check: bool = 
     cols: dict[str, list[Any]] = {c: [] for c in
                                   ("dp_rank", "stage", "rank", "step", "optype", "start",
                                    "duration", "mc", "mb_id", "gmc", "order")}
-    valid = set(OPTYPES)
     max_rtt = 0.0
     for (dp, stage), rec in sorted(workers.items()):
         track = OffsetTrack(rec.samples)
@@ -204,23 +292,21 @@ def build_trace(records: list[RankRecords], meta: dict[str, Any], check: bool = 
             step = int(span["step"])
             if step not in keep:
                 continue
-            start_local, end_local = float(span["start"]), float(span["end"])
+            start_local, end_local = span["start"], span["end"]
             start = track.align(start_local)
             for optype in span["optypes"]:
-                if optype not in valid:
-                    raise InputError(f"{rec.path}: unknown operation type {optype!r}")
-                mc, gmc, mb = normalise_ids(optype, int(span.get("mb_id", -1)),
-                                            int(span.get("mc", -1)), stage, pp)
+                mc, gmc, mb = normalise_ids(optype, span["mb_id"], span["mc"], stage, pp)
                 if optype in ("forward-compute", "backward-compute") and mc >= meta["vpp_size"]:
-                    raise InputError(f"{rec.path}: model chunk {mc} >= vpp_size "
-                                     f"{meta['vpp_size']} in step {step}")
+                    raise InputError(f"{rec.path}: line {span['line']}: model chunk (field "
+                                     f"'mc') {mc} >= vpp_size {meta['vpp_size']} of the "
+                                     "metadata")
                 cols["dp_rank"].append(dp)
                 cols["stage"].append(stage)
                 cols["rank"].append(rank)
                 cols["step"].append(step)
                 cols["optype"].append(optype)
                 cols["start"].append(start)
-                cols["duration"].append(max(end_local - start_local, 0.0))
+                cols["duration"].append(end_local - start_local)
                 cols["mc"].append(mc)
                 cols["mb_id"].append(mb)
                 cols["gmc"].append(gmc)
@@ -241,7 +327,8 @@ def build_trace(records: list[RankRecords], meta: dict[str, Any], check: bool = 
     problems = check_trace(trace, meta, clock_tolerance=1e-3 + max_rtt) if check else []
     if np.isnan(trace["start_ts"].to_numpy()).any():
         problems.append("NaN timestamps after alignment")
-    return MergeResult(trace, meta, steps, dropped, problems, max_rtt)
+    incomplete = [rec.incomplete for rec in records if rec.incomplete]
+    return MergeResult(trace, meta, steps, dropped, problems, max_rtt, incomplete)
 
 
 def merge_dir(
@@ -255,13 +342,16 @@ def merge_dir(
 
     With ``strict`` a trace that breaks the structure the analyzer relies on raises
     :class:`~stragglers.errors.InputError` (nothing is written); ``check=False`` skips the
-    structure checks altogether.
+    structure checks altogether. The two files appear together or not at all
+    (:class:`~stragglers.atomic.StagedDir`), the trace last.
     """
     from stragglers.probe.recorder import write_meta
 
     src = Path(in_dir)
     if not src.is_dir():
         raise InputError(f"{src}: not a directory")
+    if out_dir is not None:
+        check_out_dir(out_dir)
     files = sorted(src.glob("rank-*.jsonl"))
     if not files:
         raise InputError(f"{src}: no rank-*.jsonl probe files")
@@ -272,8 +362,8 @@ def merge_dir(
         more = f" (+{len(result.problems) - 3} more)" if len(result.problems) > 3 else ""
         raise InputError(f"{src}: merged trace is inconsistent: {shown}{more}")
     if out_dir is not None:
-        dst = Path(out_dir)
-        dst.mkdir(parents=True, exist_ok=True)
-        result.trace.to_parquet(dst / "trace.parquet", index=False)
-        write_meta(dst / "meta.yaml", result.meta)
+        with StagedDir(out_dir) as stage:
+            write_meta(stage.path("meta.yaml"), result.meta)
+            result.trace.to_parquet(stage.path("trace.parquet"), index=False)
+            stage.commit_last("trace.parquet")
     return result

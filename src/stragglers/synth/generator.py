@@ -10,27 +10,35 @@ therefore analyses to S = 1 and discrepancy = 1 exactly.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from stragglers.atomic import StagedDir
+from stragglers.errors import InputError
+from stragglers.limits import LIMITS, check_limit, limit
 from stragglers.model import build_graph, evaluation_order
 from stragglers.sim import simulate
 from stragglers.synth.schedule import stage_ops
-from stragglers.trace import schema as S
+from stragglers.trace import schema
 from stragglers.trace.io import JobMeta, TraceColumns, write_meta, write_trace
 from stragglers.trace.table import OpTable
 
+#: Largest log-normal sigma of --jitter and --seq-len-sigma: beyond it single draws reach
+#: factors of e^20 and more, durations no job has.
+MAX_SIGMA = 2.0
+
 #: Baseline op durations in seconds (transfer durations for communication ops).
 BASE_DURATIONS: dict[str, float] = {
-    S.FORWARD_COMPUTE: 0.060, S.BACKWARD_COMPUTE: 0.120,
-    S.FORWARD_SEND: 0.0004, S.FORWARD_RECV: 0.0008,
-    S.BACKWARD_SEND: 0.0004, S.BACKWARD_RECV: 0.0008,
-    S.PARAMS_ALL_GATHER: 0.025, S.GRADS_REDUCE_SCATTER: 0.050,
-    S.SEPARATE_GRADS_ALL_REDUCE: 0.030, S.LAYERNORM_ALL_REDUCE: 0.00005,
-    S.EMBEDDING_ALL_REDUCE: 0.002, S.CLIP: 0.012, S.OPTIMIZER: 0.040, S.GC: 0.0,
+    schema.FORWARD_COMPUTE: 0.060, schema.BACKWARD_COMPUTE: 0.120,
+    schema.FORWARD_SEND: 0.0004, schema.FORWARD_RECV: 0.0008,
+    schema.BACKWARD_SEND: 0.0004, schema.BACKWARD_RECV: 0.0008,
+    schema.PARAMS_ALL_GATHER: 0.025, schema.GRADS_REDUCE_SCATTER: 0.050,
+    schema.SEPARATE_GRADS_ALL_REDUCE: 0.030, schema.LAYERNORM_ALL_REDUCE: 0.00005,
+    schema.EMBEDDING_ALL_REDUCE: 0.002, schema.CLIP: 0.012, schema.OPTIMIZER: 0.040, schema.GC: 0.0,
 }
 
 
@@ -97,6 +105,88 @@ class SynthSpec:
         return {"causes": causes or [{"cause": "none", "workers": []}]}
 
 
+def ops_per_worker_step(spec: SynthSpec) -> int:
+    """Upper bound of the ops one worker records per step (for the size check): a recv, a
+    compute and a send per compute op, the chunked collectives, and the end-of-step ops."""
+    return 6 * spec.microbatches * spec.vpp + 2 * spec.vpp + 6
+
+
+def check_spec(spec: SynthSpec) -> None:
+    """Refuse a spec that would write NaN, infinite, negative or meaningless values, inject
+    nothing where it says it injects, or exceed the size limits (before anything is built).
+
+    Messages name the ``stragglers synth`` option of each field.
+    """
+    for name in ("dp", "pp", "vpp", "tp", "microbatches", "steps"):
+        v = getattr(spec, name)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise InputError(f"--{name}: must be an integer >= 1, got {v!r}")
+    if isinstance(spec.seed, bool) or not isinstance(spec.seed, int) or spec.seed < 0:
+        raise InputError(f"--seed: must be an integer >= 0, got {spec.seed!r}")
+    if spec.vpp > 1 and spec.microbatches % spec.pp:
+        raise InputError(f"--microbatches {spec.microbatches} must be a multiple of --pp "
+                         f"{spec.pp} for an interleaved schedule (--vpp {spec.vpp})")
+    check_limit("workers", spec.dp * spec.pp, "--dp x --pp")
+    if spec.dp * spec.pp * spec.tp > 2**31 - 1:
+        raise InputError(f"--tp {spec.tp}: dp*pp*tp exceeds 2**31 - 1 ranks")
+    check_limit("synth_ops", spec.dp * spec.pp * spec.steps * ops_per_worker_step(spec),
+                f"--dp {spec.dp} x --pp {spec.pp} x --steps {spec.steps} x "
+                f"{ops_per_worker_step(spec)} ops per worker-step (--microbatches, --vpp)")
+
+    def number(option: str, value: float, lo: float, hi: float = math.inf,
+               lo_open: bool = False) -> None:
+        ok = math.isfinite(value) and (value > lo if lo_open else value >= lo) and value <= hi
+        if not ok:
+            rng = f"{'>' if lo_open else '>='} {lo:g}" + (f" and <= {hi:g}" if hi < math.inf
+                                                         else "")
+            raise InputError(f"{option}: must be a finite number {rng}, got {value!r}")
+
+    number("--jitter", spec.jitter, 0.0, MAX_SIGMA)
+    number("--seq-len-sigma", spec.seq_len_sigma, 0.0, MAX_SIGMA)
+    number("seq_len_quadratic", spec.seq_len_quadratic, 0.0, 1.0)
+    number("--heavy-last-stage", spec.heavy_last_stage, 1.0)
+    number("--gc probability", spec.gc_prob, 0.0, 1.0)
+    number("--gc seconds", spec.gc_pause, 0.0)
+    number("--launch-gaps probability", spec.launch_gap_prob, 0.0, 1.0)
+    number("--launch-gaps seconds", spec.launch_gap, 0.0)
+    if spec.gc_prob > 0 and spec.gc_pause == 0:
+        raise InputError("--gc: a pause of 0 seconds injects nothing")
+    if spec.launch_gap_prob > 0 and spec.launch_gap == 0:
+        raise InputError("--launch-gaps: a gap of 0 seconds injects nothing")
+    if spec.gc_in_compute and spec.gc_prob == 0:
+        raise InputError("--gc-in-compute: needs --gc PROB:SECONDS")
+    for flag, items, last in (("--slow-worker", spec.slow_workers, spec.pp),
+                              ("--slow-link", spec.slow_links, spec.pp - 1)):
+        seen: set[tuple[int, int]] = set()
+        for d, s, f in items:
+            where = f"{flag} {d},{s}:{f}"
+            if not (0 <= d < spec.dp and 0 <= s < last):
+                what = ("worker outside" if flag == "--slow-worker"
+                        else f"the link joins stage {s} and {s + 1}: it must lie within")
+                raise InputError(f"{where}: {what} dp {spec.dp} x pp {spec.pp}")
+            number(where, f, 1.0, lo_open=True)
+            if (d, s) in seen:
+                raise InputError(f"{where}: {d},{s} is given twice")
+            seen.add((d, s))
+
+
+def _check_output(trace: TraceColumns) -> None:
+    """The generated values must be ones ``analyze`` accepts (factors can multiply into
+    durations beyond the plausibility bounds)."""
+    for name, values, cap in (("duration", trace.duration, limit("op_seconds")),
+                              ("start_ts", trace.start_ts, limit("timestamp_seconds"))):
+        bad = ~np.isfinite(values) | (np.abs(values) > cap)
+        if bad.any():
+            i = int(np.argmax(np.where(bad, np.nan_to_num(np.abs(values), nan=np.inf), -1)))
+            lim = LIMITS["op_seconds" if name == "duration" else "timestamp_seconds"]
+            optype = schema.OPTYPES[trace.optype[i]]
+            raise InputError(
+                f"the injections give a {name} of {values[i]:.4g} s ({optype} of dp "
+                f"{trace.dp_rank[i]}, stage {trace.stage[i]}, step {trace.step[i]}), beyond "
+                f"the limit of {cap:,} {lim.what} ({lim.env} raises it): lower the factors "
+                "or seconds")
+
+
 def _schedule_table(spec: SynthSpec) -> tuple[OpTable, list[tuple[str, int, int, int]]]:
     """An op table of one worker-step per stage whose start times are the launch order;
     it carries the op identities from which the graph is built."""
@@ -116,8 +206,8 @@ def _schedule_table(spec: SynthSpec) -> tuple[OpTable, list[tuple[str, int, int,
     n = len(rows)
     node_stage = np.array([r[1] for r in rows])
     node_mc = np.array([r[2] for r in rows])
-    node_optype = np.array([S.OPTYPE_CODE[r[0]] for r in rows])
-    is_compute = np.isin(node_optype, [S.OPTYPE_CODE[t] for t in S.COMPUTE_TYPES])
+    node_optype = np.array([schema.OPTYPE_CODE[r[0]] for r in rows])
+    is_compute = np.isin(node_optype, [schema.OPTYPE_CODE[t] for t in schema.COMPUTE_TYPES])
     gmc = np.where(is_compute, node_mc * spec.pp + node_stage, -1)
     start = np.array(order)[:, None, None]
     table = OpTable(
@@ -133,12 +223,12 @@ def _schedule_table(spec: SynthSpec) -> tuple[OpTable, list[tuple[str, int, int,
 def _values(spec: SynthSpec, table: OpTable, rng: np.random.Generator) -> np.ndarray:
     """Per-op own time (duration or transfer duration), shape (n_nodes, dp, steps)."""
     n, dp, st = table.n_nodes, spec.dp, spec.steps
-    names = [S.OPTYPES[c] for c in table.node_optype]
+    names = [schema.OPTYPES[c] for c in table.node_optype]
     base = np.array([BASE_DURATIONS[t] for t in names])
     val = np.broadcast_to(base[:, None, None], (n, dp, st)).copy()
     if spec.jitter > 0:
         val *= rng.lognormal(0.0, spec.jitter, size=val.shape)
-    compute = np.isin(table.node_optype, [S.OPTYPE_CODE[t] for t in S.COMPUTE_TYPES])
+    compute = np.isin(table.node_optype, [schema.OPTYPE_CODE[t] for t in schema.COMPUTE_TYPES])
     if spec.seq_len_sigma > 0:
         mbs = int(table.node_mb[compute].max()) + 1
         length = rng.lognormal(0.0, spec.seq_len_sigma, size=(mbs, dp, st))
@@ -151,30 +241,31 @@ def _values(spec: SynthSpec, table: OpTable, rng: np.random.Generator) -> np.nda
     for d, s, factor in spec.slow_workers:
         val[compute & (table.node_stage == s), d] *= factor
     if spec.gc_prob > 0:
-        gc = np.flatnonzero(table.node_optype == S.OPTYPE_CODE[S.GC])
+        gc = np.flatnonzero(table.node_optype == schema.OPTYPE_CODE[schema.GC])
         hit = rng.random(size=(len(gc), dp, st)) < spec.gc_prob
         if not spec.gc_in_compute:
             val[gc] += hit * spec.gc_pause
         else:
-            fwd = table.node_optype == S.OPTYPE_CODE[S.FORWARD_COMPUTE]
+            fwd = table.node_optype == schema.OPTYPE_CODE[schema.FORWARD_COMPUTE]
             for i, g in enumerate(gc):
                 nodes = np.flatnonzero(fwd & (table.node_stage == table.node_stage[g]))
                 pick = nodes[rng.integers(len(nodes), size=(dp, st))]
                 d_idx, t_idx = np.nonzero(hit[i])
                 val[pick[d_idx, t_idx], d_idx, t_idx] += spec.gc_pause
+    code = schema.OPTYPE_CODE
     for d, s, factor in spec.slow_links:
-        fwd = (table.node_stage == s) & (table.node_optype == S.OPTYPE_CODE[S.FORWARD_SEND])
-        fwd |= (table.node_stage == s + 1) & (table.node_optype
-                                               == S.OPTYPE_CODE[S.FORWARD_RECV])
-        bwd = (table.node_stage == s + 1) & (table.node_optype
-                                              == S.OPTYPE_CODE[S.BACKWARD_SEND])
-        bwd |= (table.node_stage == s) & (table.node_optype == S.OPTYPE_CODE[S.BACKWARD_RECV])
+        lo, hi = table.node_stage == s, table.node_stage == s + 1
+        fwd = lo & (table.node_optype == code[schema.FORWARD_SEND])
+        fwd |= hi & (table.node_optype == code[schema.FORWARD_RECV])
+        bwd = hi & (table.node_optype == code[schema.BACKWARD_SEND])
+        bwd |= lo & (table.node_optype == code[schema.BACKWARD_RECV])
         val[fwd | bwd, d] *= factor
     return val
 
 
 def generate(spec: SynthSpec) -> tuple[TraceColumns, JobMeta, dict[str, Any]]:
-    """Generate a trace, its metadata and the ground truth."""
+    """Generate a trace, its metadata and the ground truth (after :func:`check_spec`)."""
+    check_spec(spec)
     rng = np.random.default_rng(spec.seed)
     sched, _ = _schedule_table(spec)
     graph = build_graph(sched)
@@ -183,7 +274,7 @@ def generate(spec: SynthSpec) -> tuple[TraceColumns, JobMeta, dict[str, Any]]:
     n, dp, st = sched.n_nodes, spec.dp, spec.steps
     delay = None
     if spec.launch_gap_prob > 0:
-        compute = np.isin(sched.node_optype, [S.OPTYPE_CODE[t] for t in S.COMPUTE_TYPES])
+        compute = np.isin(sched.node_optype, [schema.OPTYPE_CODE[t] for t in schema.COMPUTE_TYPES])
         gaps = (rng.random(size=(n, dp, st)) < spec.launch_gap_prob) * spec.launch_gap
         gaps[~compute] = 0.0
         delay = gaps
@@ -212,19 +303,24 @@ def generate(spec: SynthSpec) -> tuple[TraceColumns, JobMeta, dict[str, Any]]:
         mc=sched.node_mc[node].astype(np.int16), mb_id=sched.node_mb[node].astype(np.int32),
         gmc=sched.node_gmc[node].astype(np.int32), source=f"<synth {spec.name}>",
     )
+    _check_output(trace)
     truth = {"spec": asdict(spec), "expected": spec.expected(),
              "n_ops": int(len(trace)), "n_workers": dp * spec.pp}
     return trace, spec.meta(), truth
 
 
 def write_synth(spec: SynthSpec, out: str | Path, fmt: str = "parquet") -> dict[str, Path]:
-    """Generate and write ``trace.parquet`` (or ``.jsonl``), ``meta.yaml``, ``truth.json``."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    """Generate and write ``trace.parquet`` (or ``.jsonl``), ``meta.yaml``, ``truth.json``.
+
+    The files appear together or not at all (:class:`~stragglers.atomic.StagedDir`), the
+    trace last; files of the same names in ``out`` are replaced, others left alone.
+    """
     trace, meta, truth = generate(spec)
     ext = "jsonl" if fmt == "jsonl" else "parquet"
-    paths = {"trace": write_trace(trace, out / f"trace.{ext}"),
-             "meta": write_meta(meta, out / "meta.yaml"),
-             "truth": out / "truth.json"}
-    paths["truth"].write_text(json.dumps(truth, indent=1))
-    return paths
+    names = {"trace": f"trace.{ext}", "meta": "meta.yaml", "truth": "truth.json"}
+    with StagedDir(out) as stage:
+        write_meta(meta, stage.path(names["meta"]))
+        (stage.path(names["truth"])).write_text(json.dumps(truth, indent=1))
+        write_trace(trace, stage.path(names["trace"]))
+        stage.commit_last(names["trace"])
+    return {key: stage.final(name) for key, name in names.items()}

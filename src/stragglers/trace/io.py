@@ -4,11 +4,20 @@ A trace is held as a :class:`TraceColumns`: one numpy array per column of
 whatif-model.md §1, with the operation type as an integer code into
 :data:`stragglers.trace.schema.OPTYPES`. No row is dropped or altered here; the
 checks that need the whole trace live in :mod:`stragglers.trace.validate`.
+
+Error contract: every problem with a file is an :class:`~stragglers.errors.InputError` with
+one line naming the file, the field and the row (parquet: 0-based row; JSON lines: the line
+number): not found or a folder, not parquet / not JSON, bytes that are not UTF-8, a value of
+the wrong type (``"step": "3"``), nesting or integers beyond the limits, numbers that
+overflow or are not finite, a column of the wrong Arrow type, a truncated file. Row counts
+are checked against the ``trace_rows`` limit before the columns are read.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,13 +29,62 @@ import pyarrow.json as pajson
 import pyarrow.parquet as pq
 import yaml
 
+from stragglers.atomic import write_text
 from stragglers.errors import InputError
+from stragglers.inputs import (
+    MAX_LINE_BYTES,
+    JSONLineError,
+    check_file,
+    iter_lines,
+    load_yaml,
+    parse_json_line,
+)
+from stragglers.limits import check_limit
 from stragglers.trace.schema import META_INT_KEYS, OPTYPE_CODE, OPTYPES, REQUIRED_COLUMNS
+
+#: Metadata keys besides the integer degrees. ``name`` is an alias of ``trial_name``;
+#: free-form keys go under ``labels`` (a mapping), which is copied into the result as is.
+META_OTHER_KEYS: tuple[str, ...] = ("trial_name", "name", "run_id", "labels")
+META_KEYS: tuple[str, ...] = META_INT_KEYS + META_OTHER_KEYS
+
+#: Ranks are 32-bit integers in traces: a larger world cannot be recorded.
+MAX_WORLD_SIZE = 2**31 - 1
+
+
+def _short(value: Any, width: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _check_plain(value: Any, where: str, depth: int = 0) -> None:
+    """``value`` must be JSON data (str, finite number, bool, null, lists, str-keyed maps)."""
+    if value is None or isinstance(value, (str, bool, int)):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InputError(f"{where}: {value!r} is not a finite number")
+        return
+    if isinstance(value, list):
+        for i, v in enumerate(value):
+            _check_plain(v, f"{where}[{i}]", depth + 1)
+        return
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise InputError(f"{where}: key {_short(k)} is not a string")
+            _check_plain(v, f"{where}.{k}", depth + 1)
+        return
+    raise InputError(f"{where}: {type(value).__name__} value {_short(value)} is not plain "
+                     "data (use a quoted string)")
 
 
 @dataclass(frozen=True)
 class JobMeta:
-    """Parallel layout of one job (whatif-model.md §1)."""
+    """Parallel layout of one job (whatif-model.md §1).
+
+    ``labels`` holds the free-form ``labels:`` mapping of the metadata file (plain data),
+    copied into results as is.
+    """
 
     dp_size: int
     pp_size: int
@@ -36,7 +94,7 @@ class JobMeta:
     world_size: int = 0
     trial_name: str = "job"
     run_id: str | int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
+    labels: dict[str, Any] = field(default_factory=dict)
 
     @property
     def dp_synchronised(self) -> bool:
@@ -49,13 +107,23 @@ class JobMeta:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        extra = d.pop("extra")
-        return {**d, **extra}
+        labels = d.pop("labels")
+        return {**d, "labels": labels} if labels else d
 
     @classmethod
-    def from_dict(cls, raw: dict[str, Any], source: str = "<metadata>") -> JobMeta:
+    def from_dict(cls, raw: Any, source: str = "<metadata>") -> JobMeta:
         if not isinstance(raw, dict):
-            raise InputError(f"{source}: metadata must be a mapping of keys to values")
+            raise InputError(f"{source}: metadata must be a mapping of keys to values, got "
+                             f"{type(raw).__name__}")
+        for key in raw:
+            if key in META_KEYS:
+                continue
+            close = difflib.get_close_matches(str(key).replace("-", "_"), META_KEYS, n=1,
+                                              cutoff=0.6)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise InputError(
+                f"{source}: unknown key {_short(key)}{hint}; known keys: "
+                f"{', '.join(META_KEYS)} (free-form keys go under 'labels:')")
         vals: dict[str, Any] = {}
         for key in META_INT_KEYS:
             if key not in raw:
@@ -64,44 +132,64 @@ class JobMeta:
                 continue
             v = raw[key]
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise InputError(f"{source}: '{key}' must be a positive integer, got {v!r}")
+                raise InputError(f"{source}: '{key}' must be a positive integer, got "
+                                 f"{_short(v)}")
+            if v > MAX_WORLD_SIZE:
+                raise InputError(f"{source}: '{key}' {v:,} exceeds {MAX_WORLD_SIZE:,} (ranks "
+                                 "are 32-bit integers)")
             vals[key] = v
+        check_limit("workers", vals["dp_size"] * vals["pp_size"],
+                    f"{source}: dp_size x pp_size")
         product = (vals["dp_size"] * vals["pp_size"] * vals.get("tp_size", 1)
                    * vals.get("dsp_size", 1))
+        if product > MAX_WORLD_SIZE:
+            raise InputError(f"{source}: dp_size*pp_size*tp_size*dsp_size = {product:,} "
+                             f"exceeds {MAX_WORLD_SIZE:,} ranks")
         world = vals.get("world_size", product)
         if world != product:
             raise InputError(
                 f"{source}: world_size {world} != dp_size*pp_size*tp_size*dsp_size = {product}"
             )
         vals["world_size"] = world
+        if "trial_name" in raw and "name" in raw:
+            raise InputError(f"{source}: both 'trial_name' and its alias 'name' are given")
         name = raw.get("trial_name", raw.get("name", "job"))
+        if isinstance(name, bool) or not isinstance(name, (str, int)):
+            raise InputError(f"{source}: 'trial_name' must be a string, got {_short(name)}")
         run_id = raw.get("run_id", 0)
-        known = set(META_INT_KEYS) | {"trial_name", "name", "run_id"}
-        extra = {k: v for k, v in raw.items() if k not in known}
-        return cls(trial_name=str(name), run_id=run_id, extra=extra, **vals)
+        if isinstance(run_id, bool) or not isinstance(run_id, (str, int)):
+            raise InputError(f"{source}: 'run_id' must be a string or an integer, got "
+                             f"{_short(run_id)}")
+        labels = raw.get("labels") or {}
+        if not isinstance(labels, dict):
+            raise InputError(f"{source}: 'labels' must be a mapping of free-form keys to "
+                             f"values, got {_short(labels)}")
+        _check_plain(labels, f"{source}: labels")
+        return cls(trial_name=str(name), run_id=run_id, labels=dict(labels), **vals)
 
 
 def read_meta(path: str | Path) -> JobMeta:
     """Read and check job metadata from a YAML (or JSON) file."""
-    p = Path(path)
-    try:
-        raw = yaml.safe_load(p.read_text())
-    except FileNotFoundError:
-        raise InputError(f"{p}: metadata file not found") from None
-    except yaml.YAMLError as exc:
-        raise InputError(f"{p}: not valid YAML ({str(exc).splitlines()[0]})") from None
-    return JobMeta.from_dict(raw, source=str(p))
+    raw = load_yaml(path, "metadata file")
+    if raw is None:
+        raise InputError(f"{path}: the metadata file is empty (need dp_size and pp_size)")
+    return JobMeta.from_dict(raw, source=str(path))
 
 
 def write_meta(meta: JobMeta, path: str | Path) -> Path:
-    p = Path(path)
-    p.write_text(yaml.safe_dump(meta.to_dict(), sort_keys=False))
-    return p
+    return write_text(path, yaml.safe_dump(meta.to_dict(), sort_keys=False))
 
 
 @dataclass
 class TraceColumns:
-    """A trace as numpy columns; ``optype`` holds codes into ``OPTYPES``."""
+    """A trace as numpy columns; ``optype`` holds codes into ``OPTYPES``.
+
+    ``fmt`` is the file format the rows came from (``"parquet"`` or ``"jsonl"``) and
+    ``row_index`` the index of each row in that file when rows were selected, so that
+    messages can name the file's own row or line (:meth:`where`). ``start_resolution`` is
+    the resolution of ``start_ts`` known from the file's column type (1 s when it stored
+    integers; 0 when only the float type limits it).
+    """
 
     dp_rank: np.ndarray
     stage: np.ndarray
@@ -115,6 +203,9 @@ class TraceColumns:
     mb_id: np.ndarray
     gmc: np.ndarray
     source: str = "<trace>"
+    fmt: str = "parquet"
+    row_index: np.ndarray | None = None
+    start_resolution: float = 0.0
 
     def __len__(self) -> int:
         return int(self.dp_rank.shape[0])
@@ -122,7 +213,22 @@ class TraceColumns:
     def take(self, index: np.ndarray) -> TraceColumns:
         """Rows selected by a boolean mask or an index array."""
         cols = {name: getattr(self, name)[index] for name in REQUIRED_COLUMNS}
-        return TraceColumns(source=self.source, **cols)
+        base = np.arange(len(self)) if self.row_index is None else self.row_index
+        return TraceColumns(source=self.source, fmt=self.fmt, row_index=base[index],
+                            start_resolution=self.start_resolution, **cols)
+
+    def file_row(self, i: int) -> int:
+        """Index, in the file, of row ``i``."""
+        return int(i if self.row_index is None else self.row_index[i])
+
+    def where(self, i: int) -> str:
+        """``row N`` (parquet, 0-based) or ``line N`` (JSON lines) of row ``i``."""
+        r = self.file_row(i)
+        if self.fmt == "jsonl":
+            line = jsonl_line_of_row(Path(self.source), r)
+            if line is not None:
+                return f"line {line}"
+        return f"row {r}"
 
     def row(self, i: int) -> dict[str, Any]:
         """One row as a dict (for error messages)."""
@@ -151,16 +257,39 @@ def _fmt_row(table: pa.Table, i: int) -> str:
     return json.dumps(row, default=str)
 
 
-def _column_to_numpy(table: pa.Table, name: str, kind: str, source: str) -> np.ndarray:
+def _where(fmt: str, source: str, i: int) -> str:
+    if fmt == "jsonl":
+        line = jsonl_line_of_row(Path(source), i)
+        if line is not None:
+            return f"line {line}"
+    return f"row {i}"
+
+
+_KIND_WORDS = {"int": "integers", "float": "numbers", "str": "strings"}
+
+
+def _column_to_numpy(table: pa.Table, name: str, kind: str, source: str,
+                     fmt: str = "parquet") -> np.ndarray:
     col = table.column(name)
+    if pa.types.is_dictionary(col.type):
+        col = col.cast(col.type.value_type)
     if col.null_count:
         i = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
-        raise InputError(f"{source}: column '{name}' is empty at row {i}: {_fmt_row(table, i)}")
+        raise InputError(f"{source}: column '{name}' is empty at {_where(fmt, source, i)}: "
+                         f"{_fmt_row(table, i)}")
+    t = col.type
+    wrong = (not (pa.types.is_string(t) or pa.types.is_large_string(t)) if kind == "str"
+             else not (pa.types.is_integer(t) or pa.types.is_floating(t)))
+    if wrong:
+        example = _short(col[0].as_py()) if len(col) else "-"
+        raise InputError(f"{source}: column '{name}' must hold {_KIND_WORDS[kind]} but has "
+                         f"Arrow type {t} (e.g. row 0: {example})")
     if kind == "str":
-        if pa.types.is_dictionary(col.type):
-            col = col.cast(col.type.value_type)
-        if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
-            raise InputError(f"{source}: column '{name}' must hold strings, has {col.type}")
+        try:
+            col.validate(full=True)
+        except pa.ArrowInvalid:
+            raise InputError(f"{source}: column '{name}' holds bytes that are not UTF-8 text"
+                             ) from None
         enc = pc.dictionary_encode(col).combine_chunks()
         names = enc.dictionary.to_pylist()
         unknown = [n for n in names if n not in OPTYPE_CODE]
@@ -168,58 +297,84 @@ def _column_to_numpy(table: pa.Table, name: str, kind: str, source: str) -> np.n
             codes = np.asarray(enc.indices.to_numpy(zero_copy_only=False))
             i = int(np.flatnonzero(codes == names.index(unknown[0]))[0])
             raise InputError(
-                f"{source}: column 'optype' has unknown operation type {unknown[0]!r} at row {i}"
-                f" (known: {', '.join(OPTYPES)})"
+                f"{source}: column 'optype' has unknown operation type {_short(unknown[0])} at "
+                f"{_where(fmt, source, i)} (known: {', '.join(OPTYPES)})"
             )
         lut = np.array([OPTYPE_CODE[n] for n in names], dtype=np.int8)
         return lut[np.asarray(enc.indices.to_numpy(zero_copy_only=False))]
-    t = col.type
-    if not (pa.types.is_integer(t) or pa.types.is_floating(t)):
-        raise InputError(f"{source}: column '{name}' must be numeric, has type {t}")
     arr = np.asarray(col.to_numpy())
     if kind == "float":
         arr = arr if arr.dtype in (np.float32, np.float64) else arr.astype(np.float64)
         bad = ~np.isfinite(arr)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            raise InputError(f"{source}: column '{name}' is not finite at row {i}: "
-                             f"{_fmt_row(table, i)}")
+            raise InputError(f"{source}: column '{name}' is not finite ({arr[i]}) at "
+                             f"{_where(fmt, source, i)}: {_fmt_row(table, i)}")
         return arr
     if pa.types.is_floating(t):
+        arr = arr.astype(np.float64, copy=False)  # float16: compare with int32 bounds exactly
         bad = ~np.isfinite(arr) | (arr != np.round(arr))
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            raise InputError(f"{source}: column '{name}' must hold integers, row {i} has "
-                             f"{arr[i]!r}: {_fmt_row(table, i)}")
+            raise InputError(f"{source}: column '{name}' must hold integers, "
+                             f"{_where(fmt, source, i)} has {arr[i]}: {_fmt_row(table, i)}")
     target: type[np.integer] = _INT_TYPES[name]
     info = np.iinfo(target)
-    if arr.size and (arr.min() < info.min or arr.max() > info.max):
-        raise InputError(f"{source}: column '{name}' has values outside {target.__name__}")
+    if arr.size:
+        bad = (arr < info.min) | (arr > info.max)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise InputError(f"{source}: column '{name}' has a value outside "
+                             f"{target.__name__} at {_where(fmt, source, i)}: "
+                             f"{_fmt_row(table, i)}")
     return arr.astype(target, copy=False)
 
 
-def trace_from_arrow(table: pa.Table, source: str) -> TraceColumns:
-    """Check the columns of an Arrow table and convert them to :class:`TraceColumns`."""
-    missing = [c for c in REQUIRED_COLUMNS if c not in table.column_names]
+def _check_names(names: list[str], source: str) -> None:
+    missing = [c for c in REQUIRED_COLUMNS if c not in names]
     if missing:
         raise InputError(f"{source}: required column(s) missing: {', '.join(missing)}")
+    twice = [c for c in REQUIRED_COLUMNS if names.count(c) > 1]
+    if twice:
+        raise InputError(f"{source}: column '{twice[0]}' appears {names.count(twice[0])} "
+                         "times")
+
+
+def trace_from_arrow(table: pa.Table, source: str, fmt: str = "parquet") -> TraceColumns:
+    """Check the columns of an Arrow table and convert them to :class:`TraceColumns`."""
+    _check_names(table.column_names, source)
     if table.num_rows == 0:
         raise InputError(f"{source}: the trace has no rows")
-    cols = {name: _column_to_numpy(table, name, kind, source)
+    check_limit("trace_rows", table.num_rows, source)
+    cols = {name: _column_to_numpy(table, name, kind, source, fmt)
             for name, kind in REQUIRED_COLUMNS.items()}
-    return TraceColumns(source=source, **cols)
+    return TraceColumns(source=source, fmt=fmt, start_resolution=_resolution(table), **cols)
+
+
+def _resolution(table: pa.Table) -> float:
+    """1 s when ``start_ts`` is stored as integers, else 0 (see TraceColumns)."""
+    t = table.schema.field("start_ts").type
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    return 1.0 if pa.types.is_integer(t) else 0.0
+
+
+JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
 
 
 def read_trace(path: str | Path) -> TraceColumns:
     """Read a trace from parquet (``.parquet``/``.pq``) or JSON lines (``.jsonl``/``.json``)."""
-    p = Path(path)
-    if not p.exists():
-        raise InputError(f"{p}: trace file not found")
-    suffix = p.suffix.lower()
-    if suffix in (".jsonl", ".ndjson", ".json"):
+    p = check_file(path, "trace file")
+    if p.suffix.lower() in JSONL_SUFFIXES:
         table = _read_jsonl(p)
-        return trace_from_arrow(table, str(p))
+        return trace_from_arrow(table, str(p), "jsonl")
     return _read_parquet(p)
+
+
+#: What the parquet reader raises on damaged bytes: Arrow's errors, and from its Python
+#: layer a UnicodeDecodeError (ValueError) for a column name that is not UTF-8 or an
+#: IndexError for a schema that does not fit the data.
+_ARROW_READ_ERRORS = (pa.ArrowException, OSError, ValueError, IndexError)
 
 
 def _read_parquet(p: Path) -> TraceColumns:
@@ -227,47 +382,137 @@ def _read_parquet(p: Path) -> TraceColumns:
     try:
         pf = pq.ParquetFile(p)
         names = pf.schema_arrow.names
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise InputError(f"{p}: not a readable parquet file ({exc})") from None
-    missing = [c for c in REQUIRED_COLUMNS if c not in names]
-    if missing:
-        raise InputError(f"{p}: required column(s) missing: {', '.join(missing)}")
-    if pf.metadata.num_rows == 0:
+        num_rows = pf.metadata.num_rows
+    except _ARROW_READ_ERRORS as exc:
+        raise InputError(f"{p}: not a readable parquet file ({_first_line(exc)})") from None
+    _check_names(names, str(p))
+    if num_rows == 0:
         raise InputError(f"{p}: the trace has no rows")
+    check_limit("trace_rows", num_rows, str(p))
     cols: dict[str, np.ndarray] = {}
+    resolution = 0.0
     for name, kind in REQUIRED_COLUMNS.items():
         try:
             table = pf.read(columns=[name])
-        except (pa.ArrowInvalid, OSError) as exc:
-            raise InputError(f"{p}: column '{name}' cannot be read ({exc})") from None
+        except _ARROW_READ_ERRORS as exc:
+            raise InputError(f"{p}: column '{name}' cannot be read ({_first_line(exc)})"
+                             ) from None
+        if table.num_rows != num_rows:
+            raise InputError(f"{p}: column '{name}' has {table.num_rows} rows, the file "
+                             f"declares {num_rows} (a damaged file)")
+        if name == "start_ts":
+            resolution = _resolution(table)
         try:
             cols[name] = _column_to_numpy(table, name, kind, str(p))
         except InputError as exc:
             if "row" not in str(exc):
                 raise
             # Re-read the whole table once so that the message can show the full row.
-            trace_from_arrow(pq.read_table(p, columns=list(REQUIRED_COLUMNS)), str(p))
+            try:
+                whole = pq.read_table(p, columns=list(REQUIRED_COLUMNS))
+            except _ARROW_READ_ERRORS:
+                raise exc from None
+            trace_from_arrow(whole, str(p))
             raise
         del table
-    return TraceColumns(source=str(p), **cols)
+    return TraceColumns(source=str(p), fmt="parquet", row_index=None,
+                        start_resolution=resolution, **cols)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return " ".join(text.splitlines()[0].split())[:200] if text else type(exc).__name__
+
+
+#: Arrow types of the columns when JSON lines are parsed (a value of another JSON type is
+#: an error, found line by line by :func:`_scan_jsonl`).
+_JSON_TYPES = {"int": pa.int64(), "float": pa.float64(), "str": pa.string()}
+_JSON_SCHEMA = pa.schema([(name, _JSON_TYPES[kind]) for name, kind in REQUIRED_COLUMNS.items()])
+#: Longest line (bytes) of a JSON-lines trace; a trace row takes about 250 bytes.
+JSONL_MAX_LINE = MAX_LINE_BYTES
+_CHUNK = 1 << 22
+
+
+def _count_lines(p: Path) -> int:
+    n, last = 0, b"\n"
+    with p.open("rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            n += chunk.count(b"\n")
+            last = chunk[-1:]
+    return n + (last != b"\n")
 
 
 def _read_jsonl(p: Path) -> pa.Table:
     try:
-        return pajson.read_json(p)
-    except pa.ArrowInvalid as exc:
+        check_limit("trace_rows", _count_lines(p), f"{p} (lines)")
+        table = pajson.read_json(
+            p, read_options=pajson.ReadOptions(block_size=JSONL_MAX_LINE),
+            parse_options=pajson.ParseOptions(explicit_schema=_JSON_SCHEMA,
+                                              unexpected_field_behavior="ignore"))
+    except OSError as exc:
+        raise InputError(f"{p}: cannot read the trace file ({exc.strerror or exc})") from None
+    except pa.ArrowException as exc:
+        if "Empty JSON file" in str(exc):
+            raise InputError(f"{p}: the trace has no rows") from None
         # Find the first offending line for a precise message (error path only).
-        with p.open() as fh:
-            for lineno, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError as jexc:
-                    raise InputError(f"{p}:{lineno}: not valid JSON ({jexc.msg})") from None
-                if not isinstance(rec, dict):
-                    raise InputError(f"{p}:{lineno}: each line must be a JSON object") from None
-        raise InputError(f"{p}: cannot read JSON lines ({exc})") from None
+        _scan_jsonl(p)
+        raise InputError(f"{p}: cannot read JSON lines ({_first_line(exc)})") from None
+    try:
+        table.column("optype").validate(full=True)
+    except pa.ArrowInvalid:
+        _scan_jsonl(p)  # names the line with bytes that are not UTF-8
+        raise InputError(f"{p}: column 'optype' holds bytes that are not UTF-8 text") from None
+    return table
+
+
+_JSON_WORDS = {"int": "an integer", "float": "a number", "str": "a string"}
+
+
+def _json_kind_ok(value: Any, kind: str) -> bool:
+    if value is None:
+        return True  # an empty value: reported with its row after parsing
+    if kind == "str":
+        return isinstance(value, str)
+    if isinstance(value, bool):
+        return False
+    if kind == "int":
+        return isinstance(value, int) and -(2**63) <= value < 2**63
+    return isinstance(value, int | float)
+
+
+def _scan_jsonl(p: Path) -> None:
+    """Raise an :class:`InputError` naming the first line of ``p`` that is not a trace row."""
+    for lineno, raw in iter_lines(p, JSONL_MAX_LINE):
+        where = f"{p}:{lineno}"
+        try:
+            rec = parse_json_line(raw, JSONL_MAX_LINE)
+        except JSONLineError as exc:
+            raise InputError(f"{where}: {exc}") from None
+        if rec is None:
+            continue
+        if not isinstance(rec, dict):
+            raise InputError(f"{where}: each line must be a JSON object, got "
+                             f"{type(rec).__name__}")
+        for name, kind in REQUIRED_COLUMNS.items():
+            if name in rec and not _json_kind_ok(rec[name], kind):
+                raise InputError(f"{where}: field '{name}' must be {_JSON_WORDS[kind]}"
+                                 f"{' (64-bit)' if kind == 'int' else ''}, got "
+                                 f"{_short(rec[name])}")
+
+
+def jsonl_line_of_row(p: Path, row: int) -> int | None:
+    """Line number (1-based) of the ``row``-th record (0-based) of a JSON-lines file,
+    skipping blank lines as the reader does; None when the file cannot be read."""
+    seen = -1
+    try:
+        for lineno, raw in iter_lines(p, JSONL_MAX_LINE):
+            if raw.strip():
+                seen += 1
+                if seen == row:
+                    return lineno
+    except OSError:
+        return None
+    return None
 
 
 def write_trace(trace: TraceColumns, path: str | Path) -> Path:

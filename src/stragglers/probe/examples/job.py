@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import math
 import os
 import random
 import shutil
@@ -46,6 +47,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from stragglers.atomic import check_out_dir, write_text
+from stragglers.cli import options
+from stragglers.errors import InputError
 from stragglers.probe.config import JobLayout, ProbeConfig, WorkerInfo
 from stragglers.probe.gcplan import PlannedGC
 from stragglers.probe.hooks import CommHooks
@@ -66,7 +70,8 @@ from stragglers.probe.recorder import Probe
 class JobConfig:
     """Everything that defines a run of the example job."""
 
-    out_dir: str = "probe-example"
+    out_dir: str = ""
+    force: bool = False
     dp: int = 2
     pp: int = 2
     steps: int = 20
@@ -108,22 +113,31 @@ class JobConfig:
 
     def validate(self) -> None:
         """Raise ``ValueError`` on an inconsistent configuration."""
+        if not self.out_dir:
+            raise ValueError("--out-dir is required (the job never writes into the current "
+                             "folder unasked)")
         if self.dp < 1 or self.pp < 1:
             raise ValueError("dp and pp must be >= 1")
+        for name in ("lr", "clip", "timeout_s"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
         if self.steps <= self.warmup_steps:
             raise ValueError(f"steps ({self.steps}) must exceed warmup_steps "
                              f"({self.warmup_steps})")
         if self.microbatches < 1:
             raise ValueError("microbatches must be >= 1")
+        if self.slow_rank < -1:
+            raise ValueError(f"slow_rank must be a rank or -1 (none), got {self.slow_rank}")
         if self.slow_rank >= self.world_size:
             raise ValueError(f"slow_rank {self.slow_rank} >= world size {self.world_size}")
-        if self.slow_factor < 1.0:
-            raise ValueError("slow_factor must be >= 1")
+        if not (math.isfinite(self.slow_factor) and self.slow_factor >= 1.0):
+            raise ValueError(f"slow_factor must be a finite number >= 1, got {self.slow_factor!r}")
         if self.slow_mode not in ("spin", "sleep"):
             raise ValueError("slow_mode must be spin or sleep")
         if self.seq_len_dist not in ("fixed", "longtail"):
             raise ValueError("seq_len_dist must be fixed or longtail")
-        if not 0.0 <= self.gc_pause_prob <= 1.0:
+        if not 0.0 <= self.gc_pause_prob <= 1.0:  # also refuses NaN
             raise ValueError("gc_pause_prob must be in [0, 1]")
         if self.device not in ("auto", "cpu", "cuda"):
             raise ValueError("device must be auto, cpu or cuda")
@@ -442,12 +456,7 @@ def run_job(cfg: JobConfig, merge: bool = True) -> dict[str, Any]:
     import torch.multiprocessing as mp
 
     cfg.validate()
-    out = Path(cfg.out_dir)
-    for sub in ("probe", "workers"):
-        shutil.rmtree(out / sub, ignore_errors=True)
-    for name in ("trace.parquet", "meta.yaml", "summary.json", "rendezvous"):
-        (out / name).unlink(missing_ok=True)
-    out.mkdir(parents=True, exist_ok=True)
+    out = claim_out_dir(cfg.out_dir, cfg.force)
     init = f"file://{(out / 'rendezvous').resolve()}"
     mp.start_processes(worker_main, args=(cfg, init), nprocs=cfg.world_size, join=True,
                        start_method="spawn")
@@ -455,8 +464,43 @@ def run_job(cfg: JobConfig, merge: bool = True) -> dict[str, Any]:
     summary = summarise(cfg)
     if cfg.probe and merge:
         _merge(cfg, summary)
-    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    write_text(out / "summary.json", json.dumps(summary, indent=1))
     return summary
+
+
+#: Written into every output folder the job (or ``probe validate``) creates or claims: a
+#: folder holding it is ours to clean; a non-empty folder without it is the user's.
+OUT_MARKER = ".stragglers-probe-out"
+#: What a run replaces in its output folder.
+RUN_OUTPUTS = ("probe", "workers", "trace.parquet", "meta.yaml", "summary.json", "rendezvous")
+
+
+def claim_out_dir(out_dir: str | os.PathLike[str], force: bool, option: str = "--out-dir",
+                  outputs: tuple[str, ...] = RUN_OUTPUTS) -> Path:
+    """Make ``out_dir`` the job's output folder, or refuse with an InputError.
+
+    A folder that does not exist or is empty is created and marked (:data:`OUT_MARKER`); a
+    marked one is ours: the previous run's ``outputs`` are deleted. A non-empty folder
+    without the marker is refused unless ``force`` (then it is marked and the same names are
+    deleted; nothing else in it is touched).
+    """
+    out = check_out_dir(out_dir, option)
+    if out.exists() and not (out / OUT_MARKER).is_file() and any(out.iterdir()):
+        if not force:
+            raise InputError(
+                f"{option} {out}: the folder is not empty and was not created by stragglers "
+                f"(no {OUT_MARKER} in it); choose a new or empty folder, or pass --force to "
+                f"reuse it (its {', '.join(outputs)} are then replaced)")
+    for name in outputs:
+        target = out / name
+        if target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target)
+        else:
+            target.unlink(missing_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
+    if not (out / OUT_MARKER).is_file():
+        write_text(out / OUT_MARKER, json.dumps({"created_by": "stragglers.probe"}) + "\n")
+    return out
 
 
 def _merge(cfg: JobConfig, summary: dict[str, Any]) -> None:
@@ -469,12 +513,39 @@ def _merge(cfg: JobConfig, summary: dict[str, Any]) -> None:
     summary["trace_steps"] = result.steps
     summary["dropped_steps"] = result.dropped_steps
     summary["max_clock_rtt_s"] = result.max_clock_rtt
+    summary["incomplete_last_lines"] = result.incomplete_lines
 
 
-def add_job_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add one ``--option`` per :class:`JobConfig` field (``--no-probe`` style for booleans)."""
+#: Option types (:mod:`stragglers.cli.options`) of the numeric fields: each refuses NaN,
+#: infinity and values outside its meaningful range.
+_FIELD_TYPES: dict[str, Any] = {
+    "dp": options.positive_int, "pp": options.positive_int, "steps": options.positive_int,
+    "warmup_steps": options.non_negative_int, "microbatches": options.positive_int,
+    "micro_batch_size": options.positive_int, "seq_len": options.positive_int,
+    "vocab_size": options.positive_int, "hidden": options.positive_int,
+    "heads": options.positive_int, "layers_per_stage": options.positive_int,
+    "lr": options.positive_float, "clip": options.positive_float,
+    "seed": options.non_negative_int, "threads": options.positive_int,
+    "timeout_s": options.positive_float, "profile_steps": options.positive_int,
+    "profile_every": options.positive_int, "gc_interval": options.non_negative_int,
+    "slow_rank": options.any_int, "slow_factor": options.slowdown_factor,
+    "last_stage_extra_layers": options.non_negative_int,
+    "gc_pause_prob": options.probability, "gc_heap_objects": options.non_negative_int,
+    "inject_period": options.non_negative_int,
+}
+
+
+def add_job_arguments(parser: argparse.ArgumentParser, out_dir_required: bool = True) -> None:
+    """Add one ``--option`` per :class:`JobConfig` field (``--no-probe`` style for booleans).
+
+    ``--out-dir`` is required unless ``out_dir_required`` is False (the caller then supplies
+    a folder of its own when it is not given).
+    """
     helps = {
-        "out_dir": "output directory (probe files, trace.parquet, meta.yaml, summary.json)",
+        "out_dir": "output folder (probe files, trace.parquet, meta.yaml, summary.json); a "
+                   "non-empty folder not created by stragglers is refused without --force",
+        "force": "reuse a non-empty --out-dir that stragglers did not create (its probe/, "
+                 "workers/, trace.parquet, meta.yaml, summary.json are replaced)",
         "slow_rank": "global rank to slow down (-1: none)",
         "slow_factor": "compute-time factor of the slow rank",
         "slow_mode": "spin (burn CPU) or sleep for the extra time",
@@ -490,12 +561,17 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     for f in fields(JobConfig):
         flag = "--" + f.name.replace("_", "-")
         default = getattr(defaults, f.name)
-        if isinstance(default, bool):
+        if f.name == "force":
+            parser.add_argument(flag, dest=f.name, action="store_true", help=helps[f.name])
+        elif isinstance(default, bool):
             parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction,
                                 default=default, help=helps.get(f.name))
+        elif f.name == "out_dir":
+            parser.add_argument(flag, dest=f.name, required=out_dir_required, default="",
+                                help=helps[f.name])
         else:
-            parser.add_argument(flag, dest=f.name, type=type(default), default=default,
-                                help=helps.get(f.name, f"default {default}"))
+            parser.add_argument(flag, dest=f.name, type=_FIELD_TYPES.get(f.name, type(default)),
+                                default=default, help=helps.get(f.name, f"default {default}"))
 
 
 def config_from_args(args: argparse.Namespace) -> JobConfig:
@@ -509,21 +585,23 @@ def main(argv: list[str] | None = None) -> int:
     """Command line: spawn the job, or run one rank under torchrun."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_job_arguments(parser)
-    cfg = config_from_args(parser.parse_args(argv))
+    try:
+        cfg = config_from_args(parser.parse_args(argv))
+    except ValueError as exc:
+        parser.error(str(exc))
     if "LOCAL_RANK" in os.environ and "WORLD_SIZE" in os.environ:
         if int(os.environ["WORLD_SIZE"]) != cfg.world_size:
             raise SystemExit(f"torchrun world size {os.environ['WORLD_SIZE']} != dp*pp "
                              f"{cfg.world_size}")
         rank = int(os.environ["RANK"])
         if rank == 0:
-            for sub in ("probe", "workers"):
-                shutil.rmtree(Path(cfg.out_dir) / sub, ignore_errors=True)
+            claim_out_dir(cfg.out_dir, cfg.force)
         worker_main(rank, cfg, None)
         if rank == 0:
             summary = summarise(cfg)
             if cfg.probe:
                 _merge(cfg, summary)
-            (Path(cfg.out_dir) / "summary.json").write_text(json.dumps(summary, indent=1))
+            write_text(Path(cfg.out_dir) / "summary.json", json.dumps(summary, indent=1))
             print(json.dumps({k: summary[k] for k in ("mean_step_s", "loss_first",
                                                        "loss_last")}))
         return 0

@@ -1,0 +1,140 @@
+"""Argparse ``type=`` functions for numeric options, shared by every command.
+
+Each one parses the option's text and raises :class:`argparse.ArgumentTypeError` with a
+short reason when the value is not finite or outside its meaningful range (NaN, inf, a
+negative or zero value where it makes no sense), so that argparse ends with exit 2 and one
+line naming the option (``stragglers synth: error: argument --jitter: ...``)::
+
+    p.add_argument("--jitter", type=non_negative_float, default=0.0)
+    p.add_argument("--slow-worker", type=worker_factor, action="append", default=[])
+
+The composite types (``worker_factor``, ``prob_seconds``) check each part the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+
+#: Largest integer an option accepts (larger ones are always a typo or an attack on memory;
+#: the sizes they stand for are bounded again by :mod:`stragglers.limits`).
+MAX_INT = 2**62
+
+
+def _number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
+def _integer(text: str) -> int:
+    stripped = text.strip()
+    if len(stripped.lstrip("+-")) > 18:
+        raise argparse.ArgumentTypeError(f"integer too large: {text[:40]!r}")
+    try:
+        return int(stripped)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+
+
+def finite_float(text: str) -> float:
+    """Any finite number."""
+    return _number(text)
+
+
+def positive_float(text: str) -> float:
+    """A finite number > 0."""
+    value = _number(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    """A finite number >= 0."""
+    value = _number(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    return value
+
+
+def probability(text: str) -> float:
+    """A number in [0, 1]."""
+    value = _number(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a probability in [0, 1], got {text!r}")
+    return value
+
+
+def factor(text: str) -> float:
+    """A multiplicative factor: a finite number > 0 (1 means unchanged)."""
+    value = _number(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a factor > 0, got {text!r}")
+    return value
+
+
+def slowdown_factor(text: str) -> float:
+    """A factor >= 1 (a straggler is never faster than its peers)."""
+    value = _number(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a factor >= 1, got {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1."""
+    value = _integer(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """An integer >= 0."""
+    value = _integer(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return value
+
+
+def any_int(text: str) -> int:
+    """Any integer of at most 18 digits."""
+    return _integer(text)
+
+
+def _pair(text: str, sep: str, shape: str) -> tuple[str, str]:
+    parts = text.split(sep)
+    if len(parts) != 2:
+        raise argparse.ArgumentTypeError(f"expected {shape}, got {text!r}")
+    return parts[0], parts[1]
+
+
+def _part(parse: Callable[[str], float | int], text: str, what: str, whole: str
+          ) -> float | int:
+    try:
+        return parse(text)
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(f"{what} in {whole!r}: {exc}") from None
+
+
+def worker_factor(text: str) -> tuple[int, int, float]:
+    """``D,S:FACTOR``: DP rank, stage (integers >= 0) and a factor > 0."""
+    shape = "DP,STAGE:FACTOR"
+    where, fac = _pair(text, ":", shape)
+    d, s = _pair(where, ",", shape)
+    return (int(_part(non_negative_int, d, "DP rank", text)),
+            int(_part(non_negative_int, s, "stage", text)),
+            float(_part(factor, fac, "factor", text)))
+
+
+def prob_seconds(text: str) -> tuple[float, float]:
+    """``PROB:SECONDS``: a probability in [0, 1] and a duration >= 0."""
+    p, sec = _pair(text, ":", "PROB:SECONDS")
+    return (float(_part(probability, p, "probability", text)),
+            float(_part(non_negative_float, sec, "seconds", text)))
