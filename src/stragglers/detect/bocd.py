@@ -127,6 +127,47 @@ class NormalGammaPrior:
             raise ValueError(f"NormalGammaPrior.mu0 must be finite, got {self.mu0}")
 
 
+class _Tables:
+    """Per-run-length constants of the Student-t predictive, ``[a, a + 1/2, c, kf, ik]`` by
+    observation count ``n``; they depend on ``kappa0`` and ``alpha0`` only, so every detector
+    with the same prior shape shares one table (grown on demand) instead of holding its own."""
+
+    __slots__ = ("kappa0", "alpha0", "rows", "size")
+
+    def __init__(self, kappa0: float, alpha0: float) -> None:
+        self.kappa0 = kappa0
+        self.alpha0 = alpha0
+        self.size = 0
+        self.rows: np.ndarray = np.empty((5, 0))
+        self.grow(256)
+
+    def grow(self, size: int) -> None:
+        n = np.arange(size, dtype=float)
+        kappa = self.kappa0 + n
+        alpha = self.alpha0 + n / 2.0
+        rows = np.empty((5, size))
+        rows[0] = alpha
+        rows[1] = alpha + 0.5
+        rows[2] = gammaln(alpha + 0.5) - gammaln(alpha) - 0.5 * np.log(
+            2.0 * np.pi * (kappa + 1.0) / kappa
+        )
+        rows[3] = kappa / (2.0 * (kappa + 1.0))
+        rows[4] = 1.0 / (kappa + 1.0)
+        self.rows = rows
+        self.size = size
+
+
+_TABLES: dict[tuple[float, float], _Tables] = {}
+
+
+def _tables(kappa0: float, alpha0: float) -> _Tables:
+    key = (float(kappa0), float(alpha0))
+    tab = _TABLES.get(key)
+    if tab is None:
+        tab = _TABLES[key] = _Tables(*key)
+    return tab
+
+
 class BOCD:
     """Online run-length posterior of Adams & MacKay's BOCD with a Normal-Gamma model.
 
@@ -156,34 +197,15 @@ class BOCD:
         self.log_evidence = 0.0
         self.dropped_mass = 0.0
         self._len = 0
-        self._tab_size = 0
-        self._grow_tables(256)
+        self._tab = _tables(prior.kappa0, prior.alpha0)
         self._cap = 0
         empty: np.ndarray = np.empty(0)
         self._n: np.ndarray = empty.astype(np.int64)
-        self._w: np.ndarray = empty
-        self._mu: np.ndarray = empty
-        self._b: np.ndarray = empty
-        self._lb: np.ndarray = empty
-        self._aux: np.ndarray = empty
+        self._state: np.ndarray = np.empty((5, 0))  # rows: w, mu, b, log b, aux
         self._grow_buffers(64)
         self._log_beta0 = math.log(prior.beta0)
 
-    # -- tables and buffers -------------------------------------------------------------------
-    def _grow_tables(self, size: int) -> None:
-        p = self.prior
-        n = np.arange(size, dtype=float)
-        kappa = p.kappa0 + n
-        alpha = p.alpha0 + n / 2.0
-        self._tab_a = alpha
-        self._tab_a5 = alpha + 0.5
-        self._tab_c = gammaln(alpha + 0.5) - gammaln(alpha) - 0.5 * np.log(
-            2.0 * np.pi * (kappa + 1.0) / kappa
-        )
-        self._tab_kf = kappa / (2.0 * (kappa + 1.0))
-        self._tab_ik = 1.0 / (kappa + 1.0)
-        self._tab_size = size
-
+    # -- buffers ------------------------------------------------------------------------------
     def _grow_buffers(self, cap: int) -> None:
         def grow(old: np.ndarray | None, dtype: type) -> np.ndarray:
             new: np.ndarray = np.empty(cap, dtype=dtype)
@@ -193,11 +215,10 @@ class BOCD:
 
         first = self._cap == 0
         self._n = grow(None if first else self._n, np.int64)
-        self._w = grow(None if first else self._w, float)
-        self._mu = grow(None if first else self._mu, float)
-        self._b = grow(None if first else self._b, float)
-        self._lb = grow(None if first else self._lb, float)
-        self._aux = grow(None if first else self._aux, float)
+        state = np.empty((5, cap))
+        state[:, : self._len] = self._state[:, : self._len]
+        self._state = state
+        self._w, self._mu, self._b, self._lb, self._aux = state
         self._cap = cap
 
     # -- update -------------------------------------------------------------------------------
@@ -208,53 +229,56 @@ class BOCD:
             raise ValueError(f"BOCD observation must be finite, got {x}")
         p = self.prior
         h = self.hazard
+        tab = self._tab
+        r0 = tab.rows[:, 0].tolist()  # a, a + 1/2, c, kf, ik at n = 0
         d0 = x - p.mu0
-        b0n = p.beta0 + self._tab_kf[0] * d0 * d0
+        b0n = p.beta0 + r0[3] * d0 * d0
         lb0n = math.log(b0n)
-        lp0 = self._tab_c[0] + self._tab_a[0] * self._log_beta0 - self._tab_a5[0] * lb0n
+        lp0 = r0[2] + r0[0] * self._log_beta0 - r0[1] * lb0n
         L = self._len
         if L == 0:
             self.log_evidence = lp0
             w0 = 1.0
         else:
             nmax = int(self._n[0]) + 2
-            if nmax >= self._tab_size:
-                self._grow_tables(max(2 * self._tab_size, nmax + 1))
+            if nmax >= tab.size:
+                tab.grow(max(2 * tab.size, nmax + 1))
             n = self._n[:L]
             mu = self._mu[:L]
             b = self._b[:L]
             lb = self._lb[:L]
             w = self._w[:L]
+            # The same floating-point operations as the textbook form, done in place.
+            ta, ta5, tc, tkf, tik = tab.rows.take(n, axis=1)
             d = x - mu
             t = d * d
-            t *= self._tab_kf.take(n)
-            bn = b + t
-            lbn = np.log(bn)
-            lp = self._tab_a.take(n) * lb
-            lp -= self._tab_a5.take(n) * lbn
-            lp += self._tab_c.take(n)
+            t *= tkf
+            b += t  # b_n
+            ta *= lb
+            lp = ta  # a * log(b)
+            np.log(b, out=lb)  # log(b_n)
+            ta5 *= lb
+            lp -= ta5
+            lp += tc
             m = max(float(lp.max()), lp0)
             lp -= m
             np.exp(lp, out=lp)
-            lp *= w
-            s = float(lp.sum())
+            w *= lp
+            s = float(w.sum())
             e0 = math.exp(lp0 - m)
             z = h * e0 + (1.0 - h) * s
-            lp *= (1.0 - h) / z
-            w[:] = lp
+            w *= (1.0 - h) / z
             w0 = h * e0 / z
             self.log_evidence += m + math.log(z)
-            d *= self._tab_ik.take(n)
+            d *= tik
             mu += d
-            b[:] = bn
-            lb[:] = lbn
             self._aux[:L] += aux
             n += 1
         if L + 1 > self._cap:
             self._grow_buffers(2 * self._cap)
         self._n[L] = 1
         self._w[L] = w0
-        self._mu[L] = p.mu0 + d0 * self._tab_ik[0]
+        self._mu[L] = p.mu0 + d0 * r0[4]
         self._b[L] = b0n
         self._lb[L] = lb0n
         self._aux[L] = aux
@@ -281,8 +305,8 @@ class BOCD:
         k = keep.size
         dropped = 1.0 - float(w[keep].sum())
         self.dropped_mass += max(dropped, 0.0)
-        for arr in (self._n, self._w, self._mu, self._b, self._lb, self._aux):
-            arr[:k] = arr[keep]
+        self._n[:k] = self._n[keep]
+        self._state[:, :k] = self._state[:, keep]
         self._w[:k] /= self._w[:k].sum()
         self._len = k
 
@@ -308,7 +332,7 @@ class BOCD:
 
     def map_index(self) -> int:
         """Index (into the kept runs) of the most probable run."""
-        return int(np.argmax(self._w[: self._len]))
+        return int(self._w[: self._len].argmax())
 
     def run_count(self, index: int) -> int:
         """Number of observations in the kept run ``index`` (run length + 1)."""
