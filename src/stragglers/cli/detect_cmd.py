@@ -399,7 +399,7 @@ def _hang(args: argparse.Namespace) -> int:
     diag = localize_hang(topo, ops)
     out = _Output()
     if args.json:
-        out.write(json.dumps(diag.to_dict(), indent=2) + "\n")
+        out.write(orjson.dumps(diag.to_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
         return 0
     lines = [f"topology dp={topo.dp} pp={topo.pp} tp={topo.tp}: {len(ops)} ranks logged, "
              f"{len(diag.silent)} silent {list(diag.silent)}"]

@@ -132,7 +132,7 @@ class _Tables:
     observation count ``n``; they depend on ``kappa0`` and ``alpha0`` only, so every detector
     with the same prior shape shares one table (grown on demand) instead of holding its own."""
 
-    __slots__ = ("kappa0", "alpha0", "rows", "size")
+    __slots__ = ("kappa0", "alpha0", "rows", "size", "first")
 
     def __init__(self, kappa0: float, alpha0: float) -> None:
         self.kappa0 = kappa0
@@ -155,6 +155,7 @@ class _Tables:
         rows[4] = 1.0 / (kappa + 1.0)
         self.rows = rows
         self.size = size
+        self.first: list[float] = rows[:, 0].tolist()  # the constants at n = 0
 
 
 _TABLES: dict[tuple[float, float], _Tables] = {}
@@ -230,7 +231,7 @@ class BOCD:
         p = self.prior
         h = self.hazard
         tab = self._tab
-        r0 = tab.rows[:, 0].tolist()  # a, a + 1/2, c, kf, ik at n = 0
+        r0 = tab.first  # a, a + 1/2, c, kf, ik at n = 0
         d0 = x - p.mu0
         b0n = p.beta0 + r0[3] * d0 * d0
         lb0n = math.log(b0n)
@@ -260,7 +261,7 @@ class BOCD:
             ta5 *= lb
             lp -= ta5
             lp += tc
-            m = max(float(lp.max()), lp0)
+            m = max(float(lp[lp.argmax()]), lp0)  # = lp.max(), without the reduce overhead
             lp -= m
             np.exp(lp, out=lp)
             w *= lp
@@ -290,7 +291,7 @@ class BOCD:
         L = self._len
         w = self._w[:L]
         keep: np.ndarray | None = None
-        if self.prune_below > 0.0:
+        if self.prune_below > 0.0 and float(w[w.argmin()]) < self.prune_below:
             mask = w >= self.prune_below
             if not mask.all():
                 mask[int(np.argmax(w))] = True
