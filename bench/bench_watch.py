@@ -48,7 +48,7 @@ def write_iter(path: Path, n_records: int, n_ranks: int = 8, seed: int = 0) -> i
     ts = np.cumsum(d, axis=0)
     with path.open("w") as fh:
         for i in range(n_iters):
-            fh.write("".join('{"rank": %d, "iter": %d, "ts": %.6f}\n' % (r, i, ts[i, r])
+            fh.write("".join(f'{{"rank": {r}, "iter": {i}, "ts": {ts[i, r]:.6f}}}\n'
                              for r in range(n_ranks)))
     return n_iters * n_ranks
 
@@ -67,9 +67,9 @@ def write_calls(path: Path, n_records: int, n_ranks: int = 4, seed: int = 1) -> 
             for r in range(n_ranks):
                 g = "dp0" if r < n_ranks // 2 else "dp1"
                 for j, (k, s, dur) in enumerate(motif):
-                    rows.append('{"rank": %d, "type": "%s", "size": %d, "ts": %.6f, "group": '
-                                '"%s", "duration": %.6f, "wait": 0.001}\n'
-                                % (r, k, s, start + 0.2 * j * t_iter + 0.001 * r, g, dur))
+                    t = start + 0.2 * j * t_iter + 0.001 * r
+                    rows.append(f'{{"rank": {r}, "type": "{k}", "size": {s}, "ts": {t:.6f}, '
+                                f'"group": "{g}", "duration": {dur:.6f}, "wait": 0.001}}\n')
             fh.write("".join(rows))
             start += t_iter
     return n_iters * n_ranks * len(motif)
@@ -79,8 +79,8 @@ def write_ranks(path: Path, n_records: int, per_rank: int = 10) -> int:
     n_ranks = n_records // per_rank
     with path.open("w") as fh:
         for i in range(per_rank):
-            fh.write("".join('{"rank": %d, "iter": %d, "duration": %.3f}\n'
-                             % (r, i, 1.0 + 0.01 * ((r + i) % 7)) for r in range(n_ranks)))
+            fh.write("".join(f'{{"rank": {r}, "iter": {i}, "duration": '
+                             f'{1.0 + 0.01 * ((r + i) % 7):.3f}}}\n' for r in range(n_ranks)))
     return n_ranks * per_rank
 
 

@@ -413,8 +413,9 @@ def _hang(args: argparse.Namespace) -> int:
 
 
 def _shown(value: Any) -> str:
-    text = orjson.dumps(value).decode()
-    return text if len(text) <= 60 else text[:57] + "..."
+    from stragglers.detect.records import shown_value
+
+    return shown_value(value)
 
 
 def _rank_field(obj: dict[str, Any], key: str, size: int, where: str) -> int:

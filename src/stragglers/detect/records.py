@@ -136,11 +136,15 @@ Record = CallRecord | IterationRecord | MessageRecord
 def _shown(obj: dict[str, Any], field: str) -> str:
     if field not in obj:
         return "missing"
-    try:
-        text = orjson.dumps(obj[field]).decode()
-    except (TypeError, orjson.JSONEncodeError):  # pragma: no cover - decoded JSON re-encodes
-        text = type(obj[field]).__name__
-    return text if len(text) <= 60 else text[:57] + "..."
+    return shown_value(obj[field])
+
+
+def shown_value(value: Any) -> str:
+    """A JSON value for an error message: at most 60 characters, ASCII only (so that no line
+    separator such as U+0085 or U+2028 can split the one-line message)."""
+    text = orjson.dumps(value).decode()
+    text = text if len(text) <= 60 else text[:57] + "..."
+    return text.encode("ascii", "backslashreplace").decode("ascii")
 
 
 class _Ctx:
@@ -280,6 +284,8 @@ def decode_json(data: bytes | str, where: str) -> Any:
             raise RecordError(f"{where}: not UTF-8 text (bad byte at column {uexc.start + 1})",
                               "not_utf8") from None
         msg = str(exc).split(": line ")[0]
+        if msg.startswith("number is infinity"):
+            msg = "number out of range (a float beyond 1.8e308, or an integer this long)"
         raise RecordError(f"{where}: not valid JSON ({msg} at column {exc.colno})",
                           "not_json") from None
 
