@@ -223,8 +223,9 @@ class BOCD:
         self._cap = cap
 
     # -- update -------------------------------------------------------------------------------
-    def update(self, x: float, aux: float = 0.0) -> None:
-        """Absorb observation ``x``; ``aux`` is summed per run (e.g. the raw iteration time)."""
+    def update(self, x: float, aux: float | None = 0.0) -> None:
+        """Absorb observation ``x``; ``aux`` is summed per run (e.g. the raw iteration time);
+        ``None`` skips that sum (then :meth:`run_aux_sum` is meaningless)."""
         x = float(x)
         if not math.isfinite(x):
             raise ValueError(f"BOCD observation must be finite, got {x}")
@@ -273,7 +274,8 @@ class BOCD:
             self.log_evidence += m + math.log(z)
             d *= tik
             mu += d
-            self._aux[:L] += aux
+            if aux is not None:
+                self._aux[:L] += aux
             n += 1
         if L + 1 > self._cap:
             self._grow_buffers(2 * self._cap)
@@ -282,7 +284,7 @@ class BOCD:
         self._mu[L] = p.mu0 + d0 * r0[4]
         self._b[L] = b0n
         self._lb[L] = lb0n
-        self._aux[L] = aux
+        self._aux[L] = 0.0 if aux is None else aux
         self._len = L + 1
         self.t += 1
         self._prune()
@@ -404,6 +406,53 @@ def robust_stats(values: np.ndarray, k: float = 4.0, floor: float = 0.01) -> tup
     return mean, (mad / abs(med) if med else 0.0)
 
 
+def _pairwise_sum(a: list[float]) -> float:
+    """``np.sum`` of a float64 array of at most 128 values, bit for bit: numpy's pairwise
+    summation (8 running sums, then the remainder), in plain Python for small inputs."""
+    n = len(a)
+    if n < 8:
+        res = -0.0
+        for x in a:
+            res += x
+        return res
+    r0, r1, r2, r3, r4, r5, r6, r7 = a[:8]
+    end = n - n % 8
+    for i in range(8, end, 8):
+        r0 += a[i]
+        r1 += a[i + 1]
+        r2 += a[i + 2]
+        r3 += a[i + 3]
+        r4 += a[i + 4]
+        r5 += a[i + 5]
+        r6 += a[i + 6]
+        r7 += a[i + 7]
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    for i in range(end, n):
+        res += a[i]
+    return res
+
+
+def _median_sorted(s: list[float]) -> float:
+    m = len(s) // 2
+    return s[m] if len(s) % 2 else (s[m - 1] + s[m]) / 2
+
+
+def robust_stats_small(values: list[float], k: float = 4.0, floor: float = 0.01
+                       ) -> tuple[float, float]:
+    """:func:`robust_stats` of at most 128 values given as a list, in plain Python (no numpy
+    call overhead) and with the same result bit for bit (same medians, numpy's pairwise sum
+    for the mean)."""
+    if not 0 < len(values) <= 128:
+        return robust_stats(np.asarray(values, dtype=float), k, floor)
+    med = _median_sorted(sorted(values))
+    mad = 1.4826 * _median_sorted(sorted([abs(x - med) for x in values]))
+    scale = max(mad, floor * abs(med))
+    lim = k * scale
+    kept = [x for x in values if abs(x - med) <= lim]
+    mean = _pairwise_sum(kept) / len(kept) if kept else med
+    return mean, (mad / abs(med) if med else 0.0)
+
+
 def robust_mean(values: np.ndarray, k: float = 4.0, floor: float = 0.01) -> float:
     """Outlier-trimmed mean of ``values`` (see :func:`robust_stats`)."""
     return robust_stats(values, k, floor)[0]
@@ -475,7 +524,7 @@ class BOCDVerifyDetector:
         """Forget everything (a new series)."""
         self.bocd: BOCD | None = None
         self._t = -1
-        self._recent: deque[float] = deque(maxlen=self.reference_points)
+        self._recent: deque[float] = deque(maxlen=2 * self.reference_points)
         self._regime = _Regime(
             start=0, ref=math.nan, ref_points=0, spread=0.0, slow=False, defines_healthy=True
         )
@@ -498,7 +547,7 @@ class BOCDVerifyDetector:
         self._t += 1
         t = self._t
         bocd = self.bocd
-        bocd.update(math.log(x), aux=x)
+        bocd.update(math.log(x), aux=None)  # run sums come from _recent (see below)
         self._recent.append(x)
         reg = self._regime
         big = self.reference_points
@@ -514,30 +563,37 @@ class BOCDVerifyDetector:
             length = t - reg.start + 1
             if reg.ref_points < big:
                 reg.ref_points = min(length, big)
-                reg.ref, reg.spread = robust_stats(self._recent_values(reg.ref_points))
+                reg.ref, reg.spread = robust_stats_small(self._recent_values(reg.ref_points))
                 if reg.defines_healthy:
                     self.healthy_level = reg.ref
             elif self.drift_check and length >= 2 * big and length % (big // 2 or 1) == 0:
-                recent, spread = robust_stats(self._recent_values(big))
+                recent, spread = robust_stats_small(self._recent_values(big))
                 if self._differs(recent, spread, big):
                     return [self._accept(t - big + 1, t, recent, big)]
             return []
         if count < self.min_segment or reg.ref_points < self.min_reference:
             return []
         # Cheap gate on the plain mean of the candidate run before the outlier-trimmed mean.
-        plain = bocd.run_aux_sum(j) / count
+        # count < 2 * reference_points here (longer candidates were absorbed above), so the
+        # run's points are the last `count` of _recent; summed in order, as BOCD's aux would.
+        last = list(self._recent)
+        plain = 0.0
+        for v in last[len(last) - count :]:
+            plain += v
+        plain /= count
         if self.threshold > 0 and abs(plain - reg.ref) < 0.5 * self.threshold * reg.ref:
             return []
         if bocd.mass_near(count, self.location_tolerance) < self.cp_threshold:
             return []
         k = min(count, big)
-        after, spread = robust_stats(self._recent_values(k))
+        after, spread = robust_stats_small(self._recent_values(k))
         if not self._differs(after, spread, k):
             return []
         return [self._accept(tau, t, after, count)]
 
-    def _recent_values(self, k: int) -> np.ndarray:
-        return np.fromiter(self._recent, float)[-k:]
+    def _recent_values(self, k: int) -> list[float]:
+        recent = list(self._recent)
+        return recent[-k:] if k < len(recent) else recent
 
     def _differs(self, level: float, spread: float, points: int) -> bool:
         """Verification: the relative difference to the regime level must reach ``threshold``
@@ -565,7 +621,7 @@ class BOCDVerifyDetector:
         healthy = self.healthy_level
         kind, slow = self._classify(before, after)
         k = min(count, self.reference_points)
-        ref, spread = robust_stats(self._recent_values(k))
+        ref, spread = robust_stats_small(self._recent_values(k))
         speedup = kind == "speedup"
         self._regime = _Regime(
             start=tau, ref=ref, ref_points=k, spread=spread, slow=slow, defines_healthy=speedup
