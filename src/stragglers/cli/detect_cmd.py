@@ -60,7 +60,8 @@ class _Output:
 
     def events(self, events: Iterable[dict[str, Any]]) -> bool:
         """One JSON object per line."""
-        return self.write("".join(orjson.dumps(ev).decode() + "\n" for ev in events))
+        opt = orjson.OPT_SERIALIZE_NUMPY
+        return self.write("".join(orjson.dumps(ev, option=opt).decode() + "\n" for ev in events))
 
 
 def _finite(value: float, option: str, *, low: float, inclusive: bool = True,
