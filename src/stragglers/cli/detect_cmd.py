@@ -15,7 +15,7 @@ import numpy as np
 import orjson
 
 from stragglers.errors import InputError
-from stragglers.limits import check_limit, limit
+from stragglers.limits import LIMITS, check_limit, limit
 
 RECORDS_HELP = (
     "JSON-lines records: call {rank, type, size, ts[, group, duration, wait]}, "
@@ -134,8 +134,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="calls per period-estimation window (default 1024)")
     w.add_argument("--max-ranks", type=int, default=None,
                    help="follow at most this many distinct ranks; records of further ranks are "
-                        f"counted, not followed (default {limit('watch_ranks'):,}, or "
-                        "STRAGGLERS_MAX_WATCH_RANKS)")
+                        f"counted, not followed (default {LIMITS['watch_ranks'].default:,}, "
+                        "or STRAGGLERS_MAX_WATCH_RANKS)")
     w.set_defaults(func=_watch)
 
     d = subparsers.add_parser(
