@@ -154,6 +154,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     pp.add_argument("--window", type=int, default=1024, help="calls per window (default 1024)")
     pp.add_argument("--threshold", type=float, default=0.95, help="ACF threshold (default 0.95)")
     pp.add_argument("--all", action="store_true", help="also print every iteration time")
+    pp.epilog = ("One JSON line per rank (calls, calls_out_of_order - sorted by ts before the "
+                 "analysis -, iterations, periods, median and mean iteration time); then "
+                 '{"skipped_records": {kind: count}} when the file also holds other records.')
     pp.set_defaults(func=_period)
 
     pm = dsub.add_parser(
@@ -289,9 +292,11 @@ def _period(args: argparse.Namespace) -> int:
 
     _window(args.window)
     _finite(args.threshold, "--threshold", low=0.0, inclusive=False, high=1.0)
-    calls = [r for r in _read(args.records) if isinstance(r, CallRecord)]
+    records = _read(args.records)
+    calls = [r for r in records if isinstance(r, CallRecord)]
     if not calls:
         raise InputError(f"{args.records}: no call records")
+    skipped = _other_kinds(records, CallRecord)
     by_rank: dict[int, list[CallRecord]] = {}
     for r in calls:
         by_rank.setdefault(r.rank, []).append(r)
@@ -299,12 +304,14 @@ def _period(args: argparse.Namespace) -> int:
     for rank, recs in sorted(by_rank.items()):
         ts = np.array([r.ts for r in recs])
         order = np.argsort(ts, kind="stable")
+        disordered = int(np.count_nonzero(np.diff(ts) < 0))
         enc = CallEncoder()
         codes = enc.encode([(recs[i].type, recs[i].size) for i in order])
         its = iteration_times(ts[order], codes, window=args.window, threshold=args.threshold)
         per = its.per_iteration()
         row: dict[str, Any] = {
-            "rank": rank, "calls": len(recs), "iterations": int(per.size),
+            "rank": rank, "calls": len(recs), "calls_out_of_order": disordered,
+            "iterations": int(per.size),
             "periods_calls": sorted({int(p) for p in its.period}),
             "median_s": float(np.median(per)) if per.size else None,
             "mean_s": float(per.mean()) if per.size else None,
@@ -313,7 +320,22 @@ def _period(args: argparse.Namespace) -> int:
             row["iteration_s"] = [round(float(x), 9) for x in per]
         if not out.write(json.dumps(row) + "\n"):
             return 0
+    if skipped:
+        out.write(json.dumps({"skipped_records": skipped}) + "\n")
     return 0
+
+
+def _other_kinds(records: list[Any], wanted: type) -> dict[str, int]:
+    """Records of other kinds than the command reads, counted by kind (reported, not
+    silently dropped)."""
+    from stragglers.detect.records import CallRecord, IterationRecord, MessageRecord
+
+    names = {CallRecord: "call", IterationRecord: "iter", MessageRecord: "msg"}
+    counts: dict[str, int] = {}
+    for r in records:
+        if type(r) is not wanted:
+            counts[names[type(r)]] = counts.get(names[type(r)], 0) + 1
+    return dict(sorted(counts.items()))
 
 
 # -- detect matrix ------------------------------------------------------------------------------
@@ -325,7 +347,8 @@ def _matrix(args: argparse.Namespace) -> int:
     if args.ranks is not None:
         _int_range(args.ranks, "--ranks", 1)
         check_limit("matrix_ranks", args.ranks, "--ranks")
-    msgs = [r for r in _read(args.records) if isinstance(r, MessageRecord)]
+    records = _read(args.records)
+    msgs = [r for r in records if isinstance(r, MessageRecord)]
     if not msgs:
         raise InputError(f"{args.records}: no message records (fields src, dst, latency)")
     top = max(max(r.src, r.dst) for r in msgs)
@@ -343,6 +366,7 @@ def _matrix(args: argparse.Namespace) -> int:
         raise InputError(f"{args.records}: {exc}") from None
     waits = [r for r in msgs if r.wait is not None]
     res: dict[str, Any] = {
+        "skipped_records": _other_kinds(records, MessageRecord),
         "ranks": int(m.shape[0]),
         "median_latency_s": float(np.nanmedian(m)) if np.isfinite(m).any() else None,
         "findings": [f.to_dict() for f in classify_matrix(m, args.factor)],
