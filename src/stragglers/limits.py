@@ -50,6 +50,14 @@ LIMITS: dict[str, Limit] = {lim.name: lim for lim in (
     Limit("op_seconds", 86_400, "seconds of one op's duration"),
     Limit("timestamp_seconds", 10_000_000_000, "seconds of a start_ts (absolute value; "
           "epoch seconds are below 2e9)"),
+    Limit("record_bytes", 1 << 20, "bytes of one JSON-lines record (detect, watch)"),
+    Limit("detect_records", 10_000_000, "records of one input of a detect command"),
+    Limit("watch_ranks", 16_384, "distinct ranks followed by watch"),
+    Limit("matrix_ranks", 8_192, "ranks of a delay matrix (8 bytes x ranks^2 each)"),
+    Limit("topology_ranks", 16_384, "ranks of a hang topology or a validation plan"),
+    Limit("period_window", 16_384, "calls in one period-estimation window"),
+    Limit("call_kinds", 4_096, "distinct (type, size) call signatures of one rank"),
+    Limit("eval_series", 40_000, "series of a detect-eval corpus (400 at --scale 1)"),
 )}
 
 

@@ -92,3 +92,16 @@ def test_help_texts(capsys) -> None:
             main(argv)
         assert exc.value.code == 0
     assert "JSON-lines" in capsys.readouterr().out
+
+
+def test_records_of_other_kinds_and_disorder_are_reported(tmp_path, capsys) -> None:
+    rows = [{"rank": 0, "type": "ar", "size": 8, "ts": float(i)} for i in range(30)]
+    rows[10], rows[11] = rows[11], rows[10]
+    rows += [{"rank": 0, "iter": 1, "duration": 1.0}, {"src": 0, "dst": 1, "latency": 1e-5}]
+    path = _write(tmp_path / "mixed.jsonl", rows)
+    assert main(["detect", "period", path, "--window", "8"]) == 0
+    row, skipped = (json.loads(x) for x in capsys.readouterr().out.splitlines())
+    assert row["calls"] == 30 and row["calls_out_of_order"] == 1
+    assert skipped == {"skipped_records": {"iter": 1, "msg": 1}}
+    assert main(["detect", "matrix", path]) == 0
+    assert json.loads(capsys.readouterr().out)["skipped_records"] == {"call": 30, "iter": 1}

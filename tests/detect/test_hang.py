@@ -82,3 +82,20 @@ def test_validation() -> None:
         localize_hang(TOPO, {0: LastOp("allreduce", "dp")}, silent=[0])
     with pytest.raises(ValueError, match="dp must be"):
         Topology(dp=0, pp=1)
+
+
+def test_large_topologies_stay_linear() -> None:
+    """Half of every data-parallel group of 4096 ranks is silent: each logged rank waits for
+    2,048 silent ones (4 million waits-for pairs), which the graph routes through one node."""
+    topo = Topology(dp=4096, pp=1)
+    ops = {r: LastOp("allreduce", "dp", seq=1) for r in range(0, 4096, 2)}
+    diag = localize_hang(topo, ops)
+    assert len(diag.suspects) == 2048
+    assert {s.kind for s in diag.suspects} == {"silent"}
+    assert {s.waited_on_by for s in diag.suspects} == {2048}
+    assert diag.suspect_ranks == tuple(range(1, 4096, 2))
+    assert "... (2048 ranks)]" in diag.suspects[0].reason
+    # one silent rank, everyone else in the allreduce: all 4095 others wait for it
+    ops = {r: LastOp("allreduce", "dp", seq=1) for r in range(4096) if r != 7}
+    (sus,) = localize_hang(topo, ops).suspects
+    assert sus.ranks == (7,) and sus.waited_on_by == 4095

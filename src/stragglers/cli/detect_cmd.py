@@ -5,19 +5,90 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
+import orjson
 
 from stragglers.errors import InputError
+from stragglers.limits import LIMITS, check_limit, limit
 
 RECORDS_HELP = (
     "JSON-lines records: call {rank, type, size, ts[, group, duration, wait]}, "
     "iteration {rank, iter, ts|duration}, message {src, dst, latency[, wait]}; "
     "see the stragglers.detect.records docstring."
 )
+
+
+class _Output:
+    """Standard output under the error contract: a reader that goes away (``| head``) ends the
+    command quietly; an output that cannot be written (a full disk, ``> /dev/full``) is a
+    one-line error.  Either way standard output is then pointed at ``/dev/null`` so that the
+    interpreter's final flush cannot print a traceback."""
+
+    def __init__(self, stream: IO[str] | None = None) -> None:
+        self.stream = stream if stream is not None else sys.stdout
+        self.closed = False
+
+    def _fail(self, exc: OSError) -> None:
+        self.closed = True
+        try:
+            fd = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(fd, self.stream.fileno())
+            os.close(fd)
+        except (OSError, ValueError, AttributeError):  # not a real file (tests): nothing to do
+            pass
+        if isinstance(exc, BrokenPipeError):
+            return
+        raise InputError(f"<stdout>: cannot write the output ({exc.strerror or exc})") from None
+
+    def write(self, text: str) -> bool:
+        """Write and flush; False once the reader has gone away."""
+        if self.closed:
+            return False
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except OSError as exc:
+            self._fail(exc)
+            return False
+        return True
+
+    def events(self, events: Iterable[dict[str, Any]]) -> bool:
+        """One JSON object per line."""
+        opt = orjson.OPT_SERIALIZE_NUMPY
+        return self.write("".join(orjson.dumps(ev, option=opt).decode() + "\n" for ev in events))
+
+
+def _finite(value: float, option: str, *, low: float, inclusive: bool = True,
+            high: float | None = None) -> float:
+    """``value`` must be a finite number ``>= low`` (``> low`` unless ``inclusive``)."""
+    ok = math.isfinite(value) and (value >= low if inclusive else value > low)
+    if high is not None:
+        ok = ok and value <= high
+    if not ok:
+        rng = f"{'>=' if inclusive else '>'} {low:g}"
+        if high is not None:
+            rng += f" and <= {high:g}"
+        raise InputError(f"{option}: expected a finite number {rng}, got {value}")
+    return value
+
+
+def _int_range(value: int, option: str, low: int, high: int | None = None) -> int:
+    if value < low or (high is not None and value > high):
+        rng = f">= {low}" + ("" if high is None else f" and <= {high}")
+        raise InputError(f"{option}: expected an integer {rng}, got {value}")
+    return value
+
+
+def _window(value: int) -> int:
+    _int_range(value, "--window", 4)
+    check_limit("period_window", value, "--window")
+    return value
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -44,8 +115,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="follow a JSON-lines stream of call/iteration records and print fail-slow events",
         description=(
             "Follow EVENTS (a file that grows, or - for stdin) and print one JSON event per "
-            "line as it happens: onset, change, recovery, suspects, bad_record, out_of_order, "
-            "and a final summary. " + RECORDS_HELP
+            "line as it happens: onset, change, recovery, speedup, suspects, segment (restart, "
+            "iteration jump, clock step), bad_record, out_of_order, outlier, rank_limit, "
+            "rotated, truncated, and a final summary that counts every skipped record by "
+            "reason. Bad lines never stop it; the file is followed through truncation and "
+            "rotation like tail -F. " + RECORDS_HELP
         ),
     )
     w.add_argument("events", help="JSON-lines file, or - for stdin")
@@ -58,6 +132,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="stop following after this many seconds without new data")
     w.add_argument("--window", type=int, default=1024,
                    help="calls per period-estimation window (default 1024)")
+    w.add_argument("--max-ranks", type=int, default=None,
+                   help="follow at most this many distinct ranks; records of further ranks are "
+                        f"counted, not followed (default {LIMITS['watch_ranks'].default:,}, "
+                        "or STRAGGLERS_MAX_WATCH_RANKS)")
     w.set_defaults(func=_watch)
 
     d = subparsers.add_parser(
@@ -76,6 +154,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     pp.add_argument("--window", type=int, default=1024, help="calls per window (default 1024)")
     pp.add_argument("--threshold", type=float, default=0.95, help="ACF threshold (default 0.95)")
     pp.add_argument("--all", action="store_true", help="also print every iteration time")
+    pp.epilog = ("One JSON line per rank (calls, calls_out_of_order - sorted by ts before the "
+                 "analysis -, iterations, periods, median and mean iteration time); then "
+                 '{"skipped_records": {kind: count}} when the file also holds other records.')
     pp.set_defaults(func=_period)
 
     pm = dsub.add_parser(
@@ -121,7 +202,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 # -- detect-eval --------------------------------------------------------------------------------
 def _eval(args: argparse.Namespace) -> int:
-    from stragglers.detect.corpus import generate_corpus
+    from stragglers.detect.corpus import SCENARIOS, generate_corpus
     from stragglers.detect.evaluate import (
         METHOD_ORDER,
         evaluate,
@@ -130,50 +211,71 @@ def _eval(args: argparse.Namespace) -> int:
         streaming_cost,
     )
 
-    if args.scale <= 0:
-        raise InputError(f"--scale must be > 0, got {args.scale}")
-    if args.jobs is not None and args.jobs < 1:
-        raise InputError(f"--jobs must be >= 1, got {args.jobs}")
+    _finite(args.scale, "--scale", low=0.0, inclusive=False)
+    _int_range(args.seed, "--seed", 0, 2**63 - 1)
+    if args.jobs is not None:
+        _int_range(args.jobs, "--jobs", 1, 256)
+    n_series = sum(max(1, int(round(count * args.scale))) for _, _, count in SCENARIOS)
+    check_limit("eval_series", n_series, f"--scale {args.scale:g}")
+    out = _Output()
     corpus = generate_corpus(args.seed, scale=args.scale)
     outcomes = evaluate(args.seed, corpus=corpus, jobs=args.jobs)
     if args.json:
-        print(json.dumps(metrics_json(outcomes), indent=2, sort_keys=True))
+        out.write(json.dumps(metrics_json(outcomes), indent=2, sort_keys=True) + "\n")
         return 0
-    print(format_tables(outcomes, args.seed))
-    print()
-    n_series = len(corpus)
-    print(f"Corpus: {n_series} series, {sum(s.values.size for s in corpus)} iterations, "
-          f"{sum(len(s.events) for s in corpus)} labelled events")
-    print("Streaming cost per new point (sequential, every 4th series):")
+    if not out.write(format_tables(outcomes, args.seed) + "\n\n"
+                     f"Corpus: {len(corpus)} series, {sum(s.values.size for s in corpus)} "
+                     f"iterations, {sum(len(s.events) for s in corpus)} labelled events\n"
+                     "Streaming cost per new point (sequential, every 4th series):\n"):
+        return 0
     for m in METHOD_ORDER:
         c = streaming_cost(corpus[::4], m)
-        print(f"  {m:<15} mean {c['mean_us']:6.1f} us   p99 {c['p99_us']:6.1f} us   "
-              f"max {c['max_us']:8.1f} us   over {c['points']} points")
+        if not out.write(f"  {m:<15} mean {c['mean_us']:6.1f} us   p99 {c['p99_us']:6.1f} us   "
+                         f"max {c['max_us']:8.1f} us   over {c['points']} points\n"):
+            return 0
     return 0
 
 
 # -- watch --------------------------------------------------------------------------------------
 def _watch(args: argparse.Namespace) -> int:
-    from stragglers.detect.watch import Watcher, follow_lines
+    from stragglers.detect.follow import Follower
+    from stragglers.detect.watch import Watcher
 
-    if args.events != "-" and not Path(args.events).is_file():
-        raise InputError(f"{args.events}: no such file")
-    if args.window < 4:
-        raise InputError(f"--window must be >= 4, got {args.window}")
+    source = "<stdin>"
+    if args.events != "-":
+        p = Path(args.events)
+        if not p.exists():
+            raise InputError(f"{p}: no such file")
+        if p.is_dir():
+            raise InputError(f"{p}: is a folder, expected a JSON-lines file")
+        if not os.access(p, os.R_OK):
+            raise InputError(f"{p}: cannot read the file (permission denied)")
+        source = str(p)
+    _window(args.window)
+    poll = _finite(args.poll, "--poll", low=0.0, inclusive=False, high=3600.0)
+    idle = None
+    if args.idle_timeout is not None:
+        idle = _finite(args.idle_timeout, "--idle-timeout", low=0.0)
+    max_ranks = limit("watch_ranks") if args.max_ranks is None else args.max_ranks
+    _int_range(max_ranks, "--max-ranks", 1)
     watcher = Watcher(method=args.method, tracker_kwargs={"window": args.window},
-                      source=args.events if args.events != "-" else "<stdin>")
-    out = sys.stdout
+                      source=source, max_ranks=max_ranks)
+    follower = Follower(args.events, once=args.once, poll=poll, idle_timeout=idle,
+                        max_line_bytes=watcher.max_line_bytes)
+    out = _Output()
     try:
-        for lineno, text in follow_lines(args.events, once=args.once, poll=args.poll,
-                                         idle_timeout=args.idle_timeout):
-            for ev in watcher.process_line(text, lineno):
-                out.write(json.dumps(ev) + "\n")
-            out.flush()
+        for batch in follower:
+            if batch.notice is not None:
+                events = watcher.notice(batch.notice)
+            else:
+                events = watcher.process_lines(batch.lines)
+            if events and not out.events(events):
+                return 0
     except KeyboardInterrupt:  # pragma: no cover - interactive
         pass
-    for ev in watcher.finish():
-        out.write(json.dumps(ev) + "\n")
-    out.flush()
+    except OSError as exc:
+        raise InputError(f"{source}: cannot read ({exc.strerror or exc})") from None
+    out.events(watcher.finish())
     return 0
 
 
@@ -188,33 +290,52 @@ def _period(args: argparse.Namespace) -> int:
     from stragglers.detect.period import CallEncoder, iteration_times
     from stragglers.detect.records import CallRecord
 
-    if args.window < 4:
-        raise InputError(f"--window must be >= 4, got {args.window}")
-    if not 0 < args.threshold <= 1:
-        raise InputError(f"--threshold must be in (0, 1], got {args.threshold}")
-    calls = [r for r in _read(args.records) if isinstance(r, CallRecord)]
+    _window(args.window)
+    _finite(args.threshold, "--threshold", low=0.0, inclusive=False, high=1.0)
+    records = _read(args.records)
+    calls = [r for r in records if isinstance(r, CallRecord)]
     if not calls:
         raise InputError(f"{args.records}: no call records")
+    skipped = _other_kinds(records, CallRecord)
     by_rank: dict[int, list[CallRecord]] = {}
     for r in calls:
         by_rank.setdefault(r.rank, []).append(r)
+    out = _Output()
     for rank, recs in sorted(by_rank.items()):
         ts = np.array([r.ts for r in recs])
         order = np.argsort(ts, kind="stable")
+        disordered = int(np.count_nonzero(np.diff(ts) < 0))
         enc = CallEncoder()
         codes = enc.encode([(recs[i].type, recs[i].size) for i in order])
         its = iteration_times(ts[order], codes, window=args.window, threshold=args.threshold)
         per = its.per_iteration()
         row: dict[str, Any] = {
-            "rank": rank, "calls": len(recs), "iterations": int(per.size),
+            "rank": rank, "calls": len(recs), "calls_out_of_order": disordered,
+            "iterations": int(per.size),
             "periods_calls": sorted({int(p) for p in its.period}),
             "median_s": float(np.median(per)) if per.size else None,
             "mean_s": float(per.mean()) if per.size else None,
         }
         if args.all:
             row["iteration_s"] = [round(float(x), 9) for x in per]
-        print(json.dumps(row))
+        if not out.write(json.dumps(row) + "\n"):
+            return 0
+    if skipped:
+        out.write(json.dumps({"skipped_records": skipped}) + "\n")
     return 0
+
+
+def _other_kinds(records: list[Any], wanted: type) -> dict[str, int]:
+    """Records of other kinds than the command reads, counted by kind (reported, not
+    silently dropped)."""
+    from stragglers.detect.records import CallRecord, IterationRecord, MessageRecord
+
+    names = {CallRecord: "call", IterationRecord: "iter", MessageRecord: "msg"}
+    counts: dict[str, int] = {}
+    for r in records:
+        if type(r) is not wanted:
+            counts[names[type(r)]] = counts.get(names[type(r)], 0) + 1
+    return dict(sorted(counts.items()))
 
 
 # -- detect matrix ------------------------------------------------------------------------------
@@ -222,9 +343,22 @@ def _matrix(args: argparse.Namespace) -> int:
     from stragglers.detect.matrix import classify_matrix, delay_matrix, late_senders
     from stragglers.detect.records import MessageRecord
 
-    msgs = [r for r in _read(args.records) if isinstance(r, MessageRecord)]
+    _finite(args.factor, "--factor", low=1.0)
+    if args.ranks is not None:
+        _int_range(args.ranks, "--ranks", 1)
+        check_limit("matrix_ranks", args.ranks, "--ranks")
+    records = _read(args.records)
+    msgs = [r for r in records if isinstance(r, MessageRecord)]
     if not msgs:
         raise InputError(f"{args.records}: no message records (fields src, dst, latency)")
+    top = max(max(r.src, r.dst) for r in msgs)
+    if args.ranks is not None and top >= args.ranks:
+        bad = next(r for r in msgs if max(r.src, r.dst) >= args.ranks)
+        field = "src" if bad.src >= args.ranks else "dst"
+        raise InputError(f"{args.records}: field '{field}': rank {max(bad.src, bad.dst)} is "
+                         f"outside --ranks {args.ranks}")
+    if args.ranks is None:
+        check_limit("matrix_ranks", top + 1, f"{args.records}: largest rank {top}")
     try:
         m = delay_matrix([r.src for r in msgs], [r.dst for r in msgs],
                          [r.latency for r in msgs], args.ranks)
@@ -232,6 +366,7 @@ def _matrix(args: argparse.Namespace) -> int:
         raise InputError(f"{args.records}: {exc}") from None
     waits = [r for r in msgs if r.wait is not None]
     res: dict[str, Any] = {
+        "skipped_records": _other_kinds(records, MessageRecord),
         "ranks": int(m.shape[0]),
         "median_latency_s": float(np.nanmedian(m)) if np.isfinite(m).any() else None,
         "findings": [f.to_dict() for f in classify_matrix(m, args.factor)],
@@ -240,61 +375,80 @@ def _matrix(args: argparse.Namespace) -> int:
     }
     if args.show:
         res["matrix"] = [[None if math.isnan(v) else v for v in row] for row in m.tolist()]
-    print(json.dumps(res, indent=2))
+    _Output().write(json.dumps(res, indent=2) + "\n")
     return 0
 
 
 # -- detect hang --------------------------------------------------------------------------------
 def _hang(args: argparse.Namespace) -> int:
     from stragglers.detect.hang import LastOp, Topology, localize_hang
+    from stragglers.detect.records import decode_json, iter_file_lines
 
-    try:
-        topo = Topology(dp=args.dp, pp=args.pp, tp=args.tp)
-    except ValueError as exc:
-        raise InputError(str(exc)) from None
+    for name in ("dp", "pp", "tp"):
+        _int_range(getattr(args, name), f"--{name}", 1)
+    check_limit("topology_ranks", args.dp * args.pp * args.tp,
+                f"--dp {args.dp} x --pp {args.pp} x --tp {args.tp}")
+    topo = Topology(dp=args.dp, pp=args.pp, tp=args.tp)
     ops: dict[int, LastOp] = {}
-    path = Path(args.records)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
-    for i, text in enumerate(lines, start=1):
-        if not text.strip():
+    path = args.records
+    cap = limit("record_bytes")
+    for i, raw in iter_file_lines(path):
+        if not raw.strip():
             continue
         where = f"{path}:{i}"
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{where}: not valid JSON ({exc.msg})") from None
-        if not isinstance(obj, dict):
+        if len(raw) > cap:
+            raise InputError(f"{where}: record of {len(raw):,} bytes exceeds the limit of "
+                             f"{cap:,} (set STRAGGLERS_MAX_RECORD_BYTES to raise it)")
+        obj = decode_json(raw, where)
+        if type(obj) is not dict:
             raise InputError(f"{where}: expected a JSON object")
         for key in ("rank", "op", "group"):
             if key not in obj:
                 raise InputError(f"{where}: field '{key}': missing")
-        rank = obj["rank"]
-        if not isinstance(rank, int) or not 0 <= rank < topo.size:
-            raise InputError(f"{where}: field 'rank': expected 0..{topo.size - 1}, got {rank!r}")
+        ops_rank = _rank_field(obj, "rank", topo.size, where)
+        op = obj["op"]
+        if type(op) is not str or not op:
+            raise InputError(f"{where}: field 'op': expected a non-empty string, got "
+                             f"{_shown(op)}")
         if obj["group"] not in ("tp", "dp", "pp"):
             raise InputError(f"{where}: field 'group': expected tp, dp or pp, got "
-                             f"{obj['group']!r}")
-        peer = obj.get("peer")
-        if peer is not None and (not isinstance(peer, int) or not 0 <= peer < topo.size):
-            raise InputError(f"{where}: field 'peer': expected 0..{topo.size - 1}, got {peer!r}")
-        if rank in ops:
-            raise InputError(f"{where}: field 'rank': rank {rank} appears twice")
-        ops[rank] = LastOp(op=str(obj["op"]), group=obj["group"], peer=peer, seq=obj.get("seq"))
+                             f"{_shown(obj['group'])}")
+        peer = None if obj.get("peer") is None else _rank_field(obj, "peer", topo.size, where)
+        seq = obj.get("seq")
+        if seq is not None and (type(seq) is not int or not 0 <= seq < 2**63):
+            raise InputError(f"{where}: field 'seq': expected an integer >= 0, got "
+                             f"{_shown(seq)}")
+        if ops_rank in ops:
+            raise InputError(f"{where}: field 'rank': rank {ops_rank} appears twice")
+        ops[ops_rank] = LastOp(op=op, group=obj["group"], peer=peer, seq=seq)
     diag = localize_hang(topo, ops)
+    out = _Output()
     if args.json:
-        print(json.dumps(diag.to_dict(), indent=2))
+        out.write(orjson.dumps(diag.to_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
         return 0
-    print(f"topology dp={topo.dp} pp={topo.pp} tp={topo.tp}: {len(ops)} ranks logged, "
-          f"{len(diag.silent)} silent {list(diag.silent)}")
+    lines = [f"topology dp={topo.dp} pp={topo.pp} tp={topo.tp}: {len(ops)} ranks logged, "
+             f"{len(diag.silent)} silent {list(diag.silent)}"]
     if not diag.suspects:
-        print("no suspect: nobody waits for a silent rank or a stuck group")
-    for s in diag.suspects:
-        print(f"suspect {list(s.ranks)} [{s.kind}], waited on by {s.waited_on_by} ranks: "
-              f"{s.reason}")
+        lines.append("no suspect: nobody waits for a silent rank or a stuck group")
+    for sus in diag.suspects:
+        lines.append(f"suspect {list(sus.ranks)} [{sus.kind}], waited on by {sus.waited_on_by} "
+                     f"ranks: {sus.reason}")
+    out.write("\n".join(lines) + "\n")
     return 0
+
+
+def _shown(value: Any) -> str:
+    from stragglers.detect.records import shown_value
+
+    return shown_value(value)
+
+
+def _rank_field(obj: dict[str, Any], key: str, size: int, where: str) -> int:
+    v = obj[key]
+    if type(v) is not int or not 0 <= v < size:
+        raise InputError(f"{where}: field '{key}': expected an integer 0..{size - 1}, got "
+                         f"{_shown(v)}")
+    return v
 
 
 # -- detect plan --------------------------------------------------------------------------------
@@ -308,18 +462,24 @@ def _plan(args: argparse.Namespace) -> int:
     )
 
     if args.ranks is not None:
+        items = [x for x in args.ranks.split(",") if x.strip()]
+        check_limit("topology_ranks", len(items), "--ranks")
         try:
-            listed = [int(x) for x in args.ranks.split(",") if x.strip()]
+            listed = [int(x) for x in items]
         except ValueError:
             raise InputError(
-                f"--ranks: expected comma-separated integers, got {args.ranks!r}"
+                f"--ranks: expected comma-separated integers, got {args.ranks[:60]!r}"
             ) from None
+        if any(r < 0 for r in listed):
+            raise InputError(f"--ranks: ranks must be >= 0, got {min(listed)}")
         if args.size is not None and args.size != len(listed):
             raise InputError(f"size {args.size} does not match --ranks ({len(listed)} ranks)")
         order: list[int] | int = listed
     elif args.size is None:
         raise InputError("give the number of ranks or --ranks")
     else:
+        _int_range(args.size, "size", 2)
+        check_limit("topology_ranks", args.size, f"size {args.size}")
         order = args.size
     try:
         if args.topology == "ring":
@@ -333,11 +493,12 @@ def _plan(args: argparse.Namespace) -> int:
     required = edges + ([(b, a) for a, b in edges] if args.bidirectional else [])
     problems = check_plan(passes, required)
     if problems:  # pragma: no cover - the planner is verified by the tests
-        raise InputError("invalid plan: " + "; ".join(problems))
+        raise AssertionError("invalid plan: " + "; ".join(problems))
+    out = _Output()
     if args.json:
-        print(json.dumps({"topology": args.topology, "passes": passes}))
+        out.write(json.dumps({"topology": args.topology, "passes": passes}) + "\n")
         return 0
-    for k, p in enumerate(passes, start=1):
-        body = ", ".join(f"{a}->{b}" for a, b in p) or "(none)"
-        print(f"pass {k}: {body}")
+    text = "".join(f"pass {k}: {', '.join(f'{a}->{b}' for a, b in p) or '(none)'}\n"
+                   for k, p in enumerate(passes, start=1))
+    out.write(text)
     return 0

@@ -127,6 +127,48 @@ class NormalGammaPrior:
             raise ValueError(f"NormalGammaPrior.mu0 must be finite, got {self.mu0}")
 
 
+class _Tables:
+    """Per-run-length constants of the Student-t predictive, ``[a, a + 1/2, c, kf, ik]`` by
+    observation count ``n``; they depend on ``kappa0`` and ``alpha0`` only, so every detector
+    with the same prior shape shares one table (grown on demand) instead of holding its own."""
+
+    __slots__ = ("kappa0", "alpha0", "rows", "size", "first")
+
+    def __init__(self, kappa0: float, alpha0: float) -> None:
+        self.kappa0 = kappa0
+        self.alpha0 = alpha0
+        self.size = 0
+        self.rows: np.ndarray = np.empty((5, 0))
+        self.grow(256)
+
+    def grow(self, size: int) -> None:
+        n = np.arange(size, dtype=float)
+        kappa = self.kappa0 + n
+        alpha = self.alpha0 + n / 2.0
+        rows = np.empty((5, size))
+        rows[0] = alpha
+        rows[1] = alpha + 0.5
+        rows[2] = gammaln(alpha + 0.5) - gammaln(alpha) - 0.5 * np.log(
+            2.0 * np.pi * (kappa + 1.0) / kappa
+        )
+        rows[3] = kappa / (2.0 * (kappa + 1.0))
+        rows[4] = 1.0 / (kappa + 1.0)
+        self.rows = rows
+        self.size = size
+        self.first: list[float] = rows[:, 0].tolist()  # the constants at n = 0
+
+
+_TABLES: dict[tuple[float, float], _Tables] = {}
+
+
+def _tables(kappa0: float, alpha0: float) -> _Tables:
+    key = (float(kappa0), float(alpha0))
+    tab = _TABLES.get(key)
+    if tab is None:
+        tab = _TABLES[key] = _Tables(*key)
+    return tab
+
+
 class BOCD:
     """Online run-length posterior of Adams & MacKay's BOCD with a Normal-Gamma model.
 
@@ -156,34 +198,15 @@ class BOCD:
         self.log_evidence = 0.0
         self.dropped_mass = 0.0
         self._len = 0
-        self._tab_size = 0
-        self._grow_tables(256)
+        self._tab = _tables(prior.kappa0, prior.alpha0)
         self._cap = 0
         empty: np.ndarray = np.empty(0)
         self._n: np.ndarray = empty.astype(np.int64)
-        self._w: np.ndarray = empty
-        self._mu: np.ndarray = empty
-        self._b: np.ndarray = empty
-        self._lb: np.ndarray = empty
-        self._aux: np.ndarray = empty
+        self._state: np.ndarray = np.empty((5, 0))  # rows: w, mu, b, log b, aux
         self._grow_buffers(64)
         self._log_beta0 = math.log(prior.beta0)
 
-    # -- tables and buffers -------------------------------------------------------------------
-    def _grow_tables(self, size: int) -> None:
-        p = self.prior
-        n = np.arange(size, dtype=float)
-        kappa = p.kappa0 + n
-        alpha = p.alpha0 + n / 2.0
-        self._tab_a = alpha
-        self._tab_a5 = alpha + 0.5
-        self._tab_c = gammaln(alpha + 0.5) - gammaln(alpha) - 0.5 * np.log(
-            2.0 * np.pi * (kappa + 1.0) / kappa
-        )
-        self._tab_kf = kappa / (2.0 * (kappa + 1.0))
-        self._tab_ik = 1.0 / (kappa + 1.0)
-        self._tab_size = size
-
+    # -- buffers ------------------------------------------------------------------------------
     def _grow_buffers(self, cap: int) -> None:
         def grow(old: np.ndarray | None, dtype: type) -> np.ndarray:
             new: np.ndarray = np.empty(cap, dtype=dtype)
@@ -193,71 +216,75 @@ class BOCD:
 
         first = self._cap == 0
         self._n = grow(None if first else self._n, np.int64)
-        self._w = grow(None if first else self._w, float)
-        self._mu = grow(None if first else self._mu, float)
-        self._b = grow(None if first else self._b, float)
-        self._lb = grow(None if first else self._lb, float)
-        self._aux = grow(None if first else self._aux, float)
+        state = np.empty((5, cap))
+        state[:, : self._len] = self._state[:, : self._len]
+        self._state = state
+        self._w, self._mu, self._b, self._lb, self._aux = state
         self._cap = cap
 
     # -- update -------------------------------------------------------------------------------
-    def update(self, x: float, aux: float = 0.0) -> None:
-        """Absorb observation ``x``; ``aux`` is summed per run (e.g. the raw iteration time)."""
+    def update(self, x: float, aux: float | None = 0.0) -> None:
+        """Absorb observation ``x``; ``aux`` is summed per run (e.g. the raw iteration time);
+        ``None`` skips that sum (then :meth:`run_aux_sum` is meaningless)."""
         x = float(x)
         if not math.isfinite(x):
             raise ValueError(f"BOCD observation must be finite, got {x}")
         p = self.prior
         h = self.hazard
+        tab = self._tab
+        r0 = tab.first  # a, a + 1/2, c, kf, ik at n = 0
         d0 = x - p.mu0
-        b0n = p.beta0 + self._tab_kf[0] * d0 * d0
+        b0n = p.beta0 + r0[3] * d0 * d0
         lb0n = math.log(b0n)
-        lp0 = self._tab_c[0] + self._tab_a[0] * self._log_beta0 - self._tab_a5[0] * lb0n
+        lp0 = r0[2] + r0[0] * self._log_beta0 - r0[1] * lb0n
         L = self._len
         if L == 0:
             self.log_evidence = lp0
             w0 = 1.0
         else:
             nmax = int(self._n[0]) + 2
-            if nmax >= self._tab_size:
-                self._grow_tables(max(2 * self._tab_size, nmax + 1))
+            if nmax >= tab.size:
+                tab.grow(max(2 * tab.size, nmax + 1))
             n = self._n[:L]
             mu = self._mu[:L]
             b = self._b[:L]
             lb = self._lb[:L]
             w = self._w[:L]
+            # The same floating-point operations as the textbook form, done in place.
+            ta, ta5, tc, tkf, tik = tab.rows.take(n, axis=1)
             d = x - mu
             t = d * d
-            t *= self._tab_kf.take(n)
-            bn = b + t
-            lbn = np.log(bn)
-            lp = self._tab_a.take(n) * lb
-            lp -= self._tab_a5.take(n) * lbn
-            lp += self._tab_c.take(n)
-            m = max(float(lp.max()), lp0)
+            t *= tkf
+            b += t  # b_n
+            ta *= lb
+            lp = ta  # a * log(b)
+            np.log(b, out=lb)  # log(b_n)
+            ta5 *= lb
+            lp -= ta5
+            lp += tc
+            m = max(float(lp[lp.argmax()]), lp0)  # = lp.max(), without the reduce overhead
             lp -= m
             np.exp(lp, out=lp)
-            lp *= w
-            s = float(lp.sum())
+            w *= lp
+            s = float(w.sum())
             e0 = math.exp(lp0 - m)
             z = h * e0 + (1.0 - h) * s
-            lp *= (1.0 - h) / z
-            w[:] = lp
+            w *= (1.0 - h) / z
             w0 = h * e0 / z
             self.log_evidence += m + math.log(z)
-            d *= self._tab_ik.take(n)
+            d *= tik
             mu += d
-            b[:] = bn
-            lb[:] = lbn
-            self._aux[:L] += aux
+            if aux is not None:
+                self._aux[:L] += aux
             n += 1
         if L + 1 > self._cap:
             self._grow_buffers(2 * self._cap)
         self._n[L] = 1
         self._w[L] = w0
-        self._mu[L] = p.mu0 + d0 * self._tab_ik[0]
+        self._mu[L] = p.mu0 + d0 * r0[4]
         self._b[L] = b0n
         self._lb[L] = lb0n
-        self._aux[L] = aux
+        self._aux[L] = 0.0 if aux is None else aux
         self._len = L + 1
         self.t += 1
         self._prune()
@@ -266,7 +293,7 @@ class BOCD:
         L = self._len
         w = self._w[:L]
         keep: np.ndarray | None = None
-        if self.prune_below > 0.0:
+        if self.prune_below > 0.0 and float(w[w.argmin()]) < self.prune_below:
             mask = w >= self.prune_below
             if not mask.all():
                 mask[int(np.argmax(w))] = True
@@ -281,8 +308,8 @@ class BOCD:
         k = keep.size
         dropped = 1.0 - float(w[keep].sum())
         self.dropped_mass += max(dropped, 0.0)
-        for arr in (self._n, self._w, self._mu, self._b, self._lb, self._aux):
-            arr[:k] = arr[keep]
+        self._n[:k] = self._n[keep]
+        self._state[:, :k] = self._state[:, keep]
         self._w[:k] /= self._w[:k].sum()
         self._len = k
 
@@ -308,7 +335,7 @@ class BOCD:
 
     def map_index(self) -> int:
         """Index (into the kept runs) of the most probable run."""
-        return int(np.argmax(self._w[: self._len]))
+        return int(self._w[: self._len].argmax())
 
     def run_count(self, index: int) -> int:
         """Number of observations in the kept run ``index`` (run length + 1)."""
@@ -376,6 +403,53 @@ def robust_stats(values: np.ndarray, k: float = 4.0, floor: float = 0.01) -> tup
     scale = max(mad, floor * abs(med))
     kept = v[np.abs(v - med) <= k * scale]
     mean = float(kept.mean()) if kept.size else med
+    return mean, (mad / abs(med) if med else 0.0)
+
+
+def _pairwise_sum(a: list[float]) -> float:
+    """``np.sum`` of a float64 array of at most 128 values, bit for bit: numpy's pairwise
+    summation (8 running sums, then the remainder), in plain Python for small inputs."""
+    n = len(a)
+    if n < 8:
+        res = -0.0
+        for x in a:
+            res += x
+        return res
+    r0, r1, r2, r3, r4, r5, r6, r7 = a[:8]
+    end = n - n % 8
+    for i in range(8, end, 8):
+        r0 += a[i]
+        r1 += a[i + 1]
+        r2 += a[i + 2]
+        r3 += a[i + 3]
+        r4 += a[i + 4]
+        r5 += a[i + 5]
+        r6 += a[i + 6]
+        r7 += a[i + 7]
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    for i in range(end, n):
+        res += a[i]
+    return res
+
+
+def _median_sorted(s: list[float]) -> float:
+    m = len(s) // 2
+    return s[m] if len(s) % 2 else (s[m - 1] + s[m]) / 2
+
+
+def robust_stats_small(values: list[float], k: float = 4.0, floor: float = 0.01
+                       ) -> tuple[float, float]:
+    """:func:`robust_stats` of at most 128 values given as a list, in plain Python (no numpy
+    call overhead) and with the same result bit for bit (same medians, numpy's pairwise sum
+    for the mean)."""
+    if not 0 < len(values) <= 128:
+        return robust_stats(np.asarray(values, dtype=float), k, floor)
+    med = _median_sorted(sorted(values))
+    mad = 1.4826 * _median_sorted(sorted([abs(x - med) for x in values]))
+    scale = max(mad, floor * abs(med))
+    lim = k * scale
+    kept = [x for x in values if abs(x - med) <= lim]
+    mean = _pairwise_sum(kept) / len(kept) if kept else med
     return mean, (mad / abs(med) if med else 0.0)
 
 
@@ -450,7 +524,7 @@ class BOCDVerifyDetector:
         """Forget everything (a new series)."""
         self.bocd: BOCD | None = None
         self._t = -1
-        self._recent: deque[float] = deque(maxlen=self.reference_points)
+        self._recent: deque[float] = deque(maxlen=2 * self.reference_points)
         self._regime = _Regime(
             start=0, ref=math.nan, ref_points=0, spread=0.0, slow=False, defines_healthy=True
         )
@@ -473,7 +547,7 @@ class BOCDVerifyDetector:
         self._t += 1
         t = self._t
         bocd = self.bocd
-        bocd.update(math.log(x), aux=x)
+        bocd.update(math.log(x), aux=None)  # run sums come from _recent (see below)
         self._recent.append(x)
         reg = self._regime
         big = self.reference_points
@@ -489,30 +563,37 @@ class BOCDVerifyDetector:
             length = t - reg.start + 1
             if reg.ref_points < big:
                 reg.ref_points = min(length, big)
-                reg.ref, reg.spread = robust_stats(self._recent_values(reg.ref_points))
+                reg.ref, reg.spread = robust_stats_small(self._recent_values(reg.ref_points))
                 if reg.defines_healthy:
                     self.healthy_level = reg.ref
             elif self.drift_check and length >= 2 * big and length % (big // 2 or 1) == 0:
-                recent, spread = robust_stats(self._recent_values(big))
+                recent, spread = robust_stats_small(self._recent_values(big))
                 if self._differs(recent, spread, big):
                     return [self._accept(t - big + 1, t, recent, big)]
             return []
         if count < self.min_segment or reg.ref_points < self.min_reference:
             return []
         # Cheap gate on the plain mean of the candidate run before the outlier-trimmed mean.
-        plain = bocd.run_aux_sum(j) / count
+        # count < 2 * reference_points here (longer candidates were absorbed above), so the
+        # run's points are the last `count` of _recent; summed in order, as BOCD's aux would.
+        last = list(self._recent)
+        plain = 0.0
+        for v in last[len(last) - count :]:
+            plain += v
+        plain /= count
         if self.threshold > 0 and abs(plain - reg.ref) < 0.5 * self.threshold * reg.ref:
             return []
         if bocd.mass_near(count, self.location_tolerance) < self.cp_threshold:
             return []
         k = min(count, big)
-        after, spread = robust_stats(self._recent_values(k))
+        after, spread = robust_stats_small(self._recent_values(k))
         if not self._differs(after, spread, k):
             return []
         return [self._accept(tau, t, after, count)]
 
-    def _recent_values(self, k: int) -> np.ndarray:
-        return np.fromiter(self._recent, float)[-k:]
+    def _recent_values(self, k: int) -> list[float]:
+        recent = list(self._recent)
+        return recent[-k:] if k < len(recent) else recent
 
     def _differs(self, level: float, spread: float, points: int) -> bool:
         """Verification: the relative difference to the regime level must reach ``threshold``
@@ -540,7 +621,7 @@ class BOCDVerifyDetector:
         healthy = self.healthy_level
         kind, slow = self._classify(before, after)
         k = min(count, self.reference_points)
-        ref, spread = robust_stats(self._recent_values(k))
+        ref, spread = robust_stats_small(self._recent_values(k))
         speedup = kind == "speedup"
         self._regime = _Regime(
             start=tau, ref=ref, ref_points=k, spread=spread, slow=slow, defines_healthy=speedup

@@ -40,7 +40,7 @@ from stragglers.detect.corpus import LOCATION_TOLERANCE, Series, generate_corpus
 
 __all__ = [
     "METHOD_ORDER",
-    "Metrics",
+    "DetectionScores",
     "SeriesOutcome",
     "evaluate",
     "format_tables",
@@ -79,7 +79,7 @@ class SeriesOutcome:
 
 
 @dataclass(frozen=True)
-class Metrics:
+class DetectionScores:
     """Aggregate scores of one method (rates are fractions in [0, 1])."""
 
     accuracy: float
@@ -146,7 +146,7 @@ def score_series(series: Series, alarms: Sequence[Alarm], points: int = 0,
     )
 
 
-def summarize(outcomes: Iterable[SeriesOutcome]) -> Metrics:
+def summarize(outcomes: Iterable[SeriesOutcome]) -> DetectionScores:
     """Aggregate per-series outcomes into accuracy / FPR / FNR / delay."""
     out = list(outcomes)
     pos = [o for o in out if o.positive]
@@ -162,7 +162,7 @@ def summarize(outcomes: Iterable[SeriesOutcome]) -> Metrics:
     def ratio(a: int, b: int) -> float:
         return a / b if b else 0.0
 
-    return Metrics(
+    return DetectionScores(
         accuracy=ratio(sum(o.correct for o in out), len(out)),
         fpr=ratio(fp, len(neg)),
         fnr=ratio(fn, len(pos)),
@@ -211,10 +211,10 @@ def evaluate(
 
 
 def metrics_by_family(outcomes: dict[str, list[SeriesOutcome]]
-                      ) -> dict[str, dict[str, Metrics]]:
-    """``{family: {method: Metrics}}`` plus an ``"all"`` family."""
+                      ) -> dict[str, dict[str, DetectionScores]]:
+    """``{family: {method: DetectionScores}}`` plus an ``"all"`` family."""
     fams = sorted({o.family for v in outcomes.values() for o in v})
-    res: dict[str, dict[str, Metrics]] = {}
+    res: dict[str, dict[str, DetectionScores]] = {}
     for fam in [*fams, "all"]:
         res[fam] = {
             m: summarize(o for o in v if fam == "all" or o.family == fam)
@@ -285,8 +285,8 @@ def metrics_json(outcomes: dict[str, list[SeriesOutcome]]
     return res
 
 
-def metrics_dict(x: Metrics) -> dict[str, float | int]:
-    """All fields of a :class:`Metrics` as a plain dict."""
+def metrics_dict(x: DetectionScores) -> dict[str, float | int]:
+    """All fields of a :class:`DetectionScores` as a plain dict."""
     return asdict(x)
 
 

@@ -122,7 +122,8 @@ class HangDiagnosis:
             "suspect_ranks": list(self.suspect_ranks),
             "suspects": [s.to_dict() for s in self.suspects],
             "silent": list(self.silent),
-            "waits_for": {str(k): list(v) for k, v in sorted(self.waits_for.items())},
+            # tuples, shared between ranks that wait for the same members (no copies)
+            "waits_for": {str(k): v for k, v in sorted(self.waits_for.items())},
         }
 
 
@@ -137,7 +138,12 @@ def _same_call(a: LastOp, b: LastOp) -> bool:
 def localize_hang(topology: Topology, last_ops: Mapping[int, LastOp],
                   silent: Iterable[int] | None = None) -> HangDiagnosis:
     """Suspects of a hang (see the module docstring).  Ranks absent from ``last_ops`` are taken
-    as silent; ``silent`` may list them explicitly (it must not overlap ``last_ops``)."""
+    as silent; ``silent`` may list them explicitly (it must not overlap ``last_ops``).
+
+    Cost: group members and the waits of a collective are computed once per (group, call); the
+    waits-for graph routes each shared list of waits through one extra node, so it has O(ranks)
+    edges even when half a group waits for the other half; how many ranks wait for each
+    candidate is counted with ancestor bitsets over the condensed graph."""
     n = topology.size
     for r, op in last_ops.items():
         topology.coords(r)
@@ -152,19 +158,50 @@ def localize_hang(topology: Topology, last_ops: Mapping[int, LastOp],
             raise ValueError(f"ranks {sorted(given & set(last_ops))} are both silent and logged")
         silent_set = given | silent_set
     waits: dict[int, tuple[int, ...]] = {}
+    groups: dict[tuple[str, int], tuple[int, ...]] = {}
+    shared: dict[tuple[tuple[int, ...], LastOp], tuple[int, ...]] = {}
+    node_of: dict[tuple[int, ...], int] = {}  # extra graph node per shared waits tuple
+    rows: list[int] = []
+    cols: list[int] = []
     for r, op in last_ops.items():
         if op.peer is not None:
             other = last_ops.get(op.peer)
             matched = (other is not None and other.peer == r
                        and P2P_OPS.get(op.op) == other.op)
             waits[r] = () if matched else (op.peer,)
-        else:
-            members = topology.group(r, op.group)
-            waits[r] = tuple(m for m in members if m != r and not (
+            if not matched:
+                rows.append(r)
+                cols.append(op.peer)
+            continue
+        gkey = (op.group, _group_key(topology, r, op.group))
+        members = groups.get(gkey)
+        if members is None:
+            members = groups[gkey] = topology.group(r, op.group)
+        key = (members, op)
+        ws = shared.get(key)
+        if ws is None:
+            ws = shared[key] = tuple(m for m in members if not (
                 m in last_ops and _same_call(last_ops[m], op)))
-    rows = [r for r, ws in waits.items() for _ in ws]
-    cols = [w for ws in waits.values() for w in ws]
-    graph = csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(n, n))
+        if r in ws:  # r is not in its own call's set (a seq that matches nobody): own list
+            mine = tuple(m for m in ws if m != r)
+            waits[r] = mine
+            rows += [r] * len(mine)
+            cols += mine
+            continue
+        waits[r] = ws
+        if len(ws) <= 1:
+            rows += [r] * len(ws)
+            cols += ws
+            continue
+        node = node_of.get(ws)
+        if node is None:
+            node = node_of[ws] = n + len(node_of)
+            rows += [node] * len(ws)
+            cols += ws
+        rows.append(r)
+        cols.append(node)
+    total = n + len(node_of)
+    graph = csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(total, total))
     ncomp, label = connected_components(graph, directed=True, connection="strong")
     # Component graph: a component is a sink when no edge leaves it.
     leaves = np.zeros(ncomp, dtype=bool)
@@ -173,65 +210,128 @@ def localize_hang(topology: Topology, last_ops: Mapping[int, LastOp],
         c_a = np.asarray(cols)
         cross = label[r_a] != label[c_a]
         leaves[np.unique(label[r_a[cross]])] = True
-    # Who (transitively) waits for each component.
-    reach = _reverse_reach_counts(graph, label, ncomp)
-    involved = set(waits) | {w for ws in waits.values() for w in ws}
+    distinct = {id(ws): ws for ws in waits.values()}
+    involved = set(waits) | {w for ws in distinct.values() for w in ws}
+    rank_label = label[:n]
+    order = np.argsort(rank_label, kind="stable")
+    bounds = np.flatnonzero(np.diff(rank_label[order])) + 1
+    members_of = {int(rank_label[g[0]]): tuple(sorted(g.tolist()))
+                  for g in np.split(order, bounds) if g.size}
+    candidates = sorted({int(label[r]) for r in involved if not leaves[int(label[r])]})
+    waited_by = _waiter_counts(rows, cols, label, ncomp, n, candidates)
+    # Direct waiters of a rank, through the shared waits tuples (a rank holds one tuple).
+    holders: dict[int, list[int]] = {}
+    tuples: dict[int, tuple[int, ...]] = {}
+    for k, ws in waits.items():
+        if ws:
+            holders.setdefault(id(ws), []).append(k)
+            tuples[id(ws)] = ws
+    refs: dict[int, list[int]] = {}
+    for key_id, ws in tuples.items():
+        for w in ws:
+            if w in silent_set:
+                refs.setdefault(w, []).append(key_id)
+    stuck_seen: dict[tuple[tuple[int, ...], LastOp], int] = {}
     suspects: list[Suspect] = []
-    for comp in range(ncomp):
-        members = tuple(int(r) for r in np.flatnonzero(label == comp))
-        if leaves[comp] or not (set(members) & involved):
-            continue
-        waited = int(reach[comp])
+    for comp in candidates:
+        members = members_of[comp]
+        waited = waited_by[comp]
         if len(members) == 1 and members[0] in silent_set:
             r = members[0]
             if waited == 0:
                 continue
-            direct = sorted(k for k, ws in waits.items() if r in ws)
+            lists = [holders[k] for k in refs.get(r, [])]
+            count = sum(len(x) for x in lists)
+            direct = sorted(x for lst in lists for x in lst[:16])[:16]
+            shown = _few(direct) if count <= 16 else f"{str(direct)[:-1]}, ... ({count} ranks)]"
             suspects.append(Suspect(members, "silent", waited, (
-                f"rank {r} logged nothing while ranks {direct} wait for it "
-                f"({_describe_waiters(topology, last_ops, r, direct)})")))
+                f"rank {r} logged nothing while ranks {shown} wait for it "
+                f"({_describe_waiters(topology, last_ops, r, direct[:8])}"
+                f"{'; ...' if count > 8 else ''})")))
         elif len(members) == 1:
             r = members[0]
             op = last_ops[r]
             if op.peer is not None:
                 continue  # a matched p2p pair that is not waited on: not a culprit by itself
-            group = topology.group(r, op.group)
+            group = groups[(op.group, _group_key(topology, r, op.group))]
+            at = stuck_seen.get((group, op))
+            if at is not None:
+                # another member of the same stuck collective: keep the largest count
+                prev = suspects[at]
+                if waited > prev.waited_on_by:
+                    suspects[at] = Suspect(group, prev.kind, waited, prev.reason)
+                continue
+            stuck_seen[(group, op)] = len(suspects)
             suspects.append(Suspect(tuple(group), "stuck_collective", waited, (
-                f"every member of {topology.group_name(r, op.group)} {list(group)} is in "
+                f"every member of {topology.group_name(r, op.group)} {_few(list(group))} is in "
                 f"{op.op}{'' if op.seq is None else f' #{op.seq}'}: the collective itself does "
                 "not progress (suspect its links or NCCL)")))
         else:
-            calls = ", ".join(f"{r}:{last_ops[r].op}({last_ops[r].group})" for r in members
+            calls = ", ".join(f"{r}:{last_ops[r].op}({last_ops[r].group})" for r in members[:8]
                               if r in last_ops)
             suspects.append(Suspect(members, "circular_wait", waited, (
-                f"ranks {list(members)} wait for each other in different calls ({calls}): "
-                "mismatched collective order")))
+                f"ranks {_few(list(members))} wait for each other in different calls ({calls}"
+                f"{', ...' if len(members) > 8 else ''}): mismatched collective order")))
     # stuck collectives are found once per member: keep one per group
     uniq: dict[tuple[tuple[int, ...], str], Suspect] = {}
     for s in suspects:
-        key = (s.ranks, s.kind)
-        if key not in uniq or s.waited_on_by > uniq[key].waited_on_by:
-            uniq[key] = s
+        key2 = (s.ranks, s.kind)
+        if key2 not in uniq or s.waited_on_by > uniq[key2].waited_on_by:
+            uniq[key2] = s
     ordered = sorted(uniq.values(), key=lambda s: (-s.waited_on_by, s.ranks))
     return HangDiagnosis(tuple(ordered), waits, tuple(sorted(silent_set)))
 
 
-def _reverse_reach_counts(graph: csr_matrix, label: np.ndarray, ncomp: int) -> np.ndarray:
-    """For each component, the number of ranks outside it that can reach it."""
-    rev = graph.T.tocsr()
-    counts = np.zeros(ncomp, dtype=np.int64)
-    for comp in range(ncomp):
-        start = np.flatnonzero(label == comp)
-        seen = np.zeros(graph.shape[0], dtype=bool)
-        seen[start] = True
-        frontier = start
-        while frontier.size:
-            nxt = rev[frontier].indices
-            nxt = nxt[~seen[nxt]]
-            seen[nxt] = True
-            frontier = np.unique(nxt)
-        counts[comp] = int(seen.sum()) - start.size
-    return counts
+def _few(ranks: list[int], shown: int = 16) -> str:
+    """``[a, b, c]``, or the first ``shown`` and how many more."""
+    if len(ranks) <= shown:
+        return str(ranks)
+    return f"{str(ranks[:shown])[:-1]}, ... ({len(ranks)} ranks)]"
+
+
+def _group_key(topology: Topology, rank: int, kind: str) -> int:
+    """An id of the ``kind`` group of ``rank`` (equal for all its members)."""
+    pp_i, dp_i, tp_i = topology.coords(rank)
+    if kind == "tp":
+        return pp_i * topology.dp + dp_i
+    if kind == "dp":
+        return pp_i * topology.tp + tp_i
+    return dp_i * topology.tp + tp_i
+
+
+def _waiter_counts(rows: list[int], cols: list[int], label: np.ndarray, ncomp: int, n: int,
+                   wanted: list[int]) -> dict[int, int]:
+    """For each component in ``wanted``: the number of ranks (nodes below ``n``) outside it
+    that reach it, i.e. wait for it directly or transitively.
+
+    Ancestor sets are propagated as bitsets over the condensed graph in topological order
+    (one pass over its edges; ``components x ranks / 8`` bytes)."""
+    if not wanted:
+        return {}
+    words = (n + 63) // 64
+    own = np.zeros((ncomp, words), dtype=np.uint64)
+    ranks = np.arange(n)
+    np.bitwise_or.at(own, (label[:n], ranks // 64),
+                     np.left_shift(np.uint64(1), (ranks % 64).astype(np.uint64)))
+    anc = np.zeros((ncomp, words), dtype=np.uint64)
+    if rows:
+        src = label[np.asarray(rows, dtype=np.int64)]
+        dst = label[np.asarray(cols, dtype=np.int64)]
+        cross = src != dst
+        edges = np.unique(np.stack([src[cross], dst[cross]], axis=1), axis=0)
+        indeg = np.bincount(edges[:, 1], minlength=ncomp)
+        out_start = np.searchsorted(edges[:, 0], np.arange(ncomp + 1))
+        ready = np.flatnonzero(indeg == 0).tolist()
+        while ready:
+            u = ready.pop()
+            targets = edges[out_start[u] : out_start[u + 1], 1]
+            if not targets.size:
+                continue
+            carry = anc[u] | own[u]
+            anc[targets] |= carry
+            indeg[targets] -= 1
+            ready += targets[indeg[targets] == 0].tolist()
+    return {c: int(np.bitwise_count(anc[c]).sum()) for c in wanted}
 
 
 def _describe_waiters(topology: Topology, last_ops: Mapping[int, LastOp], target: int,

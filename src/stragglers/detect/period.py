@@ -72,6 +72,12 @@ class CallEncoder:
     def encode(self, keys: Sequence[Hashable]) -> np.ndarray:
         return np.fromiter((self.code(k) for k in keys), dtype=np.int64, count=len(keys))
 
+    def __len__(self) -> int:
+        return len(self._codes)
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._codes
+
 
 def acf(codes: np.ndarray, max_lag: int) -> np.ndarray:
     """One-hot autocorrelation ``ACF_k`` for ``k = 0..max_lag`` (definition in the module doc)."""
@@ -86,19 +92,42 @@ def acf(codes: np.ndarray, max_lag: int) -> np.ndarray:
     denom = 1.0 - s2
     if denom <= 0.0:  # a single symbol: every lag repeats it
         return np.ones(max_lag + 1)
-    # matches[k] = #{t < n-k : x_t == x_{t+k}} via FFT autocorrelation of the one-hot channels.
-    nfft = 1 << int(np.ceil(np.log2(2 * n)))
-    onehot = np.zeros((counts.size, n))
-    onehot[inv, np.arange(n)] = 1.0
-    spec = np.fft.rfft(onehot, nfft, axis=1)
-    auto = np.fft.irfft((spec * spec.conj()).sum(axis=0), nfft)[: max_lag + 1]
-    matches = np.rint(auto)
+    matches = _matches(inv, counts.size, max_lag)
     q = freq[inv]
     cq = np.concatenate([[0.0], np.cumsum(q)])
     k = np.arange(max_lag + 1)
     overlap = n - k
     num = matches - cq[overlap] - (cq[n] - cq[k]) + overlap * s2
     return (num / overlap) / denom
+
+
+def _matches(inv: np.ndarray, symbols: int, max_lag: int) -> np.ndarray:
+    """``matches[k] = #{t < n-k : x_t == x_{t+k}}`` for ``k = 0..max_lag`` (exact integers).
+
+    By FFT autocorrelation of the one-hot channels (``symbols x n log n``, channels in chunks
+    of bounded memory) or by direct comparison (``n x max_lag``), whichever costs less: a
+    window of many distinct calls costs neither quadratic memory nor quadratic FFT time."""
+    n = inv.size
+    nfft = 1 << int(np.ceil(np.log2(2 * n)))
+    fft_cost = symbols * nfft * np.log2(nfft)
+    direct_cost = (max_lag + 1) * (n + 2000)
+    if direct_cost < fft_cost:
+        out = np.empty(max_lag + 1)
+        for k in range(max_lag + 1):
+            out[k] = np.count_nonzero(inv[: n - k] == inv[k:])
+        return out
+    chunk = max(1, (32 << 20) // (16 * nfft))  # channels per FFT batch: about 32 MiB
+    power = np.zeros(nfft // 2 + 1)
+    cols = np.arange(n)
+    for lo in range(0, symbols, chunk):
+        hi = min(symbols, lo + chunk)
+        sel = (inv >= lo) & (inv < hi)
+        onehot = np.zeros((hi - lo, n))
+        onehot[inv[sel] - lo, cols[sel]] = 1.0
+        spec = np.fft.rfft(onehot, nfft, axis=1)
+        power += (spec.real**2 + spec.imag**2).sum(axis=0)
+    auto = np.fft.irfft(power, nfft)[: max_lag + 1]
+    return np.rint(auto)
 
 
 def find_period(codes: np.ndarray, max_lag: int, threshold: float = 0.95) -> int | None:
@@ -194,9 +223,15 @@ class PeriodTracker:
         self.threshold = float(threshold)
         self.min_anchor = int(min_anchor)
         self.seen = 0  # calls absorbed so far
-        self._codes = np.zeros(0, np.int64)  # last calls (absolute index of [0] is _base)
-        self._ts = np.zeros(0)
-        self._base = 0
+        # The last 2 x window calls are visible (absolute index of the first: _base); they
+        # live in buffers of 4 x window that are compacted when full (amortised O(1)).
+        self._keep = 2 * self.window
+        self._cap = 2 * self._keep
+        self._bc = np.zeros(self._cap, np.int64)
+        self._bt = np.zeros(self._cap)
+        self._n = 0  # calls in the buffers
+        self._abs0 = 0  # absolute index of the buffers' first call
+        self._anchor_list: list[int] | None = None
         self._next_eval = self.window
         self.period: int | None = None
         self.anchor: tuple[int, ...] | None = None
@@ -226,17 +261,98 @@ class PeriodTracker:
                 self._next_eval += self.step
         return IterationTimes.concat(out)
 
+    def feed_one(self, ts: float, code: int) -> list[tuple[float, float, int]] | None:
+        """Absorb one call; the iterations it completes as ``(end_ts, duration, n_iters)``
+        (None when there are none).  Same result as :meth:`feed` with one call, faster."""
+        if self._n == self._cap:
+            self._compact(1)
+        self._bc[self._n] = code
+        self._bt[self._n] = ts
+        self._n += 1
+        self.seen += 1
+        out = self._scan_one()
+        if self.seen == self._next_eval:
+            more = self._evaluate()
+            self._next_eval += self.step
+            if len(more):
+                rows = list(zip(more.end_ts.tolist(), more.duration.tolist(),
+                                more.n_iters.tolist(), strict=True))
+                out = rows if out is None else out + rows
+        return out
+
     # -- internals ----------------------------------------------------------------------------
+    @property
+    def _base(self) -> int:
+        return max(self._abs0, self.seen - self._keep)
+
+    @property
+    def _codes(self) -> np.ndarray:
+        return self._bc[self._base - self._abs0 : self._n]
+
+    @property
+    def _ts(self) -> np.ndarray:
+        return self._bt[self._base - self._abs0 : self._n]
+
+    def _compact(self, incoming: int) -> None:
+        """Make room for ``incoming`` calls, keeping the visible ones."""
+        drop = self._base - self._abs0
+        assert self._n - drop + incoming <= self._cap  # visible <= keep, incoming <= keep
+        live = self._n - drop
+        self._bc[:live] = self._bc[drop : self._n]
+        self._bt[:live] = self._bt[drop : self._n]
+        self._n = live
+        self._abs0 += drop
+
     def _append(self, ts: np.ndarray, codes: np.ndarray) -> None:
-        keep = self.window + self.window  # enough history for a retro scan and n-gram overlap
-        self._codes = np.concatenate([self._codes, codes])
-        self._ts = np.concatenate([self._ts, ts])
-        self.seen += codes.size
-        extra = self._codes.size - keep
-        if extra > 0:
-            self._codes = self._codes[extra:]
-            self._ts = self._ts[extra:]
-            self._base += extra
+        k = codes.size
+        if k > self._keep:  # only the last 2 x window calls stay visible
+            skip = k - self._keep
+            self.seen += skip
+            self._abs0 = self.seen
+            self._n = 0
+            ts, codes, k = ts[skip:], codes[skip:], self._keep
+        if self._n + k > self._cap:
+            self._compact(k)
+        self._bc[self._n : self._n + k] = codes
+        self._bt[self._n : self._n + k] = ts
+        self._n += k
+        self.seen += k
+
+    def _scan_one(self) -> list[tuple[float, float, int]] | None:
+        """:meth:`_scan` for the usual case of one new call (one candidate anchor start)."""
+        if self._anchor_list is None or self.period is None:
+            return None
+        gram = self._anchor_list
+        m = len(gram)
+        last = self.seen - m
+        first = max(self._scanned, self._base)
+        if last != first:
+            if last < first:
+                return None
+            its = self._scan()
+            if not len(its):
+                return None
+            return list(zip(its.end_ts.tolist(), its.duration.tolist(), its.n_iters.tolist(),
+                            strict=True))
+        self._scanned = last + 1
+        i = last - self._abs0
+        if self._bc[i : i + m].tolist() != gram:
+            return None
+        p = self.period
+        prev = -(10**18) if self._last_detected is None else self._last_detected
+        self._last_detected = last
+        if last - prev < p / 2.0:
+            return None
+        kts = float(self._bt[i])
+        if self._last_kept is None:
+            self._last_kept = last
+            self._last_kept_ts = kts
+            return None
+        n = max(1, int(np.rint((last - self._last_kept) / p)))
+        dur = (kts - self._last_kept_ts) / n
+        self._last_kept = last
+        self._last_kept_ts = kts
+        return [(kts, dur, n)]
 
     def _scan(self, start: int | None = None) -> IterationTimes:
         """Detect anchors whose n-gram is complete and starts at or after ``start``."""
@@ -299,6 +415,7 @@ class PeriodTracker:
         self.period = p
         self._motif_key = key
         self.anchor = choose_anchor(motif, self.min_anchor)
+        self._anchor_list = list(self.anchor)
         self._last_detected = None
         self._last_kept = None
         return self._scan(start=retro_from)

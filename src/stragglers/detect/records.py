@@ -1,8 +1,11 @@
 """JSON-lines records read by the detectors and the ``stragglers watch`` command.
 
-One JSON object per line.  The record kind is given by ``"kind"`` or, when absent, inferred from
-the fields (``iter`` -> iteration record, ``src``/``dst`` -> message record, ``type`` -> call
-record).  Unknown extra fields are ignored.
+One JSON object per line (UTF-8).  The record kind is given by ``"kind"`` or, when absent,
+inferred from the fields (``iter`` -> iteration record, ``src``/``dst`` -> message record,
+``type`` -> call record).  Values are taken as they are, never converted: an integer field
+holding ``3.0``, ``"3"`` or ``true`` is an error, and so is a number that is not finite.
+Fields outside the schema are allowed (they are counted by ``watch``, see
+:func:`unknown_fields`).
 
 Call record (``"kind": "call"``): one communication call as an NCCL/gloo shim or a probe logs it.
 
@@ -13,16 +16,20 @@ field         type      meaning
 ``type``      str       call type, e.g. ``"allreduce"``, ``"allgather"``, ``"send"``
 ``size``      int >= 0  message size in bytes
 ``ts``        number    start timestamp in seconds (any epoch; non-decreasing per rank)
-``group``     str       optional communication group name, e.g. ``"dp0"``
+``group``     str|list  optional communication group: a name (``"dp0"``) or the list of its
+                        global ranks as :mod:`stragglers.probe` writes it (named ``"[1,3]"``)
 ``duration``  number    optional transfer time of the call in seconds (>= 0)
 ``wait``      number    optional time spent waiting for peers before the transfer (>= 0)
+``step``      int >= 0  optional training step (written by the probe; not used)
+``peer``      int >= 0  optional peer rank of a point-to-point call (not used)
 ============  ========  ======================================================================
 
 Iteration record (``"kind": "iter"``): a framework or probe that knows its iteration boundaries.
 
 ============  ========  ======================================================================
 ``rank``      int >= 0  rank
-``iter``      int >= 0  iteration number (increasing per rank)
+``iter``      int >= 0  the job's iteration number (increasing per rank; see ``watch`` for
+                        restarts and jumps)
 ``ts``        number    optional end timestamp of the iteration in seconds
 ``duration``  number    optional iteration time in seconds (> 0); if absent, the difference of
                         consecutive ``ts`` of the same rank is used
@@ -39,18 +46,25 @@ Message record (``"kind": "msg"``): one transport-level message (C4D delay matri
 ``size``      int >= 0  optional message size in bytes
 ``wait``      number    optional time the receiver waited for the data (>= 0)
 ============  ========  ======================================================================
+
+Integers are limited to 64 bits (``0 <= value < 2**63``); a line is limited to
+``STRAGGLERS_MAX_RECORD_BYTES`` bytes (1 MiB) and a JSON value to 1,024 levels of nesting
+(the parser's own limit).  Every problem is a :class:`RecordError` whose message names the
+source, the line and the field.
 """
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from stragglers.errors import InputError
+from stragglers.limits import check_limit, limit
 
 __all__ = [
     "CallRecord",
@@ -58,14 +72,34 @@ __all__ = [
     "MessageRecord",
     "Record",
     "RecordError",
+    "decode_json",
+    "iter_file_lines",
     "parse_line",
     "parse_record",
     "read_records",
+    "unknown_fields",
 ]
+
+INT_MAX = 2**63 - 1
+
+KNOWN_FIELDS: dict[str, frozenset[str]] = {
+    "call": frozenset({"kind", "rank", "type", "size", "ts", "group", "duration", "wait",
+                       "step", "peer"}),
+    "iter": frozenset({"kind", "rank", "iter", "ts", "duration"}),
+    "msg": frozenset({"kind", "src", "dst", "latency", "size", "wait"}),
+}
 
 
 class RecordError(InputError):
-    """A JSON-lines record that cannot be used; the message names source, line and field."""
+    """A JSON-lines record that cannot be used; the message names source, line and field.
+
+    ``reason`` is a short key (``not_json``, ``not_utf8``, ``bad_field``, ``not_object``,
+    ``unknown_kind``, ``too_long``) by which ``watch`` counts the records it skips.
+    """
+
+    def __init__(self, message: str, reason: str = "bad_field") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,37 +133,57 @@ class MessageRecord:
 Record = CallRecord | IterationRecord | MessageRecord
 
 
+def _shown(obj: dict[str, Any], field: str) -> str:
+    if field not in obj:
+        return "missing"
+    return shown_value(obj[field])
+
+
+def shown_value(value: Any) -> str:
+    """A JSON value for an error message: at most 60 characters, ASCII only (so that no line
+    separator such as U+0085 or U+2028 can split the one-line message)."""
+    text = orjson.dumps(value).decode()
+    text = text if len(text) <= 60 else text[:57] + "..."
+    return text.encode("ascii", "backslashreplace").decode("ascii")
+
+
 class _Ctx:
-    def __init__(self, obj: dict[str, Any], source: str, line: int) -> None:
+    __slots__ = ("obj", "where")
+
+    def __init__(self, obj: dict[str, Any], where: str) -> None:
         self.obj = obj
-        self.where = f"{source}:{line}"
+        self.where = where
 
     def fail(self, field: str, what: str) -> RecordError:
-        value = self.obj.get(field, None)
-        shown = "missing" if field not in self.obj else json.dumps(value)[:60]
-        return RecordError(f"{self.where}: field '{field}': expected {what}, got {shown}")
+        return RecordError(f"{self.where}: field '{field}': expected {what}, got "
+                           f"{_shown(self.obj, field)}")
 
     def int_(self, field: str, required: bool = True) -> int | None:
-        if field not in self.obj or self.obj[field] is None:
+        v = self.obj.get(field)
+        if v is None:
             if required:
                 raise self.fail(field, "an integer >= 0")
             return None
-        v = self.obj[field]
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-            if isinstance(v, float) and v.is_integer() and v >= 0:
-                return int(v)
-            raise self.fail(field, "an integer >= 0")
+        if type(v) is not int or not 0 <= v <= INT_MAX:
+            raise self.fail(field, "an integer >= 0" if type(v) is not int or v < 0
+                            else f"an integer <= {INT_MAX}")
         return v
 
     def num(self, field: str, required: bool = True, positive: bool = False,
             nonneg: bool = True) -> float | None:
-        if field not in self.obj or self.obj[field] is None:
+        v = self.obj.get(field)
+        if v is None:
             if required:
                 raise self.fail(field, "a number")
             return None
-        v = self.obj[field]
-        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
-            raise self.fail(field, "a finite number")
+        t = type(v)
+        if t is float:
+            if not math.isfinite(v):
+                raise self.fail(field, "a finite number")
+        elif t is int:
+            v = float(v)
+        else:
+            raise self.fail(field, "a number")
         if positive and v <= 0:
             raise self.fail(field, "a number > 0")
         if nonneg and v < 0:
@@ -137,43 +191,54 @@ class _Ctx:
         return float(v)
 
     def str_(self, field: str, required: bool = True) -> str | None:
-        if field not in self.obj or self.obj[field] is None:
+        v = self.obj.get(field)
+        if v is None:
             if required:
                 raise self.fail(field, "a non-empty string")
             return None
-        v = self.obj[field]
-        if isinstance(v, int) and not isinstance(v, bool):
-            v = str(v)
-        if not isinstance(v, str) or not v:
+        if type(v) is not str or not v:
             raise self.fail(field, "a non-empty string")
         return v
+
+    def group(self) -> str | None:
+        v = self.obj.get("group")
+        if v is None:
+            return None
+        if type(v) is str and v:
+            return v
+        if type(v) is list and v and all(type(x) is int and 0 <= x <= INT_MAX for x in v):
+            return "[" + ",".join(str(x) for x in sorted(v)) + "]"
+        raise self.fail("group", "a non-empty string or a non-empty list of ranks")
+
+
+def record_kind(obj: dict[str, Any]) -> str | None:
+    """The kind of a decoded record (``call``, ``iter``, ``msg``), or None when unknown."""
+    kind = obj.get("kind")
+    if kind is None:
+        if "iter" in obj:
+            return "iter"
+        if "src" in obj or "dst" in obj:
+            return "msg"
+        if "type" in obj:
+            return "call"
+        return None
+    return kind if type(kind) is str and kind in KNOWN_FIELDS else None
+
+
+def unknown_fields(obj: dict[str, Any], kind: str) -> list[str]:
+    """Fields of ``obj`` that the schema of ``kind`` does not know (e.g. a misspelling)."""
+    known = KNOWN_FIELDS[kind]
+    return [k for k in obj if k not in known]
 
 
 def parse_record(obj: Any, *, source: str = "<input>", line: int = 0) -> Record:
     """Validate one decoded JSON value and return the typed record (raises :class:`RecordError`)."""
-    if not isinstance(obj, dict):
-        raise RecordError(f"{source}:{line}: expected a JSON object, got {type(obj).__name__}")
-    c = _Ctx(obj, source, line)
-    kind = obj.get("kind")
-    if kind is None:
-        if "iter" in obj:
-            kind = "iter"
-        elif "src" in obj or "dst" in obj:
-            kind = "msg"
-        elif "type" in obj:
-            kind = "call"
-        else:
-            raise RecordError(
-                f"{source}:{line}: field 'kind': cannot tell the record kind (no 'kind', 'iter', "
-                "'type' or 'src' field)"
-            )
-    if kind == "call":
-        return CallRecord(
-            rank=c.int_("rank"), type=c.str_("type"), size=c.int_("size"),  # type: ignore[arg-type]
-            ts=c.num("ts", nonneg=False),  # type: ignore[arg-type]
-            group=c.str_("group", required=False), duration=c.num("duration", required=False),
-            wait=c.num("wait", required=False),
-        )
+    where = f"{source}:{line}"
+    if type(obj) is not dict:
+        raise RecordError(f"{where}: expected a JSON object, got {_json_type(obj)}",
+                          "not_object")
+    c = _Ctx(obj, where)
+    kind = record_kind(obj)
     if kind == "iter":
         ts = c.num("ts", required=False, nonneg=False)
         dur = c.num("duration", required=False, positive=True)
@@ -181,41 +246,111 @@ def parse_record(obj: Any, *, source: str = "<input>", line: int = 0) -> Record:
             raise c.fail("ts", "a number (an iteration record needs 'ts' or 'duration')")
         return IterationRecord(rank=c.int_("rank"), iter=c.int_("iter"), ts=ts,  # type: ignore
                                duration=dur)
+    if kind == "call":
+        c.int_("step", required=False)
+        c.int_("peer", required=False)
+        return CallRecord(
+            rank=c.int_("rank"), type=c.str_("type"), size=c.int_("size"),  # type: ignore[arg-type]
+            ts=c.num("ts", nonneg=False),  # type: ignore[arg-type]
+            group=c.group(), duration=c.num("duration", required=False),
+            wait=c.num("wait", required=False),
+        )
     if kind == "msg":
         return MessageRecord(
             src=c.int_("src"), dst=c.int_("dst"), latency=c.num("latency"),  # type: ignore
             size=c.int_("size", required=False), wait=c.num("wait", required=False),
         )
-    raise c.fail("kind", "one of 'call', 'iter', 'msg'")
+    if "kind" in obj:
+        raise RecordError(f"{where}: field 'kind': expected one of 'call', 'iter', 'msg', got "
+                          f"{_shown(obj, 'kind')}", "unknown_kind")
+    raise RecordError(f"{where}: field 'kind': cannot tell the record kind (no 'kind', 'iter', "
+                      "'type' or 'src' field)", "unknown_kind")
 
 
-def parse_line(text: str, *, source: str = "<input>", line: int = 0) -> Record | None:
-    """Parse one JSON-lines line; blank lines give ``None``."""
-    text = text.strip()
-    if not text:
-        return None
+def _json_type(obj: Any) -> str:
+    return {list: "an array", str: "a string", int: "a number", float: "a number",
+            bool: "a boolean", type(None): "null"}.get(type(obj), type(obj).__name__)
+
+
+def decode_json(data: bytes | str, where: str) -> Any:
+    """Decode one JSON text; errors name ``where`` and say whether the bytes are not UTF-8."""
     try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise RecordError(
-            f"{source}:{line}: not valid JSON ({exc.msg} at column {exc.colno})"
-        ) from None
-    return parse_record(obj, source=source, line=line)
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raw = data if isinstance(data, bytes) else data.encode("utf-8", "surrogatepass")
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as uexc:
+            raise RecordError(f"{where}: not UTF-8 text (bad byte at column {uexc.start + 1})",
+                              "not_utf8") from None
+        msg = str(exc).split(": line ")[0]
+        if msg.startswith("number is infinity"):
+            msg = "number out of range (a float beyond 1.8e308, or an integer this long)"
+        raise RecordError(f"{where}: not valid JSON ({msg} at column {exc.colno})",
+                          "not_json") from None
 
 
-def iter_lines(lines: Iterable[str], source: str) -> Iterator[Record]:
-    """Parse lines strictly: the first bad record raises :class:`RecordError`."""
-    for i, text in enumerate(lines, start=1):
-        rec = parse_line(text, source=source, line=i)
-        if rec is not None:
-            yield rec
+def parse_line(text: bytes | str, *, source: str = "<input>", line: int = 0,
+               max_bytes: int | None = None) -> Record | None:
+    """Parse one JSON-lines line; blank lines give ``None``.  Lines longer than ``max_bytes``
+    (default: the ``record_bytes`` limit) are refused."""
+    if not text.strip():
+        return None
+    cap = limit("record_bytes") if max_bytes is None else max_bytes
+    if len(text) > cap:
+        raise RecordError(f"{source}:{line}: record of {len(text):,} bytes exceeds the limit of "
+                          f"{cap:,} (set STRAGGLERS_MAX_RECORD_BYTES to raise it)", "too_long")
+    return parse_record(decode_json(text, f"{source}:{line}"), source=source, line=line)
+
+
+def iter_file_lines(path: str | Path, what: str = "JSON-lines file"
+                    ) -> Iterator[tuple[int, bytes]]:
+    """``(line number, bytes)`` of every line of a file, read in large blocks.
+
+    The file must exist and be a regular file; a line longer than the ``record_bytes`` limit
+    is refused (:class:`RecordError`) without being held in memory whole.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"{p}: {what} not found")
+    if p.is_dir():
+        raise InputError(f"{p}: is a folder, expected a {what}")
+    cap = limit("record_bytes")
+    lineno = 0
+    try:
+        with p.open("rb") as fh:
+            rest = b""
+            while True:
+                block = fh.read(1 << 20)
+                if not block:
+                    break
+                parts = (rest + block).split(b"\n")
+                rest = parts.pop()
+                for part in parts:
+                    lineno += 1
+                    yield lineno, part
+                if len(rest) > cap:
+                    raise RecordError(f"{p}:{lineno + 1}: record longer than the limit of "
+                                      f"{cap:,} bytes (set STRAGGLERS_MAX_RECORD_BYTES to raise "
+                                      "it)", "too_long")
+            if rest:
+                yield lineno + 1, rest
+    except OSError as exc:
+        raise InputError(f"{p}: cannot read the {what} ({exc.strerror or exc})") from None
 
 
 def read_records(path: str | Path) -> list[Record]:
-    """Read a whole JSON-lines file strictly (any bad line raises :class:`RecordError`)."""
-    p = Path(path)
-    try:
-        with p.open(encoding="utf-8") as fh:
-            return list(iter_lines(fh, str(p)))
-    except OSError as exc:
-        raise InputError(f"{p}: cannot read ({exc.strerror})") from None
+    """Read a whole JSON-lines file strictly (any bad line raises :class:`RecordError`).
+
+    At most ``detect_records`` records are read (checked before each is kept)."""
+    cap = limit("detect_records")
+    line_cap = limit("record_bytes")
+    out: list[Record] = []
+    source = str(path)
+    for lineno, raw in iter_file_lines(path):
+        rec = parse_line(raw, source=source, line=lineno, max_bytes=line_cap)
+        if rec is not None:
+            if len(out) >= cap:
+                check_limit("detect_records", len(out) + 1, f"{source}:{lineno}")
+            out.append(rec)
+    return out

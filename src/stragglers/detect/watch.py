@@ -3,66 +3,131 @@
 Records follow :mod:`stragglers.detect.records`.  Per rank:
 
 * iteration records give iteration times directly (``duration``, or the ``ts`` difference to the
-  previous iteration record divided by the iteration-number step);
+  previous iteration record of the rank divided by the iteration-number step);
 * call records, for ranks that have sent no iteration record, go through a
   :class:`~stragglers.detect.period.PeriodTracker` (ACF period + anchor) that turns them into
   iteration times; call records with ``group`` and ``duration`` also feed the profile used to
   name suspect groups (:mod:`stragglers.detect.narrow`);
 * every iteration time goes to a streaming detector (BOCD + verification by default).
 
-Events (one JSON object per line, key ``event``):
+Continuity of a rank (what is out of order, an outlier, a restart or a clock step)
+-------------------------------------------------------------------------------------
+A record *continues* the rank's last accepted record when its iteration number is higher by
+at most ``max(1000, 8 x the last step)`` and its timestamp is not earlier and not more than
+100 typical iteration times later (the typical time is the median of the rank's last 16
+iteration times; call records have no iteration number and use the timestamp only).  A record
+that does not continue the rank is held back, and the next record of the rank decides:
 
+* it continues the last accepted record: the held record was a lone *outlier* (a record from
+  the far future, ``iter: 10**12``) or *out of order* (from the past, a duplicate); it is
+  dropped, counted and reported, and the rank goes on as if it had not come;
+* it continues the held record: the discontinuity is confirmed and the rank starts a new
+  *segment* (event ``segment``, with ``reason`` ``restart`` when the iteration number went
+  back, e.g. after a checkpoint restart, ``iteration_jump`` when it went far ahead,
+  ``clock_step`` when only the timestamp jumped or went back).  No iteration time is taken
+  across the boundary (for call records, the timestamps after a clock step are shifted onto
+  the old clock so the period tracker goes on); the detector keeps its state;
+* neither: the held record is dropped as an outlier and the new one is held instead.
+
+A record still held at the end of the input is counted as ``unconfirmed``.
+
+Events (one JSON object per line, key ``event``)
+------------------------------------------------
 ``onset`` / ``change`` / ``recovery`` / ``speedup``
     a verified change of a rank's iteration time: ``rank``, ``iteration`` (estimated first
-    iteration of the new regime, counted from the rank's first iteration seen),
-    ``declared_iteration``, ``ts`` (end timestamp of that first iteration when known),
-    ``level_s``, ``previous_s``, ``healthy_s`` and ``severity`` (throughput loss vs healthy);
+    iteration of the new regime, counted from the rank's first iteration time),
+    ``declared_iteration``, ``job_iteration`` (that first iteration's number in the job, for
+    iteration records; else null), ``ts`` (end timestamp of that first iteration when known),
+    ``line`` (the input line whose record raised it), ``level_s``, ``previous_s``,
+    ``healthy_s`` and ``severity`` (throughput loss vs healthy);
 ``suspects``
     profiling after an onset (Falcon §4.3): once ``profile_calls`` call records with ``group``
     and ``duration`` have arrived after the first onset of an episode, the groups that
     :func:`~stragglers.detect.narrow.narrow_down` flags (``slow_transfer`` or
     ``waiting_for_peer``), with ``onset_ranks``;
-``bad_record`` / ``out_of_order``
-    the first ``report_limit`` problems of each kind (then only counted); a record with a
-    timestamp older than the previous call of its rank, or an iteration number not above the
-    previous one, is out of order and skipped;
+``segment``
+    a confirmed restart, iteration jump or clock step of a rank (see above);
+``bad_record`` / ``out_of_order`` / ``outlier`` / ``rank_limit``
+    the first ``report_limit`` records skipped for each of these reasons (all are counted);
+``rotated`` / ``truncated`` / ``file_missing``
+    what :class:`~stragglers.detect.follow.Follower` saw happen to the file;
 ``summary``
-    at the end: counts of records, bad and out-of-order records, iterations per rank and the
-    ranks still slow.
+    at the end: lines read, valid records, records skipped by reason (``dropped``), records
+    of other tools (``ignored``), unknown fields, segments, file events, iteration times per
+    rank and the ranks still slow.
+
+Memory: each followed rank holds its detector state (BOCD+V: at most 1,024 run lengths of 6
+float64 values, 30 recent iteration times) and a 128-entry history of iteration numbers and
+timestamps; call-record ranks add a period tracker (``2 x window`` calls).  Ranks beyond
+``max_ranks`` are not followed (their records are counted as ``rank_limit``).
 
 Bad input never stops the watcher.
 """
 
 from __future__ import annotations
 
-import sys
-import time
-from collections import deque
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import IO, Any
+import math
+from collections import Counter, deque
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+import orjson
 
 from stragglers.detect.bocd import Alarm, Detector, make_detector
 from stragglers.detect.narrow import narrow_down_records
 from stragglers.detect.period import CallEncoder, PeriodTracker
-from stragglers.detect.records import CallRecord, IterationRecord, RecordError, parse_line
+from stragglers.detect.records import (
+    KNOWN_FIELDS,
+    CallRecord,
+    IterationRecord,
+    MessageRecord,
+    RecordError,
+    decode_json,
+    parse_record,
+)
+from stragglers.limits import limit
 
-__all__ = ["Watcher", "follow_lines"]
+__all__ = ["Watcher"]
+
+HISTORY = 128  # iteration numbers and timestamps kept per rank for the alarm events
+TYPICAL_POINTS = 16  # iteration times behind a rank's typical iteration time
+JUMP_FACTOR = 100.0  # a timestamp this many typical iteration times ahead is a jump
+MIN_ITER_GAP = 1000  # an iteration number further ahead than max(this, 8 x step) is a jump
+UNKNOWN_NAMES = 32  # distinct unknown field names counted by name (then as "other")
+
+Event = dict[str, Any]
 
 
-@dataclass
 class _Rank:
-    detector: Detector
-    tracker: PeriodTracker | None = None
-    encoder: CallEncoder = field(default_factory=CallEncoder)
-    last_call_ts: float | None = None
-    last_iter: int | None = None
-    last_iter_ts: float | None = None
-    uses_iter_records: bool = False
-    points: int = 0
-    end_ts: deque[float | None] = field(default_factory=lambda: deque(maxlen=4096))
-    slow: bool = False
+    """State of one rank."""
+
+    __slots__ = ("detector", "tracker", "encoder", "uses_iter_records", "last_iter",
+                 "last_ts", "last_step", "pending", "pending_line", "ts_offset", "points",
+                 "hist_iter", "hist_ts", "recent", "typical", "slow", "segments",
+                 "last_call_ts", "pending_call", "pending_call_line")
+
+    def __init__(self) -> None:
+        self.detector: Detector | None = None
+        self.tracker: PeriodTracker | None = None
+        self.encoder: CallEncoder | None = None
+        self.uses_iter_records = False
+        self.last_iter: int | None = None  # last accepted iteration number
+        self.last_ts: float | None = None  # last accepted timestamp (raw clock)
+        self.last_step = 1
+        self.pending: IterationRecord | None = None
+        self.pending_line = 0
+        self.ts_offset = 0.0  # added to call timestamps after confirmed clock steps
+        self.points = 0
+        self.hist_iter: np.ndarray | None = None
+        self.hist_ts: np.ndarray | None = None
+        self.recent: deque[float] = deque(maxlen=TYPICAL_POINTS)
+        self.typical = math.nan
+        self.slow = False
+        self.segments = 0
+        self.last_call_ts: float | None = None  # last accepted call timestamp (raw clock)
+        self.pending_call: CallRecord | None = None
+        self.pending_call_line = 0
 
 
 class Watcher:
@@ -77,62 +142,253 @@ class Watcher:
         report_limit: int = 5,
         profile_calls: int = 256,
         source: str = "<stdin>",
+        max_ranks: int | None = None,
     ) -> None:
         self._factory = detector_factory or (lambda: make_detector(method))
         self._tracker_kwargs = dict(tracker_kwargs or {})
         self.report_limit = report_limit
         self.source = source
+        self.max_ranks = limit("watch_ranks") if max_ranks is None else int(max_ranks)
+        self.max_line_bytes = limit("record_bytes")
+        self.max_call_kinds = limit("call_kinds")
         self.ranks: dict[int, _Rank] = {}
         self.profile_calls = profile_calls
         self.profile: deque[CallRecord] = deque(maxlen=max(profile_calls, 1))
         self._profiling = False
         self._onset_ranks: list[int] = []
+        self.lines = 0
         self.records = 0
-        self.bad = 0
-        self.out_of_order = 0
-        self.ignored = 0
+        self.dropped: Counter[str] = Counter()
+        self.reported: Counter[str] = Counter()
+        self.ignored: Counter[str] = Counter()
+        self.unknown: Counter[str] = Counter()
+        self.segments: Counter[str] = Counter()
+        self.files: Counter[str] = Counter()
+        self._line = 0
+
+    # -- counters -----------------------------------------------------------------------------
+    @property
+    def bad(self) -> int:
+        """Lines that are not a valid record."""
+        return sum(v for k, v in self.dropped.items() if k in _BAD_REASONS)
+
+    @property
+    def out_of_order(self) -> int:
+        return self.dropped["out_of_order"]
+
+    def _drop(self, reason: str, event: Event | None) -> list[Event]:
+        self.dropped[reason] += 1
+        kind = "bad_record" if reason in _BAD_REASONS else reason
+        if event is None:
+            return []
+        self.reported[kind] += 1
+        if self.reported[kind] <= self.report_limit:
+            return [{"event": kind, "reason": reason, **event}]
+        return []
 
     # -- input --------------------------------------------------------------------------------
-    def process_line(self, text: str, lineno: int) -> list[dict[str, Any]]:
-        """Handle one input line; returns the events it produces (never raises on bad input)."""
-        try:
-            rec = parse_line(text, source=self.source, line=lineno)
-        except RecordError as exc:
-            self.bad += 1
-            if self.bad <= self.report_limit:
-                return [{"event": "bad_record", "line": lineno, "error": str(exc)}]
-            return []
-        if rec is None:
-            return []
-        self.records += 1
-        if isinstance(rec, CallRecord):
-            return self._call(rec, lineno)
-        if isinstance(rec, IterationRecord):
-            return self._iteration(rec, lineno)
-        self.ignored += 1  # message records are for `stragglers detect matrix`
-        return []
+    def process_line(self, text: bytes | str | None, lineno: int) -> list[Event]:
+        """Handle one input line (``None``: a line too long to read); returns the events it
+        produces (never raises on bad input)."""
+        return self.process_lines([(lineno, text)])
 
-    def _rank(self, rank: int) -> _Rank:
+    def process_lines(self, lines: Iterable[tuple[int, bytes | str | None]]) -> list[Event]:
+        """Handle a batch of ``(line number, text)``; returns the events, in input order."""
+        events: list[Event] = []
+        source = self.source
+        cap = self.max_line_bytes
+        loads = orjson.loads
+        for lineno, text in lines:
+            self.lines += 1
+            self._line = lineno
+            if text is None or len(text) > cap:
+                events += self._drop("too_long", {
+                    "line": lineno, "error": f"{source}:{lineno}: record longer than the limit "
+                    f"of {cap:,} bytes (set STRAGGLERS_MAX_RECORD_BYTES to raise it)"})
+                continue
+            try:
+                obj = loads(text)
+            except orjson.JSONDecodeError:
+                if not text.strip():
+                    continue
+                try:
+                    decode_json(text, f"{source}:{lineno}")
+                except RecordError as exc:
+                    events += self._drop(exc.reason, {"line": lineno, "error": str(exc)})
+                continue
+            try:
+                rec = parse_record(obj, source=source, line=lineno)
+            except RecordError as exc:
+                events += self._drop(exc.reason, {"line": lineno, "error": str(exc)})
+                continue
+            self.records += 1
+            if type(rec) is IterationRecord:
+                known = KNOWN_FIELDS["iter"]
+                if not known.issuperset(obj):
+                    self._unknown(obj, known)
+                events += self._iteration(rec, lineno)
+            elif type(rec) is CallRecord:
+                known = KNOWN_FIELDS["call"]
+                if not known.issuperset(obj):
+                    self._unknown(obj, known)
+                events += self._call(rec, lineno)
+            else:
+                assert type(rec) is MessageRecord
+                self.ignored["msg"] += 1  # message records are for `stragglers detect matrix`
+        return events
+
+    def notice(self, event: Event) -> list[Event]:
+        """A file event of the follower: counted and passed on."""
+        self.files[event["event"]] += 1
+        return [event]
+
+    def _unknown(self, obj: dict[str, Any], known: frozenset[str]) -> None:
+        for k in obj:
+            if k not in known:
+                name = k if k in self.unknown or len(self.unknown) < UNKNOWN_NAMES else "other"
+                self.unknown[name] += 1
+
+    def _rank(self, rank: int, lineno: int) -> _Rank | list[Event]:
         st = self.ranks.get(rank)
         if st is None:
-            st = self.ranks[rank] = _Rank(detector=self._factory())
+            if len(self.ranks) >= self.max_ranks:
+                return self._drop("rank_limit", {
+                    "line": lineno, "rank": rank,
+                    "detail": f"{len(self.ranks):,} ranks are followed already (limit "
+                    f"{self.max_ranks:,}: --max-ranks or STRAGGLERS_MAX_WATCH_RANKS)"})
+            st = self.ranks[rank] = _Rank()
         return st
 
-    def _disorder(self, lineno: int, rank: int, detail: str) -> list[dict[str, Any]]:
-        self.out_of_order += 1
-        if self.out_of_order <= self.report_limit:
-            return [{"event": "out_of_order", "line": lineno, "rank": rank, "detail": detail}]
-        return []
+    # -- continuity ---------------------------------------------------------------------------
+    def _continues(self, st: _Rank, it: int | None, ts: float | None, prev_it: int | None,
+                   prev_ts: float | None) -> bool:
+        step = 1
+        if it is not None and prev_it is not None:
+            step = it - prev_it
+            if step <= 0 or step > max(MIN_ITER_GAP, 8 * st.last_step):
+                return False
+        if ts is not None and prev_ts is not None:
+            dt = ts - prev_ts
+            if dt < 0:
+                return False
+            typical = st.typical
+            if typical == typical and dt > JUMP_FACTOR * typical * step:
+                return False
+        return True
 
-    def _call(self, rec: CallRecord, lineno: int) -> list[dict[str, Any]]:
-        st = self._rank(rec.rank)
-        if st.last_call_ts is not None and rec.ts < st.last_call_ts:
-            return self._disorder(
-                lineno, rec.rank, f"call ts {rec.ts} is before the previous call "
-                f"({st.last_call_ts})"
-            )
+    def _held(self, st: _Rank, rank: int, lineno: int, kind: str,
+              detail: str, call: bool = False) -> list[Event]:
+        """Drop the held record as an outlier or out of order."""
+        if call:
+            line = st.pending_call_line
+            st.pending_call = None
+        else:
+            line = st.pending_line
+            st.pending = None
+        return self._drop(kind, {"line": line, "rank": rank, "detail": detail,
+                                 "decided_by_line": lineno})
+
+    def _iteration(self, rec: IterationRecord, lineno: int) -> list[Event]:
+        got = self._rank(rec.rank, lineno)
+        if not isinstance(got, _Rank):
+            return got
+        st = got
+        st.uses_iter_records = True
+        if st.last_iter is None:
+            return self._accept_iter(rec.rank, st, rec, lineno, new_segment=True)
+        if st.pending is None:
+            if self._continues(st, rec.iter, rec.ts, st.last_iter, st.last_ts):
+                return self._accept_iter(rec.rank, st, rec, lineno)
+            st.pending, st.pending_line = rec, lineno
+            return []
+        held = st.pending
+        assert isinstance(held, IterationRecord)
+        events: list[Event]
+        if self._continues(st, rec.iter, rec.ts, st.last_iter, st.last_ts):
+            events = self._held(st, rec.rank, lineno, *_why_dropped(
+                held.iter, held.ts, st.last_iter, st.last_ts))
+            return events + self._accept_iter(rec.rank, st, rec, lineno)
+        if self._continues(st, rec.iter, rec.ts, held.iter, held.ts):
+            reason = ("restart" if held.iter <= st.last_iter else "clock_step"
+                      if self._continues(st, held.iter, None, st.last_iter, None)
+                      else "iteration_jump")
+            line = st.pending_line
+            st.pending = None
+            events = self._segment(rec.rank, st, reason, line, held.iter, held.ts)
+            events += self._accept_iter(rec.rank, st, held, line, new_segment=True)
+            return events + self._accept_iter(rec.rank, st, rec, lineno)
+        events = self._held(st, rec.rank, lineno, *_why_dropped(
+            held.iter, held.ts, st.last_iter, st.last_ts))
+        st.pending, st.pending_line = rec, lineno
+        return events
+
+    def _segment(self, rank: int, st: _Rank, reason: str, line: int, it: int | None,
+                 ts: float | None) -> list[Event]:
+        st.segments += 1
+        self.segments[reason] += 1
+        return [{"event": "segment", "reason": reason, "rank": rank, "line": line,
+                 "job_iteration": it, "previous_iteration": st.last_iter, "ts": ts,
+                 "previous_ts": st.last_ts}]
+
+    def _accept_iter(self, rank: int, st: _Rank, rec: IterationRecord, lineno: int,
+                     new_segment: bool = False) -> list[Event]:
+        dur = rec.duration
+        if not new_segment:
+            step = rec.iter - st.last_iter  # type: ignore[operator]
+            st.last_step = step
+            if dur is None and rec.ts is not None and st.last_ts is not None:
+                dur = (rec.ts - st.last_ts) / step
+        st.last_iter = rec.iter
+        if rec.ts is not None:
+            st.last_ts = rec.ts
+        elif new_segment:
+            st.last_ts = None
+        if dur is None:
+            return []
+        if not dur > 0:
+            return self._drop("zero_duration", {
+                "line": lineno, "rank": rank,
+                "detail": f"iteration {rec.iter} has the same timestamp as the one before"})
+        return self._point(rank, st, dur, rec.ts, rec.iter, lineno)
+
+    def _call(self, rec: CallRecord, lineno: int) -> list[Event]:
+        got = self._rank(rec.rank, lineno)
+        if not isinstance(got, _Rank):
+            return got
+        st = got
+        events: list[Event] = []
+        last = st.last_call_ts
+        if last is None:
+            pass
+        elif st.pending_call is None:
+            if not self._continues(st, None, rec.ts, None, last):
+                st.pending_call, st.pending_call_line = rec, lineno
+                return []
+        else:
+            held = st.pending_call
+            if self._continues(st, None, rec.ts, None, last):
+                events = self._held(st, rec.rank, lineno, *_why_dropped(
+                    None, held.ts, None, last), call=True)
+            elif self._continues(st, None, rec.ts, None, held.ts):
+                line = st.pending_call_line
+                st.pending_call = None
+                st.segments += 1
+                self.segments["clock_step"] += 1
+                events = [{"event": "segment", "reason": "clock_step", "rank": rec.rank,
+                           "line": line, "job_iteration": None, "previous_iteration": None,
+                           "ts": held.ts, "previous_ts": last}]
+                st.ts_offset += last - held.ts
+                events += self._accept_call(rec.rank, st, held, line)
+            else:
+                events = self._held(st, rec.rank, lineno, *_why_dropped(
+                    None, held.ts, None, last), call=True)
+                st.pending_call, st.pending_call_line = rec, lineno
+                return events
+        return events + self._accept_call(rec.rank, st, rec, lineno)
+
+    def _accept_call(self, rank: int, st: _Rank, rec: CallRecord, lineno: int) -> list[Event]:
         st.last_call_ts = rec.ts
-        events: list[dict[str, Any]] = []
+        events: list[Event] = []
         if rec.group is not None and rec.duration is not None:
             self.profile.append(rec)
             if self._profiling and len(self.profile) >= self.profile_calls:
@@ -141,47 +397,43 @@ class Watcher:
             return events
         if st.tracker is None:
             st.tracker = PeriodTracker(**self._tracker_kwargs)
-        its = st.tracker.feed([rec.ts], [st.encoder.code((rec.type, rec.size))])
-        for end_ts, dur, n in zip(its.end_ts.tolist(), its.duration.tolist(),
-                                  its.n_iters.tolist(), strict=True):
-            for _ in range(n):
-                events += self._point(rec.rank, st, dur, end_ts)
+            st.encoder = CallEncoder()
+        assert st.encoder is not None
+        key = (rec.type, rec.size)
+        if len(st.encoder) >= self.max_call_kinds and key not in st.encoder:
+            return events + self._drop("call_kinds_limit", {
+                "line": lineno, "rank": rank,
+                "detail": f"more than {self.max_call_kinds:,} distinct (type, size) call "
+                "signatures (set STRAGGLERS_MAX_CALL_KINDS to raise the limit)"})
+        ts = rec.ts + st.ts_offset
+        its = st.tracker.feed_one(ts, st.encoder.code(key))
+        if its is not None:
+            for end_ts, dur, n in its:
+                for _ in range(n):
+                    events += self._point(rank, st, dur, end_ts, None, lineno)
         return events
 
-    def _iteration(self, rec: IterationRecord, lineno: int) -> list[dict[str, Any]]:
-        st = self._rank(rec.rank)
-        if st.last_iter is not None and rec.iter <= st.last_iter:
-            return self._disorder(lineno, rec.rank,
-                                  f"iteration {rec.iter} does not follow iteration {st.last_iter}")
-        if (rec.ts is not None and st.last_iter_ts is not None and rec.ts < st.last_iter_ts):
-            return self._disorder(lineno, rec.rank,
-                                  f"iteration ts {rec.ts} is before the previous one")
-        st.uses_iter_records = True
-        step = 1 if st.last_iter is None else rec.iter - st.last_iter
-        dur = rec.duration
-        if dur is None and rec.ts is not None and st.last_iter_ts is not None:
-            dur = (rec.ts - st.last_iter_ts) / step
-        st.last_iter = rec.iter
-        if rec.ts is not None:
-            st.last_iter_ts = rec.ts
-        if dur is None:
-            return []
-        if dur <= 0:
-            self.ignored += 1
-            return []
-        return self._point(rec.rank, st, dur, rec.ts)
-
     # -- detection ----------------------------------------------------------------------------
-    def _point(self, rank: int, st: _Rank, duration: float, end_ts: float | None
-               ) -> list[dict[str, Any]]:
-        if not duration > 0:
-            self.ignored += 1
-            return []
+    def _point(self, rank: int, st: _Rank, duration: float, end_ts: float | None,
+               job_iter: int | None, lineno: int) -> list[Event]:
+        det = st.detector
+        if det is None:
+            det = st.detector = self._factory()
+            st.hist_iter = np.full(HISTORY, -1, dtype=np.int64)
+            st.hist_ts = np.full(HISTORY, math.nan)
+        k = st.points % HISTORY
+        st.hist_iter[k] = -1 if job_iter is None else job_iter  # type: ignore[index]
+        st.hist_ts[k] = math.nan if end_ts is None else end_ts  # type: ignore[index]
         st.points += 1
-        st.end_ts.append(end_ts)
+        st.recent.append(duration)
+        if st.points % TYPICAL_POINTS == 0 or st.points < TYPICAL_POINTS:
+            st.typical = sorted(st.recent)[len(st.recent) // 2]
+        alarms = det.update(duration)
+        if not alarms:
+            return []
         events = []
-        for alarm in st.detector.update(duration):
-            events.append(self._alarm_event(rank, st, alarm))
+        for alarm in alarms:
+            events.append(self._alarm_event(rank, st, alarm, lineno))
             if alarm.kind == "onset":
                 st.slow = True
                 if not self._profiling:
@@ -193,12 +445,20 @@ class Watcher:
                 st.slow = False
         return events
 
-    def _alarm_event(self, rank: int, st: _Rank, a: Alarm) -> dict[str, Any]:
+    def _alarm_event(self, rank: int, st: _Rank, a: Alarm, lineno: int) -> Event:
         back = st.points - 1 - a.index
-        ts = st.end_ts[-1 - back] if 0 <= back < len(st.end_ts) else None
+        ts: float | None = None
+        job_iter: int | None = None
+        if 0 <= back < HISTORY and st.hist_ts is not None and st.hist_iter is not None:
+            k = a.index % HISTORY
+            t = float(st.hist_ts[k])
+            ts = None if math.isnan(t) else t
+            j = int(st.hist_iter[k])
+            job_iter = None if j < 0 else j
         return {
             "event": a.kind, "rank": rank, "iteration": a.index,
-            "declared_iteration": a.declared_at, "ts": ts,
+            "declared_iteration": a.declared_at, "job_iteration": job_iter, "ts": ts,
+            "line": lineno,
             "level_s": round(a.level_after, 6), "previous_s": round(a.level_before, 6),
             "healthy_s": round(a.healthy_level, 6), "severity": round(a.severity, 4),
         }
@@ -210,60 +470,56 @@ class Watcher:
         found = narrow_down_records(self.profile)
         return [f.to_dict() for f in found if f.verdict in ("slow_transfer", "waiting_for_peer")]
 
-    def _suspects_event(self) -> dict[str, Any]:
+    def _suspects_event(self) -> Event:
         self._profiling = False
         return {"event": "suspects", "onset_ranks": sorted(set(self._onset_ranks)),
                 "profiled_calls": len(self.profile), "groups": self.suspects()}
 
-    def finish(self) -> list[dict[str, Any]]:
-        """Events due at the end of the input: pending suspects, then the summary."""
-        events = []
+    def finish(self) -> list[Event]:
+        """Events due at the end of the input: held records, pending suspects, the summary."""
+        events: list[Event] = []
+        for rank, st in self.ranks.items():
+            why = ("held back as a discontinuity; the input ended before a following record of "
+                   "the rank confirmed it")
+            if st.pending is not None:
+                events += self._held(st, rank, self._line, "unconfirmed", why)
+            if st.pending_call is not None:
+                events += self._held(st, rank, self._line, "unconfirmed", why, call=True)
         if self._profiling and self.profile:
             events.append(self._suspects_event())
         return [*events, self.summary()]
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> Event:
         return {
-            "event": "summary", "records": self.records, "bad": self.bad,
-            "out_of_order": self.out_of_order, "ignored": self.ignored,
+            "event": "summary", "lines": self.lines, "records": self.records,
+            "bad": self.bad, "out_of_order": self.out_of_order,
+            "dropped": dict(sorted(self.dropped.items())),
+            "ignored": dict(sorted(self.ignored.items())),
+            "unknown_fields": dict(sorted(self.unknown.items())),
+            "segments": dict(sorted(self.segments.items())),
+            "files": dict(sorted(self.files.items())),
+            "ranks": len(self.ranks),
             "iterations": {str(r): st.points for r, st in sorted(self.ranks.items())},
             "slow_ranks": sorted(r for r, st in self.ranks.items() if st.slow),
         }
 
 
-def follow_lines(path: str, *, once: bool, poll: float = 0.5, idle_timeout: float | None = None,
-                 stdin: IO[str] | None = None) -> Iterator[tuple[int, str]]:
-    """Yield ``(line number, text)`` from a file that may still grow (``-`` = stdin).
+_BAD_REASONS = frozenset({"not_json", "not_utf8", "bad_field", "not_object", "unknown_kind",
+                          "too_long"})
 
-    With ``once`` the file is read to its current end; otherwise it is polled every ``poll``
-    seconds for new complete lines until ``idle_timeout`` seconds pass without growth (forever
-    when ``None``).  A trailing partial line is only used once the writer completes it (or at
-    the end with ``once``).
-    """
-    if path == "-":
-        yield from enumerate(stdin or sys.stdin, start=1)
-        return
-    p = Path(path)
-    with p.open(encoding="utf-8", errors="replace") as fh:
-        lineno = 0
-        partial = ""
-        idle_since = time.monotonic()
-        while True:
-            chunk = fh.readline()
-            if chunk:
-                idle_since = time.monotonic()
-                partial += chunk
-                if partial.endswith("\n"):
-                    lineno += 1
-                    yield lineno, partial
-                    partial = ""
-                continue
-            if once:
-                if partial:
-                    yield lineno + 1, partial
-                return
-            if idle_timeout is not None and time.monotonic() - idle_since >= idle_timeout:
-                if partial:
-                    yield lineno + 1, partial
-                return
-            time.sleep(poll)
+
+def _why_dropped(it: int | None, ts: float | None, prev_it: int | None,
+                 prev_ts: float | None) -> tuple[str, str]:
+    """Reason and detail for a held record that the next record did not confirm."""
+    if it is not None and prev_it is not None and it <= prev_it:
+        return "out_of_order", f"iteration {it} does not follow iteration {prev_it}"
+    if ts is not None and prev_ts is not None and ts < prev_ts:
+        return "out_of_order", f"ts {ts} is before the previous record's ({prev_ts})"
+    if it is not None and prev_it is not None and ts is not None and prev_ts is not None:
+        return "outlier", (f"iteration {it} (ts {ts}) jumps ahead of iteration {prev_it} "
+                           f"(ts {prev_ts}) and the next record does not follow it")
+    if it is not None and prev_it is not None:
+        return "outlier", (f"iteration {it} jumps ahead of iteration {prev_it} and the next "
+                           "record does not follow it")
+    return "outlier", (f"ts {ts} jumps ahead of the previous record's ({prev_ts}) and the "
+                       "next record does not follow it")
