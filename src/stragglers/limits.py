@@ -43,6 +43,10 @@ LIMITS: dict[str, Limit] = {lim.name: lim for lim in (
     Limit("yaml_nodes", 100_000, "values of a YAML file once its aliases are expanded"),
     Limit("nesting", 64, "nesting depth of a JSON or YAML value"),
     Limit("int_digits", 30, "digits of an integer in JSON or YAML input"),
+    Limit("upload_bytes", 2 * 2**30, "bytes of one session upload to `stragglers serve` "
+          "(trace and metadata)"),
+    Limit("records_bytes", 64 * 2**20, "bytes of one batch of records posted to "
+          "`stragglers serve`"),
 )}
 
 
