@@ -35,6 +35,8 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 
 from stragglers.errors import InputError
@@ -136,11 +138,13 @@ class Store:
         found = conn.execute(select(jobs.c.id).where(jobs.c.name == name)).scalar()
         if found is not None:
             return int(found)
-        res = conn.execute(insert(jobs).values(
-            name=name, created_at=now, sessions=0, failed=0, records=0))
-        key = res.inserted_primary_key
-        assert key is not None
-        return int(key[0])
+        # INSERT ... ON CONFLICT DO NOTHING: two uploads of a new job at once (PostgreSQL
+        # runs them in parallel) both end up with the one row.
+        dialect_insert = pg_insert if self.dialect == "postgresql" else sqlite_insert
+        conn.execute(dialect_insert(jobs).values(
+            name=name, created_at=now, sessions=0, failed=0, records=0)
+            .on_conflict_do_nothing(index_elements=["name"]))
+        return int(conn.execute(select(jobs.c.id).where(jobs.c.name == name)).scalar_one())
 
     def job(self, name: str) -> JobRow | None:
         with self._read() as conn:
