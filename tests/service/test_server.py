@@ -68,8 +68,11 @@ def test_writes_without_the_token_get_401_and_store_nothing(server_factory, slow
     assert server.get("/api/v1/jobs").json()["jobs"] == []
     assert _files(data, "sessions") == [] and _files(data, "uploads") == []
     assert _files(data, "records") == []
-    # the dashboard and the API stay readable without a token; with it, a write works
+    # the dashboard and the API stay readable without a token; the dashboard takes no
+    # writes even with it; with it, an upload works
     assert server.get("/").status_code == 200
+    for path in ("/", "/jobs/x", "/alerts", "/metrics"):
+        assert httpx.post(f"{server.url}{path}", headers=server.headers()).status_code == 405
     assert server.upload(slow_job.trace, slow_job.meta).status_code == 202
 
 
