@@ -14,7 +14,7 @@ Writes (need the bearer token):
   the line's message (nothing of the batch is stored).
 
 Reads: ``GET /api/v1/sessions/{ID}`` → ``{"session", "job", "status", "error", ...,
-"result": result.json | null}``; ``GET /api/v1/jobs``; ``GET /api/v1/jobs/{job}`` (with its
+"result": result.json | null}`` (``?result=0`` leaves the result out, for polling); ``GET /api/v1/jobs``; ``GET /api/v1/jobs/{job}`` (with its
 sessions); ``GET /api/v1/jobs/{job}/events``; ``GET /api/v1/alerts``; ``GET /healthz``.
 """
 
@@ -143,7 +143,8 @@ def get_session(request: Request) -> Response:
         return error(404, f"no session {session_id[:40]!r}")
     doc = json.dumps(session_doc(row))
     result = "null"
-    if row.status == "done" and row.result_dir is not None:
+    wanted = request.query_params.get("result", "1") != "0"
+    if wanted and row.status == "done" and row.result_dir is not None:
         path = service.data.download(row.id, row.result_dir, "result.json")
         if path is not None and path.exists():
             result = path.read_text(encoding="utf-8")

@@ -66,11 +66,14 @@ def push_session(trace: str | os.PathLike[str], meta: str | os.PathLike[str], se
     raise InputError(f"{base}: cannot reach the server ({error})")
 
 
-def session_status(server: str, session_id: str, timeout: float = 60.0) -> dict[str, Any]:
-    """The server's document of a session (status, error, result)."""
+def session_status(server: str, session_id: str, result: bool = True,
+                   timeout: float = 60.0) -> dict[str, Any]:
+    """The server's document of a session (status, error, and the result unless
+    ``result`` is false)."""
     base = server.rstrip("/")
+    query = "" if result else "?result=0"
     try:
-        resp = httpx.get(f"{base}/api/v1/sessions/{session_id}", timeout=timeout)
+        resp = httpx.get(f"{base}/api/v1/sessions/{session_id}{query}", timeout=timeout)
     except httpx.TransportError as exc:
         raise InputError(f"{base}: cannot reach the server ({exc})") from None
     if resp.status_code != 200:
@@ -84,7 +87,7 @@ def wait_session(server: str, session_id: str, timeout: float, poll: float = 0.5
     """Poll until the session is done or failed (or ``timeout`` seconds pass)."""
     end = time.monotonic() + timeout
     while True:
-        doc = session_status(server, session_id)
+        doc = session_status(server, session_id, result=False)
         if doc["status"] in ("done", "failed") or time.monotonic() > end:
-            return doc
+            return session_status(server, session_id)
         time.sleep(poll)

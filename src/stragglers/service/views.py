@@ -249,7 +249,8 @@ def events_timeline(rows: Sequence[EventRow]) -> Timeline | None:
         it = f", iteration {e.iteration}" if e.iteration is not None else ""
         who = f"rank {e.rank}" if e.rank is not None else "job"
         marks.append(EventMark(px(t), y, e.kind, f"{e.kind}: {who}{it}{sev}"))
-    ticks = tuple((px(t), f"{t - t0:.0f} s") for t in np.linspace(t0, t1, 5))
+    ticks = tuple((px(t), f"{t - t0:.0f} s") for t in
+                  (np.linspace(t0, t1, 5) if t1 > t0 else [t0]))
     labels = tuple((top + i * row_h + row_h / 2, f"rank {rank}") for rank, i in row_of.items())
     return Timeline(width, height, tuple(marks), ticks,
                     labels + ((top + len(ranks) * row_h + row_h / 2, "job"),))
