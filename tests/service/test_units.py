@@ -3,6 +3,7 @@ and the heatmap view model, the detector adapter."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -106,11 +107,14 @@ def test_worker_grid_places_each_worker_at_its_dp_rank_and_stage():
                        cause="worker", highlight=(Worker(2, 1),), steps=(),
                        per_step={})
     g = worker_grid(data)
-    by_pos = {(c.attrs["dp"], c.attrs["stage"]): c for c in g.cells}
-    assert len(g.cells) == 6 and by_pos[("2", "1")].value == 2.0
-    assert by_pos[("2", "1")].mark and sum(c.mark for c in g.cells) == 1
-    assert by_pos[("1", "0")].tip == "DP rank 1, stage 0: S_w = 1.1000"
-    assert by_pos[("2", "1")].fill == "#800026" and by_pos[("0", "0")].fill == "#ffffff"
+    rects = re.findall(r'<rect class="([^"]+)"[^>]* fill="([^"]+)" data-dp="(\d)" '
+                       r'data-stage="(\d)" data-value="([^"]+)" data-tip="([^"]+)">', g.rects)
+    by_pos = {(dp, st): (cls, fill, float(v), tip) for cls, fill, dp, st, v, tip in rects}
+    assert len(by_pos) == 6 and by_pos[("2", "1")][2] == 2.0
+    assert by_pos[("2", "1")][0] == "cell mark" and sum("mark" in r[0] for r in rects) == 1
+    assert by_pos[("1", "0")][3] == "DP rank 1, stage 0: S_w = 1.1000"
+    assert by_pos[("2", "1")][1] == "#800026" and by_pos[("0", "0")][1] == "#ffffff"
+    assert (g.n_x, g.n_y) == (3, 2)
 
 
 def test_detector_adapter_reports_a_step_change():

@@ -14,8 +14,9 @@ Writes (need the bearer token):
   the line's message (nothing of the batch is stored).
 
 Reads: ``GET /api/v1/sessions/{ID}`` → ``{"session", "job", "status", "error", ...,
-"result": result.json | null}`` (``?result=0`` leaves the result out, for polling); ``GET /api/v1/jobs``; ``GET /api/v1/jobs/{job}`` (with its
-sessions); ``GET /api/v1/jobs/{job}/events``; ``GET /api/v1/alerts``; ``GET /healthz``.
+"result": result.json | null}`` (``?result=0`` leaves the result out, for polling);
+``GET /api/v1/jobs``; ``GET /api/v1/jobs/{job}`` (with its sessions);
+``GET /api/v1/jobs/{job}/events``; ``GET /api/v1/alerts``; ``GET /healthz``.
 """
 
 from __future__ import annotations

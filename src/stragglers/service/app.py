@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
+from starlette.middleware.gzip import GZipMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from stragglers.limits import limit
@@ -93,7 +94,8 @@ def create_app(config: ServiceConfig) -> Starlette:
 
     return Starlette(
         routes=[*api.ROUTES, *dashboard.ROUTES],
-        middleware=[Middleware(SecurityHeaders),
+        middleware=[Middleware(GZipMiddleware, minimum_size=64 * 1024, compresslevel=5),
+                    Middleware(SecurityHeaders),
                     Middleware(BearerAuth, token=config.token, private=config.private),
                     Middleware(BodyLimit, limit_for=body_limit)],
         lifespan=lifespan)

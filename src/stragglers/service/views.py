@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from markupsafe import Markup, escape
 
 from stragglers.analysis.heatmaps import HeatmapData
 from stragglers.service.records import EventRow
@@ -23,35 +24,39 @@ from stragglers.service.records import EventRow
 RAMP = ((0.0, (255, 255, 255)), (0.15, (255, 237, 160)), (0.4, (254, 178, 76)),
         (0.7, (240, 59, 32)), (1.0, (128, 0, 38)))
 MAX_WIDTH = 880
+NAN_FILL = "#dddddd"
+
+
+def _palette(levels: int = 256) -> np.ndarray:
+    pos = np.array([p for p, _ in RAMP])
+    rgb = np.array([c for _, c in RAMP], dtype=float)
+    t = np.linspace(0.0, 1.0, levels)
+    chans = np.stack([np.interp(t, pos, rgb[:, k]) for k in range(3)], axis=1)
+    return np.array(["#{:02x}{:02x}{:02x}".format(*np.rint(c).astype(int)) for c in chans])
+
+
+PALETTE = _palette()
+
+
+def fills(values: np.ndarray, vmax: float) -> np.ndarray:
+    """The ramp's colour of each slowdown between 1 and ``vmax`` (grey where not finite)."""
+    span = max(vmax - 1.0, 1e-9)
+    with np.errstate(invalid="ignore"):
+        t = np.clip((values - 1.0) / span, 0.0, 1.0)
+    idx = np.rint(np.nan_to_num(t) * (len(PALETTE) - 1)).astype(int)
+    return np.where(np.isfinite(values), PALETTE[idx], NAN_FILL)
 
 
 def colour(value: float, vmax: float) -> str:
-    """The ramp's colour for a slowdown between 1 and ``vmax``."""
-    if not math.isfinite(value):
-        return "#dddddd"
-    t = min(max((value - 1.0) / max(vmax - 1.0, 1e-9), 0.0), 1.0)
-    for (p0, c0), (p1, c1) in zip(RAMP, RAMP[1:], strict=False):
-        if t <= p1:
-            f = (t - p0) / (p1 - p0)
-            rgb = [round(a + (b - a) * f) for a, b in zip(c0, c1, strict=True)]
-            return "#{:02x}{:02x}{:02x}".format(*rgb)
-    return "#800026"
-
-
-@dataclass(frozen=True)
-class Cell:
-    x: int
-    y: int
-    value: float
-    fill: str
-    tip: str
-    attrs: dict[str, str]
-    mark: bool = False
+    return str(fills(np.array([value]), vmax)[0])
 
 
 @dataclass(frozen=True)
 class Grid:
-    """A heatmap: ``n_x`` columns × ``n_y`` rows of cells of ``w`` × ``h`` pixels."""
+    """A heatmap: ``n_x`` columns × ``n_y`` rows of ``w`` × ``h`` pixel cells; ``rects``
+    is its SVG, one ``<rect>`` per cell carrying its position and value (``data-*``) and its
+    tooltip (``data-tip``; the worker map also a ``<title>`` for browsers without
+    scripts)."""
 
     id: str
     title: str
@@ -61,7 +66,8 @@ class Grid:
     n_y: int
     w: float
     h: float
-    cells: tuple[Cell, ...]
+    values: np.ndarray
+    rects: Markup
     x_labels: tuple[tuple[float, str], ...]
     y_labels: tuple[tuple[float, str], ...]
     vmax: float
@@ -85,53 +91,71 @@ def _legend(vmax: float) -> tuple[tuple[str, str], ...]:
     return tuple((f"{v:.3g}", colour(v, vmax)) for v in np.linspace(1.0, vmax, 6))
 
 
+def _vmax(values: np.ndarray) -> float:
+    finite = values[np.isfinite(values)]
+    return float(max(finite.max() if finite.size else 1.0, 1.05))
+
+
+def _rects(values: np.ndarray, w: float, h: float, vmax: float, x_attr: str, y_attr: str,
+           x_names: Sequence[str], y_names: Sequence[str], tip: str,
+           marks: frozenset[tuple[int, int]] = frozenset(), titles: bool = False) -> Markup:
+    """The cells' SVG, built in one pass (a Jinja loop is too slow for 10^4 cells).
+    ``tip`` is a format string with ``{x}``, ``{y}`` and ``{v}``."""
+    n_y, n_x = values.shape
+    fill = fills(values, vmax)
+    xs = [f"{i * w:g}" for i in range(n_x)]
+    ys = [f"{j * h:g}" for j in range(n_y)]
+    xn = [str(escape(x)) for x in x_names]
+    yn = [str(escape(y)) for y in y_names]
+    size = f'width="{w:g}" height="{h:g}"'
+    out = []
+    for j in range(n_y):
+        row_v, row_f = values[j].tolist(), fill[j].tolist()
+        for i in range(n_x):
+            v = f"{row_v[i]:.4f}"
+            text = tip.format(x=xn[i], y=yn[j], v=v)
+            cls = "cell mark" if (i, j) in marks else "cell"
+            title = f"<title>{text}</title>" if titles else ""
+            out.append(f'<rect class="{cls}" x="{xs[i]}" y="{ys[j]}" {size} '
+                       f'fill="{row_f[i]}" data-{x_attr}="{xn[i]}" data-{y_attr}="{yn[j]}" '
+                       f'data-value="{v}" data-tip="{text}">{title}</rect>')
+    return Markup("\n".join(out))
+
+
 def worker_grid(data: HeatmapData) -> Grid:
     """The DP × PP worker heatmap (x: DP rank, y: stage) of S_w."""
-    values = data.worker  # (pp, dp)
-    finite = values[np.isfinite(values)]
-    vmax = float(max(finite.max() if finite.size else 1.0, 1.05))
+    values = np.asarray(data.worker, dtype=float)  # (pp, dp)
+    vmax = _vmax(values)
     w = max(4.0, min(48.0, MAX_WIDTH / data.dp))
     h = max(14.0, min(40.0, 320 / data.pp))
-    marked = {(m.dp_rank, m.stage) for m in data.highlight}
-    cells = []
-    for stage in range(data.pp):
-        for dp in range(data.dp):
-            v = float(values[stage, dp])
-            cells.append(Cell(
-                x=dp, y=stage, value=v, fill=colour(v, vmax),
-                tip=f"DP rank {dp}, stage {stage}: S_w = {v:.4f}",
-                attrs={"dp": str(dp), "stage": str(stage), "value": f"{v:.4f}"},
-                mark=(dp, stage) in marked))
+    dps, stages = [str(i) for i in range(data.dp)], [str(i) for i in range(data.pp)]
+    marks = frozenset((m.dp_rank, m.stage) for m in data.highlight)
+    rects = _rects(values, w, h, vmax, "dp", "stage", dps, stages,
+                   "DP rank {x}, stage {y}: S_w = {v}", marks, titles=True)
     return Grid(id="worker-heatmap", title=f"worker slowdown S_w ({data.method})",
                 x_title="DP rank", y_title="stage", n_x=data.dp, n_y=data.pp, w=w, h=h,
-                cells=tuple(cells), x_labels=_labels(data.dp, w, [str(i) for i in range(data.dp)]),
-                y_labels=_labels(data.pp, h, [str(i) for i in range(data.pp)]), vmax=vmax,
-                legend=_legend(vmax))
+                values=values, rects=rects, x_labels=_labels(data.dp, w, dps),
+                y_labels=_labels(data.pp, h, stages), vmax=vmax, legend=_legend(vmax))
 
 
 def step_grid(data: HeatmapData, by: str) -> Grid | None:
     """Per-step slowdown by DP rank or by stage (x: DP rank / stage, y: step)."""
     if not data.steps:
         return None
-    values = data.per_step[by]  # (n_steps, n_cols)
+    values = np.asarray(data.per_step[by], dtype=float)  # (n_steps, n_cols)
     n_steps, n_cols = values.shape
-    finite = values[np.isfinite(values)]
-    vmax = float(max(finite.max() if finite.size else 1.0, 1.05))
+    vmax = _vmax(values)
     w = max(3.0, min(48.0, MAX_WIDTH / n_cols))
     h = max(6.0, min(22.0, 400 / n_steps))
     label = "DP rank" if by == "dp_rank" else "stage"
-    cells = []
-    for i in range(n_steps):
-        for c in range(n_cols):
-            v = float(values[i, c])
-            cells.append(Cell(x=c, y=i, value=v, fill=colour(v, vmax),
-                              tip=f"step {data.steps[i]}, {label} {c}: S = {v:.4f}",
-                              attrs={"step": data.steps[i], by.replace("_", "-"): str(c),
-                                     "value": f"{v:.4f}"}))
+    cols = [str(i) for i in range(n_cols)]
+    rects = _rects(values, w, h, vmax, by.replace("_", "-"), "step", cols, list(data.steps),
+                   f"step {{y}}, {label} {{x}}: S = {{v}}")
     return Grid(id=f"steps-{by.replace('_', '-')}", title=f"per-step slowdown by {label}",
                 x_title=label, y_title="step", n_x=n_cols, n_y=n_steps, w=w, h=h,
-                cells=tuple(cells), x_labels=_labels(n_cols, w, [str(i) for i in range(n_cols)]),
-                y_labels=_labels(n_steps, h, list(data.steps)), vmax=vmax, legend=_legend(vmax))
+                values=values, rects=rects, x_labels=_labels(n_cols, w, cols),
+                y_labels=_labels(n_steps, h, list(data.steps)), vmax=vmax,
+                legend=_legend(vmax))
 
 
 @dataclass(frozen=True)
