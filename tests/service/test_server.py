@@ -164,3 +164,38 @@ def test_kill_9_loses_and_duplicates_no_acknowledged_session(server_factory, tmp
     for session in acked:  # one output folder per session: the interrupted ones are gone
         outs = [p.name for p in (data / "sessions" / session).iterdir() if p.is_dir()]
         assert len(outs) == 1, outs
+
+
+def _worker_pids(server_pid: int) -> list[int]:
+    """The server's worker processes (multiprocessing spawn children)."""
+    out = []
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            text = status.read_text()
+            cmdline = (status.parent / "cmdline").read_bytes()
+        except OSError:
+            continue
+        ppid = int(next(ln for ln in text.splitlines() if ln.startswith("PPid:")).split()[1])
+        if ppid == server_pid and b"spawn_main" in cmdline:
+            out.append(int(status.parent.name))
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux /proc")
+def test_a_killed_worker_process_sends_its_session_back_to_the_queue(
+        server_factory, slow_job: Job, tmp_path: Path):
+    import os
+    import signal
+
+    server = server_factory()
+    assert server.proc is not None
+    pids = _worker_pids(server.proc.pid)
+    assert len(pids) == 2  # one analysis worker, one validation worker
+    for pid in pids:  # both die, as if the machine had run out of memory
+        os.kill(pid, signal.SIGKILL)
+    r = server.upload(slow_job.trace, slow_job.meta, job="crash")
+    assert r.status_code == 202, r.text
+    doc = server.wait(r.json()["session"])
+    assert doc["status"] == "done" and doc["attempts"] == 2  # the 1st found the pool dead
+    assert doc["result"]["verdict"]["workers"] == ["1,1"]
+    assert server.proc.poll() is None  # the server itself lives on

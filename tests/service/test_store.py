@@ -44,19 +44,23 @@ def postgres() -> Iterator[str]:
     server.stop()
 
 
+def fresh_database(base: str) -> str:
+    """A new empty database on the test server; returns its URL."""
+    name = f"t{next(_counter)}_{uuid.uuid4().hex[:8]}"
+    admin = create_engine(base.replace("postgresql://", "postgresql+psycopg://"),
+                          isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f"CREATE DATABASE {name}"))
+    admin.dispose()
+    return base.rsplit("/", 1)[0] + "/" + name
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     if request.param == "sqlite":
         url = sqlite_url(tmp_path)
     else:
-        base = request.getfixturevalue("postgres")
-        name = f"t{next(_counter)}_{uuid.uuid4().hex[:8]}"
-        admin = create_engine(base.replace("postgresql://", "postgresql+psycopg://"),
-                              isolation_level="AUTOCOMMIT")
-        with admin.connect() as conn:
-            conn.execute(text(f"CREATE DATABASE {name}"))
-        admin.dispose()
-        url = base.rsplit("/", 1)[0] + "/" + name
+        url = fresh_database(request.getfixturevalue("postgres"))
     s = Store.open(url)
     yield s
     s.close()
@@ -173,3 +177,20 @@ def test_events_and_job_sorting(store: Store):
     ranked = [j.name for j in store.jobs("slowdown", descending=True)]
     assert ranked == ["b", "c", "a", "e"]  # a job without a session sorts last
     assert [j.name for j in store.jobs("slowdown", descending=False)] == ["a", "c", "b", "e"]
+
+
+def test_a_server_on_postgresql_analyses_and_shows_a_session(postgres: str, server_factory,
+                                                              slow_job):
+    url = fresh_database(postgres)
+    server = server_factory(args=("--db", url))
+    r = server.upload(slow_job.trace, slow_job.meta, job="on-postgres")
+    assert r.status_code == 202
+    doc = server.wait(r.json()["session"])
+    assert doc["status"] == "done" and doc["result"]["verdict"]["workers"] == ["1,1"]
+    assert not (server.data / "smon.sqlite3").exists()
+    store = Store.open(url)
+    try:
+        assert store.session_ids() == [doc["session"]]
+    finally:
+        store.close()
+    assert f"{doc['result']['slowdown']:.4f}" in server.get("/jobs/on-postgres").text

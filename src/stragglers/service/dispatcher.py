@@ -66,12 +66,17 @@ class Validator:
     async def check(self, trace: str, meta: str, trace_name: str, meta_name: str
                     ) -> UploadCheck:
         loop = asyncio.get_running_loop()
-        try:
-            return await loop.run_in_executor(self._pool, validate_upload, trace, meta,
-                                              trace_name, meta_name)
-        except BrokenProcessPool:
-            self._pool = _pool(self.workers)
-            raise
+        for _ in range(2):
+            pool = self._pool
+            try:
+                return await loop.run_in_executor(pool, validate_upload, trace, meta,
+                                                  trace_name, meta_name)
+            except BrokenProcessPool:
+                # a validation process died (killed, out of memory): a new pool, once more
+                log.error("upload validation: the worker process died; trying again")
+                if self._pool is pool:
+                    self._pool = _pool(self.workers)
+        raise InputError(f"{trace_name}: the validation process died twice (out of memory?)")
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
