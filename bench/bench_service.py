@@ -175,27 +175,29 @@ def bench_pages(repeat: int) -> None:
     try:
         job, session = fill_store(tmp / "data")
         server = Server(tmp / "data", "--workers", "1")
-        pages = {"jobs page `/` (100 jobs)": "/",
-                 "jobs page sorted by S": "/?sort=slowdown&order=desc",
-                 "job page, 505 sessions, 500 events": f"/jobs/{job}",
-                 "job page, 5 sessions": "/jobs/job-000",
-                 "session page": f"/sessions/{session}", "alerts page": "/alerts",
-                 "`/metrics`": "/metrics", "`GET /api/v1/sessions/ID`":
-                 f"/api/v1/sessions/{session}"}
-        rows = []
-        with httpx.Client() as client:
-            for label, path in pages.items():
-                times = []
-                for _ in range(5):  # warm-up
-                    client.get(f"{server.url}{path}")
-                for _ in range(20 * repeat):
-                    t0 = time.perf_counter()
-                    r = client.get(f"{server.url}{path}", timeout=60)
-                    times.append(time.perf_counter() - t0)
-                    assert r.status_code == 200
-                rows.append((label, len(r.content), statistics.median(times) * 1e3,
-                             pct(times, 95) * 1e3, max(times) * 1e3))
-        server.stop()
+        try:
+            pages = {"jobs page `/` (100 jobs)": "/",
+                     "jobs page sorted by S": "/?sort=slowdown&order=desc",
+                     "job page, 505 sessions, 500 events": f"/jobs/{job}",
+                     "job page, 5 sessions": "/jobs/job-000",
+                     "session page": f"/sessions/{session}", "alerts page": "/alerts",
+                     "`/metrics`": "/metrics", "`GET /api/v1/sessions/ID`":
+                     f"/api/v1/sessions/{session}"}
+            rows = []
+            with httpx.Client() as client:
+                for label, path in pages.items():
+                    times = []
+                    for _ in range(5):  # warm-up
+                        client.get(f"{server.url}{path}")
+                    for _ in range(20 * repeat):
+                        t0 = time.perf_counter()
+                        r = client.get(f"{server.url}{path}", timeout=60)
+                        times.append(time.perf_counter() - t0)
+                        assert r.status_code == 200
+                    rows.append((label, len(r.content), statistics.median(times) * 1e3,
+                                 pct(times, 95) * 1e3, max(times) * 1e3))
+        finally:
+            server.stop()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print("\nDashboard pages with 1,000 analysed sessions stored (SQLite), "
@@ -215,70 +217,72 @@ def bench_load(clients: int, per_client: int, streams: int, batches: int) -> Non
         job = write_synth(SynthSpec(dp=2, pp=2, microbatches=4, steps=4,
                                     slow_workers=[(1, 1, 1.5)], name="load"), tmp / "job")
         server = Server(tmp / "data", "--workers", "2")
-        acked: dict[str, str] = {}
-        lock = threading.Lock()
-        upload_lat: list[float] = []
-        e2e: list[float] = []
-        record_lat: list[float] = []
-        stream_wall: list[float] = []
-        n_records = 0
+        try:
+            acked: dict[str, str] = {}
+            lock = threading.Lock()
+            upload_lat: list[float] = []
+            e2e: list[float] = []
+            record_lat: list[float] = []
+            stream_wall: list[float] = []
+            n_records = 0
 
-        def client_run(c: int) -> None:
+            def client_run(c: int) -> None:
+                with httpx.Client() as client:
+                    for _i in range(per_client):
+                        t0 = time.perf_counter()
+                        sid = server.upload(client, job["trace"], job["meta"], f"load-{c:02d}")
+                        t1 = time.perf_counter()
+                        with lock:
+                            assert sid not in acked
+                            acked[sid] = f"load-{c:02d}"
+                            upload_lat.append(t1 - t0)
+                        while server.status(client, sid) not in ("done", "failed"):
+                            time.sleep(0.05)
+                        with lock:
+                            e2e.append(time.perf_counter() - t0)
+
+            def stream_run(s: int) -> None:
+                nonlocal n_records
+                rng = np.random.default_rng(s)
+                t_start = time.perf_counter()
+                with httpx.Client() as client:
+                    for b in range(batches):
+                        lines = "".join(
+                            f'{{"rank": {r}, "iter": {b * 25 + i}, "duration": '
+                            f'{1 + 0.01 * rng.standard_normal():.5f}}}\n'
+                            for i in range(25) for r in range(4))
+                        t0 = time.perf_counter()
+                        r = client.post(f"{server.url}/api/v1/jobs/stream-{s}/records",
+                                        headers=server.headers, content=lines.encode(), timeout=60)
+                        assert r.status_code == 200, r.text
+                        with lock:
+                            record_lat.append(time.perf_counter() - t0)
+                            n_records += r.json()["records"]
+                with lock:
+                    stream_wall.append(time.perf_counter() - t_start)
+
+            t0 = time.perf_counter()
+            with ThreadPoolExecutor(clients + streams) as pool:
+                futures = [pool.submit(client_run, c) for c in range(clients)]
+                futures += [pool.submit(stream_run, s) for s in range(streams)]
+                for f in futures:
+                    f.result()
+            wall = time.perf_counter() - t0
             with httpx.Client() as client:
-                for _i in range(per_client):
-                    t0 = time.perf_counter()
-                    sid = server.upload(client, job["trace"], job["meta"], f"load-{c:02d}")
-                    t1 = time.perf_counter()
-                    with lock:
-                        assert sid not in acked
-                        acked[sid] = f"load-{c:02d}"
-                        upload_lat.append(t1 - t0)
-                    while server.status(client, sid) not in ("done", "failed"):
-                        time.sleep(0.05)
-                    with lock:
-                        e2e.append(time.perf_counter() - t0)
-
-        def stream_run(s: int) -> None:
-            nonlocal n_records
-            rng = np.random.default_rng(s)
-            t_start = time.perf_counter()
-            with httpx.Client() as client:
-                for b in range(batches):
-                    lines = "".join(
-                        f'{{"rank": {r}, "iter": {b * 25 + i}, "duration": '
-                        f'{1 + 0.01 * rng.standard_normal():.5f}}}\n'
-                        for i in range(25) for r in range(4))
-                    t0 = time.perf_counter()
-                    r = client.post(f"{server.url}/api/v1/jobs/stream-{s}/records",
-                                    headers=server.headers, content=lines.encode(), timeout=60)
-                    assert r.status_code == 200, r.text
-                    with lock:
-                        record_lat.append(time.perf_counter() - t0)
-                        n_records += r.json()["records"]
-            with lock:
-                stream_wall.append(time.perf_counter() - t_start)
-
-        t0 = time.perf_counter()
-        with ThreadPoolExecutor(clients + streams) as pool:
-            futures = [pool.submit(client_run, c) for c in range(clients)]
-            futures += [pool.submit(stream_run, s) for s in range(streams)]
-            for f in futures:
-                f.result()
-        wall = time.perf_counter() - t0
-        with httpx.Client() as client:
-            listed: list[str] = []
-            statuses: dict[str, int] = {}
-            worker_s: list[float] = []
-            for j in client.get(f"{server.url}/api/v1/jobs").json()["jobs"]:
-                if not j["name"].startswith("load-"):
-                    continue
-                for s in client.get(f"{server.url}/api/v1/jobs/{j['name']}",
-                                    timeout=60).json()["session_list"]:
-                    listed.append(s["session"])
-                    worker_s.append(s["summary"]["analysis_s"])
-                    statuses[s["status"]] = statuses.get(s["status"], 0) + 1
-                    assert acked[s["session"]] == j["name"]
-        server.stop()
+                listed: list[str] = []
+                statuses: dict[str, int] = {}
+                worker_s: list[float] = []
+                for j in client.get(f"{server.url}/api/v1/jobs").json()["jobs"]:
+                    if not j["name"].startswith("load-"):
+                        continue
+                    for s in client.get(f"{server.url}/api/v1/jobs/{j['name']}",
+                                        timeout=60).json()["session_list"]:
+                        listed.append(s["session"])
+                        worker_s.append(s["summary"]["analysis_s"])
+                        statuses[s["status"]] = statuses.get(s["status"], 0) + 1
+                        assert acked[s["session"]] == j["name"]
+        finally:
+            server.stop()
         total = clients * per_client
         lost = len(set(acked) - set(listed))
         dup = len(listed) - len(set(listed))
@@ -315,34 +319,36 @@ def take_screenshot(path: Path) -> None:
         rules.write_text("rules:\n  - name: slow-training\n    slowdown: 1.2\n"
                          "  - name: fail-slow\n    onset: 0.15\n")
         server = Server(tmp / "data", "--workers", "1", "--alerts", str(rules))
-        with httpx.Client() as client:
-            for i, factor in enumerate((1.0, 1.05, 1.1, 1.3, 1.6, 1.8)):
-                spec = SynthSpec(dp=8, pp=4, microbatches=8, steps=12, seed=i, jitter=0.02,
-                                 slow_workers=[(5, 2, factor)] if factor > 1 else [],
-                                 name="gpt-13b")
-                job = write_synth(spec, tmp / f"s{i}")
-                sid = server.upload(client, job["trace"], job["meta"], "gpt-13b")
-                while server.status(client, sid) not in ("done", "failed"):
-                    time.sleep(0.1)
-            rng = np.random.default_rng(0)
-            lines = []
-            for it in range(300):
-                for r in range(0, 32, 4):
-                    slow = 1.35 if (r == 20 and it >= 200) else 1.0
-                    lines.append(json.dumps({"rank": r, "iter": it, "ts": 1000.0 + it,
-                                             "duration": slow * (1 + 0.01 *
-                                                                 rng.standard_normal())}))
-            client.post(f"{server.url}/api/v1/jobs/gpt-13b/records", headers=server.headers,
-                        content="\n".join(lines).encode(), timeout=60)
-        with browser_page(1000, 1000) as page:
-            page.goto(f"{server.url}/jobs/gpt-13b")
-            box = page.locator('#worker-heatmap rect[data-dp="5"][data-stage="2"]'
-                               ).bounding_box()
-            page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-            page.wait_for_selector("#tooltip:not([hidden])")
-            raw = tmp / "raw.png"
-            page.screenshot(path=str(raw), full_page=True)
-        server.stop()
+        try:
+            with httpx.Client() as client:
+                for i, factor in enumerate((1.0, 1.05, 1.1, 1.3, 1.6, 1.8)):
+                    spec = SynthSpec(dp=8, pp=4, microbatches=8, steps=12, seed=i, jitter=0.02,
+                                     slow_workers=[(5, 2, factor)] if factor > 1 else [],
+                                     name="gpt-13b")
+                    job = write_synth(spec, tmp / f"s{i}")
+                    sid = server.upload(client, job["trace"], job["meta"], "gpt-13b")
+                    while server.status(client, sid) not in ("done", "failed"):
+                        time.sleep(0.1)
+                rng = np.random.default_rng(0)
+                lines = []
+                for it in range(300):
+                    for r in range(0, 32, 4):
+                        slow = 1.35 if (r == 20 and it >= 200) else 1.0
+                        lines.append(json.dumps({"rank": r, "iter": it, "ts": 1000.0 + it,
+                                                 "duration": slow * (1 + 0.01 *
+                                                                     rng.standard_normal())}))
+                client.post(f"{server.url}/api/v1/jobs/gpt-13b/records", headers=server.headers,
+                            content="\n".join(lines).encode(), timeout=60)
+            with browser_page(1000, 1000) as page:
+                page.goto(f"{server.url}/jobs/gpt-13b")
+                box = page.locator('#worker-heatmap rect[data-dp="5"][data-stage="2"]'
+                                   ).bounding_box()
+                page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+                page.wait_for_selector("#tooltip:not([hidden])")
+                raw = tmp / "raw.png"
+                page.screenshot(path=str(raw), full_page=True)
+        finally:
+            server.stop()
         img = Image.open(raw).convert("RGB")
         img = img.quantize(colors=64, method=Image.Quantize.MEDIANCUT)
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -25,9 +25,9 @@ def server_factory(tmp_path: Path, token_file: Path) -> Iterator[Any]:
 
     def make(data: Path | None = None, args: tuple[str, ...] = (),
              env: dict[str, str] | None = None) -> Server:
-        s = Server(data or tmp_path / "data", token_file, args, env or {}).start()
-        started.append(s)
-        return s
+        s = Server(data or tmp_path / "data", token_file, args, env or {})
+        started.append(s)  # stopped at the end even when it fails to start
+        return s.start()
 
     yield make
     for s in started:

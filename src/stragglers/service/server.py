@@ -3,6 +3,7 @@ free port and the line printed names it), holding the data folder's lock."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import socket
 import sys
@@ -41,7 +42,7 @@ def serve(config: ServiceConfig, host: str, port: int, public_url: str | None,
     real_port = sock.getsockname()[1]
     shown_host = f"[{host}]" if ":" in host else host
     url = f"http://{shown_host}:{real_port}"
-    config = ServiceConfig(**{**config.__dict__, "public_url": public_url or url})
+    config = dataclasses.replace(config, public_url=public_url or url)
     logging.basicConfig(level=getattr(logging, log_level.upper()), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app = create_app(config)
