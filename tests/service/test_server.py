@@ -199,3 +199,35 @@ def test_a_killed_worker_process_sends_its_session_back_to_the_queue(
     assert doc["status"] == "done" and doc["attempts"] == 2  # the 1st found the pool dead
     assert doc["result"]["verdict"]["workers"] == ["1,1"]
     assert server.proc.poll() is None  # the server itself lives on
+
+
+def test_push_failures_are_one_line_with_exit_2(server_factory, token_file: Path,
+                                                slow_job: Job, tmp_path: Path):
+    server = server_factory()
+    wrong = tmp_path / "wrong-token"
+    wrong.write_text("not-the-right-token-at-all\n")
+    good = token_file
+    closed = f"http://127.0.0.1:{_closed_port()}"
+    cases = [
+        (server.url, wrong, slow_job.trace, ["HTTP 401", "bearer token"]),
+        (server.url, good, slow_job.meta, ["HTTP 400", "parquet or .jsonl"]),
+        (closed, good, slow_job.trace, ["cannot reach the server", closed]),
+    ]
+    for url, token, trace, words in cases:
+        out = subprocess.run(
+            [sys.executable, "-c", CLI, "push", str(trace), "--meta", str(slow_job.meta),
+             "--server", url, "--token-file", str(token)],
+            capture_output=True, text=True, timeout=120)
+        assert out.returncode == 2 and out.stdout == ""
+        line = out.stderr.strip()
+        assert line.startswith("stragglers push: error: ") and "\n" not in line, line
+        assert all(w in line for w in words), line
+    assert server.get("/api/v1/jobs").json()["jobs"] == []
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
