@@ -231,3 +231,11 @@ def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def test_private_dashboard_needs_the_token_too(server_factory):
+    server = server_factory(args=("--private",))
+    for path in ("/", "/metrics", "/api/v1/jobs", "/alerts"):
+        assert server.get(path).status_code == 401
+        r = httpx.get(f"{server.url}{path}", headers=server.headers(), timeout=60)
+        assert r.status_code == 200, path

@@ -1,7 +1,7 @@
 """Bearer-token authentication and request-body limits, as ASGI middleware.
 
 * Every write (any method but GET, HEAD, OPTIONS) needs ``Authorization: Bearer TOKEN``;
-  with ``private`` every request does. The token is compared in constant time
+  with ``private`` every request does (but ``GET /healthz``). The token is compared in constant time
   (:func:`hmac.compare_digest`). A request without it gets 401 before its body is read,
   so nothing of it is stored.
 * A request body larger than its limit gets 413: at once when ``Content-Length`` says so,
@@ -66,7 +66,9 @@ class BearerAuth:
         self.private = private
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or (scope["method"] in READ_METHODS and not self.private):
+        reading = scope["method"] in READ_METHODS if scope["type"] == "http" else True
+        if scope["type"] != "http" or (reading and (not self.private
+                                                    or scope["path"] == "/healthz")):
             await self.app(scope, receive, send)
             return
         header = None

@@ -16,6 +16,7 @@ server starts. A client that retries with the same ``key`` gets the first sessio
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -129,8 +130,6 @@ class Ingest:
 
     async def receive(self, up: Upload) -> tuple[str, bool]:
         """Stage, validate and queue an upload; returns (session id, created)."""
-        import asyncio
-
         check_limit("text_bytes", len(up.meta), up.meta_name)
         job = check_job_name(up.job, "field 'job'") if up.job is not None else None
         if job is not None and up.key is not None:
