@@ -239,3 +239,14 @@ def test_private_dashboard_needs_the_token_too(server_factory):
         assert server.get(path).status_code == 401
         r = httpx.get(f"{server.url}{path}", headers=server.headers(), timeout=60)
         assert r.status_code == 200, path
+
+
+def test_one_server_per_data_folder(server_factory, token_file: Path):
+    server = server_factory()
+    out = subprocess.run(
+        [sys.executable, "-c", CLI, "serve", "--data", str(server.data), "--token-file",
+         str(token_file), "--port", "0"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2
+    assert out.stderr.strip() == (f"stragglers serve: error: --data {server.data}: another "
+                                  "server is using this folder")
+    assert server.get("/healthz").status_code == 200
