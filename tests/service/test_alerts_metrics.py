@@ -152,3 +152,24 @@ def test_prometheus_metrics_follow_the_store(alerting: Server, receiver: Receive
     assert got[("stragglers_sessions_failed_total", ())] == 0
     assert got[("stragglers_alerts_sent_total", ())] == 1
     assert got[("stragglers_job_open_alerts", job)] == 1
+
+
+def test_detector_state_survives_a_restart(server_factory, tmp_path: Path):
+    """After kill -9 the job's detector is rebuilt from its record log: a slowdown that
+    starts after the restart is still measured against the healthy level from before it
+    (a fresh detector would take the slow level as its baseline)."""
+    data = tmp_path / "data"
+    server: Server = server_factory(data=data)
+    url = "/api/v1/jobs/restart-x/records"
+    healthy = _iteration_records(0, 150, 1.0, 0, seed=5)
+    r = httpx.post(f"{server.url}{url}", headers=server.headers(), content=healthy.encode(),
+                   timeout=60)
+    assert r.status_code == 200 and r.json()["events"] == []
+    server.kill9()
+    server = server_factory(data=data)
+    slow = _iteration_records(0, 60, 1.4, 150, seed=6)
+    r = httpx.post(f"{server.url}{url}", headers=server.headers(), content=slow.encode(),
+                   timeout=60)
+    onsets = [e for e in r.json()["events"] if e["event"] == "onset"]
+    assert len(onsets) == 1 and onsets[0]["previous_s"] == pytest.approx(1.0, abs=0.02)
+    assert server.get("/api/v1/jobs/restart-x").json()["records"] == 210

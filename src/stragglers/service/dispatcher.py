@@ -26,6 +26,8 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
+from sqlalchemy.exc import DBAPIError
+
 from stragglers.errors import InputError
 from stragglers.service.datadir import DataDir
 from stragglers.service.records import SessionRow
@@ -134,8 +136,16 @@ class Dispatcher:
         while True:
             self._wake.clear()
             free = self.workers - len(self._running)
+            claimed: list[SessionRow] = []
             if free > 0:
-                for s in await asyncio.to_thread(self.store.claim, free, self.max_attempts):
+                try:
+                    claimed = await asyncio.to_thread(self.store.claim, free,
+                                                      self.max_attempts)
+                except DBAPIError:
+                    # the database is unreachable for now (PostgreSQL restarting, say):
+                    # keep the loop alive and try again at the next poll
+                    log.exception("cannot claim queued sessions; trying again")
+                for s in claimed:
                     task = asyncio.create_task(self._analyse(s), name=f"session-{s.id}")
                     self._running[s.id] = task
                     task.add_done_callback(functools.partial(self._done, s.id))
