@@ -58,6 +58,10 @@ LIMITS: dict[str, Limit] = {lim.name: lim for lim in (
     Limit("period_window", 16_384, "calls in one period-estimation window"),
     Limit("call_kinds", 4_096, "distinct (type, size) call signatures of one rank"),
     Limit("eval_series", 40_000, "series of a detect-eval corpus (400 at --scale 1)"),
+    Limit("upload_bytes", 2 * 2**30, "bytes of one session upload to `stragglers serve` "
+          "(trace and metadata)"),
+    Limit("records_bytes", 64 * 2**20, "bytes of one batch of records posted to "
+          "`stragglers serve`"),
 )}
 
 

@@ -27,6 +27,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "synth_cmd",
     "detect_cmd",
     "probe_cmd",
+    "service_cmd",
 )
 
 EXIT_OK = 0

@@ -1,0 +1,144 @@
+"""``stragglers serve`` (the SMon monitoring service) and ``stragglers push`` (its client).
+
+The service's libraries (the ``service`` extra) are imported only when these commands run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+from stragglers.errors import InputError
+
+SERVE_EPILOG = """\
+examples:
+  stragglers serve --data smon-data --token-file token.txt
+  stragglers serve --data d --token-file t --port 9000 --alerts alerts.yaml --workers 2
+  stragglers serve --data d --token-file t --db postgresql://smon@db.example/smon
+
+The token file holds one token (16+ characters); writes need 'Authorization: Bearer TOKEN'.
+STRAGGLERS_TOKEN may give the token instead of --token-file.
+exit codes: 0 stopped, 2 bad option or file (one line naming it)
+"""
+
+PUSH_EPILOG = """\
+examples:
+  stragglers push trace.parquet --meta meta.yaml --server http://127.0.0.1:8080 --token-file t
+  stragglers push trace.parquet --meta meta.yaml --server URL --token-file t --job train-a \\
+      --label cluster=a --wait 120
+
+Prints {"session": ID}; with --wait, the server's document of the session once analysed.
+exit codes: 0 ok (with --wait: analysed), 1 the analysis failed or --wait timed out,
+2 bad input or refused upload (one line with the server's message)
+"""
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}"
+                                         ) from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port 0-65535, got {value}")
+    return value
+
+
+def _label(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, value
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    fmt = argparse.RawDescriptionHelpFormatter
+    p = sub.add_parser(
+        "serve", formatter_class=fmt, epilog=SERVE_EPILOG,
+        help="run SMon: the monitoring service that analyses every pushed session",
+        description="Serve the monitoring service: it takes profiling sessions (traces) "
+                    "and record streams over HTTP, analyses each session in worker "
+                    "processes, shows jobs, heatmaps and detection events on a dashboard, "
+                    "alerts through webhooks and exports Prometheus metrics.")
+    p.add_argument("--data", required=True, metavar="DIR",
+                   help="data folder: the SQLite database, uploaded traces, outputs")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on "
+                   "(default: %(default)s)")
+    p.add_argument("--port", type=_port, default=8080,
+                   help="port (default: %(default)s; 0 picks a free one)")
+    p.add_argument("--db", metavar="URL",
+                   help="database URL instead of DIR's SQLite: postgresql://USER@HOST/DB")
+    p.add_argument("--token-file", metavar="FILE",
+                   help="file holding the bearer token (default: $STRAGGLERS_TOKEN)")
+    p.add_argument("--alerts", metavar="FILE", help="alert rules (YAML; see the README)")
+    p.add_argument("--workers", type=_positive, default=max(1, (os.cpu_count() or 2) // 2),
+                   help="analysis worker processes (default: half the CPUs, %(default)s)")
+    p.add_argument("--private", action="store_true",
+                   help="require the token for the dashboard and /metrics too")
+    p.add_argument("--public-url", metavar="URL",
+                   help="the server's URL as alert receivers should see it")
+    p.add_argument("--log-level", default="info",
+                   choices=["debug", "info", "warning", "error"])
+    p.set_defaults(func=run_serve)
+
+    p = sub.add_parser(
+        "push", formatter_class=fmt, epilog=PUSH_EPILOG,
+        help="upload a profiling session to a `stragglers serve` server",
+        description="Upload a trace and its metadata to a monitoring server, which "
+                    "queues it for analysis.")
+    p.add_argument("trace", help="operation trace: .parquet or .jsonl")
+    p.add_argument("--meta", required=True, help="job metadata YAML")
+    p.add_argument("--server", required=True, metavar="URL", help="e.g. http://127.0.0.1:8080")
+    p.add_argument("--token-file", metavar="FILE",
+                   help="file holding the bearer token (default: $STRAGGLERS_TOKEN)")
+    p.add_argument("--job", help="job name (default: the metadata's trial_name)")
+    p.add_argument("--label", type=_label, action="append", default=[], metavar="KEY=VALUE",
+                   help="a label of the session (repeatable)")
+    p.add_argument("--wait", type=float, metavar="SECONDS",
+                   help="wait up to SECONDS for the analysis and print the session")
+    p.set_defaults(func=run_push)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    from stragglers.atomic import check_out_dir
+    from stragglers.service.alert_rules import AlertConfig
+    from stragglers.service.auth import load_token
+    from stragglers.service.server import serve
+    from stragglers.service.state import ServiceConfig
+
+    check_out_dir(args.data, "--data")
+    if args.db is not None and not args.db.startswith(("postgresql://", "sqlite:///")):
+        raise InputError(f"--db {args.db.split('://')[0]}://...: expected a postgresql:// "
+                         "or sqlite:/// URL")
+    config = ServiceConfig(
+        data=Path(args.data), token=load_token(args.token_file), db_url=args.db,
+        alerts=AlertConfig.from_file(args.alerts) if args.alerts else AlertConfig(),
+        workers=args.workers, private=args.private)
+    return serve(config, args.host, args.port, args.public_url, args.log_level)
+
+
+def run_push(args: argparse.Namespace) -> int:
+    from stragglers.service.auth import load_token
+    from stragglers.service.push import push_session, wait_session
+
+    token = load_token(args.token_file)
+    session = push_session(args.trace, args.meta, args.server, token, job=args.job,
+                           labels=dict(args.label))
+    if args.wait is None:
+        print(json.dumps({"session": session}))
+        return 0
+    doc = wait_session(args.server, session, args.wait)
+    print(json.dumps(doc))
+    return 0 if doc["status"] == "done" else 1

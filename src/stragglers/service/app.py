@@ -1,0 +1,101 @@
+"""The ASGI application of ``stragglers serve`` (Starlette): routes, middleware, and the
+lifespan that opens the store and starts the worker pools, the dispatcher and the alert
+sender."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.gzip import GZipMiddleware
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from stragglers.limits import limit
+from stragglers.service import api, dashboard
+from stragglers.service.alerts import Alerter
+from stragglers.service.auth import BearerAuth, BodyLimit
+from stragglers.service.datadir import DataDir
+from stragglers.service.dispatcher import Dispatcher, Validator
+from stragglers.service.ingest import Ingest, remove_orphans
+from stragglers.service.metrics import registry_for
+from stragglers.service.records import SessionRow
+from stragglers.service.state import Service, ServiceConfig
+from stragglers.service.store import Store, sqlite_url
+from stragglers.service.streams import RecordStreams
+
+log = logging.getLogger("stragglers.service")
+
+#: Every page is self-contained: scripts, styles and images from this server only.
+CSP = (b"default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+       b"connect-src 'self'; frame-ancestors 'none'")
+
+
+class SecurityHeaders:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def with_headers(msg: Message) -> None:
+            if msg["type"] == "http.response.start":
+                msg["headers"] = [*msg.get("headers", []),
+                                  (b"content-security-policy", CSP),
+                                  (b"x-content-type-options", b"nosniff"),
+                                  (b"referrer-policy", b"no-referrer")]
+            await send(msg)
+
+        await self.app(scope, receive, with_headers)
+
+
+def body_limit(path: str) -> int:
+    return limit("records_bytes") if path.endswith("/records") else limit("upload_bytes")
+
+
+def open_service(config: ServiceConfig) -> Service:
+    """Open the store (migrating it) and build the components; nothing is started."""
+    data = DataDir(config.data).create()
+    store = Store.open(config.db_url or sqlite_url(data.root))
+    validator = Validator(config.validators)
+    alerter = Alerter(store, config.alerts, config.public_url)
+
+    def finished(row: SessionRow) -> None:
+        if row.status == "done":
+            alerter.session_done(row)
+
+    dispatcher = Dispatcher(store, data, config.workers, finished)
+    return Service(config=config, data=data, store=store, validator=validator,
+                   dispatcher=dispatcher, ingest=Ingest(store, data, validator),
+                   streams=RecordStreams(store, data), alerter=alerter,
+                   registry=registry_for(store))
+
+
+def create_app(config: ServiceConfig) -> Starlette:
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        service = await asyncio.to_thread(open_service, config)
+        app.state.service = service
+        n = await asyncio.to_thread(service.data.clear_uploads)
+        n += await asyncio.to_thread(remove_orphans, service.store, service.data)
+        if n:
+            log.warning("removed %d incomplete upload(s) of the previous server", n)
+        await service.validator.start()
+        await service.dispatcher.start()
+        service.alerter.start()
+        try:
+            yield
+        finally:
+            await service.dispatcher.stop()
+            service.validator.close()
+            service.alerter.stop()
+            service.store.close()
+
+    return Starlette(
+        routes=[*api.ROUTES, *dashboard.ROUTES],
+        middleware=[Middleware(GZipMiddleware, minimum_size=64 * 1024, compresslevel=5),
+                    Middleware(SecurityHeaders),
+                    Middleware(BearerAuth, token=config.token, private=config.private),
+                    Middleware(BodyLimit, limit_for=body_limit)],
+        lifespan=lifespan)

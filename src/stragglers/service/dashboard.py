@@ -1,0 +1,144 @@
+"""The dashboard: read-only, server-rendered pages (Jinja2) and the app's own static files;
+no page loads anything from elsewhere (a Content-Security-Policy of 'self' says so to the
+browser), so it works offline.
+
+* ``/`` — jobs: last S, waste, verdict, open alerts; sortable (``?sort=…&order=…``);
+* ``/jobs/{job}`` — S and waste over sessions, the latest verdict with its evidence, the
+  worker heatmap (hover a cell: DP rank, stage, S_w), per-step heatmaps, attribution by
+  op type, detection events on a time axis, alerts, sessions, downloads;
+* ``/sessions/{ID}`` — one session: status, figures, heatmaps, downloads;
+* ``/alerts`` — alert history;
+* ``/sessions/{ID}/files/{name}`` — result.json, timelines, heatmap PNGs.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+from starlette.requests import Request
+from starlette.responses import FileResponse, HTMLResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from stragglers.analysis.heatmaps import HeatmapData
+from stragglers.errors import InputError
+from stragglers.service import views
+from stragglers.service.datadir import DOWNLOADS, SESSION_ID
+from stragglers.service.records import DONE, SessionRow
+from stragglers.service.state import Service
+from stragglers.service.store import JOB_SORTS
+
+STATIC = Path(__file__).resolve().parent / "static"
+SESSIONS_SHOWN = 50
+
+env = Environment(loader=PackageLoader("stragglers.service", "templates"),
+                  autoescape=select_autoescape(["html"]), trim_blocks=True, lstrip_blocks=True)
+env.globals.update(fmt=views.fmt, pct=views.pct, stamp=views.stamp)
+
+
+def page(name: str, status: int = 200, **context: Any) -> HTMLResponse:
+    return HTMLResponse(env.get_template(name).render(**context), status_code=status)
+
+
+def _service(request: Request) -> Service:
+    service: Service = request.app.state.service
+    return service
+
+
+def _result(service: Service, s: SessionRow | None) -> dict[str, Any] | None:
+    if s is None or s.status != DONE or s.result_dir is None:
+        return None
+    path = service.data.download(s.id, s.result_dir, "result.json")
+    if path is None or not path.exists():
+        return None
+    doc: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return doc
+
+
+def _analysis_context(doc: dict[str, Any] | None, source: str) -> dict[str, Any]:
+    if doc is None:
+        return {"doc": None}
+    try:
+        data = HeatmapData.from_document(doc, source)
+    except InputError as exc:
+        return {"doc": doc, "heatmap_error": str(exc)}
+    return {"doc": doc, "worker_grid": views.worker_grid(data),
+            "step_grids": [g for g in (views.step_grid(data, "dp_rank"),
+                                       views.step_grid(data, "stage")) if g is not None],
+            "bars": views.optype_bars(doc)}
+
+
+def _downloads(service: Service, s: SessionRow | None) -> list[str]:
+    if s is None or s.result_dir is None:
+        return []
+    out = []
+    for name in DOWNLOADS:
+        path = service.data.download(s.id, s.result_dir, name)
+        if path is not None and path.exists():
+            out.append(name)
+    return out
+
+
+def jobs_page(request: Request) -> Response:
+    service = _service(request)
+    sort = request.query_params.get("sort", "last")
+    sort = sort if sort in JOB_SORTS else "last"
+    order = "asc" if request.query_params.get("order") == "asc" else "desc"
+    rows = service.store.jobs(sort, order == "desc")
+    return page("jobs.html", jobs=rows, sort=sort, order=order, totals=service.store.totals())
+
+
+def job_page(request: Request) -> Response:
+    service = _service(request)
+    name = request.path_params["job"]
+    job = service.store.job(name)
+    if job is None:
+        return page("missing.html", 404, what=f"job {name}")
+    sessions = service.store.job_sessions(job.id, SESSIONS_SHOWN)
+    latest = service.store.session(job.last_session) if job.last_session else None
+    doc = _result(service, latest)
+    return page("job.html", job=job, sessions=sessions, latest=latest,
+                chart=views.series_chart(service.store.series(job.id)),
+                timeline=views.events_timeline(service.store.events(job.id)),
+                events=service.store.events(job.id, 20), alerts=service.store.alerts(job.id, 20),
+                downloads=_downloads(service, latest), shown=SESSIONS_SHOWN,
+                **_analysis_context(doc, f"session {job.last_session} result.json"))
+
+
+def session_page(request: Request) -> Response:
+    service = _service(request)
+    session_id = request.path_params["session"]
+    s = service.store.session(session_id) if SESSION_ID.match(session_id) else None
+    if s is None:
+        return page("missing.html", 404, what=f"session {session_id[:40]}")
+    doc = _result(service, s)
+    return page("session.html", s=s, downloads=_downloads(service, s),
+                **_analysis_context(doc, f"session {s.id} result.json"))
+
+
+def alerts_page(request: Request) -> Response:
+    return page("alerts.html", alerts=_service(request).store.alerts(limit=500))
+
+
+def download(request: Request) -> Response:
+    service = _service(request)
+    session_id, name = request.path_params["session"], request.path_params["name"]
+    s = service.store.session(session_id) if SESSION_ID.match(session_id) else None
+    path = (service.data.download(s.id, s.result_dir, name)
+            if s is not None and s.result_dir is not None else None)
+    if path is None or not path.exists():
+        return page("missing.html", 404, what=f"file {name[:60]}")
+    return FileResponse(path, filename=f"{s.job if s else 'session'}-{session_id[:8]}-{name}")
+
+
+ROUTES = [
+    Route("/", jobs_page, methods=["GET"]),
+    Route("/jobs/{job}", job_page, methods=["GET"]),
+    Route("/sessions/{session}", session_page, methods=["GET"]),
+    Route("/sessions/{session}/files/{name}", download, methods=["GET"]),
+    Route("/alerts", alerts_page, methods=["GET"]),
+    Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
+]

@@ -1,0 +1,1 @@
+"""Versioned schema migrations (Alembic); run by :meth:`stragglers.service.store.Store.open`."""

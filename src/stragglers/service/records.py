@@ -1,0 +1,173 @@
+"""Typed rows of the service's store and the analysis summary that a worker hands back.
+
+These are what flows between the store, the queue, the alerts, the metrics and the pages;
+dicts with string keys appear only at the HTTP edge (:mod:`stragglers.service.api`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+#: Session statuses; ``queued`` and ``running`` are the durable queue.
+QUEUED, RUNNING, DONE, FAILED = "queued", "running", "done", "failed"
+STATUSES = (QUEUED, RUNNING, DONE, FAILED)
+
+
+@dataclass(frozen=True)
+class AnalysisSummary:
+    """The figures of one analysed session kept in the database (the whole result document
+    stays in ``result.json`` in the session's folder)."""
+
+    result_dir: str
+    n_workers: int
+    n_steps: int
+    n_ops: int
+    slowdown: float
+    waste: float
+    discrepancy: float
+    trustworthy: bool
+    cause: str
+    confidence: float
+    workers: tuple[str, ...]
+    step_time: float
+    analysis_s: float
+
+
+@dataclass(frozen=True)
+class NewSession:
+    """An upload that passed validation, about to be queued."""
+
+    id: str
+    job: str
+    trace_file: str
+    upload_name: str
+    upload_bytes: int
+    labels: dict[str, str] = field(default_factory=dict)
+    client_key: str | None = None
+
+
+@dataclass(frozen=True)
+class JobRow:
+    id: int
+    name: str
+    created_at: float
+    sessions: int
+    failed: int
+    records: int
+    last_session: str | None
+    last_done_at: float | None
+    last_slowdown: float | None
+    last_waste: float | None
+    last_cause: str | None
+    last_confidence: float | None
+    last_step_time: float | None
+    open_alerts: int = 0
+
+
+@dataclass(frozen=True)
+class SessionRow:
+    id: str
+    job: str
+    job_id: int
+    status: str
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+    attempts: int
+    error: str | None
+    labels: dict[str, str]
+    client_key: str | None
+    trace_file: str
+    upload_name: str
+    upload_bytes: int
+    result_dir: str | None
+    n_workers: int | None
+    n_steps: int | None
+    n_ops: int | None
+    slowdown: float | None
+    waste: float | None
+    discrepancy: float | None
+    trustworthy: bool | None
+    cause: str | None
+    confidence: float | None
+    workers: tuple[str, ...]
+    step_time: float | None
+    analysis_s: float | None
+
+    @classmethod
+    def of(cls, row: Any, job: str) -> SessionRow:
+        m = row._mapping
+        return cls(
+            id=m["id"], job=job, job_id=m["job_id"], status=m["status"],
+            created_at=m["created_at"], started_at=m["started_at"],
+            finished_at=m["finished_at"], attempts=m["attempts"], error=m["error"],
+            labels=json.loads(m["labels"] or "{}"), client_key=m["client_key"],
+            trace_file=m["trace_file"], upload_name=m["upload_name"],
+            upload_bytes=m["upload_bytes"], result_dir=m["result_dir"],
+            n_workers=m["n_workers"], n_steps=m["n_steps"], n_ops=m["n_ops"],
+            slowdown=m["slowdown"], waste=m["waste"], discrepancy=m["discrepancy"],
+            trustworthy=m["trustworthy"], cause=m["cause"], confidence=m["confidence"],
+            workers=tuple(json.loads(m["workers"] or "[]")), step_time=m["step_time"],
+            analysis_s=m["analysis_s"])
+
+
+@dataclass(frozen=True)
+class DetectionEvent:
+    """One event of the streaming detector, as the adapter hands it over."""
+
+    kind: str
+    rank: int | None
+    iteration: int | None
+    ts: float | None
+    severity: float | None
+    level_s: float | None
+    previous_s: float | None
+    detail: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class EventRow:
+    id: int
+    job_id: int
+    received_at: float
+    event: DetectionEvent
+
+
+@dataclass(frozen=True)
+class AlertRow:
+    id: int
+    job: str
+    job_id: int
+    rule: str
+    cause: str
+    session_id: str | None
+    event_id: int | None
+    created_at: float
+    status: str
+    attempts: int
+    sent_at: float | None
+    http_status: int | None
+    error: str | None
+    webhook: str | None
+    body: dict[str, Any]
+    repeat: int
+    suppressed: int
+    open: bool
+    resolved_at: float | None
+
+
+@dataclass(frozen=True)
+class Totals:
+    """Counters over the whole store (for /metrics)."""
+
+    sessions: int
+    failed: int
+    queued: int
+    running: int
+    done: int
+    alerts_sent: int
+    alerts_failed: int
+    events: int
+    records: int

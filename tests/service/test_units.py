@@ -1,0 +1,135 @@
+"""Unit tests of the service's small parts: alert rules, tokens, job names, the colour ramp
+and the heatmap view model, the detector adapter."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from stragglers.analysis.heatmaps import HeatmapData
+from stragglers.analysis.workers import Worker
+from stragglers.errors import InputError
+from stragglers.service.alert_rules import AlertConfig
+from stragglers.service.auth import load_token, token_matches
+from stragglers.service.datadir import DataDir, check_job_name
+from stragglers.service.detection import JobDetector, check_records
+from stragglers.service.views import colour, worker_grid
+
+
+def test_alert_rules_parse_and_match():
+    cfg = AlertConfig.from_dict({
+        "webhook": "http://127.0.0.1:9/h", "realert_s": 60,
+        "rules": [{"name": "s", "jobs": "train-*", "slowdown": 1.2},
+                  {"name": "w", "cause": "worker", "confidence": 0.8,
+                   "webhook": "http://127.0.0.1:9/other"},
+                  {"name": "o", "onset": 0.15, "realert_s": 5}]}, "a.yaml")
+    s, w, o = cfg.rules
+    assert s.matches_job("train-a") and not s.matches_job("eval-a")
+    assert s.matches_session(1.2, "gc", 0.1) and not s.matches_session(1.19, "gc", 1.0)
+    assert w.matches_session(1.0, "worker", 0.8) and not w.matches_session(3, "worker", 0.79)
+    assert not o.on_sessions and not o.matches_session(9, "worker", 1)
+    assert (s.webhook, w.webhook, s.realert_s, o.realert_s) == (
+        "http://127.0.0.1:9/h", "http://127.0.0.1:9/other", 60, 5)
+
+
+@pytest.mark.parametrize("doc, words", [
+    ({"rules": [{"name": "x"}]}, ["rules[0]", "at least one"]),
+    ({"rules": [{"slowdown": "big"}]}, ["rules[0].slowdown", "number"]),
+    ({"rules": [{"slowdown": 0.5}]}, ["rules[0].slowdown", "between 1"]),
+    ({"rules": [{"cause": "cosmic-rays"}]}, ["rules[0].cause", "not a verdict cause"]),
+    ({"rules": [{"onset": 0.2, "slowdown": 1.2}]}, ["onset rule cannot"]),
+    ({"rules": [{"slowdown": 1.2, "colour": "red"}]}, ["unknown key 'colour'"]),
+    ({"webhook": "ftp://x"}, ["'webhook'", "http(s) URL"]),
+    ({"rules": [{"name": "a", "slowdown": 2}, {"name": "a", "slowdown": 3}]}, ["used twice"]),
+])
+def test_bad_alert_rules_are_one_line_naming_the_field(doc, words):
+    with pytest.raises(InputError) as err:
+        AlertConfig.from_dict(doc, "alerts.yaml")
+    msg = str(err.value)
+    assert msg.startswith("alerts.yaml: ") and "\n" not in msg
+    assert all(w in msg for w in words), msg
+
+
+def test_alert_rules_file_errors_name_the_file(tmp_path: Path):
+    p = tmp_path / "alerts.yaml"
+    p.write_text("rules: [\n")
+    with pytest.raises(InputError, match="alerts.yaml"):
+        AlertConfig.from_file(p)
+
+
+def test_tokens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    p = tmp_path / "t"
+    p.write_text("  abcdefghijklmnopqrstuvwxyz \n")
+    token = load_token(p)
+    assert token == "abcdefghijklmnopqrstuvwxyz"
+    assert token_matches(f"Bearer {token}", token)
+    assert not token_matches(token, token) and not token_matches(None, token)
+    assert not token_matches(f"Bearer {token}x", token)
+    p.write_text("short\n")
+    with pytest.raises(InputError, match="at least 16"):
+        load_token(p)
+    monkeypatch.delenv("STRAGGLERS_TOKEN", raising=False)
+    with pytest.raises(InputError, match="no token"):
+        load_token(None)
+    monkeypatch.setenv("STRAGGLERS_TOKEN", "from-the-environment-1234")
+    assert load_token(None) == "from-the-environment-1234"
+
+
+@pytest.mark.parametrize("name", ["../x", "a/b", ".hidden", "", "x" * 129, "a b", "ä",
+                                  "..", "a\\b", "a\x00"])
+def test_job_names_cannot_name_paths(name: str):
+    with pytest.raises(InputError):
+        check_job_name(name)
+
+
+def test_paths_come_only_from_generated_ids(tmp_path: Path):
+    data = DataDir(tmp_path).create()
+    with pytest.raises(ValueError):
+        data.session("../../etc")
+    assert data.download("a" * 32, "out-1", "../meta.yaml") is None
+    assert data.download("a" * 32, "../x", "result.json") is None
+    assert data.download("a" * 32, "out-1", "result.json") == \
+        tmp_path / "sessions" / ("a" * 32) / "out-1" / "result.json"
+
+
+def test_colour_ramp_ends():
+    assert colour(1.0, 2.0) == "#ffffff" and colour(0.5, 2.0) == "#ffffff"
+    assert colour(2.0, 2.0) == colour(9.0, 2.0) == "#800026"
+    assert colour(float("nan"), 2.0) == "#dddddd"
+
+
+def test_worker_grid_places_each_worker_at_its_dp_rank_and_stage():
+    grid = np.array([[1.0, 1.1, 1.2], [1.3, 1.4, 2.0]])  # (pp 2, dp 3)
+    data = HeatmapData(name="j", dp=3, pp=2, worker=grid, method="exact", slowdown=2.0,
+                       cause="worker", highlight=(Worker(2, 1),), steps=(),
+                       per_step={})
+    g = worker_grid(data)
+    rects = re.findall(r'<rect class="([^"]+)"[^>]* fill="([^"]+)" data-dp="(\d)" '
+                       r'data-stage="(\d)" data-value="([^"]+)" data-tip="([^"]+)">', g.rects)
+    by_pos = {(dp, st): (cls, fill, float(v), tip) for cls, fill, dp, st, v, tip in rects}
+    assert len(by_pos) == 6 and by_pos[("2", "1")][2] == 2.0
+    assert by_pos[("2", "1")][0] == "cell mark" and sum("mark" in r[0] for r in rects) == 1
+    assert by_pos[("1", "0")][3] == "DP rank 1, stage 0: S_w = 1.1000"
+    assert by_pos[("2", "1")][1] == "#800026" and by_pos[("0", "0")][1] == "#ffffff"
+    assert (g.n_x, g.n_y) == (3, 2)
+
+
+def test_detector_adapter_reports_a_step_change():
+    rng = np.random.default_rng(0)
+    lines = [f'{{"rank": 0, "iter": {i}, "duration": {d:.5f}}}'
+             for i, d in enumerate(np.r_[np.ones(150), 1.5 * np.ones(50)]
+                                   * (1 + 0.01 * rng.standard_normal(200)))]
+    assert check_records(lines, "s") == 200
+    found = JobDetector("s").feed(lines)
+    onsets = [e for e in found if e.kind == "onset"]
+    assert len(onsets) == 1 and onsets[0].rank == 0
+    assert 150 <= onsets[0].iteration <= 160
+    restored = JobDetector("s")
+    restored.replay(lines)  # rebuilt state: the level is already the slow one
+    more = [f'{{"rank": 0, "iter": {200 + i}, "duration": 1.5}}' for i in range(30)]
+    assert [e for e in restored.feed(more) if e.kind == "onset"] == []
+    with pytest.raises(InputError, match=r"s:2: field 'iter'"):
+        check_records([lines[0], '{"rank": 0, "iter": -1, "duration": 1}'], "s")
