@@ -1,7 +1,7 @@
 """The one adapter between the service and the streaming detector of
 :mod:`stragglers.detect.watch`: records of one job in, :class:`DetectionEvent` out.
 
-Only this module knows the watcher's interface (``Watcher.process_line`` and its event
+Only this module knows the watcher's interface (``Watcher.process_lines`` and its event
 dicts); when the detector changes, this is the module to adapt.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from stragglers.detect.records import iter_lines
+from stragglers.detect.records import parse_line
 from stragglers.detect.watch import Watcher
 from stragglers.service.records import DetectionEvent
 
@@ -22,7 +22,8 @@ def check_records(lines: Sequence[str], source: str) -> int:
     """Parse every line strictly; returns the number of records. The first bad line raises
     :class:`~stragglers.detect.records.RecordError` (one line naming source, line and
     field), so that a batch is taken whole or not at all."""
-    return sum(1 for _ in iter_lines(lines, source))
+    return sum(1 for i, text in enumerate(lines, start=1)
+               if parse_line(text, source=source, line=i) is not None)
 
 
 class JobDetector:
@@ -34,13 +35,10 @@ class JobDetector:
 
     def feed(self, lines: Sequence[str]) -> list[DetectionEvent]:
         """Feed checked record lines; returns the events they produce."""
-        found: list[DetectionEvent] = []
-        for text in lines:
-            self._line += 1
-            for e in self._watcher.process_line(text, self._line):
-                if e.get("event") in KEPT:
-                    found.append(_event(e))
-        return found
+        first = self._line + 1
+        self._line += len(lines)
+        events = self._watcher.process_lines(enumerate(lines, start=first))
+        return [_event(e) for e in events if e.get("event") in KEPT]
 
     def replay(self, lines: Sequence[str]) -> None:
         """Rebuild the state from records already handled (their events are discarded:
