@@ -149,7 +149,7 @@ def _check_one_shot(argv: list[str], path: str) -> None:
     else:
         assert rc == 2
         lines = err.splitlines()
-        assert len(lines) == 1 and lines[0].startswith("stragglers detect: error: "), err
+        assert len(lines) == 1 and lines[0].startswith(f"stragglers detect {argv[1]}: error: "), err
         assert path in lines[0]
 
 
