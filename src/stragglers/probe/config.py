@@ -20,6 +20,12 @@ class ProbeConfig:
     background thread writes buffered records. ``device`` picks the timer: ``"cuda"`` (CUDA
     events, read back asynchronously), ``"cpu"`` (monotonic clock) or ``"auto"`` (CUDA when
     available). ``enabled=False`` turns every probe call into a no-op.
+
+    ``push_server`` (a ``stragglers serve`` URL) makes the session push itself when it ends:
+    every rank writes its file, rank 0 merges them into ``OUT_DIR/session/`` and uploads the
+    trace (:mod:`stragglers.probe.push`) with the token from ``push_token_file`` (else
+    ``$STRAGGLERS_TOKEN``) under the job name ``push_job``. A failed push never stops the
+    training job: it is logged and the merged trace stays on disk.
     """
 
     enabled: bool = True
@@ -31,6 +37,9 @@ class ProbeConfig:
     clock_rounds: int = 8
     write_parquet: bool = True
     device: str = "auto"
+    push_server: str | None = None
+    push_token_file: str | None = None
+    push_job: str | None = None
 
     def __post_init__(self) -> None:
         if self.profile_steps < 1 or self.every < 1 or self.profile_steps > self.every:
@@ -42,6 +51,10 @@ class ProbeConfig:
             raise ValueError("first_step must be >= 0, sync_gap_steps and clock_rounds >= 1")
         if self.device not in ("auto", "cpu", "cuda"):
             raise ValueError(f"device must be auto, cpu or cuda, got {self.device!r}")
+        if self.push_server is not None and not self.push_server.startswith(
+                ("http://", "https://")):
+            raise ValueError(f"push_server must be an http:// or https:// URL, got "
+                             f"{self.push_server!r}")
 
     def profiled(self, step: int) -> bool:
         """Whether step ``step`` is recorded."""

@@ -210,6 +210,27 @@ class Probe:
         self._files.clear()
         if self._error is not None:
             raise RuntimeError(f"probe flusher failed: {self._error}") from self._error
+        if self.config.push_server is not None:
+            self._push()
+
+    def _push(self) -> None:
+        """Every rank's file is complete after the barrier; rank 0 merges and pushes."""
+        if self._clock_group is not None or self._distributed():
+            import torch.distributed as dist
+
+            dist.barrier(group=self._clock_group)
+        if self.worker.rank == 0:
+            from stragglers.probe.push import merge_and_push
+
+            merge_and_push(self.out_dir, self.config)
+
+    @staticmethod
+    def _distributed() -> bool:
+        try:
+            import torch.distributed as dist
+        except ImportError:
+            return False
+        return bool(dist.is_available() and dist.is_initialized())
 
     def __enter__(self) -> Probe:
         return self.start()

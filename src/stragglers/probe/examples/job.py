@@ -96,6 +96,9 @@ class JobConfig:
     profile_every: int = 1
     comm_hooks: bool = False
     gc_interval: int = 10
+    push_server: str = ""
+    push_token_file: str = ""
+    push_job: str = ""
     # straggler injections
     slow_rank: int = -1
     slow_factor: float = 1.0
@@ -116,6 +119,9 @@ class JobConfig:
         if not self.out_dir:
             raise ValueError("--out-dir is required (the job never writes into the current "
                              "folder unasked)")
+        if self.push_server and not self.push_server.startswith(("http://", "https://")):
+            raise ValueError(f"--push-server must be an http:// or https:// URL, got "
+                             f"{self.push_server!r}")
         if self.dp < 1 or self.pp < 1:
             raise ValueError("dp and pp must be >= 1")
         for name in ("lr", "clip", "timeout_s"):
@@ -256,7 +262,10 @@ class StageWorker:
             WorkerInfo(rank=rank, world_size=world, dp_rank=self.dp_rank, stage=self.stage),
             ProbeConfig(enabled=cfg.probe, profile_steps=cfg.profile_steps,
                         every=cfg.profile_every, first_step=cfg.warmup_steps,
-                        device="cuda" if self.cuda else "cpu"),
+                        device="cuda" if self.cuda else "cpu",
+                        push_server=cfg.push_server or None,
+                        push_token_file=cfg.push_token_file or None,
+                        push_job=cfg.push_job or None),
             layout=JobLayout(dp_size=dp, pp_size=pp, trial_name=cfg.trial_name),
         )
         mcfg = ModelConfig(vocab_size=cfg.vocab_size, hidden=cfg.hidden, heads=cfg.heads,
@@ -556,6 +565,10 @@ def add_job_arguments(parser: argparse.ArgumentParser, out_dir_required: bool = 
         "profile_steps": "record N steps out of every --profile-every",
         "comm_hooks": "also record every torch.distributed call (calls-rank-*.jsonl)",
         "device": "auto, cpu or cuda (NCCL, one GPU per rank)",
+        "push_server": "at the end of the session rank 0 merges the rank files into "
+                       "OUT_DIR/probe/session/ and pushes them to this `stragglers serve` URL",
+        "push_token_file": "token file for --push-server (default: $STRAGGLERS_TOKEN)",
+        "push_job": "job name of the pushed session (default: the server's)",
     }
     defaults = JobConfig()
     for f in fields(JobConfig):
