@@ -40,6 +40,20 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _umask() -> int:
+    """The process's umask (read by setting it and setting it back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _name(exc: OSError, path: Path) -> None:
+    """Give an error without a file name (a write to a full disk: ``[Errno 28] No space left
+    on device``) the output it happened on, so that the one-line message names it."""
+    if not exc.filename:
+        exc.filename = str(path)
+
+
 @contextlib.contextmanager
 def open_atomic(path: str | os.PathLike[str], mode: str = "w",
                 encoding: str | None = "utf-8") -> Iterator[IO[Any]]:
@@ -54,6 +68,8 @@ def open_atomic(path: str | os.PathLike[str], mode: str = "w",
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     ok = False
     try:
+        # mkstemp creates the file 0600; an output gets the mode a plain open() would give it
+        os.fchmod(fd, 0o666 & ~_umask())
         if mode == "wb":
             fh: IO[Any] = os.fdopen(fd, "wb")
         else:
@@ -64,6 +80,9 @@ def open_atomic(path: str | os.PathLike[str], mode: str = "w",
             os.fsync(fh.fileno())
         os.replace(tmp, target)
         ok = True
+    except OSError as exc:
+        _name(exc, target)
+        raise
     finally:
         if not ok:
             with contextlib.suppress(FileNotFoundError):
@@ -183,7 +202,12 @@ class StagedDir:
                             os.fsync(fh.fileno())
                     os.replace(src, self.out / fh_name)
                 _fsync_dir(self.out)
+        except OSError as err:
+            _name(err, self.out)
+            raise
         finally:
+            if isinstance(exc, OSError):
+                _name(exc, self.out)
             shutil.rmtree(stage, ignore_errors=True)
             if exc_type is not None:
                 for p in self._created:

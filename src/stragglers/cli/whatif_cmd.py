@@ -54,10 +54,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="what-if analysis: slowdown, waste, blame and root cause of a trace",
         description="Simulate the job without stragglers and report how much slower it "
                     "was (slowdown S, waste), which DP ranks, stages, workers, op types and "
-                    "steps are to blame, and the likely root cause. Writes result.json, "
-                    "heatmaps and Perfetto timelines into --out and prints a summary.")
+                    "steps are to blame, and the likely root cause. Prints a summary (or "
+                    "result.json with --json); with --out DIR also writes result.json, "
+                    "heatmaps and Perfetto timelines there.")
     _add_input(p)
-    p.add_argument("--out", default="stragglers-out", help="output folder (default: %(default)s)")
+    p.add_argument("--out", metavar="DIR",
+                   help="output folder for result.json, heatmaps and timelines (default: "
+                        "write no files)")
     p.add_argument("--threshold", type=_threshold, default=None,
                    help="slowdown below which the verdict is 'none' (default: 1.1; the same "
                         "as --verdict threshold=X)")
@@ -78,7 +81,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Write Chrome/Perfetto trace-event JSON timelines (one track per worker, "
                     "DP ranks as processes) of the trace as recorded and as simulated.")
     _add_input(p)
-    p.add_argument("--out", default="stragglers-out", help="output folder (default: %(default)s)")
+    p.add_argument("--out", metavar="DIR", required=True, help="output folder")
     p.add_argument("--which", nargs="+", choices=TIMELINES, default=["original", "ideal"],
                    help="timelines to write (default: original ideal)")
     p.set_defaults(func=run_timeline)
@@ -91,7 +94,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("input", help="result.json, or a trace (then --meta is required)")
     p.add_argument("--meta", help="job metadata YAML, when INPUT is a trace")
     p.add_argument("--steps", metavar="A-B", help="steps to analyse, when INPUT is a trace")
-    p.add_argument("--out", default="stragglers-out", help="output folder (default: %(default)s)")
+    p.add_argument("--out", metavar="DIR",
+                   help="output folder (default: the folder of INPUT when it is a result.json; "
+                        "required with --meta)")
     p.set_defaults(func=run_heatmap)
 
 
@@ -109,7 +114,8 @@ def verdict_config(args: argparse.Namespace) -> VerdictConfig:
 
 
 def run_analyze(args: argparse.Namespace) -> int:
-    check_out_dir(args.out)
+    if args.out is not None:
+        check_out_dir(args.out)
     config = verdict_config(args)
     t0 = time.perf_counter()
     table = load_table(args.trace, args.meta, args.steps)
@@ -117,7 +123,9 @@ def run_analyze(args: argparse.Namespace) -> int:
     analysis = analyze_table(table, exact_workers=not args.no_exact, config=config,
                              timing=timing)
     which: tuple[str, ...] = () if args.no_timelines else ("original", "ideal")
-    result = write_outputs(analysis.engine, analysis.result, args.out, timelines=which)
+    result = analysis.result
+    if args.out is not None:  # never into the current folder unasked
+        result = write_outputs(analysis.engine, result, args.out, timelines=which)
     if args.json:
         print(result.to_json())
         return 0
@@ -142,6 +150,11 @@ def run_timeline(args: argparse.Namespace) -> int:
 
 
 def run_heatmap(args: argparse.Namespace) -> int:
+    if args.out is None:
+        if args.meta is not None:
+            raise InputError("--out is required when INPUT is a trace (heatmaps are written "
+                             "beside a result.json only)")
+        args.out = str(Path(args.input).parent)
     check_out_dir(args.out)
     if args.meta is None:
         path = Path(args.input)
