@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
+
+import yaml
+
+from stragglers.atomic import write_text
 
 
 @dataclass(frozen=True)
@@ -109,3 +116,9 @@ class JobLayout:
             "vpp_size": self.vpp_size,
             "world_size": self.world_size,
         }
+
+
+def write_job_yaml(meta: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
+    """Write a job metadata mapping (:meth:`JobLayout.to_meta`) as YAML, keys in the given
+    order, atomically: ``job.yaml`` of a probe directory, ``meta.yaml`` of a merged trace."""
+    return write_text(path, yaml.safe_dump(dict(meta), sort_keys=False))

@@ -345,7 +345,7 @@ def merge_dir(
     structure checks altogether. The two files appear together or not at all
     (:class:`~stragglers.atomic.StagedDir`), the trace last.
     """
-    from stragglers.probe.recorder import write_meta
+    from stragglers.probe.config import write_job_yaml
 
     src = Path(in_dir)
     if not src.is_dir():
@@ -363,7 +363,7 @@ def merge_dir(
         raise InputError(f"{src}: merged trace is inconsistent: {shown}{more}")
     if out_dir is not None:
         with StagedDir(out_dir) as stage:
-            write_meta(stage.path("meta.yaml"), result.meta)
+            write_job_yaml(result.meta, stage.path("meta.yaml"))
             result.trace.to_parquet(stage.path("trace.parquet"), index=False)
             stage.commit_last("trace.parquet")
     return result
