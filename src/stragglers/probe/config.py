@@ -26,7 +26,9 @@ class ProbeConfig:
     always at the start and the end of the session. ``flush_interval_s`` is how often the
     background thread writes buffered records. ``device`` picks the timer: ``"cuda"`` (CUDA
     events, read back asynchronously), ``"cpu"`` (monotonic clock) or ``"auto"`` (CUDA when
-    available). ``enabled=False`` turns every probe call into a no-op.
+    available). ``record_gc`` records the time Python's garbage collector runs inside each
+    span (``gc.callbacks``; written as ``gc_s``). ``enabled=False`` turns every probe call
+    into a no-op.
     """
 
     enabled: bool = True
@@ -38,6 +40,7 @@ class ProbeConfig:
     clock_rounds: int = 8
     write_parquet: bool = True
     device: str = "auto"
+    record_gc: bool = True
 
     def __post_init__(self) -> None:
         if self.profile_steps < 1 or self.every < 1 or self.profile_steps > self.every:

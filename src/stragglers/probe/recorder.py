@@ -20,6 +20,14 @@ alignment, the only points where the probe synchronises the device: once per
 ``sync_gap_steps`` steps at most, outside recorded steps). Records go to ``rank-NNNNN.jsonl``
 in the output directory; at the end of the session the same spans, with timestamps aligned to
 rank 0's clock, go to ``rank-NNNNN.parquet``.
+
+Garbage collection (``ProbeConfig.record_gc``, on by default): a ``gc.callbacks`` hook adds
+the seconds of every collection run by the thread that started the probe (the training loop)
+to a running total; a span reads the total when it opens and when it closes (two attribute
+reads, nothing allocated), and its ``gc_s`` is the difference: the GC time inside the span.
+Spans are expected on that thread: a span opened on another thread sees the probe thread's
+collections. A CUDA span's ``gc_s`` is the CPU-side GC time while it was open, at most its
+GPU duration (the GPU may have hidden part of the stall).
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import functools
+import gc
 import json
 import os
 import socket
@@ -49,7 +58,8 @@ from stragglers.probe.ops import OPTYPES
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-FORMAT_VERSION = 1
+#: Version 2 adds ``gc_recorded`` to the header and ``gc_s`` to span records.
+FORMAT_VERSION = 2
 _NULL = contextlib.nullcontext()
 #: The optypes of a one-type span, shared by all its spans (also checks the name).
 _ONE_TYPE: dict[str, tuple[str, ...]] = {name: (name,) for name in OPTYPES}
@@ -63,12 +73,16 @@ def rank_file(out_dir: str | os.PathLike[str], rank: int, kind: str = "rank") ->
 
 class Span:
     """A timed span of one or several op types (``optypes``) in training step ``step``;
-    ``start``/``end`` on the probe's clock (seconds) once known. The context manager that
+    ``start``/``end`` on the probe's clock (seconds) once known; ``gc_start``/``gc_end`` the
+    probe's running total of GC seconds when it opened and closed. The context manager that
     :meth:`Probe.span` returns is also the record it queues on exit for the flusher."""
 
-    __slots__ = ("probe", "step", "optypes", "mb_id", "mc", "start", "end")
+    __slots__ = ("probe", "step", "optypes", "mb_id", "mc", "start", "end", "gc_start",
+                 "gc_end")
     start: float
     end: float
+    gc_start: float
+    gc_end: float
 
     def __init__(self, probe: Probe, step: int, optypes: tuple[str, ...], mb_id: int,
                  mc: int) -> None:
@@ -85,12 +99,15 @@ class CpuSpan(Span):
     __slots__ = ()
 
     def __enter__(self) -> CpuSpan:
-        self.start = self.probe._clock()
+        probe = self.probe
+        self.gc_start = probe._gc_seconds
+        self.start = probe._clock()
         return self
 
     def __exit__(self, *exc: object) -> None:
         probe = self.probe
         self.end = probe._clock()
+        self.gc_end = probe._gc_seconds
         probe._pending.append(self)
 
 
@@ -106,6 +123,7 @@ class CudaSpan(Span):
 
     def __enter__(self) -> CudaSpan:
         probe = self.probe
+        self.gc_start = probe._gc_seconds
         ev = probe._event()
         ev.record()
         self.start_event = ev
@@ -117,6 +135,7 @@ class CudaSpan(Span):
         ev = probe._event()
         ev.record()
         self.end_event = ev
+        self.gc_end = probe._gc_seconds
         probe._pending.append(self)
 
 
@@ -125,6 +144,13 @@ class StepEnd(NamedTuple):
 
     step: int
     time: float
+
+
+def span_gc_seconds(span: Span) -> float:
+    """Seconds of GC inside a finished span: the growth of the probe's GC total while it was
+    open, at most its duration (a CUDA span's GPU duration; for a CPU span the bound only
+    absorbs the rounding of the running total)."""
+    return max(0.0, min(span.gc_end - span.gc_start, span.end - span.start))
 
 
 #: What the probe queues for its flusher.
@@ -180,6 +206,10 @@ class Probe:
         self._wake = threading.Event()
         self._write_lock = threading.Lock()
         self._error: BaseException | None = None
+        #: Seconds of GC run by ``_gc_thread`` so far (see the module docstring).
+        self._gc_seconds = 0.0
+        self._gc_began = 0.0
+        self._gc_thread: int | None = None
 
     # ------------------------------------------------------------------ life cycle
     @property
@@ -214,12 +244,16 @@ class Probe:
             "host": socket.gethostname(),
             "pid": os.getpid(),
             "config": self.config.to_dict(),
+            "gc_recorded": self.config.record_gc,
         }
         if self.layout is not None:
             header["meta"] = self.layout.to_meta()
         self._write("rank", [json.dumps(header)])
         if self.layout is not None and self.worker.rank == 0:
             write_job_yaml(self.layout.to_meta(), self.out_dir / "job.yaml")
+        if self.config.record_gc:
+            self._gc_thread = threading.get_ident()
+            gc.callbacks.append(self._on_gc)
         self._setup_clock_group()
         self.sync_clocks()
         self._thread = threading.Thread(
@@ -240,6 +274,8 @@ class Probe:
         self.sync_clocks()
         self._stop.set()
         self._wake.set()
+        if self._on_gc in gc.callbacks:
+            gc.callbacks.remove(self._on_gc)
         if self._thread is not None:
             self._thread.join()
         self._drain(final=True)
@@ -390,6 +426,15 @@ class Probe:
         self._pending.append(CallRecord(call_type, size, group, peer, step, start, end))
 
     # ------------------------------------------------------------------ internals
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        """``gc.callbacks`` hook: add the collections of the probe's thread to the total."""
+        if threading.get_ident() != self._gc_thread:
+            return
+        if phase == "start":
+            self._gc_began = self._clock()
+        else:
+            self._gc_seconds += self._clock() - self._gc_began
+
     def _want_cuda(self) -> bool:
         if self.config.device == "cpu":
             return False
@@ -502,10 +547,13 @@ class Probe:
             span.start_event = span.end_event = None
         if self.config.write_parquet:
             self._spans_done.append(span)
-        return json.dumps({
+        record = {
             "kind": "span", "step": span.step, "optypes": list(span.optypes),
             "start": span.start, "end": span.end, "mb_id": span.mb_id, "mc": span.mc,
-        })
+        }
+        if self.config.record_gc:
+            record["gc_s"] = span_gc_seconds(span)
+        return json.dumps(record)
 
     def _call_done(self, call: CallRecord) -> str:
         """The line of a finished call record. CUDA events are read against the anchor of
@@ -548,6 +596,8 @@ class Probe:
                 "mc": [span.mc for span, _ in rows],
             }
         )
+        if self.config.record_gc:
+            frame["gc_s"] = [span_gc_seconds(span) for span, _ in rows]
         frame.to_parquet(self.out_dir / f"rank-{w.rank:05d}.parquet", index=False)
 
 
