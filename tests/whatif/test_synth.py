@@ -191,6 +191,7 @@ def synth_cli(tmp_path, capsys, *opts):
     (["--gc", "1.5:1"], "argument --gc: probability in '1.5:1': expected a probability"),
     (["--gc", "0.5:0"], "--gc: a pause of 0 seconds injects nothing"),
     (["--gc-in-compute"], "--gc-in-compute: needs --gc"),
+    (["--gc-recorded"], "--gc-recorded: needs --gc"),
     (["--seq-len-sigma", "-1"], "argument --seq-len-sigma: expected a number >= 0"),
     (["--slow-link", "0,0:inf"], "argument --slow-link: factor in '0,0:inf'"),
     (["--slow-worker", "0,0:1"], "--slow-worker 0,0:1.0: must be a finite number > 1"),
