@@ -27,7 +27,8 @@ COMPOSITE = st.sampled_from(["--slow-worker", "--slow-link", "--gc", "--launch-g
 @FUZZ
 @given(opts=st.lists(st.tuples(NUMERIC | COMPOSITE, VALID | TOKENS | st.text(max_size=8)),
                      min_size=1, max_size=3),
-       flags=st.lists(st.sampled_from(["--overlap", "--gc-in-compute"]), max_size=2),
+       flags=st.lists(st.sampled_from(["--overlap", "--gc-in-compute", "--gc-recorded"]),
+                      max_size=3),
        fmt=st.sampled_from(["parquet", "jsonl"]))
 def test_synth_options(cli: CliWorker, opts: list[tuple[str, str]], flags: list[str],
                        fmt: str) -> None:

@@ -54,7 +54,8 @@ def test_structure_matches_the_reference_trace(tmp_path: Path, ref_dir: Path) ->
 def test_merged_trace_is_well_formed(slow_run: dict[str, Any]) -> None:
     summary, cfg = slow_run["summary"], slow_run["cfg"]
     trace = pd.read_parquet(summary["trace"])
-    assert tuple(trace.columns) == TRACE_COLUMNS
+    assert tuple(trace.columns) == (*TRACE_COLUMNS, "gc_s")  # the probe records GC time
+    assert ((trace["gc_s"] >= 0) & (trace["gc_s"] <= trace["duration"])).all()
     assert summary["trace_steps"] == list(range(cfg.warmup_steps, cfg.steps))
     assert summary["dropped_steps"] == []
     assert summary["max_clock_rtt_s"] == 0.0  # one machine: one clock, nothing to measure

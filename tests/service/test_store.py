@@ -14,7 +14,6 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import create_engine, text
 
-from stragglers.service.models import metadata
 from stragglers.service.records import (
     DONE,
     FAILED,
@@ -25,6 +24,7 @@ from stragglers.service.records import (
     NewSession,
 )
 from stragglers.service.store import Store, sqlite_url
+from stragglers.service.tables import metadata
 from tests.service.helpers import in_ci
 from tests.service.postgres import PostgresServer
 
@@ -79,7 +79,7 @@ def _summary(slowdown: float, cause: str = "worker") -> AnalysisSummary:
                            step_time=0.5, analysis_s=0.1)
 
 
-def test_migrations_create_exactly_the_models_schema(store: Store):
+def test_migrations_create_exactly_the_tables_schema(store: Store):
     with store.engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn), metadata)
         version = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()

@@ -16,14 +16,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from stragglers.trace import schema as S
+from stragglers.trace import schema
 from stragglers.trace.io import JobMeta, TraceColumns
 
-F, B = S.FORWARD_COMPUTE, S.BACKWARD_COMPUTE
-FS, FR, BS, BR = S.FORWARD_SEND, S.FORWARD_RECV, S.BACKWARD_SEND, S.BACKWARD_RECV
-PAG, RS = S.PARAMS_ALL_GATHER, S.GRADS_REDUCE_SCATTER
-LN, EMB, CLIP, OPT, GC = (S.LAYERNORM_ALL_REDUCE, S.EMBEDDING_ALL_REDUCE, S.CLIP,
-                          S.OPTIMIZER, S.GC)
+F, B = schema.FORWARD_COMPUTE, schema.BACKWARD_COMPUTE
+FS, FR = schema.FORWARD_SEND, schema.FORWARD_RECV
+BS, BR = schema.BACKWARD_SEND, schema.BACKWARD_RECV
+PAG, RS = schema.PARAMS_ALL_GATHER, schema.GRADS_REDUCE_SCATTER
+LN, EMB, CLIP, OPT, GC = (schema.LAYERNORM_ALL_REDUCE, schema.EMBEDDING_ALL_REDUCE, schema.CLIP,
+                          schema.OPTIMIZER, schema.GC)
 
 # (optype, start, end); compute ops get mc 0, mb 0, gmc = stage.
 Worker = list[tuple[str, float, float]]
@@ -42,7 +43,7 @@ def trace_from_workers(workers: dict[tuple[int, int], Worker], pp: int, steps: i
             compute = optype in (F, B)
             mc = 0 if compute or optype in (PAG, RS) else -1
             for st in step_ids:
-                rows.append((d, s, d * pp + s, st, S.OPTYPE_CODE[optype], start, end - start,
+                rows.append((d, s, d * pp + s, st, schema.OPTYPE_CODE[optype], start, end - start,
                              seq, mc, 0 if compute else (0 if optype == GC else -1),
                              s if compute else -1))
     a = np.array(rows, dtype=object)

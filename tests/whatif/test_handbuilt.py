@@ -8,8 +8,7 @@ import pytest
 from stragglers.analysis import analyze_table
 from stragglers.analysis.verdict import VerdictConfig
 from stragglers.model import build_graph
-from stragglers.trace import build_table
-from stragglers.trace import schema as S
+from stragglers.trace import build_table, schema
 from tests.whatif import handmade as H
 
 TOL = 1e-9
@@ -17,7 +16,7 @@ TOL = 1e-9
 
 def node(table, stage: int, optype: str, seq: int = 0) -> int:
     hit = np.flatnonzero((table.node_stage == stage)
-                         & (table.node_optype == S.OPTYPE_CODE[optype])
+                         & (table.node_optype == schema.OPTYPE_CODE[optype])
                          & (table.node_seq == seq))
     assert len(hit) == 1
     return int(hit[0])
@@ -25,7 +24,7 @@ def node(table, stage: int, optype: str, seq: int = 0) -> int:
 
 def deps_of(graph, table, stage, optype, seq=0) -> set[tuple[int, str, int]]:
     n = node(table, stage, optype, seq)
-    return {(int(table.node_stage[d]), S.OPTYPES[table.node_optype[d]],
+    return {(int(table.node_stage[d]), schema.OPTYPES[table.node_optype[d]],
              int(table.node_seq[d])) for d in graph.deps[n]}
 
 
@@ -53,7 +52,7 @@ def test_two_by_two_dependencies(two):
     assert deps_of(g, table, 0, H.CLIP) == {(0, H.RS, 0)}
     assert deps_of(g, table, 0, H.OPT) == {(0, H.CLIP, 0)}
     # Groups: P2P pairs, embedding of first+last stage, clip of all stages; DP sync.
-    groups = {tuple(sorted((int(table.node_stage[m]), S.OPTYPES[table.node_optype[m]])
+    groups = {tuple(sorted((int(table.node_stage[m]), schema.OPTYPES[table.node_optype[m]])
                            for m in members)): bool(sync)
               for members, sync in zip(g.groups, g.group_dp_sync, strict=True)}
     assert groups[((0, H.FS), (1, H.FR))] is False
@@ -110,7 +109,7 @@ def test_one_by_four_pipeline():
     assert r["verdict"]["cause"] == "none"
     g, t = a.engine.graph, a.engine.table
     # backward-send of stage s pairs with backward-recv of stage s-1.
-    pairs = {tuple(sorted((int(t.node_stage[m]), S.OPTYPES[t.node_optype[m]]) for m in grp))
+    pairs = {tuple(sorted((int(t.node_stage[m]), schema.OPTYPES[t.node_optype[m]]) for m in grp))
              for grp in g.groups}
     for s in (1, 2, 3):
         assert ((s - 1, H.BR), (s, H.BS)) in pairs

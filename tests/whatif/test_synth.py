@@ -10,8 +10,7 @@ from stragglers.analysis.scenarios import Scenario
 from stragglers.model import build_graph
 from stragglers.synth import SynthSpec, generate
 from stragglers.synth.generator import _schedule_table
-from stragglers.trace import build_table
-from stragglers.trace import schema as S
+from stragglers.trace import build_table, schema
 
 SHAPES = [
     dict(dp=2, pp=4, microbatches=8),
@@ -49,7 +48,7 @@ def test_analyzer_rebuilds_the_generator_graph(shape):
     g_ana = build_graph(table)
 
     def ident(t, n):
-        return (int(t.node_stage[n]), S.OPTYPES[t.node_optype[n]], int(t.node_seq[n]))
+        return (int(t.node_stage[n]), schema.OPTYPES[t.node_optype[n]], int(t.node_seq[n]))
 
     def edges(t, g):
         return {(ident(t, d), ident(t, n)) for n in range(g.n_nodes) for d in g.deps[n]}
@@ -192,6 +191,7 @@ def synth_cli(tmp_path, capsys, *opts):
     (["--gc", "1.5:1"], "argument --gc: probability in '1.5:1': expected a probability"),
     (["--gc", "0.5:0"], "--gc: a pause of 0 seconds injects nothing"),
     (["--gc-in-compute"], "--gc-in-compute: needs --gc"),
+    (["--gc-recorded"], "--gc-recorded: needs --gc"),
     (["--seq-len-sigma", "-1"], "argument --seq-len-sigma: expected a number >= 0"),
     (["--slow-link", "0,0:inf"], "argument --slow-link: factor in '0,0:inf'"),
     (["--slow-worker", "0,0:1"], "--slow-worker 0,0:1.0: must be a finite number > 1"),

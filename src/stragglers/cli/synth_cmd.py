@@ -25,6 +25,7 @@ examples:
   stragglers synth --pp 4 --heavy-last-stage 1.3 --jitter 0.01 --out st/
   stragglers synth --seq-len-sigma 0.6 --out seqlen/
   stragglers synth --gc 0.2:1.0 --out gc/          # 20% of worker-steps pause 1 s
+  stragglers synth --gc 0.15:0.5 --gc-in-compute --gc-recorded --out gc-rec/
   stragglers synth --slow-link 0,1:50 --out link/  # dp 0, stage 1 <-> 2 transfers x50
   stragglers synth --launch-gaps 0.3:0.005 --out gaps/
 Writes trace.parquet (or .jsonl), meta.yaml and truth.json (the injected causes and the
@@ -42,6 +43,7 @@ def spec_from_args(args: argparse.Namespace) -> SynthSpec:
     if args.gc:
         spec.gc_prob, spec.gc_pause = args.gc
     spec.gc_in_compute = args.gc_in_compute
+    spec.gc_recorded = args.gc_recorded
     if args.launch_gaps:
         spec.launch_gap_prob, spec.launch_gap = args.launch_gaps
     check_spec(spec)
@@ -90,6 +92,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--gc-in-compute", action="store_true",
                    help="with --gc: the pause lands inside a forward compute op (GC not "
                         "recorded as its own op)")
+    p.add_argument("--gc-recorded", action="store_true",
+                   help="with --gc: write each pause's seconds into the gc_s column, as a "
+                        "probe's GC callbacks would (default: GC time unrecorded, so pauses "
+                        "inside compute read as 'pauses', not 'gc')")
     p.add_argument("--slow-link", action="append", default=[], metavar="D,S:FACTOR",
                    type=worker_factor,
                    help="P2P transfers between stage S and S+1 of DP rank D x FACTOR (> 1)")

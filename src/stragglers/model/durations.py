@@ -39,21 +39,32 @@ class DerivedDurations:
     n_delay_negative: int
 
 
-def derive_durations(table: OpTable, graph: DependencyGraph) -> DerivedDurations:
-    start, dur = table.start, table.duration
-    end = start + dur
-    value = dur.copy()
+def _clip(values: np.ndarray) -> tuple[np.ndarray, int, int]:
+    """Values at or below :data:`CLIP_THRESHOLD` set to 0; the number of those, and the
+    number of the small negative values kept."""
+    n_clipped = int((values <= CLIP_THRESHOLD).sum())
+    n_negative = int(((values < 0) & (values > CLIP_THRESHOLD)).sum())
+    return np.where(values <= CLIP_THRESHOLD, 0.0, values), n_clipped, n_negative
+
+
+def _group_transfer(table: OpTable, graph: DependencyGraph, end: np.ndarray) -> np.ndarray:
+    """Each op's duration, except that a communication op gets its transfer duration: its
+    end − the latest start among its group members in the same step (and across DP ranks
+    for DP-synchronised groups). Not clipped."""
+    start = table.start
+    value = table.duration.copy()
     for g, members in enumerate(graph.groups):
         latest = start[members].max(axis=0)  # (dp, steps)
         if graph.group_dp_sync[g]:
             latest = latest.max(axis=0, keepdims=True)
         value[members] = end[members] - latest[None]
-    comm = graph.is_comm
-    transfer = value[comm]
-    n_tclip = int((transfer <= CLIP_THRESHOLD).sum())
-    n_tneg = int(((transfer < 0) & (transfer > CLIP_THRESHOLD)).sum())
-    value[comm] = np.where(transfer <= CLIP_THRESHOLD, 0.0, transfer)
+    return value
 
+
+def _launch_delays(table: OpTable, graph: DependencyGraph, end: np.ndarray) -> np.ndarray:
+    """Each op's start − the latest end among its dependencies, or − the step's earliest
+    start for an op without dependencies. Not clipped."""
+    start = table.start
     step_start = start.min(axis=(0, 1))  # (steps,)
     delay = np.empty_like(start)
     # Group nodes by dependency count so that each width is one vector operation.
@@ -65,9 +76,15 @@ def derive_durations(table: OpTable, graph: DependencyGraph) -> DerivedDurations
             continue
         idx = np.array([graph.deps[x] for x in nodes])  # (k, w)
         delay[nodes] = start[nodes] - end[idx].max(axis=1)
-    n_dclip = int((delay <= CLIP_THRESHOLD).sum())
-    n_dneg = int(((delay < 0) & (delay > CLIP_THRESHOLD)).sum())
-    delay = np.where(delay <= CLIP_THRESHOLD, 0.0, delay)
+    return delay
+
+
+def derive_durations(table: OpTable, graph: DependencyGraph) -> DerivedDurations:
+    end = table.start + table.duration
+    value = _group_transfer(table, graph, end)
+    comm = graph.is_comm
+    value[comm], n_tclip, n_tneg = _clip(value[comm])
+    delay, n_dclip, n_dneg = _clip(_launch_delays(table, graph, end))
     return DerivedDurations(value=value, delay=delay, n_transfer_clipped=n_tclip,
                             n_transfer_negative=n_tneg, n_delay_clipped=n_dclip,
                             n_delay_negative=n_dneg)

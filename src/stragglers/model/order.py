@@ -83,18 +83,29 @@ def _describe_cycle(graph: DependencyGraph, unit_nodes: list[list[int]],
             + " -> ".join(names + names[:1]) + f" ({len(stuck)} op group(s) deadlocked)")
 
 
-def evaluation_order(graph: DependencyGraph) -> EvaluationOrder:
-    """Sort the graph's units topologically into levels; raise on a cycle."""
-    n = graph.n_nodes
+@dataclass
+class _Units:
+    """The units of a graph: groups first (unit g is group g), then one per local node.
+
+    ``nodes[u]``: the nodes of unit u; ``deps[u]``: the units it depends on; ``unit_of``:
+    each node's unit."""
+
+    nodes: list[list[int]]
+    deps: list[set[int]]
+    unit_of: np.ndarray
+    n_groups: int
+
+
+def _units(graph: DependencyGraph) -> _Units:
+    """Collapse each communication group into one unit; a member that waits for another
+    member of its own group is a cycle."""
     n_groups = len(graph.groups)
-    # Units: 0..n_groups-1 are groups, then one per local node.
-    local_nodes = np.flatnonzero(graph.group_of < 0)
-    unit_of = np.empty(n, dtype=np.int64)
-    unit_of[graph.group_of >= 0] = graph.group_of[graph.group_of >= 0]
+    in_group = graph.group_of >= 0
+    local_nodes = np.flatnonzero(~in_group)
+    unit_of = np.empty(graph.n_nodes, dtype=np.int64)
+    unit_of[in_group] = graph.group_of[in_group]
     unit_of[local_nodes] = n_groups + np.arange(len(local_nodes))
-    n_units = n_groups + len(local_nodes)
-    unit_nodes: list[list[int]] = [g.tolist() for g in graph.groups] + [[x] for x in
-                                                                        local_nodes.tolist()]
+    unit_nodes = [g.tolist() for g in graph.groups] + [[x] for x in local_nodes.tolist()]
     unit_deps: list[set[int]] = []
     for u, nodes in enumerate(unit_nodes):
         ds = {int(unit_of[d]) for x in nodes for d in graph.deps[x]}
@@ -105,9 +116,15 @@ def evaluation_order(graph: DependencyGraph) -> EvaluationOrder:
                 f"communication group ({', '.join(graph.node_names[x] for x in nodes)})"
             )
         unit_deps.append(ds)
-    indeg = np.array([len(d) for d in unit_deps], dtype=np.int64)
+    return _Units(nodes=unit_nodes, deps=unit_deps, unit_of=unit_of, n_groups=n_groups)
+
+
+def _levels(graph: DependencyGraph, units: _Units) -> np.ndarray:
+    """Each unit's level (Kahn's algorithm, one frontier per level); raise on a cycle."""
+    n_units = len(units.nodes)
+    indeg = np.array([len(d) for d in units.deps], dtype=np.int64)
     users: list[list[int]] = [[] for _ in range(n_units)]
-    for u, ds in enumerate(unit_deps):
+    for u, ds in enumerate(units.deps):
         for d in ds:
             users[d].append(u)
     level = np.zeros(n_units, dtype=np.int64)
@@ -124,23 +141,35 @@ def evaluation_order(graph: DependencyGraph) -> EvaluationOrder:
                     nxt.append(w)
         frontier = nxt
     if done < n_units:
-        raise ModelError(_describe_cycle(graph, unit_nodes, unit_deps, indeg, unit_of))
-    pad, zero = n, n + 1
-    levels = []
-    for lv in range(int(level.max()) + 1 if n_units else 0):
-        units = np.flatnonzero(level == lv)
-        loc = [unit_nodes[u][0] for u in units if u >= n_groups]
-        grp = [u for u in units if u < n_groups]
-        members = [x for g in grp for x in unit_nodes[g]]
-        sizes = [len(unit_nodes[g]) for g in grp]
-        levels.append(Level(
-            local=np.array(loc, dtype=np.int64),
-            local_deps=_padded(loc, graph.deps, pad, zero),
-            members=np.array(members, dtype=np.int64),
-            member_deps=_padded(members, graph.deps, pad, zero),
-            group_start=np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-            if sizes else np.zeros(0, dtype=np.int64),
-            group_sync=graph.group_dp_sync[grp] if grp else np.zeros(0, dtype=bool),
-            member_group=np.repeat(np.arange(len(grp)), sizes).astype(np.int64),
-        ))
-    return EvaluationOrder(levels=levels, pad=pad, zero=zero, n_nodes=n)
+        raise ModelError(_describe_cycle(graph, units.nodes, units.deps, indeg, units.unit_of))
+    return level
+
+
+def _level(graph: DependencyGraph, units: _Units, members_of: np.ndarray, pad: int,
+           zero: int) -> Level:
+    """The padded index arrays of the units ``members_of`` (one level)."""
+    local = [units.nodes[u][0] for u in members_of if u >= units.n_groups]
+    grp = [u for u in members_of if u < units.n_groups]
+    members = [x for g in grp for x in units.nodes[g]]
+    sizes = [len(units.nodes[g]) for g in grp]
+    return Level(
+        local=np.array(local, dtype=np.int64),
+        local_deps=_padded(local, graph.deps, pad, zero),
+        members=np.array(members, dtype=np.int64),
+        member_deps=_padded(members, graph.deps, pad, zero),
+        group_start=np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        if sizes else np.zeros(0, dtype=np.int64),
+        group_sync=graph.group_dp_sync[grp] if grp else np.zeros(0, dtype=bool),
+        member_group=np.repeat(np.arange(len(grp)), sizes).astype(np.int64),
+    )
+
+
+def evaluation_order(graph: DependencyGraph) -> EvaluationOrder:
+    """Sort the graph's units topologically into levels; raise on a cycle."""
+    units = _units(graph)
+    level = _levels(graph, units)
+    pad, zero = graph.n_nodes, graph.n_nodes + 1
+    n_levels = int(level.max()) + 1 if len(level) else 0
+    levels = [_level(graph, units, np.flatnonzero(level == lv), pad, zero)
+              for lv in range(n_levels)]
+    return EvaluationOrder(levels=levels, pad=pad, zero=zero, n_nodes=graph.n_nodes)

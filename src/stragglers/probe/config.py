@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
+
+import yaml
+
+from stragglers.atomic import write_text
 
 
 @dataclass(frozen=True)
@@ -19,7 +26,9 @@ class ProbeConfig:
     always at the start and the end of the session. ``flush_interval_s`` is how often the
     background thread writes buffered records. ``device`` picks the timer: ``"cuda"`` (CUDA
     events, read back asynchronously), ``"cpu"`` (monotonic clock) or ``"auto"`` (CUDA when
-    available). ``enabled=False`` turns every probe call into a no-op.
+    available). ``record_gc`` records the time Python's garbage collector runs inside each
+    span (``gc.callbacks``; written as ``gc_s``). ``enabled=False`` turns every probe call
+    into a no-op.
 
     ``push_server`` (a ``stragglers serve`` URL) makes the session push itself when it ends:
     every rank writes its file, rank 0 merges them into ``OUT_DIR/session/`` and uploads the
@@ -37,6 +46,7 @@ class ProbeConfig:
     clock_rounds: int = 8
     write_parquet: bool = True
     device: str = "auto"
+    record_gc: bool = True
     push_server: str | None = None
     push_token_file: str | None = None
     push_job: str | None = None
@@ -122,3 +132,9 @@ class JobLayout:
             "vpp_size": self.vpp_size,
             "world_size": self.world_size,
         }
+
+
+def write_job_yaml(meta: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
+    """Write a job metadata mapping (:meth:`JobLayout.to_meta`) as YAML, keys in the given
+    order, atomically: ``job.yaml`` of a probe directory, ``meta.yaml`` of a merged trace."""
+    return write_text(path, yaml.safe_dump(dict(meta), sort_keys=False))

@@ -25,18 +25,19 @@ an instance of ``torch.distributed.Work``. Only calls made through the module at
 seen: code that bound a function with
 ``from torch.distributed import all_reduce`` before :meth:`CommHooks.install` keeps the
 original, and methods of ``ProcessGroup`` objects are not wrapped. Calls nested inside a
-recorded call, and the probe's own clock alignment, are not recorded.
+recorded call, and the probe's own clock alignment, are not recorded
+(:func:`stragglers.probe.calls.suppressed`). The record and its line format live in
+:mod:`stragglers.probe.calls`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import inspect
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
+from stragglers.probe.calls import recording_suppressed, suppressed
 from stragglers.probe.recorder import Probe
 
 #: Wrapped functions, and the argument that carries the payload for ``size``.
@@ -63,23 +64,6 @@ PAYLOAD_ARG: dict[str, str | None] = {
 }
 P2P_CALLS = frozenset({"send", "recv", "isend", "irecv"})
 ASYNC_CALLS = frozenset({"isend", "irecv"})
-
-_state = threading.local()
-
-
-def _depth() -> int:
-    return getattr(_state, "depth", 0)
-
-
-@contextlib.contextmanager
-def suppressed() -> Iterator[None]:
-    """Within this block (this thread), hooked calls are not recorded."""
-    _state.depth = _depth() + 1
-    try:
-        yield
-    finally:
-        _state.depth -= 1
-
 
 def payload_bytes(value: Any) -> int:
     """Bytes of a tensor or of a (nested) list of tensors; 0 for anything else."""
@@ -199,7 +183,7 @@ class CommHooks:
     # ------------------------------------------------------------------ helpers
     def _recording(self) -> bool:
         probe = self.probe
-        if _depth() or not probe.enabled:
+        if recording_suppressed() or not probe.enabled:
             return False
         return probe.profiling or not self.profiled_only
 
@@ -241,16 +225,16 @@ class CommHooks:
             size = payload_bytes(payload)
             is_async = name in ASYNC_CALLS or bool(arguments.get("async_op", False))
             probe = hooks.probe
-            start = probe._timer_start(cuda)
+            start = probe.stamp(cuda)
             with suppressed():
                 work = orig(*args, **kwargs)
             ranks = hooks._group_ranks(group)
             if is_async and work is not None:
                 def finish() -> None:
-                    probe.record_call(name, size, ranks, start, probe._timer_end(cuda), peer)
+                    probe.record_call(name, size, ranks, start, probe.stamp(cuda), peer)
 
                 return TimedWork(work, _Tracker(1, finish))
-            probe.record_call(name, size, ranks, start, probe._timer_end(cuda), peer)
+            probe.record_call(name, size, ranks, start, probe.stamp(cuda), peer)
             return work
 
         wrapper.__wrapped__ = orig
@@ -273,7 +257,7 @@ class CommHooks:
                 return orig(p2p_op_list)
             probe = hooks.probe
             cuda = bool(p2p_op_list and p2p_op_list[0].tensor.is_cuda)
-            start = probe._timer_start(cuda)
+            start = probe.stamp(cuda)
             with suppressed():
                 works = orig(p2p_op_list)
             records = []
@@ -282,13 +266,13 @@ class CommHooks:
                 records.append((base.__name__, payload_bytes(op.tensor),
                                 hooks._group_ranks(op.group), op.peer))
             if not works:
-                end = probe._timer_end(cuda)
+                end = probe.stamp(cuda)
                 for call_type, size, ranks, peer in records:
                     probe.record_call(call_type, size, ranks, start, end, peer)
                 return works
 
             def finish() -> None:
-                end = probe._timer_end(cuda)
+                end = probe.stamp(cuda)
                 for call_type, size, ranks, peer in records:
                     probe.record_call(call_type, size, ranks, start, end, peer)
 

@@ -3,8 +3,9 @@
 Input: a directory with one ``rank-NNNNN.jsonl`` per process (written by
 :class:`~stragglers.probe.Probe`) and the job metadata (parallel degrees). Output:
 ``trace.parquet`` with the columns ``dp_rank, stage, rank, step, optype, start_ts, duration,
-seq_id, mc, mb_id, gmc`` and ``meta.yaml`` with ``trial_name, run_id, dp_size, dsp_size,
-pp_size, tp_size, vpp_size, world_size``.
+seq_id, mc, mb_id, gmc`` (and ``gc_s``, seconds of garbage collection inside each op, when
+every rank recorded it: ``ProbeConfig.record_gc``) and ``meta.yaml`` with ``trial_name,
+run_id, dp_size, dsp_size, pp_size, tp_size, vpp_size, world_size``.
 
 What merging does:
 
@@ -131,9 +132,15 @@ def _span(obj: dict[str, Any], lineno: int) -> dict[str, Any]:
     if end - start > cap:
         raise _RecordError(f"span lasts {end - start:.4g} s, beyond the limit of {cap:,} s "
                            f"({LIMITS['op_seconds'].env} raises it)")
+    gc_s = None
+    if "gc_s" in obj:
+        gc_s = _num(obj, "gc_s")
+        if not 0.0 <= gc_s <= end - start:
+            raise _RecordError(f"field 'gc_s' must be in [0, end - start = {end - start!r}] "
+                               f"(GC seconds inside the span), got {gc_s!r}")
     return {"step": step, "optypes": optypes, "start": start, "end": end,
             "mb_id": _int(obj, "mb_id", -1, lo=-1), "mc": _int(obj, "mc", -1, lo=-1),
-            "line": lineno}
+            "gc_s": gc_s, "line": lineno}
 
 
 def _add_record(rec: RankRecords, obj: Any, lineno: int) -> None:
@@ -149,7 +156,10 @@ def _add_record(rec: RankRecords, obj: Any, lineno: int) -> None:
             _int(obj, key, 0)
         rec.header = obj
     elif kind == "span":
-        rec.spans.append(_span(obj, lineno))
+        span = _span(obj, lineno)
+        if rec.header.get("gc_recorded") is True and span["gc_s"] is None:
+            raise _RecordError("lacks field 'gc_s' (the header says GC time is recorded)")
+        rec.spans.append(span)
     elif kind == "step_end":
         rec.step_ends.add(_int(obj, "step"))
     elif kind == "clock":
@@ -256,6 +266,18 @@ def _workers(records: Iterable[RankRecords], meta: dict[str, Any]
     return chosen
 
 
+def _gc_recorded(workers: dict[tuple[int, int], RankRecords]) -> bool:
+    """Whether every worker's file records GC time (then the trace gets ``gc_s``); files
+    that disagree are an error (the ranks ran with different ``record_gc``)."""
+    files = sorted(workers.values(), key=lambda rec: rec.path.name)
+    recorded = [rec for rec in files if rec.header.get("gc_recorded") is True]
+    if recorded and len(recorded) != len(files):
+        other = next(rec for rec in files if rec.header.get("gc_recorded") is not True)
+        raise InputError(f"{recorded[0].path}: records GC time (gc_recorded) but {other.path} "
+                         "does not: record every rank with the same ProbeConfig.record_gc")
+    return bool(recorded)
+
+
 def build_trace(records: list[RankRecords], meta: dict[str, Any], check: bool = True
                 ) -> MergeResult:
     """Turn parsed rank files into the merged trace (see the module docstring).
@@ -268,6 +290,7 @@ def build_trace(records: list[RankRecords], meta: dict[str, Any], check: bool = 
 
     workers = _workers(records, meta)
     pp, dp_size = meta["pp_size"], meta["dp_size"]
+    gc_recorded = _gc_recorded(workers)
     all_steps: set[int] = set()
     complete: set[int] | None = None
     for rec in workers.values():
@@ -281,7 +304,7 @@ def build_trace(records: list[RankRecords], meta: dict[str, Any], check: bool = 
 
     cols: dict[str, list[Any]] = {c: [] for c in
                                   ("dp_rank", "stage", "rank", "step", "optype", "start",
-                                   "duration", "mc", "mb_id", "gmc", "order")}
+                                   "duration", "mc", "mb_id", "gmc", "order", "gc_s")}
     max_rtt = 0.0
     for (dp, stage), rec in sorted(workers.items()):
         track = OffsetTrack(rec.samples)
@@ -311,6 +334,7 @@ def build_trace(records: list[RankRecords], meta: dict[str, Any], check: bool = 
                 cols["mb_id"].append(mb)
                 cols["gmc"].append(gmc)
                 cols["order"].append(order)
+                cols["gc_s"].append(span["gc_s"])
     frame = pd.DataFrame(cols)
     frame = frame.sort_values(["dp_rank", "stage", "step", "optype", "start", "order"],
                               kind="stable")
@@ -318,8 +342,9 @@ def build_trace(records: list[RankRecords], meta: dict[str, Any], check: bool = 
     origin = frame.groupby("step")["start"].transform("min")
     frame["start_ts"] = frame["start"] - origin
     frame = frame.sort_values(["step", "rank", "start_ts", "seq_id", "optype"], kind="stable")
-    trace = frame[list(TRACE_COLUMNS)].reset_index(drop=True)
-    trace = trace.astype(_DTYPES)
+    columns = list(TRACE_COLUMNS) + (["gc_s"] if gc_recorded else [])
+    trace = frame[columns].reset_index(drop=True)
+    trace = trace.astype(_DTYPES | ({"gc_s": "float64"} if gc_recorded else {}))
     trace["optype"] = pd.Categorical(trace["optype"],
                                      categories=[t for t in OPTYPES if t in set(trace["optype"])])
     from stragglers.probe.check import check_trace
@@ -345,7 +370,7 @@ def merge_dir(
     structure checks altogether. The two files appear together or not at all
     (:class:`~stragglers.atomic.StagedDir`), the trace last.
     """
-    from stragglers.probe.recorder import write_meta
+    from stragglers.probe.config import write_job_yaml
 
     src = Path(in_dir)
     if not src.is_dir():
@@ -363,7 +388,7 @@ def merge_dir(
         raise InputError(f"{src}: merged trace is inconsistent: {shown}{more}")
     if out_dir is not None:
         with StagedDir(out_dir) as stage:
-            write_meta(stage.path("meta.yaml"), result.meta)
+            write_job_yaml(result.meta, stage.path("meta.yaml"))
             result.trace.to_parquet(stage.path("trace.parquet"), index=False)
             stage.commit_last("trace.parquet")
     return result

@@ -20,6 +20,14 @@ alignment, the only points where the probe synchronises the device: once per
 ``sync_gap_steps`` steps at most, outside recorded steps). Records go to ``rank-NNNNN.jsonl``
 in the output directory; at the end of the session the same spans, with timestamps aligned to
 rank 0's clock, go to ``rank-NNNNN.parquet``.
+
+Garbage collection (``ProbeConfig.record_gc``, on by default): a ``gc.callbacks`` hook adds
+the seconds of every collection run by the thread that started the probe (the training loop)
+to a running total; a span reads the total when it opens and when it closes (two attribute
+reads, nothing allocated), and its ``gc_s`` is the difference: the GC time inside the span.
+Spans are expected on that thread: a span opened on another thread sees the probe thread's
+collections. A CUDA span's ``gc_s`` is the CPU-side GC time while it was open, at most its
+GPU duration (the GPU may have hidden part of the stall).
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import functools
+import gc
 import json
 import os
 import socket
@@ -34,8 +43,9 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
+from stragglers.probe.calls import CallRecord, EventStamp, Stamp, call_line, suppressed
 from stragglers.probe.clock import (
     ClockSample,
     OffsetTrack,
@@ -43,14 +53,16 @@ from stragglers.probe.clock import (
     gather_domains,
     measure_offset,
 )
-from stragglers.probe.config import JobLayout, ProbeConfig, WorkerInfo
+from stragglers.probe.config import JobLayout, ProbeConfig, WorkerInfo, write_job_yaml
 from stragglers.probe.ops import OPTYPES
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-FORMAT_VERSION = 1
+#: Version 2 adds ``gc_recorded`` to the header and ``gc_s`` to span records.
+FORMAT_VERSION = 2
 _NULL = contextlib.nullcontext()
-_VALID = frozenset(OPTYPES)
+#: The optypes of a one-type span, shared by all its spans (also checks the name).
+_ONE_TYPE: dict[str, tuple[str, ...]] = {name: (name,) for name in OPTYPES}
 
 
 def rank_file(out_dir: str | os.PathLike[str], rank: int, kind: str = "rank") -> Path:
@@ -59,44 +71,98 @@ def rank_file(out_dir: str | os.PathLike[str], rank: int, kind: str = "rank") ->
     return Path(out_dir) / name
 
 
-class _CpuSpan:
-    __slots__ = ("_probe", "_item")
+class Span:
+    """A timed span of one or several op types (``optypes``) in training step ``step``;
+    ``start``/``end`` on the probe's clock (seconds) once known; ``gc_start``/``gc_end`` the
+    probe's running total of GC seconds when it opened and closed. The context manager that
+    :meth:`Probe.span` returns is also the record it queues on exit for the flusher."""
 
-    def __init__(self, probe: Probe, step: int, optypes: tuple[str, ...], mb: int, mc: int):
-        self._probe = probe
-        self._item: list[Any] = ["s", step, optypes, mb, mc, 0.0, 0.0]
+    __slots__ = ("probe", "step", "optypes", "mb_id", "mc", "start", "end", "gc_start",
+                 "gc_end")
+    start: float
+    end: float
+    gc_start: float
+    gc_end: float
 
-    def __enter__(self) -> _CpuSpan:
-        self._item[5] = self._probe._clock()
+    def __init__(self, probe: Probe, step: int, optypes: tuple[str, ...], mb_id: int,
+                 mc: int) -> None:
+        self.probe = probe
+        self.step = step
+        self.optypes = optypes
+        self.mb_id = mb_id
+        self.mc = mc
+
+
+class CpuSpan(Span):
+    """A span timed with the CPU clock."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> CpuSpan:
+        probe = self.probe
+        self.gc_start = probe._gc_seconds
+        self.start = probe._clock()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        probe = self._probe
-        self._item[6] = probe._clock()
-        probe._pending.append(self._item)
+        probe = self.probe
+        self.end = probe._clock()
+        self.gc_end = probe._gc_seconds
+        probe._pending.append(self)
 
 
-class _CudaSpan:
-    __slots__ = ("_probe", "_item")
+class CudaSpan(Span):
+    """A span timed with CUDA events recorded on the current stream. The flusher reads the
+    events against the probe's clock anchor ``anchor`` once ``end_event`` has completed, and
+    sets ``start``/``end``."""
 
-    def __init__(self, probe: Probe, step: int, optypes: tuple[str, ...], mb: int, mc: int):
-        self._probe = probe
-        self._item: list[Any] = ["e", step, optypes, mb, mc, None, None, 0]
+    __slots__ = ("start_event", "end_event", "anchor")
+    start_event: Any
+    end_event: Any
+    anchor: int
 
-    def __enter__(self) -> _CudaSpan:
-        probe = self._probe
+    def __enter__(self) -> CudaSpan:
+        probe = self.probe
+        self.gc_start = probe._gc_seconds
         ev = probe._event()
         ev.record()
-        self._item[5] = ev
-        self._item[7] = len(probe._anchors) - 1
+        self.start_event = ev
+        self.anchor = len(probe._anchors) - 1
         return self
 
     def __exit__(self, *exc: object) -> None:
-        probe = self._probe
+        probe = self.probe
         ev = probe._event()
         ev.record()
-        self._item[6] = ev
-        probe._pending.append(self._item)
+        self.end_event = ev
+        self.gc_end = probe._gc_seconds
+        probe._pending.append(self)
+
+
+class StepEnd(NamedTuple):
+    """The end of a recorded step, on the probe's clock."""
+
+    step: int
+    time: float
+
+
+def span_gc_seconds(span: Span) -> float:
+    """Seconds of GC inside a finished span: the growth of the probe's GC total while it was
+    open, at most its duration (a CUDA span's GPU duration; for a CPU span the bound only
+    absorbs the rounding of the running total)."""
+    return max(0.0, min(span.gc_end - span.gc_start, span.end - span.start))
+
+
+#: What the probe queues for its flusher.
+Pending = CpuSpan | CudaSpan | CallRecord | StepEnd | ClockSample
+
+
+def _checked_optypes(optype: str | tuple[str, ...]) -> tuple[str, ...]:
+    optypes = (optype,) if isinstance(optype, str) else tuple(optype)
+    for name in optypes:
+        if name not in _ONE_TYPE:
+            raise ValueError(f"unknown operation type {name!r}; expected one of {OPTYPES}")
+    return optypes
 
 
 class Probe:
@@ -122,7 +188,7 @@ class Probe:
         self.layout = layout
         self._clock = clock
         self._clock_group = clock_group
-        self._pending: collections.deque[list[Any]] = collections.deque()
+        self._pending: collections.deque[Pending] = collections.deque()
         self._step: int | None = None
         self._active = False
         self._started = False
@@ -133,13 +199,17 @@ class Probe:
         self._samples: list[ClockSample] = []
         self._domains: list[str | None] | None = None
         self._last_sync_step = -1
-        self._spans_done: list[tuple[int, str, float, float, int, int]] = []
+        self._spans_done: list[Span] = []  # for the parquet file
         self._files: dict[str, Any] = {}
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._write_lock = threading.Lock()
         self._error: BaseException | None = None
+        #: Seconds of GC run by ``_gc_thread`` so far (see the module docstring).
+        self._gc_seconds = 0.0
+        self._gc_began = 0.0
+        self._gc_thread: int | None = None
 
     # ------------------------------------------------------------------ life cycle
     @property
@@ -174,12 +244,16 @@ class Probe:
             "host": socket.gethostname(),
             "pid": os.getpid(),
             "config": self.config.to_dict(),
+            "gc_recorded": self.config.record_gc,
         }
         if self.layout is not None:
             header["meta"] = self.layout.to_meta()
         self._write("rank", [json.dumps(header)])
         if self.layout is not None and self.worker.rank == 0:
-            write_meta(self.out_dir / "job.yaml", self.layout.to_meta())
+            write_job_yaml(self.layout.to_meta(), self.out_dir / "job.yaml")
+        if self.config.record_gc:
+            self._gc_thread = threading.get_ident()
+            gc.callbacks.append(self._on_gc)
         self._setup_clock_group()
         self.sync_clocks()
         self._thread = threading.Thread(
@@ -200,6 +274,8 @@ class Probe:
         self.sync_clocks()
         self._stop.set()
         self._wake.set()
+        if self._on_gc in gc.callbacks:
+            gc.callbacks.remove(self._on_gc)
         if self._thread is not None:
             self._thread.join()
         self._drain(final=True)
@@ -256,7 +332,7 @@ class Probe:
         if step is None:
             return
         if self._active:
-            self._pending.append(["x", step, self._clock()])
+            self._pending.append(StepEnd(step, self._clock()))
         self._active = False
         if (
             self._started
@@ -291,15 +367,15 @@ class Probe:
             self._started and not self._closed and self.config.profiled(step)
         ):
             return _NULL
-        optypes = (optype,) if isinstance(optype, str) else tuple(optype)
-        for name in optypes:
-            if name not in _VALID:
-                raise ValueError(f"unknown operation type {name!r}; expected one of {OPTYPES}")
+        optypes: tuple[str, ...] | None = (_ONE_TYPE.get(optype) if isinstance(optype, str)
+                                            else None)
+        if optypes is None:
+            optypes = _checked_optypes(optype)
         the_step = self._step if step is None else step
         assert the_step is not None
         if self._cuda:
-            return _CudaSpan(self, the_step, optypes, mb_id, mc)
-        return _CpuSpan(self, the_step, optypes, mb_id, mc)
+            return CudaSpan(self, the_step, optypes, mb_id, mc)
+        return CpuSpan(self, the_step, optypes, mb_id, mc)
 
     def timed(self, optype: str | tuple[str, ...], *, mb_id: int = -1, mc: int = -1
               ) -> Callable[[F], F]:
@@ -318,15 +394,13 @@ class Probe:
     # ------------------------------------------------------------------ clocks
     def sync_clocks(self) -> ClockSample:
         """Measure this rank's offset against rank 0 (collective) and record it."""
-        from stragglers.probe import hooks
-
-        with hooks.suppressed():
+        with suppressed():
             if self._domains is None:
                 self._domains = gather_domains(clock_domain(self._clock), self._clock_group)
             sample = measure_offset(self._clock, self._clock_group, self.config.clock_rounds,
                                     self._domains)
         self._samples.append(sample)
-        self._pending.append(["c", sample])
+        self._pending.append(sample)
         if self._cuda:
             self._anchor()
         return sample
@@ -341,31 +415,27 @@ class Probe:
         return self._clock()
 
     # ------------------------------------------------------------------ comm call records
-    def _timer_start(self, cuda: bool) -> Any:
-        """A CPU clock reading, or (CUDA tensors on a CUDA probe) an ``(event, anchor)`` pair
-        with the event recorded on the current stream."""
+    def stamp(self, cuda: bool) -> Stamp:
+        """A timer reading for a call record: the CPU clock, or (CUDA tensors on a CUDA probe)
+        a CUDA event recorded on the current stream."""
         if cuda and self._cuda:
             ev = self._event()
             ev.record()
-            return (ev, len(self._anchors) - 1)
+            return EventStamp(ev, len(self._anchors) - 1)
         return self._clock()
-
-    def _timer_end(self, cuda: bool) -> Any:
-        return self._timer_start(cuda)
 
     def record_call(
         self,
         call_type: str,
         size: int,
         group: tuple[int, ...],
-        start: Any,
-        end: Any,
+        start: Stamp,
+        end: Stamp,
         peer: int | None = None,
     ) -> None:
         """Queue a communication call record (used by :mod:`stragglers.probe.hooks`).
 
-        ``start``/``end`` are what ``_timer_start``/``_timer_end`` returned: clock readings
-        or CUDA events.
+        ``start``/``end`` are what :meth:`stamp` returned: clock readings or CUDA events.
         """
         if not self._started or self._closed or not self.enabled:
             return
@@ -374,9 +444,18 @@ class Probe:
             with self._write_lock:
                 self._files.setdefault("calls", open(path, "w"))  # noqa: SIM115
         step = self._step if self._step is not None else -1
-        self._pending.append(["k", call_type, size, group, peer, step, start, end])
+        self._pending.append(CallRecord(call_type, size, group, peer, step, start, end))
 
     # ------------------------------------------------------------------ internals
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        """``gc.callbacks`` hook: add the collections of the probe's thread to the total."""
+        if threading.get_ident() != self._gc_thread:
+            return
+        if phase == "start":
+            self._gc_began = self._clock()
+        else:
+            self._gc_seconds += self._clock() - self._gc_began
+
     def _want_cuda(self) -> bool:
         if self.config.device == "cpu":
             return False
@@ -437,68 +516,78 @@ class Probe:
             self._error = exc
 
     def _drain(self, final: bool) -> None:
-        """Convert completed records and append them to the files (flusher thread or close)."""
-        out: dict[str, list[str]] = {"rank": [], "calls": []}
+        """Convert completed records and append them to the files (flusher thread or close).
+
+        Records are taken in order; the first whose CUDA end event has not completed yet
+        stops the drain (with ``final``, the drain waits for it instead)."""
+        rank_lines: list[str] = []
+        call_lines: list[str] = []
         pending = self._pending
-        keep_parquet = self.config.write_parquet
-        worker = self.worker
         while pending:
             item = pending[0]
-            kind = item[0]
-            if kind == "e":
-                end_ev = item[6]
-                if not final and not end_ev.query():
-                    break
-                if final:
-                    end_ev.synchronize()
-                start = self._event_time(item[5], item[7])
-                end = self._event_time(end_ev, item[7])
-                self._event_pool.extend((item[5], end_ev))
-                kind = "s"
-                item = ["s", item[1], item[2], item[3], item[4], start, end]
-            elif kind == "k" and isinstance(item[6], tuple):
-                (start_ev, anchor), (end_ev, _) = item[6], item[7]
-                if not final and not end_ev.query():
-                    break
-                if final:
-                    end_ev.synchronize()
-                start = self._event_time(start_ev, anchor)
-                end = self._event_time(end_ev, anchor)
-                self._event_pool.extend((start_ev, end_ev))
-                item = [*item[:6], start, end]
+            if isinstance(item, (CudaSpan, CallRecord)) and not self._completed(item, final):
+                break
             pending.popleft()
-            if kind == "s":
-                _, step, optypes, mb, mc, start, end = item
-                out["rank"].append(json.dumps({
-                    "kind": "span", "step": step, "optypes": list(optypes),
-                    "start": start, "end": end, "mb_id": mb, "mc": mc,
-                }))
-                if keep_parquet:
-                    for name in optypes:
-                        self._spans_done.append((step, name, start, end, mb, mc))
-            elif kind == "x":
-                out["rank"].append(json.dumps({"kind": "step_end", "step": item[1],
-                                               "time": item[2]}))
-            elif kind == "c":
-                sample: ClockSample = item[1]
-                out["rank"].append(json.dumps({
-                    "kind": "clock", "local": sample.local, "offset": sample.offset,
-                    "rtt": sample.rtt,
-                }))
-            elif kind == "k":
-                _, call_type, size, group, peer, step, start, end = item
-                offset = self._samples[-1].offset if self._samples else 0.0
-                rec = {
-                    "rank": worker.rank, "type": call_type, "size": size,
-                    "ts": start + offset, "duration": end - start, "group": list(group),
-                    "step": step,
-                }
-                if peer is not None:
-                    rec["peer"] = peer
-                out["calls"].append(json.dumps(rec))
-        for name, lines in out.items():
-            if lines:
-                self._write(name, lines)
+            if isinstance(item, Span):
+                rank_lines.append(self._span_done(item))
+            elif isinstance(item, CallRecord):
+                call_lines.append(self._call_done(item))
+            elif isinstance(item, StepEnd):
+                rank_lines.append(json.dumps({"kind": "step_end", "step": item.step,
+                                              "time": item.time}))
+            else:
+                rank_lines.append(json.dumps({"kind": "clock", "local": item.local,
+                                              "offset": item.offset, "rtt": item.rtt}))
+        if rank_lines:
+            self._write("rank", rank_lines)
+        if call_lines:
+            self._write("calls", call_lines)
+
+    @staticmethod
+    def _completed(item: CudaSpan | CallRecord, final: bool) -> bool:
+        """Whether a record can be converted now: a CUDA one once its end event has
+        completed (with ``final``, after waiting for it); a CPU call record always."""
+        if isinstance(item, CudaSpan):
+            end_event = item.end_event
+        elif isinstance(item.end, EventStamp):
+            end_event = item.end.event
+        else:
+            return True
+        if final:
+            end_event.synchronize()
+            return True
+        return bool(end_event.query())
+
+    def _span_done(self, span: Span) -> str:
+        """The line of a finished span (kept for the parquet file). A CUDA span's events are
+        read into ``start``/``end``, then go back to the pool."""
+        if isinstance(span, CudaSpan):
+            span.start = self._event_time(span.start_event, span.anchor)
+            span.end = self._event_time(span.end_event, span.anchor)
+            self._event_pool.extend((span.start_event, span.end_event))
+            span.start_event = span.end_event = None
+        if self.config.write_parquet:
+            self._spans_done.append(span)
+        record = {
+            "kind": "span", "step": span.step, "optypes": list(span.optypes),
+            "start": span.start, "end": span.end, "mb_id": span.mb_id, "mc": span.mc,
+        }
+        if self.config.record_gc:
+            record["gc_s"] = span_gc_seconds(span)
+        return json.dumps(record)
+
+    def _call_done(self, call: CallRecord) -> str:
+        """The line of a finished call record. CUDA events are read against the anchor of
+        the start event, then go back to the pool."""
+        anchor = call.start.anchor if isinstance(call.start, EventStamp) else -1
+        start, end = self._seconds(call.start, anchor), self._seconds(call.end, anchor)
+        self._event_pool.extend(s.event for s in (call.start, call.end)
+                                if isinstance(s, EventStamp))
+        offset = self._samples[-1].offset if self._samples else 0.0
+        return call_line(self.worker.rank, call, start, end, offset)
+
+    def _seconds(self, stamp: Stamp, anchor: int) -> float:
+        return self._event_time(stamp.event, anchor) if isinstance(stamp, EventStamp) else stamp
 
     def _write(self, name: str, lines: list[str]) -> None:
         with self._write_lock:
@@ -512,30 +601,25 @@ class Probe:
         import pandas as pd
 
         track = OffsetTrack(self._samples)
-        rows = self._spans_done
+        rows = [(span, optype) for span in self._spans_done for optype in span.optypes]
         w = self.worker
         frame = pd.DataFrame(
             {
                 "rank": [w.rank] * len(rows),
                 "dp_rank": [w.dp_rank] * len(rows),
                 "stage": [w.stage] * len(rows),
-                "step": [r[0] for r in rows],
-                "optype": [r[1] for r in rows],
-                "start_local": [r[2] for r in rows],
-                "start": [track.align(r[2]) for r in rows],
-                "duration": [r[3] - r[2] for r in rows],
-                "mb_id": [r[4] for r in rows],
-                "mc": [r[5] for r in rows],
+                "step": [span.step for span, _ in rows],
+                "optype": [optype for _, optype in rows],
+                "start_local": [span.start for span, _ in rows],
+                "start": [track.align(span.start) for span, _ in rows],
+                "duration": [span.end - span.start for span, _ in rows],
+                "mb_id": [span.mb_id for span, _ in rows],
+                "mc": [span.mc for span, _ in rows],
             }
         )
+        if self.config.record_gc:
+            frame["gc_s"] = [span_gc_seconds(span) for span, _ in rows]
         frame.to_parquet(self.out_dir / f"rank-{w.rank:05d}.parquet", index=False)
-
-
-def write_meta(path: str | os.PathLike[str], meta: dict[str, Any]) -> None:
-    """Write job metadata as YAML with the reference files' key order."""
-    import yaml
-
-    Path(path).write_text(yaml.safe_dump(meta, sort_keys=False))
 
 
 @contextlib.contextmanager

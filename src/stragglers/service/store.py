@@ -40,7 +40,6 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 
 from stragglers.errors import InputError
-from stragglers.service.models import alerts, events, jobs, sessions
 from stragglers.service.records import (
     DONE,
     FAILED,
@@ -55,6 +54,7 @@ from stragglers.service.records import (
     SessionRow,
     Totals,
 )
+from stragglers.service.tables import alerts, events, jobs, sessions
 
 DB_FILE = "smon.sqlite3"
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"

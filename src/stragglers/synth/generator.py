@@ -53,6 +53,10 @@ class SynthSpec:
     * ``gc_prob``/``gc_pause``: each worker-step pauses ``gc_pause`` s in its gc op with
       probability ``gc_prob``, independently (uncoordinated GC); with ``gc_in_compute`` the
       pause lands inside a random forward compute op instead (GC not recorded as an op);
+      ``gc_recorded`` writes each pause's seconds into the optional ``gc_s`` column (the
+      GC time a probe's GC callbacks record; 0 elsewhere). Off by default: the pauses are
+      unrecorded, as in a trace from a profiler without GC callbacks, and pauses inside
+      compute read as ``pauses``, not ``gc``;
     * ``slow_links``: ``[(dp, stage, factor)]`` P2P transfers between stage and stage+1
       of that DP rank × factor (both directions);
     * ``launch_gap_prob``/``launch_gap``: CPU launch gaps before compute ops;
@@ -75,6 +79,7 @@ class SynthSpec:
     gc_prob: float = 0.0
     gc_pause: float = 0.3
     gc_in_compute: bool = False
+    gc_recorded: bool = False
     slow_links: list[tuple[int, int, float]] = field(default_factory=list)
     launch_gap_prob: float = 0.0
     launch_gap: float = 0.005
@@ -97,7 +102,8 @@ class SynthSpec:
         if self.seq_len_sigma > 0:
             causes.append({"cause": "sequence_length", "workers": []})
         if self.gc_prob > 0:
-            causes.append({"cause": "gc", "workers": []})
+            unrecorded = self.gc_in_compute and not self.gc_recorded
+            causes.append({"cause": "pauses" if unrecorded else "gc", "workers": []})
         if self.slow_links:
             causes.append({"cause": "communication", "workers": sorted(
                 {f"{d},{s}" for d, s, _ in self.slow_links}
@@ -155,6 +161,8 @@ def check_spec(spec: SynthSpec) -> None:
         raise InputError("--launch-gaps: a gap of 0 seconds injects nothing")
     if spec.gc_in_compute and spec.gc_prob == 0:
         raise InputError("--gc-in-compute: needs --gc PROB:SECONDS")
+    if spec.gc_recorded and spec.gc_prob == 0:
+        raise InputError("--gc-recorded: needs --gc PROB:SECONDS")
     for flag, items, last in (("--slow-worker", spec.slow_workers, spec.pp),
                               ("--slow-link", spec.slow_links, spec.pp - 1)):
         seen: set[tuple[int, int]] = set()
@@ -220,8 +228,10 @@ def _schedule_table(spec: SynthSpec) -> tuple[OpTable, list[tuple[str, int, int,
     return table, rows
 
 
-def _values(spec: SynthSpec, table: OpTable, rng: np.random.Generator) -> np.ndarray:
-    """Per-op own time (duration or transfer duration), shape (n_nodes, dp, steps)."""
+def _values(spec: SynthSpec, table: OpTable, rng: np.random.Generator
+            ) -> tuple[np.ndarray, np.ndarray | None]:
+    """Per-op own time (duration or transfer duration), shape (n_nodes, dp, steps), and
+    with ``gc_recorded`` the GC seconds injected into each op (same shape), else None."""
     n, dp, st = table.n_nodes, spec.dp, spec.steps
     names = [schema.OPTYPES[c] for c in table.node_optype]
     base = np.array([BASE_DURATIONS[t] for t in names])
@@ -240,18 +250,24 @@ def _values(spec: SynthSpec, table: OpTable, rng: np.random.Generator) -> np.nda
         val[compute & (table.node_stage == spec.pp - 1)] *= spec.heavy_last_stage
     for d, s, factor in spec.slow_workers:
         val[compute & (table.node_stage == s), d] *= factor
+    gc_time = np.zeros_like(val) if spec.gc_recorded else None
     if spec.gc_prob > 0:
+        # Pauses go into gc_time (recorded) and val alike.
+        paused = np.zeros_like(val)
         gc = np.flatnonzero(table.node_optype == schema.OPTYPE_CODE[schema.GC])
         hit = rng.random(size=(len(gc), dp, st)) < spec.gc_prob
         if not spec.gc_in_compute:
-            val[gc] += hit * spec.gc_pause
+            paused[gc] += hit * spec.gc_pause
         else:
             fwd = table.node_optype == schema.OPTYPE_CODE[schema.FORWARD_COMPUTE]
             for i, g in enumerate(gc):
                 nodes = np.flatnonzero(fwd & (table.node_stage == table.node_stage[g]))
                 pick = nodes[rng.integers(len(nodes), size=(dp, st))]
                 d_idx, t_idx = np.nonzero(hit[i])
-                val[pick[d_idx, t_idx], d_idx, t_idx] += spec.gc_pause
+                paused[pick[d_idx, t_idx], d_idx, t_idx] += spec.gc_pause
+        val += paused
+        if gc_time is not None:
+            gc_time += paused
     code = schema.OPTYPE_CODE
     for d, s, factor in spec.slow_links:
         lo, hi = table.node_stage == s, table.node_stage == s + 1
@@ -260,7 +276,7 @@ def _values(spec: SynthSpec, table: OpTable, rng: np.random.Generator) -> np.nda
         bwd = hi & (table.node_optype == code[schema.BACKWARD_SEND])
         bwd |= lo & (table.node_optype == code[schema.BACKWARD_RECV])
         val[fwd | bwd, d] *= factor
-    return val
+    return val, gc_time
 
 
 def generate(spec: SynthSpec) -> tuple[TraceColumns, JobMeta, dict[str, Any]]:
@@ -270,7 +286,7 @@ def generate(spec: SynthSpec) -> tuple[TraceColumns, JobMeta, dict[str, Any]]:
     sched, _ = _schedule_table(spec)
     graph = build_graph(sched)
     order = evaluation_order(graph)
-    val = _values(spec, sched, rng)
+    val, gc_time = _values(spec, sched, rng)
     n, dp, st = sched.n_nodes, spec.dp, spec.steps
     delay = None
     if spec.launch_gap_prob > 0:
@@ -295,13 +311,17 @@ def generate(spec: SynthSpec) -> tuple[TraceColumns, JobMeta, dict[str, Any]]:
     d = np.broadcast_to(np.arange(dp)[None, :, None], shape).ravel()
     step = np.broadcast_to(np.arange(st)[None, None, :], shape).ravel()
     stage = sched.node_stage[node]
+    duration = (end - start).ravel()
+    # An op's GC time is part of it: end - start may round a pure-GC op (a gc op of 0 s base
+    # time) an ulp below its pause.
+    gc_s = None if gc_time is None else np.minimum(gc_time.ravel(), duration)
     trace = TraceColumns(
         dp_rank=d.astype(np.int32), stage=stage.astype(np.int16),
         rank=((stage * dp + d) * spec.tp).astype(np.int32), step=step.astype(np.int64),
         optype=sched.node_optype[node].astype(np.int8), start_ts=start.ravel(),
-        duration=(end - start).ravel(), seq_id=sched.node_seq[node].astype(np.int32),
+        duration=duration, seq_id=sched.node_seq[node].astype(np.int32),
         mc=sched.node_mc[node].astype(np.int16), mb_id=sched.node_mb[node].astype(np.int32),
-        gmc=sched.node_gmc[node].astype(np.int32), source=f"<synth {spec.name}>",
+        gmc=sched.node_gmc[node].astype(np.int32), source=f"<synth {spec.name}>", gc_s=gc_s,
     )
     _check_output(trace)
     truth = {"spec": asdict(spec), "expected": spec.expected(),

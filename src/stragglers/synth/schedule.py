@@ -14,7 +14,7 @@ order is the one a worker launches its ops in, which is all the dependency model
 
 from __future__ import annotations
 
-from stragglers.trace import schema as S
+from stragglers.trace import schema
 
 Op = tuple[str, int, int]  # (optype, mc, mb_id)
 
@@ -23,8 +23,8 @@ def compute_order(pp: int, vpp: int, microbatches: int, stage: int) -> list[Op]:
     """Forward/backward compute ops of one stage in launch order."""
     if vpp == 1:
         warm = min(pp - stage - 1, microbatches)
-        fwd = [(S.FORWARD_COMPUTE, 0, m) for m in range(microbatches)]
-        bwd = [(S.BACKWARD_COMPUTE, 0, m) for m in range(microbatches)]
+        fwd = [(schema.FORWARD_COMPUTE, 0, m) for m in range(microbatches)]
+        bwd = [(schema.BACKWARD_COMPUTE, 0, m) for m in range(microbatches)]
         order = fwd[:warm]
         for i in range(microbatches - warm):
             order += [fwd[warm + i], bwd[i]]
@@ -40,7 +40,7 @@ def compute_order(pp: int, vpp: int, microbatches: int, stage: int) -> list[Op]:
         if not forward:
             chunk = vpp - 1 - chunk
         mb = group * pp + pos % pp
-        return (S.FORWARD_COMPUTE if forward else S.BACKWARD_COMPUTE, chunk, mb)
+        return (schema.FORWARD_COMPUTE if forward else schema.BACKWARD_COMPUTE, chunk, mb)
 
     warm = min((pp - stage - 1) * 2 + (vpp - 1) * pp, total)
     order = [virtual(k, True) for k in range(warm)]
@@ -55,14 +55,14 @@ def stage_ops(pp: int, vpp: int, microbatches: int, stage: int, dp_sync: bool,
     first, last = stage == 0, stage == pp - 1
     ops: list[Op] = []
     if dp_sync:
-        ops += [(S.PARAMS_ALL_GATHER, c, -1) for c in range(vpp)]
+        ops += [(schema.PARAMS_ALL_GATHER, c, -1) for c in range(vpp)]
     computes = compute_order(pp, vpp, microbatches, stage)
     last_bwd = {c: max(i for i, op in enumerate(computes)
-                       if op[0] == S.BACKWARD_COMPUTE and op[1] == c) for c in range(vpp)}
+                       if op[0] == schema.BACKWARD_COMPUTE and op[1] == c) for c in range(vpp)}
     for i, (optype, mc, mb) in enumerate(computes):
-        fwd = optype == S.FORWARD_COMPUTE
-        recv = S.FORWARD_RECV if fwd else S.BACKWARD_RECV
-        send = S.FORWARD_SEND if fwd else S.BACKWARD_SEND
+        fwd = optype == schema.FORWARD_COMPUTE
+        recv = schema.FORWARD_RECV if fwd else schema.BACKWARD_RECV
+        send = schema.FORWARD_SEND if fwd else schema.BACKWARD_SEND
         has_recv = vpp > 1 or not (first if fwd else last)
         has_send = vpp > 1 or not (last if fwd else first)
         if has_recv:
@@ -71,13 +71,13 @@ def stage_ops(pp: int, vpp: int, microbatches: int, stage: int, dp_sync: bool,
         if has_send:
             ops.append((send, -1, -1))
         if dp_sync and overlap and not fwd and last_bwd[mc] == i:
-            ops.append((S.GRADS_REDUCE_SCATTER, mc, -1))
-    ops += [(S.GC, -1, 0), (S.LAYERNORM_ALL_REDUCE, -1, -1)]
+            ops.append((schema.GRADS_REDUCE_SCATTER, mc, -1))
+    ops += [(schema.GC, -1, 0), (schema.LAYERNORM_ALL_REDUCE, -1, -1)]
     if (first or last) and pp > 1 or pp == 1:
-        ops.append((S.EMBEDDING_ALL_REDUCE, -1, -1))
+        ops.append((schema.EMBEDDING_ALL_REDUCE, -1, -1))
     if dp_sync and overlap:
-        ops.append((S.SEPARATE_GRADS_ALL_REDUCE, -1, -1))
+        ops.append((schema.SEPARATE_GRADS_ALL_REDUCE, -1, -1))
     elif dp_sync:
-        ops += [(S.GRADS_REDUCE_SCATTER, c, -1) for c in range(vpp)]
-    ops += [(S.CLIP, -1, -1), (S.OPTIMIZER, -1, -1)]
+        ops += [(schema.GRADS_REDUCE_SCATTER, c, -1) for c in range(vpp)]
+    ops += [(schema.CLIP, -1, -1), (schema.OPTIMIZER, -1, -1)]
     return ops

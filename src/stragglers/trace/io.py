@@ -40,7 +40,13 @@ from stragglers.inputs import (
     parse_json_line,
 )
 from stragglers.limits import check_limit
-from stragglers.trace.schema import META_INT_KEYS, OPTYPE_CODE, OPTYPES, REQUIRED_COLUMNS
+from stragglers.trace.schema import (
+    META_INT_KEYS,
+    OPTIONAL_COLUMNS,
+    OPTYPE_CODE,
+    OPTYPES,
+    REQUIRED_COLUMNS,
+)
 
 #: Metadata keys besides the integer degrees. ``name`` is an alias of ``trial_name``;
 #: free-form keys go under ``labels`` (a mapping), which is copied into the result as is.
@@ -188,7 +194,8 @@ class TraceColumns:
     ``row_index`` the index of each row in that file when rows were selected, so that
     messages can name the file's own row or line (:meth:`where`). ``start_resolution`` is
     the resolution of ``start_ts`` known from the file's column type (1 s when it stored
-    integers; 0 when only the float type limits it).
+    integers; 0 when only the float type limits it). ``gc_s`` is the optional column of
+    GC seconds inside each op (None when the file has none).
     """
 
     dp_rank: np.ndarray
@@ -206,6 +213,7 @@ class TraceColumns:
     fmt: str = "parquet"
     row_index: np.ndarray | None = None
     start_resolution: float = 0.0
+    gc_s: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.dp_rank.shape[0])
@@ -215,7 +223,8 @@ class TraceColumns:
         cols = {name: getattr(self, name)[index] for name in REQUIRED_COLUMNS}
         base = np.arange(len(self)) if self.row_index is None else self.row_index
         return TraceColumns(source=self.source, fmt=self.fmt, row_index=base[index],
-                            start_resolution=self.start_resolution, **cols)
+                            start_resolution=self.start_resolution,
+                            gc_s=None if self.gc_s is None else self.gc_s[index], **cols)
 
     def file_row(self, i: int) -> int:
         """Index, in the file, of row ``i``."""
@@ -236,6 +245,8 @@ class TraceColumns:
         for name in REQUIRED_COLUMNS:
             v = getattr(self, name)[i]
             out[name] = OPTYPES[int(v)] if name == "optype" else v.item()
+        if self.gc_s is not None:
+            out["gc_s"] = self.gc_s[i].item()
         return out
 
     def to_arrow(self) -> pa.Table:
@@ -243,6 +254,8 @@ class TraceColumns:
         opt = pa.DictionaryArray.from_arrays(
             pa.array(self.optype.astype(np.int8)), pa.array(list(OPTYPES))
         )
+        if self.gc_s is not None:
+            cols["gc_s"] = self.gc_s
         arrays = [opt if name == "optype" else pa.array(v) for name, v in cols.items()]
         return pa.table(arrays, names=list(cols))
 
@@ -334,7 +347,7 @@ def _check_names(names: list[str], source: str) -> None:
     missing = [c for c in REQUIRED_COLUMNS if c not in names]
     if missing:
         raise InputError(f"{source}: required column(s) missing: {', '.join(missing)}")
-    twice = [c for c in REQUIRED_COLUMNS if names.count(c) > 1]
+    twice = [c for c in (*REQUIRED_COLUMNS, *OPTIONAL_COLUMNS) if names.count(c) > 1]
     if twice:
         raise InputError(f"{source}: column '{twice[0]}' appears {names.count(twice[0])} "
                          "times")
@@ -348,7 +361,11 @@ def trace_from_arrow(table: pa.Table, source: str, fmt: str = "parquet") -> Trac
     check_limit("trace_rows", table.num_rows, source)
     cols = {name: _column_to_numpy(table, name, kind, source, fmt)
             for name, kind in REQUIRED_COLUMNS.items()}
-    return TraceColumns(source=source, fmt=fmt, start_resolution=_resolution(table), **cols)
+    gc_s = None
+    if "gc_s" in table.column_names and table.column("gc_s").null_count < table.num_rows:
+        gc_s = _column_to_numpy(table, "gc_s", "float", source, fmt)  # all null: absent (JSON)
+    return TraceColumns(source=source, fmt=fmt, start_resolution=_resolution(table),
+                        gc_s=gc_s, **cols)
 
 
 def _resolution(table: pa.Table) -> float:
@@ -391,7 +408,8 @@ def _read_parquet(p: Path) -> TraceColumns:
     check_limit("trace_rows", num_rows, str(p))
     cols: dict[str, np.ndarray] = {}
     resolution = 0.0
-    for name, kind in REQUIRED_COLUMNS.items():
+    present = {name: kind for name, kind in OPTIONAL_COLUMNS.items() if name in names}
+    for name, kind in (REQUIRED_COLUMNS | present).items():
         try:
             table = pf.read(columns=[name])
         except _ARROW_READ_ERRORS as exc:
@@ -409,14 +427,15 @@ def _read_parquet(p: Path) -> TraceColumns:
                 raise
             # Re-read the whole table once so that the message can show the full row.
             try:
-                whole = pq.read_table(p, columns=list(REQUIRED_COLUMNS))
+                whole = pq.read_table(p, columns=list(REQUIRED_COLUMNS | present))
             except _ARROW_READ_ERRORS:
                 raise exc from None
             trace_from_arrow(whole, str(p))
             raise
         del table
+    gc_s = cols.pop("gc_s", None)
     return TraceColumns(source=str(p), fmt="parquet", row_index=None,
-                        start_resolution=resolution, **cols)
+                        start_resolution=resolution, gc_s=gc_s, **cols)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -427,7 +446,8 @@ def _first_line(exc: BaseException) -> str:
 #: Arrow types of the columns when JSON lines are parsed (a value of another JSON type is
 #: an error, found line by line by :func:`_scan_jsonl`).
 _JSON_TYPES = {"int": pa.int64(), "float": pa.float64(), "str": pa.string()}
-_JSON_SCHEMA = pa.schema([(name, _JSON_TYPES[kind]) for name, kind in REQUIRED_COLUMNS.items()])
+_JSON_SCHEMA = pa.schema([(name, _JSON_TYPES[kind])
+                          for name, kind in (REQUIRED_COLUMNS | OPTIONAL_COLUMNS).items()])
 #: Longest line (bytes) of a JSON-lines trace; a trace row takes about 250 bytes.
 JSONL_MAX_LINE = MAX_LINE_BYTES
 _CHUNK = 1 << 22
@@ -493,7 +513,7 @@ def _scan_jsonl(p: Path) -> None:
         if not isinstance(rec, dict):
             raise InputError(f"{where}: each line must be a JSON object, got "
                              f"{type(rec).__name__}")
-        for name, kind in REQUIRED_COLUMNS.items():
+        for name, kind in (REQUIRED_COLUMNS | OPTIONAL_COLUMNS).items():
             if name in rec and not _json_kind_ok(rec[name], kind):
                 raise InputError(f"{where}: field '{name}' must be {_JSON_WORDS[kind]}"
                                  f"{' (64-bit)' if kind == 'int' else ''}, got "

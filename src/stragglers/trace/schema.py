@@ -22,6 +22,10 @@ REQUIRED_COLUMNS: dict[str, str] = {
     "gmc": "int",
 }
 
+#: Columns a trace may have, with their kind: ``gc_s`` is the seconds of garbage collection
+#: recorded inside the op (0 <= gc_s <= duration; the probes' GC callbacks, or synth).
+OPTIONAL_COLUMNS: dict[str, str] = {"gc_s": "float"}
+
 #: Metadata keys (job YAML) and whether they are integers.
 META_INT_KEYS: tuple[str, ...] = (
     "dp_size", "pp_size", "tp_size", "dsp_size", "vpp_size", "world_size",

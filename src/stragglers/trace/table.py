@@ -42,6 +42,9 @@ class OpTable:
     start: np.ndarray
     duration: np.ndarray
     ranks: np.ndarray
+    #: Seconds of garbage collection recorded inside each op, shape of ``duration``
+    #: (float64), when the trace has the ``gc_s`` column; else None.
+    gc_seconds: np.ndarray | None = None
     #: One-line reasons, found while reading and validating the trace, that make any result
     #: from it untrustworthy (e.g. coarse timestamp precision); empty for a clean trace.
     caveats: list[str] = field(default_factory=list)
@@ -187,8 +190,13 @@ def build_table(trace: TraceColumns, meta: JobMeta) -> OpTable:
     dur = np.empty_like(start)
     start[cell] = trace.start_ts
     dur[cell] = trace.duration
-    del cell
     shape = (n_nodes, dp, n_steps)
+    gc_seconds = None
+    if trace.gc_s is not None:
+        gc_flat = np.empty(n_cells, dtype=np.float64)
+        gc_flat[cell] = trace.gc_s
+        gc_seconds = gc_flat.reshape(shape)
+    del cell
 
     start, dur = start.reshape(shape), dur.reshape(shape)
     _check_seq_order(trace, start, first_row, node_key, steps)
@@ -202,7 +210,7 @@ def build_table(trace: TraceColumns, meta: JobMeta) -> OpTable:
         node_seq=trace.seq_id[first_row].astype(np.int64),
         node_mc=node_mc.astype(np.int64), node_gmc=node_gmc.astype(np.int64),
         node_mb=trace.mb_id[first_row].astype(np.int64),
-        start=start, duration=dur, ranks=ranks, caveats=caveats,
+        start=start, duration=dur, ranks=ranks, gc_seconds=gc_seconds, caveats=caveats,
     )
 
 

@@ -111,6 +111,10 @@ def _check_values(trace: TraceColumns) -> None:
     _fail(trace, trace.duration > max_op, "duration",
           f"exceeds {max_op:,} s ({LIMITS['op_seconds'].what}; wrong unit? set "
           f"{LIMITS['op_seconds'].env} to raise the bound)")
+    if trace.gc_s is not None:  # compared in the duration's precision (float32 files)
+        _fail(trace, trace.gc_s < 0, "gc_s", "is negative")
+        _fail(trace, trace.gc_s.astype(trace.duration.dtype) > trace.duration, "gc_s",
+              "exceeds the op's duration (GC seconds inside the op)")
     max_ts = limit("timestamp_seconds")
     _fail(trace, np.abs(trace.start_ts) > max_ts, "start_ts",
           f"exceeds {max_ts:.3g} s in absolute value (milli- or nanoseconds instead of "

@@ -23,7 +23,7 @@ from torch import nn
 
 
 @dataclass(frozen=True)
-class ModelConfig:
+class GPTConfig:
     """Model size; ``layers_per_stage`` blocks on every stage (+extra on the last)."""
 
     vocab_size: int = 512
@@ -67,7 +67,7 @@ class GPTStage(nn.Module):
     DP replica of a stage starts identical and the tied head copy equals the embedding.
     """
 
-    def __init__(self, cfg: ModelConfig, stage: int, pp: int) -> None:
+    def __init__(self, cfg: GPTConfig, stage: int, pp: int) -> None:
         super().__init__()
         self.cfg = cfg
         self.stage, self.pp = stage, pp

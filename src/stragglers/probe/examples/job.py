@@ -224,7 +224,7 @@ class StageWorker:
         import torch
         import torch.distributed as dist
 
-        from stragglers.probe.examples.gpt import GPTStage, ModelConfig
+        from stragglers.probe.examples.gpt import GPTConfig, GPTStage
         from stragglers.probe.examples.pipeline import PipeComm, ShardedOptimizer
 
         torch.set_num_threads(cfg.threads)
@@ -268,7 +268,7 @@ class StageWorker:
                         push_job=cfg.push_job or None),
             layout=JobLayout(dp_size=dp, pp_size=pp, trial_name=cfg.trial_name),
         )
-        mcfg = ModelConfig(vocab_size=cfg.vocab_size, hidden=cfg.hidden, heads=cfg.heads,
+        mcfg = GPTConfig(vocab_size=cfg.vocab_size, hidden=cfg.hidden, heads=cfg.heads,
                            layers_per_stage=cfg.layers_per_stage,
                            extra_last_stage_layers=cfg.last_stage_extra_layers,
                            max_seq_len=max(4 * cfg.seq_len, 64), seed=cfg.seed)

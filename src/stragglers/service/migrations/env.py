@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from alembic import context
 
-from stragglers.service.models import metadata
+from stragglers.service.tables import metadata
 
 connection = context.config.attributes["connection"]
 context.configure(connection=connection, target_metadata=metadata,
