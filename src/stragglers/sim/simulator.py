@@ -103,7 +103,9 @@ def simulate(order: EvaluationOrder, values: ValuesFn, shape: tuple[int, int, in
             st = end[lv.member_deps].max(axis=1)
             if delays is not None:
                 st += delays(lv.members)
-            gs = np.maximum.reduceat(st, lv.group_start, axis=0)
+            # Group start: the latest launch of its members (a gather and a reduction over a
+            # small axis: much faster than maximum.reduceat over the leading axis).
+            gs = st[lv.group_members].max(axis=1)
             if lv.group_sync.any():
                 synced = gs.max(axis=2, keepdims=True)
                 gs = np.where(lv.group_sync[:, None, None, None], synced, gs)
