@@ -158,3 +158,13 @@ def test_table_places_every_row_in_its_cell(job):
         assert table.start[n, d, t] == trace.start_ts[i]
         assert table.duration[n, d, t] == trace.duration[i]
     assert table.start.size == len(trace)
+
+
+def test_table_cells_limit_refuses_a_valid_trace_beyond_it(job, monkeypatch):
+    trace = read_trace(job["trace"])
+    monkeypatch.setenv("STRAGGLERS_MAX_TABLE_CELLS", str(len(trace) - 1))
+    with pytest.raises(InputError, match=f"{len(trace):,} cells .* exceed the limit of "
+                                         f"{len(trace) - 1:,}"):
+        build_table(trace, read_meta(job["meta"]))
+    monkeypatch.setenv("STRAGGLERS_MAX_TABLE_CELLS", str(len(trace)))
+    assert build_table(trace, read_meta(job["meta"])).start.size == len(trace)
