@@ -12,7 +12,7 @@ Two measurements per case:
   what-ifs and the bootstrap confidence);
 * *CLI* (one process): ``stragglers analyze TRACE --meta META --out DIR`` end to end —
   interpreter start, imports, analysis with exact S_w, heatmaps, result.json (timelines are
-  skipped above 2 M ops, as analyze does) — wall time and peak RSS from ``wait4``.
+  skipped above 2 M ops, as analyze does) — wall time, CPU time and peak RSS from ``wait4``.
 
 Usage: ``python bench/bench_whatif.py [--cases AR ARx64 synth-16k] [--repeat 3]``; the
 median of the repeats is printed.
@@ -84,8 +84,9 @@ def ensure_inputs(case: str) -> tuple[Path, Path]:
     raise SystemExit(f"unknown case {case}")
 
 
-def _run(cmd: list[str]) -> tuple[str, float, float]:
-    """stdout, wall seconds and peak RSS (MiB) of a child process."""
+def _run(cmd: list[str]) -> tuple[str, float, float, float]:
+    """stdout, wall seconds, CPU seconds (user + system) and peak RSS (MiB) of a child
+    process."""
     t = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     out = proc.stdout.read() if proc.stdout else ""
@@ -93,14 +94,14 @@ def _run(cmd: list[str]) -> tuple[str, float, float]:
     wall = time.perf_counter() - t
     if status != 0:
         raise SystemExit(f"{' '.join(cmd[:3])}...: failed with status {status}")
-    return out, wall, usage.ru_maxrss / 1024
+    return out, wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
 def run_case(case: str, repeat: int) -> dict:
     trace, meta = ensure_inputs(case)
     phases, clis = [], []
     for _ in range(repeat):
-        out, _, peak = _run([sys.executable, "-c", CHILD, str(trace), str(meta)])
+        out, _, _, peak = _run([sys.executable, "-c", CHILD, str(trace), str(meta)])
         row = json.loads(out)
         row["peak_mib"] = peak
         phases.append(row)
@@ -109,16 +110,17 @@ def run_case(case: str, repeat: int) -> dict:
             cli = str(Path(sys.executable).with_name("stragglers"))
             if not Path(cli).exists():
                 cli = shutil.which("stragglers") or "stragglers"
-            _, wall, peak = _run([cli, "analyze", str(trace), "--meta", str(meta), "--out",
-                                  str(folder / "out")])
+            _, wall, cpu, peak = _run([cli, "analyze", str(trace), "--meta", str(meta),
+                                       "--out", str(folder / "out")])
         finally:
             shutil.rmtree(folder, ignore_errors=True)
-        clis.append((wall, peak))
+        clis.append((wall, cpu, peak))
     med = {k: statistics.median(r[k] for r in phases)
            for k in ("imports", "load", "engine", "metrics", "verdict", "peak_mib")}
     return {**phases[0], **med, "case": case, "repeat": repeat,
-            "cli_wall": statistics.median(w for w, _ in clis),
-            "cli_peak_mib": statistics.median(p for _, p in clis)}
+            "cli_wall": statistics.median(w for w, _, _ in clis),
+            "cli_cpu": statistics.median(c for _, c, _ in clis),
+            "cli_peak_mib": statistics.median(p for _, _, p in clis)}
 
 
 def main() -> None:
@@ -133,17 +135,21 @@ def main() -> None:
         print(json.dumps(rows, indent=1))
         return
     head = ("case", "workers", "ops", "load s", "engine s", "metrics s (incl. exact S_w)",
-            "verdict s", "peak RSS MiB", "`analyze` CLI wall s", "`analyze` CLI peak MiB", "S",
-            "verdict")
+            "verdict s", "peak RSS MiB", "`analyze` CLI wall s", "`analyze` CLI CPU s",
+            "`analyze` CLI peak MiB", "S", "verdict")
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for r in rows:
         print(f"| {r['case']} | {r['workers']:,} | {r['ops']:,} | {r['load']:.2f} | "
               f"{r['engine']:.2f} | {r['metrics']:.2f} | {r['verdict']:.2f} | "
-              f"{r['peak_mib']:.0f} | {r['cli_wall']:.2f} | {r['cli_peak_mib']:.0f} | "
+              f"{r['peak_mib']:.0f} | {r['cli_wall']:.2f} | {r['cli_cpu']:.2f} | "
+              f"{r['cli_peak_mib']:.0f} | "
               f"{r['S']:.4f} | {r['cause']} |")
-    print(f"\n(median of {args.repeat} runs each; {os.cpu_count()} CPUs; the CLI row includes "
-          "interpreter start, imports, heatmaps and result.json)")
+    load = os.getloadavg()[0]
+    print(f"\n(median of {args.repeat} runs each; {os.cpu_count()} CPUs, load average "
+          f"{load:.1f} at the end; the CLI row includes interpreter start, imports, heatmaps "
+          "and result.json; CPU s is user + system time, less sensitive to other work on "
+          "the machine than wall time)")
 
 
 if __name__ == "__main__":

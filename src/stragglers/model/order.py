@@ -24,7 +24,9 @@ class Level:
     with ``pad`` (the -inf row) or ``zero`` (the step-start row, for ops with no deps).
     ``members``: nodes of the level's groups, contiguous per group; ``member_deps`` as
     above; ``group_start``: offset of each group in ``members``; ``group_sync``: the group
-    also synchronises across DP ranks; ``member_group``: position of each member's group.
+    also synchronises across DP ranks; ``member_group``: position of each member's group;
+    ``group_members``: (groups, width) positions in ``members`` of each group's members,
+    padded by repeating its first member (a maximum over a row is the group's maximum).
     """
 
     local: np.ndarray
@@ -34,6 +36,7 @@ class Level:
     group_start: np.ndarray
     group_sync: np.ndarray
     member_group: np.ndarray
+    group_members: np.ndarray
 
 
 @dataclass
@@ -54,6 +57,17 @@ def _padded(nodes: list[int], deps: list[list[int]], pad: int, zero: int) -> np.
         else:
             out[i, 0] = zero
     return out
+
+
+def _group_members(sizes: list[int]) -> np.ndarray:
+    """Positions of each group's members in the concatenated member list, one row per group,
+    padded with the group's first member."""
+    if not sizes:
+        return np.zeros((0, 1), dtype=np.int64)
+    size = np.array(sizes, dtype=np.int64)
+    first = np.concatenate([[0], np.cumsum(size)[:-1]])
+    offset = np.arange(int(size.max()), dtype=np.int64)[None, :]
+    return first[:, None] + np.where(offset < size[:, None], offset, 0)
 
 
 def _describe_cycle(graph: DependencyGraph, unit_nodes: list[list[int]],
@@ -161,6 +175,7 @@ def _level(graph: DependencyGraph, units: _Units, members_of: np.ndarray, pad: i
         if sizes else np.zeros(0, dtype=np.int64),
         group_sync=graph.group_dp_sync[grp] if grp else np.zeros(0, dtype=bool),
         member_group=np.repeat(np.arange(len(grp)), sizes).astype(np.int64),
+        group_members=_group_members(sizes),
     )
 
 

@@ -81,6 +81,15 @@ class MixedValues:
         return np.where(mask, orig, self.ideal[idx][:, None, None, None])
 
 
+def _latest(times: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """``times[index].max(axis=1)`` for a (k, width) index with a small width, one column at
+    a time: maxima of whole rows, without a reduction over a short strided axis."""
+    out = times[index[:, 0]]
+    for j in range(1, index.shape[1]):
+        np.maximum(out, times[index[:, j]], out=out)
+    return out
+
+
 def simulate(order: EvaluationOrder, values: ValuesFn, shape: tuple[int, int, int],
              delays: ValuesFn | None = None, keep: bool = False) -> SimResult:
     """Simulate one batch of timelines of the given (B, V, S) shape."""
@@ -92,7 +101,7 @@ def simulate(order: EvaluationOrder, values: ValuesFn, shape: tuple[int, int, in
     min_start = np.full(shape, np.inf)
     for lv in order.levels:
         if lv.local.size:
-            st = end[lv.local_deps].max(axis=1)
+            st = _latest(end, lv.local_deps)
             if delays is not None:
                 st += delays(lv.local)
             end[lv.local] = st + values(lv.local)
@@ -100,10 +109,12 @@ def simulate(order: EvaluationOrder, values: ValuesFn, shape: tuple[int, int, in
             if starts is not None:
                 starts[lv.local] = st
         if lv.members.size:
-            st = end[lv.member_deps].max(axis=1)
+            st = _latest(end, lv.member_deps)
             if delays is not None:
                 st += delays(lv.members)
-            gs = np.maximum.reduceat(st, lv.group_start, axis=0)
+            # Group start: the latest launch of its members (much faster than
+            # maximum.reduceat over the leading axis, which loops over tiny groups).
+            gs = _latest(st, lv.group_members)
             if lv.group_sync.any():
                 synced = gs.max(axis=2, keepdims=True)
                 gs = np.where(lv.group_sync[:, None, None, None], synced, gs)

@@ -9,12 +9,12 @@ duplicate op or a worker absent from a step is found and reported.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 import numpy as np
-import pandas as pd
 
 from stragglers.errors import InputError
-from stragglers.limits import check_limit
+from stragglers.limits import check_limit, limit
 from stragglers.trace.io import JobMeta, TraceColumns
 from stragglers.trace.schema import OPTYPES
 from stragglers.trace.validate import validate_rows
@@ -72,32 +72,60 @@ class OpTable:
 _DENSE_KEY_FACTOR = 4
 
 
+def _index_dtype(n: int) -> type[np.signedinteger]:
+    """The narrowest of int32 and int64 that holds indices up to ``n``."""
+    return np.int32 if n < 2**31 else np.int64
+
+
 def node_keys(trace: TraceColumns) -> tuple[np.ndarray, int]:
     """Integer identity of each row's op, (stage, optype, seq_id), and the key range.
 
     The key is ``(stage * len(OPTYPES) + optype) * (max seq_id + 1) + seq_id``: below
-    2**31 * 2**15 * 14 it fits int64 for any int16 stage and int32 seq_id.
+    2**31 * 2**15 * 14 it fits int64 for any int16 stage and int32 seq_id (int32 when the
+    range allows). Computed in place: one array of the rows' size.
     """
     max_seq = int(trace.seq_id.max()) + 1
-    keys = (trace.stage.astype(np.int64) * len(OPTYPES) + trace.optype) * max_seq
+    key_range = (int(trace.stage.max()) + 1) * len(OPTYPES) * max_seq
+    keys = trace.stage.astype(_index_dtype(key_range))
+    keys *= len(OPTYPES)
+    keys += trace.optype
+    keys *= max_seq
     keys += trace.seq_id
-    return keys, (int(trace.stage.max()) + 1) * len(OPTYPES) * max_seq
+    return keys, key_range
 
 
 def _factorize_small(keys: np.ndarray, key_range: int) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted unique keys and each row's index into them (O(n) for small key ranges; the
-    counting array is never larger than a few times the rows)."""
+    """Sorted unique keys (non-negative, below ``key_range``) and each row's index into them
+    (int32 when it fits). O(n) for small key ranges: the counting array is never larger than
+    a few times the rows; larger ranges are sorted."""
     if key_range > max(_DENSE_KEY_FACTOR * len(keys), 1 << 16):
-        return np.unique(keys, return_inverse=True)
+        uniques, inverse = np.unique(keys, return_inverse=True)
+        return uniques, inverse.astype(_index_dtype(len(uniques)), copy=False)
     present = np.bincount(keys, minlength=key_range) > 0
-    lut = np.cumsum(present) - 1
+    lut = np.cumsum(present, dtype=_index_dtype(key_range))
+    lut -= 1
     return np.flatnonzero(present), lut[keys]
 
 
 def _factorize_steps(step: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted unique step ids and each row's index (hash-based, O(n))."""
-    codes, uniques = pd.factorize(step, sort=True)
-    return np.asarray(uniques), codes.astype(np.int64)
+    """Sorted unique step ids and each row's index into them (int32 when it fits)."""
+    low, high = int(step.min()), int(step.max())
+    if high - low + 1 > max(_DENSE_KEY_FACTOR * len(step), 1 << 16):
+        uniques, inverse = np.unique(step, return_inverse=True)
+        return uniques, inverse.astype(_index_dtype(len(uniques)), copy=False)
+    uniques, codes = _factorize_small(step - low, high - low + 1)
+    return (uniques + low).astype(step.dtype, copy=False), codes
+
+
+def _factorize_nodes(trace: TraceColumns) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sorted keys of the op identities (:func:`node_keys`), each row's node, and one row
+    of each node (any: all rows are checked against it)."""
+    keys, key_range = node_keys(trace)
+    node_key, node_of_row = _factorize_small(keys, key_range)
+    del keys
+    first_row = np.empty(len(node_key), dtype=np.int64)
+    first_row[node_of_row] = np.arange(len(node_of_row), dtype=_index_dtype(len(trace)))
+    return node_key, node_of_row, first_row
 
 
 def _first_absent(sorted_unique: np.ndarray, total: int) -> int:
@@ -106,70 +134,47 @@ def _first_absent(sorted_unique: np.ndarray, total: int) -> int:
     return int(gaps[0]) if len(gaps) else len(sorted_unique)
 
 
+def _cell_of_row(node_of_row: np.ndarray, dp_rank: np.ndarray, step_idx: np.ndarray,
+                 dp: int, n_steps: int, n_cells: int) -> np.ndarray:
+    """Flat index of each row's (node, DP rank, step) cell (int32 when it fits)."""
+    cell = node_of_row.astype(_index_dtype(n_cells))
+    cell *= dp
+    cell += dp_rank
+    cell *= n_steps
+    cell += step_idx
+    return cell
+
+
 def build_table(trace: TraceColumns, meta: JobMeta) -> OpTable:
     """Validate ``trace`` against ``meta`` and build its :class:`OpTable`.
 
     Every (op identity, DP rank, step) cell must hold exactly one row, so a valid trace has
     exactly as many cells as rows: the dense arrays are allocated only once that holds, and a
-    sparse trace (one row at a far DP rank or step) is refused from its rows alone.
+    sparse trace (one row at a far DP rank or step) is refused from its rows alone. With as
+    many rows as cells, a cell left empty once the start times are placed proves that
+    another holds two rows (pigeonhole), so no per-cell count is kept. Any failure is
+    diagnosed by :func:`_refuse`, which names the first problem.
     """
     caveats = validate_rows(trace, meta)
     n_rows = len(trace)
     dp, pp = meta.dp_size, meta.pp_size
     steps, step_idx = _factorize_steps(trace.step)
-    n_steps = len(steps)
-    worker_step = (trace.dp_rank.astype(np.int64) * pp + trace.stage) * n_steps + step_idx
-
-    # Every worker in every step.
-    n_worker_steps = dp * pp * n_steps
-    if n_worker_steps > n_rows:  # some are missing: find one from the rows alone
-        have = np.unique(worker_step)
-        missing = _first_absent(have, n_worker_steps)
-        n_missing = n_worker_steps - len(have)
-        del have
-    else:
-        present = np.bincount(worker_step, minlength=n_worker_steps)
-        missing = int(np.argmin(present)) if (present == 0).any() else -1
-        n_missing = int((present == 0).sum())
-        del present
-    del worker_step
-    if missing >= 0:
-        w, t = divmod(missing, n_steps)
-        d, s = divmod(w, pp)
-        raise InputError(
-            f"{trace.source}: worker dp_rank {d} stage {s} has no ops in step {steps[t]} "
-            f"({n_missing} worker-step(s) missing; every worker must appear in every step)"
-        )
-
-    keys, key_range = node_keys(trace)
-    node_key, node_of_row = _factorize_small(keys, key_range)
-    del keys
-    n_nodes = len(node_key)
-    # Attributes of each node from one of its rows (any: all rows are checked against it).
-    first_row = np.empty(n_nodes, dtype=np.int64)
-    first_row[node_of_row] = np.arange(len(node_of_row))
-
+    node_key, node_of_row, first_row = _factorize_nodes(trace)
+    n_nodes, n_steps = len(node_key), len(steps)
     n_cells = n_nodes * dp * n_steps  # a Python int: no overflow
-    if n_cells < 2**62:
-        cell = node_of_row * dp
-        cell += trace.dp_rank
-        cell *= n_steps
-        cell += step_idx
-        order = np.argsort(cell, kind="stable") if n_cells != n_rows else None
-        if order is not None:
-            dup = np.flatnonzero(cell[order][1:] == cell[order][:-1])
-            if len(dup):
-                rows = sorted((int(order[dup[0]]), int(order[dup[0] + 1])))
-                _duplicate(trace, rows)
-    if n_cells != n_rows:
-        _missing_op(trace, node_of_row, first_row, step_idx, steps, dp, n_steps, n_cells)
-    check_limit("table_cells", n_cells, trace.source)
-    counts = np.bincount(cell, minlength=n_cells)
-    if (counts != 1).any():  # equal totals: a duplicate cell means a missing one
-        dup_cell = int(np.flatnonzero(counts > 1)[0])
-        _duplicate(trace, [int(r) for r in np.flatnonzero(cell == dup_cell)[:2]])
-    del counts
+    if n_cells != n_rows or n_cells > limit("table_cells"):
+        _refuse(trace, meta, n_cells)
+    cell = _cell_of_row(node_of_row, trace.dp_rank, step_idx, dp, n_steps, n_cells)
     del step_idx
+    # Keep the trace's own precision: derived values are computed in it (as the published
+    # analyzer does on float32 traces) and the simulator works in float64. Start times are
+    # finite (checked when read), so a NaN left after placing them marks an empty cell.
+    dtype = np.result_type(trace.start_ts.dtype, trace.duration.dtype)
+    start = np.full(n_cells, np.nan, dtype=dtype)
+    start[cell] = trace.start_ts
+    if np.isnan(start).any():
+        del start, cell, node_of_row
+        _refuse(trace, meta, n_cells)
 
     node_mc = trace.mc[first_row]
     node_gmc = trace.gmc[first_row]
@@ -182,13 +187,10 @@ def build_table(trace: TraceColumns, meta: JobMeta) -> OpTable:
                 f"{trace.source}: field '{name}' of one op identity differs across workers or "
                 f"steps (e.g. {trace.where(i)}: {trace.row(i)} vs {trace.where(r)})"
             )
+        del bad
+    del node_of_row
 
-    # Keep the trace's own precision: derived values are computed in it (as the published
-    # analyzer does on float32 traces) and the simulator works in float64.
-    dtype = np.result_type(trace.start_ts.dtype, trace.duration.dtype)
-    start = np.empty(n_cells, dtype=dtype)
     dur = np.empty_like(start)
-    start[cell] = trace.start_ts
     dur[cell] = trace.duration
     shape = (n_nodes, dp, n_steps)
     gc_seconds = None
@@ -214,7 +216,54 @@ def build_table(trace: TraceColumns, meta: JobMeta) -> OpTable:
     )
 
 
-def _duplicate(trace: TraceColumns, rows: list[int]) -> None:
+def _refuse(trace: TraceColumns, meta: JobMeta, n_cells: int) -> NoReturn:
+    """Name the first reason why the rows do not fill the ``n_cells`` cells of the dense
+    table exactly once: a worker absent from a step, a duplicate op, a missing op, too many
+    cells (checked in that order; an error path, so the row indices are computed again)."""
+    n_rows = len(trace)
+    dp, pp = meta.dp_size, meta.pp_size
+    steps, step_idx = _factorize_steps(trace.step)
+    n_steps = len(steps)
+    worker_step = (trace.dp_rank.astype(np.int64) * pp + trace.stage) * n_steps + step_idx
+    n_worker_steps = dp * pp * n_steps
+    if n_worker_steps > n_rows:  # some are missing: find one from the rows alone
+        have = np.unique(worker_step)
+        missing = _first_absent(have, n_worker_steps)
+        n_missing = n_worker_steps - len(have)
+        del have
+    else:
+        present = np.bincount(worker_step, minlength=n_worker_steps)
+        missing = int(np.argmin(present)) if (present == 0).any() else -1
+        n_missing = int((present == 0).sum())
+        del present
+    del worker_step
+    if missing >= 0:
+        w, t = divmod(missing, n_steps)
+        d, s = divmod(w, pp)
+        raise InputError(
+            f"{trace.source}: worker dp_rank {d} stage {s} has no ops in step {steps[t]} "
+            f"({n_missing} worker-step(s) missing; every worker must appear in every step)"
+        )
+
+    _, node_of_row, first_row = _factorize_nodes(trace)
+    if n_cells != n_rows:
+        if n_cells < 2**62:
+            cell = _cell_of_row(node_of_row, trace.dp_rank, step_idx, dp, n_steps, n_cells)
+            order = np.argsort(cell, kind="stable")
+            dup = np.flatnonzero(cell[order][1:] == cell[order][:-1])
+            if len(dup):
+                _duplicate(trace, sorted((int(order[dup[0]]), int(order[dup[0] + 1]))))
+            del cell, order
+        _missing_op(trace, node_of_row, first_row, step_idx, steps, dp, n_steps, n_cells)
+    check_limit("table_cells", n_cells, trace.source)
+    # As many rows as cells, and one left empty: another holds two rows.
+    cell = _cell_of_row(node_of_row, trace.dp_rank, step_idx, dp, n_steps, n_cells)
+    counts = np.bincount(cell, minlength=n_cells)
+    dup_cell = int(np.flatnonzero(counts > 1)[0])
+    _duplicate(trace, [int(r) for r in np.flatnonzero(cell == dup_cell)[:2]])
+
+
+def _duplicate(trace: TraceColumns, rows: list[int]) -> NoReturn:
     raise InputError(
         f"{trace.source}: duplicate op (worker, step, optype, seq_id) in "
         f"{trace.where(rows[0])} and {trace.where(rows[1])}: {trace.row(rows[0])}"
@@ -223,7 +272,7 @@ def _duplicate(trace: TraceColumns, rows: list[int]) -> None:
 
 def _missing_op(trace: TraceColumns, node_of_row: np.ndarray, first_row: np.ndarray,
                 step_idx: np.ndarray, steps: np.ndarray, dp: int, n_steps: int,
-                n_cells: int) -> None:
+                n_cells: int) -> NoReturn:
     """Report a (node, DP rank, step) cell without a row, found from the rows alone."""
     per_node = dp * n_steps
     node_counts = np.bincount(node_of_row, minlength=len(first_row))

@@ -65,10 +65,15 @@ def validate_rows(trace: TraceColumns, meta: JobMeta) -> list[str]:
           f"of a compute op is outside [0, vpp_size={meta.vpp_size})")
     _fail(trace, ~is_compute & ((trace.mc < -1) | (trace.mc >= meta.vpp_size)), "mc",
           f"of a non-compute op is outside [-1, vpp_size={meta.vpp_size})")
-    expected_gmc = trace.mc.astype(np.int64) * meta.pp_size + trace.stage
+    # In place, one array of the rows; |mc| <= vpp_size and stage < pp_size (checked above).
+    wide = (meta.vpp_size + 1) * meta.pp_size >= 2**31
+    expected_gmc: np.ndarray = trace.mc.astype(np.int64 if wide else np.int32)
+    expected_gmc *= meta.pp_size
+    expected_gmc += trace.stage
     _fail(trace, is_compute & (trace.gmc != expected_gmc), "gmc",
           f"of a compute op is not mc * pp_size + stage (pp_size={meta.pp_size} in the "
           "metadata)")
+    del expected_gmc
     _fail(trace, is_compute & (trace.mb_id < 0), "mb_id", "of a compute op is negative")
 
     # Metadata contradicting the trace: every DP rank and stage must appear.
@@ -84,7 +89,9 @@ def validate_rows(trace: TraceColumns, meta: JobMeta) -> list[str]:
     _check_chunks(trace, meta, is_compute)
 
     # One global rank per worker and one worker per rank.
-    worker = trace.dp_rank.astype(np.int64) * meta.pp_size + trace.stage
+    worker: np.ndarray = trace.dp_rank.astype(np.int32 if meta.n_workers < 2**31 else np.int64)
+    worker *= meta.pp_size
+    worker += trace.stage
     rank_of = np.empty(meta.n_workers, dtype=trace.rank.dtype)
     rank_of[worker] = trace.rank  # any row's rank; every row must agree with it
     bad = trace.rank != rank_of[worker]
@@ -105,7 +112,9 @@ def validate_rows(trace: TraceColumns, meta: JobMeta) -> list[str]:
 
 
 def _check_values(trace: TraceColumns) -> None:
-    """Durations and timestamps: not negative, not implausibly large."""
+    """Durations and timestamps: finite, not negative, not implausibly large."""
+    _fail(trace, ~np.isfinite(trace.start_ts), "start_ts", "is not a finite number")
+    _fail(trace, ~np.isfinite(trace.duration), "duration", "is not a finite number")
     _fail(trace, trace.duration < 0, "duration", "is negative")
     max_op = limit("op_seconds")
     _fail(trace, trace.duration > max_op, "duration",
