@@ -1,0 +1,87 @@
+"""``stragglers mitigate ...``: what to do about stragglers (:mod:`stragglers.mitigate`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+
+import numpy as np
+
+from stragglers.cli.options import positive_int
+from stragglers.errors import InputError
+from stragglers.inputs import read_text
+from stragglers.limits import check_limit
+from stragglers.mitigate.microbatch import solve_microbatches
+
+MICROBATCH_EPILOG = """\
+examples:
+  stragglers mitigate microbatch --times 1,1,1,2 --microbatches 16
+  stragglers mitigate microbatch --times @times.txt --microbatches 4096 --json
+@FILE holds the times separated by commas, spaces or newlines. The assignment minimises the
+slowest group's time max m_i*t_i (then the spread max - min); it is provably optimal.
+"""
+
+_SEP = re.compile(r"[,\s]+")
+
+
+def parse_times(text: str) -> tuple[np.ndarray, str]:
+    """The per-group times of ``--times``: ``t1,t2,...`` or ``@FILE``; and their source."""
+    if text.startswith("@"):
+        path = text[1:]
+        body = read_text(path, "times file")
+        source = path
+    else:
+        body, source = text, "--times"
+    values: list[float] = []
+    for lineno, line in enumerate(body.splitlines() or [""], start=1):
+        tokens = [tok for tok in _SEP.split(line.strip()) if tok]
+        check_limit("mitigate_groups", len(values) + len(tokens), source)
+        for tok in tokens:
+            where = f"{source}: line {lineno}" if source != "--times" else source
+            try:
+                value = float(tok)
+            except ValueError:
+                raise InputError(f"{where}: time {len(values) + 1} {tok[:40]!r} is not a "
+                                 "number") from None
+            if not math.isfinite(value) or value <= 0:
+                raise InputError(f"{where}: time {len(values) + 1} {tok[:40]!r} must be a "
+                                 "finite number > 0")
+            values.append(value)
+    return np.asarray(values, dtype=np.float64), source
+
+
+def _microbatch(args: argparse.Namespace) -> int:
+    times, source = parse_times(args.times)
+    res = solve_microbatches(times, args.microbatches, source=source)
+    if args.json:
+        print(json.dumps(res.to_dict()))
+        return 0
+    even = args.microbatches / times.size
+    print(f"{times.size} DP groups, {args.microbatches} micro-batches: makespan "
+          f"{res.makespan:.6g} s (even split: {even * times.max():.6g} s or more), spread "
+          f"{res.spread:.6g} s, solved in {res.solve_s * 1e3:.3f} ms")
+    print("assignment: " + ",".join(str(int(m)) for m in res.assignment))
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    m = subparsers.add_parser(
+        "mitigate", help="what to do about stragglers: S2 assignment, plans",
+        description="Mitigation (Falcon-Mitigate, issue 11).")
+    msub = m.add_subparsers(dest="mitigate_command", metavar="TOOL")
+    msub.required = True
+
+    mb = msub.add_parser(
+        "microbatch", help="S2: the optimal micro-batch count per DP group",
+        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=MICROBATCH_EPILOG,
+        description="Given each DP group's time per micro-batch, split M micro-batches "
+                    "(each group >= 1) to minimise the step time of the slowest group.")
+    mb.add_argument("--times", required=True, metavar="T1,T2,...|@FILE",
+                    help="seconds per micro-batch of each DP group")
+    mb.add_argument("--microbatches", required=True, type=positive_int, metavar="M",
+                    help="micro-batches of one global batch (>= number of groups)")
+    mb.add_argument("--json", action="store_true",
+                    help='print {"assignment", "makespan", "spread", "solve_s"}')
+    mb.set_defaults(func=_microbatch)
