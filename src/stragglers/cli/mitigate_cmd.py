@@ -13,7 +13,11 @@ from stragglers.cli.options import positive_int
 from stragglers.errors import InputError
 from stragglers.inputs import read_text
 from stragglers.limits import check_limit
+from stragglers.mitigate.costs import load_costs
+from stragglers.mitigate.events import read_events
 from stragglers.mitigate.microbatch import solve_microbatches
+from stragglers.mitigate.planner import plan_mitigation
+from stragglers.trace.io import read_meta
 
 MICROBATCH_EPILOG = """\
 examples:
@@ -66,6 +70,43 @@ def _microbatch(args: argparse.Namespace) -> int:
     return 0
 
 
+PLAN_EPILOG = """\
+examples:
+  stragglers watch iters.jsonl --once > events.jsonl
+  stragglers mitigate plan events.jsonl --meta meta.yaml --json
+  stragglers mitigate plan events.jsonl --meta meta.yaml --costs costs.yaml
+costs.yaml changes the defaults per strategy, e.g.  S2: {overhead_s: 2}  S4: {enabled: false}
+(defaults: S1 ignore 0 s, S2 microbatch 5 s, S3 topology 60 s, S4 restart 1800 s).
+"""
+
+
+def _plan(args: argparse.Namespace) -> int:
+    meta = read_meta(args.meta)
+    strategies = load_costs(args.costs)
+    stream = read_events(args.events)
+    plan = plan_mitigation(stream, meta, strategies, microbatches=args.microbatches,
+                           source=args.events)
+    if args.json:
+        print(json.dumps(plan.to_dict()))
+        return 0
+    print(f"{len(plan.episodes)} fail-slow episode(s), {len(plan.decisions)} decision(s), "
+          f"events up to iteration {plan.end_iteration}")
+    for i, ep in enumerate(plan.episodes):
+        end = "end of input" if ep.end is None else ep.end
+        print(f"episode {i}: iterations {ep.start}..{end}, {ep.root_cause}, ranks "
+              f"{sorted(ep.ranks)}, accumulated slowdown {ep.impact_s:.6g} s")
+        for d in ep.decisions:
+            print(f"  iteration {d.iteration}: {d.strategy} {d.action}: expected gain "
+                  f"{d.expected_gain_s_per_iter:.6g} s/iter (step {d.expected_step_s:.6g} s); "
+                  f"{d.why}")
+        for sk in ep.skipped:
+            print(f"  {sk['strategy']} skipped: {sk['why']}")
+    if plan.ignored_events:
+        print("events not used: " + ", ".join(f"{k} {v}" for k, v in
+                                               plan.ignored_events.items()))
+    return 0
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     m = subparsers.add_parser(
         "mitigate", help="what to do about stragglers: S2 assignment, plans",
@@ -85,3 +126,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     mb.add_argument("--json", action="store_true",
                     help='print {"assignment", "makespan", "spread", "solve_s"}')
     mb.set_defaults(func=_microbatch)
+
+    pl = msub.add_parser(
+        "plan", help="the ski-rental mitigation plan for watch events",
+        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=PLAN_EPILOG,
+        description="Falcon's Algorithm 1 over `stragglers watch` events: escalate S1 -> S2 "
+                    "-> S3 -> S4 when the accumulated slowdown reaches each overhead.")
+    pl.add_argument("events", metavar="EVENTS.jsonl", help="the output of `stragglers watch`")
+    pl.add_argument("--meta", required=True, help="job metadata (dp_size, pp_size, ...)")
+    pl.add_argument("--costs", help="YAML file changing the strategies' overheads")
+    pl.add_argument("--microbatches", type=positive_int, default=8, metavar="N",
+                    help="micro-batches per DP group per step (for S2; default %(default)s)")
+    pl.add_argument("--json", action="store_true", help="print the plan as one JSON object")
+    pl.set_defaults(func=_plan)
