@@ -197,3 +197,12 @@ def test_costs_errors(tmp_path, text, needle) -> None:
     with pytest.raises(InputError, match=None) as exc:
         load_costs(costs)
     assert needle in str(exc.value)
+
+
+def test_s3_decision_carries_the_consolidation(tmp_path) -> None:
+    # ranks 1 (dp 1, stage 0) and 6 (dp 2, stage 1) of dp 4 x pp 2 slow: no interior
+    # stage, so S3 packs them into stage 0 (the lower one): 6 swaps with worker 0
+    plan = _plan(tmp_path, [_ev("onset", 1, 0, 1.5), _ev("onset", 6, 0, 1.5)], end=400)
+    s3 = next(d for d in plan.decisions if d.strategy == "S3")
+    moves = s3.details["consolidation"]["moves"]
+    assert {(m["worker"], tuple(m["to"])) for m in moves} == {(6, (0, 0)), (0, (2, 1))}

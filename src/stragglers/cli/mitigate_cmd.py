@@ -17,6 +17,7 @@ from stragglers.mitigate.costs import load_costs
 from stragglers.mitigate.events import read_events
 from stragglers.mitigate.microbatch import solve_microbatches
 from stragglers.mitigate.planner import plan_mitigation
+from stragglers.mitigate.topology import consolidate, reassign_link
 from stragglers.trace.io import read_meta
 
 MICROBATCH_EPILOG = """\
@@ -107,6 +108,36 @@ def _plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _rank_list(text: str, option: str) -> list[int]:
+    out = []
+    for i, tok in enumerate(t for t in text.split(",") if t.strip()):
+        try:
+            out.append(int(tok))
+        except ValueError:
+            raise InputError(f"{option}: rank {i + 1} {tok[:40]!r} is not an integer") from None
+    return out
+
+
+def _topology(args: argparse.Namespace) -> int:
+    meta = read_meta(args.meta)
+    if args.slow_ranks is not None:
+        check_limit("topology_ranks", args.slow_ranks.count(",") + 1, "--slow-ranks")
+        plan = consolidate(meta, _rank_list(args.slow_ranks, "--slow-ranks"))
+    else:
+        pair = _rank_list(args.slow_link, "--slow-link")
+        if len(pair) != 2:
+            raise InputError(f"--slow-link: expected two ranks A,B, got {len(pair)}")
+        plan = reassign_link(meta, pair[0], pair[1])
+    if args.json:
+        print(json.dumps(plan.to_dict()))
+        return 0
+    print(plan.note)
+    for mv in plan.moves:
+        print(f"  worker {mv['worker']}: (dp {mv['from'][0]}, stage {mv['from'][1]}) -> "
+              f"(dp {mv['to'][0]}, stage {mv['to'][1]})")
+    return 0
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     m = subparsers.add_parser(
         "mitigate", help="what to do about stragglers: S2 assignment, plans",
@@ -139,3 +170,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     help="micro-batches per DP group per step (for S2; default %(default)s)")
     pl.add_argument("--json", action="store_true", help="print the plan as one JSON object")
     pl.set_defaults(func=_plan)
+
+    tp = msub.add_parser(
+        "topology", help="S3: consolidate slow workers, or move a slow link onto a PP edge",
+        description="A worker permutation to apply at restart: slow workers packed into the "
+                    "fewest stages (interior first), or a slow DP link made a PP link.")
+    tp.add_argument("--meta", required=True, help="job metadata (dp_size, pp_size, tp_size)")
+    what = tp.add_mutually_exclusive_group(required=True)
+    what.add_argument("--slow-ranks", metavar="R1,R2,...", help="ranks of slow workers")
+    what.add_argument("--slow-link", metavar="A,B", help="the two ranks of a slow link")
+    tp.add_argument("--json", action="store_true",
+                    help="print moves, worker_position and rank_permutation as JSON")
+    tp.set_defaults(func=_topology)

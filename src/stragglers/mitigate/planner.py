@@ -29,8 +29,9 @@ makes the episode a communication fail-slow (S2 does not apply); otherwise compu
 also needs a DP group with no slow rank (with every group slow there is nothing to move).
 
 Each switch is a :class:`Decision`: when, what, why now, and the expected gain per iteration
-(S2: from the exact micro-batch assignment for the slow ranks' factors; S3, S4: the
-strategy's effectiveness times the current slowdown).
+(S2: from the exact micro-batch assignment for the slow ranks' factors, given in the
+details; S3, S4: the strategy's effectiveness times the current slowdown; S3 on a
+computation fail-slow carries the consolidation plan of :mod:`.topology` in its details).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from stragglers.errors import InputError
 from stragglers.mitigate.costs import COMMUNICATION, COMPUTE, Strategy
 from stragglers.mitigate.events import EventStream, LevelEvent, SuspectsEvent
 from stragglers.mitigate.microbatch import solve_microbatches
+from stragglers.mitigate.topology import consolidate
 from stragglers.trace.io import JobMeta
 
 __all__ = ["Decision", "Episode", "Plan", "plan_mitigation"]
@@ -195,6 +197,11 @@ class _Planner:
     def expected(self, s: Strategy) -> tuple[float, dict[str, Any]]:
         """Expected gain (s per iteration) of ``s`` now, and its details."""
         d = self.slowdown()
+        if s.action == "topology" and self.ep is not None and self.ep.root_cause == COMPUTE:
+            plan = consolidate(self.meta, sorted(self.slow), source=self.source)
+            return s.effectiveness * d, {"consolidation": {
+                "note": plan.note, "moves": plan.moves,
+                "rank_permutation": plan.rank_permutation().tolist()}}
         if s.action != "microbatch":
             return s.effectiveness * d, {}
         worst = max(self.slow.items(), key=lambda kv: kv[1][0] - kv[1][1])
