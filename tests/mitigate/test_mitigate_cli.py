@@ -50,3 +50,19 @@ def test_microbatch_file_errors(tmp_path, capsys, monkeypatch) -> None:
     monkeypatch.setenv("STRAGGLERS_MAX_MITIGATE_GROUPS", "3")
     assert main(["mitigate", "microbatch", "--times", "1,1,1,1", "--microbatches", "9"]) == 2
     assert "4 DP groups of a micro-batch assignment" in capsys.readouterr().err
+
+
+def test_predict_cli(tmp_path, capsys) -> None:
+    out = tmp_path / "job"
+    assert main(["synth", "--dp", "4", "--pp", "2", "--microbatches", "8", "--steps", "2",
+                 "--slow-worker", "1,1:2", "--out", str(out)]) == 0
+    capsys.readouterr()
+    trace, meta = str(out / "trace.parquet"), str(out / "meta.yaml")
+    assert main(["mitigate", "predict", trace, "--meta", meta, "--json"]) == 0
+    pred = json.loads(capsys.readouterr().out)
+    assert pred["action"] == "microbatch" and pred["after_s"] < pred["before_s"]
+    assert pred["assignment"][1] < 8 and sum(pred["assignment"]) == 32
+    assert main(["mitigate", "predict", trace, "--meta", meta, "--slow-ranks", "5"]) == 0
+    assert "consolidation: mean step time" in capsys.readouterr().out
+    assert main(["mitigate", "predict", trace, "--meta", meta, "--slow-ranks", "99"]) == 2
+    assert "rank 99 is outside the job's 8 ranks" in capsys.readouterr().err

@@ -138,6 +138,32 @@ def _topology(args: argparse.Namespace) -> int:
     return 0
 
 
+def _predict(args: argparse.Namespace) -> int:
+    from stragglers.analysis.engine import prepare
+    from stragglers.analysis.runner import load_table
+    from stragglers.mitigate.predict import predict_microbatch, predict_permutation
+
+    table = load_table(args.trace, args.meta, args.steps)
+    engine = prepare(table)
+    if args.slow_ranks is not None:
+        check_limit("topology_ranks", args.slow_ranks.count(",") + 1, "--slow-ranks")
+        plan = consolidate(table.meta, _rank_list(args.slow_ranks, "--slow-ranks"))
+        pred = predict_permutation(engine, plan)
+    else:
+        pred = predict_microbatch(engine)
+    if args.json:
+        print(json.dumps(pred.to_dict()))
+        return 0
+    print(f"{pred.action}: mean step time {pred.before_s:.6g} s -> {pred.after_s:.6g} s "
+          f"predicted ({pred.gain * 100:.1f}% saved; no-delay timeline)")
+    if "assignment" in pred.details:
+        print("assignment: " + ",".join(str(m) for m in pred.details["assignment"]))
+    for mv in pred.details.get("moves", []):
+        print(f"  worker {mv['worker']}: (dp {mv['from'][0]}, stage {mv['from'][1]}) -> "
+              f"(dp {mv['to'][0]}, stage {mv['to'][1]})")
+    return 0
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     m = subparsers.add_parser(
         "mitigate", help="what to do about stragglers: S2 assignment, plans",
@@ -182,3 +208,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     tp.add_argument("--json", action="store_true",
                     help="print moves, worker_position and rank_permutation as JSON")
     tp.set_defaults(func=_topology)
+
+    pr = msub.add_parser(
+        "predict", help="the step time after S2 or S3, predicted from the job's own trace",
+        description="Simulate the job's trace with the S2 assignment (default) or the S3 "
+                    "consolidation of --slow-ranks applied, with the what-if simulator.")
+    pr.add_argument("trace", help="trace (parquet or JSON lines)")
+    pr.add_argument("--meta", required=True, help="job metadata")
+    pr.add_argument("--steps", help="step range A:B of the trace to use")
+    pr.add_argument("--slow-ranks", metavar="R1,R2,...",
+                    help="predict the consolidation of these ranks instead of S2")
+    pr.add_argument("--json", action="store_true", help="print the prediction as JSON")
+    pr.set_defaults(func=_predict)
