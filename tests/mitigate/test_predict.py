@@ -70,3 +70,38 @@ def test_prediction_errors() -> None:
     with pytest.raises(InputError, match="one DP group"):
         predict_microbatch(single)
     assert np.isfinite(predict_microbatch(engine).after_s)
+
+
+def test_rebalance_prediction_recovers_the_even_job(monkeypatch) -> None:
+    # a job generated with known micro-batch costs (mean 1) on its computes: predicting
+    # "every micro-batch at cost 1" must give the step time of the same job generated even
+    from stragglers.mitigate.predict import predict_rebalance
+    from stragglers.synth import generator
+    from stragglers.trace import schema
+
+    spec = SynthSpec(dp=2, pp=2, microbatches=4, steps=3, seed=3)
+    trace, meta, _ = generate(spec)
+    healthy = float(build_table(trace, meta).step_times().mean())
+    rng = np.random.default_rng(1)
+    cost = rng.lognormal(0.0, 0.8, (3, 2, 4))  # (steps, dp, micro-batches)
+    cost /= cost.mean()
+    plain = generator._values
+
+    def with_costs(spec, table, rng):  # the generator's values, computes rescaled
+        val = plain(spec, table, rng)
+        compute = np.isin(table.node_optype,
+                          [schema.OPTYPE_CODE[t] for t in schema.COMPUTE_TYPES])
+        idx = np.flatnonzero(compute)
+        val[idx] *= cost[:, :, table.node_mb[idx]].transpose(2, 1, 0)
+        return val
+
+    monkeypatch.setattr(generator, "_values", with_costs)
+    trace, meta, _ = generate(spec)
+    table = build_table(trace, meta)
+    engine = prepare(table)
+    pred = predict_rebalance(engine, cost, np.ones_like(cost))
+    assert pred.before_s == pytest.approx(float(table.step_times().mean()), rel=1e-9)
+    assert pred.before_s > healthy * 1.05  # the imbalance slowed the job
+    assert pred.after_s == pytest.approx(healthy, rel=1e-6)
+    with pytest.raises(InputError, match="the trace needs"):
+        predict_rebalance(engine, cost[:2], cost[:2])

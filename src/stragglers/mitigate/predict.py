@@ -21,6 +21,9 @@ on the no-delay timeline; "before" is the trace's own values on that timeline.
   ``(d, s)`` are scaled by ``f[moved here] / f[d, s]``. Links stay where they are (a
   link-reassignment plan moves no compute slowness; its effect needs per-link values the
   trace does not separate from the workers).
+* **Sequence-length rebalancing.** Given each micro-batch's modelled cost before and after
+  (:mod:`.seqlen`; arrays ``(steps, dp, micro-batches)`` in the trace's step order), every
+  compute op of micro-batch ``(step, d, mb)`` is scaled by ``after / before``.
 """
 
 from __future__ import annotations
@@ -37,7 +40,8 @@ from stragglers.mitigate.microbatch import solve_microbatches
 from stragglers.mitigate.topology import TopologyPlan
 from stragglers.trace import schema
 
-__all__ = ["Prediction", "predict_microbatch", "predict_permutation", "worker_compute"]
+__all__ = ["Prediction", "predict_microbatch", "predict_permutation", "predict_rebalance",
+           "worker_compute"]
 
 
 @dataclass(frozen=True)
@@ -119,3 +123,27 @@ def predict_permutation(engine: WhatIfEngine, plan: TopologyPlan) -> Prediction:
         values[nodes] *= scale[None, :, s, None]
     return Prediction(plan.kind, _mean_step(engine, None), _mean_step(engine, values),
                       {"worker_factors": np.round(factor, 6).tolist(), "moves": plan.moves})
+
+
+def predict_rebalance(engine: WhatIfEngine, before_cost: np.ndarray, after_cost: np.ndarray
+                      ) -> Prediction:
+    """The step time after micro-batch costs change from ``before_cost`` to ``after_cost``
+    (both ``(n_steps, dp, micro-batches)``, > 0)."""
+    t = engine.table
+    compute = _compute_nodes(engine)
+    mbs = int(t.node_mb[compute].max()) + 1
+    shape = (engine.n_steps, engine.dp, mbs)
+    before = np.asarray(before_cost, dtype=np.float64)
+    after = np.asarray(after_cost, dtype=np.float64)
+    for name, arr in (("before", before), ("after", after)):
+        if arr.shape != shape:
+            raise InputError(f"{name} costs: shape {arr.shape}, the trace needs {shape} "
+                             "(steps, DP ranks, micro-batches)")
+        if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
+            raise InputError(f"{name} costs: every cost must be a finite number > 0")
+    ratio = after / before  # (steps, dp, mb)
+    values = engine.derived.value.astype(np.float64)
+    nodes = np.flatnonzero(compute)
+    # values[node, d, step] *= ratio[step, d, mb of node]
+    values[nodes] *= ratio[:, :, t.node_mb[nodes]].transpose(2, 1, 0)
+    return Prediction("rebalance", _mean_step(engine, None), _mean_step(engine, values))
