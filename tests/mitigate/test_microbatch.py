@@ -95,3 +95,28 @@ def test_group_limit(monkeypatch) -> None:
     monkeypatch.setenv("STRAGGLERS_MAX_MITIGATE_GROUPS", "4")
     with pytest.raises(LimitError, match="5 DP groups of a micro-batch assignment"):
         solve_microbatches([1.0] * 5, 10)
+
+
+@settings(max_examples=200, deadline=None)
+@given(times=st.lists(st.floats(1e-9, 86_400.0), min_size=1, max_size=40),
+       extra=st.integers(0, 10**6))
+def test_optimal_on_wide_ranges(times: list[float], extra: int) -> None:
+    """Times spanning 14 orders of magnitude: the assignment is valid, reaches its makespan,
+    and no smaller makespan fits M (the count below the makespan is short of M)."""
+    total = len(times) + extra
+    t = np.asarray(times)
+    res = solve_microbatches(t, total)
+    m = res.assignment
+    assert m.sum() == total and m.min() >= 1 and (m * t).max() == res.makespan
+    below = np.nextafter(res.makespan, 0)
+    caps = np.floor(below / t)
+    caps += (caps + 1) * t <= below  # exact float comparisons, as the solver's
+    caps -= caps * t > below
+    assert res.makespan == t.max() or caps.sum() < total
+
+
+def test_implausible_times() -> None:
+    with pytest.raises(InputError, match=r"expected a time in \[1e-09, 86400\]"):
+        solve_microbatches([1.0, 1e-12], 4)
+    with pytest.raises(InputError, match="STRAGGLERS_MAX_OP_SECONDS"):
+        solve_microbatches([1e6, 1.0], 4)

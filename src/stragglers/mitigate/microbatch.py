@@ -46,12 +46,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from stragglers.errors import InputError
-from stragglers.limits import check_limit
+from stragglers.limits import check_limit, limit
 
 __all__ = ["Assignment", "check_times", "solve_microbatches"]
 
 #: Largest M accepted: micro-batch counts and their products with times stay exact in float64.
 MAX_MICROBATCHES = 2**50
+#: Shortest time per micro-batch accepted (seconds, or any unit); the longest is the
+#: ``op_seconds`` limit. Their ratio (< 2**50) keeps every multiple k * t_i searched exact.
+MIN_TIME = 1e-9
 
 
 @dataclass(frozen=True)
@@ -69,8 +72,9 @@ class Assignment:
 
 
 def check_times(times: np.ndarray, microbatches: int, source: str = "--times") -> np.ndarray:
-    """The times as float64, checked: finite, > 0, at least one, no more groups than allowed,
-    and ``microbatches`` an integer in ``[number of groups, 2**50]``."""
+    """The times as float64, checked: finite, in ``[1e-9, op_seconds limit]``, at least one,
+    no more groups than allowed, and ``microbatches`` an integer in ``[number of groups,
+    2**50]``."""
     check_limit("mitigate_groups", int(np.size(times)), source)
     t = np.asarray(times, dtype=np.float64).reshape(-1)
     if t.size == 0:
@@ -80,6 +84,13 @@ def check_times(times: np.ndarray, microbatches: int, source: str = "--times") -
         i = int(bad[0])
         raise InputError(f"{source}: time {i + 1} (group {i}) is {float(t[i])!r}; every "
                          f"micro-batch time must be a finite number > 0 ({bad.size} such)")
+    top = limit("op_seconds")
+    odd = np.flatnonzero((t < MIN_TIME) | (t > top))
+    if odd.size:
+        i = int(odd[0])
+        raise InputError(f"{source}: time {i + 1} (group {i}) is {float(t[i])!r}; expected "
+                         f"a time in [{MIN_TIME:g}, {top:g}] (the upper bound is "
+                         "STRAGGLERS_MAX_OP_SECONDS)")
     if isinstance(microbatches, bool) or not isinstance(microbatches, (int, np.integer)):
         raise InputError(f"--microbatches: expected an integer, got {microbatches!r}")
     if microbatches < t.size:

@@ -211,7 +211,8 @@ class _Planner:
             g = self.dp_of(r)
             factor[g] = max(factor[g], lv / h)
         total = self.microbatches * self.meta.dp_size
-        res = solve_microbatches(factor, total)
+        res = solve_microbatches(factor, total, source=f"{self.source}: slowdown factors "
+                                 "of the DP groups (level_s / healthy_s)")
         after = healthy * (res.makespan / self.microbatches - 1.0)
         details = {"assignment": res.assignment.tolist(), "microbatches": total,
                    "group_factors": [round(float(f), 6) for f in factor],
