@@ -28,6 +28,10 @@ Root cause (``FindStrategies``): a ``suspects`` event that flags a group ``slow_
 makes the episode a communication fail-slow (S2 does not apply); otherwise computation. S2
 also needs a DP group with no slow rank (with every group slow there is nothing to move).
 
+A strategy whose expected gain is zero at its break-even (S2 when whole micro-batches
+cannot absorb a slight slowdown; a strategy configured with effectiveness 0) is skipped and
+said so: it would cost its overhead for nothing.
+
 Each switch is a :class:`Decision`: when, what, why now, and the expected gain per iteration
 (S2: from the exact micro-batch assignment for the slow ranks' factors, given in the
 details; S3, S4: the strategy's effectiveness times the current slowdown; S3 on a
@@ -36,6 +40,7 @@ computation fail-slow carries the consolidation plan of :mod:`.topology` in its 
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -135,7 +140,11 @@ class _Planner:
         self.episodes: list[Episode] = []
         self.ep: Episode | None = None
         self.next_id = 0
-        self.segments: list[tuple[int, float]] = []  # (from iteration, slowdown s/iter)
+        # constant-slowdown segments of the episode: first iteration, slowdown per
+        # iteration, impact accumulated before the segment
+        self.seg_from: list[int] = []
+        self.seg_d: list[float] = []
+        self.seg_cum: list[float] = []
         self.known = 0  # the planner knows the events declared up to here
 
     # -- accounting ------------------------------------------------------------------------
@@ -144,38 +153,49 @@ class _Planner:
 
     def impact(self, n: int) -> float:
         """Accumulated slowdown over iterations start..n of the current episode."""
-        total = 0.0
-        for k, (a, d) in enumerate(self.segments):
-            b = self.segments[k + 1][0] if k + 1 < len(self.segments) else n + 1
-            b = min(b, n + 1)
-            if b > a:
-                total += d * (b - a)
-        return total
+        k = bisect.bisect_right(self.seg_from, n) - 1
+        if k < 0:
+            return 0.0
+        return self.seg_cum[k] + self.seg_d[k] * (n - self.seg_from[k] + 1)
 
     def break_even(self, overhead: float) -> int | None:
-        """First iteration n >= start with impact(n) >= overhead (None: never, at this rate)."""
+        """First iteration n >= start with impact(n) >= overhead (None: never, at this rate).
+
+        ``seg_cum[k]`` (the impact before segment k) never decreases, so the segment where
+        the impact crosses ``overhead`` is found by bisection, then the iteration in it by
+        one division: O(log segments) per call."""
         assert self.ep is not None
-        before = 0.0
-        for k, (a, d) in enumerate(self.segments):
-            b = self.segments[k + 1][0] if k + 1 < len(self.segments) else None
-            need = overhead - before
-            if need <= _EPS * max(overhead, 1.0):
-                return max(a, self.ep.start)
+        if not self.seg_from:
+            return None
+        tol = _EPS * max(overhead, 1.0)
+        if overhead <= tol:
+            return max(self.seg_from[0], self.ep.start)
+        # last segment whose start has impact-before < overhead - tol
+        k = bisect.bisect_left(self.seg_cum, overhead - tol) - 1
+        while k < len(self.seg_from):
+            d = self.seg_d[k]
+            nxt = self.seg_from[k + 1] if k + 1 < len(self.seg_from) else None
             if d > 0:
-                count = max(1, math.ceil(need / d - _EPS))
-                if b is None or a + count - 1 < b:
-                    return a + count - 1
-            if b is not None:
-                before += d * (b - a)
+                count = max(1, math.ceil((overhead - self.seg_cum[k]) / d - _EPS))
+                if nxt is None or self.seg_from[k] + count - 1 < nxt:
+                    return self.seg_from[k] + count - 1
+            if nxt is None:
+                return None
+            k += 1  # only when the crossing lands exactly on the next segment's start
         return None
 
     def set_slowdown(self, at: int) -> None:
-        at = max(at, self.segments[-1][0]) if self.segments else at
         d = self.slowdown()
-        if self.segments and self.segments[-1][0] == at:
-            self.segments[-1] = (at, d)
-        else:
-            self.segments.append((at, d))
+        if not self.seg_from:
+            self.seg_from, self.seg_d, self.seg_cum = [at], [d], [0.0]
+            return
+        at = max(at, self.seg_from[-1])
+        if self.seg_from[-1] == at:
+            self.seg_d[-1] = d
+            return
+        self.seg_cum.append(self.seg_cum[-1] + self.seg_d[-1] * (at - self.seg_from[-1]))
+        self.seg_from.append(at)
+        self.seg_d.append(d)
 
     # -- strategies ------------------------------------------------------------------------
     def dp_of(self, rank: int) -> int:
@@ -241,6 +261,12 @@ class _Planner:
                        f"accumulated {acc:.6g} s had reached the overhead {s.overhead_s:g} s "
                        f"at iteration {n}")
             gain, details = self.expected(s)
+            if gain <= 0 and s.overhead_s > 0:
+                self.ep.skipped.append({"strategy": s.name, "why": (
+                    f"no expected gain at iteration {at} (it would cost {s.overhead_s:g} s "
+                    "for nothing; S2: whole micro-batches cannot absorb this slowdown)")})
+                self.next_id += 1
+                continue
             d = self.slowdown()
             healthy = max(self.slow.values(), key=lambda v: v[0] - v[1])[1]
             self.ep.decisions.append(Decision(
@@ -265,7 +291,7 @@ class _Planner:
                 self.ep = Episode(start=ev.iteration)
                 self.episodes.append(self.ep)
                 self.next_id = 0
-                self.segments = []
+                self.seg_from, self.seg_d, self.seg_cum = [], [], []
             self.slow[ev.rank] = (ev.level_s, ev.healthy_s)
             self.ep.ranks.add(ev.rank)
             self.set_slowdown(ev.iteration)
