@@ -105,3 +105,31 @@ def test_rebalance_prediction_recovers_the_even_job(monkeypatch) -> None:
     assert pred.after_s == pytest.approx(healthy, rel=1e-6)
     with pytest.raises(InputError, match="the trace needs"):
         predict_rebalance(engine, cost[:2], cost[:2])
+
+
+def test_plan_with_trace_predicts_its_decisions(tmp_path, capsys) -> None:
+    import json
+
+    from stragglers.cli import main
+
+    out = tmp_path / "job"
+    assert main(["synth", "--dp", "4", "--pp", "2", "--microbatches", "8", "--steps", "2",
+                 "--slow-worker", "1,1:2", "--out", str(out)]) == 0
+    capsys.readouterr()
+    # the slow worker (dp 1, stage 1) is rank 5; its onset as watch reports it
+    events = tmp_path / "events.jsonl"
+    events.write_text(json.dumps({"event": "onset", "rank": 5, "iteration": 0,
+                                  "declared_iteration": 3, "level_s": 2.0,
+                                  "healthy_s": 1.0}) + "\n"
+                      + json.dumps({"event": "summary", "iterations": {"5": 100}}) + "\n")
+    meta = str(out / "meta.yaml")
+    assert main(["mitigate", "plan", str(events), "--meta", meta, "--trace",
+                 str(out / "trace.parquet"), "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    by = {d["strategy"]: d for d in plan["decisions"]}
+    s2 = by["S2"]["details"]["whatif"]
+    assert s2["after_s"] < s2["before_s"] and s2["assignment"][1] < 8
+    assert "whatif" in by["S3"]["details"] and "whatif" not in by["S1"]["details"]
+    assert main(["mitigate", "plan", str(events), "--meta", meta, "--trace",
+                 str(out / "trace.parquet")]) == 0
+    assert "what-if from the trace: step" in capsys.readouterr().out

@@ -6,6 +6,7 @@ import argparse
 import json
 import math
 import re
+from dataclasses import replace
 
 import numpy as np
 
@@ -16,7 +17,7 @@ from stragglers.limits import check_limit
 from stragglers.mitigate.costs import load_costs
 from stragglers.mitigate.events import read_events
 from stragglers.mitigate.microbatch import solve_microbatches
-from stragglers.mitigate.planner import plan_mitigation
+from stragglers.mitigate.planner import Plan, plan_mitigation
 from stragglers.mitigate.topology import consolidate, reassign_link
 from stragglers.trace.io import read_meta
 
@@ -81,12 +82,28 @@ costs.yaml changes the defaults per strategy, e.g.  S2: {overhead_s: 2}  S4: {en
 """
 
 
+def _predict_decisions(plan: Plan, trace: str, meta: str) -> None:
+    """Add the what-if prediction from the job's trace to each S2 / S3 decision."""
+    from stragglers.analysis.engine import prepare
+    from stragglers.analysis.runner import load_table
+    from stragglers.mitigate.predict import predict_decision
+
+    engine = prepare(load_table(trace, meta))
+    for ep in plan.episodes:
+        for i, d in enumerate(ep.decisions):
+            pred = predict_decision(engine, d)
+            if pred is not None:
+                ep.decisions[i] = replace(d, details={**d.details, "whatif": pred.to_dict()})
+
+
 def _plan(args: argparse.Namespace) -> int:
     meta = read_meta(args.meta)
     strategies = load_costs(args.costs)
     stream = read_events(args.events)
     plan = plan_mitigation(stream, meta, strategies, microbatches=args.microbatches,
                            source=args.events)
+    if args.trace is not None:
+        _predict_decisions(plan, args.trace, args.meta)
     if args.json:
         print(json.dumps(plan.to_dict()))
         return 0
@@ -100,6 +117,10 @@ def _plan(args: argparse.Namespace) -> int:
             print(f"  iteration {d.iteration}: {d.strategy} {d.action}: expected gain "
                   f"{d.expected_gain_s_per_iter:.6g} s/iter (step {d.expected_step_s:.6g} s); "
                   f"{d.why}")
+            if "whatif" in d.details:
+                w = d.details["whatif"]
+                print(f"    what-if from the trace: step {w['before_s']:.6g} s -> "
+                      f"{w['after_s']:.6g} s ({w['gain'] * 100:.1f}% saved)")
         for sk in ep.skipped:
             print(f"  {sk['strategy']} skipped: {sk['why']}")
     if plan.ignored_events:
@@ -194,6 +215,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     pl.add_argument("--costs", help="YAML file changing the strategies' overheads")
     pl.add_argument("--microbatches", type=positive_int, default=8, metavar="N",
                     help="micro-batches per DP group per step (for S2; default %(default)s)")
+    pl.add_argument("--trace", help="the job's trace (with --meta): add the what-if "
+                                    "prediction of each S2 / S3 decision")
     pl.add_argument("--json", action="store_true", help="print the plan as one JSON object")
     pl.set_defaults(func=_plan)
 

@@ -37,11 +37,12 @@ from stragglers.analysis.engine import WhatIfEngine
 from stragglers.analysis.scenarios import Scenario
 from stragglers.errors import InputError
 from stragglers.mitigate.microbatch import solve_microbatches
-from stragglers.mitigate.topology import TopologyPlan
+from stragglers.mitigate.planner import Decision
+from stragglers.mitigate.topology import TopologyPlan, consolidate
 from stragglers.trace import schema
 
-__all__ = ["Prediction", "predict_microbatch", "predict_permutation", "predict_rebalance",
-           "worker_compute"]
+__all__ = ["Prediction", "predict_decision", "predict_microbatch", "predict_permutation",
+           "predict_rebalance", "worker_compute"]
 
 
 @dataclass(frozen=True)
@@ -147,3 +148,15 @@ def predict_rebalance(engine: WhatIfEngine, before_cost: np.ndarray, after_cost:
     # values[node, d, step] *= ratio[step, d, mb of node]
     values[nodes] *= ratio[:, :, t.node_mb[nodes]].transpose(2, 1, 0)
     return Prediction("rebalance", _mean_step(engine, None), _mean_step(engine, values))
+
+
+def predict_decision(engine: WhatIfEngine, decision: Decision) -> Prediction | None:
+    """The prediction for one planner decision from the job's trace: S2's assignment, or the
+    consolidation of the decision's slow ranks for S3 on a computation fail-slow; None for
+    the others (S1 changes nothing, S4 replaces hardware the trace knows nothing of)."""
+    if decision.action == "microbatch":
+        return predict_microbatch(engine)
+    if decision.action == "topology" and decision.root_cause == "computation":
+        plan = consolidate(engine.table.meta, list(decision.slow_ranks), source="decision")
+        return predict_permutation(engine, plan)
+    return None
