@@ -89,3 +89,74 @@ def test_long_tail_balanced_and_budget() -> None:
         rebalance(lengths, model, dp=8, microbatches=8, max_tokens=100.0)
     with pytest.raises(InputError, match="finite number > 0"):
         rebalance([1.0, float("nan")], model, dp=2, microbatches=1)
+
+
+def test_fit_cost_cli_from_written_trace(tmp_path, monkeypatch, capsys) -> None:
+    """A job written with micro-batch computes set by known lengths and a, b, c; the lengths
+    file lists all but one micro-batch, plus one the trace does not have."""
+    import json
+
+    from stragglers.cli import main
+    from stragglers.synth import generator, write_synth
+
+    a, b, c = 3e-8, 2e-5, 0.004
+    rng = np.random.default_rng(7)
+    lengths = {k: rng.integers(100, 5000, size=rng.integers(1, 4))
+               for k in itertools.product(range(3), range(2), range(4))}
+    cost = np.zeros((3, 2, 4))
+    for (s, d, m), ls in lengths.items():
+        cost[s, d, m] = a * np.sum(ls**2.0) + b * np.sum(ls) + c
+    plain = generator._values
+
+    def with_costs(spec, table, rng):  # computes of stage 1 take the micro-batch's cost
+        val = plain(spec, table, rng)
+        compute = np.isin(table.node_optype,
+                          [schema.OPTYPE_CODE[t] for t in schema.COMPUTE_TYPES])
+        idx = np.flatnonzero(compute & (table.node_stage == 1))
+        share = val[idx] / 0.18  # forward 0.06 + backward 0.12 of a micro-batch
+        val[idx] = share * cost[:, :, table.node_mb[idx]].transpose(2, 1, 0)
+        return val
+
+    monkeypatch.setattr(generator, "_values", with_costs)
+    paths = write_synth(SynthSpec(dp=2, pp=2, microbatches=4, steps=3, seed=1), tmp_path / "j")
+    rows = [{"step": s, "dp_rank": d, "mb": m, "lengths": ls.tolist()}
+            for (s, d, m), ls in lengths.items() if (s, d, m) != (0, 0, 0)]
+    rows.append({"step": 9, "dp_rank": 0, "mb": 0, "lengths": [5]})
+    lfile = tmp_path / "lengths.jsonl"
+    lfile.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(["mitigate", "fit-cost", str(paths["trace"]), "--lengths", str(lfile),
+                 "--stage", "1", "--json"]) == 0
+    fit = json.loads(capsys.readouterr().out)
+    assert fit["a"] == pytest.approx(a, rel=1e-3) and fit["b"] == pytest.approx(b, rel=1e-3)
+    assert fit["c"] == pytest.approx(c, rel=1e-2) and fit["r2"] > 0.9999
+    assert (fit["microbatches"], fit["trace_only"], fit["lengths_only"]) == (23, 1, 1)
+    lfile.write_text('{"step": 0, "dp_rank": 0, "mb": 0, "lengths": [3]}\n'
+                     '{"step": 0, "dp_rank": 0, "mb": 0, "lengths": [4]}\n')
+    assert main(["mitigate", "fit-cost", str(paths["trace"]), "--lengths", str(lfile)]) == 2
+    assert "lengths.jsonl:2: step 0, dp_rank 0, mb 0 already given on line 1" in \
+        capsys.readouterr().err
+    lfile.write_text('{"step": 0, "dp_rank": 0, "mb": 0, "lengths": [3, 0]}\n')
+    assert main(["mitigate", "fit-cost", str(paths["trace"]), "--lengths", str(lfile)]) == 2
+    assert "field 'lengths[1]': expected an integer >= 1" in capsys.readouterr().err
+
+
+def test_rebalance_cli(capsys) -> None:
+    import json
+
+    from stragglers.cli import main
+
+    argv = ["mitigate", "rebalance", "--lengths", "8,7,6,5,4", "--model", "0,1,0", "--dp",
+            "2", "--microbatches", "1"]
+    assert main([*argv, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["makespan"] == 17.0 and out["in_order_makespan"] == 21.0  # 8+7+6 | 5+4
+    assert out["batches"] == [[[0, 3, 4]], [[1, 2]]]
+    for bad, needle in ((["--model", "1,x,0"], "--model: b 'x' is not a number"),
+                        (["--model", "0,0,1"], "a and b are both 0"),
+                        (["--lengths", "3,-1"], "--lengths: length 2 '-1' must be")):
+        args = list(argv)
+        i = args.index(bad[0])
+        args[i + 1] = bad[1]
+        assert main(args) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and needle in err

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from stragglers.cli.options import positive_int
+from stragglers.cli.options import non_negative_int, positive_float, positive_int
 from stragglers.errors import InputError
 from stragglers.inputs import read_text
 from stragglers.limits import check_limit
@@ -18,6 +18,7 @@ from stragglers.mitigate.costs import load_costs
 from stragglers.mitigate.events import read_events
 from stragglers.mitigate.microbatch import solve_microbatches
 from stragglers.mitigate.planner import Plan, plan_mitigation
+from stragglers.mitigate.seqlen import CostModel
 from stragglers.mitigate.topology import consolidate, reassign_link
 from stragglers.trace.io import read_meta
 
@@ -32,27 +33,30 @@ slowest group's time max m_i*t_i (then the spread max - min); it is provably opt
 _SEP = re.compile(r"[,\s]+")
 
 
-def parse_times(text: str) -> tuple[np.ndarray, str]:
-    """The per-group times of ``--times``: ``t1,t2,...`` or ``@FILE``; and their source."""
+def parse_times(text: str, what: str = "time", limit_name: str = "mitigate_groups"
+                ) -> tuple[np.ndarray, str]:
+    """The numbers of ``--times`` (or ``--lengths``): ``x1,x2,...`` or ``@FILE``; and their
+    source."""
+    option = f"--{what}s"
     if text.startswith("@"):
         path = text[1:]
-        body = read_text(path, "times file")
+        body = read_text(path, f"{what}s file")
         source = path
     else:
-        body, source = text, "--times"
+        body, source = text, option
     values: list[float] = []
     for lineno, line in enumerate(body.splitlines() or [""], start=1):
         tokens = [tok for tok in _SEP.split(line.strip()) if tok]
-        check_limit("mitigate_groups", len(values) + len(tokens), source)
+        check_limit(limit_name, len(values) + len(tokens), source)
         for tok in tokens:
-            where = f"{source}: line {lineno}" if source != "--times" else source
+            where = f"{source}: line {lineno}" if source != option else source
             try:
                 value = float(tok)
             except ValueError:
-                raise InputError(f"{where}: time {len(values) + 1} {tok[:40]!r} is not a "
+                raise InputError(f"{where}: {what} {len(values) + 1} {tok[:40]!r} is not a "
                                  "number") from None
             if not math.isfinite(value) or value <= 0:
-                raise InputError(f"{where}: time {len(values) + 1} {tok[:40]!r} must be a "
+                raise InputError(f"{where}: {what} {len(values) + 1} {tok[:40]!r} must be a "
                                  "finite number > 0")
             values.append(value)
     return np.asarray(values, dtype=np.float64), source
@@ -185,6 +189,61 @@ def _predict(args: argparse.Namespace) -> int:
     return 0
 
 
+def _fit_cost(args: argparse.Namespace) -> int:
+    from stragglers.mitigate.lengths import read_lengths
+    from stragglers.mitigate.seqlen import fit_from_trace
+    from stragglers.trace.io import read_trace
+
+    lengths = read_lengths(args.lengths)
+    fit = fit_from_trace(read_trace(args.trace), lengths, args.stage)
+    if args.json:
+        print(json.dumps(fit.to_dict()))
+        return 0
+    m = fit.model
+    print(f"micro-batch compute = {m.a:.6g} * sum L^2 + {m.b:.6g} * sum L + {m.c:.6g} s "
+          f"(R^2 {m.r2:.4f}, {fit.microbatches} micro-batches of stage {args.stage})")
+    if fit.trace_only or fit.lengths_only:
+        print(f"not matched: {fit.trace_only} micro-batches of the trace without lengths, "
+              f"{fit.lengths_only} lengths without a micro-batch in the trace")
+    return 0
+
+
+def _model(text: str) -> CostModel:
+    parts = text.split(",")
+    if len(parts) != 3:
+        raise InputError(f"--model: expected A,B,C (three numbers), got {text[:60]!r}")
+    vals = []
+    for name, tok in zip("abc", parts, strict=True):
+        try:
+            v = float(tok)
+        except ValueError:
+            raise InputError(f"--model: {name} {tok[:40]!r} is not a number") from None
+        if not math.isfinite(v) or v < 0:
+            raise InputError(f"--model: {name} must be a finite number >= 0, got {tok[:40]!r}")
+        vals.append(v)
+    if vals[0] == 0 and vals[1] == 0:
+        raise InputError("--model: a and b are both 0: every sequence would cost nothing")
+    return CostModel(vals[0], vals[1], vals[2])
+
+
+def _rebalance(args: argparse.Namespace) -> int:
+    from stragglers.mitigate.seqlen import in_order, rebalance
+
+    lengths, source = parse_times(args.lengths, what="length", limit_name="seqlen_sequences")
+    model = _model(args.model)
+    part = rebalance(lengths, model, args.dp, args.microbatches, args.max_tokens)
+    base = in_order(lengths, model, args.dp, args.microbatches)
+    if args.json:
+        print(json.dumps({"batches": [[m.tolist() for m in r] for r in part.batches],
+                          "rank_cost": part.rank_cost.tolist(), "makespan": part.makespan,
+                          "in_order_makespan": base.makespan}))
+        return 0
+    print(f"{lengths.size} sequences over {args.dp} DP ranks x {args.microbatches} "
+          f"micro-batches: slowest rank {part.makespan:.6g} s (in order: "
+          f"{base.makespan:.6g} s; mean {part.rank_cost.mean():.6g} s)")
+    return 0
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     m = subparsers.add_parser(
         "mitigate", help="what to do about stragglers: S2 assignment, plans",
@@ -243,3 +302,33 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     help="predict the consolidation of these ranks instead of S2")
     pr.add_argument("--json", action="store_true", help="print the prediction as JSON")
     pr.set_defaults(func=_predict)
+
+    fc = msub.add_parser(
+        "fit-cost", help="fit micro-batch compute = a*sum L^2 + b*sum L + c from a trace",
+        description="Least-squares fit of each micro-batch's forward + backward compute on "
+                    "one stage to the lengths of its sequences.")
+    fc.add_argument("trace", help="trace (parquet or JSON lines)")
+    fc.add_argument("--lengths", required=True, metavar="LENGTHS.jsonl",
+                    help='lines {"step", "dp_rank", "mb", "lengths": [L1, ...]}')
+    fc.add_argument("--stage", type=non_negative_int, default=0,
+                    help="pipeline stage whose computes are fitted (default %(default)s; the "
+                         "study used the second, away from the embedding and the loss)")
+    fc.add_argument("--json", action="store_true", help="print {a, b, c, r2, ...}")
+    fc.set_defaults(func=_fit_cost)
+
+    rb = msub.add_parser(
+        "rebalance", help="split a global batch's sequences evenly by modelled cost",
+        description="Greedy largest-first partitioning of sequences across DP ranks, then "
+                    "across each rank's micro-batches, by cost a*L^2 + b*L (+ c per "
+                    "micro-batch).")
+    rb.add_argument("--lengths", required=True, metavar="L1,L2,...|@FILE",
+                    help="sequence lengths of the global batch")
+    rb.add_argument("--model", required=True, metavar="A,B,C", help="the cost model")
+    rb.add_argument("--dp", required=True, type=positive_int, help="DP ranks")
+    rb.add_argument("--microbatches", required=True, type=positive_int,
+                    help="micro-batches per DP rank")
+    rb.add_argument("--max-tokens", type=positive_float, metavar="N",
+                    help="token budget of one micro-batch")
+    rb.add_argument("--json", action="store_true",
+                    help="print the batches (sequence indices per rank per micro-batch)")
+    rb.set_defaults(func=_rebalance)

@@ -27,10 +27,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from stragglers.errors import InputError
+from stragglers.mitigate.lengths import MicrobatchLengths
 from stragglers.trace import schema
 from stragglers.trace.io import TraceColumns
 
-__all__ = ["CostModel", "Partition", "fit_cost_model", "microbatch_compute", "rebalance"]
+__all__ = ["CostModel", "Fit", "Partition", "fit_cost_model", "fit_from_trace",
+           "microbatch_compute", "rebalance"]
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,40 @@ def fit_cost_model(sum_sq: np.ndarray, sum_len: np.ndarray, durations: np.ndarra
     ss_tot = float(np.sum((y - y.mean()) ** 2))
     r2 = 1.0 - float(resid @ resid) / ss_tot if ss_tot > 0 else 1.0
     return CostModel(float(coef[0]), float(coef[1]), float(coef[2]), r2)
+
+
+@dataclass(frozen=True)
+class Fit:
+    """A cost model fitted from a trace, and what could not be matched (counted, not used)."""
+
+    model: CostModel
+    microbatches: int  # fitted: in the trace and in the lengths
+    trace_only: int  # micro-batches of the trace without lengths
+    lengths_only: int  # lengths of micro-batches the trace (on that stage) does not have
+
+    def to_dict(self) -> dict[str, float | int]:
+        return {"a": self.model.a, "b": self.model.b, "c": self.model.c, "r2": self.model.r2,
+                "microbatches": self.microbatches, "trace_only": self.trace_only,
+                "lengths_only": self.lengths_only}
+
+
+def fit_from_trace(trace: TraceColumns, lengths: MicrobatchLengths, stage: int) -> Fit:
+    """Join the trace's micro-batch computes on ``stage`` with their lengths and fit."""
+    keys, durations = microbatch_compute(trace, stage)
+    both = np.concatenate([keys, lengths.keys])
+    _, inverse = np.unique(both, axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    in_trace, in_lengths = inverse[:keys.shape[0]], inverse[keys.shape[0]:]
+    t_sel = np.flatnonzero(np.isin(in_trace, in_lengths))
+    l_sel = np.flatnonzero(np.isin(in_lengths, in_trace))
+    t_sel = t_sel[np.argsort(in_trace[t_sel])]  # both sides unique: align by key id
+    l_sel = l_sel[np.argsort(in_lengths[l_sel])]
+    if t_sel.size == 0:
+        raise InputError(f"{trace.source}: no micro-batch of stage {stage} has lengths (keys "
+                         "are step, dp_rank and mb_id)")
+    model = fit_cost_model(lengths.sum_sq[l_sel], lengths.sum_len[l_sel], durations[t_sel])
+    return Fit(model, int(t_sel.size), int(keys.shape[0] - t_sel.size),
+               int(lengths.keys.shape[0] - l_sel.size))
 
 
 @dataclass(frozen=True)
