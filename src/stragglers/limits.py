@@ -63,7 +63,8 @@ LIMITS: dict[str, Limit] = {lim.name: lim for lim in (
     Limit("mitigate_groups", 1_048_576, "DP groups of a micro-batch assignment "
           "(`mitigate microbatch`)"),
     Limit("mitigate_events", 10_000_000, "events of one `mitigate plan` input"),
-    Limit("seqlen_sequences", 10_000_000, "sequence lengths of one `mitigate seqlen` input"),
+    Limit("seqlen_sequences", 10_000_000, "sequence lengths of one `mitigate fit-cost` or "
+          "`rebalance` input"),
     Limit("records_bytes", 64 * 2**20, "bytes of one batch of records posted to "
           "`stragglers serve`"),
 )}

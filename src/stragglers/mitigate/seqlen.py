@@ -135,29 +135,36 @@ class Partition:
         return float(self.rank_cost.max())
 
 
-def _lpt(cost: np.ndarray, bins: int, tokens: np.ndarray | None = None,
-         budget: float | None = None) -> np.ndarray:
-    """Bin of each item, largest cost first onto the least-loaded bin (with room)."""
+def _lpt(cost: np.ndarray, bins: int, group: np.ndarray | None = None, groups: int = 1,
+         tokens: np.ndarray | None = None, budget: float | None = None) -> np.ndarray:
+    """Bin of each item: largest cost first onto the least-loaded of the ``bins`` bins of
+    its group (``group[i]``, all in group 0 when None) that has room under ``budget``.
+
+    One pass over the items in descending cost for every group at once (each group's items
+    come in descending order, so this is the greedy rule run separately per group)."""
     order = np.argsort(-cost, kind="stable")
+    grp = np.zeros(cost.size, dtype=np.int64) if group is None else group
     out = np.empty(cost.size, dtype=np.int64)
     if budget is None or tokens is None:
-        heap = [(0.0, b) for b in range(bins)]
+        heaps = [[(0.0, b) for b in range(bins)] for _ in range(groups)]
         for i in order:
+            heap = heaps[grp[i]]
             load, b = heapq.heappop(heap)
             out[i] = b
             heapq.heappush(heap, (load + float(cost[i]), b))
         return out
-    loads = np.zeros(bins)
-    used = np.zeros(bins)
+    loads = np.zeros((groups, bins))
+    used = np.zeros((groups, bins))
     for i in order:
-        room = np.flatnonzero(used + tokens[i] <= budget)
+        g = grp[i]
+        room = np.flatnonzero(used[g] + tokens[i] <= budget)
         if room.size == 0:
             raise InputError(f"sequence {int(i)} ({int(tokens[i])} tokens) fits in no "
                              f"micro-batch under the budget of {budget:g} tokens")
-        b = int(room[np.argmin(loads[room])])
+        b = int(room[np.argmin(loads[g, room])])
         out[i] = b
-        loads[b] += cost[i]
-        used[b] += tokens[i]
+        loads[g, b] += cost[i]
+        used[g, b] += tokens[i]
     return out
 
 
@@ -192,10 +199,7 @@ def rebalance(lengths: np.ndarray | list[int], model: CostModel, dp: int, microb
     arr = _check(np.asarray(lengths), dp, microbatches)
     cost = model.sequence_cost(arr)
     rank_of = _lpt(cost, dp)
-    mb_of = np.empty(arr.size, dtype=np.int64)
-    for r in range(dp):  # one greedy pass per DP rank over its own sequences
-        idx = np.flatnonzero(rank_of == r)
-        mb_of[idx] = _lpt(cost[idx], microbatches, arr[idx], max_tokens)
+    mb_of = _lpt(cost, microbatches, rank_of, dp, arr, max_tokens)
     return _assemble(arr, model, rank_of, mb_of, dp, microbatches)
 
 
