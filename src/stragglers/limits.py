@@ -60,6 +60,11 @@ LIMITS: dict[str, Limit] = {lim.name: lim for lim in (
     Limit("eval_series", 40_000, "series of a detect-eval corpus (400 at --scale 1)"),
     Limit("upload_bytes", 2 * 2**30, "bytes of one session upload to `stragglers serve` "
           "(trace and metadata)"),
+    Limit("mitigate_groups", 1_048_576, "DP groups of a micro-batch assignment "
+          "(`mitigate microbatch`)"),
+    Limit("mitigate_events", 10_000_000, "events of one `mitigate plan` input"),
+    Limit("seqlen_sequences", 10_000_000, "sequence lengths of one `mitigate fit-cost` or "
+          "`rebalance` input"),
     Limit("records_bytes", 64 * 2**20, "bytes of one batch of records posted to "
           "`stragglers serve`"),
 )}

@@ -1,0 +1,338 @@
+"""The multi-level ski-rental planner of Falcon-Mitigate (Falcon §5.2, Algorithm 1).
+
+Rule. A fail-slow *episode* starts when a rank's ``onset`` arrives while no rank is slow and
+ends when the last slow rank recovers. Within it, the candidate strategies that can act on
+the episode's root cause are taken in the order of their overhead (S1 ignore, S2 micro-batch
+redistribution, S3 topology adjustment, S4 checkpoint-and-restart; :mod:`.costs`), and the
+next candidate is applied as soon as the *accumulated slowdown*
+
+    impact(n) = sum over iterations i = start..n of (t_slow(i) - t_healthy)
+
+reaches its overhead — the ski-rental break-even: rent (suffer the slowdown) until what was
+paid in rent equals the price of buying (the action's overhead). ``t_slow - t_healthy`` is
+the slowdown per iteration of the job: synchronous training runs at the pace of its slowest
+rank, so it is the largest ``level_s - healthy_s`` among the slow ranks. As in Algorithm 1
+the impact is counted from the episode's start and compared with each overhead in turn
+(S2 at 5 s, S3 at 60 s, S4 at 1,800 s of accumulated slowdown with the defaults), measured
+levels only: a live loop sees the effect of an action in the next events.
+
+Timing. Events carry the first iteration of the new regime (``iteration``) and the iteration
+at which the detector declared it (``declared_iteration``); the planner only knows an event
+from its declaration on. The break-even iteration ``n*`` (the first ``n`` with impact >=
+overhead, computed exactly per constant-slowdown segment) is where the strategy switches;
+when the detector declared the slowdown later than ``n*`` (the impact was already above the
+overhead when it became known), the switch happens at the declaration. Until a recovery is
+declared, the planner goes on as if the slowdown persisted.
+
+Root cause (``FindStrategies``): a ``suspects`` event that flags a group ``slow_transfer``
+makes the episode a communication fail-slow (S2 does not apply); otherwise computation. S2
+also needs a DP group with no slow rank (with every group slow there is nothing to move).
+
+A strategy whose expected gain is zero at its break-even (S2 when whole micro-batches
+cannot absorb a slight slowdown; a strategy configured with effectiveness 0) is skipped and
+said so: it would cost its overhead for nothing.
+
+Each switch is a :class:`Decision`: when, what, why now, and the expected gain per iteration
+(S2: from the exact micro-batch assignment for the slow ranks' factors, given in the
+details; S3, S4: the strategy's effectiveness times the current slowdown; S3 on a
+computation fail-slow carries the consolidation plan of :mod:`.topology` in its details).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from stragglers.errors import InputError
+from stragglers.mitigate.costs import COMMUNICATION, COMPUTE, Strategy
+from stragglers.mitigate.events import EventStream, LevelEvent, SuspectsEvent
+from stragglers.mitigate.microbatch import solve_microbatches
+from stragglers.mitigate.topology import consolidate
+from stragglers.trace.io import JobMeta
+
+__all__ = ["Decision", "Episode", "Plan", "plan_mitigation"]
+
+_EPS = 1e-9  # relative tolerance of the break-even test (sums of float slowdowns)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One step of the plan."""
+
+    iteration: int
+    strategy: str
+    action: str
+    why: str
+    root_cause: str
+    slow_ranks: tuple[int, ...]
+    slow_iterations: int
+    accumulated_slowdown_s: float
+    overhead_s: float
+    slowdown_s_per_iter: float
+    expected_gain_s_per_iter: float
+    expected_step_s: float
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"iteration": self.iteration, "strategy": self.strategy, "action": self.action,
+                "why": self.why, "root_cause": self.root_cause,
+                "slow_ranks": list(self.slow_ranks), "slow_iterations": self.slow_iterations,
+                "accumulated_slowdown_s": round(self.accumulated_slowdown_s, 6),
+                "overhead_s": self.overhead_s,
+                "slowdown_s_per_iter": round(self.slowdown_s_per_iter, 6),
+                "expected_gain_s_per_iter": round(self.expected_gain_s_per_iter, 6),
+                "expected_step_s": round(self.expected_step_s, 6), "details": self.details}
+
+
+@dataclass
+class Episode:
+    """One fail-slow episode: from the first onset to the last recovery (or the end)."""
+
+    start: int
+    end: int | None = None
+    root_cause: str = COMPUTE
+    ranks: set[int] = field(default_factory=set)
+    decisions: list[Decision] = field(default_factory=list)
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    impact_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"start": self.start, "end": self.end, "root_cause": self.root_cause,
+                "ranks": sorted(self.ranks), "accumulated_slowdown_s": round(self.impact_s, 6),
+                "decisions": [d.to_dict() for d in self.decisions], "skipped": self.skipped}
+
+
+@dataclass
+class Plan:
+    """The plan for a stream of events."""
+
+    episodes: list[Episode]
+    end_iteration: int
+    strategies: tuple[Strategy, ...]
+    ignored_events: dict[str, int]
+
+    @property
+    def decisions(self) -> list[Decision]:
+        return [d for ep in self.episodes for d in ep.decisions]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"decisions": [d.to_dict() for d in self.decisions],
+                "episodes": [ep.to_dict() for ep in self.episodes],
+                "end_iteration": self.end_iteration,
+                "strategies": [s.to_dict() for s in self.strategies],
+                "ignored_events": self.ignored_events}
+
+
+class _Planner:
+    def __init__(self, meta: JobMeta, strategies: tuple[Strategy, ...],
+                 microbatches: int, source: str) -> None:
+        self.meta = meta
+        self.candidates = sorted((s for s in strategies if s.enabled),
+                                 key=lambda s: s.overhead_s)
+        self.microbatches = microbatches
+        self.source = source
+        self.inner = meta.tp_size * meta.dsp_size  # ranks of one (dp, stage) worker
+        self.slow: dict[int, tuple[float, float]] = {}  # rank -> (level_s, healthy_s)
+        self.episodes: list[Episode] = []
+        self.ep: Episode | None = None
+        self.next_id = 0
+        # constant-slowdown segments of the episode: first iteration, slowdown per
+        # iteration, impact accumulated before the segment
+        self.seg_from: list[int] = []
+        self.seg_d: list[float] = []
+        self.seg_cum: list[float] = []
+        self.known = 0  # the planner knows the events declared up to here
+
+    # -- accounting ------------------------------------------------------------------------
+    def slowdown(self) -> float:
+        return max((lv - h for lv, h in self.slow.values()), default=0.0)
+
+    def impact(self, n: int) -> float:
+        """Accumulated slowdown over iterations start..n of the current episode."""
+        k = bisect.bisect_right(self.seg_from, n) - 1
+        if k < 0:
+            return 0.0
+        return self.seg_cum[k] + self.seg_d[k] * (n - self.seg_from[k] + 1)
+
+    def break_even(self, overhead: float) -> int | None:
+        """First iteration n >= start with impact(n) >= overhead (None: never, at this rate).
+
+        ``seg_cum[k]`` (the impact before segment k) never decreases, so the segment where
+        the impact crosses ``overhead`` is found by bisection, then the iteration in it by
+        one division: O(log segments) per call."""
+        assert self.ep is not None
+        if not self.seg_from:
+            return None
+        tol = _EPS * max(overhead, 1.0)
+        if overhead <= tol:
+            return max(self.seg_from[0], self.ep.start)
+        # last segment whose start has impact-before < overhead - tol
+        k = bisect.bisect_left(self.seg_cum, overhead - tol) - 1
+        while k < len(self.seg_from):
+            d = self.seg_d[k]
+            nxt = self.seg_from[k + 1] if k + 1 < len(self.seg_from) else None
+            if d > 0:
+                count = max(1, math.ceil((overhead - self.seg_cum[k]) / d - _EPS))
+                if nxt is None or self.seg_from[k] + count - 1 < nxt:
+                    return self.seg_from[k] + count - 1
+            if nxt is None:
+                return None
+            k += 1  # only when the crossing lands exactly on the next segment's start
+        return None
+
+    def set_slowdown(self, at: int) -> None:
+        d = self.slowdown()
+        if not self.seg_from:
+            self.seg_from, self.seg_d, self.seg_cum = [at], [d], [0.0]
+            return
+        at = max(at, self.seg_from[-1])
+        if self.seg_from[-1] == at:
+            self.seg_d[-1] = d
+            return
+        self.seg_cum.append(self.seg_cum[-1] + self.seg_d[-1] * (at - self.seg_from[-1]))
+        self.seg_from.append(at)
+        self.seg_d.append(d)
+
+    # -- strategies ------------------------------------------------------------------------
+    def dp_of(self, rank: int) -> int:
+        return (rank // self.inner) % self.meta.dp_size
+
+    def applicable(self, s: Strategy) -> str | None:
+        """None when ``s`` applies now, else why not."""
+        assert self.ep is not None
+        if self.ep.root_cause not in s.causes:
+            return f"does not act on a {self.ep.root_cause} fail-slow"
+        if s.action == "microbatch":
+            slow_groups = {self.dp_of(r) for r in self.slow}
+            if self.meta.dp_size < 2:
+                return "one DP group: no micro-batches to move"
+            if len(slow_groups) >= self.meta.dp_size:
+                return "every DP group has a slow rank: no room to move micro-batches"
+        return None
+
+    def expected(self, s: Strategy) -> tuple[float, dict[str, Any]]:
+        """Expected gain (s per iteration) of ``s`` now, and its details."""
+        d = self.slowdown()
+        if s.action == "topology" and self.ep is not None and self.ep.root_cause == COMPUTE:
+            plan = consolidate(self.meta, sorted(self.slow), source=self.source)
+            return s.effectiveness * d, {"consolidation": {
+                "note": plan.note, "moves": plan.moves,
+                "rank_permutation": plan.rank_permutation().tolist()}}
+        if s.action != "microbatch":
+            return s.effectiveness * d, {}
+        worst = max(self.slow.items(), key=lambda kv: kv[1][0] - kv[1][1])
+        healthy = worst[1][1]
+        factor = np.ones(self.meta.dp_size)
+        for r, (lv, h) in self.slow.items():
+            g = self.dp_of(r)
+            factor[g] = max(factor[g], lv / h)
+        total = self.microbatches * self.meta.dp_size
+        res = solve_microbatches(factor, total, source=f"{self.source}: slowdown factors "
+                                 "of the DP groups (level_s / healthy_s)")
+        after = healthy * (res.makespan / self.microbatches - 1.0)
+        details = {"assignment": res.assignment.tolist(), "microbatches": total,
+                   "group_factors": [round(float(f), 6) for f in factor],
+                   "predicted_slowdown_s_per_iter": round(max(after, 0.0), 6)}
+        return max(d - after, 0.0), details
+
+    def advance(self, upto: int) -> None:
+        """Apply every candidate whose break-even falls at or before iteration ``upto``."""
+        while self.ep is not None and self.next_id < len(self.candidates):
+            s = self.candidates[self.next_id]
+            why_not = self.applicable(s)
+            if why_not is not None:
+                self.ep.skipped.append({"strategy": s.name, "why": why_not})
+                self.next_id += 1
+                continue
+            n = self.break_even(s.overhead_s)
+            if n is None or max(n, self.known) > upto:
+                return
+            at = max(n, self.known)
+            acc = self.impact(at)
+            if at == n:
+                why = (f"accumulated slowdown {acc:.6g} s over {at - self.ep.start + 1} slow "
+                       f"iterations reached the overhead {s.overhead_s:g} s at iteration {n}")
+            else:
+                why = (f"the slowdown became known at iteration {at} (declared late); the "
+                       f"accumulated {acc:.6g} s had reached the overhead {s.overhead_s:g} s "
+                       f"at iteration {n}")
+            gain, details = self.expected(s)
+            if gain <= 0 and s.overhead_s > 0:
+                self.ep.skipped.append({"strategy": s.name, "why": (
+                    f"no expected gain at iteration {at} (it would cost {s.overhead_s:g} s "
+                    "for nothing; S2: whole micro-batches cannot absorb this slowdown)")})
+                self.next_id += 1
+                continue
+            d = self.slowdown()
+            healthy = max(self.slow.values(), key=lambda v: v[0] - v[1])[1]
+            self.ep.decisions.append(Decision(
+                iteration=at, strategy=s.name, action=s.action, why=why,
+                root_cause=self.ep.root_cause, slow_ranks=tuple(sorted(self.slow)),
+                slow_iterations=at - self.ep.start + 1, accumulated_slowdown_s=acc,
+                overhead_s=s.overhead_s, slowdown_s_per_iter=d,
+                expected_gain_s_per_iter=gain, expected_step_s=healthy + d - gain,
+                details=details))
+            self.next_id += 1
+
+    # -- events ----------------------------------------------------------------------------
+    def level(self, ev: LevelEvent) -> None:
+        if ev.rank >= self.meta.world_size:
+            raise InputError(f"{self.source}:{ev.line}: field 'rank': rank {ev.rank} is outside "
+                             f"the job's world_size {self.meta.world_size}")
+        self.advance(ev.declared_iteration - 1)
+        self.known = max(self.known, ev.declared_iteration)
+        slow_now = ev.kind in ("onset", "change") and ev.level_s > ev.healthy_s
+        if slow_now:
+            if self.ep is None:
+                self.ep = Episode(start=ev.iteration)
+                self.episodes.append(self.ep)
+                self.next_id = 0
+                self.seg_from, self.seg_d, self.seg_cum = [], [], []
+            self.slow[ev.rank] = (ev.level_s, ev.healthy_s)
+            self.ep.ranks.add(ev.rank)
+            self.set_slowdown(ev.iteration)
+        elif ev.rank in self.slow:
+            del self.slow[ev.rank]
+            assert self.ep is not None
+            self.set_slowdown(ev.iteration)
+            if not self.slow:
+                self.close(ev.iteration - 1)
+                return
+        self.advance(self.known)
+
+    def close(self, end: int) -> None:
+        assert self.ep is not None
+        self.ep.end = max(end, self.ep.start)
+        self.ep.impact_s = self.impact(self.ep.end)
+        self.ep = None
+
+    def suspects(self, ev: SuspectsEvent) -> None:
+        if self.ep is not None and "slow_transfer" in ev.verdicts:
+            self.ep.root_cause = COMMUNICATION
+
+
+def plan_mitigation(stream: EventStream, meta: JobMeta, strategies: tuple[Strategy, ...],
+                    microbatches: int = 8, source: str = "<events>") -> Plan:
+    """The plan for ``stream`` (see the module docstring). ``microbatches`` is the number of
+    micro-batches per DP group per step of the healthy job (for S2)."""
+    if microbatches < 1:
+        raise InputError(f"--microbatches: expected an integer >= 1, got {microbatches}")
+    planner = _Planner(meta, strategies, microbatches, source)
+    last = 0
+    for ev in stream.events:
+        if isinstance(ev, LevelEvent):
+            planner.level(ev)
+            last = max(last, ev.declared_iteration)
+        else:
+            planner.suspects(ev)
+    end = stream.end_iteration if stream.end_iteration is not None else last
+    end = max(end, last)
+    planner.advance(end)
+    if planner.ep is not None:
+        planner.close(end)
+    return Plan(episodes=planner.episodes, end_iteration=end, strategies=strategies,
+                ignored_events=dict(sorted(stream.ignored.items())))
