@@ -60,6 +60,9 @@ LIMITS: dict[str, Limit] = {lim.name: lim for lim in (
     Limit("eval_series", 40_000, "series of a detect-eval corpus (400 at --scale 1)"),
     Limit("upload_bytes", 2 * 2**30, "bytes of one session upload to `stragglers serve` "
           "(trace and metadata)"),
+    Limit("kineto_bytes", 16 * 2**30, "bytes of one uncompressed profiler trace (import kineto)"),
+    Limit("kineto_events", 100_000_000, "events of one profiler trace (import kineto)"),
+    Limit("kineto_files", 65_536, "rank files of one profiler trace folder (import kineto)"),
     Limit("records_bytes", 64 * 2**20, "bytes of one batch of records posted to "
           "`stragglers serve`"),
 )}
