@@ -271,7 +271,8 @@ def assemble(all_ops: list[RankOps], meta: JobMeta, source: str,
     seq[order] = np.arange(order.size) - first
     compute = np.isin(optype, [_OC[schema.FORWARD_COMPUTE], _OC[schema.BACKWARD_COMPUTE]])
     dp_coll = np.isin(optype, [_OC[t] for t in schema.DP_COLLECTIVES])
-    mb = np.where(compute, np.where(c["mb"] >= 0, c["mb"], seq), -1)
+    mb = np.where(compute, np.where(c["mb"] >= 0, c["mb"], seq),
+                  np.where(optype == _OC[schema.GC], 0, -1))
     mc = np.where(compute | dp_coll, 0, -1)
     gmc = np.where(compute, c["stage"], -1)
     report.ops = int(order.size)
