@@ -29,6 +29,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 
 from stragglers.errors import InputError
 from stragglers.kineto.layout import Position, megatron_position, position
@@ -292,10 +293,12 @@ def _align_clocks(c: dict[str, np.ndarray], start_s: np.ndarray, dur_s: np.ndarr
         return
     shared = np.isin(c["optype"], [_OC[t] for t in schema.DP_COLLECTIVES] + [_OC[schema.CLIP]])
     end = start_s + dur_s
-    # the k-th shared collective of a type in a step, by start time, on each worker
+    # the k-th shared collective of a type in a step, by start time, on each worker; a DP
+    # collective is shared within its stage, the clip all-reduce by every stage
     idx = np.flatnonzero(shared)
     if not idx.size:
         return
+    stage = np.where(c["optype"] == _OC[schema.CLIP], -1, c["stage"])
     order = idx[np.lexsort((start_s[idx], c["optype"][idx], c["step"][idx], c["stage"][idx],
                             c["dp"][idx]))]
     w = c["dp"][order] * 100_000 + c["stage"][order]
@@ -303,15 +306,13 @@ def _align_clocks(c: dict[str, np.ndarray], start_s: np.ndarray, dur_s: np.ndarr
     new = np.r_[True, (grp[:, 1:] != grp[:, :-1]).any(axis=0)]
     first = np.maximum.accumulate(np.where(new, np.arange(order.size), 0))
     k = np.arange(order.size) - first
-    ident = (c["step"][order], c["optype"][order], k)
-    import pandas as pd
-
-    df = pd.DataFrame({"step": ident[0], "op": ident[1], "k": ident[2],
-                       "host": c["host"][order], "end": end[order]})
-    ref = df[df.host == 0].groupby(["step", "op", "k"])["end"].median()
+    df = pd.DataFrame({"step": c["step"][order], "op": c["optype"][order], "k": k,
+                       "stage": stage[order], "host": c["host"][order], "end": end[order]})
+    keys = ["step", "op", "k", "stage"]
+    ref = df[df.host == 0].groupby(keys)["end"].median()
     shifts: dict[int, float] = {}
     for h in range(1, len(hosts)):
-        mine = df[df.host == h].groupby(["step", "op", "k"])["end"].median()
+        mine = df[df.host == h].groupby(keys)["end"].median()
         both = mine.index.intersection(ref.index)
         if len(both):
             shifts[h] = float(np.median(mine[both].to_numpy() - ref[both].to_numpy()))

@@ -404,13 +404,14 @@ def read_rank_file(path: str | Path, patterns: Patterns,
                         check_limit("kineto_events", reader.n, str(p))
     except OSError as exc:
         raise InputError(f"{p}: cannot read the trace file ({exc.strerror or exc})") from None
-    except ijson.common.IncompleteJSONError as exc:
-        at = f", byte {counting.total:,}" if counting else ""
-        raise InputError(f"{p}: not a complete JSON file (after traceEvents[{reader.n}]{at}: "
-                         f"{str(exc).strip()[:120]})") from None
     except ijson.JSONError as exc:
-        raise InputError(f"{p}: not valid JSON near traceEvents[{reader.n}] "
-                         f"({str(exc).strip()[:120]})") from None
+        why = _json_error(exc)
+        at = f", byte {counting.total:,} of the uncompressed data" if counting else ""
+        if "premature EOF" in why:
+            raise InputError(f"{p}: not a complete JSON file: it ends inside traceEvents"
+                             f"[{reader.n}]{at} (truncated?)") from None
+        raise InputError(f"{p}: not valid JSON near traceEvents[{reader.n}]{at} ({why})"
+                         ) from None
     except UnicodeDecodeError as exc:
         raise InputError(f"{p}: bytes that are not UTF-8 near traceEvents[{reader.n}] "
                          f"({exc.reason})") from None
@@ -436,6 +437,13 @@ def read_rank_file(path: str | Path, patterns: Patterns,
         k_idx=k.np("idx"), groups=groups, ignored=reader.ignored,
         names_unmatched=reader.unmatched, skipped=skipped,
     )
+
+
+def _json_error(exc: BaseException) -> str:
+    """The first line of a parser error (yajl gives bytes)."""
+    arg = exc.args[0] if exc.args else exc
+    text = arg.decode("utf-8", "replace") if isinstance(arg, bytes) else str(arg)
+    return " ".join(text.strip().splitlines()[0].split())[:120] if text.strip() else "?"
 
 
 def _rank_of(info: Any, p: Path) -> tuple[int, int | None]:
