@@ -198,9 +198,9 @@ def test_missing_step_on_one_rank_is_named(tmp_path: Path,
 
 @pytest.mark.parametrize("damage,expect", [
     (lambda b: gzip.compress(b)[:-200], "damaged or truncated gzip"),
-    (lambda b: b[: len(b) // 2], "not a complete JSON file: it ends inside traceEvents["),
+    (lambda b: b[: len(b) // 2], "ends inside the traceEvents array (truncated?)"),
     (lambda b: b.replace(b'"traceEvents": [', b'"traceEvents": 5, "x": [', 1),
-     "field 'traceEvents' missing or empty"),
+     "field 'traceEvents' missing"),
     (lambda b: b"\xff\xfe" + b, "not valid JSON near traceEvents[0]"),
 ], ids=["gzip", "truncated", "no-events", "not-json"])
 def test_damaged_files_end_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture,

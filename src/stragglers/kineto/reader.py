@@ -1,8 +1,9 @@
 """Stream one rank's profiler trace (Chrome-trace JSON, gzipped or not) into compact columns.
 
-The file is never loaded whole: it is decompressed and parsed incrementally (``ijson``'s C
-parser), one chunk at a time, and only the events the importer uses are kept, as typed
-arrays (8 bytes per number). What is kept:
+The file is never loaded whole: it is decompressed and scanned in chunks
+(:mod:`stragglers.kineto.jsonstream`: events of unused categories are counted from the bytes,
+the others parsed by ``orjson``; the header keys before the events by ``ijson``), and only
+what the importer uses is kept, as typed arrays (8 bytes per number). What is kept:
 
 * ``ProfilerStep#N`` ranges (the steps);
 * annotations whose name matches a schema pattern (:mod:`stragglers.kineto.patterns`);
@@ -30,12 +31,13 @@ from array import array
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 import ijson
 import numpy as np
 
 from stragglers.errors import InputError
+from stragglers.kineto.jsonstream import EventSyntaxError, iter_event_batches
 from stragglers.kineto.patterns import (
     COMM_ANNOTATION_RE,
     MB_RE,
@@ -205,6 +207,12 @@ class _Reader:
         self.rt = _Cols({"corr": "q", "ts": "d", "tid": "q"})
         self.k = _Cols({"corr": "q", "ts": "d", "end": "d", "kind": "b", "group": "q",
                         "peer": "q", "idx": "q"})
+        # bound appends of the hot columns (runtime launches and kernels)
+        self.rt_corr, self.rt_ts, self.rt_tid = (self.rt.cols[k].append
+                                                 for k in ("corr", "ts", "tid"))
+        (self.k_corr, self.k_ts, self.k_end, self.k_kind, self.k_group, self.k_peer,
+         self.k_idx) = (self.k.cols[k].append for k in
+                        ("corr", "ts", "end", "kind", "group", "peer", "idx"))
         self.groups: dict[Group, int] = {}
         self.ignored: Counter[str] = Counter()
         self.unmatched: Counter[str] = Counter()
@@ -251,53 +259,72 @@ class _Reader:
             self._name_cache[name] = out
         return out
 
+    def where(self, i: int) -> str:
+        return f"{self.path}: traceEvents[{i}]"
+
     def event(self, ev: Any, i: int) -> None:
-        where = f"{self.path}: traceEvents[{i}]"
-        if not isinstance(ev, dict):
-            raise InputError(f"{where}: each event must be a JSON object, got "
+        """Keep what the importer uses of one event (the hot loop: cheap checks first)."""
+        args: Any
+        tid: Any
+        ts: Any
+        if type(ev) is not dict:
+            raise InputError(f"{self.where(i)}: each event must be a JSON object, got "
                              f"{type(ev).__name__}")
         ph = ev.get("ph")
-        cat = ev.get("cat")
-        if ph == "M":
-            if ev.get("name") == "thread_name":
-                args = ev.get("args") or {}
-                tid = ev.get("tid")
-                if isinstance(tid, int) and isinstance(args, dict):
-                    self.threads[tid] = str(args.get("name", ""))
-            self.ignored["metadata"] += 1
-            return
         if ph != "X":
-            self.ignored[f"ph {ph}"] += 1
+            if ph == "M" and ev.get("name") == "thread_name":
+                args = ev.get("args")
+                tid = ev.get("tid")
+                if type(tid) is int and type(args) is dict:
+                    self.threads[tid] = str(args.get("name", ""))
+            self.ignored["metadata" if ph == "M" else f"ph {ph}"] += 1
             return
-        name = ev.get("name")
-        if not isinstance(name, str):
-            raise InputError(f"{where}: field 'name' must be a string, got {name!r:.60}")
+        cat = ev.get("cat")
+        if cat == "cuda_runtime" or cat == "cuda_driver":
+            args = ev.get("args")
+            corr: Any = args.get("correlation") if type(args) is dict else None
+            if corr is None:
+                self.ignored[cat] += 1
+                return
+            ts = ev.get("ts")
+            tid = ev.get("tid")
+            if type(corr) is not int or type(tid) is not int or not _finite(ts):
+                self._bad(ev, i, ("args.correlation", corr, int), ("tid", tid, int),
+                          ("ts", ts, float))
+            self.rt_corr(corr)
+            self.rt_ts(ts)
+            self.rt_tid(tid)
+            return
+        name: Any = ev.get("name")
         if cat == "kernel":
             args = ev.get("args")
-            if not isinstance(args, dict):
-                raise InputError(f"{where}: field 'args' of a kernel must be an object")
-            ts = _num(ev, "ts", where)
-            end = ts + _num(ev, "dur", where)
-            corr = _int(args.get("correlation", -1), where, "args.correlation")
-            m = NCCL_KERNEL_RE.match(name)
-            if m:
-                coll = args.get("Collective name")
-                kind = comm_kind(coll if isinstance(coll, str) else m.group(1))
-                self.k.add(corr=corr, ts=ts, end=end, kind=kind,
-                           group=self.group_id(args, where), peer=self.peer(args, kind, where),
-                           idx=i)
-            else:
-                self.k.add(corr=corr, ts=ts, end=end, kind=-1, group=-1, peer=-1, idx=i)
+            ts, dur = ev.get("ts"), ev.get("dur")
+            corr = args.get("correlation", -1) if type(args) is dict else None
+            if type(corr) is not int or not _finite(ts) or not _finite(dur) \
+                    or type(name) is not str:
+                self._bad(ev, i, ("args", args, dict), ("args.correlation", corr, int),
+                          ("ts", ts, float), ("dur", dur, float), ("name", name, str))
+            self.k_corr(corr)
+            self.k_ts(ts)
+            self.k_end(ts + dur)
+            self.k_idx(i)
+            m = NCCL_KERNEL_RE.match(name) if name.startswith("nccl") else None
+            if m is None:
+                self.k_kind(-1)
+                self.k_group(-1)
+                self.k_peer(-1)
+                return
+            coll = args.get("Collective name")
+            kind = comm_kind(coll if isinstance(coll, str) else m.group(1))
+            self.k_kind(kind)
+            self.k_group(self.group_id(args, self.where(i)))
+            self.k_peer(self.peer(args, kind, self.where(i)))
             return
-        if cat in ("cuda_runtime", "cuda_driver"):
-            args = ev.get("args")
-            if isinstance(args, dict) and "correlation" in args:
-                self.rt.add(corr=_int(args["correlation"], where, "args.correlation"),
-                            ts=_num(ev, "ts", where), tid=_int(ev.get("tid"), where, "tid"))
-            else:
-                self.ignored[cat] += 1
-            return
-        if cat == "cpu_op" and name == "record_param_comms":
+        if cat == "cpu_op":
+            if name != "record_param_comms":
+                self.ignored["cpu_op"] += 1
+                return
+            where = self.where(i)
             args = ev.get("args")
             args = args if isinstance(args, dict) else {}
             coll = args.get("Collective name")
@@ -309,10 +336,13 @@ class _Reader:
                         idx=i, rpc=1)
             return
         if cat == "user_annotation":
+            if type(name) is not str:
+                self._bad(ev, i, ("name", name, str))
             code, extra = self.classify_annotation(name)
             if code == -1:
                 self.unmatched[name] += 1
                 return
+            where = self.where(i)
             ts = _num(ev, "ts", where)
             end = ts + _num(ev, "dur", where)
             tid = _int(ev.get("tid"), where, "tid")
@@ -324,6 +354,23 @@ class _Reader:
                 self.ann.add(type=code, mb=extra, ts=ts, end=end, tid=tid, idx=i)
             return
         self.ignored[str(cat)] += 1
+
+    def _bad(self, ev: dict[str, Any], i: int, *checks: tuple[str, Any, type]) -> NoReturn:
+        """Raise for the first field of ``checks`` that has the wrong type."""
+        words = {int: "an integer", float: "a number", str: "a string", dict: "an object"}
+        for field_name, value, kind in checks:
+            ok = (_finite(value) if kind is float else
+                  type(value) is kind if kind is not int else
+                  isinstance(value, int) and not isinstance(value, bool))
+            if not ok:
+                raise InputError(f"{self.where(i)}: field '{field_name}' must be "
+                                 f"{words[kind]}, got {value!r:.60}")
+        raise AssertionError("_bad called without a bad field")  # pragma: no cover
+
+
+def _finite(v: Any) -> bool:
+    t = type(v)
+    return (t is float and math.isfinite(v)) or t is int
 
 
 class _CountingReader:
@@ -397,11 +444,13 @@ def read_rank_file(path: str | Path, patterns: Patterns,
         else:
             with _open(p) as fh:
                 counting = _CountingReader(fh, p)
-                for ev in ijson.items(counting, "traceEvents.item", use_float=True):
-                    reader.event(ev, reader.n)
-                    reader.n += 1
-                    if reader.n > max_events:
-                        check_limit("kineto_events", reader.n, str(p))
+                for batch in iter_event_batches(counting):
+                    if reader.n + batch.count > max_events:
+                        check_limit("kineto_events", reader.n + batch.count, str(p))
+                    for ev, i in zip(batch.events, batch.index.tolist(), strict=True):
+                        reader.event(ev, i)
+                    reader.ignored.update(batch.skipped)
+                    reader.n += batch.count
     except OSError as exc:
         raise InputError(f"{p}: cannot read the trace file ({exc.strerror or exc})") from None
     except ijson.JSONError as exc:
@@ -412,6 +461,11 @@ def read_rank_file(path: str | Path, patterns: Patterns,
                              f"[{reader.n}]{at} (truncated?)") from None
         raise InputError(f"{p}: not valid JSON near traceEvents[{reader.n}]{at} ({why})"
                          ) from None
+    except EventSyntaxError as exc:
+        at = f", byte {counting.total:,} of the uncompressed data" if counting else ""
+        if exc.index < 0:
+            raise InputError(f"{p}: {exc}") from None
+        raise InputError(f"{p}: traceEvents[{exc.index}]{at}: {exc}") from None
     except UnicodeDecodeError as exc:
         raise InputError(f"{p}: bytes that are not UTF-8 near traceEvents[{reader.n}] "
                          f"({exc.reason})") from None
