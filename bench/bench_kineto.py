@@ -5,7 +5,9 @@ per kernel a ``cpu_op``, a ``cudaLaunchKernel``, the kernel and its two flow eve
 compute op 24 kernels inside a ``record_function`` range; communication through
 ``record_param_comms`` and NCCL kernels) of about SIZE MB of JSON in all, then times the
 import in a fresh process (``--jobs 2``) and samples the resident memory of its whole process
-tree (parent and parse workers) every 20 ms. Median of ``--reps`` runs.
+tree (parent and parse workers; proportional set size, so pages the forked workers share
+are counted once) every 20 ms, and the CPU time of the tree. Median of ``--reps`` runs; the
+load average at the end of each size is printed (the machine is shared).
 
     python bench/bench_kineto.py --sizes 256,1024 --reps 3     # table for the README
     python bench/bench_kineto.py --sizes 64 --gzip              # gzipped rank files
@@ -17,6 +19,7 @@ import argparse
 import gzip
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -42,22 +45,23 @@ def _children(pid: int) -> list[int]:
     return out
 
 
-def _rss_kib(pid: int) -> int:
+def _pss_kib(pid: int) -> int:
+    """Proportional set size: pages shared by the forked workers are counted once."""
     try:
-        with open(f"/proc/{pid}/status") as fh:
+        with open(f"/proc/{pid}/smaps_rollup") as fh:
             for line in fh:
-                if line.startswith("VmRSS:"):
+                if line.startswith("Pss:"):
                     return int(line.split()[1])
     except OSError:
         pass
     return 0
 
 
-def tree_rss_kib(pid: int) -> int:
+def tree_pss_kib(pid: int) -> int:
     total, todo = 0, [pid]
     while todo:
         p = todo.pop()
-        total += _rss_kib(p)
+        total += _pss_kib(p)
         todo += _children(p)
     return total
 
@@ -169,21 +173,24 @@ def json_bytes(ranks: Path) -> int:
     return total
 
 
-def run_import(ranks: Path, meta: Path, out: Path, jobs: int) -> tuple[float, float]:
+def run_import(ranks: Path, meta: Path, out: Path, jobs: int) -> tuple[float, float, float]:
     shutil.rmtree(out, ignore_errors=True)
     cmd = [sys.executable, "-c", "import sys; from stragglers.cli import main; sys.exit(main())",
            "import", "kineto", str(ranks), "--meta",
            str(meta), "--out", str(out), "--jobs", str(jobs)]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     peak = 0
     while proc.poll() is None:
-        peak = max(peak, tree_rss_kib(proc.pid))
+        peak = max(peak, tree_pss_kib(proc.pid))
         time.sleep(0.02)
     dt = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if proc.returncode != 0:
         raise SystemExit(proc.stderr.read().decode() if proc.stderr else "import failed")
-    return dt, peak / 1024
+    return dt, peak / 1024, cpu
 
 
 def main() -> None:
@@ -193,8 +200,9 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--gzip", action="store_true", help="gzipped rank files")
     args = ap.parse_args()
-    print("| JSON MB | files | import s | MB/s | peak MiB (all processes) | peak / JSON size |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| JSON MB | files | wall s | MB/s (wall) | CPU s | MB per CPU-s | peak MiB (PSS, all "
+          "processes) | peak / JSON size | load avg |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for size in [float(s) for s in args.sizes.split(",")]:
         with tempfile.TemporaryDirectory(prefix="bench-kineto-") as tmp:
             folder = Path(tmp)
@@ -204,9 +212,11 @@ def main() -> None:
             runs = [run_import(ranks, meta, folder / "out", args.jobs) for _ in range(args.reps)]
             t = statistics.median(r[0] for r in runs)
             peak = statistics.median(r[1] for r in runs)
+            cpu = statistics.median(r[2] for r in runs)
             kind = " gz" if args.gzip else ""
             print(f"| {mb:,.0f}{kind} | {len(list(ranks.iterdir()))} | {t:.1f} | {mb / t:.0f} | "
-                  f"{peak:,.0f} | {peak * 1.048576 / mb:.2f} |", flush=True)
+                  f"{cpu:.1f} | {mb / cpu:.0f} | {peak:,.0f} | {peak * 1.048576 / mb:.2f} | "
+                  f"{os.getloadavg()[0]:.1f} |", flush=True)
 
 
 if __name__ == "__main__":

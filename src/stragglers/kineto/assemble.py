@@ -128,43 +128,51 @@ class _Layout:
         return "other"
 
 
+_CLASSES = ("unknown", "dp", "world", "embedding", "tp", "pp", "other")
+
+
 def _resolve_comm(ops: RankOps, lay: _Layout, counts: Counter[str]) -> np.ndarray:
-    """Schema type codes of the rank's communication ops (-1: not mapped)."""
+    """Schema type codes of the rank's communication ops (-1: not mapped), vectorised."""
     optype = ops.optype.copy()
     todo = np.flatnonzero(optype == UNRESOLVED)
     if not todo.size:
         return optype
-    classes = [lay.group_class(g) for g in ops.groups]
-    none_class = lay.group_class(None)
+    group_cls = np.array([_CLASSES.index(lay.group_class(g)) for g in ops.groups] +
+                         [_CLASSES.index(lay.group_class(None))], dtype=np.int64)
+    g = ops.group[todo]
+    cls = group_cls[np.where(g >= 0, g, len(ops.groups))]
+    kind = ops.comm[todo].astype(np.int64)
+    peer = ops.peer[todo]
     own_stage = lay.stage[ops.rank]
-    for i in todo:  # communication ops: a few per step
-        kind = int(ops.comm[i])
-        g = int(ops.group[i])
-        cls = classes[g] if g >= 0 else none_class
-        name = COMM_KINDS[kind]
-        code = -1
-        if kind in (COMM_CODE["send"], COMM_CODE["recv"], COMM_CODE["sendrecv"]):
-            peer = int(ops.peer[i])
-            if 0 <= peer < lay.stage.size and kind != COMM_CODE["sendrecv"]:
-                later = lay.stage[peer] > own_stage
-                if kind == COMM_CODE["send"]:
-                    code = _OC[schema.FORWARD_SEND if later else schema.BACKWARD_SEND]
-                else:
-                    code = _OC[schema.BACKWARD_RECV if later else schema.FORWARD_RECV]
-            else:
-                counts[f"{name} calls without a peer rank"] += 1
-                continue
-        elif cls == "dp" and kind == COMM_CODE["allgather"]:
-            code = _OC[schema.PARAMS_ALL_GATHER]
-        elif cls == "dp" and kind in (COMM_CODE["reducescatter"], COMM_CODE["allreduce"]):
-            code = _OC[schema.GRADS_REDUCE_SCATTER]
-        elif cls == "world" and kind == COMM_CODE["allreduce"]:
-            code = _OC[schema.CLIP]
-        elif cls == "embedding" and kind == COMM_CODE["allreduce"]:
-            code = _OC[schema.EMBEDDING_ALL_REDUCE]
-        if code < 0:
-            counts[f"{name} calls in group class {cls!r} (not a schema op)"] += 1
-        optype[i] = code
+    has_peer = (peer >= 0) & (peer < lay.stage.size)
+    later = np.where(has_peer, lay.stage[np.clip(peer, 0, lay.stage.size - 1)] > own_stage,
+                     False)
+    send, recv = kind == COMM_CODE["send"], kind == COMM_CODE["recv"]
+    p2p = send | recv | (kind == COMM_CODE["sendrecv"])
+    dp, world, emb = cls == 1, cls == 2, cls == 3
+    allreduce = kind == COMM_CODE["allreduce"]
+    conds = [send & has_peer & later, send & has_peer & ~later,
+             recv & has_peer & later, recv & has_peer & ~later,
+             ~p2p & dp & (kind == COMM_CODE["allgather"]),
+             ~p2p & dp & ((kind == COMM_CODE["reducescatter"]) | allreduce),
+             ~p2p & world & allreduce, ~p2p & emb & allreduce]
+    codes = [_OC[t] for t in (schema.FORWARD_SEND, schema.BACKWARD_SEND, schema.BACKWARD_RECV,
+                              schema.FORWARD_RECV, schema.PARAMS_ALL_GATHER,
+                              schema.GRADS_REDUCE_SCATTER, schema.CLIP,
+                              schema.EMBEDDING_ALL_REDUCE)]
+    code = np.select(conds, codes, default=-1)
+    optype[todo] = code
+    miss = code < 0
+    no_peer = miss & p2p
+    for k in np.unique(kind[no_peer]).tolist():
+        what = ("sendrecv calls (batched P2P: direction unknown)" if k == COMM_CODE["sendrecv"]
+                else f"{COMM_KINDS[k]} calls without a peer rank")
+        counts[what] += int((kind[no_peer] == k).sum())
+    other = miss & ~p2p
+    pairs, n = np.unique(np.stack([kind[other], cls[other]]), axis=1, return_counts=True)
+    for (k, c), count in zip(pairs.T.tolist(), n.tolist(), strict=True):
+        counts[f"{COMM_KINDS[k]} calls in group class {_CLASSES[c]!r} (not a schema op)"] \
+            += count
     return optype
 
 
