@@ -54,26 +54,27 @@ COMM = {
 }
 
 
-def rank_of(dp: int, stage: int, meta: JobMeta) -> int:
-    return dp + meta.dp_size * stage
+def rank_of(dp: int, stage: int, meta: JobMeta, tp: int = 0) -> int:
+    """Megatron's order: tensor-parallel index fastest, then DP rank, then stage."""
+    return tp + meta.tp_size * (dp + meta.dp_size * stage)
 
 
-def _group(optype: str, dp: int, stage: int, meta: JobMeta) -> list[int]:
+def _group(optype: str, dp: int, stage: int, meta: JobMeta, tp: int) -> list[int]:
     if optype in (schema.PARAMS_ALL_GATHER, schema.GRADS_REDUCE_SCATTER):
-        return [rank_of(d, stage, meta) for d in range(meta.dp_size)]
+        return [rank_of(d, stage, meta, tp) for d in range(meta.dp_size)]
     if optype == schema.CLIP:
         return list(range(meta.world_size))
     if optype == schema.EMBEDDING_ALL_REDUCE:
-        return [rank_of(dp, 0, meta), rank_of(dp, meta.pp_size - 1, meta)]
+        return [rank_of(dp, 0, meta, tp), rank_of(dp, meta.pp_size - 1, meta, tp)]
     return []
 
 
-def _peer(optype: str, dp: int, stage: int, meta: JobMeta) -> int:
+def _peer(optype: str, dp: int, stage: int, meta: JobMeta, tp: int) -> int:
     later = optype in (schema.FORWARD_SEND, schema.BACKWARD_RECV)
-    return rank_of(dp, stage + (1 if later else -1), meta)
+    return rank_of(dp, stage + (1 if later else -1), meta, tp)
 
 
-def rank_events(trace: TraceColumns, meta: JobMeta, dp: int, stage: int, *,
+def rank_events(trace: TraceColumns, meta: JobMeta, dp: int, stage: int, *, tp: int = 0,
                 new_names: bool = False, annotate_compute: bool = True,
                 annotate_comm: bool = False, truncated_step: bool = True) -> list[dict[str, Any]]:
     """The trace events of worker (dp, stage)."""
@@ -133,13 +134,14 @@ def rank_events(trace: TraceColumns, meta: JobMeta, dp: int, stage: int, *,
                                    "args": {"correlation": corr, "stream": STREAM}})
                 continue
             args: dict[str, Any] = {"Collective name": comm}
-            group = _group(optype, dp, stage, meta)
+            group = _group(optype, dp, stage, meta, tp)
             if group:
                 args |= {"Process Group Ranks": str(group), "Group size": len(group)}
             else:
-                peer = _peer(optype, dp, stage, meta)
+                peer = _peer(optype, dp, stage, meta, tp)
                 args |= {"Dst Rank" if comm == "send" else "Src Rank": peer,
-                         "Process Group Ranks": str(sorted([rank_of(dp, stage, meta), peer])),
+                         "Process Group Ranks": str(sorted([rank_of(dp, stage, meta, tp),
+                                                            peer])),
                          "Group size": 2}
             corr += 1
             events.append({"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1,
@@ -163,38 +165,39 @@ def write_profiler_job(trace: TraceColumns, meta: JobMeta, folder: Path, *,
                        gzip_ranks: tuple[int, ...] = (), pg_config: bool = False,
                        skip_ranks: tuple[int, ...] = (), host_offsets: dict[int, float] | None
                        = None, **kwargs: Any) -> Path:
-    """One file per rank (``rank-N.json``, ``.json.gz`` for ``gzip_ranks``)."""
+    """One file per rank (``rank-N.json``, ``.json.gz`` for ``gzip_ranks``); with
+    ``meta.tp_size > 1`` every tensor-parallel rank of a worker records the worker's ops."""
     folder.mkdir(parents=True, exist_ok=True)
-    for stage in range(meta.pp_size):
-        for dp in range(meta.dp_size):
-            rank = rank_of(dp, stage, meta)
-            if rank in skip_ranks:
-                continue
-            events = rank_events(trace, meta, dp, stage, **kwargs)
-            shift = (host_offsets or {}).get(rank, 0.0) * 1e6
-            if shift:
-                for ev in events:
-                    if "ts" in ev:
-                        ev["ts"] += shift
-            info: dict[str, Any] = {"backend": "nccl", "rank": rank,
-                                    "world_size": meta.world_size}
-            if pg_config:
-                info["pg_config"] = [
-                    {"pg_name": "1", "pg_desc": "DATA_PARALLEL_GROUP",
-                     "ranks": [rank_of(d, stage, meta) for d in range(meta.dp_size)]},
-                    {"pg_name": "2", "pg_desc": "PIPELINE_MODEL_PARALLEL_GROUP",
-                     "ranks": [rank_of(dp, s, meta) for s in range(meta.pp_size)]},
-                ]
-            doc: dict[str, Any] = {"schemaVersion": 1, "distributedInfo": info}
-            if host_offsets is not None:
-                doc["host_name"] = f"host{int(rank in host_offsets)}"
-            doc["traceEvents"] = events
-            doc["traceName"] = f"rank-{rank}"
-            data = json.dumps(doc).encode()
-            if rank in gzip_ranks:
-                (folder / f"rank-{rank}.json.gz").write_bytes(gzip.compress(data))
-            else:
-                (folder / f"rank-{rank}.json").write_bytes(data)
+    for stage, dp, tp in ((s, d, t) for s in range(meta.pp_size) for d in range(meta.dp_size)
+                          for t in range(meta.tp_size)):
+        rank = rank_of(dp, stage, meta, tp)
+        if rank in skip_ranks:
+            continue
+        events = rank_events(trace, meta, dp, stage, tp=tp, **kwargs)
+        shift = (host_offsets or {}).get(rank, 0.0) * 1e6
+        if shift:
+            for ev in events:
+                if "ts" in ev:
+                    ev["ts"] += shift
+        info: dict[str, Any] = {"backend": "nccl", "rank": rank,
+                                "world_size": meta.world_size}
+        if pg_config:
+            info["pg_config"] = [
+                {"pg_name": "1", "pg_desc": "DATA_PARALLEL_GROUP",
+                 "ranks": [rank_of(d, stage, meta, tp) for d in range(meta.dp_size)]},
+                {"pg_name": "2", "pg_desc": "PIPELINE_MODEL_PARALLEL_GROUP",
+                 "ranks": [rank_of(dp, s, meta, tp) for s in range(meta.pp_size)]},
+            ]
+        doc: dict[str, Any] = {"schemaVersion": 1, "distributedInfo": info}
+        if host_offsets is not None:
+            doc["host_name"] = f"host{int(rank in host_offsets)}"
+        doc["traceEvents"] = events
+        doc["traceName"] = f"rank-{rank}"
+        data = json.dumps(doc).encode()
+        if rank in gzip_ranks:
+            (folder / f"rank-{rank}.json.gz").write_bytes(gzip.compress(data))
+        else:
+            (folder / f"rank-{rank}.json").write_bytes(data)
     return folder
 
 

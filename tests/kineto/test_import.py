@@ -267,3 +267,16 @@ def test_vpp_is_refused(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="vpp_size > 1"):
         import_kineto(folder, JobMeta(dp_size=2, pp_size=2, vpp_size=2, world_size=4))
     _ = write_trace  # the public writer is what the command uses
+
+
+def test_tensor_parallel_ranks_collapse_into_their_worker(tmp_path: Path) -> None:
+    trace, meta1 = job()
+    meta = JobMeta(dp_size=2, pp_size=2, tp_size=2, world_size=8)
+    folder = write_profiler_job(trace, meta, tmp_path / "prof", pg_config=True)
+    got, report = import_kineto(folder, meta)
+    assert report.ranks_used == [0, 2, 4, 6]  # TP index 0 of each worker
+    assert report.ranks_collapsed == [1, 3, 5, 7]
+    want = trace.take(np.arange(len(trace)))
+    want.rank = (2 * (trace.dp_rank + 2 * trace.stage)).astype(np.int32)
+    assert_same_ops(got, want)
+    assert meta1.tp_size == 1

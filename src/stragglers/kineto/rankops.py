@@ -131,7 +131,7 @@ def _outermost(types: np.ndarray, tids: np.ndarray, ts: np.ndarray,
 def rank_ops(ev: RankEvents) -> RankOps:
     counts: Counter[str] = Counter()
     for cat, n in ev.ignored.items():
-        counts[f"ignored {cat} events"] += n
+        counts[f"{cat} events (a category the importer does not use)"] += n
     n_names = sum(ev.names_unmatched.values())
     if n_names:
         counts["annotations matching no pattern"] += n_names
