@@ -65,6 +65,9 @@ LIMITS: dict[str, Limit] = {lim.name: lim for lim in (
     Limit("mitigate_events", 10_000_000, "events of one `mitigate plan` input"),
     Limit("seqlen_sequences", 10_000_000, "sequence lengths of one `mitigate fit-cost` or "
           "`rebalance` input"),
+    Limit("kineto_bytes", 16 * 2**30, "bytes of one uncompressed profiler trace (import kineto)"),
+    Limit("kineto_events", 100_000_000, "events of one profiler trace (import kineto)"),
+    Limit("kineto_files", 65_536, "rank files of one profiler trace folder (import kineto)"),
     Limit("records_bytes", 64 * 2**20, "bytes of one batch of records posted to "
           "`stragglers serve`"),
 )}

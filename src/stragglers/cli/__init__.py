@@ -29,6 +29,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "probe_cmd",
     "service_cmd",
     "mitigate_cmd",
+    "import_cmd",
 )
 
 EXIT_OK = 0

@@ -45,12 +45,13 @@ import time
 from dataclasses import asdict, dataclass, fields
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from stragglers.atomic import check_out_dir, write_text
 from stragglers.cli import options
 from stragglers.errors import InputError
 from stragglers.probe.config import JobLayout, ProbeConfig, WorkerInfo
+from stragglers.probe.examples.profiler import AnnotatedProbe, RankProfiler
 from stragglers.probe.gcplan import PlannedGC
 from stragglers.probe.hooks import CommHooks
 from stragglers.probe.ops import (
@@ -95,6 +96,7 @@ class JobConfig:
     profile_steps: int = 1
     profile_every: int = 1
     comm_hooks: bool = False
+    torch_profiler: bool = False
     gc_interval: int = 10
     push_server: str = ""
     push_token_file: str = ""
@@ -257,7 +259,7 @@ class StageWorker:
                 if d == self.dp_rank:
                     self.emb_group = g
         self.out = Path(cfg.out_dir)
-        self.probe = Probe(
+        probe = Probe(
             self.out / "probe",
             WorkerInfo(rank=rank, world_size=world, dp_rank=self.dp_rank, stage=self.stage),
             ProbeConfig(enabled=cfg.probe, profile_steps=cfg.profile_steps,
@@ -268,10 +270,15 @@ class StageWorker:
                         push_job=cfg.push_job or None),
             layout=JobLayout(dp_size=dp, pp_size=pp, trial_name=cfg.trial_name),
         )
+        self.profiler: RankProfiler | None = None
+        if cfg.torch_profiler:
+            self.profiler = RankProfiler(self.out, rank, cfg.warmup_steps, self.cuda)
+            probe = cast(Probe, AnnotatedProbe(probe))
+        self.probe = probe
         mcfg = GPTConfig(vocab_size=cfg.vocab_size, hidden=cfg.hidden, heads=cfg.heads,
-                           layers_per_stage=cfg.layers_per_stage,
-                           extra_last_stage_layers=cfg.last_stage_extra_layers,
-                           max_seq_len=max(4 * cfg.seq_len, 64), seed=cfg.seed)
+                         layers_per_stage=cfg.layers_per_stage,
+                         extra_last_stage_layers=cfg.last_stage_extra_layers,
+                         max_seq_len=max(4 * cfg.seq_len, 64), seed=cfg.seed)
         self.model = GPTStage(mcfg, self.stage, pp).to(self.device)
         exclude = (self.model.head_weight,) if self.is_last and not self.is_first else ()
         self.opt = ShardedOptimizer(self.model, self.dp_group, dp, self.dp_rank, lr=cfg.lr,
@@ -386,8 +393,14 @@ class StageWorker:
             self.hooks.install()
         self.planned.start()
         for step in range(self.cfg.steps):
+            if self.profiler is not None:
+                self.profiler.before_step(step)
             self.run_step(step)
+            if self.profiler is not None:
+                self.profiler.after_step()
         dist.barrier()
+        if self.profiler is not None:
+            self.profiler.finish()
         end = time.perf_counter()
         self.planned.stop()
         if self.hooks is not None:
@@ -481,7 +494,8 @@ def run_job(cfg: JobConfig, merge: bool = True) -> dict[str, Any]:
 #: folder holding it is ours to clean; a non-empty folder without it is the user's.
 OUT_MARKER = ".stragglers-probe-out"
 #: What a run replaces in its output folder.
-RUN_OUTPUTS = ("probe", "workers", "trace.parquet", "meta.yaml", "summary.json", "rendezvous")
+RUN_OUTPUTS = ("probe", "profiler", "workers", "trace.parquet", "meta.yaml", "summary.json",
+               "rendezvous")
 
 
 def claim_out_dir(out_dir: str | os.PathLike[str], force: bool, option: str = "--out-dir",
@@ -564,6 +578,8 @@ def add_job_arguments(parser: argparse.ArgumentParser, out_dir_required: bool = 
         "gc_interval": "planned GC every N steps on all ranks (0: never collect)",
         "profile_steps": "record N steps out of every --profile-every",
         "comm_hooks": "also record every torch.distributed call (calls-rank-*.jsonl)",
+        "torch_profiler": "also record a PyTorch profiler trace per rank of the probed steps "
+                          "(OUT/profiler/rank-N.json; import with `stragglers import kineto`)",
         "device": "auto, cpu or cuda (NCCL, one GPU per rank)",
         "push_server": "at the end of the session rank 0 merges the rank files into "
                        "OUT_DIR/probe/session/ and pushes them to this `stragglers serve` URL",

@@ -1,0 +1,75 @@
+"""Import PyTorch profiler (Kineto) traces, one Chrome-trace JSON per rank, into the schema.
+
+``import_kineto(DIR, meta)`` streams every rank file (:mod:`.reader`), turns each into
+operations (:mod:`.rankops`, ranks in parallel processes), and combines them job-wide
+(:mod:`.assemble`): the result is a :class:`~stragglers.trace.io.TraceColumns` for
+``stragglers analyze`` and an :class:`~.assemble.ImportReport` that counts everything not
+used. The README's "Importing PyTorch profiler traces" section has the mapping table.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ProcessPoolExecutor
+from functools import partial
+from pathlib import Path
+
+from stragglers.errors import InputError
+from stragglers.kineto.assemble import ImportReport, assemble
+from stragglers.kineto.patterns import Patterns, load_patterns
+from stragglers.kineto.rankops import RankOps, rank_ops
+from stragglers.kineto.reader import read_rank_file
+from stragglers.limits import check_limit
+from stragglers.trace.io import JobMeta, TraceColumns
+
+__all__ = ["ImportReport", "find_rank_files", "import_kineto", "load_patterns"]
+
+SUFFIXES = (".json", ".json.gz")
+
+
+def find_rank_files(path: str | Path) -> list[Path]:
+    """The trace files of a folder (``*.json``, ``*.json.gz``), or the one file given."""
+    p = Path(path)
+    if p.is_file():
+        return [p]
+    if not p.is_dir():
+        raise InputError(f"{p}: no such folder or file")
+    files = sorted(f for f in p.iterdir()
+                   if f.is_file() and f.name.endswith(SUFFIXES) and not f.name.startswith("."))
+    if not files:
+        raise InputError(f"{p}: no profiler trace files (*.json, *.json.gz) in the folder")
+    check_limit("kineto_files", len(files), str(p))
+    return files
+
+
+def _one(path: Path, patterns: Patterns, meta: JobMeta) -> RankOps:
+    from stragglers.kineto.layout import position
+
+    def keep(info_rank: int, info: dict[str, object]) -> bool:
+        pg = info.get("pg_config")
+        return position(info_rank, pg if isinstance(pg, list) else [], meta,
+                        str(path)).inner == 0
+
+    ev = read_rank_file(path, patterns, keep if meta.tp_size * meta.dsp_size > 1 else None)
+    if ev.skipped:
+        return RankOps.skipped_rank(ev)
+    return rank_ops(ev)
+
+
+def import_kineto(path: str | Path, meta: JobMeta, *, annotations: str | Path | None = None,
+                  steps: tuple[int, int] | None = None,
+                  jobs: int | None = None) -> tuple[TraceColumns, ImportReport]:
+    """Read a job's per-rank profiler traces into one trace (see the module docstring)."""
+    if meta.vpp_size > 1:
+        raise InputError("metadata: vpp_size > 1 (interleaved pipeline) is not supported by "
+                         "the profiler importer: model chunks are not recorded in the trace")
+    files = find_rank_files(path)
+    patterns = load_patterns(annotations)
+    n_jobs = max(1, min(jobs or (os.cpu_count() or 1), len(files)))
+    work = partial(_one, patterns=patterns, meta=meta)
+    if n_jobs == 1:
+        all_ops = [work(f) for f in files]
+    else:
+        with ProcessPoolExecutor(max_workers=n_jobs) as pool:
+            all_ops = list(pool.map(work, files))
+    return assemble(all_ops, meta, str(path), steps)

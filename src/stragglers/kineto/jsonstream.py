@@ -1,0 +1,211 @@
+"""Stream the ``traceEvents`` array of a Chrome-trace JSON file in batches of parsed events.
+
+The file is read in chunks (``CHUNK`` bytes). In each chunk the event objects are located
+with vectorised byte scans (numpy: string quotes, escapes, bracket depth outside strings),
+each event's top-level ``"cat"`` value is read from the bytes, and only the events of the
+categories the importer uses are parsed (``orjson``, all of a chunk at once); the others are
+counted by category without building Python objects (most of a profiler trace: CPU ops,
+flow arrows, memory copies). The incomplete tail of a chunk is carried into the next one.
+Memory stays at a few chunks whatever the file size; any JSON layout works (Kineto's indented
+one, or minified). Events whose category is not used are checked for string and bracket
+structure only.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import orjson
+
+CHUNK = 8 << 20
+#: The part of the file before the events array (header keys) may not exceed this.
+MAX_HEADER = 64 << 20
+#: Categories never used by the importer: counted, not parsed (``cpu_op`` is parsed only
+#: for ``record_param_comms``).
+SKIP_CATEGORIES = frozenset({b"cpu_op", b"ac2g", b"fwdbwd", b"gpu_memcpy", b"gpu_memset",
+                             b"gpu_user_annotation", b"python_function", b"Trace",
+                             b"overhead", b"cuda_profiler_range", b"cpu_instant_event"})
+_CAT = b'"cat"'
+_RPC = b"record_param_comms"
+_WIDTH = 24
+
+
+class Readable(Protocol):
+    def read(self, size: int = -1, /) -> bytes: ...
+
+
+class EventSyntaxError(Exception):
+    """Bytes that are not a JSON event array; ``index`` is the event it was found in (-1:
+    before the array)."""
+
+    def __init__(self, message: str, index: int) -> None:
+        super().__init__(message)
+        self.index = index
+
+
+@dataclass
+class Batch:
+    """Parsed events of one chunk, their indices in the array, and what was skipped."""
+
+    events: list[Any]
+    index: np.ndarray
+    skipped: Counter[str]
+    count: int  # events of the chunk, parsed or skipped
+
+
+def _valid_quotes(b: np.ndarray) -> np.ndarray:
+    """Positions of the quotes that delimit strings (not escaped by an odd backslash run)."""
+    q = np.flatnonzero(b == 34)
+    prev = q[q > 0]
+    maybe = prev[b[prev - 1] == 92]
+    if not maybe.size:
+        return q
+    escaped = []
+    for pos in maybe.tolist():  # rare: quotes inside strings
+        run, j = 0, pos - 1
+        while j >= 0 and b[j] == 92:
+            run += 1
+            j -= 1
+        if run % 2:
+            escaped.append(pos)
+    return np.setdiff1d(q, np.array(escaped, dtype=q.dtype), assume_unique=True)
+
+
+def _find_all(b: np.ndarray, pattern: bytes) -> np.ndarray:
+    """Start positions of ``pattern`` in ``b``."""
+    n = len(pattern)
+    if b.size < n:
+        return np.zeros(0, np.int64)
+    cand = np.flatnonzero(b[: b.size - n + 1] == pattern[0])
+    for i in range(1, n):
+        cand = cand[b[cand + i] == pattern[i]]
+    return cand
+
+
+def _find_array_start(fh: Readable) -> bytes:
+    """Read up to the ``[`` of the top-level ``traceEvents``; return the bytes after it."""
+    buf = b""
+    while True:
+        chunk = fh.read(1 << 16 if len(buf) < CHUNK else CHUNK)
+        if not chunk:
+            raise EventSyntaxError("field 'traceEvents' missing: not a profiler trace", -1)
+        buf += chunk
+        b = np.frombuffer(buf, np.uint8)
+        q = _valid_quotes(b)
+        s = np.flatnonzero((b == 123) | (b == 125) | (b == 91) | (b == 93))
+        s = s[(np.searchsorted(q, s) % 2) == 0]
+        delta = np.where((b[s] == 123) | (b[s] == 91), 1, -1)
+        depth_before = np.cumsum(delta) - delta
+        for pos in s[(depth_before == 1) & (b[s] == 91)].tolist():
+            k = int(np.searchsorted(q, pos)) - 1
+            if k >= 1 and buf[q[k - 1] + 1: q[k]] == b"traceEvents" \
+                    and buf[q[k] + 1: pos].strip() == b":":
+                return buf[pos + 1:]
+        if len(buf) > MAX_HEADER:
+            raise EventSyntaxError(f"field 'traceEvents' missing: no events array in the "
+                                   f"first {MAX_HEADER:,} bytes", -1)
+
+
+def _scan(buf: bytes, n0: int) -> tuple[Batch | None, int, bool]:
+    """Parse the complete events at the start of ``buf``; returns the batch, the bytes
+    consumed and whether the array ended."""
+    b = np.frombuffer(buf, np.uint8)
+    q = _valid_quotes(b)
+    s = np.flatnonzero((b == 123) | (b == 125) | (b == 91) | (b == 93) | (b == 44))
+    s = s[(np.searchsorted(q, s) % 2) == 0]  # outside strings
+    ch = b[s]
+    delta = np.where((ch == 123) | (ch == 91), 1, np.where(ch == 44, 0, -1))
+    depth = np.cumsum(delta)  # after each char, relative to inside the array
+    end_arr = np.flatnonzero(depth < 0)
+    stop = int(s[end_arr[0]]) if end_arr.size else len(buf)
+    inside = s < stop
+    ends = s[inside & (depth == 0) & (delta == -1)]
+    last = int(ends[-1]) + 1 if ends.size else 0
+    if end_arr.size:
+        last = stop
+    region = s < last
+    starts = s[region & (depth == 1) & (ch == 123)]
+    ends = ends[ends < last]
+    commas = s[region & (depth == 0) & (ch == 44)]
+    if not last:
+        return None, 0, bool(end_arr.size)
+    # the array's values must be objects separated by single commas
+    plain = (starts.size == ends.size and (starts.size == 0 or
+             (commas.size in (starts.size - 1, starts.size)
+              and not buf[:starts[0] if starts.size else last].strip(b" \t\r\n,")
+              and not buf[ends[-1] + 1 if ends.size else 0:last].strip(b" \t\r\n,"))))
+    if not plain:  # scalars or nested arrays as events: parse everything, let the reader
+        body = buf[:last].strip().lstrip(b",")  # name the offending element
+        try:
+            events = orjson.loads(b"[" + body + b"]") if body else []
+        except orjson.JSONDecodeError as exc:
+            raise EventSyntaxError(f"not valid JSON ({exc})", n0) from None
+        return Batch(events, np.arange(n0, n0 + len(events)), Counter(), len(events)), last, \
+            bool(end_arr.size)
+    n = starts.size
+    keep = np.ones(n, bool)
+    skipped: Counter[str] = Counter()
+    cat = _find_all(b[:last], _CAT)
+    if cat.size and n:
+        k = np.searchsorted(q, cat)
+        ok = (k + 3 < q.size)
+        k, cat = k[ok], cat[ok]
+        ok = (q[k] == cat) & (k % 2 == 0) & (q[k + 1] == cat + 4)
+        k, cat = k[ok], cat[ok]
+        owner = np.searchsorted(starts, cat, "right") - 1
+        di = np.searchsorted(s, cat, "right") - 1
+        top = (owner >= 0) & (depth[np.clip(di, 0, None)] == 1)
+        k, owner = k[top], owner[top]
+        v0, v1 = q[k + 2] + 1, q[k + 3]
+        width = np.minimum(v1 - v0, _WIDTH)
+        idx = np.minimum(v0[:, None] + np.arange(_WIDTH), len(buf) - 1)
+        vals = np.where(np.arange(_WIDTH) < width[:, None], b[idx], 0).astype(np.uint8)
+        names, inv = np.unique(vals.view(f"S{_WIDTH}").ravel(), return_inverse=True)
+        skip_name = np.array([nm in SKIP_CATEGORIES for nm in names.tolist()], bool)
+        skip = skip_name[inv]
+        if skip.any():
+            rpc = np.zeros(n, bool)
+            hits = _find_all(b[:last], _RPC)
+            if hits.size:
+                rpc[np.searchsorted(starts, hits, "right") - 1] = True
+            is_cpu = np.array([nm == b"cpu_op" for nm in names.tolist()], bool)[inv]
+            skip &= ~(is_cpu & rpc[owner])
+            keep[owner[skip]] = False
+            for code, count in zip(*np.unique(inv[skip], return_counts=True), strict=True):
+                skipped[names[code].decode("utf-8", "replace")] += int(count)
+    kept = np.flatnonzero(keep)
+    body = b",".join([buf[a: e + 1] for a, e in zip(starts[kept].tolist(),
+                                                     ends[kept].tolist(), strict=True)])
+    try:
+        events = orjson.loads(b"[" + body + b"]")
+    except orjson.JSONDecodeError:
+        for i in kept.tolist():  # the error path: find the event
+            try:
+                orjson.loads(buf[starts[i]: ends[i] + 1])
+            except orjson.JSONDecodeError as exc:
+                raise EventSyntaxError(f"not valid JSON ({exc})", n0 + i) from None
+        raise
+    return Batch(events, n0 + kept, skipped, n), last, bool(end_arr.size)
+
+
+def iter_event_batches(fh: Readable) -> Iterator[Batch]:
+    """Yield the used events of the ``traceEvents`` array, in batches, in file order."""
+    buf = _find_array_start(fh)
+    n = 0
+    while True:
+        batch, used, ended = _scan(buf, n)
+        if batch is not None:
+            yield batch
+            n += batch.count
+        if ended:
+            return
+        buf = buf[used:]
+        chunk = fh.read(CHUNK)
+        if not chunk:
+            raise EventSyntaxError("the file ends inside the traceEvents array "
+                                   "(truncated?)", n)
+        buf += chunk

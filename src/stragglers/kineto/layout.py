@@ -1,0 +1,76 @@
+"""Where each rank sits in the job: DP rank, pipeline stage, and its tensor/context-parallel
+index (ranks of the same DP rank and stage collapse into one worker, represented by the rank
+whose TP/CP index is 0, i.e. the lowest rank of its tensor-parallel group).
+
+From the trace's ``distributedInfo.pg_config`` when it describes the rank's
+``DATA_PARALLEL_GROUP`` / ``PIPELINE_MODEL_PARALLEL_GROUP`` / ``TENSOR_MODEL_PARALLEL_GROUP``
+(the rank's index in the group's ``ranks``), else from the metadata's sizes in Megatron's
+rank order (tensor fastest, then context, data, pipeline):
+``rank = inner + tp*cp * (dp_rank + dp_size * stage)``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from stragglers.errors import InputError
+from stragglers.trace.io import JobMeta
+
+_DP_RE = re.compile(r"^DATA_PARALLEL_GROUP$|^mp_dp\b|^dp$")
+_PP_RE = re.compile(r"^PIPELINE_MODEL_PARALLEL_GROUP$|^pp$")
+_TP_RE = re.compile(r"^TENSOR_MODEL_PARALLEL_GROUP$|^tp$")
+
+
+@dataclass(frozen=True)
+class Position:
+    """A rank's place in the job."""
+
+    rank: int
+    dp_rank: int
+    stage: int
+    inner: int  # index among the TP x CP ranks of its worker; 0 represents the worker
+    source: str  # "pg_config" or "megatron order"
+
+
+def megatron_position(rank: int, meta: JobMeta) -> Position:
+    inner_size = meta.tp_size * meta.dsp_size
+    inner = rank % inner_size
+    dp = (rank // inner_size) % meta.dp_size
+    stage = rank // (inner_size * meta.dp_size)
+    return Position(rank, dp, stage, inner, "megatron order")
+
+
+def _own_group(pg_config: list[Any], rx: re.Pattern[str], rank: int) -> tuple[int, ...] | None:
+    for g in pg_config:
+        if not isinstance(g, dict):
+            continue
+        desc = str(g.get("pg_desc", ""))
+        ranks = g.get("ranks")
+        if rx.search(desc) and isinstance(ranks, list) and rank in ranks:
+            return tuple(int(r) for r in ranks if isinstance(r, int))
+    return None
+
+
+def position(rank: int, pg_config: list[Any], meta: JobMeta, source: str) -> Position:
+    """The rank's position: pg_config groups where named, Megatron's order otherwise."""
+    if rank >= meta.world_size:
+        raise InputError(f"{source}: distributedInfo field 'rank' {rank} is outside the "
+                         f"metadata's world_size {meta.world_size}")
+    base = megatron_position(rank, meta)
+    dp_g = _own_group(pg_config, _DP_RE, rank)
+    pp_g = _own_group(pg_config, _PP_RE, rank)
+    tp_g = _own_group(pg_config, _TP_RE, rank)
+    if dp_g is None and pp_g is None and tp_g is None:
+        return base
+    for name, g, size in (("DATA_PARALLEL_GROUP", dp_g, meta.dp_size),
+                          ("PIPELINE_MODEL_PARALLEL_GROUP", pp_g, meta.pp_size),
+                          ("TENSOR_MODEL_PARALLEL_GROUP", tp_g, meta.tp_size)):
+        if g is not None and len(g) != size:
+            raise InputError(f"{source}: distributedInfo.pg_config {name} has {len(g)} ranks "
+                             f"but the metadata says {size}")
+    dp = dp_g.index(rank) if dp_g else base.dp_rank
+    stage = pp_g.index(rank) if pp_g else base.stage
+    inner = tp_g.index(rank) if tp_g else base.inner
+    return Position(rank, dp, stage, inner, "pg_config")

@@ -1,0 +1,303 @@
+"""One rank's kept events → its operations (still per rank, before the job-wide steps).
+
+Rules (the README's mapping table):
+
+* the step of an event is the ``ProfilerStep#N`` range that holds its CPU time (a GPU kernel's
+  CPU time is its launch, found through the correlation id);
+* an annotation matched by a pattern is one operation of its type. Its time is the GPU span of
+  the kernels launched inside it (compute kernels for compute and optimizer types, NCCL
+  kernels for communication types) when the trace has GPU kernels and some were launched,
+  else its CPU range. Same-type annotations nested in one another count once (outermost);
+* communication not inside an annotated communication op: each ``record_param_comms`` (the
+  ``nccl:*`` range inside it gives the collective name when it lacks one), each backend range
+  (``nccl:*``, ``gloo:*``) outside one, and each NCCL kernel launched outside both; its time
+  is the span of its kernels (else the CPU range); its type is decided job-wide
+  (:mod:`stragglers.kineto.assemble`) from the collective, the group and the peer;
+* without forward/backward annotations, compute is segmented: the rank's compute kernels of a
+  step, in GPU order, are cut wherever the launching thread changes between the autograd
+  thread (backward) and any other (forward), and at each point-to-point kernel; each piece is
+  one compute op.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from stragglers.kineto.reader import COMM_CODE, Group, RankEvents
+from stragglers.trace import schema
+
+_COMPUTE_LIKE = frozenset({schema.FORWARD_COMPUTE, schema.BACKWARD_COMPUTE, schema.OPTIMIZER,
+                           schema.GC})
+COMM_OPTYPE_CODES = np.array([schema.OPTYPE_CODE[t] for t in schema.OPTYPES
+                              if t not in _COMPUTE_LIKE], dtype=np.int8)
+_P2P_KINDS = np.array([COMM_CODE["send"], COMM_CODE["recv"], COMM_CODE["sendrecv"]])
+UNRESOLVED = -1
+
+
+@dataclass
+class RankOps:
+    """Operations of one rank; ``optype`` is -1 for communication typed job-wide."""
+
+    path: str
+    rank: int
+    world_size: int | None
+    host: str | None
+    pg_config: list[object]
+    optype: np.ndarray
+    comm: np.ndarray
+    group: np.ndarray
+    peer: np.ndarray
+    start: np.ndarray  # microseconds
+    end: np.ndarray
+    step: np.ndarray
+    mb: np.ndarray
+    idx: np.ndarray  # event index in the file (for messages)
+    groups: list[Group]
+    steps: np.ndarray  # every ProfilerStep#N of the file
+    counts: Counter[str] = field(default_factory=Counter)
+    skipped: bool = False
+    segmented: bool = False
+
+    @classmethod
+    def skipped_rank(cls, ev: RankEvents) -> RankOps:
+        """A collapsed TP/CP rank: only its header was read."""
+        e8, e64 = np.zeros(0, np.int8), np.zeros(0, np.int64)
+        return cls(path=ev.path, rank=ev.rank, world_size=ev.world_size, host=ev.host,
+                   pg_config=list(ev.pg_config), optype=e8, comm=e8, group=e64, peer=e64,
+                   start=np.zeros(0), end=np.zeros(0), step=e64, mb=e64, idx=e64, groups=[],
+                   steps=e64, skipped=True)
+
+
+def _spans(lo_t: np.ndarray, hi_t: np.ndarray, launch: np.ndarray, kstart: np.ndarray,
+           kend: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For each window [lo, hi]: min start and max end of the kernels launched in it, and
+    whether there was any (``launch`` sorted)."""
+    lo = np.searchsorted(launch, lo_t, "left")
+    hi = np.searchsorted(launch, hi_t, "right")
+    has = hi > lo
+    start = np.full(lo_t.shape, np.nan)
+    end = np.full(lo_t.shape, np.nan)
+    if has.any():
+        start[has] = _range_reduce(np.minimum, kstart, lo[has], hi[has])
+        end[has] = _range_reduce(np.maximum, kend, lo[has], hi[has])
+    return start, end, has
+
+
+def _range_reduce(ufunc: np.ufunc, values: np.ndarray, lo: np.ndarray,
+                  hi: np.ndarray) -> np.ndarray:
+    """ufunc over values[lo:hi] for each (non-empty) range, vectorised."""
+    lengths = hi - lo
+    owner = np.repeat(np.arange(lo.size), lengths)
+    pos = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths) \
+        + np.repeat(lo, lengths)
+    out = np.full(lo.size, np.inf if ufunc is np.minimum else -np.inf)
+    ufunc.at(out, owner, values[pos])
+    return out
+
+
+def _inside(lo_t: np.ndarray, hi_t: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Mask of times ``t`` inside any of the intervals [lo, hi]."""
+    if not lo_t.size or not t.size:
+        return np.zeros(t.shape, bool)
+    o = np.argsort(lo_t)
+    run_hi = np.maximum.accumulate(hi_t[o])
+    i = np.searchsorted(lo_t[o], t, "right") - 1
+    return (i >= 0) & (t <= run_hi[np.clip(i, 0, None)])
+
+
+def _outermost(types: np.ndarray, tids: np.ndarray, ts: np.ndarray,
+               end: np.ndarray) -> np.ndarray:
+    """Mask of annotations not nested in an earlier one of the same type and thread."""
+    order = np.lexsort((-end, ts, tids, types))
+    t, d, s, e = types[order], tids[order], ts[order], end[order]
+    keep = np.ones(order.size, dtype=bool)
+    if order.size:
+        new_group = np.r_[True, (t[1:] != t[:-1]) | (d[1:] != d[:-1])]
+        # running max end within each group, excluding the current element
+        gid = np.cumsum(new_group) - 1
+        for g in np.unique(gid):  # one pass per (type, thread): a handful
+            sel = np.flatnonzero(gid == g)
+            run = np.maximum.accumulate(e[sel])
+            prev = np.r_[-np.inf, run[:-1]]
+            keep[sel] = s[sel] >= prev
+    out = np.zeros(order.size, dtype=bool)
+    out[order] = keep
+    return out
+
+
+def rank_ops(ev: RankEvents) -> RankOps:
+    counts: Counter[str] = Counter()
+    for cat, n in ev.ignored.items():
+        counts[f"{cat} events (a category the importer does not use)"] += n
+    n_names = sum(ev.names_unmatched.values())
+    if n_names:
+        counts["annotations matching no pattern"] += n_names
+    # --- steps
+    order = np.argsort(ev.step_ts, kind="stable")
+    s_n, s_ts, s_end = ev.step_n[order], ev.step_ts[order], ev.step_end[order]
+
+    def step_of(t: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(s_ts, t, "right") - 1
+        ok = (i >= 0) & (t <= s_end[np.clip(i, 0, None)]) if s_ts.size else np.zeros(t.shape,
+                                                                                   bool)
+        return np.where(ok, s_n[np.clip(i, 0, None)] if s_ts.size else -1, -1)
+
+    # --- kernels: their CPU launch (time, thread) through the correlation id
+    rt_order = np.argsort(ev.rt_corr, kind="stable")
+    rc, rts, rtid = ev.rt_corr[rt_order], ev.rt_ts[rt_order], ev.rt_tid[rt_order]
+    j = np.clip(np.searchsorted(rc, ev.k_corr), 0, max(rc.size - 1, 0))
+    linked = (rc[j] == ev.k_corr) if rc.size else np.zeros(ev.k_corr.shape, bool)
+    if (~linked).any():
+        counts["GPU kernels without a CUDA launch record (not used)"] += int((~linked).sum())
+    k_launch = rts[j][linked] if rc.size else np.zeros(0)
+    k_tid = rtid[j][linked] if rc.size else np.zeros(0, np.int64)
+    k_ts, k_end = ev.k_ts[linked], ev.k_end[linked]
+    k_kind, k_group, k_peer = ev.k_kind[linked], ev.k_group[linked], ev.k_peer[linked]
+    k_idx = ev.k_idx[linked]
+    has_gpu = k_ts.size > 0
+    is_comm_k = k_kind >= 0
+    lorder = np.argsort(k_launch, kind="stable")
+    c_sel = lorder[~is_comm_k[lorder]]
+    m_sel = lorder[is_comm_k[lorder]]
+
+    # --- annotations
+    keep = _outermost(ev.ann_type, ev.ann_tid, ev.ann_ts, ev.ann_end)
+    if (~keep).sum():
+        counts["annotations nested in one of the same type (counted once)"] += int(
+            (~keep).sum())
+    a_type, a_mb = ev.ann_type[keep], ev.ann_mb[keep]
+    a_ts, a_end, a_idx = ev.ann_ts[keep], ev.ann_end[keep], ev.ann_idx[keep]
+    a_comm = np.isin(a_type, COMM_OPTYPE_CODES)
+    a_start, a_stop = a_ts.copy(), a_end.copy()
+    if has_gpu:
+        for sel, mask in ((c_sel, ~a_comm), (m_sel, a_comm)):
+            if not mask.any():
+                continue
+            st, en, has = _spans(a_ts[mask], a_end[mask], k_launch[sel], k_ts[sel], k_end[sel])
+            ms = np.flatnonzero(mask)
+            a_start[ms[has]], a_stop[ms[has]] = st[has], en[has]
+
+    # --- communication on the CPU: backend ranges inside a record_param_comms merge into it
+    cc_kind, cc_group, cc_peer = ev.cc_kind.copy(), ev.cc_group, ev.cc_peer
+    cc_keep = np.ones(cc_kind.size, dtype=bool)
+    rpc = np.flatnonzero(ev.cc_rpc)
+    ann_cc = np.flatnonzero(~ev.cc_rpc)
+    if rpc.size and ann_cc.size:
+        r_order = rpc[np.lexsort((ev.cc_ts[rpc], ev.cc_tid[rpc]))]
+        for tid in np.unique(ev.cc_tid[ann_cc]):
+            rs = r_order[ev.cc_tid[r_order] == tid]
+            aa = ann_cc[ev.cc_tid[ann_cc] == tid]
+            if not rs.size:
+                continue
+            i = np.searchsorted(ev.cc_ts[rs], ev.cc_ts[aa], "right") - 1
+            ok = (i >= 0) & (ev.cc_end[aa] <= ev.cc_end[rs[np.clip(i, 0, None)]] + 1e-3)
+            parent = rs[np.clip(i, 0, None)][ok]
+            no_kind = cc_kind[parent] < 0
+            cc_kind[parent[no_kind]] = ev.cc_kind[aa[ok]][no_kind]
+            cc_keep[aa[ok]] = False
+    cc_kind = np.where(cc_kind < 0, COMM_CODE["other"], cc_kind).astype(np.int8)
+
+    # communication inside an annotated communication op is that op
+    def inside_comm_annotation(t: np.ndarray) -> np.ndarray:
+        return _inside(a_ts[a_comm], a_end[a_comm], t)
+
+    absorbed = cc_keep & inside_comm_annotation(ev.cc_ts)
+    if absorbed.any():
+        counts["communication calls inside annotated communication ops"] += int(absorbed.sum())
+    cc_keep &= ~absorbed
+    cci = np.flatnonzero(cc_keep)
+    c_ts, c_end, c_tid = ev.cc_ts[cci], ev.cc_end[cci], ev.cc_tid[cci]
+    c_start, c_stop = c_ts.copy(), c_end.copy()
+    # NCCL kernels → their CPU call (launch inside it, same thread)
+    mk = m_sel
+    mk_absorbed = inside_comm_annotation(k_launch[mk])
+    mk = mk[~mk_absorbed]
+    owner = np.full(mk.size, -1)
+    for tid in np.unique(k_tid[mk]) if mk.size else []:
+        cs = np.flatnonzero(c_tid == tid)
+        if not cs.size:
+            continue
+        cs = cs[np.argsort(c_ts[cs])]
+        sel = np.flatnonzero(k_tid[mk] == tid)
+        i = np.searchsorted(c_ts[cs], k_launch[mk][sel], "right") - 1
+        ok = (i >= 0) & (k_launch[mk][sel] <= c_end[cs[np.clip(i, 0, None)]])
+        owner[sel[ok]] = cs[np.clip(i, 0, None)][ok]
+    got = owner >= 0
+    if got.any():
+        lo = np.full(cci.size, np.inf)
+        hi = np.full(cci.size, -np.inf)
+        np.minimum.at(lo, owner[got], k_ts[mk][got])
+        np.maximum.at(hi, owner[got], k_end[mk][got])
+        has = np.isfinite(lo)
+        c_start[has], c_stop[has] = lo[has], hi[has]
+        # a kernel carries the group and peer when the CPU call does not
+        g_k = np.full(cci.size, -1)
+        p_k = np.full(cci.size, -1)
+        np.maximum.at(g_k, owner[got], k_group[mk][got])
+        np.maximum.at(p_k, owner[got], k_peer[mk][got])
+        cc_group = cc_group.copy()
+        cc_peer = cc_peer.copy()
+        cg, cp = cc_group[cci], cc_peer[cci]
+        cc_group[cci] = np.where(cg < 0, g_k, cg)
+        cc_peer[cci] = np.where(cp < 0, p_k, cp)
+        if has_gpu:
+            n_no = int((~has).sum())
+            if n_no:
+                counts["communication calls without an NCCL kernel (CPU time used)"] += n_no
+    lone = mk[~got]
+    # --- forward/backward compute by segmentation when no compute annotation exists
+    f_code, b_code = schema.OPTYPE_CODE[schema.FORWARD_COMPUTE], \
+        schema.OPTYPE_CODE[schema.BACKWARD_COMPUTE]
+    segmented = False
+    seg_type = np.zeros(0, np.int8)
+    seg_start = seg_end = seg_launch = np.zeros(0)
+    if has_gpu and not np.isin(a_type, [f_code, b_code]).any():
+        segmented = True
+        autograd = np.array([t for t, name in ev.threads.items() if "autograd" in name],
+                            dtype=np.int64)
+        cs = c_sel[np.argsort(k_ts[c_sel], kind="stable")]
+        # kernels inside the optimizer (and other non-compute annotations) are not compute
+        other = ~np.isin(a_type, [f_code, b_code])
+        cs = cs[~_inside(a_ts[other], a_end[other], k_launch[cs])]
+        back = np.isin(k_tid[cs], autograd)
+        step_k = step_of(k_launch[cs])
+        p2p_t = np.sort(np.r_[k_ts[m_sel][np.isin(k_kind[m_sel], _P2P_KINDS)]])
+        n_p2p = np.searchsorted(p2p_t, k_ts[cs], "right")
+        cut = np.r_[True, (back[1:] != back[:-1]) | (step_k[1:] != step_k[:-1])
+                    | (n_p2p[1:] != n_p2p[:-1])] if cs.size else np.zeros(0, bool)
+        seg = np.cumsum(cut) - 1
+        n_seg = int(seg[-1]) + 1 if cs.size else 0
+        seg_start = np.full(n_seg, np.inf)
+        seg_end = np.full(n_seg, -np.inf)
+        np.minimum.at(seg_start, seg, k_ts[cs])
+        np.maximum.at(seg_end, seg, k_end[cs])
+        first = np.flatnonzero(cut)
+        seg_type = np.where(back[first], b_code, f_code).astype(np.int8)
+        seg_launch = k_launch[cs][first]
+    # --- assemble
+    n_a, n_c, n_l, n_s = a_type.size, cci.size, lone.size, seg_type.size
+    optype = np.r_[a_type, np.full(n_c + n_l, UNRESOLVED, np.int8), seg_type].astype(np.int8)
+    comm = np.r_[np.full(n_a, -1, np.int8), cc_kind[cci], k_kind[lone],
+                 np.full(n_s, -1, np.int8)].astype(np.int8)
+    group = np.r_[np.full(n_a, -1), cc_group[cci], k_group[lone], np.full(n_s, -1)]
+    peer = np.r_[np.full(n_a, -1), cc_peer[cci], k_peer[lone], np.full(n_s, -1)]
+    start = np.r_[a_start, c_start, k_ts[lone], seg_start]
+    end = np.r_[a_stop, c_stop, k_end[lone], seg_end]
+    cpu_t = np.r_[a_ts, c_ts, k_launch[lone], seg_launch]
+    mb = np.r_[a_mb, np.full(n_c + n_l + n_s, -1)]
+    idx = np.r_[a_idx, ev.cc_idx[cci], k_idx[lone], np.full(n_s, -1)]
+    step = step_of(cpu_t)
+    out = step < 0
+    if out.any():
+        counts["operations outside every ProfilerStep range (not used)"] += int(out.sum())
+    keep_op = ~out
+    return RankOps(
+        path=ev.path, rank=ev.rank, world_size=ev.world_size, host=ev.host,
+        pg_config=list(ev.pg_config), optype=optype[keep_op], comm=comm[keep_op],
+        group=group[keep_op].astype(np.int64), peer=peer[keep_op].astype(np.int64),
+        start=start[keep_op], end=end[keep_op], step=step[keep_op].astype(np.int64),
+        mb=mb[keep_op].astype(np.int64), idx=idx[keep_op].astype(np.int64),
+        groups=ev.groups, steps=np.sort(ev.step_n), counts=counts, segmented=segmented)

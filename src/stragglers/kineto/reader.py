@@ -1,0 +1,514 @@
+"""Stream one rank's profiler trace (Chrome-trace JSON, gzipped or not) into compact columns.
+
+The file is never loaded whole: it is decompressed and scanned in chunks
+(:mod:`stragglers.kineto.jsonstream`: events of unused categories are counted from the bytes,
+the others parsed by ``orjson``; the header keys before the events by ``ijson``), and only
+what the importer uses is kept, as typed arrays (8 bytes per number). What is kept:
+
+* ``ProfilerStep#N`` ranges (the steps);
+* annotations whose name matches a schema pattern (:mod:`stragglers.kineto.patterns`);
+* communication: ``record_param_comms`` CPU ops (with their process-group arguments) and
+  backend annotations (``nccl:all_reduce``, ``gloo:recv``, ...);
+* GPU kernels (NCCL ones with their collective and group), and the CUDA runtime launches
+  (correlation id → CPU time and thread) that tie each kernel to the CPU;
+* thread names (the autograd thread tells backward from forward).
+
+Everything else is counted by category (``ignored``) and reported by the importer.
+
+Error contract: a file that is not JSON, not a Chrome trace, truncated (gzip or JSON), not
+UTF-8, or whose kept events have a field of the wrong type ends in an
+:class:`~stragglers.errors.InputError` naming the file, the field and the event index
+(``traceEvents[i]``). Sizes are checked while reading (``kineto_bytes`` of uncompressed JSON,
+``kineto_events`` per file), before anything grows beyond them.
+"""
+
+from __future__ import annotations
+
+import gzip
+import math
+import zlib
+from array import array
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, NoReturn
+
+import ijson
+import numpy as np
+
+from stragglers.errors import InputError
+from stragglers.kineto.jsonstream import EventSyntaxError, iter_event_batches
+from stragglers.kineto.patterns import (
+    COMM_ANNOTATION_RE,
+    MB_RE,
+    NCCL_KERNEL_RE,
+    STEP_RE,
+    Patterns,
+)
+from stragglers.limits import check_limit, limit
+from stragglers.trace import schema
+
+CHUNK = 1 << 20
+
+#: Communication kinds (codes are the index).
+COMM_KINDS: tuple[str, ...] = (
+    "allreduce", "allgather", "reducescatter", "send", "recv", "sendrecv", "broadcast",
+    "alltoall", "barrier", "reduce", "gather", "scatter", "other",
+)
+COMM_CODE = {k: i for i, k in enumerate(COMM_KINDS)}
+_KIND_ALIASES = {
+    "all_reduce": "allreduce", "allreduce_coalesced": "allreduce",
+    "all_reduce_coalesced": "allreduce",
+    "all_gather": "allgather", "_allgather_base": "allgather", "_all_gather_base": "allgather",
+    "all_gather_into_tensor": "allgather", "allgather_into_tensor_coalesced": "allgather",
+    "all_gather_into_tensor_coalesced": "allgather", "allgather_coalesced": "allgather",
+    "reduce_scatter": "reducescatter", "_reduce_scatter_base": "reducescatter",
+    "reduce_scatter_tensor": "reducescatter", "reduce_scatter_tensor_coalesced":
+    "reducescatter", "reducescatter_coalesced": "reducescatter",
+    "all_to_all": "alltoall", "alltoall_base": "alltoall", "all_to_all_single": "alltoall",
+    "alltoallv": "alltoall",
+}
+
+
+def comm_kind(name: str) -> int:
+    """Code of a collective name (``allreduce``, ``AllReduce``, ``all_gather``, ...)."""
+    low = name.strip().lower()
+    low = _KIND_ALIASES.get(low, low.replace("_", ""))
+    return COMM_CODE.get(low, COMM_CODE["other"])
+
+
+@dataclass(frozen=True)
+class Group:
+    """A process group as the trace describes it (any field may be unknown)."""
+
+    ranks: tuple[int, ...] | None
+    size: int | None
+    desc: str | None
+
+
+@dataclass
+class RankEvents:
+    """The kept events of one rank file, as numpy columns (times in microseconds)."""
+
+    path: str
+    rank: int
+    world_size: int | None
+    host: str | None
+    pg_config: list[dict[str, Any]]
+    n_events: int
+    threads: dict[int, str]
+    # ProfilerStep#N
+    step_n: np.ndarray
+    step_ts: np.ndarray
+    step_end: np.ndarray
+    # matched annotations
+    ann_type: np.ndarray
+    ann_mb: np.ndarray
+    ann_ts: np.ndarray
+    ann_end: np.ndarray
+    ann_tid: np.ndarray
+    ann_idx: np.ndarray
+    # CPU communication events (record_param_comms, then nccl:* annotations)
+    cc_kind: np.ndarray
+    cc_group: np.ndarray
+    cc_peer: np.ndarray
+    cc_ts: np.ndarray
+    cc_end: np.ndarray
+    cc_tid: np.ndarray
+    cc_idx: np.ndarray
+    cc_rpc: np.ndarray  # True: record_param_comms; False: backend annotation
+    # CUDA runtime launches
+    rt_corr: np.ndarray
+    rt_ts: np.ndarray
+    rt_tid: np.ndarray
+    # GPU kernels
+    k_corr: np.ndarray
+    k_ts: np.ndarray
+    k_end: np.ndarray
+    k_kind: np.ndarray  # comm kind code, -1 for compute kernels
+    k_group: np.ndarray
+    k_peer: np.ndarray
+    k_idx: np.ndarray
+    groups: list[Group]
+    ignored: Counter[str] = field(default_factory=Counter)
+    names_unmatched: Counter[str] = field(default_factory=Counter)
+    skipped: bool = False  # a collapsed (TP/CP) rank: only its header was read
+
+
+class _Cols:
+    def __init__(self, spec: dict[str, str]) -> None:
+        self.cols = {k: array(t) for k, t in spec.items()}
+
+    def add(self, **values: Any) -> None:
+        for k, v in values.items():
+            self.cols[k].append(v)
+
+    def np(self, name: str) -> np.ndarray:
+        a = self.cols[name]
+        return np.frombuffer(a, dtype=a.typecode).copy() if len(a) else np.zeros(0, a.typecode)
+
+
+def _open(path: Path) -> IO[bytes]:
+    fh = path.open("rb")
+    magic = fh.read(2)
+    fh.seek(0)
+    if magic == b"\x1f\x8b":
+        return gzip.GzipFile(fileobj=fh, mode="rb")  # type: ignore[return-value]
+    return fh
+
+
+def _num(ev: dict[str, Any], key: str, where: str) -> float:
+    v = ev.get(key)
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise InputError(f"{where}: field '{key}' must be a number, got {v!r:.60}")
+    f = float(v)
+    if not math.isfinite(f):
+        raise InputError(f"{where}: field '{key}' is not finite ({v!r})")
+    return f
+
+
+def _int(value: Any, where: str, key: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise InputError(f"{where}: field '{key}' must be an integer, got {value!r:.60}")
+    try:
+        return int(value)
+    except ValueError:
+        raise InputError(f"{where}: field '{key}' must be an integer, got {value!r:.60}"
+                         ) from None
+
+
+def _ranks_list(value: Any, where: str) -> tuple[int, ...] | None:
+    """``Process Group Ranks``: a list, or its string form ``"[0, 1]"``."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        text = value.strip().strip("[]").strip()
+        if not text:
+            return None
+        parts = text.split(",")
+        check_limit("topology_ranks", len(parts), f"{where}: field 'Process Group Ranks'")
+        return tuple(_int(p.strip(), where, "Process Group Ranks") for p in parts)
+    if isinstance(value, list):
+        check_limit("topology_ranks", len(value), f"{where}: field 'Process Group Ranks'")
+        return tuple(_int(p, where, "Process Group Ranks") for p in value)
+    raise InputError(f"{where}: field 'Process Group Ranks' must be a list of ranks")
+
+
+class _Reader:
+    def __init__(self, path: Path, patterns: Patterns) -> None:
+        self.path = path
+        self.patterns = patterns
+        self.threads: dict[int, str] = {}
+        self.steps = _Cols({"n": "q", "ts": "d", "end": "d"})
+        self.ann = _Cols({"type": "b", "mb": "q", "ts": "d", "end": "d", "tid": "q",
+                          "idx": "q"})
+        self.cc = _Cols({"kind": "b", "group": "q", "peer": "q", "ts": "d", "end": "d",
+                         "tid": "q", "idx": "q", "rpc": "b"})
+        self.rt = _Cols({"corr": "q", "ts": "d", "tid": "q"})
+        self.k = _Cols({"corr": "q", "ts": "d", "end": "d", "kind": "b", "group": "q",
+                        "peer": "q", "idx": "q"})
+        # bound appends of the hot columns (runtime launches and kernels)
+        self.rt_corr, self.rt_ts, self.rt_tid = (self.rt.cols[k].append
+                                                 for k in ("corr", "ts", "tid"))
+        (self.k_corr, self.k_ts, self.k_end, self.k_kind, self.k_group, self.k_peer,
+         self.k_idx) = (self.k.cols[k].append for k in
+                        ("corr", "ts", "end", "kind", "group", "peer", "idx"))
+        self.groups: dict[Group, int] = {}
+        self.ignored: Counter[str] = Counter()
+        self.unmatched: Counter[str] = Counter()
+        self._name_cache: dict[str, tuple[int, int]] = {}
+        self.n = 0
+
+    def group_id(self, args: dict[str, Any], where: str) -> int:
+        ranks = _ranks_list(args.get("Process Group Ranks"), where)
+        size_raw = args.get("Group size")
+        size = _int(size_raw, where, "Group size") if size_raw is not None else None
+        desc = args.get("Process Group Description") or args.get("Process Group Name")
+        if ranks is None and size is None and desc is None:
+            return -1
+        g = Group(ranks, size if size is not None else (len(ranks) if ranks else None),
+                  str(desc) if desc is not None else None)
+        return self.groups.setdefault(g, len(self.groups))
+
+    def peer(self, args: dict[str, Any], kind: int, where: str) -> int:
+        key = "Dst Rank" if kind == COMM_CODE["send"] else "Src Rank"
+        v = args.get(key)
+        if v is None:
+            v = args.get("Dst Rank", args.get("Src Rank"))
+        if v is None:
+            return -1
+        return _int(v, where, key)
+
+    def classify_annotation(self, name: str) -> tuple[int, int]:
+        """(code, mb): code >= 0 an optype; -2 a step; -3 a comm annotation; -1 nothing."""
+        hit = self._name_cache.get(name)
+        if hit is not None:
+            return hit
+        m = STEP_RE.match(name)
+        if m:
+            out = (-2, int(m.group(1)))
+        else:
+            optype = self.patterns.match(name)
+            if optype is not None:
+                mb = MB_RE.search(name)
+                out = (schema.OPTYPE_CODE[optype], int(mb.group(1)) if mb else -1)
+            else:
+                c = COMM_ANNOTATION_RE.match(name)
+                out = (-3, comm_kind(c.group(1))) if c else (-1, -1)
+        if len(self._name_cache) < 100_000 and not name.startswith("ProfilerStep#"):
+            self._name_cache[name] = out
+        return out
+
+    def where(self, i: int) -> str:
+        return f"{self.path}: traceEvents[{i}]"
+
+    def event(self, ev: Any, i: int) -> None:
+        """Keep what the importer uses of one event (the hot loop: cheap checks first)."""
+        args: Any
+        tid: Any
+        ts: Any
+        if type(ev) is not dict:
+            raise InputError(f"{self.where(i)}: each event must be a JSON object, got "
+                             f"{type(ev).__name__}")
+        ph = ev.get("ph")
+        if ph != "X":
+            if ph == "M" and ev.get("name") == "thread_name":
+                args = ev.get("args")
+                tid = ev.get("tid")
+                if type(tid) is int and type(args) is dict:
+                    self.threads[tid] = str(args.get("name", ""))
+            self.ignored["metadata" if ph == "M" else f"ph {ph}"] += 1
+            return
+        cat = ev.get("cat")
+        if cat == "cuda_runtime" or cat == "cuda_driver":
+            args = ev.get("args")
+            corr: Any = args.get("correlation") if type(args) is dict else None
+            if corr is None:
+                self.ignored[cat] += 1
+                return
+            ts = ev.get("ts")
+            tid = ev.get("tid")
+            if type(corr) is not int or type(tid) is not int or not _finite(ts):
+                self._bad(ev, i, ("args.correlation", corr, int), ("tid", tid, int),
+                          ("ts", ts, float))
+            self.rt_corr(corr)
+            self.rt_ts(ts)
+            self.rt_tid(tid)
+            return
+        name: Any = ev.get("name")
+        if cat == "kernel":
+            args = ev.get("args")
+            ts, dur = ev.get("ts"), ev.get("dur")
+            corr = args.get("correlation", -1) if type(args) is dict else None
+            if type(corr) is not int or not _finite(ts) or not _finite(dur) \
+                    or type(name) is not str:
+                self._bad(ev, i, ("args", args, dict), ("args.correlation", corr, int),
+                          ("ts", ts, float), ("dur", dur, float), ("name", name, str))
+            self.k_corr(corr)
+            self.k_ts(ts)
+            self.k_end(ts + dur)
+            self.k_idx(i)
+            m = NCCL_KERNEL_RE.match(name) if name.startswith("nccl") else None
+            if m is None:
+                self.k_kind(-1)
+                self.k_group(-1)
+                self.k_peer(-1)
+                return
+            coll = args.get("Collective name")
+            kind = comm_kind(coll if isinstance(coll, str) else m.group(1))
+            self.k_kind(kind)
+            self.k_group(self.group_id(args, self.where(i)))
+            self.k_peer(self.peer(args, kind, self.where(i)))
+            return
+        if cat == "cpu_op":
+            if name != "record_param_comms":
+                self.ignored["cpu_op"] += 1
+                return
+            where = self.where(i)
+            args = ev.get("args")
+            args = args if isinstance(args, dict) else {}
+            coll = args.get("Collective name")
+            kind = comm_kind(coll) if isinstance(coll, str) else -1
+            ts = _num(ev, "ts", where)
+            self.cc.add(kind=kind, group=self.group_id(args, where),
+                        peer=self.peer(args, kind, where), ts=ts,
+                        end=ts + _num(ev, "dur", where), tid=_int(ev.get("tid"), where, "tid"),
+                        idx=i, rpc=1)
+            return
+        if cat == "user_annotation":
+            if type(name) is not str:
+                self._bad(ev, i, ("name", name, str))
+            code, extra = self.classify_annotation(name)
+            if code == -1:
+                self.unmatched[name] += 1
+                return
+            where = self.where(i)
+            ts = _num(ev, "ts", where)
+            end = ts + _num(ev, "dur", where)
+            tid = _int(ev.get("tid"), where, "tid")
+            if code == -2:
+                self.steps.add(n=extra, ts=ts, end=end)
+            elif code == -3:
+                self.cc.add(kind=extra, group=-1, peer=-1, ts=ts, end=end, tid=tid, idx=i, rpc=0)
+            else:
+                self.ann.add(type=code, mb=extra, ts=ts, end=end, tid=tid, idx=i)
+            return
+        self.ignored[str(cat)] += 1
+
+    def _bad(self, ev: dict[str, Any], i: int, *checks: tuple[str, Any, type]) -> NoReturn:
+        """Raise for the first field of ``checks`` that has the wrong type."""
+        words = {int: "an integer", float: "a number", str: "a string", dict: "an object"}
+        for field_name, value, kind in checks:
+            ok = (_finite(value) if kind is float else
+                  type(value) is kind if kind is not int else
+                  isinstance(value, int) and not isinstance(value, bool))
+            if not ok:
+                raise InputError(f"{self.where(i)}: field '{field_name}' must be "
+                                 f"{words[kind]}, got {value!r:.60}")
+        raise AssertionError("_bad called without a bad field")  # pragma: no cover
+
+
+def _finite(v: Any) -> bool:
+    t = type(v)
+    return (t is float and math.isfinite(v)) or t is int
+
+
+class _CountingReader:
+    """Read a (decompressed) stream in chunks, counting bytes against the limit."""
+
+    def __init__(self, fh: IO[bytes], path: Path) -> None:
+        self.fh, self.path, self.total = fh, path, 0
+        self.cap = limit("kineto_bytes")
+
+    def read(self, size: int = -1) -> bytes:
+        try:
+            chunk = self.fh.read(size if size >= 0 else CHUNK)
+        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+            raise InputError(f"{self.path}: damaged or truncated gzip data after "
+                             f"{self.total:,} bytes ({exc})") from None
+        self.total += len(chunk)
+        if self.total > self.cap:
+            check_limit("kineto_bytes", self.total, f"{self.path} (uncompressed)")
+        return chunk
+
+
+def _header(path: Path) -> tuple[Any, Any]:
+    """``distributedInfo`` and ``host_name``, parsed from the top-level keys before
+    ``traceEvents`` (where the profiler writes them); ``(None, None)`` when absent there."""
+    info: Any = None
+    host: Any = None
+    fh = _open(path)
+    with fh:
+        builder: Any = None
+        target = ""
+        for prefix, event, value in ijson.parse(_CountingReader(fh, path), use_float=True):
+            if builder is not None:
+                builder.event(event, value)
+                if prefix == target and event in ("end_map", "end_array"):
+                    info, builder = builder.value, None
+                continue
+            if prefix == "" and event == "map_key" and value == "traceEvents":
+                break
+            if prefix == "distributedInfo" and event == "start_map":
+                builder, target = ijson.ObjectBuilder(), "distributedInfo"
+                builder.event(event, value)
+            elif prefix == "host_name" and event == "string":
+                host = value
+    return info, host
+
+
+def read_rank_file(path: str | Path, patterns: Patterns,
+                   keep_rank: Any = None) -> RankEvents:
+    """Stream ``path`` into a :class:`RankEvents`.
+
+    ``keep_rank(rank, distributedInfo)`` (optional) is asked once it is known; when it
+    returns False the events are not read (a collapsed TP/CP rank).
+    """
+    p = Path(path)
+    reader = _Reader(p, patterns)
+    max_events = limit("kineto_events")
+    skipped = False
+    counting: _CountingReader | None = None
+    try:
+        info, host = _header(p)
+        if info is None:  # not before traceEvents: look for it anywhere (a second pass)
+            with _open(p) as fh:
+                info = next(iter(ijson.items(_CountingReader(fh, p), "distributedInfo",
+                                             use_float=True)), None)
+        if info is None:
+            raise InputError(f"{p}: field 'distributedInfo' missing: the rank of this trace "
+                             "is unknown (record the trace in a torch.distributed job)")
+        rank, world = _rank_of(info, p)
+        if keep_rank is not None and not keep_rank(rank, info):
+            skipped = True
+        else:
+            with _open(p) as fh:
+                counting = _CountingReader(fh, p)
+                for batch in iter_event_batches(counting):
+                    if reader.n + batch.count > max_events:
+                        check_limit("kineto_events", reader.n + batch.count, str(p))
+                    for ev, i in zip(batch.events, batch.index.tolist(), strict=True):
+                        reader.event(ev, i)
+                    reader.ignored.update(batch.skipped)
+                    reader.n += batch.count
+    except OSError as exc:
+        raise InputError(f"{p}: cannot read the trace file ({exc.strerror or exc})") from None
+    except ijson.JSONError as exc:
+        why = _json_error(exc)
+        at = f", byte {counting.total:,} of the uncompressed data" if counting else ""
+        if "premature EOF" in why:
+            raise InputError(f"{p}: not a complete JSON file: it ends inside traceEvents"
+                             f"[{reader.n}]{at} (truncated?)") from None
+        raise InputError(f"{p}: not valid JSON near traceEvents[{reader.n}]{at} ({why})"
+                         ) from None
+    except EventSyntaxError as exc:
+        at = f", byte {counting.total:,} of the uncompressed data" if counting else ""
+        if exc.index < 0:
+            raise InputError(f"{p}: {exc}") from None
+        raise InputError(f"{p}: traceEvents[{exc.index}]{at}: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{p}: bytes that are not UTF-8 near traceEvents[{reader.n}] "
+                         f"({exc.reason})") from None
+    pg = info.get("pg_config") if isinstance(info, dict) else None
+    pg_config = pg if isinstance(pg, list) else []
+    if not skipped and reader.n == 0:
+        raise InputError(f"{p}: field 'traceEvents' missing or empty: not a profiler trace")
+    groups = [g for g, _ in sorted(reader.groups.items(), key=lambda kv: kv[1])]
+    s, a, c, r, k = reader.steps, reader.ann, reader.cc, reader.rt, reader.k
+    return RankEvents(
+        path=str(p), rank=rank, world_size=world,
+        host=host if isinstance(host, str) else None,
+        pg_config=pg_config, n_events=reader.n, threads=reader.threads,
+        step_n=s.np("n"), step_ts=s.np("ts"), step_end=s.np("end"),
+        ann_type=a.np("type").astype(np.int8), ann_mb=a.np("mb"), ann_ts=a.np("ts"),
+        ann_end=a.np("end"), ann_tid=a.np("tid"), ann_idx=a.np("idx"),
+        cc_kind=c.np("kind").astype(np.int8), cc_group=c.np("group"), cc_peer=c.np("peer"),
+        cc_ts=c.np("ts"), cc_end=c.np("end"), cc_tid=c.np("tid"), cc_idx=c.np("idx"),
+        cc_rpc=c.np("rpc").astype(bool),
+        rt_corr=r.np("corr"), rt_ts=r.np("ts"), rt_tid=r.np("tid"),
+        k_corr=k.np("corr"), k_ts=k.np("ts"), k_end=k.np("end"),
+        k_kind=k.np("kind").astype(np.int8), k_group=k.np("group"), k_peer=k.np("peer"),
+        k_idx=k.np("idx"), groups=groups, ignored=reader.ignored,
+        names_unmatched=reader.unmatched, skipped=skipped,
+    )
+
+
+def _json_error(exc: BaseException) -> str:
+    """The first line of a parser error (yajl gives bytes)."""
+    arg = exc.args[0] if exc.args else exc
+    text = arg.decode("utf-8", "replace") if isinstance(arg, bytes) else str(arg)
+    return " ".join(text.strip().splitlines()[0].split())[:120] if text.strip() else "?"
+
+
+def _rank_of(info: Any, p: Path) -> tuple[int, int | None]:
+    where = f"{p}: distributedInfo"
+    if not isinstance(info, dict):
+        raise InputError(f"{where}: must be an object")
+    if "rank" not in info:
+        raise InputError(f"{where}: field 'rank' missing")
+    rank = _int(info["rank"], where, "rank")
+    world = info.get("world_size")
+    w = _int(world, where, "world_size") if world is not None else None
+    if rank < 0 or (w is not None and not 0 <= rank < w):
+        raise InputError(f"{where}: field 'rank' {rank} is outside 0..world_size-1")
+    return rank, w

@@ -1,0 +1,58 @@
+"""The chunked event scanner against ``json.loads`` on tricky inputs, with chunk boundaries
+everywhere (tiny chunks): strings holding quotes, backslashes and brackets, nested values,
+a header before the array and keys after it, skipped categories counted."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from stragglers.kineto import jsonstream
+
+EVENTS = [
+    {"ph": "X", "cat": "kernel", "name": 'void f<{lambda()#1}>("]}")', "ts": 1.5, "dur": 2,
+     "args": {"correlation": 7, "grid": [1, 2, 3], "x": {"y": "\\"}}},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 2, "dur": 1, "args": {"a": "\\\""}},
+    {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "ts": 3, "dur": 1, "args": {}},
+    {"ph": "f", "cat": "ac2g", "id": 3, "ts": 4, "name": "ac2g"},
+    {"ph": "M", "name": "thread_name", "tid": 5, "args": {"name": "pt_autograd_0 \"q\""}},
+    {"ph": "X", "cat": "user_annotation", "name": "## forward ##", "ts": 5, "dur": 1,
+     "args": {"cat": "cpu_op"}},
+]
+KEPT = [0, 2, 4, 5]
+
+
+@pytest.mark.parametrize("chunk", [3, 17, 64, 1 << 20])
+@pytest.mark.parametrize("indent", [None, 2])
+def test_events_match_json_loads(chunk: int, indent: int | None,
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(jsonstream, "CHUNK", chunk)
+    doc = {"schemaVersion": 1, "deviceProperties": [{"name": "[{A100}]"}],
+           "distributedInfo": {"rank": 0}, "traceEvents": EVENTS, "traceName": "x"}
+    data = json.dumps(doc, indent=indent).encode()
+    batches = list(jsonstream.iter_event_batches(io.BytesIO(data)))
+    got = [e for b in batches for e in b.events]
+    index = [i for b in batches for i in b.index.tolist()]
+    assert index == KEPT
+    assert got == [json.loads(data)["traceEvents"][i] for i in KEPT]
+    skipped = sum((b.skipped for b in batches), start=jsonstream.Counter())
+    assert skipped == {"cpu_op": 1, "ac2g": 1}
+    assert sum(b.count for b in batches) == len(EVENTS)
+
+
+def test_scalars_in_the_array_are_parsed_for_the_reader_to_refuse() -> None:
+    data = b'{"traceEvents": [{"ph": "X"}, 5]}'
+    got = [e for b in jsonstream.iter_event_batches(io.BytesIO(data)) for e in b.events]
+    assert got == [{"ph": "X"}, 5]
+
+
+@pytest.mark.parametrize("data,message", [
+    (b'{"traceEvents": [{"ph": "X"}, {"ph": ', "ends inside the traceEvents array"),
+    (b'{"other": []}', "field 'traceEvents' missing"),
+    (b'{"traceEvents": [{"ph": "X"} {"ph": "Y"}]}', "not valid JSON"),
+])
+def test_errors(data: bytes, message: str) -> None:
+    with pytest.raises(jsonstream.EventSyntaxError, match=message):
+        list(jsonstream.iter_event_batches(io.BytesIO(data)))
