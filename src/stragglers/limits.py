@@ -55,6 +55,8 @@ LIMITS: dict[str, Limit] = {lim.name: lim for lim in (
     Limit("watch_ranks", 16_384, "distinct ranks followed by watch"),
     Limit("matrix_ranks", 8_192, "ranks of a delay matrix (8 bytes x ranks^2 each)"),
     Limit("topology_ranks", 16_384, "ranks of a hang topology or a validation plan"),
+    Limit("fr_dump_bytes", 256 * 2**20, "bytes of one flight-recorder dump"),
+    Limit("fr_entries", 1_000_000, "entries (calls, groups) of one flight-recorder dump"),
     Limit("period_window", 16_384, "calls in one period-estimation window"),
     Limit("call_kinds", 4_096, "distinct (type, size) call signatures of one rank"),
     Limit("eval_series", 40_000, "series of a detect-eval corpus (400 at --scale 1)"),
