@@ -57,6 +57,8 @@ LIMITS: dict[str, Limit] = {lim.name: lim for lim in (
     Limit("topology_ranks", 16_384, "ranks of a hang topology or a validation plan"),
     Limit("fr_dump_bytes", 256 * 2**20, "bytes of one flight-recorder dump"),
     Limit("fr_entries", 1_000_000, "entries (calls, groups) of one flight-recorder dump"),
+    Limit("validate_ranks", 64, "local processes of `stragglers validate`"),
+    Limit("validate_bytes", 1 << 30, "bytes of one validation transfer or GEMM matrix"),
     Limit("period_window", 16_384, "calls in one period-estimation window"),
     Limit("call_kinds", 4_096, "distinct (type, size) call signatures of one rank"),
     Limit("eval_series", 40_000, "series of a detect-eval corpus (400 at --scale 1)"),

@@ -28,6 +28,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "detect_cmd",
     "probe_cmd",
     "service_cmd",
+    "validate_cmd",
 )
 
 EXIT_OK = 0
