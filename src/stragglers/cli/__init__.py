@@ -29,6 +29,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "probe_cmd",
     "service_cmd",
     "validate_cmd",
+    "run_cmd",
 )
 
 EXIT_OK = 0
