@@ -189,18 +189,23 @@ def test_matched_p2p_does_not_wait_and_unmatched_waits_for_the_peer(tmp_path: Pa
         ("nccl:send 1->2", (2,), (1,))]
 
 
-def test_pg_status_identifies_a_rank_without_entries(tmp_path: Path) -> None:
+@pytest.mark.parametrize("json_form", [False, True])
+def test_pg_status_identifies_a_rank_without_entries(tmp_path: Path, json_form: bool) -> None:
     """Rank 3 has no entries; its pg_status (local ids 0, 1 in the order of the names 0, 20)
-    says it completed expert #39: it has not issued #40, which ranks 0-2 wait in."""
+    says it completed expert #39: it has not issued #40, which ranks 0-2 wait in. The JSON form
+    writes the counters as text, as PyTorch 2.11's ``_dump_nccl_trace_json`` does (seen in a
+    dump of a real NCCL job on an H100)."""
     groups = {"0": ("default_pg", [0, 1, 2, 3]), "20": ("EXPERT", [0, 1, 2, 3])}
-    st = {"0": {"last_enqueued_collective": 2, "last_started_collective": -1,
-                "last_completed_collective": 2},
-          "1": {"last_enqueued_collective": 39, "last_started_collective": -1,
-                "last_completed_collective": 39}}
+    conv: Any = str if json_form else int
+    st = {"0": {"last_enqueued_collective": conv(2), "last_started_collective": conv(-1),
+                "last_completed_collective": conv(2)},
+          "1": {"last_enqueued_collective": conv(39), "last_started_collective": conv(-1),
+                "last_completed_collective": conv(39)}}
     dumps = {r: _dump(groups, r, [_entry("20", "EXPERT", 40, "nccl:all_to_all", uid=1)], st)
              for r in range(3)}
     dumps[3] = _dump(groups, 3, [], st)
-    diag = localize_fr_hang(read_flight_recorder(_write(tmp_path / "d", dumps)))
+    folder = _write(tmp_path / "d", dumps, json_form=json_form)
+    diag = localize_fr_hang(read_flight_recorder(folder))
     assert diag.suspect_ranks == (3,)
     assert "completed #39" in diag.suspects[0].reason
 

@@ -184,6 +184,18 @@ def _int(v: Any, where: str, field: str, allow_none: bool = False) -> int | None
     return v
 
 
+_COUNTER = re.compile(r"^-?\d{1,19}$")
+
+
+def _counter(v: Any, where: str, field: str) -> int:
+    """A ``pg_status`` counter: an integer, or (the JSON dump of PyTorch 2.11) its text."""
+    if type(v) is int:
+        return v
+    if isinstance(v, str) and _COUNTER.match(v):
+        return int(v)
+    raise InputError(f"{where}: field '{field}': expected an integer, got {_shown(v)}")
+
+
 def _shown(v: Any) -> str:
     text = repr(v)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -258,9 +270,9 @@ def parse_dump(obj: Any, where: str, rank: int) -> RankDump:
             raise InputError(f"{w}: expected an integer group id") from None
         if not isinstance(counters, dict):
             raise InputError(f"{w}: expected a dict, got {_shown(counters)}")
-        vals = [_int(counters.get(f"last_{k}_collective", -1), w, f"last_{k}_collective")
+        vals = [_counter(counters.get(f"last_{k}_collective", -1), w, f"last_{k}_collective")
                 for k in ("enqueued", "started", "completed")]
-        status[uid] = GroupStatus(*(int(v) for v in vals if v is not None))
+        status[uid] = GroupStatus(*vals)
     entries = obj["entries"]
     if not isinstance(entries, (list, tuple)):
         raise InputError(f"{where}: field 'entries': expected a list")
