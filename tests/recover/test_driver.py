@@ -47,7 +47,7 @@ def test_a_frozen_rank_inside_the_allreduce_is_excluded(tmp_path: Path,
                                                         ) -> None:
     out, ck = tmp_path / "out", tmp_path / "ck"
     code = main(["run", "--slots", "3", "--heartbeat-s", "0.2", "--timeout-s", str(TIMEOUT_S),
-                 "--ckpt", str(ck), "--out", str(out), "--",
+                 "--ckpt", str(ck), "--out", str(out), "--validate", "--",
                  sys.executable, "-m", "stragglers.recover.toyjob", "--steps", "16",
                  "--ckpt-every", "4", "--hang-slot", "1", "--hang-at-step", "9",
                  "--hang-mode", "stop"])
@@ -63,6 +63,9 @@ def test_a_frozen_rank_inside_the_allreduce_is_excluded(tmp_path: Path,
     assert inc["checkpoint_step"] == 7 and inc["restart_step"] == 8
     assert inc["last_step_reached"] == 9 and inc["steps_lost"] == 1
     assert inc["resumed_after_s"] is not None
+    # validation passes ran over the attempt's 3 slots (a ring: 3 links) and their GEMMs
+    assert sorted(inc["validation"]["gemm_ratio"]) == ["0", "1", "2"]
+    assert sorted(inc["validation"]["link_ratio"]) == ["0->1", "1->2", "2->0"]
     assert [json.loads(x) for x in (out / "incidents.jsonl").read_text().splitlines()] == [inc]
     _check_continuous(out, 16)
 

@@ -40,6 +40,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="pipeline-parallel size of the job (default 1)")
     p.add_argument("--tp", type=options.positive_int, default=1,
                    help="tensor-parallel size of the job (default 1)")
+    p.add_argument("--validate", action="store_true",
+                   help="after an incident, run ring validation passes and the GEMM test over "
+                        "the slots (stragglers validate) and add the flags to the incident")
     p.add_argument("train_command", nargs=argparse.REMAINDER, metavar="COMMAND",
                    help="-- then the training command")
     p.set_defaults(func=_run)
@@ -67,7 +70,8 @@ def _run(args: argparse.Namespace) -> int:
     cfg = DriverConfig(tuple(command), args.slots, args.ckpt, args.out,
                        heartbeat_s=args.heartbeat_s, timeout_s=args.timeout_s,
                        startup_timeout_s=args.startup_timeout_s,
-                       max_restarts=args.max_restarts, pp=args.pp, tp=args.tp)
+                       max_restarts=args.max_restarts, pp=args.pp, tp=args.tp,
+                       validate=args.validate)
 
     def log(incident: dict[str, Any]) -> None:
         sys.stdout.write(json.dumps(incident) + "\n")

@@ -18,7 +18,9 @@ On an incident it localises the culprit:
   the last-op records of :func:`stragglers.detect.hang.localize_hang` on the ``dp x pp x tp``
   topology of the attempt, whose suspects are the culprits.
 
-Then it kills every process of the attempt, takes the culprits' slots out of service and
+With ``validate``, the validation passes of a ring over the attempt's slots and the GEMM test
+(:mod:`stragglers.validate`) run next and their flags go into the incident. Then it kills every
+process of the attempt, takes the culprits' slots out of service and
 restarts the command on the remaining slots; the job resumes from its latest checkpoint in
 ``ckpt_dir`` (files ``ckpt-<step>.pt``). Each incident is a JSON object: kind, detection time
 (since the start and since the last progress), localisation time, culprit slots and ranks with
@@ -62,6 +64,7 @@ class DriverConfig:
     pp: int = 1
     tp: int = 1
     poll_s: float = 0.1
+    validate: bool = False  # run ring validation passes + GEMM test over the slots after a hang
 
 
 @dataclass
@@ -131,6 +134,26 @@ def _localise_hang(beats: dict[int, dict[str, Any]], world: int, now: float, sta
         "diagnosis": diag.to_dict()["suspects"],
     }
     return list(diag.suspect_ranks), evidence
+
+
+def _validate_slots(slots: list[int]) -> dict[str, Any]:
+    """Validation passes (a ring over the slots of the attempt, suspects included) and the GEMM
+    test, as ``stragglers validate`` runs them; results mapped back to slots. Here the slots
+    are local processes, so this measures this machine, not the slots' own hardware."""
+    from stragglers.validate.executed import ValidationConfig, run_validation
+    from stragglers.validate.report import evaluate_run
+
+    t0 = time.monotonic()
+    n = len(slots)
+    rep = evaluate_run(run_validation(ValidationConfig(
+        "ring", tuple(range(n)), n, transfer_bytes=1 << 20, repeats=3, gemm_n=128)),
+        factor=3.0)
+    return {"slow_links": [[slots[a], slots[b]] for a, b in rep.slow_links],
+            "slow_gemm_slots": [slots[r] for r in rep.slow_gemm_ranks],
+            "gemm_ratio": {str(slots[g.rank]): round(g.ratio, 3) for g in rep.gemm},
+            "link_ratio": {f"{slots[x.src]}->{slots[x.dst]}": round(x.ratio, 3)
+                           for x in rep.links},
+            "seconds": round(time.monotonic() - t0, 3)}
 
 
 def run_driver(cfg: DriverConfig, log: Callable[[dict[str, Any]], None] | None = None
@@ -246,6 +269,8 @@ def run_driver(cfg: DriverConfig, log: Callable[[dict[str, Any]], None] | None =
             pending["resumed_after_s"] = None
             emit(pending)
             pending = None
+        if cfg.validate and len(slots) >= 2:
+            incident["validation"] = _validate_slots(slots)
         ck = latest_checkpoint_step(ckpt)
         restart = -1 if ck is None else ck
         incident["restart_step"] = restart + 1
