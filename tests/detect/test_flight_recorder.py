@@ -281,3 +281,9 @@ def test_folder_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert "not both" in capsys.readouterr().err
     assert main(["detect", "hang", "--flight-recorder", str(tmp_path / "nope")]) == 2
     assert "no such folder" in capsys.readouterr().err
+    dumps = _job(None)
+    dumps[5]["pg_config"]["21"]["ranks"] = "[4, 5, 6]"  # disagrees with ranks 4, 6, 7
+    folder = _write(tmp_path / "e", dumps)
+    assert main(["detect", "hang", "--flight-recorder", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert "pg_config['21']: ranks" in err and "_dump_4 says [4, 5, 6, 7]" in err, err

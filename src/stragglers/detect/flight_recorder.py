@@ -137,16 +137,27 @@ class FlightRecord:
     @property
     def groups(self) -> dict[str, GroupInfo]:
         """Every group named in any dump (a rank lists the groups it belongs to)."""
-        out: dict[str, GroupInfo] = {}
-        for d in self.dumps.values():
-            for name, g in d.groups.items():
-                prev = out.get(name)
-                if prev is None or (not prev.desc and g.desc):
-                    out[name] = g
-        return out
+        return _all_groups(self.dumps)
 
 
-def load_dump(path: str | os.PathLike[str], rank: int) -> RankDump:
+def _all_groups(dumps: Mapping[int, RankDump]) -> dict[str, GroupInfo]:
+    """Every group of the dumps; a group whose ranks differ between two dumps is an error."""
+    out: dict[str, GroupInfo] = {}
+    seen_in: dict[str, str] = {}
+    for d in dumps.values():
+        for name, g in d.groups.items():
+            prev = out.get(name)
+            if prev is not None and prev.ranks is not g.ranks and prev.ranks != g.ranks:
+                raise InputError(f"{d.path}: pg_config[{name!r}]: ranks {_shown(list(g.ranks))} "
+                                 f"but {seen_in[name]} says {_shown(list(prev.ranks))}")
+            if prev is None or (not prev.desc and g.desc):
+                out[name] = g
+                seen_in.setdefault(name, d.path)
+    return out
+
+
+def load_dump(path: str | os.PathLike[str], rank: int,
+              ranks_cache: dict[str, tuple[int, ...]] | None = None) -> RankDump:
     """Read one dump (pickle or JSON), bounded by the ``fr_dump_bytes`` limit."""
     p = Path(path)
     try:
@@ -172,7 +183,7 @@ def load_dump(path: str | os.PathLike[str], rank: int) -> RankDump:
             raise InputError(f"{p}: damaged pickle ({type(exc).__name__}: {exc})") from None
     else:
         raise InputError(f"{p}: not a flight-recorder dump (neither a pickle nor JSON)")
-    return parse_dump(obj, str(p), rank)
+    return parse_dump(obj, str(p), rank, ranks_cache)
 
 
 def _int(v: Any, where: str, field: str, allow_none: bool = False) -> int | None:
@@ -201,7 +212,16 @@ def _shown(v: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _ranks(v: Any, where: str) -> tuple[int, ...]:
+def _ranks(v: Any, where: str, cache: dict[str, tuple[int, ...]] | None = None
+           ) -> tuple[int, ...]:
+    """A group's ranks (a list, or its text as PyTorch writes it); with ``cache``, equal texts
+    share one checked tuple (every dump of a job lists the world group and its big groups)."""
+    if isinstance(v, str) and cache is not None:
+        hit = cache.get(v)
+        if hit is not None:
+            return hit
+        cache[v] = _ranks(v, where)
+        return cache[v]
     if isinstance(v, str):
         try:
             v = orjson.loads(v)
@@ -231,7 +251,8 @@ def _size_text(v: Any) -> str:
     return "x".join(str(x) for x in first[:8])
 
 
-def parse_dump(obj: Any, where: str, rank: int) -> RankDump:
+def parse_dump(obj: Any, where: str, rank: int,
+               ranks_cache: dict[str, tuple[int, ...]] | None = None) -> RankDump:
     """Check and convert a loaded dump; every problem names the file and field."""
     if not isinstance(obj, dict):
         raise InputError(f"{where}: expected a dict at the top, got {type(obj).__name__}")
@@ -256,7 +277,7 @@ def parse_dump(obj: Any, where: str, rank: int) -> RankDump:
             raise InputError(f"{w}: expected {{name, desc, ranks}}, got {_shown(g)}")
         desc = g.get("desc", "")
         groups[str(name)] = GroupInfo(str(name), desc if isinstance(desc, str) else str(desc),
-                                      _ranks(g["ranks"], w))
+                                      _ranks(g["ranks"], w, ranks_cache))
     status: dict[int, GroupStatus] = {}
     raw_status = obj.get("pg_status", {})
     if not isinstance(raw_status, dict):
@@ -313,11 +334,9 @@ def _entry(e: Any, where: str) -> FREntry:
                          f"{_shown(is_p2p)}")
     peer = None
     sends = False
-    if is_p2p and m is not None:
-        a, b = int(m["a"]), int(m["b"])
-        peer = b
+    if is_p2p and m is not None:  # "send 0->3": group rank 0 sends to group rank 3
+        peer = int(m["b"])
         sends = m["dir"] == "->"
-        del a
     dtype = _first(e.get("input_dtypes"), str) or ""
     assert seq is not None and p2p_seq is not None
     return FREntry(pg[0], pg[1], uid, seq, p2p_seq, is_p2p, op, state, created,
@@ -368,16 +387,16 @@ def read_flight_recorder(path: str | os.PathLike[str]) -> FlightRecord:
         files, other = {int(m["rank"]): p}, []
     for r in files:
         check_limit("topology_ranks", r + 1, f"{files[r]}: rank {r}")
-    dumps = {r: load_dump(f, r) for r, f in sorted(files.items())}
+    cache: dict[str, tuple[int, ...]] = {}
+    dumps = {r: load_dump(f, r, cache) for r, f in sorted(files.items())}
+    groups = _all_groups(dumps)  # once per group, not once per dump
     world: set[int] = set()
-    for d in dumps.values():
-        for g in d.groups.values():
-            if g.desc == "default_pg":
-                world.update(g.ranks)
+    for g in groups.values():
+        if g.desc == "default_pg":
+            world.update(g.ranks)
     if not world:
-        for d in dumps.values():
-            for g in d.groups.values():
-                world.update(g.ranks)
+        for g in groups.values():
+            world.update(g.ranks)
     outside = sorted(set(dumps) - world)
     if world and outside:
         raise InputError(f"{files[outside[0]]}: rank {outside[0]} is not a rank of the job "

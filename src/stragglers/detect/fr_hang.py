@@ -241,13 +241,14 @@ def localize_fr_hang(record: FlightRecord) -> FRDiagnosis:
     # the first call each culprit failed to join: earliest creation among the hubs that point
     # to it (ties: group name order)
     first_call: dict[int, tuple[int, int, int]] = {}
+    culprit_set = set(cand_ranks.tolist())
     for node, (call, created) in calls.items():
         # collectives first: their sequence ids prove that the culprit has not issued the call,
         # while a point-to-point call without its counterpart may also have been completed by
         # the peer already
         key = (int(call.p2p), created if created is not None else 2**63, node)
         for m in call.waiting_for:
-            if m in set(cand_ranks.tolist()) and (m not in first_call or key < first_call[m]):
+            if m in culprit_set and (m not in first_call or key < first_call[m]):
                 first_call[m] = key
     silent = set(record.silent)
     suspects: list[FRSuspect] = []
