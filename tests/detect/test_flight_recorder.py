@@ -210,6 +210,32 @@ def test_pg_status_identifies_a_rank_without_entries(tmp_path: Path, json_form: 
     assert "completed #39" in diag.suspects[0].reason
 
 
+def test_gloo_dumps_of_pytorch_2_13(tmp_path: Path) -> None:
+    """As PyTorch 2.13's gloo flight recorder writes them (seen in real dumps): pg_config names
+    the default group "" with desc "", entries call it ("0", "default_pg"), completed calls are
+    ``retired`` with state "scheduled". Rank 2 has retired all-reduces 1-3 and issued no more;
+    ranks 0, 1 and 3 wait in #4; rank 1 left no dump."""
+    groups = {"": ("", [0, 1, 2, 3])}
+
+    def calls(n: int, pending: int | None) -> list[dict[str, Any]]:
+        out = []
+        for seq in range(1, n + 1):
+            e = _entry("0", "default_pg", seq, "gloo:all_reduce", created=seq)
+            e["retired"] = seq != pending
+            out.append(e)
+        return out
+
+    dumps = {0: _dump(groups, 0, calls(4, 4)), 2: _dump(groups, 2, calls(3, None)),
+             3: _dump(groups, 3, calls(4, 4))}
+    diag = localize_fr_hang(read_flight_recorder(_write(tmp_path / "d", dumps)))
+    assert diag.silent == (1,)
+    assert diag.suspect_ranks == (1, 2)
+    assert {s.ranks: s.kind for s in diag.suspects} == {(1,): "silent", (2,): "not_joined"}
+    assert [(g.pg, g.op, g.seq, g.waiting_for, g.waiters) for g in diag.groups] == [
+        ("0", "gloo:all_reduce", 4, (1, 2), (0, 3))]
+    assert any("default_pg" in n for n in diag.notes)
+
+
 # -- refusing what is not plain data ----------------------------------------------------------
 class _Forged:
     def __init__(self, marker: Path) -> None:

@@ -59,6 +59,13 @@ def test_a_frozen_rank_inside_the_allreduce_is_excluded(tmp_path: Path,
     assert inc["kind"] == "hang" and inc["culprit_slots"] == [1] and inc["culprit_ranks"] == [1]
     assert inc["evidence"]["stale_heartbeat"] == [1]  # its heartbeats stopped
     assert set(inc["evidence"]["last_ops"]) == {"0", "2"}  # both wait in the all-reduce
+    # the live ranks' real gloo flight-recorder dumps say the same: rank 1 left none, and
+    # ranks 0 and 2 wait for it in all-reduce #10 (steps count from 0: the 10th call)
+    fr = inc["evidence"]["flight_recorder"]
+    assert inc["evidence"]["localised_by"] == "flight_recorder"
+    assert fr["dumps"] == 2 and fr["silent"] == [1] and fr["suspects"] == [1]
+    assert [(g["op"], g["seq"], g["waiting_for"], g["waiters"]) for g in fr["groups"]] == [
+        ("gloo:all_reduce", 10, [1], [0, 2])]
     assert inc["since_last_progress_s"] >= TIMEOUT_S
     assert inc["checkpoint_step"] == 7 and inc["restart_step"] == 8
     assert inc["last_step_reached"] == 9 and inc["steps_lost"] == 1
@@ -82,6 +89,10 @@ def test_a_rank_that_never_reaches_the_call_then_a_crash(tmp_path: Path) -> None
     assert hang["kind"] == "hang" and hang["culprit_slots"] == [2]
     assert hang["evidence"]["alive_not_in_a_call"] == [2]  # alive, but not in the all-reduce
     assert hang["evidence"]["stale_heartbeat"] == []
+    fr = hang["evidence"]["flight_recorder"]  # all 4 dumped; rank 2 never issued #7
+    assert fr["dumps"] == 4 and fr["silent"] == [] and fr["suspects"] == [2]
+    assert fr["details"][0]["kind"] == "not_joined"
+    assert [(g["seq"], g["waiting_for"]) for g in fr["groups"]] == [(7, [2])]
     assert hang["restart_step"] == 4 and hang["steps_lost"] == 2
     # second attempt: slots 0, 1, 3 are ranks 0, 1, 2; slot 0 (rank 0) exits with status 3
     assert crash["kind"] == "crash" and crash["culprit_slots"] == [0]

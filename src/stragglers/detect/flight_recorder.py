@@ -106,10 +106,11 @@ class FREntry:
     dtype: str
     peer_local: int | None = None  # p2p: the group rank of the other side
     sends: bool = False  # p2p: this entry sends to peer_local
+    retired: bool = False  # completed and retired by the recorder (gloo never sets state)
 
     @property
     def pending(self) -> bool:
-        return self.state != "completed"
+        return self.state != "completed" and not self.retired
 
 
 @dataclass(frozen=True)
@@ -337,10 +338,16 @@ def _entry(e: Any, where: str) -> FREntry:
     if is_p2p and m is not None:  # "send 0->3": group rank 0 sends to group rank 3
         peer = int(m["b"])
         sends = m["dir"] == "->"
+    retired = e.get("retired", False)
+    if retired is None:
+        retired = False
+    if type(retired) is not bool:
+        raise InputError(f"{where}: field 'retired': expected true or false, got "
+                         f"{_shown(retired)}")
     dtype = _first(e.get("input_dtypes"), str) or ""
     assert seq is not None and p2p_seq is not None
     return FREntry(pg[0], pg[1], uid, seq, p2p_seq, is_p2p, op, state, created,
-                   _size_text(e.get("input_sizes")), dtype, peer, sends)
+                   _size_text(e.get("input_sizes")), dtype, peer, sends, retired)
 
 
 def _rank_files(folder: Path) -> tuple[dict[int, Path], list[str]]:

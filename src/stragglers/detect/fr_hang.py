@@ -144,9 +144,14 @@ def localize_fr_hang(record: FlightRecord) -> FRDiagnosis:
             if e.is_p2p:
                 p2p_groups.add(e.group)
     unknown_groups = sorted({g for g, _ in by_gr} - set(groups))
-    for name in unknown_groups:  # a group seen in entries only: members are those with entries
+    for name in unknown_groups:  # a group seen in entries only
         seen = tuple(sorted(r for gg, r in by_gr if gg == name))
         desc = by_gr[(name, seen[0])][0].desc
+        if desc == "default_pg":  # gloo's pg_config names the default group "" (PyTorch 2.13)
+            groups[name] = GroupInfo(name, desc, tuple(world))
+            notes.append(f"group {name} (default_pg) is not in any pg_config: all "
+                         f"{len(world)} ranks of the job taken as its members")
+            continue
         groups[name] = GroupInfo(name, desc, seen)
         notes.append(f"group {name} ({desc}) is not in any pg_config: members taken from "
                      "entries")

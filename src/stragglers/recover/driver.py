@@ -13,10 +13,14 @@ On an incident it localises the culprit:
 
 * crash: the ranks that exited first and not because a peer went away (their last status is
   not ``comm_error``);
-* hang: ranks whose heartbeat stopped (older than ``max(3 x heartbeat_s, 2 s)``) or that are
-  alive but not in a communication call are *silent*; the others' calls (op, group, seq) are
-  the last-op records of :func:`stragglers.detect.hang.localize_hang` on the ``dp x pp x tp``
-  topology of the attempt, whose suspects are the culprits.
+* hang: the driver asks the live ranks for their PyTorch flight-recorder dumps (the
+  heartbeat thread writes them; ``TORCH_FR_BUFFER_SIZE`` is set for the ranks) and localises
+  with :mod:`stragglers.detect.fr_hang` (ranks without a dump are silent); when that names
+  nobody (no dumps), from the heartbeats: ranks whose heartbeat stopped (older than
+  ``max(3 x heartbeat_s, 2 s)``) or that are alive but not in a communication call are
+  *silent*, the others' calls (op, group, seq) are the last-op records of
+  :func:`stragglers.detect.hang.localize_hang` on the ``dp x pp x tp`` topology of the
+  attempt. Both diagnoses go into the evidence.
 
 With ``validate``, the validation passes of a ring over the attempt's slots and the GEMM test
 (:mod:`stragglers.validate`) run next and their flags go into the incident. Then it kills every
@@ -65,6 +69,7 @@ class DriverConfig:
     tp: int = 1
     poll_s: float = 0.1
     validate: bool = False  # run ring validation passes + GEMM test over the slots after a hang
+    fr_wait_s: float = 3.0  # how long to wait for the flight-recorder dumps of a hang
 
 
 @dataclass
@@ -136,6 +141,39 @@ def _localise_hang(beats: dict[int, dict[str, Any]], world: int, now: float, sta
     return list(diag.suspect_ranks), evidence
 
 
+def _localise_fr(hb_dir: Path, beats: dict[int, dict[str, Any]], world: int, stale_s: float,
+                 wait_s: float) -> tuple[list[int], dict[str, Any]]:
+    """Ask the live ranks for their flight-recorder dumps, wait for them (at most ``wait_s``)
+    and localise the hang from them (:mod:`stragglers.detect.fr_hang`); ranks without a dump
+    are silent."""
+    from stragglers.detect.flight_recorder import read_flight_recorder
+    from stragglers.detect.fr_hang import localize_fr_hang
+    from stragglers.errors import InputError
+
+    (hb_dir / "dump-request").write_text("")
+    now = time.time()
+    live = [r for r in range(world)
+            if r in beats and now - float(beats[r].get("ts", 0.0)) <= stale_s]
+    folder = hb_dir / "fr"
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        if all((folder / f"_dump_{r}").exists() for r in live):
+            break
+        time.sleep(0.05)
+    if not folder.is_dir():
+        return [], {"dumps": 0, "note": "no flight-recorder dump came (TORCH_FR_BUFFER_SIZE "
+                                        "unset, or the job does not use torch.distributed)"}
+    try:
+        diag = localize_fr_hang(read_flight_recorder(folder))
+    except InputError as exc:
+        return [], {"error": str(exc)}
+    out = diag.to_dict()
+    return list(diag.suspect_ranks), {
+        "dumps": diag.dumps, "suspects": out["suspects"], "silent": out["silent"],
+        "groups": out["groups"], "details": out["details"],
+        "waited_for": any(s.kind != "stuck_collective" for s in diag.suspects)}
+
+
 def _validate_slots(slots: list[int]) -> dict[str, Any]:
     """Validation passes (a ring over the slots of the attempt, suspects included) and the GEMM
     test, as ``stragglers validate`` runs them; results mapped back to slots. Here the slots
@@ -194,6 +232,7 @@ def run_driver(cfg: DriverConfig, log: Callable[[dict[str, Any]], None] | None =
                        STRAGGLERS_HEARTBEAT_DIR=str(hb_dir),
                        STRAGGLERS_HEARTBEAT_S=str(cfg.heartbeat_s),
                        STRAGGLERS_CKPT_DIR=str(ckpt), STRAGGLERS_RUN_DIR=str(out))
+            env.setdefault("TORCH_FR_BUFFER_SIZE", "2000")  # the flight recorder, for hangs
             f = open(out / f"attempt-{attempt}-rank-{rank}.log", "wb")  # noqa: SIM115
             logs.append(f)
             procs.append(subprocess.Popen(list(cfg.command), env=env, stdout=f,
@@ -243,6 +282,17 @@ def run_driver(cfg: DriverConfig, log: Callable[[dict[str, Any]], None] | None =
                     t_detect = now_mono
                     culprits, evidence = _localise_hang(beats, world, time.time(), stale_s,
                                                         cfg.pp, cfg.tp)
+                    fr_culprits, fr_evidence = _localise_fr(hb_dir, beats, world, stale_s,
+                                                            cfg.fr_wait_s)
+                    evidence["flight_recorder"] = fr_evidence
+                    evidence["localised_by"] = "heartbeats"
+                    # the dumps decide when they name ranks that others wait for; a group
+                    # stuck as a whole only when the heartbeats name nobody
+                    waited = fr_evidence.get("waited_for", False)
+                    if fr_culprits and (waited or not culprits):
+                        evidence["heartbeat_suspects"] = culprits
+                        culprits = fr_culprits
+                        evidence["localised_by"] = "flight_recorder"
                     incident = {"kind": "hang" if started else "startup_hang",
                                 "evidence": evidence}
                 else:

@@ -13,13 +13,16 @@ The driver (``stragglers run``) starts each rank with ``STRAGGLERS_HEARTBEAT_DIR
 A background thread writes ``hb-<rank>.json`` (atomically) every ``interval`` seconds and at
 every change: ``{rank, slot, pid, step, op, group, seq, peer, status, beat, ts}`` where
 ``beat`` counts the writes. A rank that is alive but blocked in a call keeps beating with the
-call it is in; a rank whose process is stuck stops beating.
+call it is in; a rank whose process is stuck stops beating. When the driver drops a
+``dump-request`` file into the folder, the thread also writes the rank's PyTorch
+flight-recorder dump (gloo or NCCL) to ``fr/_dump_<rank>``.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 import time
 from pathlib import Path
@@ -38,6 +41,7 @@ class Heartbeat:
                                        "peer": None, "status": "starting", "beat": 0}
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._dumped = False
         self._write()
         self._thread = threading.Thread(target=self._run, name="stragglers-heartbeat",
                                         daemon=True)
@@ -64,6 +68,29 @@ class Heartbeat:
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             self._write()
+            self._maybe_dump()
+
+    def _maybe_dump(self) -> None:
+        """When the driver asks (a ``dump-request`` file beside the heartbeats), write this
+        rank's flight-recorder dump to ``fr/_dump_<rank>`` once: from this thread, since the
+        job's thread may be blocked in a call. Needs ``TORCH_FR_BUFFER_SIZE`` (the driver sets
+        it) and a job that already imported torch."""
+        if self._dumped or not (self.path.parent / "dump-request").exists():
+            return
+        self._dumped = True
+        torch = sys.modules.get("torch")
+        if torch is None:
+            return
+        c10d = getattr(torch._C, "_distributed_c10d", None)
+        dump = getattr(c10d, "_dump_fr_trace", None) or getattr(c10d, "_dump_nccl_trace", None)
+        if dump is None:
+            return
+        data = dump(includeCollectives=True, includeStackTraces=False, onlyActive=False)
+        folder = self.path.parent / "fr"
+        folder.mkdir(exist_ok=True)
+        tmp = folder / f".dump_{self.rank}.tmp"
+        tmp.write_bytes(data)
+        os.replace(tmp, folder / f"_dump_{self.rank}")
 
     def _update(self, **fields: Any) -> None:
         with self._lock:
