@@ -30,6 +30,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "service_cmd",
     "mitigate_cmd",
     "import_cmd",
+    "validate_cmd",
+    "run_cmd",
 )
 
 EXIT_OK = 0

@@ -176,11 +176,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "hang", help="name the ranks that cause a hang from the last op each rank logged",
         description="Each input line is {rank, op, group (tp|dp|pp)[, peer, seq]}: the call a "
                     "rank was in when its collective timed out. Ranks without a line are taken "
-                    "as silent (hung). Prints the suspects and why.",
+                    "as silent (hung). Prints the suspects and why. With --flight-recorder DIR "
+                    "instead: the PyTorch NCCL flight-recorder dumps of the job (one per rank, "
+                    "pickle or JSON, file names ending in the rank), any process groups.",
     )
-    ph.add_argument("records", help="JSON-lines file of last operations")
-    ph.add_argument("--dp", type=int, required=True, help="data-parallel size")
-    ph.add_argument("--pp", type=int, required=True, help="pipeline-parallel size")
+    ph.add_argument("records", nargs="?", default=None,
+                    help="JSON-lines file of last operations (not with --flight-recorder)")
+    ph.add_argument("--flight-recorder", metavar="DIR", default=None,
+                    help="folder of flight-recorder dumps (_dump_<rank> or <prefix><rank>)")
+    ph.add_argument("--dp", type=int, default=None, help="data-parallel size (records)")
+    ph.add_argument("--pp", type=int, default=None, help="pipeline-parallel size (records)")
     ph.add_argument("--tp", type=int, default=1, help="tensor-parallel size (default 1)")
     ph.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
     ph.set_defaults(func=_hang)
@@ -384,6 +389,16 @@ def _hang(args: argparse.Namespace) -> int:
     from stragglers.detect.hang import LastOp, Topology, localize_hang
     from stragglers.detect.records import decode_json, iter_file_lines
 
+    if args.flight_recorder is not None:
+        if args.records is not None or args.dp is not None or args.pp is not None:
+            raise InputError("--flight-recorder: give either the dumps or a records file "
+                             "with --dp/--pp, not both")
+        return _hang_fr(args)
+    if args.records is None:
+        raise InputError("give a records file (with --dp and --pp) or --flight-recorder DIR")
+    for name in ("dp", "pp"):
+        if getattr(args, name) is None:
+            raise InputError(f"--{name}: required with a records file")
     for name in ("dp", "pp", "tp"):
         _int_range(getattr(args, name), f"--{name}", 1)
     check_limit("topology_ranks", args.dp * args.pp * args.tp,
@@ -433,6 +448,38 @@ def _hang(args: argparse.Namespace) -> int:
     for sus in diag.suspects:
         lines.append(f"suspect {list(sus.ranks)} [{sus.kind}], waited on by {sus.waited_on_by} "
                      f"ranks: {sus.reason}")
+    out.write("\n".join(lines) + "\n")
+    return 0
+
+
+def _hang_fr(args: argparse.Namespace) -> int:
+    from stragglers.detect.flight_recorder import read_flight_recorder
+    from stragglers.detect.fr_hang import localize_fr_hang
+
+    record = read_flight_recorder(args.flight_recorder)
+    diag = localize_fr_hang(record)
+    out = _Output()
+    if args.json:
+        out.write(orjson.dumps(diag.to_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
+        return 0
+    other = diag.ignored_files
+    shown = ", ".join(other[:4]) + (", ..." if len(other) > 4 else "")
+    lines = [f"{record.source}: {diag.dumps} dumps of {diag.ranks} ranks, "
+             f"{len(diag.silent)} silent {list(diag.silent)}"
+             + (f"; {len(other)} other files not read ({shown})" if other else "")]
+    if not diag.suspects:
+        lines.append("no suspect: nobody waits for a silent or lagging rank")
+    lines.append(f"suspects: {list(diag.suspect_ranks)}")
+    if diag.groups:
+        lines.append(f"{'PG':<6} | {'description':<40} | {'op':<28} | {'seq':>8} | "
+                     f"{'size':<16} | {'dtype':<9} | waiting for")
+        for g in diag.groups:
+            lines.append(f"{g.pg:<6} | {g.desc:<40} | {g.op:<28} | {g.seq:>8} | "
+                         f"{g.size:<16} | {g.dtype:<9} | {list(g.waiting_for)}")
+    for sus in diag.suspects:
+        lines.append(f"suspect {list(sus.ranks)} [{sus.kind}], waited on by {sus.waited_on_by} "
+                     f"ranks: {sus.reason}")
+    lines.extend(f"note: {n}" for n in diag.notes)
     out.write("\n".join(lines) + "\n")
     return 0
 

@@ -14,6 +14,9 @@ One job per module:
 * :mod:`~stragglers.detect.matrix` - C4D delay matrix and late senders from receive waits;
 * :mod:`~stragglers.detect.validation_plan` - disjoint P2P passes for rings and trees;
 * :mod:`~stragglers.detect.hang` - hang localisation on a dp x pp x tp topology;
+* :mod:`~stragglers.detect.flight_recorder` - reading PyTorch NCCL flight-recorder dumps (a
+  restricted unpickler: plain containers and scalars only);
+* :mod:`~stragglers.detect.fr_hang` - hang localisation from those dumps, any process groups;
 * :mod:`~stragglers.detect.follow` - following a growing file through truncation and rotation;
 * :mod:`~stragglers.detect.watch` - the streaming watcher (``stragglers watch``).
 """

@@ -1,0 +1,413 @@
+"""Reading PyTorch NCCL flight-recorder dumps (``TORCH_FR_BUFFER_SIZE``,
+``TORCH_NCCL_DUMP_ON_TIMEOUT``): one file per rank, a pickled (or JSON) dict with ``version``,
+``pg_config`` (group name -> ``{name, desc, ranks}``), ``pg_status`` (local group id ->
+``{last_enqueued_collective, last_started_collective, last_completed_collective}``) and
+``entries`` (the recorded collective and point-to-point calls, with ``process_group``
+``(name, desc)``, ``pg_id`` (the local group id), ``collective_seq_id``, ``p2p_seq_id``,
+``profiling_name``, ``state``, sizes, dtypes and times).
+
+A pickle can run code while it is loaded, so dumps are read with :class:`PlainUnpickler`, which
+refuses every global reference (classes, functions, ``copyreg`` extensions, persistent ids): only
+the opcodes that build plain containers and scalars remain. A refused dump is a one-line
+:class:`~stragglers.errors.InputError` and nothing of it has been executed.
+
+A folder holds one dump per rank whose file name ends in the rank (``_dump_<rank>``,
+``<prefix><rank>``, optionally ``.json``/``.pkl``); other files are counted and reported, not
+read. Ranks of the job (``default_pg``, else every group) without a dump are *silent*.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import pickle
+import re
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from stragglers.errors import InputError
+from stragglers.limits import check_limit
+
+__all__ = [
+    "FlightRecord",
+    "FREntry",
+    "GroupInfo",
+    "GroupStatus",
+    "PlainUnpickler",
+    "RefusedPickle",
+    "RankDump",
+    "load_dump",
+    "parse_dump",
+    "read_flight_recorder",
+]
+
+#: entry states of the recorder (``scheduled`` = enqueued, not yet seen started)
+STATES = ("scheduled", "started", "completed")
+_NAME = re.compile(r"^(?P<prefix>.*?)(?P<rank>\d+)(?P<ext>\.json|\.pkl|\.pickle)?$")
+_P2P = re.compile(r"^(?P<op>\S*(?:send|recv))\s+(?P<a>\d+)\s*(?P<dir>->|<-)\s*(?P<b>\d+)\s*$")
+
+
+class RefusedPickle(pickle.UnpicklingError):
+    """The pickle asks for more than plain containers and scalars."""
+
+
+class PlainUnpickler(pickle.Unpickler):
+    """An unpickler that builds plain containers and scalars only: any global (class, function,
+    ``copyreg`` extension) or persistent id is refused before it is looked up."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        raise RefusedPickle(
+            f"the pickle references the global {module}.{name}; only plain containers and "
+            "scalars are allowed (refused, nothing was executed)")
+
+    def persistent_load(self, pid: Any) -> Any:
+        raise RefusedPickle("the pickle uses a persistent id; only plain containers "
+                                     "and scalars are allowed (refused, nothing was executed)")
+
+
+@dataclass(frozen=True)
+class GroupInfo:
+    """A process group as ``pg_config`` describes it: its global name, description and the
+    global ranks in group-rank order."""
+
+    name: str
+    desc: str
+    ranks: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class GroupStatus:
+    """Progress counters of one group on one rank (``pg_status``; -1 = none yet)."""
+
+    enqueued: int
+    started: int
+    completed: int
+
+
+@dataclass(frozen=True)
+class FREntry:
+    """One recorded call."""
+
+    group: str  # process group name
+    desc: str
+    uid: int | None  # the rank's local group id (``pg_id``)
+    seq: int  # collective_seq_id
+    p2p_seq: int
+    is_p2p: bool
+    op: str  # profiling_name, e.g. "nccl:all_to_all", "nccl:send 0->3"
+    state: str
+    created_ns: int | None
+    size: str  # "4096x5120" (first input), "" when not recorded
+    dtype: str
+    peer_local: int | None = None  # p2p: the group rank of the other side
+    sends: bool = False  # p2p: this entry sends to peer_local
+    retired: bool = False  # completed and retired by the recorder (gloo never sets state)
+
+    @property
+    def pending(self) -> bool:
+        return self.state != "completed" and not self.retired
+
+
+@dataclass(frozen=True)
+class RankDump:
+    """The dump of one rank."""
+
+    rank: int
+    path: str
+    version: str
+    groups: Mapping[str, GroupInfo]
+    status: Mapping[int, GroupStatus]  # by local group id
+    entries: tuple[FREntry, ...]
+
+
+@dataclass(frozen=True)
+class FlightRecord:
+    """The dumps of a job, by rank, with the job's ranks and those without a dump."""
+
+    dumps: Mapping[int, RankDump]
+    world: tuple[int, ...]
+    silent: tuple[int, ...]
+    ignored_files: tuple[str, ...]
+    source: str
+
+    @property
+    def groups(self) -> dict[str, GroupInfo]:
+        """Every group named in any dump (a rank lists the groups it belongs to)."""
+        return _all_groups(self.dumps)
+
+
+def _all_groups(dumps: Mapping[int, RankDump]) -> dict[str, GroupInfo]:
+    """Every group of the dumps; a group whose ranks differ between two dumps is an error."""
+    out: dict[str, GroupInfo] = {}
+    seen_in: dict[str, str] = {}
+    for d in dumps.values():
+        for name, g in d.groups.items():
+            prev = out.get(name)
+            if prev is not None and prev.ranks is not g.ranks and prev.ranks != g.ranks:
+                raise InputError(f"{d.path}: pg_config[{name!r}]: ranks {_shown(list(g.ranks))} "
+                                 f"but {seen_in[name]} says {_shown(list(prev.ranks))}")
+            if prev is None or (not prev.desc and g.desc):
+                out[name] = g
+                seen_in.setdefault(name, d.path)
+    return out
+
+
+def load_dump(path: str | os.PathLike[str], rank: int,
+              ranks_cache: dict[str, tuple[int, ...]] | None = None) -> RankDump:
+    """Read one dump (pickle or JSON), bounded by the ``fr_dump_bytes`` limit."""
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+        check_limit("fr_dump_bytes", size, str(p))
+        data = p.read_bytes()
+    except OSError as exc:
+        raise InputError(f"{p}: cannot read the dump ({exc.strerror or exc})") from None
+    head = data.lstrip()[:1]
+    if head in (b"{", b"["):
+        try:
+            obj = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise InputError(f"{p}: not a valid JSON flight-recorder dump ({exc})") from None
+    elif data[:1] == b"\x80":
+        try:
+            obj = PlainUnpickler(io.BytesIO(data)).load()
+        except RefusedPickle as exc:
+            raise InputError(f"{p}: {exc}") from None
+        except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, KeyError,
+                AttributeError, OverflowError, MemoryError, UnicodeDecodeError) as exc:
+            # a truncated or damaged pickle (the opcodes fail on a short or wrong stack)
+            raise InputError(f"{p}: damaged pickle ({type(exc).__name__}: {exc})") from None
+    else:
+        raise InputError(f"{p}: not a flight-recorder dump (neither a pickle nor JSON)")
+    return parse_dump(obj, str(p), rank, ranks_cache)
+
+
+def _int(v: Any, where: str, field: str, allow_none: bool = False) -> int | None:
+    if v is None and allow_none:
+        return None
+    if type(v) is not int:
+        raise InputError(f"{where}: field '{field}': expected an integer, got "
+                         f"{_shown(v)}")
+    return v
+
+
+_COUNTER = re.compile(r"^-?\d{1,19}$")
+
+
+def _counter(v: Any, where: str, field: str) -> int:
+    """A ``pg_status`` counter: an integer, or (the JSON dump of PyTorch 2.11) its text."""
+    if type(v) is int:
+        return v
+    if isinstance(v, str) and _COUNTER.match(v):
+        return int(v)
+    raise InputError(f"{where}: field '{field}': expected an integer, got {_shown(v)}")
+
+
+def _shown(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _ranks(v: Any, where: str, cache: dict[str, tuple[int, ...]] | None = None
+           ) -> tuple[int, ...]:
+    """A group's ranks (a list, or its text as PyTorch writes it); with ``cache``, equal texts
+    share one checked tuple (every dump of a job lists the world group and its big groups)."""
+    if isinstance(v, str) and cache is not None:
+        hit = cache.get(v)
+        if hit is not None:
+            return hit
+        cache[v] = _ranks(v, where)
+        return cache[v]
+    if isinstance(v, str):
+        try:
+            v = orjson.loads(v)
+        except orjson.JSONDecodeError:
+            raise InputError(f"{where}: field 'ranks': expected a list of ranks, got "
+                             f"{_shown(v)}") from None
+    if not isinstance(v, (list, tuple)) or not all(type(r) is int and r >= 0 for r in v):
+        raise InputError(f"{where}: field 'ranks': expected a list of ranks >= 0, got "
+                         f"{_shown(v)}")
+    check_limit("topology_ranks", len(v), f"{where}: field 'ranks'")
+    if len(set(v)) != len(v):
+        raise InputError(f"{where}: field 'ranks': a rank appears twice in {_shown(v)}")
+    return tuple(v)
+
+
+def _first(v: Any, kind: type | tuple[type, ...]) -> Any:
+    """The first element of a list of per-input values (``input_sizes``/``input_dtypes``)."""
+    if isinstance(v, (list, tuple)) and v and isinstance(v[0], kind):
+        return v[0]
+    return None
+
+
+def _size_text(v: Any) -> str:
+    first = _first(v, (list, tuple))
+    if first is None or not all(type(x) is int for x in first[:8]):
+        return ""
+    return "x".join(str(x) for x in first[:8])
+
+
+def parse_dump(obj: Any, where: str, rank: int,
+               ranks_cache: dict[str, tuple[int, ...]] | None = None) -> RankDump:
+    """Check and convert a loaded dump; every problem names the file and field."""
+    if not isinstance(obj, dict):
+        raise InputError(f"{where}: expected a dict at the top, got {type(obj).__name__}")
+    for key in ("pg_config", "entries"):
+        if key not in obj:
+            raise InputError(f"{where}: field '{key}': missing (not a flight-recorder dump?)")
+    version = obj.get("version", "")
+    if not isinstance(version, str):
+        version = str(version)
+    if "rank" in obj and obj["rank"] != rank:
+        raise InputError(f"{where}: field 'rank': {_shown(obj['rank'])} but the file name "
+                         f"says rank {rank}")
+    cfg = obj["pg_config"]
+    if not isinstance(cfg, dict):
+        raise InputError(f"{where}: field 'pg_config': expected a dict, got "
+                         f"{type(cfg).__name__}")
+    check_limit("fr_entries", len(cfg), f"{where}: field 'pg_config'")
+    groups: dict[str, GroupInfo] = {}
+    for name, g in cfg.items():
+        w = f"{where}: pg_config[{_shown(name)}]"
+        if not isinstance(g, dict) or "ranks" not in g:
+            raise InputError(f"{w}: expected {{name, desc, ranks}}, got {_shown(g)}")
+        desc = g.get("desc", "")
+        groups[str(name)] = GroupInfo(str(name), desc if isinstance(desc, str) else str(desc),
+                                      _ranks(g["ranks"], w, ranks_cache))
+    status: dict[int, GroupStatus] = {}
+    raw_status = obj.get("pg_status", {})
+    if not isinstance(raw_status, dict):
+        raise InputError(f"{where}: field 'pg_status': expected a dict")
+    check_limit("fr_entries", len(raw_status), f"{where}: field 'pg_status'")
+    for raw_uid, counters in raw_status.items():
+        w = f"{where}: pg_status[{_shown(raw_uid)}]"
+        try:
+            uid = int(raw_uid)
+        except (TypeError, ValueError):
+            raise InputError(f"{w}: expected an integer group id") from None
+        if not isinstance(counters, dict):
+            raise InputError(f"{w}: expected a dict, got {_shown(counters)}")
+        vals = [_counter(counters.get(f"last_{k}_collective", -1), w, f"last_{k}_collective")
+                for k in ("enqueued", "started", "completed")]
+        status[uid] = GroupStatus(*vals)
+    entries = obj["entries"]
+    if not isinstance(entries, (list, tuple)):
+        raise InputError(f"{where}: field 'entries': expected a list")
+    check_limit("fr_entries", len(entries), f"{where}: field 'entries'")
+    parsed = tuple(_entry(e, f"{where}: entries[{i}]") for i, e in enumerate(entries))
+    return RankDump(rank, where, version, groups, status, parsed)
+
+
+def _entry(e: Any, where: str) -> FREntry:
+    if not isinstance(e, dict):
+        raise InputError(f"{where}: expected a dict, got {_shown(e)}")
+    for key in ("process_group", "collective_seq_id", "profiling_name"):
+        if key not in e:
+            raise InputError(f"{where}: field '{key}': missing")
+    pg = e["process_group"]
+    if (not isinstance(pg, (list, tuple)) or len(pg) != 2
+            or not all(isinstance(x, str) for x in pg)):
+        raise InputError(f"{where}: field 'process_group': expected (name, desc), got "
+                         f"{_shown(pg)}")
+    op = e["profiling_name"]
+    if not isinstance(op, str):
+        raise InputError(f"{where}: field 'profiling_name': expected a string, got "
+                         f"{_shown(op)}")
+    state = e.get("state", "scheduled")
+    if state not in STATES:
+        raise InputError(f"{where}: field 'state': expected one of {', '.join(STATES)}, got "
+                         f"{_shown(state)}")
+    seq = _int(e["collective_seq_id"], where, "collective_seq_id")
+    p2p_seq = _int(e.get("p2p_seq_id", 0), where, "p2p_seq_id")
+    uid = _int(e.get("pg_id"), where, "pg_id", allow_none=True)
+    created = _int(e.get("time_created_ns"), where, "time_created_ns", allow_none=True)
+    m = _P2P.match(op.split(":", 1)[-1])
+    is_p2p = e.get("is_p2p")
+    if is_p2p is None:
+        is_p2p = m is not None
+    if type(is_p2p) is not bool:
+        raise InputError(f"{where}: field 'is_p2p': expected true or false, got "
+                         f"{_shown(is_p2p)}")
+    peer = None
+    sends = False
+    if is_p2p and m is not None:  # "send 0->3": group rank 0 sends to group rank 3
+        peer = int(m["b"])
+        sends = m["dir"] == "->"
+    retired = e.get("retired", False)
+    if retired is None:
+        retired = False
+    if type(retired) is not bool:
+        raise InputError(f"{where}: field 'retired': expected true or false, got "
+                         f"{_shown(retired)}")
+    dtype = _first(e.get("input_dtypes"), str) or ""
+    assert seq is not None and p2p_seq is not None
+    return FREntry(pg[0], pg[1], uid, seq, p2p_seq, is_p2p, op, state, created,
+                   _size_text(e.get("input_sizes")), dtype, peer, sends, retired)
+
+
+def _rank_files(folder: Path) -> tuple[dict[int, Path], list[str]]:
+    """Dump files by rank (the most common prefix wins) and the names of the other files."""
+    matches: list[tuple[str, int, Path]] = []
+    other: list[str] = []
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError as exc:
+        raise InputError(f"{folder}: cannot list the folder ({exc.strerror or exc})") from None
+    check_limit("topology_ranks", len(names), f"{folder}: files")
+    for name in names:
+        m = _NAME.match(name)
+        if m is None or not (folder / name).is_file():
+            other.append(name)
+            continue
+        matches.append((m["prefix"], int(m["rank"]), folder / name))
+    if not matches:
+        raise InputError(f"{folder}: no dump files (expected names ending in the rank, like "
+                         "_dump_0)")
+    prefix = Counter(p for p, _, _ in matches).most_common(1)[0][0]
+    files: dict[int, Path] = {}
+    for p, r, path in matches:
+        if p != prefix:
+            other.append(path.name)
+            continue
+        if r in files:
+            raise InputError(f"{path}: rank {r} already has a dump ({files[r].name})")
+        files[r] = path
+    return files, sorted(other)
+
+
+def read_flight_recorder(path: str | os.PathLike[str]) -> FlightRecord:
+    """All dumps of a folder (or a single dump file, whose name carries its rank)."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"{p}: no such folder")
+    if p.is_dir():
+        files, other = _rank_files(p)
+    else:
+        m = _NAME.match(p.name)
+        if m is None:
+            raise InputError(f"{p}: the file name does not end in the rank (like _dump_0)")
+        files, other = {int(m["rank"]): p}, []
+    for r in files:
+        check_limit("topology_ranks", r + 1, f"{files[r]}: rank {r}")
+    cache: dict[str, tuple[int, ...]] = {}
+    dumps = {r: load_dump(f, r, cache) for r, f in sorted(files.items())}
+    groups = _all_groups(dumps)  # once per group, not once per dump
+    world: set[int] = set()
+    for g in groups.values():
+        if g.desc == "default_pg":
+            world.update(g.ranks)
+    if not world:
+        for g in groups.values():
+            world.update(g.ranks)
+    outside = sorted(set(dumps) - world)
+    if world and outside:
+        raise InputError(f"{files[outside[0]]}: rank {outside[0]} is not a rank of the job "
+                         f"({len(world)} ranks in its groups)")
+    world.update(dumps)
+    silent = tuple(sorted(world - set(dumps)))
+    return FlightRecord(dumps, tuple(sorted(world)), silent, tuple(other), str(p))

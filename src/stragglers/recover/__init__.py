@@ -1,0 +1,11 @@
+"""Robust training (MegaScale §4.1, C4D): a driver that launches and watches the ranks of a
+job, detects a hang or a crashed rank, localises the culprit, excludes it and restarts the job
+from its latest checkpoint.
+
+* :mod:`~stragglers.recover.heartbeat` - the client API a job calls (step, current call,
+  status), written by a background thread so that a live rank keeps beating while it waits;
+* :mod:`~stragglers.recover.driver` - the driver behind ``stragglers run``: launch, watch,
+  localise, exclude, restart, incident reports;
+* :mod:`~stragglers.recover.toyjob` - a small data-parallel training job over gloo with
+  checkpoints and hang/crash injections, for tests and the incident benchmark.
+"""

@@ -1,0 +1,129 @@
+"""The heartbeat client a training job calls.
+
+The driver (``stragglers run``) starts each rank with ``STRAGGLERS_HEARTBEAT_DIR``,
+``STRAGGLERS_SLOT`` and the usual ``RANK``/``WORLD_SIZE``. The job creates one
+:class:`Heartbeat` and tells it where it is::
+
+    hb = Heartbeat.from_env()          # None when not run by the driver
+    hb.step(step)                      # a step begins (progress)
+    hb.enter("all_reduce", "dp", seq)  # entering a communication call
+    hb.leave()                         # back to computing
+    hb.close("done")
+
+A background thread writes ``hb-<rank>.json`` (atomically) every ``interval`` seconds and at
+every change: ``{rank, slot, pid, step, op, group, seq, peer, status, beat, ts}`` where
+``beat`` counts the writes. A rank that is alive but blocked in a call keeps beating with the
+call it is in; a rank whose process is stuck stops beating. When the driver drops a
+``dump-request`` file into the folder, the thread also writes the rank's PyTorch
+flight-recorder dump (gloo or NCCL) to ``fr/_dump_<rank>``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Heartbeat", "read_beats"]
+
+
+class Heartbeat:
+    def __init__(self, folder: str | os.PathLike[str], rank: int, slot: int,
+                 interval: float = 0.5) -> None:
+        self.path = Path(folder) / f"hb-{rank}.json"
+        self.rank, self.slot, self.interval = rank, slot, interval
+        self._state: dict[str, Any] = {"rank": rank, "slot": slot, "pid": os.getpid(),
+                                       "step": -1, "op": None, "group": None, "seq": None,
+                                       "peer": None, "status": "starting", "beat": 0}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._dumped = False
+        self._write()
+        self._thread = threading.Thread(target=self._run, name="stragglers-heartbeat",
+                                        daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def from_env(cls) -> Heartbeat | None:
+        folder = os.environ.get("STRAGGLERS_HEARTBEAT_DIR")
+        if not folder:
+            return None
+        return cls(folder, int(os.environ.get("RANK", "0")),
+                   int(os.environ.get("STRAGGLERS_SLOT", os.environ.get("RANK", "0"))),
+                   float(os.environ.get("STRAGGLERS_HEARTBEAT_S", "0.5")))
+
+    def _write(self) -> None:
+        # one writer at a time (the beating thread and the job's thread share the temp file)
+        with self._lock:
+            self._state["beat"] += 1
+            self._state["ts"] = time.time()
+            tmp = self.path.with_suffix(f".tmp{os.getpid()}")
+            tmp.write_text(json.dumps(self._state))
+            os.replace(tmp, self.path)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._write()
+            self._maybe_dump()
+
+    def _maybe_dump(self) -> None:
+        """When the driver asks (a ``dump-request`` file beside the heartbeats), write this
+        rank's flight-recorder dump to ``fr/_dump_<rank>`` once: from this thread, since the
+        job's thread may be blocked in a call. Needs ``TORCH_FR_BUFFER_SIZE`` (the driver sets
+        it) and a job that already imported torch."""
+        if self._dumped or not (self.path.parent / "dump-request").exists():
+            return
+        self._dumped = True
+        torch = sys.modules.get("torch")
+        if torch is None:
+            return
+        c10d = getattr(torch._C, "_distributed_c10d", None)
+        dump = getattr(c10d, "_dump_fr_trace", None) or getattr(c10d, "_dump_nccl_trace", None)
+        if dump is None:
+            return
+        data = dump(includeCollectives=True, includeStackTraces=False, onlyActive=False)
+        folder = self.path.parent / "fr"
+        folder.mkdir(exist_ok=True)
+        tmp = folder / f".dump_{self.rank}.tmp"
+        tmp.write_bytes(data)
+        os.replace(tmp, folder / f"_dump_{self.rank}")
+
+    def _update(self, **fields: Any) -> None:
+        with self._lock:
+            self._state.update(fields)
+        self._write()
+
+    def step(self, step: int) -> None:
+        self._update(step=step, op=None, group=None, seq=None, peer=None, status="running")
+
+    def enter(self, op: str, group: str, seq: int | None = None,
+              peer: int | None = None) -> None:
+        self._update(op=op, group=group, seq=seq, peer=peer)
+
+    def leave(self) -> None:
+        self._update(op=None, group=None, seq=None, peer=None)
+
+    def status(self, status: str) -> None:
+        self._update(status=status)
+
+    def close(self, status: str = "done") -> None:
+        self._stop.set()
+        self._update(status=status)
+
+
+def read_beats(folder: str | os.PathLike[str]) -> dict[int, dict[str, Any]]:
+    """The latest heartbeat of every rank in ``folder`` (files that cannot be parsed, being
+    replaced at that moment, are skipped until the next read)."""
+    out: dict[int, dict[str, Any]] = {}
+    for p in Path(folder).glob("hb-*.json"):
+        try:
+            obj = json.loads(p.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(obj, dict) and isinstance(obj.get("rank"), int):
+            out[obj["rank"]] = obj
+    return out
