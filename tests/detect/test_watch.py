@@ -90,7 +90,7 @@ def _call_lines() -> list[str]:
 
 
 def test_call_records_period_onset_and_suspect_group() -> None:
-    w = Watcher(tracker_kwargs={"window": 64})
+    w = Watcher(tracker_kwargs={"window": 64}, warmup_iters=0)
     ev = _events(w, _call_lines())
     onsets = [e for e in ev if e["event"] == "onset"]
     assert sorted(e["rank"] for e in onsets) == [0, 1, 2, 3]
@@ -416,12 +416,13 @@ def test_unwritable_output_is_one_line(tmp_path) -> None:
 
 def test_call_records_survive_a_far_future_call_and_a_clock_step() -> None:
     lines = _call_lines()
-    clean = _alarms(_events(Watcher(tracker_kwargs={"window": 64}), lines))
+    clean = _alarms(_events(Watcher(tracker_kwargs={"window": 64}, warmup_iters=0), lines))
     assert sorted(a[0] for a in clean) == ["onset"] * 4 + ["recovery"] * 4
     recs = [json.loads(x) for x in lines]
     # one call of rank 2 from the far future
     far = [*recs[:1000], dict(recs[1000], rank=2, ts=1e9), *recs[1000:]]
-    ev = _events(Watcher(tracker_kwargs={"window": 64}), [json.dumps(d) for d in far])
+    ev = _events(Watcher(tracker_kwargs={"window": 64}, warmup_iters=0),
+                 [json.dumps(d) for d in far])
     assert _alarms(ev) == clean
     assert ev[-1]["dropped"] == {"outlier": 1}
     # rank 1's clock steps 10^5 s ahead at its 1000th call (about iteration 250)
@@ -433,7 +434,8 @@ def test_call_records_survive_a_far_future_call_and_a_clock_step() -> None:
             if seen > 1000:
                 d = dict(d, ts=d["ts"] + 1e5)
         stepped.append(d)
-    ev = _events(Watcher(tracker_kwargs={"window": 64}), [json.dumps(d) for d in stepped])
+    ev = _events(Watcher(tracker_kwargs={"window": 64}, warmup_iters=0),
+                 [json.dumps(d) for d in stepped])
     (seg,) = [e for e in ev if e["event"] == "segment"]
     assert (seg["reason"], seg["rank"]) == ("clock_step", 1)
     assert sorted((a[0], a[1]) for a in _alarms(ev)) == sorted((a[0], a[1]) for a in clean)

@@ -96,12 +96,13 @@ def test_session_alerts_are_sent_deduplicated_and_resolved(
 
 def test_record_stream_onset_is_stored_shown_and_alerted(alerting: Server, receiver: Receiver):
     url = f"{alerting.url}/api/v1/jobs/stream-x/records"
-    healthy = _iteration_records(0, 150, 1.0, 0, seed=1) + \
-        _iteration_records(1, 150, 1.0, 0, seed=2)
+    # 250 healthy iterations: past the detector's 200-iteration minimum warm-up
+    healthy = _iteration_records(0, 250, 1.0, 0, seed=1) + \
+        _iteration_records(1, 250, 1.0, 0, seed=2)
     r = httpx.post(url, headers=alerting.headers(), content=healthy.encode(), timeout=60)
-    assert r.status_code == 200 and r.json()["records"] == 300
+    assert r.status_code == 200 and r.json()["records"] == 500
     assert [e["event"] for e in r.json()["events"]] == []
-    slow = _iteration_records(0, 60, 1.4, 150, seed=3)  # rank 0 loses 29% throughput
+    slow = _iteration_records(0, 60, 1.4, 250, seed=3)  # rank 0 loses 29% throughput
     r = httpx.post(url, headers=alerting.headers(), content=slow.encode(), timeout=60)
     onsets = [e for e in r.json()["events"] if e["event"] == "onset"]
     assert len(onsets) == 1 and onsets[0]["rank"] == 0
@@ -111,10 +112,10 @@ def test_record_stream_onset_is_stored_shown_and_alerted(alerting: Server, recei
     assert body["event"]["rank"] == 0
     # a bad line rejects the whole batch: 400 naming the line, nothing stored
     before = alerting.get("/api/v1/jobs/stream-x").json()["records"]
-    bad = _iteration_records(1, 3, 1.0, 150, seed=4) + '{"rank": 1, "iter": "x"}\n'
+    bad = _iteration_records(1, 3, 1.0, 250, seed=4) + '{"rank": 1, "iter": "x"}\n'
     r = httpx.post(url, headers=alerting.headers(), content=bad.encode(), timeout=60)
     assert r.status_code == 400 and ":4:" in r.json()["error"]
-    assert alerting.get("/api/v1/jobs/stream-x").json()["records"] == before == 510 - 150
+    assert alerting.get("/api/v1/jobs/stream-x").json()["records"] == before == 560
     events = alerting.get("/api/v1/jobs/stream-x/events").json()["events"]
     assert [e["event"] for e in events] == ["onset"]
     page = alerting.get("/jobs/stream-x").text
@@ -161,15 +162,15 @@ def test_detector_state_survives_a_restart(server_factory, tmp_path: Path):
     data = tmp_path / "data"
     server: Server = server_factory(data=data)
     url = "/api/v1/jobs/restart-x/records"
-    healthy = _iteration_records(0, 150, 1.0, 0, seed=5)
+    healthy = _iteration_records(0, 250, 1.0, 0, seed=5)  # past the 200-iteration warm-up
     r = httpx.post(f"{server.url}{url}", headers=server.headers(), content=healthy.encode(),
                    timeout=60)
     assert r.status_code == 200 and r.json()["events"] == []
     server.kill9()
     server = server_factory(data=data)
-    slow = _iteration_records(0, 60, 1.4, 150, seed=6)
+    slow = _iteration_records(0, 60, 1.4, 250, seed=6)
     r = httpx.post(f"{server.url}{url}", headers=server.headers(), content=slow.encode(),
                    timeout=60)
     onsets = [e for e in r.json()["events"] if e["event"] == "onset"]
     assert len(onsets) == 1 and onsets[0]["previous_s"] == pytest.approx(1.0, abs=0.02)
-    assert server.get("/api/v1/jobs/restart-x").json()["records"] == 210
+    assert server.get("/api/v1/jobs/restart-x").json()["records"] == 310

@@ -119,17 +119,18 @@ def test_worker_grid_places_each_worker_at_its_dp_rank_and_stage():
 
 def test_detector_adapter_reports_a_step_change():
     rng = np.random.default_rng(0)
+    # 250 healthy iterations (past the detector's 200-iteration minimum warm-up), then slow
     lines = [f'{{"rank": 0, "iter": {i}, "duration": {d:.5f}}}'
-             for i, d in enumerate(np.r_[np.ones(150), 1.5 * np.ones(50)]
-                                   * (1 + 0.01 * rng.standard_normal(200)))]
-    assert check_records(lines, "s") == 200
+             for i, d in enumerate(np.r_[np.ones(250), 1.5 * np.ones(50)]
+                                   * (1 + 0.01 * rng.standard_normal(300)))]
+    assert check_records(lines, "s") == 300
     found = JobDetector("s").feed(lines)
     onsets = [e for e in found if e.kind == "onset"]
     assert len(onsets) == 1 and onsets[0].rank == 0
-    assert 150 <= onsets[0].iteration <= 160
+    assert 250 <= onsets[0].iteration <= 260
     restored = JobDetector("s")
     restored.replay(lines)  # rebuilt state: the level is already the slow one
-    more = [f'{{"rank": 0, "iter": {200 + i}, "duration": 1.5}}' for i in range(30)]
+    more = [f'{{"rank": 0, "iter": {300 + i}, "duration": 1.5}}' for i in range(30)]
     assert [e for e in restored.feed(more) if e.kind == "onset"] == []
     with pytest.raises(InputError, match=r"s:2: field 'iter'"):
         check_records([lines[0], '{"rank": 0, "iter": -1, "duration": 1}'], "s")

@@ -108,6 +108,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--jobs", type=int, default=None, help="worker processes (default: up to 4)")
     p.add_argument("--scale", type=float, default=1.0,
                    help="multiply the number of series per scenario (default 1.0)")
+    p.add_argument("--family", default="synthetic",
+                   choices=("synthetic", "real", "semi-real", "all"),
+                   help="series to score: the synthetic corpus (default), the real Megatron "
+                        "runs after warm-up (every onset outside their labelled episodes is a "
+                        "false alarm), semi-real series (real noise with injected slow "
+                        "periods and spikes), or all three; real and semi-real need --real-dir")
+    p.add_argument("--real-dir", default=None,
+                   help="folder of the Megatron iteration-time runs "
+                        "(../shared/real/megatron-iter)")
     p.set_defaults(func=_eval)
 
     w = subparsers.add_parser(
@@ -122,7 +131,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "rotation like tail -F. " + RECORDS_HELP
         ),
     )
-    w.add_argument("events", help="JSON-lines file, or - for stdin")
+    w.add_argument("events", help="JSON-lines file, Megatron-LM log or iteration-time JSON, "
+                   "or - for stdin")
+    w.add_argument("--format", default="auto", dest="input_format",
+                   choices=("auto", "jsonl", "megatron-log", "megatron-json"),
+                   help="input format (default auto: from the first bytes: a JSON document "
+                        "with 'values' or 'iteration-time' is megatron-json, JSON lines are "
+                        "jsonl, 'iteration N/ M |' lines are megatron-log); megatron-json is "
+                        "read once, as with --once")
+    w.add_argument("--warmup", type=int, default=200,
+                   help="minimum warm-up in iterations: the first iterations of each rank, "
+                        "until the level settles and at least this many, do not set the "
+                        "healthy level (default 200)")
     w.add_argument("--once", action="store_true",
                    help="process the file as it is now and exit (default: keep following)")
     w.add_argument("--method", default="bocd_verify",
@@ -215,23 +235,55 @@ def _eval(args: argparse.Namespace) -> int:
         metrics_json,
         streaming_cost,
     )
+    from stragglers.detect.realdata import (
+        RUNS,
+        SEMI_REAL_PER_RUN,
+        load_runs,
+        real_series,
+        semi_real_corpus,
+    )
 
     _finite(args.scale, "--scale", low=0.0, inclusive=False)
     _int_range(args.seed, "--seed", 0, 2**63 - 1)
     if args.jobs is not None:
         _int_range(args.jobs, "--jobs", 1, 256)
-    n_series = sum(max(1, int(round(count * args.scale))) for _, _, count in SCENARIOS)
+    fams = ("synthetic", "real", "semi-real") if args.family == "all" else (args.family,)
+    n_series = 0
+    if "synthetic" in fams:
+        n_series += sum(max(1, int(round(count * args.scale))) for _, _, count in SCENARIOS)
+    per_run = max(1, int(round(SEMI_REAL_PER_RUN * args.scale)))
+    if "semi-real" in fams:
+        n_series += per_run * len(RUNS)
     check_limit("eval_series", n_series, f"--scale {args.scale:g}")
+    corpus = []
+    runs = []
+    if "real" in fams or "semi-real" in fams:
+        if args.real_dir is None:
+            raise InputError(f"--family {args.family}: give --real-dir (the folder of the "
+                             "Megatron iteration-time runs, ../shared/real/megatron-iter)")
+        runs = load_runs(args.real_dir)
+    if "synthetic" in fams:
+        corpus += generate_corpus(args.seed, scale=args.scale)
+    if "real" in fams:
+        corpus += real_series(runs)
+    if "semi-real" in fams:
+        corpus += semi_real_corpus(runs, seed=args.seed, per_run=per_run)
     out = _Output()
-    corpus = generate_corpus(args.seed, scale=args.scale)
     outcomes = evaluate(args.seed, corpus=corpus, jobs=args.jobs)
     if args.json:
-        out.write(json.dumps(metrics_json(outcomes), indent=2, sort_keys=True) + "\n")
+        doc: Any = metrics_json(outcomes)
+        if fams != ("synthetic",):
+            doc = {fam: metrics_json({m: [o for o in v if _family(o.family) == fam]
+                                      for m, v in outcomes.items()}) for fam in fams}
+        out.write(json.dumps(doc, indent=2, sort_keys=True) + "\n")
         return 0
-    if not out.write(format_tables(outcomes, args.seed) + "\n\n"
-                     f"Corpus: {len(corpus)} series, {sum(s.values.size for s in corpus)} "
-                     f"iterations, {sum(len(s.events) for s in corpus)} labelled events\n"
-                     "Streaming cost per new point (sequential, every 4th series):\n"):
+    text = format_tables(outcomes, args.seed) + "\n"
+    if runs:
+        text += _by_run(outcomes)
+    text += (f"\nCorpus: {len(corpus)} series, {sum(s.values.size for s in corpus)} "
+             f"iterations, {sum(len(s.events) for s in corpus)} labelled events\n"
+             "Streaming cost per new point (sequential, every 4th series):\n")
+    if not out.write(text):
         return 0
     for m in METHOD_ORDER:
         c = streaming_cost(corpus[::4], m)
@@ -239,6 +291,33 @@ def _eval(args: argparse.Namespace) -> int:
                          f"max {c['max_us']:8.1f} us   over {c['points']} points\n"):
             return 0
     return 0
+
+
+def _by_run(outcomes: dict[str, Any]) -> str:
+    """BOCD+V on the real-data families, split by the runs the defaults were tuned on and
+    the runs held out."""
+    from stragglers.detect.evaluate import metrics_by_run
+    from stragglers.detect.realdata import HELD_OUT, TUNED
+
+    res = outcomes.get("bocd_verify")
+    if not res:
+        return ""
+    lines = []
+    for fam in ("semi-real", "real"):
+        for label, runs in (("tuned on", TUNED), ("held out", HELD_OUT)):
+            x = metrics_by_run(res, fam, runs)
+            if not x.total:
+                continue
+            lines.append(f"BOCD+V {fam:<9} {label} ({', '.join(runs)}): accuracy "
+                         f"{100.0 * x.correct / x.total:.1f} % ({x.correct}/{x.total}), "
+                         f"false alarms {x.false_positives}/{x.negatives} negative series, "
+                         f"spurious onsets {x.spurious_in_positives}, events missed "
+                         f"{x.false_negatives}/{x.positives}")
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+def _family(name: str) -> str:
+    return name if name in ("real", "semi-real") else "synthetic"
 
 
 # -- watch --------------------------------------------------------------------------------------
@@ -263,11 +342,19 @@ def _watch(args: argparse.Namespace) -> int:
         idle = _finite(args.idle_timeout, "--idle-timeout", low=0.0)
     max_ranks = limit("watch_ranks") if args.max_ranks is None else args.max_ranks
     _int_range(max_ranks, "--max-ranks", 1)
+    _int_range(args.warmup, "--warmup", 0, 2**62)
+    fmt = args.input_format
+    if fmt == "auto":
+        fmt = _guess_format(args.events)
     watcher = Watcher(method=args.method, tracker_kwargs={"window": args.window},
-                      source=source, max_ranks=max_ranks)
+                      source=source, max_ranks=max_ranks,
+                      input_format="jsonl" if fmt == "megatron-json" else fmt,
+                      warmup_iters=args.warmup)
+    out = _Output()
+    if fmt == "megatron-json":
+        return _watch_iteration_json(args.events, source, watcher, out)
     follower = Follower(args.events, once=args.once, poll=poll, idle_timeout=idle,
                         max_line_bytes=watcher.max_line_bytes)
-    out = _Output()
     try:
         for batch in follower:
             if batch.notice is not None:
@@ -280,6 +367,41 @@ def _watch(args: argparse.Namespace) -> int:
         pass
     except OSError as exc:
         raise InputError(f"{source}: cannot read ({exc.strerror or exc})") from None
+    out.events(watcher.finish())
+    return 0
+
+
+def _guess_format(path: str) -> str:
+    """``--format auto``: the format from the first 64 KiB of a file (stdin: JSON lines unless
+    its first line is not JSON; decided on the bytes already there)."""
+    from stragglers.detect.megatron import guess_format
+
+    if path == "-":
+        return "jsonl"
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(1 << 16)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the file ({exc.strerror or exc})") from None
+    return guess_format(head)
+
+
+def _watch_iteration_json(path: str, source: str, watcher: Any, out: _Output) -> int:
+    """``watch --format megatron-json``: the whole series at once (it is not appended to)."""
+    from stragglers.detect.megatron import read_iteration_json, series_items
+    from stragglers.detect.records import RecordError
+
+    if path == "-":
+        raise InputError("--format megatron-json: give a file, not standard input")
+    try:
+        series = read_iteration_json(path)
+    except RecordError as exc:  # not an iteration-time document: one bad record, not fatal
+        watcher.lines += 1
+        events = watcher._drop(exc.reason, {"line": 1, "error": str(exc)})
+    else:
+        events = watcher.process_items(series_items(series))
+    if events and not out.events(events):
+        return 0
     out.events(watcher.finish())
     return 0
 

@@ -48,7 +48,7 @@ After each update, the candidate change point is the start ``tau`` of the most p
 is *confident* when the posterior mass of run lengths within ``location_tolerance`` (2) of the
 most probable one is at least ``cp_threshold`` (0.9, as in Falcon).  A confident candidate that
 starts more than ``location_tolerance`` points after the current regime start and already spans
-``min_segment`` (5) points is verified against the *reference level* of the current regime (the
+``min_segment`` (8) points is verified against the *reference level* of the current regime (the
 outlier-trimmed mean, :func:`robust_stats`, of its first ``reference_points`` = 30 points, so a
 checkpoint iteration does not move the level): the outlier-trimmed mean of the candidate's points
 (its latest 30 at most) must differ from the reference by at least ``threshold`` (10 %) plus
@@ -56,8 +56,7 @@ checkpoint iteration does not move the level): the outlier-trimmed mean of the c
 from the MAD of either window).  The margin only matters for short, noisy candidates: a 3-point
 bump in 5 % jitter is not a 10 % slowdown.  If verified, a new regime starts at ``tau``.
 
-Two additions to Falcon's rule, both documented here and switched off for the plain ``bocd``
-baseline:
+Additions to Falcon's rule, documented here and switched off for the plain ``bocd`` baseline:
 
 * a candidate that stays unverified for ``2 * reference_points`` points is absorbed into the
   regime (typically the run BOCD restarts after a spike);
@@ -66,10 +65,36 @@ baseline:
   BOCD absorbs a slow ramp (MFU decline) into one run, so without this check a gradual drift is
   only seen very late or not at all.
 
+Rules for real training logs (issue 9: real Megatron-LM runs have spikes, clusters of spikes,
+restarts and a level that wanders), active when ``persist_fraction > 0`` (BOCD+V):
+
+* *spikes are not a level* (``persist_fraction`` = 0.8, ``min_segment`` = 8): a candidate is
+  verified only when at least 80 % of its points lie beyond the midpoint between the regime
+  level and the candidate level, and it spans at least 8 points; an upward candidate is
+  verified on the smaller of its trimmed mean and its median.  A cluster of spikes with
+  healthy iterations between them, or up to 6 spikes in a row, never opens a slow period;
+* *a level that started earlier*: BOCD restarts its run at a spike inside a new level, so the
+  candidate's start is moved back over the points just before it that already lie beyond the
+  midpoint, and its confidence is the posterior mass of all runs started since then
+  (``BOCD.mass_since``) rather than the mass near one run length;
+* *the reference still forms among spikes*: while a regime has fewer than 30 reference points,
+  they are taken from its points before the current candidate (frequent spikes keep BOCD
+  proposing short runs, which would otherwise leave the regime without a reference);
+* *a return always recovers*: when slow, a candidate below the slow limit needs to be only
+  half-way back from the slow level (beyond the noise), not ``threshold`` below it, to give
+  the ``recovery`` (a slow level 10-20 % above healthy returning to it used to stay "slow");
+* *the healthy band* (``band_points`` = 1000): the median of the latest 30 points, every 15
+  points of a healthy regime, that lies more than ``threshold / 2`` above the healthy level is
+  held as the possible top of the band, and becomes it once the level comes back below
+  ``threshold / 4`` above healthy.  For ``band_points`` points after that, the job is slow only
+  from ``max(healthy * (1 + threshold), band top * (1 + threshold / 2))``: a job whose speed
+  wanders by 11 % between checkpoints (a saw-tooth) is not slow at each peak; a level that only
+  goes up (a drift) never widens the band.
+
 Alarm kinds:
 
-* ``onset``: the job was healthy and the new level is at least ``(1 + threshold)`` times the
-  healthy level;
+* ``onset``: the job was healthy and the new level is at least the slow limit
+  (``(1 + threshold)`` times the healthy level, or above the healthy band, see above);
 * ``change``: the job was already slow and stays slow at a different level (ladder steps,
   compound slowdowns, partial recovery);
 * ``recovery``: the job was slow and the new level is within ``threshold`` of the healthy level;
@@ -345,6 +370,10 @@ class BOCD:
         """Sum of ``aux`` over the observations of the kept run ``index``."""
         return float(self._aux[index])
 
+    def mass_since(self, count: int) -> float:
+        """Posterior mass of runs of at most ``count`` observations (started since then)."""
+        return float(self._w[: self._len][self._n[: self._len] <= count].sum())
+
     def mass_near(self, count: int, tolerance: int) -> float:
         """Posterior mass of runs whose observation count is within ``tolerance`` of ``count``."""
         n = self._n[: self._len]
@@ -486,7 +515,7 @@ class BOCDVerifyDetector:
         threshold: float = 0.10,
         hazard: float = 1.0 / 500.0,
         cp_threshold: float = 0.9,
-        min_segment: int = 5,
+        min_segment: int = 8,
         location_tolerance: int = 2,
         reference_points: int = 30,
         min_reference: int = 5,
@@ -497,6 +526,8 @@ class BOCDVerifyDetector:
         prune_below: float = 1e-12,
         drift_check: bool = True,
         margin_se: float = 1.0,
+        persist_fraction: float = 0.8,
+        band_points: int = 1000,
     ) -> None:
         if threshold < 0:
             raise ValueError(f"threshold must be >= 0, got {threshold}")
@@ -518,6 +549,10 @@ class BOCDVerifyDetector:
         self.prune_below = float(prune_below)
         self.drift_check = bool(drift_check)
         self.margin_se = float(margin_se)
+        if not 0.0 <= persist_fraction <= 1.0:
+            raise ValueError(f"persist_fraction must be in [0, 1], got {persist_fraction}")
+        self.persist_fraction = float(persist_fraction)
+        self.band_points = int(band_points)
         self.reset()
 
     def reset(self) -> None:
@@ -529,6 +564,36 @@ class BOCDVerifyDetector:
             start=0, ref=math.nan, ref_points=0, spread=0.0, slow=False, defines_healthy=True
         )
         self.healthy_level = math.nan
+        self._pending_high = math.nan  # highest healthy level since the level was last low
+        self._band_high = math.nan  # top of the healthy band (confirmed by a return)
+        self._band_t = -1
+
+    def _healthy_sample(self, level: float) -> None:
+        """A level seen while healthy.  Levels above ``healthy * (1 + threshold / 2)`` are held
+        as the possible top of the healthy band, and become it once the level has come back
+        down (below ``healthy * (1 + threshold / 4)``) without an alarm (a job whose speed
+        wanders, e.g. a saw-tooth between checkpoints); a level that only goes up (a drift)
+        never widens the band."""
+        if self.band_points <= 0 or self._regime.slow:
+            return
+        if level > self.healthy_level * (1.0 + 0.5 * self.threshold):
+            if not level <= self._pending_high:
+                self._pending_high = level
+        elif (self._pending_high == self._pending_high
+              and level <= self.healthy_level * (1.0 + 0.25 * self.threshold)):
+            expired = self._t - self._band_t > self.band_points
+            if expired or not self._pending_high <= self._band_high:
+                self._band_high = self._pending_high
+            self._band_t = self._t
+            self._pending_high = math.nan
+
+    def _slow_limit(self) -> float:
+        """Level from which the job is slow: ``threshold`` above the healthy level, and half
+        ``threshold`` above the top of the healthy band seen in the last ``band_points``."""
+        limit = self.healthy_level * (1.0 + self.threshold)
+        if self._band_high == self._band_high and self._t - self._band_t <= self.band_points:
+            limit = max(limit, self._band_high * (1.0 + 0.5 * self.threshold))
+        return limit
 
     def _prior(self, x: float) -> NormalGammaPrior:
         return NormalGammaPrior(
@@ -551,6 +616,9 @@ class BOCDVerifyDetector:
         self._recent.append(x)
         reg = self._regime
         big = self.reference_points
+        if (self.band_points > 0 and t % (big // 2 or 1) == 0 and t - reg.start >= big
+                and not reg.slow):
+            self._healthy_sample(_median_sorted(sorted(self._recent_values(big))))
         j = bocd.map_index()
         count = bocd.run_count(j)
         tau = t - count + 1
@@ -562,16 +630,25 @@ class BOCDVerifyDetector:
             # No distinct candidate: the point belongs to the current regime.
             length = t - reg.start + 1
             if reg.ref_points < big:
-                reg.ref_points = min(length, big)
-                reg.ref, reg.spread = robust_stats_small(self._recent_values(reg.ref_points))
-                if reg.defines_healthy:
-                    self.healthy_level = reg.ref
+                self._grow_reference(length)
             elif self.drift_check and length >= 2 * big and length % (big // 2 or 1) == 0:
-                recent, spread = robust_stats_small(self._recent_values(big))
-                if self._differs(recent, spread, big):
+                values = self._recent_values(big)
+                recent, spread = robust_stats_small(values)
+                if self._differs(recent, spread, big) and self._persists(values, recent):
                     return [self._accept(t - big + 1, t, recent, big)]
+                self._healthy_sample(recent)
             return []
-        if count < self.min_segment or reg.ref_points < self.min_reference:
+        if reg.ref_points < big and self.persist_fraction > 0.0:
+            # Spikes keep BOCD proposing short runs: the reference still grows from the
+            # regime's points before the candidate.
+            before = tau - reg.start
+            if before > reg.ref_points and t - tau + 1 < len(self._recent):
+                self._grow_reference(before, skip=t - tau + 1)
+        if reg.ref_points < self.min_reference:
+            return []
+        if self.persist_fraction > 0.0:
+            tau, count = self._extend(tau, t, count)
+        if count < self.min_segment:
             return []
         # Cheap gate on the plain mean of the candidate run before the outlier-trimmed mean.
         # count < 2 * reference_points here (longer candidates were absorbed above), so the
@@ -583,13 +660,74 @@ class BOCDVerifyDetector:
         plain /= count
         if self.threshold > 0 and abs(plain - reg.ref) < 0.5 * self.threshold * reg.ref:
             return []
-        if bocd.mass_near(count, self.location_tolerance) < self.cp_threshold:
+        if self.persist_fraction > 0.0:
+            # Confidence that the level changed at or after tau: the mass of all runs that
+            # started since then (a spike inside a new level splits it between two runs).
+            if bocd.mass_since(count + self.location_tolerance) < self.cp_threshold:
+                return []
+        elif bocd.mass_near(count, self.location_tolerance) < self.cp_threshold:
             return []
         k = min(count, big)
-        after, spread = robust_stats_small(self._recent_values(k))
-        if not self._differs(after, spread, k):
+        values = self._recent_values(k)
+        after, spread = robust_stats_small(values)
+        # With the persistence rule on, the candidate's level is verified by its median too:
+        # spikes inside a few points of a slightly higher level do not make it a slow one.
+        level = min(after, _median_sorted(sorted(values))) if (
+            self.persist_fraction > 0.0 and after > self._regime.ref) else after
+        if not self._differs(level, spread, k) or not self._persists(values, after):
             return []
         return [self._accept(tau, t, after, count)]
+
+    def _grow_reference(self, length: int, skip: int = 0) -> None:
+        """(Re)compute the regime's reference level from its first points (at most
+        ``reference_points``), ``skip`` being the latest points that are not part of it."""
+        reg = self._regime
+        reg.ref_points = min(length, self.reference_points)
+        recent = list(self._recent)
+        if skip:
+            recent = recent[:-skip]
+        values = recent[-reg.ref_points:] if reg.ref_points < len(recent) else recent
+        reg.ref_points = len(values)
+        reg.ref, reg.spread = robust_stats_small(values)
+        if reg.defines_healthy:
+            self.healthy_level = reg.ref
+        if reg.ref_points == self.reference_points:
+            self._healthy_sample(reg.ref)
+
+    def _extend(self, tau: int, t: int, count: int) -> tuple[int, int]:
+        """Move the candidate's start back over the points just before it that already lie
+        beyond the midpoint between the regime level and the candidate level (a spike inside
+        a new level makes BOCD restart its run: the level began earlier)."""
+        recent = list(self._recent)
+        n = len(recent)
+        k = min(count, self.reference_points)
+        level = robust_stats_small(recent[n - k:])[0]
+        ref = self._regime.ref
+        mid = 0.5 * (level + ref)
+        up = level > ref
+        limit = min(n - count, tau - self._regime.start - self.location_tolerance - 1,
+                    2 * self.reference_points - count)
+        back = 0
+        while back < limit:
+            v = recent[n - count - back - 1]
+            if (v > mid) if up else (v < mid):
+                back += 1
+            else:
+                break
+        return tau - back, count + back
+
+    def _persists(self, values: list[float], level: float) -> bool:
+        """Spikes are not a level: at least ``persist_fraction`` of the candidate's points lie
+        beyond the midpoint between the regime level and the candidate level (a cluster of
+        spikes with healthy iterations between them does not)."""
+        if self.persist_fraction <= 0.0:
+            return True
+        mid = 0.5 * (level + self._regime.ref)
+        if level > self._regime.ref:
+            beyond = sum(1 for v in values if v > mid)
+        else:
+            beyond = sum(1 for v in values if v < mid)
+        return beyond >= self.persist_fraction * len(values)
 
     def _recent_values(self, k: int) -> list[float]:
         recent = list(self._recent)
@@ -603,11 +741,18 @@ class BOCDVerifyDetector:
             return False
         rel = abs(level - reg.ref) / reg.ref
         se = max(spread, reg.spread) * math.sqrt(1.0 / points + 1.0 / reg.ref_points)
-        return rel >= self.threshold + self.margin_se * se
+        need = self.threshold
+        healthy = self.healthy_level
+        if (reg.slow and self.persist_fraction > 0.0 and level < reg.ref
+                and level < self._slow_limit()):
+            # Back to the healthy level: a return always counts, even from a slow level less
+            # than ``threshold`` above it (half the way back is enough, beyond the noise).
+            need = min(need, 0.5 * (reg.ref - healthy) / reg.ref)
+        return rel >= need + self.margin_se * se
 
     def _classify(self, before: float, after: float) -> tuple[str, bool]:
         slow = self._regime.slow
-        slow_limit = self.healthy_level * (1.0 + self.threshold)
+        slow_limit = self._slow_limit()
         if not slow:
             if after >= slow_limit and after > before:
                 return "onset", True
@@ -630,6 +775,10 @@ class BOCDVerifyDetector:
             self.healthy_level = ref
         elif not slow:
             self.healthy_level = min(healthy, ref)
+        if slow:
+            self._pending_high = math.nan  # a level that went on up to a slow one
+        else:
+            self._healthy_sample(ref)
         severity = max(0.0, 1.0 - self.healthy_level / after)
         return Alarm(
             kind=kind,
@@ -653,6 +802,8 @@ class BOCDDetector(BOCDVerifyDetector):
         kwargs.setdefault("min_segment", 1)
         kwargs.setdefault("drift_check", False)
         kwargs.setdefault("margin_se", 0.0)
+        kwargs.setdefault("persist_fraction", 0.0)
+        kwargs.setdefault("band_points", 0)
         super().__init__(**kwargs)  # type: ignore[arg-type]
 
     def _classify(self, before: float, after: float) -> tuple[str, bool]:

@@ -11,7 +11,11 @@ Scoring (per series, as in the paper):
 * A positive series is a false negative if at least one of its events is not detected.
   ``fnr = false negatives / positive series``.
 * A series is classified correctly when it is a true negative, or when every event is detected
-  and no spurious onset alarm is raised.  ``accuracy = correct series / all series``.
+  and no spurious onset alarm is raised.
+* A *minor* event (``Event.kind == "minor"``: an injected slow period below the 10 % detection
+  threshold, semi-real family) is optional: it is not required, and an onset located in it is
+  not spurious; a series whose only events are minor counts as a negative.
+  ``accuracy = correct series / all series``.
 * The detection delay of a detected event is ``declared_at - onset`` (iterations between the
   labelled onset and the iteration whose arrival raised the first matching alarm), floored at
   0 (a drift can be flagged before its loss reaches 10 %).  ``mean_delay_iters`` averages it
@@ -46,6 +50,7 @@ __all__ = [
     "format_tables",
     "score_series",
     "metrics_by_family",
+    "metrics_by_run",
     "metrics_json",
     "streaming_cost",
     "summarize",
@@ -107,7 +112,8 @@ def score_series(series: Series, alarms: Sequence[Alarm], points: int = 0,
     """Score the alarms a method raised on one series (definitions in the module docstring)."""
     onsets = [a for a in alarms if a.kind == "onset"]
     recoveries = [a for a in alarms if a.kind == "recovery"]
-    events = series.events
+    minor = [e for e in series.events if e.kind == "minor"]
+    events = tuple(e for e in series.events if e.kind != "minor")
     n = series.values.size
     delays: list[int] = []
     target: list[int] = []
@@ -132,11 +138,14 @@ def score_series(series: Series, alarms: Sequence[Alarm], points: int = 0,
             if rec:
                 recovered += 1
                 rec_delays.append(max(0, rec[0].declared_at - e.end))
+    for i, a in enumerate(onsets):  # an onset inside a minor (sub-threshold) event is no error
+        if not matched[i] and any(e.match_from <= a.index < e.end for e in minor):
+            matched[i] = True
     spurious = matched.count(False)
     if events:
         correct = detected == len(events) and spurious == 0
     else:
-        correct = not onsets
+        correct = spurious == 0
     return SeriesOutcome(
         name=series.name, family=series.family, scenario=series.scenario,
         positive=bool(events), events=len(events), detected=detected, spurious=spurious,
@@ -210,17 +219,30 @@ def evaluate(
     return out
 
 
+REAL_FAMILIES = ("semi-real", "real")
+
+
 def metrics_by_family(outcomes: dict[str, list[SeriesOutcome]]
                       ) -> dict[str, dict[str, DetectionScores]]:
-    """``{family: {method: DetectionScores}}`` plus an ``"all"`` family."""
+    """``{family: {method: DetectionScores}}``: the synthetic families, ``"all"`` (all the
+    synthetic series), then ``semi-real`` and ``real`` when present."""
     fams = sorted({o.family for v in outcomes.values() for o in v})
+    synth = [f for f in fams if f not in REAL_FAMILIES]
     res: dict[str, dict[str, DetectionScores]] = {}
-    for fam in [*fams, "all"]:
+    groups = synth + (["all"] if synth else []) + [f for f in REAL_FAMILIES if f in fams]
+    for fam in groups:
         res[fam] = {
-            m: summarize(o for o in v if fam == "all" or o.family == fam)
+            m: summarize(o for o in v if (o.family in synth if fam == "all" else
+                                          o.family == fam))
             for m, v in outcomes.items()
         }
     return res
+
+
+def metrics_by_run(outcomes: list[SeriesOutcome], family: str, runs: Sequence[str]
+                   ) -> DetectionScores:
+    """Scores of one method on the series of ``family`` built from the named real runs."""
+    return summarize(o for o in outcomes if o.family == family and o.scenario in runs)
 
 
 def _pct(a: int, b: int) -> str:
@@ -232,7 +254,10 @@ def format_tables(outcomes: dict[str, list[SeriesOutcome]], seed: int) -> str:
     titles = {
         "computation": "Table 4 analogue: computation fail-slows",
         "communication": "Table 5 analogue: communication fail-slows",
-        "all": "All series",
+        "all": "All synthetic series",
+        "semi-real": "Semi-real: real Megatron noise with injected slow periods and spikes",
+        "real": "Real Megatron runs after warm-up (every onset outside the 3 labelled "
+                "episodes is a false alarm)",
     }
     lines: list[str] = []
     by_fam = metrics_by_family(outcomes)
@@ -253,19 +278,24 @@ def format_tables(outcomes: dict[str, list[SeriesOutcome]], seed: int) -> str:
                 f"{_pct(x.recovered, x.recoverable):<16}"
             )
         lines.append("")
-    allm = by_fam["all"]
-    lines.append("Targets (BOCD+V): accuracy >= 99 %, 0 false positives on healthy series, "
-                 f"onset declared within {DELAY_TARGET_ITERS} iterations for step-like events "
-                 f"with >= {int(DELAY_TARGET_LOSS * 100)} % loss, <= 50 us per point (below)")
-    for m in METHOD_ORDER:
-        if m not in allm:
+    lines.append("Targets (BOCD+V): accuracy >= 99 % (synthetic, semi-real), no false alarm "
+                 "(real), onset declared within "
+                 f"{DELAY_TARGET_ITERS} iterations for step-like events with >= "
+                 f"{int(DELAY_TARGET_LOSS * 100)} % loss, <= 20 us per point (below)")
+    for fam in ("all", *REAL_FAMILIES):
+        if fam not in by_fam:
             continue
-        x = allm[m]
-        lines.append(
-            f"{METHOD_LABEL[m]:<12} events >= 15 % loss declared within 10 iterations: "
-            f"{_pct(x.target_within, x.target_events)}, max delay {x.target_max_delay}; "
-            f"spurious onsets in positive series: {x.spurious_in_positives}"
-        )
+        for m in METHOD_ORDER:
+            if m not in by_fam[fam]:
+                continue
+            x = by_fam[fam][m]
+            lines.append(
+                f"{fam:<9} {METHOD_LABEL[m]:<12} events >= 15 % loss declared within 10 "
+                f"iterations: {_pct(x.target_within, x.target_events)}, max delay "
+                f"{x.target_max_delay}; spurious onsets in positive series: "
+                f"{x.spurious_in_positives}; false alarms (onsets) in negative series: "
+                f"{x.false_positives}"
+            )
     return "\n".join(lines)
 
 

@@ -8,7 +8,13 @@ Records follow :mod:`stragglers.detect.records`.  Per rank:
   :class:`~stragglers.detect.period.PeriodTracker` (ACF period + anchor) that turns them into
   iteration times; call records with ``group`` and ``duration`` also feed the profile used to
   name suspect groups (:mod:`stragglers.detect.narrow`);
-* every iteration time goes to a streaming detector (BOCD + verification by default).
+* every iteration time after the rank's warm-up (:mod:`stragglers.detect.warmup`: at least
+  ``warmup_iters`` iterations and until the level settles; again after a restart) goes to a
+  streaming detector (BOCD + verification by default).
+
+Inputs: JSON lines (``input_format="jsonl"``), Megatron-LM training logs (``"megatron-log"``:
+:func:`~stragglers.detect.megatron.parse_log_line`; other log lines are counted as ``text``)
+and, through :meth:`Watcher.process_items`, the records of Megatron's iteration-time JSON.
 
 Continuity of a rank (what is out of order, an outlier, a restart or a clock step)
 -------------------------------------------------------------------------------------
@@ -35,11 +41,20 @@ Events (one JSON object per line, key ``event``)
 ------------------------------------------------
 ``onset`` / ``change`` / ``recovery`` / ``speedup``
     a verified change of a rank's iteration time: ``rank``, ``iteration`` (estimated first
-    iteration of the new regime, counted from the rank's first iteration time),
-    ``declared_iteration``, ``job_iteration`` (that first iteration's number in the job, for
-    iteration records; else null), ``ts`` (end timestamp of that first iteration when known),
-    ``line`` (the input line whose record raised it), ``level_s``, ``previous_s``,
-    ``healthy_s`` and ``severity`` (throughput loss vs healthy);
+    iteration of the new regime, counted from the rank's first iteration time, warm-up
+    included), ``declared_iteration``, ``job_iteration`` (that first iteration's number in
+    the job, for iteration records; else null), ``ts`` (end timestamp of that first iteration
+    when known), ``line`` (the input line whose record raised it), ``level_s``,
+    ``previous_s``, ``healthy_s`` and ``severity`` (throughput loss vs healthy);
+``job``
+    several ranks changed at once (:mod:`stragglers.detect.jobs`): ``kind``, ``ranks``,
+    ``job_iteration``, ``ts``, ``severity``, ``ranks_followed``;
+``spikes``
+    every ``spike_report_points`` iteration times of a rank with spikes, and at the end
+    (:mod:`stragglers.detect.spikes`): count, clusters, rate, seconds and iterations lost;
+``gap``
+    missing values of a Megatron iteration-time series (the first ``report_limit``; all are
+    counted); more than one in a row is a restart: a new segment and a new warm-up;
 ``suspects``
     profiling after an onset (Falcon §4.3): once ``profile_calls`` call records with ``group``
     and ``duration`` have arrived after the first onset of an episode, the groups that
@@ -75,6 +90,8 @@ import numpy as np
 import orjson
 
 from stragglers.detect.bocd import Alarm, Detector, make_detector
+from stragglers.detect.jobs import JobGrouper
+from stragglers.detect.megatron import Gap, parse_log_line
 from stragglers.detect.narrow import narrow_down_records
 from stragglers.detect.period import CallEncoder, PeriodTracker
 from stragglers.detect.records import (
@@ -86,6 +103,8 @@ from stragglers.detect.records import (
     decode_json,
     parse_record,
 )
+from stragglers.detect.spikes import SpikeCounter
+from stragglers.detect.warmup import WarmUp
 from stragglers.limits import limit
 
 __all__ = ["Watcher"]
@@ -105,7 +124,8 @@ class _Rank:
     __slots__ = ("detector", "tracker", "encoder", "uses_iter_records", "last_iter",
                  "last_ts", "last_step", "pending", "pending_line", "ts_offset", "points",
                  "hist_iter", "hist_ts", "recent", "typical", "slow", "segments",
-                 "last_call_ts", "pending_call", "pending_call_line")
+                 "last_call_ts", "pending_call", "pending_call_line", "warm", "spikes",
+                 "calls_points", "seen", "hist_pos")
 
     def __init__(self) -> None:
         self.detector: Detector | None = None
@@ -128,6 +148,11 @@ class _Rank:
         self.last_call_ts: float | None = None  # last accepted call timestamp (raw clock)
         self.pending_call: CallRecord | None = None
         self.pending_call_line = 0
+        self.warm: WarmUp | None = None
+        self.spikes = SpikeCounter()
+        self.calls_points = 0  # iteration times derived from call records (no iteration number)
+        self.seen = 0  # iteration times of the rank, warm-up included (the stream position)
+        self.hist_pos: np.ndarray | None = None
 
 
 class Watcher:
@@ -143,7 +168,20 @@ class Watcher:
         profile_calls: int = 256,
         source: str = "<stdin>",
         max_ranks: int | None = None,
+        input_format: str = "jsonl",
+        warmup_iters: int = 200,
+        spike_report_points: int = 1000,
     ) -> None:
+        if input_format not in ("jsonl", "megatron-log"):
+            raise ValueError(f"input_format must be jsonl or megatron-log, got {input_format!r}")
+        self.input_format = input_format
+        self.warmup_iters = int(warmup_iters)
+        self.spike_report_points = int(spike_report_points)
+        self.jobs = JobGrouper()
+        self.gaps = 0
+        self.gap_values = 0
+        self.warmup_points = 0
+        self.warmup_ends: dict[int, int] = {}  # rank -> iteration where its warm-up ended
         self._factory = detector_factory or (lambda: make_detector(method))
         self._tracker_kwargs = dict(tracker_kwargs or {})
         self.report_limit = report_limit
@@ -194,6 +232,87 @@ class Watcher:
 
     def process_lines(self, lines: Iterable[tuple[int, bytes | str | None]]) -> list[Event]:
         """Handle a batch of ``(line number, text)``; returns the events, in input order."""
+        if self.input_format == "megatron-log":
+            events = self._log_lines(lines)
+        else:
+            events = self._json_lines(lines)
+        if self.jobs.open:
+            events += self.jobs.close_due(self._rank_progress())
+        return events
+
+    def process_items(self, items: Iterable[tuple[int, IterationRecord | RecordError | Gap]]
+                      ) -> list[Event]:
+        """Handle records already read (Megatron's iteration-time JSON): ``(position, record
+        | error | gap)``; a gap counts one line per missing value."""
+        events: list[Event] = []
+        for pos, item in items:
+            self._line = pos
+            if type(item) is IterationRecord:
+                self.lines += 1
+                self.records += 1
+                events += self._iteration(item, pos)
+            elif type(item) is Gap:
+                self.lines += item.values
+                events += self._gap(item, pos)
+            else:
+                assert isinstance(item, RecordError)
+                self.lines += 1
+                events += self._drop(item.reason, {"line": pos, "error": str(item)})
+        if self.jobs.open:
+            events += self.jobs.close_due(self._rank_progress())
+        return events
+
+    def _log_lines(self, lines: Iterable[tuple[int, bytes | str | None]]) -> list[Event]:
+        events: list[Event] = []
+        source = self.source
+        cap = self.max_line_bytes
+        for lineno, text in lines:
+            self.lines += 1
+            self._line = lineno
+            if text is None or len(text) > cap:
+                events += self._drop("too_long", {
+                    "line": lineno, "error": f"{source}:{lineno}: line longer than the limit "
+                    f"of {cap:,} bytes (set STRAGGLERS_MAX_RECORD_BYTES to raise it)"})
+                continue
+            try:
+                rec = parse_log_line(text, source=source, line=lineno)
+            except RecordError as exc:
+                events += self._drop(exc.reason, {"line": lineno, "error": str(exc)})
+                continue
+            if rec is None:
+                if text.strip():
+                    self.ignored["text"] += 1  # other log lines: start-up, timers, evaluation
+                continue
+            self.records += 1
+            events += self._iteration(rec, lineno)
+        return events
+
+    def _gap(self, gap: Gap, pos: int) -> list[Event]:
+        """Missing values of a Megatron series: counted; more than one in a row is a restart
+        (the rank starts a new segment and a new warm-up)."""
+        self.gaps += 1
+        self.gap_values += gap.values
+        got = self._rank(gap.rank, pos)
+        if not isinstance(got, _Rank):
+            return got
+        st = got
+        restart = gap.values >= 2
+        if restart and st.last_iter is not None:
+            st.last_iter, st.last_ts = None, None  # the next record starts a new segment
+            if st.warm is not None:
+                st.warm.rearm()
+        self.reported["gap"] += 1
+        if self.reported["gap"] > self.report_limit:
+            return []
+        return [{"event": "gap", "rank": gap.rank, "line": pos, "job_iteration": gap.first_step,
+                 "last_job_iteration": gap.last_step, "values": gap.values,
+                 "restart": restart}]
+
+    def _rank_progress(self) -> list[int]:
+        """The last iteration number of every rank that has iteration records."""
+        return [st.last_iter for st in self.ranks.values() if st.last_iter is not None]
+
+    def _json_lines(self, lines: Iterable[tuple[int, bytes | str | None]]) -> list[Event]:
         events: list[Event] = []
         source = self.source
         cap = self.max_line_bytes
@@ -326,6 +445,8 @@ class Watcher:
                  ts: float | None) -> list[Event]:
         st.segments += 1
         self.segments[reason] += 1
+        if reason == "restart" and st.warm is not None:
+            st.warm.rearm()
         return [{"event": "segment", "reason": reason, "rank": rank, "line": line,
                  "job_iteration": it, "previous_iteration": st.last_iter, "ts": ts,
                  "previous_ts": st.last_ts}]
@@ -416,24 +537,45 @@ class Watcher:
     # -- detection ----------------------------------------------------------------------------
     def _point(self, rank: int, st: _Rank, duration: float, end_ts: float | None,
                job_iter: int | None, lineno: int) -> list[Event]:
+        events: list[Event] = []
+        pos = st.seen
+        st.seen += 1
+        st.recent.append(duration)  # the typical iteration time, for the continuity checks
+        if st.seen % TYPICAL_POINTS == 0 or st.seen < TYPICAL_POINTS:
+            st.typical = sorted(st.recent)[len(st.recent) // 2]
+        it = pos if job_iter is None else job_iter
+        warm = st.warm
+        if warm is None:
+            warm = st.warm = WarmUp(min_iters=self.warmup_iters)
+        if not warm.done:
+            if not warm.feed(duration, it):
+                self.warmup_points += 1
+                return events
+            self.warmup_ends[rank] = it
         det = st.detector
         if det is None:
             det = st.detector = self._factory()
             st.hist_iter = np.full(HISTORY, -1, dtype=np.int64)
             st.hist_ts = np.full(HISTORY, math.nan)
+            st.hist_pos = np.full(HISTORY, -1, dtype=np.int64)
         k = st.points % HISTORY
+        st.hist_pos[k] = pos  # type: ignore[index]
         st.hist_iter[k] = -1 if job_iter is None else job_iter  # type: ignore[index]
         st.hist_ts[k] = math.nan if end_ts is None else end_ts  # type: ignore[index]
         st.points += 1
-        st.recent.append(duration)
-        if st.points % TYPICAL_POINTS == 0 or st.points < TYPICAL_POINTS:
-            st.typical = sorted(st.recent)[len(st.recent) // 2]
+        if st.spikes.add(duration, st.typical, st.last_step if job_iter is not None else 1,
+                         it, self.spike_report_points) and (
+                             st.spikes.points >= self.spike_report_points):
+            events.append(st.spikes.report(rank, lineno))
         alarms = det.update(duration)
         if not alarms:
-            return []
-        events = []
+            return events
+        st.spikes.discard_pending()  # the elevated points were a level, not spikes
         for alarm in alarms:
-            events.append(self._alarm_event(rank, st, alarm, lineno))
+            ev = self._alarm_event(rank, st, alarm, lineno)
+            events.append(ev)
+            if ev["job_iteration"] is not None:
+                self.jobs.add(ev, max(st.last_step, 1))
             if alarm.kind == "onset":
                 st.slow = True
                 if not self._profiling:
@@ -449,15 +591,18 @@ class Watcher:
         back = st.points - 1 - a.index
         ts: float | None = None
         job_iter: int | None = None
+        position = a.index + (st.seen - st.points)  # warm-up points before it (estimate)
+        declared = a.declared_at + (st.seen - st.points)
         if 0 <= back < HISTORY and st.hist_ts is not None and st.hist_iter is not None:
             k = a.index % HISTORY
+            position = int(st.hist_pos[k])  # type: ignore[index]
             t = float(st.hist_ts[k])
             ts = None if math.isnan(t) else t
             j = int(st.hist_iter[k])
             job_iter = None if j < 0 else j
         return {
-            "event": a.kind, "rank": rank, "iteration": a.index,
-            "declared_iteration": a.declared_at, "job_iteration": job_iter, "ts": ts,
+            "event": a.kind, "rank": rank, "iteration": position,
+            "declared_iteration": declared, "job_iteration": job_iter, "ts": ts,
             "line": lineno,
             "level_s": round(a.level_after, 6), "previous_s": round(a.level_before, 6),
             "healthy_s": round(a.healthy_level, 6), "severity": round(a.severity, 4),
@@ -477,7 +622,10 @@ class Watcher:
 
     def finish(self) -> list[Event]:
         """Events due at the end of the input: held records, pending suspects, the summary."""
-        events: list[Event] = []
+        events: list[Event] = self.jobs.close_all(len(self._rank_progress()))
+        for rank, st in self.ranks.items():
+            if st.spikes.spikes_since or st.spikes.has_pending:
+                events.append(st.spikes.report(rank, self._line, final=True))
         for rank, st in self.ranks.items():
             why = ("held back as a discontinuity; the input ended before a following record of "
                    "the rank confirmed it")
@@ -498,10 +646,27 @@ class Watcher:
             "unknown_fields": dict(sorted(self.unknown.items())),
             "segments": dict(sorted(self.segments.items())),
             "files": dict(sorted(self.files.items())),
+            "gaps": {"runs": self.gaps, "values": self.gap_values},
+            "warmup_points": self.warmup_points,
+            "warmup_ends": {str(r): v for r, v in sorted(self.warmup_ends.items())},
+            "spikes": _spike_totals(self.ranks.values()),
+            "job_events": dict(sorted(self.jobs.emitted.items())),
             "ranks": len(self.ranks),
-            "iterations": {str(r): st.points for r, st in sorted(self.ranks.items())},
+            "iterations": {str(r): st.seen for r, st in sorted(self.ranks.items())},
             "slow_ranks": sorted(r for r, st in self.ranks.items() if st.slow),
         }
+
+
+def _spike_totals(ranks: Iterable[_Rank]) -> dict[str, float | int]:
+    spikes = clusters = 0
+    seconds = iters = 0.0
+    for st in ranks:
+        spikes += st.spikes.total_spikes
+        clusters += st.spikes.total_clusters
+        seconds += st.spikes.total_seconds
+        iters += st.spikes.total_iterations
+    return {"spikes": spikes, "clusters": clusters, "seconds_lost": round(seconds, 3),
+            "iterations_lost": round(iters, 3)}
 
 
 _BAD_REASONS = frozenset({"not_json", "not_utf8", "bad_field", "not_object", "unknown_kind",

@@ -1,0 +1,89 @@
+"""Job-level events: one event when several ranks change at once.
+
+One slow GPU slows every rank of a data-parallel job, so ``watch`` sees the same onset on
+many ranks within a few iterations.  :class:`JobGrouper` collects the per-rank events
+(``onset``, ``change``, ``recovery``, ``speedup``) of the same kind whose job iteration
+numbers lie within ``window_points`` points (x the rank's iteration step) of the first one,
+and emits one ``job`` event naming the ranks once every followed rank has gone
+``close_points`` points past the group's last event (each had the time to declare it too), or
+one rank has gone four times that far (a rank that stopped logging does not hold it back), or
+at the end of the input.  A group of one rank gives no ``job`` event.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+__all__ = ["JobGrouper"]
+
+
+class _Group:
+    __slots__ = ("kind", "first", "last", "window", "close_after", "events")
+
+    def __init__(self, kind: str, first: int, window: int, close_after: int) -> None:
+        self.kind = kind
+        self.first = first
+        self.last = first
+        self.window = window
+        self.close_after = close_after
+        self.events: dict[int, dict[str, Any]] = {}
+
+
+class JobGrouper:
+    """Groups per-rank change events into job-level ``job`` events."""
+
+    def __init__(self, window_points: int = 16, close_points: int = 64) -> None:
+        self.window_points = window_points
+        self.close_points = close_points
+        self.open: list[_Group] = []
+        self.emitted: Counter[str] = Counter()
+
+    def add(self, event: dict[str, Any], step: int) -> None:
+        """A per-rank event with a ``job_iteration``; ``step``: the rank's iteration step."""
+        kind = event["event"]
+        it = int(event["job_iteration"])
+        for g in self.open:
+            if g.kind == kind and abs(it - g.first) <= g.window:
+                g.events.setdefault(int(event["rank"]), event)
+                g.last = max(g.last, it)
+                return
+        g = _Group(kind, it, self.window_points * step, self.close_points * step)
+        g.events[int(event["rank"])] = event
+        self.open.append(g)
+
+    def close_due(self, progress: list[int]) -> list[dict[str, Any]]:
+        """Close the groups that every rank (``progress``: last iteration numbers) is past."""
+        if not progress or not self.open:
+            return []
+        low, high = min(progress), max(progress)
+        out: list[dict[str, Any]] = []
+        keep = []
+        for g in self.open:
+            if low > g.last + g.close_after or high > g.last + 4 * g.close_after:
+                out += self._emit(g, len(progress))
+            else:
+                keep.append(g)
+        self.open = keep
+        return out
+
+    def close_all(self, followed: int | None = None) -> list[dict[str, Any]]:
+        """Close every group (end of the input)."""
+        out: list[dict[str, Any]] = []
+        for g in self.open:
+            out += self._emit(g, followed)
+        self.open = []
+        return out
+
+    def _emit(self, g: _Group, followed: int | None) -> list[dict[str, Any]]:
+        if len(g.events) < 2:
+            return []
+        evs = list(g.events.values())
+        stamps = [e["ts"] for e in evs if e.get("ts") is not None]
+        self.emitted[g.kind] += 1
+        return [{"event": "job", "kind": g.kind, "ranks": sorted(g.events),
+                 "job_iteration": min(int(e["job_iteration"]) for e in evs),
+                 "last_job_iteration": max(int(e["job_iteration"]) for e in evs),
+                 "ts": min(stamps) if stamps else None,
+                 "severity": max(float(e["severity"]) for e in evs),
+                 "ranks_followed": followed}]

@@ -1,0 +1,265 @@
+"""Readers for what Megatron-LM users have: training logs and the ``iteration-time`` JSON.
+
+Training log (``--format megatron-log``)
+----------------------------------------
+Megatron-LM prints one line per logging interval on the last rank::
+
+     [2025-01-10 07:43:21] iteration      100/  500000 | consumed samples: 51200 | elapsed time
+     per iteration (ms): 1234.5 | learning rate: ... | lm loss: ... |
+
+(one line in the log).  A line is an *iteration line* when it holds ``iteration N/ M |``; it
+gives an :class:`~stragglers.detect.records.IterationRecord` with ``iter = N``, ``duration`` =
+the elapsed time per iteration in seconds (Megatron's average over the logging interval) and
+``ts`` = the bracketed timestamp when there is one (read as UTC).  Logs of several ranks can be
+combined in one stream when each line carries the rank prefix that ``torchrun`` writes
+(``[rank3]:`` or ``[default3]:``); lines without a prefix are rank 0.  Every other line (start-up
+messages, timers, evaluation) is *text*: counted, not an error.  An iteration line whose
+iteration number or elapsed time cannot be read is a bad record (a :class:`RecordError` naming
+the line and the field).
+
+Iteration-time JSON (``--format megatron-json``)
+------------------------------------------------
+Megatron's functional tests and golden values store ``{"start_step", "end_step",
+"step_interval", "values": {step: seconds | "nan"}}``, alone or under the key
+``"iteration-time"`` of a file with other curves.  Each value is the time of one iteration
+(sampled every ``step_interval`` steps); ``"nan"`` marks a step where the job restarted or did
+not log: a *gap*, not data.  Values are taken in increasing step order.  A value that is neither
+a positive finite number nor ``"nan"``, and a key that is not an integer step, are bad records
+named by their step (their *position*: the index of the value in ``values``, counted from 1,
+stands for the line).
+"""
+
+from __future__ import annotations
+
+import calendar
+import math
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from stragglers.detect.records import INT_MAX, IterationRecord, RecordError, shown_value
+from stragglers.errors import InputError
+from stragglers.limits import check_limit
+
+__all__ = [
+    "FORMATS",
+    "Gap",
+    "MegatronSeries",
+    "guess_format",
+    "parse_log_line",
+    "read_iteration_json",
+    "series_items",
+]
+
+FORMATS = ("auto", "jsonl", "megatron-log", "megatron-json")
+
+_ITER = re.compile(rb"\biteration\s+(\S+?)\s*/\s*(\S+?)\s*\|")
+_ELAPSED = re.compile(rb"elapsed time per iteration \(ms\):\s*([^\s|]*)")
+_PREFIX = re.compile(rb"^\s*\[(?:rank|default)(\d{1,9})\]\s*:")
+_STAMP = re.compile(rb"^\s*\[(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2})(\.\d+)?\]")
+
+
+def _number(raw: bytes) -> float | None:
+    try:
+        v = float(raw)
+    except ValueError:
+        return None
+    return v
+
+
+def parse_log_line(text: bytes | str, *, source: str = "<input>", line: int = 0
+                   ) -> IterationRecord | None:
+    """The iteration record of one Megatron log line; ``None`` for any other line.
+
+    Raises :class:`RecordError` for an iteration line whose fields cannot be read."""
+    raw = text.encode("utf-8", "surrogateescape") if isinstance(text, str) else text
+    m = _ITER.search(raw)
+    if m is None:
+        return None
+    where = f"{source}:{line}"
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RecordError(f"{where}: not UTF-8 text (bad byte at column {exc.start + 1})",
+                          "not_utf8") from None
+    it_raw = m.group(1)
+    if not it_raw.isdigit() or len(it_raw) > 18 or int(it_raw) > INT_MAX:
+        raise RecordError(f"{where}: field 'iteration': expected an integer >= 0, got "
+                          f"{shown_value(it_raw.decode())}")
+    rank = 0
+    rest = raw[: m.start()]
+    pm = _PREFIX.match(rest)
+    if pm is not None:
+        rank = int(pm.group(1))
+        rest = rest[pm.end():]
+    e = _ELAPSED.search(raw, m.end())
+    if e is None:
+        raise RecordError(f"{where}: field 'elapsed time per iteration (ms)': missing from "
+                          "the iteration line")
+    ms = _number(e.group(1))
+    if ms is None or not math.isfinite(ms) or ms <= 0:
+        raise RecordError(f"{where}: field 'elapsed time per iteration (ms)': expected a "
+                          f"number > 0, got {shown_value(e.group(1).decode())}")
+    ts: float | None = None
+    sm = _STAMP.match(rest)
+    if sm is not None:
+        try:
+            st = time.strptime(sm.group(1).decode().replace("T", " "), "%Y-%m-%d %H:%M:%S")
+        except ValueError:
+            raise RecordError(f"{where}: field 'timestamp': expected YYYY-MM-DD HH:MM:SS, got "
+                              f"{shown_value(sm.group(1).decode())}") from None
+        ts = float(calendar.timegm(st)) + (float(sm.group(2)) if sm.group(2) else 0.0)
+    return IterationRecord(rank=rank, iter=int(it_raw), ts=ts, duration=ms / 1000.0)
+
+
+@dataclass(frozen=True)
+class Gap:
+    """Steps of a Megatron series without data (``"nan"``: a restart or a step not logged)."""
+
+    rank: int
+    first_step: int
+    last_step: int
+    values: int
+
+
+@dataclass(frozen=True)
+class MegatronSeries:
+    """An ``iteration-time`` series: steps in increasing order and their values (NaN: gap);
+    ``errors`` are the values or keys that could not be read (position, error)."""
+
+    steps: list[int]
+    values: list[float]
+    errors: list[tuple[int, RecordError]]
+    start_step: int | None
+    end_step: int | None
+    step_interval: int | None
+
+
+def read_iteration_json(path: str | Path) -> MegatronSeries:
+    """Read a Megatron ``iteration-time`` JSON file (see the module docstring).
+
+    A file that cannot be read raises :class:`InputError`, one that is not such a document
+    :class:`RecordError` (one line naming the file and the field); single bad values are
+    returned in ``errors``."""
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+    except OSError as exc:
+        raise InputError(f"{p}: cannot read the file ({exc.strerror or exc})") from None
+    check_limit("megatron_json_bytes", size, str(p))
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        raise InputError(f"{p}: cannot read the file ({exc.strerror or exc})") from None
+    return parse_iteration_json(data, str(p))
+
+
+def parse_iteration_json(data: bytes, source: str) -> MegatronSeries:
+    """:func:`read_iteration_json` on bytes already read."""
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise RecordError(f"{source}:{exc.lineno}: not valid JSON "
+                          f"({str(exc).split(': line ')[0]} at column {exc.colno})",
+                          "not_json") from None
+    if type(doc) is not dict:
+        raise RecordError(f"{source}: expected a JSON object with 'values' or "
+                          "'iteration-time'", "not_object")
+    prefix = ""
+    if "values" not in doc and "iteration-time" in doc:
+        doc = doc["iteration-time"]
+        prefix = "iteration-time."
+        if type(doc) is not dict:
+            raise RecordError(f"{source}: field 'iteration-time': expected an object, got "
+                             f"{shown_value(doc)}")
+    values = doc.get("values")
+    if type(values) is not dict:
+        raise RecordError(f"{source}: field '{prefix}values': expected an object "
+                         f"{{step: seconds}}, got {shown_value(values)}")
+    meta: dict[str, int | None] = {}
+    for key in ("start_step", "end_step", "step_interval"):
+        v = doc.get(key)
+        if v is not None and (type(v) is not int or v < 0):
+            raise RecordError(f"{source}: field '{prefix}{key}': expected an integer >= 0, got "
+                             f"{shown_value(v)}")
+        meta[key] = v
+    check_limit("detect_records", len(values), f"{source}: field '{prefix}values'")
+    errors: list[tuple[int, RecordError]] = []
+    rows: list[tuple[int, float, int]] = []
+    for pos, (key, v) in enumerate(values.items(), start=1):
+        where = f"{source}: field '{prefix}values.{key}' (value {pos})"
+        if not (key.isdigit() and len(key) <= 18):
+            errors.append((pos, RecordError(f"{where}: expected an integer step as the key, "
+                                            f"got {shown_value(key)}")))
+            continue
+        x = _value(v)
+        if x is None:
+            errors.append((pos, RecordError(f"{where}: expected seconds > 0 or \"nan\", got "
+                                            f"{shown_value(v)}")))
+            continue
+        rows.append((int(key), x, pos))
+    rows.sort()
+    return MegatronSeries(
+        steps=[r[0] for r in rows], values=[r[1] for r in rows], errors=errors,
+        start_step=meta["start_step"], end_step=meta["end_step"],
+        step_interval=meta["step_interval"])
+
+
+def _value(v: Any) -> float | None:
+    if type(v) is str:
+        return math.nan if v.strip().lower() == "nan" else None
+    if type(v) in (int, float) and math.isfinite(v) and v > 0:
+        return float(v)
+    return None
+
+
+def series_items(series: MegatronSeries, rank: int = 0
+                 ) -> list[tuple[int, IterationRecord | RecordError | Gap]]:
+    """The series as watcher items ``(position, record | error | gap)`` in step order; a run
+    of ``"nan"`` values is one :class:`Gap`."""
+    items: list[tuple[int, IterationRecord | RecordError | Gap]] = [
+        (pos, err) for pos, err in series.errors]
+    gap_first: int | None = None
+    gap_n = 0
+    last_step = 0
+    for k, (step, x) in enumerate(zip(series.steps, series.values, strict=True), start=1):
+        if x != x:
+            if gap_first is None:
+                gap_first = step
+            gap_n += 1
+            last_step = step
+            continue
+        if gap_first is not None:
+            items.append((k - 1, Gap(rank, gap_first, last_step, gap_n)))
+            gap_first, gap_n = None, 0
+        items.append((k, IterationRecord(rank=rank, iter=step, duration=x)))
+    if gap_first is not None:
+        items.append((len(series.steps), Gap(rank, gap_first, last_step, gap_n)))
+    return items
+
+
+def guess_format(head: bytes) -> str:
+    """The input format from the first bytes of a file: ``megatron-json`` for one JSON
+    document with ``values``/``iteration-time``, ``jsonl`` when the first non-blank line is a
+    JSON object, ``megatron-log`` when a line holds ``iteration N/ M |``, else ``jsonl``."""
+    text = head.lstrip()
+    if text.startswith(b"{"):
+        first = text.split(b"\n", 1)[0].strip()
+        if first == b"{":
+            return "megatron-json"  # a document over several lines
+        try:
+            obj = orjson.loads(first)
+        except orjson.JSONDecodeError:
+            if b'"iteration-time"' in first or b'"step_interval"' in first:
+                return "megatron-json"  # one document longer than the bytes looked at
+            return "jsonl"  # a bad first record: counted as such by the watcher
+        if type(obj) is dict and ("iteration-time" in obj or "values" in obj):
+            return "megatron-json"
+        return "jsonl"
+    if _ITER.search(head) is not None:
+        return "megatron-log"
+    return "jsonl"
