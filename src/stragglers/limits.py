@@ -57,6 +57,7 @@ LIMITS: dict[str, Limit] = {lim.name: lim for lim in (
     Limit("topology_ranks", 16_384, "ranks of a hang topology or a validation plan"),
     Limit("period_window", 16_384, "calls in one period-estimation window"),
     Limit("call_kinds", 4_096, "distinct (type, size) call signatures of one rank"),
+    Limit("hog_processes", 64, "CPU-hog processes of `probe verdict-eval --hog`"),
     Limit("eval_series", 40_000, "series of a detect-eval corpus (400 at --scale 1)"),
     Limit("upload_bytes", 2 * 2**30, "bytes of one session upload to `stragglers serve` "
           "(trace and metadata)"),

@@ -42,7 +42,7 @@ class VerdictConfig:
 
     Stages (``last_stage``):
 
-    * ``last_stage_ratio`` (1.05): the last stage's compute per step, on *every* DP rank
+    * ``last_stage_ratio`` (1.2): the last stage's compute per step, on *every* DP rank
       (the smallest over DP ranks), is at least this times the median of the other stages'.
 
     Sequence lengths (``sequence_length``):
@@ -80,7 +80,7 @@ class VerdictConfig:
     stand_out: float = 0.5
     max_suspect_fraction: float = 0.25
     sporadic_limit: float = 0.5
-    last_stage_ratio: float = 1.05
+    last_stage_ratio: float = 1.2
     seq_correlation: float = 0.5
     seq_spread: float = 0.05
     pause_factor: float = 1.5
