@@ -221,7 +221,11 @@ def run_verdict_eval(args: argparse.Namespace) -> int:
     if args.verdict:
         config = VerdictConfig.from_assignments(args.verdict, config)
     if args.reanalyse is not None:
-        rows = verdict_eval.reanalyse(args.reanalyse, config, args.split, only)
+        rows, unfinished = verdict_eval.reanalyse(args.reanalyse, config, args.split, only)
+        if unfinished:
+            print(f"probe verdict-eval: {len(unfinished)} folder(s) in {args.reanalyse} hold "
+                  f"no finished run, not scored: {', '.join(unfinished[:10])}",
+                  file=sys.stderr)
     else:
         base = verdict_eval.BASE_JOB
         base = replace(base, steps=args.steps if args.steps is not None else base.steps,

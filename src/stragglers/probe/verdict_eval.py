@@ -359,6 +359,7 @@ def run_matrix(cases: Sequence[EvalCase], base: JobConfig, config: VerdictConfig
     try:
         for case in cases:
             run_dir = out / case.name
+            (run_dir / CASE_FILE).unlink(missing_ok=True)  # a record only once it is complete
             cfg = case.job_config(base, run_dir)
             load = os.getloadavg()[0]
             t0 = time.perf_counter()
@@ -380,17 +381,22 @@ def run_matrix(cases: Sequence[EvalCase], base: JobConfig, config: VerdictConfig
     return rows
 
 
-def kept_runs(folder: str | Path) -> list[tuple[EvalCase, Path, dict[str, Any]]]:
-    """The runs kept in ``folder`` (subfolders holding a :data:`CASE_FILE`), by name."""
+def kept_runs(folder: str | Path) -> tuple[list[tuple[EvalCase, Path, dict[str, Any]]],
+                                          list[str]]:
+    """The runs kept in ``folder`` (subfolders holding a :data:`CASE_FILE`), by name, and the
+    names of subfolders without one (runs that did not finish)."""
     from stragglers.inputs import load_yaml
 
     root = Path(folder)
     if not root.is_dir():
         raise InputError(f"--reanalyse {folder}: no such folder")
     found = []
+    unfinished = []
     for sub in sorted(p for p in root.iterdir() if p.is_dir()):
         record_path = sub / CASE_FILE
         if not record_path.is_file():
+            if not sub.name.startswith("."):
+                unfinished.append(sub.name)
             continue
         record = load_yaml(record_path, "verdict-eval case record")  # JSON is YAML
         if not isinstance(record, dict):
@@ -402,13 +408,14 @@ def kept_runs(folder: str | Path) -> list[tuple[EvalCase, Path, dict[str, Any]]]
         found.append((case, sub, record))
     if not found:
         raise InputError(f"--reanalyse {folder}: no kept runs in it (no */{CASE_FILE})")
-    return found
+    return found, unfinished
 
 
 def reanalyse(folder: str | Path, config: VerdictConfig, split: str = "all",
-              only: Sequence[str] | None = None) -> list[EvalRow]:
-    """Re-score the runs kept in ``folder`` with ``config`` (no job is run)."""
-    runs = kept_runs(folder)
+              only: Sequence[str] | None = None) -> tuple[list[EvalRow], list[str]]:
+    """Re-score the runs kept in ``folder`` with ``config`` (no job is run); also returns
+    the subfolders that hold no finished run (reported, not scored)."""
+    runs, unfinished = kept_runs(folder)
     cases = select([c for c, _, _ in runs], split, only)
     chosen = {c.name for c in cases}
     rows = []
@@ -419,7 +426,7 @@ def reanalyse(folder: str | Path, config: VerdictConfig, split: str = "all",
         rows.append(score_run(case, sub, config, int(record["hog"]),
                               float(wall) if isinstance(wall, int | float) else None,
                               float(load) if isinstance(load, int | float) else None))
-    return rows
+    return rows, unfinished
 
 
 # -- scoring ----------------------------------------------------------------------------------

@@ -53,7 +53,7 @@ class VerdictConfig:
 
     Pauses (``pauses`` and ``gc``):
 
-    * ``pause_factor`` (1.5): a compute op is a pause candidate when it takes at least this
+    * ``pause_factor`` (2.5): a compute op is a pause candidate when it takes at least this
       times its *own worker's* typical time for that op (median over steps) ...
     * ``pause_min_excess`` (0.002): ... and at least this share of the mean ideal step time
       longer ...
@@ -83,7 +83,7 @@ class VerdictConfig:
     last_stage_ratio: float = 1.2
     seq_correlation: float = 0.5
     seq_spread: float = 0.05
-    pause_factor: float = 1.5
+    pause_factor: float = 2.5
     pause_min_excess: float = 0.002
     pause_max_fraction: float = 0.3
     gc_evidence: float = 0.5
