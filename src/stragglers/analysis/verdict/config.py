@@ -23,7 +23,8 @@ class VerdictConfig:
 
     Slowdown and shares:
 
-    * ``threshold`` (1.1): below this slowdown S the verdict is ``none``.
+    * ``threshold`` (1.1): below this problem size — the slowdown S, or the exact S_w of the
+      workers the ``worker`` hypothesis blames when larger — the verdict is ``none``.
     * ``explain`` (0.5): a hypothesis explains the slowdown when its share (the larger of its
       rem and add what-ifs, Eq. 5) reaches this; a verdict whose best share is lower is weak.
     * ``contribute`` (0.2): other applicable hypotheses with at least this share are listed
@@ -47,8 +48,9 @@ class VerdictConfig:
 
     Sequence lengths (``sequence_length``):
 
-    * ``seq_correlation`` (0.5): forward and backward compute of the same microbatch
-      correlate at least this much within worker-steps ...
+    * ``seq_correlation`` (0.5): log forward and log backward compute times of the same
+      microbatch correlate at least this much within worker-steps, pooled over every stage
+      ...
     * ``seq_spread`` (0.05): ... and forward times spread at least this much (relative).
 
     Pauses (``pauses`` and ``gc``):
