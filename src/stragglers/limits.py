@@ -63,6 +63,7 @@ LIMITS: dict[str, Limit] = {lim.name: lim for lim in (
     Limit("call_kinds", 4_096, "distinct (type, size) call signatures of one rank"),
     Limit("megatron_json_bytes", 256 * 2**20, "bytes of a Megatron iteration-time JSON file "
           "(read whole by watch)"),
+    Limit("hog_processes", 64, "CPU-hog processes of `probe verdict-eval --hog`"),
     Limit("eval_series", 40_000, "series of a detect-eval corpus (400 at --scale 1)"),
     Limit("upload_bytes", 2 * 2**30, "bytes of one session upload to `stragglers serve` "
           "(trace and metadata)"),

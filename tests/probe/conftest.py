@@ -13,13 +13,15 @@ import pytest
 
 from stragglers.probe.examples.job import JobConfig, run_job
 
-#: The paired slow-worker run: rank 1 (DP rank 1, stage 0) burns CPU for another 30% of its
-#: compute time in alternating blocks of two steps. The severity is moderate on purpose: with
-#: 4 workers the ideal timeline of S takes the job-wide mean, a quarter of which is the slow
-#: worker's own excess, so S falls short of the measured slowdown by roughly half the excess
-#: (see README); at this severity the gap stays well inside the 10% the test allows.
+#: The paired slow-worker run: rank 1 (DP rank 1, stage 0) sleeps for another 100% of its
+#: compute time in alternating blocks of two steps. Sleep, not CPU burn: on two cores shared
+#: by four ranks (and whatever else runs there), burning CPU slows the co-scheduled ranks
+#: too, so the straggler's own effect drowns in contention; a sleeping rank leaves the cores
+#: to the others. A factor of 2 keeps the injected effect far above the step-time noise of a
+#: loaded machine (tests/probe must hold beside a 2-process CPU hog, see README). Neither
+#: layout nor injection is a configuration the verdict's thresholds were tuned on.
 SLOW_RANK = 1
-SLOW_FACTOR = 1.3
+SLOW_FACTOR = 2.0
 
 
 @pytest.fixture(scope="session")
@@ -27,8 +29,8 @@ def slow_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """dp 2 x pp 2, 4 microbatches, 1F1B; a slow worker in alternating step blocks."""
     pytest.importorskip("torch")
     out = tmp_path_factory.mktemp("slow-run")
-    cfg = JobConfig(out_dir=str(out), steps=27, warmup_steps=3, slow_rank=SLOW_RANK,
-                    slow_factor=SLOW_FACTOR, slow_mode="spin", inject_period=2,
+    cfg = JobConfig(out_dir=str(out), steps=31, warmup_steps=3, slow_rank=SLOW_RANK,
+                    slow_factor=SLOW_FACTOR, slow_mode="sleep", inject_period=2,
                     gc_interval=1000, comm_hooks=True)
     summary = run_job(cfg)
     return {"cfg": cfg, "summary": summary, "out": Path(out)}

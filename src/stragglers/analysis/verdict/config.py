@@ -23,7 +23,8 @@ class VerdictConfig:
 
     Slowdown and shares:
 
-    * ``threshold`` (1.1): below this slowdown S the verdict is ``none``.
+    * ``threshold`` (1.1): below this problem size — the slowdown S, or the exact S_w of the
+      workers the ``worker`` hypothesis blames when larger — the verdict is ``none``.
     * ``explain`` (0.5): a hypothesis explains the slowdown when its share (the larger of its
       rem and add what-ifs, Eq. 5) reaches this; a verdict whose best share is lower is weak.
     * ``contribute`` (0.2): other applicable hypotheses with at least this share are listed
@@ -42,18 +43,19 @@ class VerdictConfig:
 
     Stages (``last_stage``):
 
-    * ``last_stage_ratio`` (1.05): the last stage's compute per step, on *every* DP rank
+    * ``last_stage_ratio`` (1.2): the last stage's compute per step, on *every* DP rank
       (the smallest over DP ranks), is at least this times the median of the other stages'.
 
     Sequence lengths (``sequence_length``):
 
-    * ``seq_correlation`` (0.5): forward and backward compute of the same microbatch
-      correlate at least this much within worker-steps ...
+    * ``seq_correlation`` (0.5): log forward and log backward compute times of the same
+      microbatch correlate at least this much within worker-steps, pooled over every stage
+      ...
     * ``seq_spread`` (0.05): ... and forward times spread at least this much (relative).
 
     Pauses (``pauses`` and ``gc``):
 
-    * ``pause_factor`` (1.5): a compute op is a pause candidate when it takes at least this
+    * ``pause_factor`` (2.5): a compute op is a pause candidate when it takes at least this
       times its *own worker's* typical time for that op (median over steps) ...
     * ``pause_min_excess`` (0.002): ... and at least this share of the mean ideal step time
       longer ...
@@ -80,10 +82,10 @@ class VerdictConfig:
     stand_out: float = 0.5
     max_suspect_fraction: float = 0.25
     sporadic_limit: float = 0.5
-    last_stage_ratio: float = 1.05
+    last_stage_ratio: float = 1.2
     seq_correlation: float = 0.5
     seq_spread: float = 0.05
-    pause_factor: float = 1.5
+    pause_factor: float = 2.5
     pause_min_excess: float = 0.002
     pause_max_fraction: float = 0.3
     gc_evidence: float = 0.5

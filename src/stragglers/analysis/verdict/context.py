@@ -206,7 +206,7 @@ class VerdictContext:
         out: dict[str, Any] = {
             "stage": stage, "n_pairs": int(len(common) * self.dp * self.engine.n_steps),
             "correlation": None, "correlation_within": None, "forward_spread": None,
-            "forward_spread_within": None}
+            "forward_spread_within": None, "log_correlation_within": None}
         if len(common) < 2:
             return out
         x = t.duration[fwd[fi]].astype(np.float64)  # (m, dp, S)
@@ -219,12 +219,48 @@ class VerdictContext:
             return float(np.corrcoef(a, b)[0, 1])
 
         xm, ym = x.mean(axis=0, keepdims=True), y.mean(axis=0, keepdims=True)
+        out["log_correlation_within"] = self._log_correlation_within()
         out["correlation"] = corr(x, y)
         out["correlation_within"] = corr(x - xm, y - ym)
         out["forward_spread"] = float(x.std() / x.mean()) if x.mean() > 0 else None
         rel = (x - xm) / np.where(xm > 0, xm, 1.0)
         out["forward_spread_within"] = float(rel.std())
         return out
+
+    def _log_correlation_within(self) -> float | None:
+        """Correlation of log forward and log backward compute times of the same microbatch
+        over *every* stage, each centred on its worker-step's mean: a long sequence is long
+        in both directions on every stage. Logs make a worker's or step's factor an offset
+        that the centring removes, and damp the single long outliers that CPU stalls add to
+        one direction only; pooling the stages gives p times the pairs of one stage."""
+        t = self.engine.table
+        fwd_code = schema.OPTYPE_CODE[schema.FORWARD_COMPUTE]
+        bwd_code = schema.OPTYPE_CODE[schema.BACKWARD_COMPUTE]
+        sel = np.ones(len(t.node_stage), dtype=bool)
+        if t.meta.vpp_size > 1:
+            sel &= t.node_mc != 0
+        fwd = np.flatnonzero(sel & (t.node_optype == fwd_code))
+        bwd = np.flatnonzero(sel & (t.node_optype == bwd_code))
+
+        def key(n: np.ndarray) -> np.ndarray:
+            return ((t.node_stage[n].astype(np.int64) * 1_000 + t.node_mc[n]) * 1_000_000
+                    + t.node_mb[n])
+
+        _, fi, bi = np.intersect1d(key(fwd), key(bwd), return_indices=True)
+        if len(fi) < 2:
+            return None
+        x = np.log(np.maximum(t.duration[fwd[fi]].astype(np.float64), 1e-12))
+        y = np.log(np.maximum(t.duration[bwd[bi]].astype(np.float64), 1e-12))
+        stage = t.node_stage[fwd[fi]]
+        groups, inverse = np.unique(stage, return_inverse=True)
+        count = np.bincount(inverse, minlength=len(groups)).astype(np.float64)
+        for a in (x, y):
+            sums = np.zeros((len(groups), *a.shape[1:]))
+            np.add.at(sums, inverse, a)
+            a -= (sums / count[:, None, None])[inverse]
+        if x.std() == 0 or y.std() == 0:
+            return None
+        return float(np.corrcoef(x.ravel(), y.ravel())[0, 1])
 
     # -- pauses -----------------------------------------------------------------------------
     @cached_property

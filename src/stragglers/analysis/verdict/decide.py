@@ -1,18 +1,22 @@
 """From the hypotheses' findings to one verdict, with a confidence that means something.
 
-**Choice.** Below the slowdown threshold the verdict is ``none``. Otherwise every hypothesis
-is tested; of those whose gates hold, the one that explains the largest share of the
-slowdown is the cause (``weak`` when even that share is below ``explain``); the others with
-at least ``contribute`` are listed as contributing. When no hypothesis applies the verdict is
-``unexplained`` (the heatmaps and attribution still say where the time went).
+**Choice.** Every hypothesis is tested. The size of the problem is S, or the exact S_w of
+the workers the ``worker`` hypothesis blames when that is larger (S compares with every op
+at the job-wide mean, which in a small job carries part of one straggler's own excess: a
+slow middle stage of three had S_w 1.19 at S 1.04). Below ``threshold`` the verdict is
+``none``. Otherwise, of the hypotheses whose gates hold, the one that explains the largest
+share of the slowdown is the cause (``weak`` when even that share is below ``explain``); the
+others with at least ``contribute`` are listed as contributing. When no hypothesis applies
+the verdict is ``unexplained`` (the heatmaps and attribution still say where the time went).
 
 **Confidence** = agreement × strength × trust:
 
 * *agreement*: the steps are resampled with replacement ``bootstrap`` times; in each
   resample S and every applicable hypothesis's share are recomputed from the per-step times
   of their what-ifs (no new simulation), and the same rule picks a cause. Agreement is the
-  share of resamples that pick the same cause (for ``none``: that keep S below the
-  threshold). It is low when the evidence rests on a few steps or when two causes are close.
+  share of resamples that pick the same cause (for ``none``: that keep the problem size
+  below the threshold). It is low when the evidence rests on a few steps or when two
+  causes are close.
 * *strength*: min(1, share / explain): a cause that explains less than ``explain`` of the
   slowdown is not a confident answer even when it is stable.
 * *trust*: ``untrustworthy_factor`` when the result is untrustworthy (simulation
@@ -68,16 +72,30 @@ class Verdict:
         return next((f for f in self.findings if f.cause == cause), None)
 
 
+def _problem_size(metrics: Metrics, lead: tuple[Worker, ...], index: np.ndarray | None
+                  ) -> np.ndarray:
+    """The size of the straggler problem: S, or the largest exact S_w of the ``lead``
+    workers when it is larger (over the steps of each row of ``index``, or all steps)."""
+    if index is None:
+        index = np.arange(len(metrics.steps))[None, :]
+    ideal = metrics.ideal[index].mean(axis=1)
+    size = metrics.nodelay[index].mean(axis=1) / ideal
+    exact = metrics.worker_exact
+    if exact is not None:
+        for w in lead:
+            size = np.maximum(size, exact[w.dp_rank, w.stage][index].mean(axis=1) / ideal)
+    return np.asarray(size)
+
+
 def _bootstrap(metrics: Metrics, candidates: Sequence[Finding], chosen: Cause,
-               cfg: VerdictConfig) -> float:
+               cfg: VerdictConfig, lead: tuple[Worker, ...] = ()) -> float:
     """Share of step resamples in which the rule picks ``chosen`` again."""
     n = len(metrics.steps)
     if cfg.bootstrap == 0 or n == 0:
         return 1.0
     rng = np.random.default_rng(cfg.seed)
     index = rng.integers(0, n, size=(cfg.bootstrap, n))
-    s = metrics.nodelay[index].mean(axis=1) / metrics.ideal[index].mean(axis=1)
-    below = s < cfg.threshold
+    below = _problem_size(metrics, lead, index) < cfg.threshold
     if chosen == Cause.NONE:
         return float(below.mean())
     if not candidates:
@@ -114,6 +132,7 @@ def _signals(ctx: VerdictContext, findings: Sequence[Finding]) -> dict[str, Any]
         "m_suspects": rem(Cause.WORKER), "m_suspects_add": add(Cause.WORKER),
         "last_stage_compute_ratio": ctx.last_stage_ratio,
         "fb_correlation": fb["correlation"], "fb_correlation_within": fb["correlation_within"],
+        "fb_log_correlation_within": fb["log_correlation_within"],
         "forward_spread_within": fb["forward_spread_within"],
         "fb_signal": dict(fb),
     }
@@ -127,15 +146,25 @@ def decide(engine: WhatIfEngine, metrics: Metrics, config: VerdictConfig | None 
     s = metrics.slowdown
     trust = 1.0 if trusted else cfg.untrustworthy_factor
     head = f"slowdown S = {s:.3f} ({100 * metrics.waste:.1f}% of GPU time wasted)"
-    if s < cfg.threshold:
-        agreement = _bootstrap(metrics, (), Cause.NONE, cfg)
+    findings = tuple(h.test(ctx) for h in hypotheses)
+    # S compares with every op at the job-wide mean, which in a small job carries a good
+    # part of one straggler's own excess; a worker that stands out with S_w above the
+    # threshold is a problem even when S is not.
+    worker = next((f for f in findings if f.cause == Cause.WORKER and f.applicable), None)
+    lead = worker.workers if worker is not None else ()
+    size = float(_problem_size(metrics, lead, None)[0])
+    if size < cfg.threshold:
+        agreement = _bootstrap(metrics, (), Cause.NONE, cfg, lead)
         below: tuple[str, ...] = (
             f"slowdown S = {s:.3f} is below the threshold {cfg.threshold:.2f}: no straggler "
             f"problem worth acting on ({100 * (1 - 1 / max(s, 1e-12)):.1f}% of GPU time)",
             _confidence_line(Cause.NONE, agreement, 1.0, trusted, cfg))
         return Verdict(Cause.NONE, (), agreement * trust, below, (), (), False, agreement,
                        1.0, trusted, cfg, MappingProxyType({"slowdown": s}))
-    findings = tuple(h.test(ctx) for h in hypotheses)
+    if s < cfg.threshold:
+        head += (f"; below the threshold {cfg.threshold:.2f}, but worker(s) "
+                 f"{', '.join(w.key for w in lead)} alone slow the ideal job by "
+                 f"{100 * (size - 1):.1f}% (exact S_w)")
     signals = MappingProxyType(_signals(ctx, findings))
     candidates = [f for f in findings if f.applicable and f.m is not None]
     if not candidates:
@@ -147,7 +176,7 @@ def decide(engine: WhatIfEngine, metrics: Metrics, config: VerdictConfig | None 
     chosen = max(candidates, key=lambda f: f.share)
     weak = chosen.share < cfg.explain
     strength = min(1.0, max(0.0, chosen.share / cfg.explain)) if cfg.explain > 0 else 1.0
-    agreement = _bootstrap(metrics, candidates, chosen.cause, cfg)
+    agreement = _bootstrap(metrics, candidates, chosen.cause, cfg, lead)
     contributing = tuple(f for f in candidates
                          if f is not chosen and f.share >= cfg.contribute)
     lines = [head, chosen.evidence]

@@ -24,18 +24,21 @@ def even_microbatches(ctx: VerdictContext) -> np.ndarray:
 
 class SequenceLengthHypothesis:
     """Forward and backward compute of the same microbatch correlate within worker-steps (at
-    least ``seq_correlation``: a long sequence is long in both directions, unlike a pause or
-    a slow worker) and forward times spread (at least ``seq_spread``). Share: M_seq, the
+    least ``seq_correlation``, on log times pooled over every stage: a long sequence is long
+    in both directions on every stage, unlike a pause or a slow worker) and forward times
+    spread (at least ``seq_spread``). Share: M_seq, the
     share removed when every microbatch of a step is made equally long (rem only)."""
 
     cause = Cause.SEQUENCE_LENGTH
 
     def test(self, ctx: VerdictContext) -> Finding:
         fb = ctx.fb_signal
-        corr, spread = fb["correlation_within"], fb["forward_spread_within"]
+        corr, spread = fb["log_correlation_within"], fb["forward_spread_within"]
         cfg = ctx.config
-        gates = {"fb_correlation": fb["correlation"], "fb_correlation_within": corr,
-                 "forward_spread_within": spread, "stage": fb["stage"]}
+        gates = {"fb_correlation": fb["correlation"],
+                 "fb_correlation_within": fb["correlation_within"],
+                 "fb_log_correlation_within": corr, "forward_spread_within": spread,
+                 "stage": fb["stage"]}
         if corr is None or spread is None:
             return not_applicable(self.cause, "too few forward/backward pairs to correlate",
                                   gates)
@@ -48,6 +51,6 @@ class SequenceLengthHypothesis:
         return Finding(
             cause=self.cause, applicable=True, m=m, gates=gates,
             evidence=f"forward and backward times of the same microbatch correlate (r = "
-                     f"{corr:.2f} within worker-steps) and forward times spread by "
+                     f"{corr:.2f} on log times within worker-steps) and forward times spread by "
                      f"{spread:.0%}: microbatches of different sequence lengths; equal "
                      f"microbatches remove {portion(m.share)} of the slowdown (M_seq)")
