@@ -88,12 +88,12 @@ def test_rebalance_prediction_recovers_the_even_job(monkeypatch) -> None:
     plain = generator._values
 
     def with_costs(spec, table, rng):  # the generator's values, computes rescaled
-        val = plain(spec, table, rng)
+        val, gc_time = plain(spec, table, rng)  # (values, recorded GC seconds)
         compute = np.isin(table.node_optype,
                           [schema.OPTYPE_CODE[t] for t in schema.COMPUTE_TYPES])
         idx = np.flatnonzero(compute)
         val[idx] *= cost[:, :, table.node_mb[idx]].transpose(2, 1, 0)
-        return val
+        return val, gc_time
 
     monkeypatch.setattr(generator, "_values", with_costs)
     trace, meta, _ = generate(spec)

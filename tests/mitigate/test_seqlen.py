@@ -109,13 +109,13 @@ def test_fit_cost_cli_from_written_trace(tmp_path, monkeypatch, capsys) -> None:
     plain = generator._values
 
     def with_costs(spec, table, rng):  # computes of stage 1 take the micro-batch's cost
-        val = plain(spec, table, rng)
+        val, gc_time = plain(spec, table, rng)  # (values, recorded GC seconds)
         compute = np.isin(table.node_optype,
                           [schema.OPTYPE_CODE[t] for t in schema.COMPUTE_TYPES])
         idx = np.flatnonzero(compute & (table.node_stage == 1))
         share = val[idx] / 0.18  # forward 0.06 + backward 0.12 of a micro-batch
         val[idx] = share * cost[:, :, table.node_mb[idx]].transpose(2, 1, 0)
-        return val
+        return val, gc_time
 
     monkeypatch.setattr(generator, "_values", with_costs)
     paths = write_synth(SynthSpec(dp=2, pp=2, microbatches=4, steps=3, seed=1), tmp_path / "j")
