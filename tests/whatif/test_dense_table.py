@@ -16,13 +16,14 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
 from stragglers.errors import InputError
 from stragglers.synth import SynthSpec, write_synth
 from stragglers.trace import build_table, read_meta, read_trace, write_trace
-from stragglers.trace.io import trace_from_arrow
+from stragglers.trace.io import _valid_column_to_numpy, trace_from_arrow
 from stragglers.trace.schema import REQUIRED_COLUMNS
 
 
@@ -33,6 +34,14 @@ def job(tmp_path: Path) -> dict[str, Path]:
 
 def _recode(table: pa.Table, name: str, arr: pa.Array | pa.ChunkedArray) -> pa.Table:
     return table.set_column(table.column_names.index(name), name, arr)
+
+
+def _with_unused(col: pa.ChunkedArray) -> pa.Array:
+    """The optype column as a dictionary that also holds a value no row uses (the reference
+    traces, written from pandas categories, hold 'first-op')."""
+    enc = col.cast(pa.string()).combine_chunks().dictionary_encode()
+    values = pa.array(["first-op", *enc.dictionary.to_pylist()])
+    return pa.DictionaryArray.from_arrays(pc.add(enc.indices, 1), values)
 
 
 ENCODINGS = {
@@ -50,6 +59,8 @@ ENCODINGS = {
         t, "optype", t.column("optype").cast(pa.string())),
     "large string dictionary": lambda t: _recode(
         t, "optype", t.column("optype").cast(pa.dictionary(pa.int32(), pa.large_string()))),
+    "dictionary with an unused category": lambda t: _recode(t, "optype", _with_unused(
+        t.column("optype"))),
     "integers stored as floats": lambda t: _recode(
         t, "seq_id", t.column("seq_id").cast(pa.float64())),
 }
@@ -69,6 +80,15 @@ def test_parquet_reader_equals_the_checked_conversion(job, tmp_path, encoding):
         a, b = getattr(got, name), getattr(want, name)
         assert a.dtype == b.dtype, name
         np.testing.assert_array_equal(a, b, err_msg=name)
+
+
+def test_unused_dictionary_values_keep_the_column_on_the_lean_path(job):
+    """The reference traces' optype dictionaries hold an unused 'first-op': the lean
+    conversion must accept them (the checked one decodes every row to strings)."""
+    col = pa.chunked_array([_with_unused(pq.read_table(job["trace"]).column("optype"))])
+    codes = _valid_column_to_numpy(col, "optype", "str")
+    assert codes is not None
+    np.testing.assert_array_equal(codes, read_trace(job["trace"]).optype)
 
 
 @pytest.mark.parametrize("name,value,needle", [

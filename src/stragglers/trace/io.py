@@ -482,16 +482,19 @@ def _valid_column_to_numpy(col: pa.ChunkedArray, name: str, kind: str) -> np.nda
                 values.validate(full=True)
             except pa.ArrowInvalid:
                 return None
-            names = values.to_pylist()
-            if values.null_count or any(v not in OPTYPE_CODE for v in names):
+            # A dictionary may hold values no row uses (pandas categories): only the values
+            # used must be known operation types.
+            lut = np.array([OPTYPE_CODE.get(v, -1) for v in values.to_pylist()] or [-1],
+                           dtype=np.int8)
+            codes = _values(chunk.indices)
+            if n and (codes.min() < 0 or codes.max() >= len(values)):
                 return None
-            codes = chunk.indices.to_numpy(zero_copy_only=False)
-            if n and (codes.min() < 0 or codes.max() >= len(names)):
+            part = out[at:at + n]
+            np.take(lut, codes, out=part)
+            if n and part.min() < 0:
                 return None
-            lut = np.array([OPTYPE_CODE[v] for v in names] or [0], dtype=np.int8)
-            out[at:at + n] = lut[codes]
         else:
-            part = chunk.to_numpy(zero_copy_only=False)
+            part = _values(chunk)
             if kind == "float":
                 if not np.isfinite(part).all():
                     return None
@@ -502,6 +505,16 @@ def _valid_column_to_numpy(col: pa.ChunkedArray, name: str, kind: str) -> np.nda
             out[at:at + n] = part
         at += n
     return out
+
+
+def _values(arr: pa.Array) -> np.ndarray:
+    """The values of an integer or float Arrow array without nulls, as a zero-copy numpy
+    view of its buffer (``Array.to_numpy`` imports pandas, which loading does not need)."""
+    t = arr.type
+    code = "f" if pa.types.is_floating(t) else "i" if pa.types.is_signed_integer(t) else "u"
+    dtype = np.dtype(f"{code}{t.bit_width // 8}")
+    return np.frombuffer(arr.buffers()[1], dtype=dtype, count=len(arr),
+                         offset=arr.offset * dtype.itemsize)
 
 
 def _is_string(t: pa.DataType) -> bool:
