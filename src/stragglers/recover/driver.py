@@ -6,7 +6,8 @@ an attempt runs on the ``i``-th slot still in service) and watches them:
 * every rank's heartbeat (:mod:`stragglers.recover.heartbeat`): its step, the call it is in,
   its status and when it last beat;
 * **hang**: no rank has advanced its step for ``timeout_s`` (before every rank has begun its
-  first step: ``startup_timeout_s``);
+  first step: ``startup_timeout_s``); once every rank has reported ``done``, the processes get
+  ``startup_timeout_s`` to exit instead;
 * **crash**: a process exited with a non-zero status.
 
 On an incident it localises the culprit:
@@ -267,6 +268,15 @@ def run_driver(cfg: DriverConfig, log: Callable[[dict[str, Any]], None] | None =
                     break
                 failed = [r for r, c in enumerate(codes) if c not in (None, 0)]
                 limit_s = cfg.timeout_s if started else cfg.startup_timeout_s
+                finished = all(beats.get(r, {}).get("status") == "done" for r in range(world))
+                if finished and not failed:
+                    # training is over: the processes are tearing down (which can take a while
+                    # on a loaded machine), not hung; give them the start-up allowance to exit
+                    if now_mono - last_progress > cfg.startup_timeout_s:
+                        result.ok = True
+                        result.message = "the job finished but its processes did not exit"
+                        break
+                    continue
                 if failed:
                     t_detect = now_mono
                     time.sleep(min(0.5, 2 * cfg.poll_s))  # let the peers' errors land
