@@ -18,8 +18,8 @@ On an incident it localises the culprit:
   heartbeat thread writes them; ``TORCH_FR_BUFFER_SIZE`` is set for the ranks) and localises
   with :mod:`stragglers.detect.fr_hang` (ranks without a dump are silent); when that names
   nobody (no dumps), from the heartbeats: ranks whose heartbeat stopped (older than
-  ``max(3 x heartbeat_s, 2 s)``) or that are alive but not in a communication call are
-  *silent*, the others' calls (op, group, seq) are the last-op records of
+  ``min(timeout_s / 2, max(5 x heartbeat_s, 3 s))``) or that are alive but not in a
+  communication call are *silent*, the others' calls (op, group, seq) are the last-op records of
   :func:`stragglers.detect.hang.localize_hang` on the ``dp x pp x tp`` topology of the
   attempt. Both diagnoses go into the evidence.
 
@@ -205,7 +205,10 @@ def run_driver(cfg: DriverConfig, log: Callable[[dict[str, Any]], None] | None =
     ckpt.mkdir(parents=True, exist_ok=True)
     slots = list(range(cfg.slots))
     result = DriverResult(ok=False, attempts=0)
-    stale_s = max(3 * cfg.heartbeat_s, 2.0)
+    # a heartbeat this old means a stopped process: well above the interval (a loaded machine
+    # delays threads by seconds), well below the hang timeout (a frozen rank stopped at least
+    # that long before the hang is declared)
+    stale_s = min(cfg.timeout_s / 2, max(5 * cfg.heartbeat_s, 3.0))
     pending: dict[str, Any] | None = None  # incident waiting for the resumed progress
 
     def emit(incident: dict[str, Any]) -> None:
