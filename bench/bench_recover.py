@@ -5,7 +5,8 @@ a rank frozen inside the all-reduce (``stop``), a rank that never reaches it (``
 crash, each in a fresh run of ``stragglers.recover.driver``, and reports per incident kind the
 medians over the repeats of: detection after the last progress (target: timeout + 1 s), time to
 localise, time until the restarted job completed a step again, steps lost, whether the right
-slot was named, and whether the loss curve is the same across the restart (largest relative
+slot was named, whether the ranks' flight-recorder dumps named it (hangs), and whether the
+loss curve is the same across the restart (largest relative
 difference of a recomputed step's loss). Peak memory: the driver process's maximum resident
 set and the largest of its children's.
 
@@ -63,6 +64,7 @@ def main() -> None:
                              "localise": inc["localise_s"], "resume": inc["resumed_after_s"],
                              "lost": inc["steps_lost"],
                              "right": inc["culprit_slots"] == CULPRIT[name],
+                             "by_fr": inc["evidence"].get("localised_by") == "flight_recorder",
                              "gap": _loss_gap(Path(tmp, "out")), "wall": res.wall_s})
         rows.append((name, runs))
     peak_self = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -70,9 +72,9 @@ def main() -> None:
     print(f"4 slots, timeout {args.timeout_s:g} s, heartbeat {args.heartbeat_s:g} s, "
           f"median of {args.repeats} runs each")
     print("| incident | detected after last progress (s) | target T+1 | localise (ms) | "
-          "resumed after (s) | steps lost | right slot | loss gap across restart | "
-          "run wall (s) |")
-    print("| --- | ---: | --- | ---: | ---: | ---: | --- | ---: | ---: |")
+          "resumed after (s) | steps lost | right slot | named by the dumps | "
+          "loss gap across restart | run wall (s) |")
+    print("| --- | ---: | --- | ---: | ---: | ---: | --- | --- | ---: | ---: |")
     for name, runs in rows:
         med = {k: statistics.median(r[k] for r in runs)
                for k in ("detect", "localise", "resume", "lost", "wall")}
@@ -80,7 +82,8 @@ def main() -> None:
         right = sum(r["right"] for r in runs)
         print(f"| {name} | {med['detect']:.2f} | {within}/{len(runs)} | "
               f"{med['localise'] * 1e3:.1f} | {med['resume']:.2f} | {med['lost']:g} | "
-              f"{right}/{len(runs)} | {max(r['gap'] for r in runs):.1e} | {med['wall']:.1f} |")
+              f"{right}/{len(runs)} | {sum(r['by_fr'] for r in runs)}/{len(runs)} | "
+              f"{max(r['gap'] for r in runs):.1e} | {med['wall']:.1f} |")
     print(f"peak RSS: driver {peak_self:.0f} MiB, largest rank process {peak_child:.0f} MiB")
 
 

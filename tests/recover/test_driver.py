@@ -3,7 +3,7 @@ crash are detected, the right slot is excluded, and training resumes from the ch
 the same loss curve.
 
 Loaded-machine safe: the only time bound asserted is the lower one (a hang cannot be declared
-before --timeout-s without progress); the step work is tiny, so 3 s without any rank
+before --timeout-s without progress); the step work is tiny, so 6 s without any rank
 advancing only happens when a rank really stops.
 """
 
@@ -21,7 +21,7 @@ from stragglers.recover.driver import DriverConfig, run_driver
 
 pytest.importorskip("torch")
 
-TIMEOUT_S = 3.0
+TIMEOUT_S = 6.0
 
 
 def _losses(out: Path) -> dict[int, list[dict[str, Any]]]:

@@ -6,7 +6,8 @@ an attempt runs on the ``i``-th slot still in service) and watches them:
 * every rank's heartbeat (:mod:`stragglers.recover.heartbeat`): its step, the call it is in,
   its status and when it last beat;
 * **hang**: no rank has advanced its step for ``timeout_s`` (before every rank has begun its
-  first step: ``startup_timeout_s``);
+  first step: ``startup_timeout_s``); once every rank has reported ``done``, the processes get
+  ``startup_timeout_s`` to exit instead;
 * **crash**: a process exited with a non-zero status.
 
 On an incident it localises the culprit:
@@ -17,8 +18,8 @@ On an incident it localises the culprit:
   heartbeat thread writes them; ``TORCH_FR_BUFFER_SIZE`` is set for the ranks) and localises
   with :mod:`stragglers.detect.fr_hang` (ranks without a dump are silent); when that names
   nobody (no dumps), from the heartbeats: ranks whose heartbeat stopped (older than
-  ``max(3 x heartbeat_s, 2 s)``) or that are alive but not in a communication call are
-  *silent*, the others' calls (op, group, seq) are the last-op records of
+  ``min(timeout_s / 2, max(5 x heartbeat_s, 3 s))``) or that are alive but not in a
+  communication call are *silent*, the others' calls (op, group, seq) are the last-op records of
   :func:`stragglers.detect.hang.localize_hang` on the ``dp x pp x tp`` topology of the
   attempt. Both diagnoses go into the evidence.
 
@@ -204,7 +205,10 @@ def run_driver(cfg: DriverConfig, log: Callable[[dict[str, Any]], None] | None =
     ckpt.mkdir(parents=True, exist_ok=True)
     slots = list(range(cfg.slots))
     result = DriverResult(ok=False, attempts=0)
-    stale_s = max(3 * cfg.heartbeat_s, 2.0)
+    # a heartbeat this old means a stopped process: well above the interval (a loaded machine
+    # delays threads by seconds), well below the hang timeout (a frozen rank stopped at least
+    # that long before the hang is declared)
+    stale_s = min(cfg.timeout_s / 2, max(5 * cfg.heartbeat_s, 3.0))
     pending: dict[str, Any] | None = None  # incident waiting for the resumed progress
 
     def emit(incident: dict[str, Any]) -> None:
@@ -267,6 +271,15 @@ def run_driver(cfg: DriverConfig, log: Callable[[dict[str, Any]], None] | None =
                     break
                 failed = [r for r, c in enumerate(codes) if c not in (None, 0)]
                 limit_s = cfg.timeout_s if started else cfg.startup_timeout_s
+                finished = all(beats.get(r, {}).get("status") == "done" for r in range(world))
+                if finished and not failed:
+                    # training is over: the processes are tearing down (which can take a while
+                    # on a loaded machine), not hung; give them the start-up allowance to exit
+                    if now_mono - last_progress > cfg.startup_timeout_s:
+                        result.ok = True
+                        result.message = "the job finished but its processes did not exit"
+                        break
+                    continue
                 if failed:
                     t_detect = now_mono
                     time.sleep(min(0.5, 2 * cfg.poll_s))  # let the peers' errors land
