@@ -57,7 +57,7 @@ def test_score_counts_the_hand_made_rows() -> None:
     assert [(b.count, b.right) for b in s.calibration] == [(1, 0), (1, 1), (1, 0), (2, 1),
                                                            (3, 2)]
     assert (s.confident, s.confident_right) == (5, 3)
-    assert s.healthy_confident == 2  # e (0.55) and h (0.95, under the hog)
+    assert s.healthy_confident == 1  # e (0.55); h is pauses under a hog: allowed
     assert s.confident_wrong == 1  # b; h is pauses under a hog
     targets = dict(s.targets())
     assert list(targets.values()) == [False, False, False, False]
