@@ -98,6 +98,23 @@ def test_analyzer_accepts_the_trace_without_warnings(slow_run: dict[str, Any]) -
     assert result["discrepancy"] < 1.05
 
 
+def _ratio_standard_error(summary: dict[str, Any]) -> float:
+    """Relative standard error of mean(injected step times) / mean(clean step times)."""
+    times = np.asarray(summary["step_times"])
+    rel2 = 0.0
+    for steps in (summary["injected_steps"], summary["clean_steps"]):
+        t = times[steps]
+        rel2 += (t.std(ddof=1) / t.mean()) ** 2 / len(t)
+    return float(np.sqrt(rel2))
+
+
+def test_ratio_standard_error_of_known_step_times() -> None:
+    # injected steps 2.0 and 2.2 (mean 2.1, sd 0.1414), clean 1.0 and 1.0 (sd 0)
+    summary = {"step_times": [9.0, 2.0, 1.0, 2.2, 1.0], "injected_steps": [1, 3],
+               "clean_steps": [2, 4]}
+    assert _ratio_standard_error(summary) == pytest.approx(0.1414214 / 2.1 / np.sqrt(2))
+
+
 def test_slow_worker_is_blamed_and_slowdown_matches(slow_run: dict[str, Any]) -> None:
     summary, cfg, out = slow_run["summary"], slow_run["cfg"], slow_run["out"]
     measured = summary["mean_injected_step_s"] / summary["mean_clean_step_s"]
@@ -113,7 +130,13 @@ def test_slow_worker_is_blamed_and_slowdown_matches(slow_run: dict[str, Any]) ->
     assert ranked[0] == slow, scores
     assert scores[slow] - scores[ranked[1]] > 0.02, scores  # it stands out
     assert result["slowdown"] > 1.0
-    assert abs(result["slowdown"] - measured) <= 0.10 * measured, (result["slowdown"], measured)
+    # The measured ratio is only as precise as the step times it comes from: on a loaded
+    # machine they scatter, so the tolerance is 10% or three standard errors of the measured
+    # ratio (from the spread of the injected and the clean step times of this very run),
+    # whichever is larger.
+    tolerance = max(0.10, 3.0 * _ratio_standard_error(summary))
+    assert abs(result["slowdown"] - measured) <= tolerance * measured, (
+        result["slowdown"], measured, tolerance)
     assert result["discrepancy"] < 1.05
     # the clean steps of the same run: the worker stands out far less than when slowed (a
     # loaded machine's noise can lift any worker a little, so the bar is relative)
