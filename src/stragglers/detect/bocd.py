@@ -86,10 +86,10 @@ restarts and a level that wanders), active when ``persist_fraction > 0`` (BOCD+V
 * *the healthy band* (``band_points`` = 1000): the median of the latest 30 points, every 15
   points of a healthy regime, that lies more than ``threshold / 2`` above the healthy level is
   held as the possible top of the band, and becomes it once the level comes back below
-  ``threshold / 4`` above healthy.  For ``band_points`` points after that, the job is slow only
-  from ``max(healthy * (1 + threshold), band top * (1 + threshold / 2))``: a job whose speed
-  wanders by 11 % between checkpoints (a saw-tooth) is not slow at each peak; a level that only
-  goes up (a drift) never widens the band.
+  ``threshold / 4`` above healthy.  For ``band_points`` points after that (counted again from
+  each recovery), the job is slow only from ``max(healthy * (1 + threshold), band top * (1 +
+  threshold / 4))``: a job whose speed wanders by 11 % between checkpoints (a saw-tooth) is
+  not slow at each peak; a level that only goes up (a drift) never widens the band.
 
 Alarm kinds:
 
@@ -588,11 +588,12 @@ class BOCDVerifyDetector:
             self._pending_high = math.nan
 
     def _slow_limit(self) -> float:
-        """Level from which the job is slow: ``threshold`` above the healthy level, and half
-        ``threshold`` above the top of the healthy band seen in the last ``band_points``."""
+        """Level from which the job is slow: ``threshold`` above the healthy level, and a
+        quarter of ``threshold`` above the top of the healthy band seen in the last
+        ``band_points``."""
         limit = self.healthy_level * (1.0 + self.threshold)
         if self._band_high == self._band_high and self._t - self._band_t <= self.band_points:
-            limit = max(limit, self._band_high * (1.0 + 0.5 * self.threshold))
+            limit = max(limit, self._band_high * (1.0 + 0.25 * self.threshold))
         return limit
 
     def _prior(self, x: float) -> NormalGammaPrior:
@@ -778,6 +779,8 @@ class BOCDVerifyDetector:
         if slow:
             self._pending_high = math.nan  # a level that went on up to a slow one
         else:
+            if kind == "recovery" and self._band_high == self._band_high:
+                self._band_t = t  # the band still describes the job after a slow period
             self._healthy_sample(ref)
         severity = max(0.0, 1.0 - self.healthy_level / after)
         return Alarm(
