@@ -37,9 +37,9 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
 from stragglers.detect.flight_recorder import FlightRecord, FREntry, GroupInfo, GroupStatus
-from stragglers.detect.hang import _waiter_counts
+from stragglers.detect.hang import Suspect, waiter_counts
 
-__all__ = ["BlockedCall", "FRDiagnosis", "FRSuspect", "localize_fr_hang"]
+__all__ = ["BlockedCall", "FRDiagnosis", "localize_fr_hang"]
 
 
 @dataclass(frozen=True)
@@ -63,20 +63,8 @@ class BlockedCall:
 
 
 @dataclass(frozen=True)
-class FRSuspect:
-    ranks: tuple[int, ...]
-    kind: str  # "silent" | "not_joined" | "circular_wait" | "stuck_collective"
-    waited_on_by: int
-    reason: str
-
-    def to_dict(self) -> dict[str, object]:
-        return {"ranks": list(self.ranks), "kind": self.kind, "waited_on_by": self.waited_on_by,
-                "reason": self.reason}
-
-
-@dataclass(frozen=True)
 class FRDiagnosis:
-    suspects: tuple[FRSuspect, ...]
+    suspects: tuple[Suspect, ...]
     silent: tuple[int, ...]
     groups: tuple[BlockedCall, ...]  # the first call each culprit failed to join
     blocked: tuple[BlockedCall, ...]  # every call somebody waits in for somebody
@@ -242,7 +230,7 @@ def localize_fr_hang(record: FlightRecord) -> FRDiagnosis:
     comps: dict[int, list[int]] = {}
     for r in cand_ranks.tolist():
         comps.setdefault(int(label[r]), []).append(r)
-    waited = _waiter_counts(rows, cols, label, ncomp, n, sorted(comps))
+    waited = waiter_counts(rows, cols, label, ncomp, n, sorted(comps))
     # the first call each culprit failed to join: earliest creation among the hubs that point
     # to it (ties: group name order)
     first_call: dict[int, tuple[int, int, int]] = {}
@@ -256,12 +244,12 @@ def localize_fr_hang(record: FlightRecord) -> FRDiagnosis:
             if m in culprit_set and (m not in first_call or key < first_call[m]):
                 first_call[m] = key
     silent = set(record.silent)
-    suspects: list[FRSuspect] = []
+    suspects: list[Suspect] = []
     for comp, ranks in comps.items():
         ranks.sort()
         count = waited[comp]
         if len(ranks) > 1:
-            suspects.append(FRSuspect(tuple(ranks), "circular_wait", count, (
+            suspects.append(Suspect(tuple(ranks), "circular_wait", count, (
                 f"ranks {ranks} wait for each other in different calls: mismatched call "
                 "order")))
             continue
@@ -270,12 +258,12 @@ def localize_fr_hang(record: FlightRecord) -> FRDiagnosis:
         where = "" if joined is None else (
             f"{joined.op} #{joined.seq} of group {joined.pg} ({joined.desc})")
         if r in silent:
-            suspects.append(FRSuspect((r,), "silent", count, (
+            suspects.append(Suspect((r,), "silent", count, (
                 f"rank {r} left no dump while {count} ranks wait for it, first in {where}")))
         else:
             lv_text = _level_text(record, status, p2p_groups, r, joined)
             n_wait = len(joined.waiters) if joined else 0
-            suspects.append(FRSuspect((r,), "not_joined", count, (
+            suspects.append(Suspect((r,), "not_joined", count, (
                 f"rank {r} never issued {where}{lv_text}, which {n_wait} "
                 f"member(s) wait in; {count} ranks wait for it in all")))
     blocked = tuple(sorted((c for c, _ in calls.values()),
@@ -319,7 +307,7 @@ def _level_text(record: FlightRecord, status: Mapping[tuple[int, str], GroupStat
 
 def _stuck_groups(groups: Mapping[str, GroupInfo], by_gr: Mapping[tuple[str, int], list[FREntry]],
                   status: Mapping[tuple[int, str], GroupStatus],
-                  p2p_groups: set[str]) -> list[FRSuspect]:
+                  p2p_groups: set[str]) -> list[Suspect]:
     """Groups whose members all joined their earliest pending collective and none completed
     it: the collective itself does not progress."""
     out = []
@@ -334,7 +322,7 @@ def _stuck_groups(groups: Mapping[str, GroupInfo], by_gr: Mapping[tuple[str, int
             seqs = {e.seq for e in firsts}
             if len(seqs) == 1 and len(g.ranks) > 1:
                 e = firsts[0]
-                out.append(FRSuspect(g.ranks, "stuck_collective", 0, (
+                out.append(Suspect(g.ranks, "stuck_collective", 0, (
                     f"every member of group {gname} ({g.desc}) {list(g.ranks)} is in {e.op} "
                     f"#{e.seq}: the collective itself does not progress (suspect its links or "
                     "NCCL)")))

@@ -98,7 +98,7 @@ class LastOp:
 @dataclass(frozen=True)
 class Suspect:
     ranks: tuple[int, ...]
-    kind: str  # "silent" | "stuck_collective" | "circular_wait"
+    kind: str  # "silent" | "stuck_collective" | "circular_wait" | "not_joined" (dumps)
     waited_on_by: int
     reason: str
 
@@ -218,7 +218,7 @@ def localize_hang(topology: Topology, last_ops: Mapping[int, LastOp],
     members_of = {int(rank_label[g[0]]): tuple(sorted(g.tolist()))
                   for g in np.split(order, bounds) if g.size}
     candidates = sorted({int(label[r]) for r in involved if not leaves[int(label[r])]})
-    waited_by = _waiter_counts(rows, cols, label, ncomp, n, candidates)
+    waited_by = waiter_counts(rows, cols, label, ncomp, n, candidates)
     # Direct waiters of a rank, through the shared waits tuples (a rank holds one tuple).
     holders: dict[int, list[int]] = {}
     tuples: dict[int, tuple[int, ...]] = {}
@@ -299,8 +299,8 @@ def _group_key(topology: Topology, rank: int, kind: str) -> int:
     return dp_i * topology.tp + tp_i
 
 
-def _waiter_counts(rows: list[int], cols: list[int], label: np.ndarray, ncomp: int, n: int,
-                   wanted: list[int]) -> dict[int, int]:
+def waiter_counts(rows: list[int], cols: list[int], label: np.ndarray, ncomp: int, n: int,
+                  wanted: list[int]) -> dict[int, int]:
     """For each component in ``wanted``: the number of ranks (nodes below ``n``) outside it
     that reach it, i.e. wait for it directly or transitively.
 
