@@ -60,7 +60,27 @@ def test_score_counts_the_hand_made_rows() -> None:
     assert s.healthy_confident == 1  # e (0.55); h is pauses under a hog: allowed
     assert s.confident_wrong == 1  # b; h is pauses under a hog
     targets = dict(s.targets())
-    assert list(targets.values()) == [False, False, False, False]
+    assert list(targets.values()) == [False, False, False, False, False]
+    assert s.right_named == s.right  # no row has a leading cause
+
+
+def test_a_cause_named_below_the_threshold_counts_only_in_the_named_score() -> None:
+    below = replace(_row("i", "gc", "gc", "none", 0.7), slowdown=1.07, leading="gc")
+    wrong_lead = replace(below, name="j", leading="pauses")
+    no_lead = replace(below, name="k", leading=None)
+    worker_ok = replace(_row("l", "worker", "worker", "none", 0.7, "1,0"), leading="worker",
+                        leading_workers=("1,0",))
+    worker_bad = replace(worker_ok, name="m", leading_workers=("0,1", "1,0"))
+    healthy = replace(_row("n", "healthy", "none", "none", 1.0), leading="sequence_length")
+    rows = [below, wrong_lead, no_lead, worker_ok, worker_bad, healthy]
+    assert [r.right for r in rows] == [False, False, False, False, False, True]
+    assert [r.right_named for r in rows] == [True, False, False, True, False, True]
+    s = score(rows)
+    assert (s.right, s.right_named) == (1, 3)
+    report = format_report(rows)
+    assert "| none (leading: gc) | 0.70 | 1.070 | named |" in report
+    assert "| none (leading: worker [0,1 1,0]) | 0.70 | 1.200 | NO |" in report
+    assert "counting the cause named below the threshold: 3/6 (50%)" in report
 
 
 def test_score_targets_hold_on_right_rows() -> None:

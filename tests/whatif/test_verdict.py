@@ -138,6 +138,24 @@ def test_verdict_names_the_injected_cause_confidently(case, cause, workers):
     assert v.confidence >= 0.9
 
 
+def test_below_the_threshold_the_verdict_is_none_but_names_the_leading_cause():
+    """A worker slowed x1.1 (S 1.04, S_w 1.045): no straggler problem, but the small slowdown
+    there is is that worker's, and the verdict says so in ``leading``."""
+    trace, meta, _ = generate(SynthSpec(dp=4, pp=4, steps=8, jitter=0.005, seed=3,
+                                        slow_workers=[(2, 1, 1.1)]))
+    a = analyze_table(build_table(trace, meta)).result
+    v = a.verdict
+    assert v.cause == Cause.NONE and v.workers == ()
+    assert v.leading is not None and v.leading.cause == Cause.WORKER
+    assert v.leading.workers == (Worker(2, 1),)
+    doc = a.to_document()["verdict"]
+    assert doc["leading"] == {"cause": "worker", "share": round(v.leading.share, 4),
+                              "workers": ["2,1"]}
+    assert any("largest part is 'worker'" in e for e in doc["evidence"])
+    healthy = context("healthy")
+    assert decide(healthy.engine, healthy.metrics, healthy.config).leading is None
+
+
 def test_confidence_is_low_when_the_evidence_rests_on_one_step():
     """A slowdown carried by a single step of eight: resamples without that step fall below
     the threshold, so the verdict cannot be confident."""
@@ -173,7 +191,7 @@ def test_hypotheses_are_listed_in_the_result_with_the_config():
     trace, meta, _ = generate(SynthSpec(seed=3, **CASES["slow"]))
     doc = analyze_table(build_table(trace, meta),
                         config=VerdictConfig(pause_factor=2.0)).result.to_document()
-    assert doc["schema_version"] == "1.1"
+    assert doc["schema_version"] == "1.2"
     assert doc["verdict_config"]["pause_factor"] == 2.0
     assert doc["verdict_config"] == VerdictConfig(pause_factor=2.0).to_dict()
     causes = [h["cause"] for h in doc["verdict"]["hypotheses"]]

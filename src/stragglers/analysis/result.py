@@ -4,12 +4,13 @@
 the heatmaps take; :meth:`AnalysisResult.to_document` is the one place where it becomes the
 versioned JSON document.
 
-Schema ``1.1`` (keys marked * are fixed for other tools to rely on; 1.1 adds to 1.0 the
+Schema ``1.2`` (keys marked * are fixed for other tools to rely on; 1.1 adds to 1.0 the
 cause values ``pauses`` and ``unexplained``, ``verdict_config``, ``caveats``,
 ``untrustworthy_reasons``, ``verdict.hypotheses``, ``verdict.weak`` and
-``verdict.confidence_parts``; nothing was removed):
+``verdict.confidence_parts``; 1.2 adds ``verdict.leading`` and fills ``verdict.hypotheses``
+and ``verdict.signals`` for a ``none`` verdict too; nothing was removed):
 
-* ``schema_version``\\*: ``"1.1"``.
+* ``schema_version``\\*: ``"1.2"``.
 * ``job``\\*: the job metadata (dp_size, pp_size, tp_size, dsp_size, vpp_size,
   world_size, trial_name, run_id).
 * ``source``: the trace file; ``steps``: the step ids analysed, in order.
@@ -35,7 +36,9 @@ cause values ``pauses`` and ``unexplained``, ``verdict_config``, ``caveats``,
   ``evidence`` (sentences), ``contributing`` (``{cause, share, workers}``), ``weak``,
   ``confidence_parts`` (``agreement``, ``strength``, ``trust``: confidence is their
   product), ``hypotheses`` (every hypothesis tested: ``cause``, ``applicable``, ``share``,
-  ``rem``, ``add``, ``workers``, ``gates``, ``evidence``, ``why_not``), ``signals``.
+  ``rem``, ``add``, ``workers``, ``gates``, ``evidence``, ``why_not``), ``signals``,
+  ``leading`` (for ``none``: ``{cause, share, workers}`` of the hypothesis that explains most
+  of the slowdown below the threshold, the cause it would be if it grew; else null).
 * ``verdict_config``: every threshold the verdict used (:class:`VerdictConfig`).
 * ``counts``: ops, workers, steps, P2P no-ops, clipped and kept-negative transfer
   durations and launch delays: everything the model had to clip is counted here.
@@ -58,7 +61,7 @@ from stragglers.analysis.verdict import Cause, Finding, Verdict
 from stragglers.analysis.workers import Worker
 from stragglers.trace.io import JobMeta
 
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
 #: Above this relative simulation discrepancy a result is not trustworthy (paper §6).
 DISCREPANCY_LIMIT = 0.05
 
@@ -251,6 +254,9 @@ def _verdict(v: Verdict) -> dict[str, Any]:
                              "trust": 1.0 if v.trusted else v.config.untrustworthy_factor},
         "hypotheses": [_finding(f) for f in v.findings],
         "signals": dict(v.signals),
+        "leading": None if v.leading is None else {
+            "cause": v.leading.cause.value, "share": round(v.leading.share, 4),
+            "workers": _keys(v.leading.workers)},
     }
 
 

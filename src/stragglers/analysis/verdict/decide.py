@@ -4,10 +4,13 @@
 the workers the ``worker`` hypothesis blames when that is larger (S compares with every op
 at the job-wide mean, which in a small job carries part of one straggler's own excess: a
 slow middle stage of three had S_w 1.19 at S 1.04). Below ``threshold`` the verdict is
-``none``. Otherwise, of the hypotheses whose gates hold, the one that explains the largest
-share of the slowdown is the cause (``weak`` when even that share is below ``explain``); the
-others with at least ``contribute`` are listed as contributing. When no hypothesis applies
-the verdict is ``unexplained`` (the heatmaps and attribution still say where the time went).
+``none``, and the hypothesis that would win is still named as ``leading`` when the problem
+size reaches 1.03 (where the paper attributes) and it explains at least ``explain`` of it
+(a GC that costs 8% today is worth knowing about, but not worth paging anyone). Otherwise,
+of the hypotheses whose gates hold, the one that explains the largest share of the
+slowdown is the cause (``weak`` when even that share is below ``explain``); the others with
+at least ``contribute`` are listed as contributing. When no hypothesis applies the verdict
+is ``unexplained`` (the heatmaps and attribution still say where the time went).
 
 **Confidence** = agreement × strength × trust:
 
@@ -33,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from stragglers.analysis.engine import WhatIfEngine
-from stragglers.analysis.metrics import Metrics
+from stragglers.analysis.metrics import ATTRIBUTION_THRESHOLD, Metrics
 from stragglers.analysis.verdict.base import Cause, Finding, Hypothesis
 from stragglers.analysis.verdict.config import VerdictConfig
 from stragglers.analysis.verdict.context import VerdictContext
@@ -47,7 +50,10 @@ class Verdict:
 
     ``findings``: every hypothesis tested, in :data:`~stragglers.analysis.verdict.hypotheses.
     ALL` order; ``contributing``: applicable findings other than the cause with at least
-    ``contribute`` share; ``agreement``: the bootstrap agreement behind ``confidence``.
+    ``contribute`` share; ``agreement``: the bootstrap agreement behind ``confidence``;
+    ``leading``: for a ``none`` verdict (problem below ``threshold``), the applicable
+    hypothesis that explains the largest share of the small slowdown there is (what the cause
+    would be if the problem grew past the threshold), else None.
     """
 
     cause: Cause
@@ -62,6 +68,7 @@ class Verdict:
     trusted: bool
     config: VerdictConfig
     signals: Mapping[str, Any]
+    leading: Finding | None = None
 
     @property
     def finding(self) -> Finding | None:
@@ -153,20 +160,28 @@ def decide(engine: WhatIfEngine, metrics: Metrics, config: VerdictConfig | None 
     worker = next((f for f in findings if f.cause == Cause.WORKER and f.applicable), None)
     lead = worker.workers if worker is not None else ()
     size = float(_problem_size(metrics, lead, None)[0])
+    signals = MappingProxyType(_signals(ctx, findings))
+    candidates = [f for f in findings if f.applicable and f.m is not None]
     if size < cfg.threshold:
         agreement = _bootstrap(metrics, (), Cause.NONE, cfg, lead)
-        below: tuple[str, ...] = (
+        below: list[str] = [
             f"slowdown S = {s:.3f} is below the threshold {cfg.threshold:.2f}: no straggler "
-            f"problem worth acting on ({100 * (1 - 1 / max(s, 1e-12)):.1f}% of GPU time)",
-            _confidence_line(Cause.NONE, agreement, 1.0, trusted, cfg))
-        return Verdict(Cause.NONE, (), agreement * trust, below, (), (), False, agreement,
-                       1.0, trusted, cfg, MappingProxyType({"slowdown": s}))
+            f"problem worth acting on ({100 * (1 - 1 / max(s, 1e-12)):.1f}% of GPU time)"]
+        # Named only where the paper would attribute (problem size >= 1.03) and the
+        # hypothesis explains most of it: the jitter of a healthy job has no cause.
+        top = max(candidates, key=lambda f: f.share) if candidates else None
+        leading = (top if top is not None and size >= ATTRIBUTION_THRESHOLD
+                   and top.share >= cfg.explain else None)
+        if leading is not None:
+            below.append(f"below the threshold, the largest part is '{leading.cause.value}' "
+                         f"({leading.share:.0%} of the slowdown): {leading.evidence}")
+        below.append(_confidence_line(Cause.NONE, agreement, 1.0, trusted, cfg))
+        return Verdict(Cause.NONE, (), agreement * trust, tuple(below), findings, (), False,
+                       agreement, 1.0, trusted, cfg, signals, leading=leading)
     if s < cfg.threshold:
         head += (f"; below the threshold {cfg.threshold:.2f}, but worker(s) "
                  f"{', '.join(w.key for w in lead)} alone slow the ideal job by "
                  f"{100 * (size - 1):.1f}% (exact S_w)")
-    signals = MappingProxyType(_signals(ctx, findings))
-    candidates = [f for f in findings if f.applicable and f.m is not None]
     if not candidates:
         evidence: tuple[str, ...] = (head, "no hypothesis applies: " + "; ".join(
             f"{f.cause.value}: {f.why_not}" for f in findings if f.why_not),
