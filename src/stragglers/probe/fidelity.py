@@ -93,6 +93,11 @@ def blamed_of(result: dict[str, Any]) -> tuple[str, str]:
     cause = verdict.get("cause", "?")
     workers = verdict.get("workers") or []
     blamed = cause + (f" [{' '.join(workers[:4])}]" if workers else "")
+    leading = verdict.get("leading")
+    if isinstance(leading, dict):
+        lead_workers = leading.get("workers") or []
+        blamed += f" (leading: {leading.get('cause', '?')}" + (
+            f" [{' '.join(lead_workers[:4])}]" if lead_workers else "") + ")"
     attribution = (result.get("attribution") or {}).get("worker") or {}
     scores = {k: v for k, v in attribution.items() if isinstance(v, int | float)}
     top = max(scores, key=lambda k: scores[k]) if scores else "-"
