@@ -39,3 +39,24 @@ def test_closed_stdout_pipe_ends_quietly(tmp_path):
     assert res.stdout.strip() == "141", res
     assert res.stderr == ""
     assert (tmp_path / "out" / "result.json").is_file()
+
+
+def test_timeline_choices_are_the_analysis_timelines():
+    from stragglers.analysis.timelines import TIMELINES
+    from stragglers.cli.whatif_cmd import TIMELINE_CHOICES
+
+    assert TIMELINE_CHOICES == TIMELINES
+
+
+def test_watch_does_not_load_the_analysis_or_matplotlib():
+    """Building the parser must not import the what-if analysis (pandas, matplotlib): the
+    commands that do not analyse start in a fraction of the time."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from stragglers.cli import build_parser; build_parser(); "
+            "print(sorted(m for m in ('matplotlib', 'pandas', 'stragglers.analysis.runner',"
+            " 'stragglers.viz') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[]"

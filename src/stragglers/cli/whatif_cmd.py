@@ -7,17 +7,22 @@ import json
 import math
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from stragglers.analysis import analyze_table, load_table
-from stragglers.analysis.engine import prepare
-from stragglers.analysis.heatmaps import HeatmapData, write_heatmaps
-from stragglers.analysis.outputs import write_outputs
-from stragglers.analysis.result import Skipped, summary
-from stragglers.analysis.timelines import TIMELINES, write_timeline
-from stragglers.analysis.verdict import VerdictConfig
 from stragglers.atomic import StagedDir, check_out_dir
 from stragglers.errors import InputError
 from stragglers.inputs import read_text
+
+if TYPE_CHECKING:
+    from stragglers.analysis.verdict import VerdictConfig
+
+# The analysis (pyarrow, pandas, matplotlib: about a second) is imported by the commands
+# that run it, not when the parser is built: `stragglers watch` and the other commands do not
+# pay for it at start-up.
+
+#: The timelines ``stragglers timeline --which`` can write (the same as
+#: :data:`stragglers.analysis.timelines.TIMELINES`, which a test checks).
+TIMELINE_CHOICES = ("original", "no-delay", "ideal")
 
 EPILOG = """\
 examples:
@@ -82,7 +87,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "DP ranks as processes) of the trace as recorded and as simulated.")
     _add_input(p)
     p.add_argument("--out", metavar="DIR", required=True, help="output folder")
-    p.add_argument("--which", nargs="+", choices=TIMELINES, default=["original", "ideal"],
+    p.add_argument("--which", nargs="+", choices=TIMELINE_CHOICES,
+                   default=["original", "ideal"],
                    help="timelines to write (default: original ideal)")
     p.set_defaults(func=run_timeline)
 
@@ -103,6 +109,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def verdict_config(args: argparse.Namespace) -> VerdictConfig:
     """The verdict configuration from ``--verdict-config``, ``--verdict`` and
     ``--threshold`` (in that order)."""
+    from stragglers.analysis.verdict import VerdictConfig
+
     cfg = VerdictConfig()
     if args.verdict_config:
         cfg = VerdictConfig.from_file(args.verdict_config, cfg)
@@ -114,6 +122,10 @@ def verdict_config(args: argparse.Namespace) -> VerdictConfig:
 
 
 def run_analyze(args: argparse.Namespace) -> int:
+    from stragglers.analysis import analyze_table, load_table
+    from stragglers.analysis.outputs import write_outputs
+    from stragglers.analysis.result import Skipped, summary
+
     if args.out is not None:
         check_out_dir(args.out)
     config = verdict_config(args)
@@ -136,6 +148,10 @@ def run_analyze(args: argparse.Namespace) -> int:
 
 
 def run_timeline(args: argparse.Namespace) -> int:
+    from stragglers.analysis import load_table
+    from stragglers.analysis.engine import prepare
+    from stragglers.analysis.timelines import write_timeline
+
     check_out_dir(args.out)
     engine = prepare(load_table(args.trace, args.meta, args.steps))
     written = []
@@ -150,6 +166,9 @@ def run_timeline(args: argparse.Namespace) -> int:
 
 
 def run_heatmap(args: argparse.Namespace) -> int:
+    from stragglers.analysis import analyze_table, load_table
+    from stragglers.analysis.heatmaps import HeatmapData, write_heatmaps
+
     if args.out is None:
         if args.meta is not None:
             raise InputError("--out is required when INPUT is a trace (heatmaps are written "
