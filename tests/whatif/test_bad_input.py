@@ -15,7 +15,7 @@ from stragglers.cli import main
 from stragglers.errors import InputError
 from stragglers.synth import SynthSpec, write_synth
 from stragglers.trace import JobMeta, TraceColumns, build_table, read_meta, read_trace, write_trace
-from tests.whatif import handmade as H
+from tests.whatif import handmade
 
 
 @pytest.fixture()
@@ -99,15 +99,16 @@ def test_step_missing_optimizer_op(job, capsys, tmp_path):
 
 
 def test_cycle(capsys, tmp_path):
-    F, B, FS, FR, BS, BR = H.F, H.B, H.FS, H.FR, H.BS, H.BR
-    tail = [(H.GC, 9, 9), (H.LN, 9, 9.01), (H.EMB, 9.01, 9.2), (H.CLIP, 9.2, 9.3),
-            (H.OPT, 9.3, 9.6)]
+    F, B, FS, FR, BS, BR = (handmade.F, handmade.B, handmade.FS, handmade.FR, handmade.BS,
+                            handmade.BR)
+    tail = [(handmade.GC, 9, 9), (handmade.LN, 9, 9.01), (handmade.EMB, 9.01, 9.2),
+            (handmade.CLIP, 9.2, 9.3), (handmade.OPT, 9.3, 9.6)]
     # Stage 0 runs B0 before F1 while stage 1 needs F1 before B0: a deadlock.
     w = {(0, 0): [(F, 0, 1), (FS, 1, 1.1), (BR, 1.1, 3), (B, 3, 5), (F, 5, 6), (FS, 6, 6.1),
                   (BR, 6.1, 7), (B, 7, 9), *tail],
          (0, 1): [(FR, 0, 1.1), (F, 1.1, 2.1), (FR, 2.1, 2.2), (F, 2.2, 3.2), (B, 3.2, 5.2),
                   (BS, 5.2, 5.3), (B, 5.3, 7.3), (BS, 7.3, 7.4), *tail]}
-    trace = H.trace_from_workers(w, pp=2)
+    trace = handmade.trace_from_workers(w, pp=2)
     path = write_trace(trace, tmp_path / "cycle.parquet")
     meta = tmp_path / "meta.yaml"
     meta.write_text(yaml.safe_dump({"dp_size": 1, "pp_size": 2}))

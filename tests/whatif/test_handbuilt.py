@@ -9,7 +9,7 @@ from stragglers.analysis import analyze_table
 from stragglers.analysis.verdict import VerdictConfig
 from stragglers.model import build_graph
 from stragglers.trace import build_table, schema
-from tests.whatif import handmade as H
+from tests.whatif import handmade
 
 TOL = 1e-9
 
@@ -30,7 +30,7 @@ def deps_of(graph, table, stage, optype, seq=0) -> set[tuple[int, str, int]]:
 
 @pytest.fixture(scope="module")
 def two():
-    trace, meta = H.two_by_two()
+    trace, meta = handmade.two_by_two()
     table = build_table(trace, meta)
     return table, build_graph(table), analyze_table(table)
 
@@ -38,29 +38,29 @@ def two():
 def test_two_by_two_dependencies(two):
     table, g, _ = two
     # recv -> compute; params before first forward; compute -> send.
-    assert deps_of(g, table, 1, H.F) == {(1, H.FR, 0), (1, H.PAG, 0)}
-    assert deps_of(g, table, 0, H.F) == {(0, H.PAG, 0)}
-    assert deps_of(g, table, 0, H.FS) == {(0, H.F, 0)}
+    assert deps_of(g, table, 1, handmade.F) == {(1, handmade.FR, 0), (1, handmade.PAG, 0)}
+    assert deps_of(g, table, 0, handmade.F) == {(0, handmade.PAG, 0)}
+    assert deps_of(g, table, 0, handmade.FS) == {(0, handmade.F, 0)}
     # Compute chain; backward recv feeds backward compute.
-    assert deps_of(g, table, 0, H.B) == {(0, H.F, 0), (0, H.BR, 0)}
+    assert deps_of(g, table, 0, handmade.B) == {(0, handmade.F, 0), (0, handmade.BR, 0)}
     # gc follows the compute that ends last; then the non-overlapped DP chain.
-    assert deps_of(g, table, 0, H.GC) == {(0, H.B, 0)}
-    assert deps_of(g, table, 0, H.LN) == {(0, H.GC, 0)}
-    assert deps_of(g, table, 0, H.EMB) == {(0, H.LN, 0)}
-    assert deps_of(g, table, 0, H.RS) == {(0, H.EMB, 0), (0, H.PAG, 0)}
-    assert deps_of(g, table, 1, H.RS) == {(1, H.EMB, 0), (1, H.PAG, 0)}
-    assert deps_of(g, table, 0, H.CLIP) == {(0, H.RS, 0)}
-    assert deps_of(g, table, 0, H.OPT) == {(0, H.CLIP, 0)}
+    assert deps_of(g, table, 0, handmade.GC) == {(0, handmade.B, 0)}
+    assert deps_of(g, table, 0, handmade.LN) == {(0, handmade.GC, 0)}
+    assert deps_of(g, table, 0, handmade.EMB) == {(0, handmade.LN, 0)}
+    assert deps_of(g, table, 0, handmade.RS) == {(0, handmade.EMB, 0), (0, handmade.PAG, 0)}
+    assert deps_of(g, table, 1, handmade.RS) == {(1, handmade.EMB, 0), (1, handmade.PAG, 0)}
+    assert deps_of(g, table, 0, handmade.CLIP) == {(0, handmade.RS, 0)}
+    assert deps_of(g, table, 0, handmade.OPT) == {(0, handmade.CLIP, 0)}
     # Groups: P2P pairs, embedding of first+last stage, clip of all stages; DP sync.
     groups = {tuple(sorted((int(table.node_stage[m]), schema.OPTYPES[table.node_optype[m]])
                            for m in members)): bool(sync)
               for members, sync in zip(g.groups, g.group_dp_sync, strict=True)}
-    assert groups[((0, H.FS), (1, H.FR))] is False
-    assert groups[((0, H.BR), (1, H.BS))] is False
-    assert groups[((0, H.EMB), (1, H.EMB))] is False
-    assert groups[((0, H.CLIP), (1, H.CLIP))] is True
-    assert groups[((0, H.RS),)] is True and groups[((1, H.PAG),)] is True
-    assert not any(H.LN in [x[1] for x in k] for k in groups)
+    assert groups[((0, handmade.FS), (1, handmade.FR))] is False
+    assert groups[((0, handmade.BR), (1, handmade.BS))] is False
+    assert groups[((0, handmade.EMB), (1, handmade.EMB))] is False
+    assert groups[((0, handmade.CLIP), (1, handmade.CLIP))] is True
+    assert groups[((0, handmade.RS),)] is True and groups[((1, handmade.PAG),)] is True
+    assert not any(handmade.LN in [x[1] for x in k] for k in groups)
 
 
 def test_two_by_two_figures(two):
@@ -100,7 +100,7 @@ def test_two_by_two_figures(two):
 
 
 def test_one_by_four_pipeline():
-    trace, meta = H.one_by_four()
+    trace, meta = handmade.one_by_four()
     a = analyze_table(build_table(trace, meta))
     r = a.result.to_document()
     assert r["step_time"]["no_delay"]["0"] == pytest.approx(13.16, abs=TOL)
@@ -112,16 +112,16 @@ def test_one_by_four_pipeline():
     pairs = {tuple(sorted((int(t.node_stage[m]), schema.OPTYPES[t.node_optype[m]]) for m in grp))
              for grp in g.groups}
     for s in (1, 2, 3):
-        assert ((s - 1, H.BR), (s, H.BS)) in pairs
-        assert ((s - 1, H.FS), (s, H.FR)) in pairs
-    assert ((0, H.EMB), (3, H.EMB)) in pairs
+        assert ((s - 1, handmade.BR), (s, handmade.BS)) in pairs
+        assert ((s - 1, handmade.FS), (s, handmade.FR)) in pairs
+    assert ((0, handmade.EMB), (3, handmade.EMB)) in pairs
     # No DP: DP chain absent and clip is synchronised across stages only.
     clip = [grp for grp in g.groups if len(grp) == 4]
     assert len(clip) == 1 and not g.group_dp_sync[g.group_of[clip[0][0]]]
 
 
 def test_launch_gap_is_discrepancy_not_slowdown():
-    trace, meta = H.one_by_four(H.one_by_four_workers(gap=0.05))
+    trace, meta = handmade.one_by_four(handmade.one_by_four_workers(gap=0.05))
     r = analyze_table(build_table(trace, meta)).result.to_document()
     assert r["step_time"]["actual"]["0"] == pytest.approx(13.21, abs=TOL)
     assert r["step_time"]["no_delay"]["0"] == pytest.approx(13.16, abs=TOL)
@@ -130,10 +130,10 @@ def test_launch_gap_is_discrepancy_not_slowdown():
 
 
 def _late_recv(send_end: float, recv_start: float):
-    w = H.one_by_four_workers()
-    w[(0, 2)] = [op if op[0] != H.FS else (H.FS, 3.2, send_end) for op in w[(0, 2)]]
-    w[(0, 3)] = [op if op[0] != H.FR else (H.FR, recv_start, 3.3) for op in w[(0, 3)]]
-    return H.one_by_four(w)
+    w = handmade.one_by_four_workers()
+    w[(0, 2)] = [op if op[0] != handmade.FS else (handmade.FS, 3.2, send_end) for op in w[(0, 2)]]
+    w[(0, 3)] = [op if op[0] != handmade.FR else (handmade.FR, recv_start, 3.3) for op in w[(0, 3)]]
+    return handmade.one_by_four(w)
 
 
 def test_negative_transfer_at_or_below_10ms_is_clipped_and_counted():
@@ -146,8 +146,8 @@ def test_negative_transfer_at_or_below_10ms_is_clipped_and_counted():
     assert r["counts"]["transfer_negative_kept"] == 0
     assert r["step_time"]["no_delay"]["0"] == pytest.approx(13.12, abs=TOL)
     t = a.engine.table
-    assert a.engine.derived.value[node(t, 2, H.FS), 0, 0] == 0.0
-    assert a.engine.derived.value[node(t, 3, H.FR), 0, 0] == pytest.approx(0.06, abs=TOL)
+    assert a.engine.derived.value[node(t, 2, handmade.FS), 0, 0] == 0.0
+    assert a.engine.derived.value[node(t, 3, handmade.FR), 0, 0] == pytest.approx(0.06, abs=TOL)
 
 
 def test_small_negative_transfer_is_kept():
@@ -157,7 +157,7 @@ def test_small_negative_transfer_is_kept():
     assert r["counts"]["transfer_clipped_to_zero"] == 0
     assert r["counts"]["transfer_negative_kept"] == 1
     t = a.engine.table
-    assert a.engine.derived.value[node(t, 2, H.FS), 0, 0] == pytest.approx(-0.005, abs=TOL)
+    assert a.engine.derived.value[node(t, 2, handmade.FS), 0, 0] == pytest.approx(-0.005, abs=TOL)
     assert r["step_time"]["no_delay"]["0"] == pytest.approx(13.155, abs=TOL)
 
 
@@ -165,12 +165,13 @@ def test_negative_launch_delay_rule():
     # Stage 3's backward starts 20 ms before its forward ends (recorded clock skew):
     # launch delay -0.02 <= -10 ms is clipped; -5 ms would be kept.
     for shift, clipped, kept in ((-0.02, 1, 0), (-0.005, 0, 1)):
-        w = H.one_by_four_workers()
-        w[(0, 3)] = [op if op[0] != H.B else (H.B, 4.3 + shift, 6.3) for op in w[(0, 3)]]
-        a = analyze_table(build_table(*H.one_by_four(w)))
+        w = handmade.one_by_four_workers()
+        w[(0, 3)] = [op if op[0] != handmade.B else (handmade.B, 4.3 + shift, 6.3)
+                     for op in w[(0, 3)]]
+        a = analyze_table(build_table(*handmade.one_by_four(w)))
         c = a.result.to_document()["counts"]
         assert c["launch_delay_clipped_to_zero"] == clipped
         assert c["launch_delay_negative_kept"] >= kept
         t = a.engine.table
-        d = a.engine.derived.delay[node(t, 3, H.B), 0, 0]
+        d = a.engine.derived.delay[node(t, 3, handmade.B), 0, 0]
         assert d == (0.0 if clipped else pytest.approx(shift, abs=TOL))
