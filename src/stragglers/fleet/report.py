@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+from matplotlib import colormaps
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
@@ -37,11 +38,12 @@ FIGURES: dict[str, str] = {
 }
 
 
-def _cdf(ax: object, values: np.ndarray, label: str | None = None) -> None:
+def _cdf(ax: object, values: np.ndarray, label: str | None = None,
+         color: object = None) -> None:
     v = np.sort(values[np.isfinite(values)])
     if len(v):
         ax.step(v, np.arange(1, len(v) + 1) / len(v), where="post",  # type: ignore[attr-defined]
-                label=label)
+                label=label, color=color)
 
 
 def _figure(title: str, xlabel: str, ylabel: str = "share of jobs (CDF)"
@@ -76,10 +78,11 @@ def write_figures(stats: FleetStats, folder: Path) -> list[str]:
 
     fig, ax = _figure(f"Waste by op type ({len(strag)} straggling jobs)",
                       "share of the job's waste")
-    for k in OP_KEYS:
+    palette = colormaps["tab20"]
+    for i, k in enumerate(OP_KEYS):
         vals = np.array([dict(r.row.op_share).get(k, math.nan) for r in strag])
         if np.isfinite(vals).any():
-            _cdf(ax, vals, k)
+            _cdf(ax, vals, k, palette(i % 20))
     if strag:
         ax.legend(fontsize=6)  # type: ignore[attr-defined]
     _save(fig, folder / "fig5_waste_by_optype.png")
