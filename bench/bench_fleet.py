@@ -7,7 +7,8 @@ analysed three ways, each into a fresh row store, as a table:
   --nthreads 1`` on loopback (a real multi-process cluster, as on several machines),
   reached with ``--scheduler``.
 
-Per mode: wall time of the run (the cluster's start-up is reported apart), jobs/minute,
+Per mode: wall time of the run (the cluster's start-up is reported apart), CPU seconds
+spent in the processes that ran the tasks, jobs/minute,
 speed-up over ``sequential``, peak RSS per worker (the largest ``ru_maxrss`` of the
 processes that ran tasks: the loop's own process for ``sequential``), and the machine's
 1-minute load average before and after. Each mode runs in a fresh process (``--mode``)
@@ -23,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import socket
 import statistics
@@ -43,13 +43,12 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _worker_peaks(client: object) -> list[float]:
-    def peak() -> float:
-        import resource as r
+def _usage() -> tuple[float, float]:
+    """This process's peak RSS (MiB) and CPU seconds (user + system)."""
+    import resource as r
 
-        return r.getrusage(r.RUSAGE_SELF).ru_maxrss / 1024
-
-    return sorted(client.run(peak).values())  # type: ignore[attr-defined]
+    u = r.getrusage(r.RUSAGE_SELF)
+    return u.ru_maxrss / 1024, u.ru_utime + u.ru_stime
 
 
 def child(mode: str, fleet: str, store_dir: str) -> dict[str, object]:
@@ -65,8 +64,10 @@ def child(mode: str, fleet: str, store_dir: str) -> dict[str, object]:
     start_s = 0.0
     try:
         if mode == "sequential":
+            cpu0 = _usage()[1]
             _, stats = run_sequential(jobs, store)
-            peaks = [resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024]
+            peak, cpu1 = _usage()
+            peaks, cpu = [peak], cpu1 - cpu0
         else:
             address = None
             if mode == "external-2":
@@ -84,14 +85,17 @@ def child(mode: str, fleet: str, store_dir: str) -> dict[str, object]:
                 if address is not None:
                     client.wait_for_workers(2, timeout=120)  # type: ignore[attr-defined]
                 start_s = time.perf_counter() - t0
+                before = client.run(_usage)  # type: ignore[attr-defined]
                 _, stats = run_dask(jobs, store, client)
-                peaks = _worker_peaks(client)
+                after = client.run(_usage)  # type: ignore[attr-defined]
+                peaks = sorted(v[0] for v in after.values())
+                cpu = sum(after[w][1] - before[w][1] for w in after)
     finally:
         for p in reversed(procs):
             p.terminate()
             p.wait(timeout=30)
     return {"mode": mode, "jobs": stats.jobs, "computed": stats.computed,
-            "failed": stats.failed_now, "wall_s": stats.wall_s, "start_s": start_s,
+            "failed": stats.failed_now, "wall_s": stats.wall_s, "start_s": start_s, "cpu_s": cpu,
             "peak_mib": max(peaks),
             "peaks_mib": peaks, "load_before": load0, "load_after": os.getloadavg()[0]}
 
@@ -131,18 +135,20 @@ def main() -> None:
                 results[mode].append(res)
                 shutil.rmtree(store, ignore_errors=True)
         med = {m: {k: statistics.median(float(x[k]) for x in rs)  # type: ignore[arg-type]
-                   for k in ("wall_s", "start_s", "peak_mib", "load_before", "load_after")}
+                   for k in ("wall_s", "start_s", "cpu_s", "peak_mib", "load_before",
+                             "load_after")}
                for m, rs in results.items()}
         base = med.get("sequential", {}).get("wall_s")
         n = results[args.modes[0]][0]["jobs"]
         print(f"\n{n} jobs, median of {args.repeat} run(s); {os.cpu_count()} CPUs\n")
-        print("| mode | wall s | cluster start s | jobs/min | speed-up | peak RSS per worker "
-              "MiB | load 1-min before / after |")
-        print("|---|---|---|---|---|---|---|")
+        print("| mode | wall s | cluster start s | jobs/min | speed-up | CPU s in tasks | peak "
+              "RSS per worker MiB | load 1-min before / after |")
+        print("|---|---|---|---|---|---|---|---|")
         for m in args.modes:
             w = med[m]["wall_s"]
             up = f"{base / w:.2f}x" if base else "-"
             print(f"| {m} | {w:.1f} | {med[m]['start_s']:.1f} | {60 * float(n) / w:.0f} | {up} | "  # type: ignore[arg-type]
+                  f"{med[m]['cpu_s']:.1f} | "
                   f"{med[m]['peak_mib']:.0f} | {med[m]['load_before']:.2f} / "
                   f"{med[m]['load_after']:.2f} |")
     finally:

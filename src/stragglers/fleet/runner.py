@@ -23,6 +23,8 @@ from stragglers.fleet.task import STATUS_FAILED, FleetRow, analyse_job, job_key
 
 #: Tasks in flight per worker thread.
 WINDOW_PER_WORKER = 2
+#: How long a run on --scheduler waits for its first worker.
+WORKER_WAIT_S = 120.0
 Progress = Callable[[int, int, int], None]
 
 
@@ -51,6 +53,12 @@ def open_client(scheduler: str | None = None, workers: int = 2,
         except (OSError, TimeoutError) as exc:
             raise InputError(f"--scheduler {scheduler}: cannot connect ({exc})") from None
         try:
+            try:
+                client.wait_for_workers(1, timeout=WORKER_WAIT_S)
+            except TimeoutError:
+                raise InputError(f"--scheduler {scheduler}: no worker connected within "
+                                 f"{WORKER_WAIT_S:g} s (start `dask worker {scheduler}`)"
+                                 ) from None
             yield client
         finally:
             client.close()

@@ -68,12 +68,12 @@ DEFAULT_MIX: Mapping[str, float] = {
 #: Strength ranges (uniform): factor for worker / last_stage / communication, sigma for
 #: sequence_length, pause in ideal step times for gc.
 STRENGTHS: Mapping[str, tuple[float, float]] = {
-    "worker": (1.8, 2.6), "last_stage": (1.8, 2.4), "sequence_length": (0.5, 0.8),
+    "worker": (1.8, 2.6), "last_stage": (1.8, 2.4), "sequence_length": (0.12, 0.2),
     "gc": (0.7, 1.2), "communication": (100.0, 200.0)}
 #: Strength of a combination's secondary cause relative to its full strength (sigma of
 #: sequence lengths acts through a quadratic cost: a smaller share of it).
 SECONDARY_SCALE: Mapping[str, float] = {
-    "worker": 0.25, "last_stage": 0.12, "sequence_length": 0.06, "gc": 0.25,
+    "worker": 0.25, "last_stage": 0.12, "sequence_length": 0.2, "gc": 0.25,
     "communication": 0.25}
 JITTER = 0.02
 
