@@ -43,12 +43,24 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _usage() -> tuple[float, float]:
-    """This process's peak RSS (MiB) and CPU seconds (user + system)."""
+#: The external workers' Dask configuration: no MALLOC_TRIM_THRESHOLD_ (see
+#: stragglers.fleet.runner.TRIM_KEY), as the embedded cluster does.
+WORKER_CONFIG = """\
+distributed:
+  nanny:
+    pre-spawn-environ:
+      MALLOC_TRIM_THRESHOLD_: null
+"""
+
+
+def _usage() -> tuple[float, float, str | None]:
+    """This process's peak RSS (MiB), CPU seconds (user + system) and trim setting."""
+    import os
     import resource as r
 
     u = r.getrusage(r.RUSAGE_SELF)
-    return u.ru_maxrss / 1024, u.ru_utime + u.ru_stime
+    return (u.ru_maxrss / 1024, u.ru_utime + u.ru_stime,
+            os.environ.get("MALLOC_TRIM_THRESHOLD_"))
 
 
 def child(mode: str, fleet: str, store_dir: str) -> dict[str, object]:
@@ -62,11 +74,12 @@ def child(mode: str, fleet: str, store_dir: str) -> dict[str, object]:
     load0 = os.getloadavg()[0]
     procs: list[subprocess.Popen[bytes]] = []
     start_s = 0.0
+    trim = ["None"]
     try:
         if mode == "sequential":
             cpu0 = _usage()[1]
             _, stats = run_sequential(jobs, store)
-            peak, cpu1 = _usage()
+            peak, cpu1, _ = _usage()
             peaks, cpu = [peak], cpu1 - cpu0
         else:
             address = None
@@ -74,12 +87,16 @@ def child(mode: str, fleet: str, store_dir: str) -> dict[str, object]:
                 port = _free_port()
                 address = f"tcp://127.0.0.1:{port}"
                 logs = open(Path(store_dir).parent / f"dask-{port}.log", "wb")  # noqa: SIM115
+                conf = Path(store_dir).parent / "dask-config"
+                conf.mkdir(exist_ok=True)
+                (conf / "fleet.yaml").write_text(WORKER_CONFIG)
+                env = dict(os.environ, DASK_CONFIG=str(conf))
                 procs.append(subprocess.Popen(
                     [str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port",
                      str(port), "--no-dashboard"], stdout=logs, stderr=logs))
                 procs.append(subprocess.Popen(
                     [str(BIN / "dask"), "worker", address, "--nworkers", "2", "--nthreads",
-                     "1", "--no-dashboard"], stdout=logs, stderr=logs))
+                     "1", "--no-dashboard"], stdout=logs, stderr=logs, env=env))
             t0 = time.perf_counter()
             with open_client(address, workers=2) as client:
                 if address is not None:
@@ -89,6 +106,7 @@ def child(mode: str, fleet: str, store_dir: str) -> dict[str, object]:
                 _, stats = run_dask(jobs, store, client)
                 after = client.run(_usage)  # type: ignore[attr-defined]
                 peaks = sorted(v[0] for v in after.values())
+                trim = sorted({str(v[2]) for v in after.values()})
                 cpu = sum(after[w][1] - before[w][1] for w in after)
     finally:
         for p in reversed(procs):
@@ -96,8 +114,8 @@ def child(mode: str, fleet: str, store_dir: str) -> dict[str, object]:
             p.wait(timeout=30)
     return {"mode": mode, "jobs": stats.jobs, "computed": stats.computed,
             "failed": stats.failed_now, "wall_s": stats.wall_s, "start_s": start_s, "cpu_s": cpu,
-            "peak_mib": max(peaks),
-            "peaks_mib": peaks, "load_before": load0, "load_after": os.getloadavg()[0]}
+            "peak_mib": max(peaks), "peaks_mib": peaks, "malloc_trim": trim,
+            "load_before": load0, "load_after": os.getloadavg()[0]}
 
 
 def main() -> None:

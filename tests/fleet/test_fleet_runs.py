@@ -134,3 +134,12 @@ def test_cli_bad_inputs_exit_2_with_one_line(argv: list[str], needle: str, tmp_p
     assert main([a.replace("{tmp}", str(tmp_path)) for a in argv]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and needle in err and err.startswith("stragglers fleet: error:")
+
+
+@pytest.mark.parametrize("address", ["foo:bar", "tcp://", "bogus://x:1", "tcp://h:99999"])
+def test_bad_scheduler_address_exits_2(address: str, small_fleet: Path, tmp_path: Path,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fleet", str(small_fleet), "--out", str(tmp_path / "o"), "--scheduler",
+                 address]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--scheduler" in err
