@@ -143,3 +143,18 @@ def test_bad_scheduler_address_exits_2(address: str, small_fleet: Path, tmp_path
                  address]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--scheduler" in err
+
+
+def test_smon_data_folder_sessions_only(small_fleet: Path, tmp_path: Path) -> None:
+    """An SMon data folder: the accepted sessions are jobs, an upload being received is not."""
+    data = tmp_path / "smon"
+    for i, sid in enumerate(("0" * 31 + "1", "0" * 31 + "2")):
+        shutil.copytree(small_fleet / f"job-0000{i}", data / "sessions" / sid)
+        (data / "sessions" / sid / "out-1").mkdir()
+    partial = data / "uploads" / ("f" * 32)
+    partial.mkdir(parents=True)
+    shutil.copy(small_fleet / "job-00003" / "meta.yaml", partial / "meta.yaml")
+    (data / "smon.sqlite3").write_bytes(b"")
+    jobs = discover([str(data)])
+    assert [Path(j.name).name for j in jobs] == ["0" * 31 + "1", "0" * 31 + "2"]
+    assert all(j.trace is not None for j in jobs)

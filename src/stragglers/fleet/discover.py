@@ -3,7 +3,10 @@
 An input is a folder or a glob pattern. A *job folder* holds ``meta.yaml`` and a trace
 (``trace.parquet`` or ``trace.jsonl``; ``truth.json`` when synthetic); a folder that is not
 one is searched recursively for job folders. A folder with ``meta.yaml`` but no trace is
-still a job (its task fails with the reason, and is counted). Inputs that name nothing
+still a job (its task fails with the reason, and is counted). An SMon data folder (``stragglers
+serve --data DIR``: ``DIR/sessions/ID/`` holds each accepted upload's trace and
+``meta.yaml``) is searched in ``sessions/`` only, never in ``uploads/`` (uploads being
+received). Inputs that name nothing
 (a missing path, a pattern without a match, a folder without any job) are user errors.
 """
 
@@ -19,6 +22,8 @@ from stragglers.limits import check_limit
 META_NAME = "meta.yaml"
 TRACE_NAMES = ("trace.parquet", "trace.jsonl")
 TRUTH_NAME = "truth.json"
+#: Files that mark an SMon data folder (its database, its server lock, its uploads).
+SMON_MARKERS = ("smon.sqlite3", ".lock", "uploads")
 
 
 @dataclass(frozen=True)
@@ -39,9 +44,16 @@ def _job(folder: Path, name: str) -> JobInput:
                     truth=truth if truth.is_file() else None)
 
 
+def _is_smon_data(root: Path) -> bool:
+    return (root / "sessions").is_dir() and any(
+        (root / n).exists() for n in SMON_MARKERS)
+
+
 def _jobs_in(root: Path) -> list[JobInput]:
     if (root / META_NAME).is_file():
         return [_job(root, root.as_posix())]
+    if _is_smon_data(root):
+        root = root / "sessions"
     found = sorted(p.parent for p in root.rglob(META_NAME) if p.is_file())
     return [_job(f, f.as_posix()) for f in found]
 
