@@ -32,6 +32,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "import_cmd",
     "validate_cmd",
     "run_cmd",
+    "fleet_cmd",
 )
 
 EXIT_OK = 0

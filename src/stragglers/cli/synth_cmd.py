@@ -15,7 +15,9 @@ from stragglers.cli.options import (
     slowdown_factor,
     worker_factor,
 )
+from stragglers.errors import InputError
 from stragglers.synth import SynthSpec, write_synth
+from stragglers.synth.fleet import DEFAULT_MIX, FleetShape, parse_mix, write_fleet
 from stragglers.synth.generator import MAX_SIGMA, check_spec
 
 SYNTH_EPILOG = """\
@@ -28,6 +30,8 @@ examples:
   stragglers synth --gc 0.15:0.5 --gc-in-compute --gc-recorded --out gc-rec/
   stragglers synth --slow-link 0,1:50 --out link/  # dp 0, stage 1 <-> 2 transfers x50
   stragglers synth --launch-gaps 0.3:0.005 --out gaps/
+  stragglers synth --fleet 1000 --seed 1 --out fleet/   # 1,000 jobs, see stragglers.synth.fleet
+  stragglers synth --fleet 100 --mix none=1,worker=1,gc=1 --fleet-workers 8-32 --out f/
 Writes trace.parquet (or .jsonl), meta.yaml and truth.json (the injected causes and the
 workers to blame); analyse with `stragglers analyze OUT/trace.parquet --meta OUT/meta.yaml`.
 """
@@ -103,6 +107,18 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="CPU launch gaps of SECONDS before compute ops with PROB")
     p.add_argument("--format", choices=("parquet", "jsonl"), default="parquet")
     p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--fleet", type=positive_int, metavar="N",
+                   help="write a fleet of N jobs (OUT/job-NNNNN/) with sizes, shapes, steps and "
+                        "root causes drawn from the distributions of stragglers.synth.fleet "
+                        "(the shape and injection options above do not apply)")
+    p.add_argument("--mix", metavar="CAUSE=W,...",
+                   help="with --fleet: proportions of worker, last_stage, sequence_length, "
+                        "gc, communication, none, combination (normalised; default "
+                        + ",".join(f"{k}={v:g}" for k, v in DEFAULT_MIX.items()) + ")")
+    p.add_argument("--fleet-workers", metavar="MIN-MAX", default="16-1024",
+                   help="with --fleet: range of workers (powers of two, default %(default)s)")
+    p.add_argument("--fleet-steps", metavar="MIN-MAX", default="6-10",
+                   help="with --fleet: range of steps (default %(default)s)")
     p.set_defaults(func=run_synth)
 
     p = sub.add_parser("demo", help="generate a job with stragglers, analyse it, write results",
@@ -113,8 +129,41 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_demo)
 
 
+def _range(text: str, option: str) -> tuple[int, int]:
+    lo, sep, hi = text.partition("-")
+    try:
+        a, b = int(lo), int(hi)
+    except ValueError:
+        raise InputError(f"{option} {text!r}: expected MIN-MAX (integers)") from None
+    if not sep or len(lo) > 9 or len(hi) > 9:
+        raise InputError(f"{option} {text!r}: expected MIN-MAX (integers)")
+    return a, b
+
+
+def run_fleet_synth(args: argparse.Namespace) -> int:
+    given = [flag for flag, on in (("--slow-worker", args.slow_worker),
+                                   ("--slow-link", args.slow_link), ("--gc", args.gc),
+                                   ("--launch-gaps", args.launch_gaps),
+                                   ("--seq-len-sigma", args.seq_len_sigma),
+                                   ("--heavy-last-stage", args.heavy_last_stage != 1.0),
+                                   ("--format jsonl", args.format != "parquet")) if on]
+    if given:
+        raise InputError(f"--fleet draws each job's shape and causes: {given[0]} does not "
+                         "apply (use --mix)")
+    lo, hi = _range(args.fleet_workers, "--fleet-workers")
+    slo, shi = _range(args.fleet_steps, "--fleet-steps")
+    shape = FleetShape(lo, hi, slo, shi)
+    mix = parse_mix(args.mix) if args.mix else dict(DEFAULT_MIX)
+    folders = write_fleet(args.fleet, args.out, args.seed, shape, mix)
+    print(f"wrote {len(folders):,} jobs (seed {args.seed}) into {args.out}: "
+          + ", ".join(f"{k} {v:.0%}" for k, v in mix.items() if v))
+    return 0
+
+
 def run_synth(args: argparse.Namespace) -> int:
     check_out_dir(args.out)
+    if args.fleet is not None:
+        return run_fleet_synth(args)
     spec = spec_from_args(args)
     paths = write_synth(spec, args.out, args.format)
     truth = json.loads(Path(paths["truth"]).read_text(encoding="utf-8"))

@@ -329,13 +329,16 @@ def generate(spec: SynthSpec) -> tuple[TraceColumns, JobMeta, dict[str, Any]]:
     return trace, spec.meta(), truth
 
 
-def write_synth(spec: SynthSpec, out: str | Path, fmt: str = "parquet") -> dict[str, Path]:
-    """Generate and write ``trace.parquet`` (or ``.jsonl``), ``meta.yaml``, ``truth.json``.
+def write_synth(spec: SynthSpec, out: str | Path, fmt: str = "parquet",
+                extra_truth: dict[str, Any] | None = None) -> dict[str, Path]:
+    """Generate and write ``trace.parquet`` (or ``.jsonl``), ``meta.yaml``, ``truth.json``
+    (with the keys of ``extra_truth`` added: a fleet job's primary cause and strengths).
 
     The files appear together or not at all (:class:`~stragglers.atomic.StagedDir`), the
     trace last; files of the same names in ``out`` are replaced, others left alone.
     """
     trace, meta, truth = generate(spec)
+    truth.update(extra_truth or {})
     ext = "jsonl" if fmt == "jsonl" else "parquet"
     names = {"trace": f"trace.{ext}", "meta": "meta.yaml", "truth": "truth.json"}
     with StagedDir(out) as stage:

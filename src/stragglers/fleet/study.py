@@ -1,0 +1,51 @@
+"""The fleet study from inputs to outputs: discover the jobs, run the missing tasks (Dask
+or sequential), gather every job's row from the store, write ``fleet.parquet``,
+``report.html``, the figures and ``summary.json`` into the output folder together
+(:class:`~stragglers.atomic.StagedDir`; the row store ``rows/`` stays for the next run)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from stragglers.atomic import StagedDir
+from stragglers.fleet.discover import JobInput
+from stragglers.fleet.report import render_html, write_figures
+from stragglers.fleet.runner import RunStats
+from stragglers.fleet.stats import FleetStats, fleet_stats
+from stragglers.fleet.store import RowStore
+from stragglers.fleet.table import NamedRow, write_table
+
+
+@dataclass(frozen=True)
+class StudyOutputs:
+    stats: FleetStats
+    rows: tuple[NamedRow, ...]
+    files: tuple[Path, ...]
+
+
+def gather(jobs: Sequence[JobInput], keys: Sequence[str], store: RowStore
+           ) -> tuple[NamedRow, ...]:
+    """Every job's row, from the store, in ``jobs`` order."""
+    return tuple(NamedRow(j.name, k, store.get(k)) for j, k in zip(jobs, keys, strict=True))
+
+
+def write_study(rows: Sequence[NamedRow], out: str | Path,
+                run: RunStats | None = None) -> StudyOutputs:
+    """Write the table, the report and the summary of ``rows`` into ``out``."""
+    stats = fleet_stats(rows)
+    summary: dict[str, object] = dict(stats.summary())
+    summary["headlines"] = stats.headlines()
+    if run is not None:
+        summary["run"] = {"computed": run.computed, "reused": run.reused,
+                          "wall_s": round(run.wall_s, 3)}
+    with StagedDir(out) as stage:
+        write_table(rows, stage.path("fleet.parquet"))
+        figures = write_figures(stats, stage.staging)
+        stage.path("report.html").write_text(render_html(stats, figures), encoding="utf-8")
+        stage.path("summary.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
+        stage.commit_last("summary.json")
+        names = ["fleet.parquet", *figures, "report.html", "summary.json"]
+    return StudyOutputs(stats, tuple(rows), tuple(stage.final(n) for n in names))
