@@ -71,11 +71,16 @@ restarts and a level that wanders), active when ``persist_fraction > 0`` (BOCD+V
 * *spikes are not a level* (``persist_fraction`` = 0.8, ``min_segment`` = 8): a candidate is
   verified only when at least 80 % of its points lie beyond the midpoint between the regime
   level and the candidate level, and it spans at least 8 points; an upward candidate is
-  verified on the smaller of its trimmed mean and its median.  A cluster of spikes with
-  healthy iterations between them, or up to 6 spikes in a row, never opens a slow period;
+  verified on the smallest of its trimmed mean, its median and the trimmed mean of its points
+  that are not spikes (:func:`without_spikes`: at most ``SPIKE_FACTOR`` = 1.2 times its lower
+  quartile; spikes only go up).  A cluster of spikes with healthy iterations between them, or
+  up to 6 spikes in a row, never opens a slow period, and spikes on a level 7 % higher (a
+  saw-tooth peak) do not make it look 10 % higher;
 * *a level that started earlier*: BOCD restarts its run at a spike inside a new level, so the
   candidate's start is moved back over the points just before it that already lie beyond the
-  midpoint, and its confidence is the posterior mass of all runs started since then
+  midpoint between the regime level and the candidate's level without its spikes (a candidate
+  that begins with a cluster of spikes on top of a new level reaches back to where the level
+  began), and its confidence is the posterior mass of all runs started since then
   (``BOCD.mass_since``) rather than the mass near one run length;
 * *the reference still forms among spikes*: while a regime has fewer than 30 reference points,
   they are taken from its points before the current candidate (frequent spikes keep BOCD
@@ -116,6 +121,8 @@ from typing import Protocol
 
 import numpy as np
 from scipy.special import gammaln
+
+from stragglers.detect.spikes import SPIKE_FACTOR
 
 __all__ = [
     "Alarm",
@@ -482,6 +489,16 @@ def robust_stats_small(values: list[float], k: float = 4.0, floor: float = 0.01
     return mean, (mad / abs(med) if med else 0.0)
 
 
+def without_spikes(values: list[float]) -> list[float]:
+    """The points of a candidate segment that are not spikes: at most ``SPIKE_FACTOR`` (1.2)
+    times its lower quartile.  Spikes only go up, so the lower quartile is the segment's level
+    even when up to three quarters of its points are spikes (a cluster of spikes at the start of
+    a slow period), where a median or a MAD-trimmed mean is pulled up by them."""
+    s = sorted(values)
+    cap = SPIKE_FACTOR * s[len(s) // 4]
+    return [v for v in values if v <= cap]
+
+
 def robust_mean(values: np.ndarray, k: float = 4.0, floor: float = 0.01) -> float:
     """Outlier-trimmed mean of ``values`` (see :func:`robust_stats`)."""
     return robust_stats(values, k, floor)[0]
@@ -671,10 +688,13 @@ class BOCDVerifyDetector:
         k = min(count, big)
         values = self._recent_values(k)
         after, spread = robust_stats_small(values)
-        # With the persistence rule on, the candidate's level is verified by its median too:
-        # spikes inside a few points of a slightly higher level do not make it a slow one.
-        level = min(after, _median_sorted(sorted(values))) if (
-            self.persist_fraction > 0.0 and after > self._regime.ref) else after
+        level = after
+        if self.persist_fraction > 0.0 and after > self._regime.ref:
+            # Spikes are not a level: an upward candidate is verified on the smallest of its
+            # trimmed mean, its median and the trimmed mean of its points that are not spikes
+            # (spikes inside a few points of a slightly higher level do not make it a slow one).
+            level = min(after, _median_sorted(sorted(values)),
+                        robust_stats_small(without_spikes(values))[0])
         if not self._differs(level, spread, k) or not self._persists(values, after):
             return []
         return [self._accept(tau, t, after, count)]
@@ -702,7 +722,7 @@ class BOCDVerifyDetector:
         recent = list(self._recent)
         n = len(recent)
         k = min(count, self.reference_points)
-        level = robust_stats_small(recent[n - k:])[0]
+        level = robust_stats_small(without_spikes(recent[n - k:]))[0]
         ref = self._regime.ref
         mid = 0.5 * (level + ref)
         up = level > ref
