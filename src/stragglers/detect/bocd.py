@@ -74,7 +74,7 @@ restarts and a level that wanders), active when ``persist_fraction > 0`` (BOCD+V
   verified on the smallest of its trimmed mean, its median and the trimmed mean of its points
   that are not spikes (:func:`without_spikes`: at most ``SPIKE_FACTOR`` = 1.2 times its lower
   quartile; spikes only go up).  A cluster of spikes with healthy iterations between them, or
-  up to 6 spikes in a row, never opens a slow period, and spikes on a level 7 % higher (a
+  up to 6 spikes in a row, never opens a slow period, and spikes on a level 9 % higher (a
   saw-tooth peak) do not make it look 10 % higher;
 * *a level that started earlier*: BOCD restarts its run at a spike inside a new level, so the
   candidate's start is moved back over the points just before it that already lie beyond the
