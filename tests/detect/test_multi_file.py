@@ -210,7 +210,9 @@ def test_follow_two_growing_logs_one_rotated(tmp_path) -> None:
     th.join()
     events += w.finish()
     s = events[-1]
-    assert read == {0: len(logs[0]), 1: len(logs[1])} and s["files"] == {"rotated": 1}
+    assert read == {0: len(logs[0]), 1: len(logs[1])} and s["files"]["rotated"] == 1
+    # between the rename and the new file a poll may find the path missing (counted)
+    assert set(s["files"]) <= {"rotated", "file_missing"}
     assert s["records"] == 2000 and s["inputs"] == 2
     jobs = sorted((e["kind"], e["ranks"]) for e in events if e["event"] == "job")
     assert jobs == [("onset", [0, 1]), ("recovery", [0, 1])]

@@ -124,8 +124,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "watch",
         help="follow a JSON-lines stream of call/iteration records and print fail-slow events",
         description=(
-            "Follow EVENTS (a file that grows, or - for stdin) and print one JSON event per "
-            "line as it happens: onset, change, recovery, speedup, suspects, segment (restart, "
+            "Follow EVENTS (a file that grows, or - for stdin; several files, a folder or a "
+            "glob pattern: one log per rank, followed in turn) and print one JSON event per "
+            "line as it happens: onset, change, recovery, speedup, job, spikes, suspects, "
+            "segment (restart, "
             "iteration jump, clock step), bad_record, out_of_order, outlier, rank_limit, "
             "rotated, truncated, and a final summary that counts every skipped record by "
             "reason. Bad lines never stop it; the file is followed through truncation and "

@@ -82,6 +82,12 @@ restarts and a level that wanders), active when ``persist_fraction > 0`` (BOCD+V
   that begins with a cluster of spikes on top of a new level reaches back to where the level
   began), and its confidence is the posterior mass of all runs started since then
   (``BOCD.mass_since``) rather than the mass near one run length;
+* *a new level inside an older candidate*: spikes in BOCD's current run widen its variance
+  (a Normal model), so a new level right after them looks like more of that run for several
+  points and the candidate stays the older run, a mixture of both levels.  When the
+  candidate fails, its trailing points that lie beyond the midpoint between the regime level
+  and the median of the latest ``min_segment`` points without their spikes are verified as a
+  candidate of their own (at least ``min_segment`` of them, the same verification);
 * *the reference still forms among spikes*: while a regime has fewer than 30 reference points,
   they are taken from its points before the current candidate (frequent spikes keep BOCD
   proposing short runs, which would otherwise leave the regime without a reference);
@@ -677,7 +683,7 @@ class BOCDVerifyDetector:
             plain += v
         plain /= count
         if self.threshold > 0 and abs(plain - reg.ref) < 0.5 * self.threshold * reg.ref:
-            return []
+            return self._trailing(t, count)
         if self.persist_fraction > 0.0:
             # Confidence that the level changed at or after tau: the mass of all runs that
             # started since then (a spike inside a new level splits it between two runs).
@@ -685,6 +691,55 @@ class BOCDVerifyDetector:
                 return []
         elif bocd.mass_near(count, self.location_tolerance) < self.cp_threshold:
             return []
+        return self._verify(tau, t, count) or self._trailing(t, count)
+
+    def _trailing(self, t: int, count: int) -> list[Alarm]:
+        """A new level inside an older candidate run: its trailing points that lie beyond the
+        midpoint between the regime level and the spike-free level of the latest
+        ``min_segment`` points, verified as a candidate of their own (spikes in the older run
+        widen its variance so much that BOCD takes several points to start a new run)."""
+        if self.persist_fraction <= 0.0:
+            return []
+        m0 = self.min_segment
+        window = self._recent
+        n = len(window)
+        if n < m0 or count <= m0:
+            return []
+        ref = self._regime.ref
+        # Cheap gate: the latest min_segment points all lie a quarter of the threshold or
+        # more beyond the regime level, on one side (else their midpoint test fails anyway).
+        hi = ref * (1.0 + 0.25 * self.threshold)
+        lo = ref * (1.0 - 0.25 * self.threshold)
+        if lo <= window[-1] <= hi:
+            return []
+        above = below = 0
+        for i in range(n - m0, n):
+            v = window[i]
+            if v > hi:
+                above += 1
+            elif v < lo:
+                below += 1
+        if above < m0 and below < m0:
+            return []
+        recent = list(window)
+        level = _median_sorted(sorted(without_spikes(recent[n - m0:])))
+        mid = 0.5 * (level + ref)
+        up = level > ref
+        limit = min(n, count - 1, 2 * self.reference_points - 1)
+        m = 0
+        while m < limit:
+            v = recent[n - 1 - m]
+            if (v > mid) if up else (v < mid):
+                m += 1
+            else:
+                break
+        if m < m0:
+            return []
+        return self._verify(t - m + 1, t, m)
+
+    def _verify(self, tau: int, t: int, count: int) -> list[Alarm]:
+        """Verification of the candidate of the latest ``count`` points (from ``tau``)."""
+        big = self.reference_points
         k = min(count, big)
         values = self._recent_values(k)
         after, spread = robust_stats_small(values)
@@ -722,7 +777,7 @@ class BOCDVerifyDetector:
         recent = list(self._recent)
         n = len(recent)
         k = min(count, self.reference_points)
-        level = robust_stats_small(without_spikes(recent[n - k:]))[0]
+        level = _median_sorted(sorted(without_spikes(recent[n - k:])))
         ref = self._regime.ref
         mid = 0.5 * (level + ref)
         up = level > ref
