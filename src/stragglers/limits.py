@@ -53,6 +53,7 @@ LIMITS: dict[str, Limit] = {lim.name: lim for lim in (
     Limit("record_bytes", 1 << 20, "bytes of one JSON-lines record (detect, watch)"),
     Limit("detect_records", 10_000_000, "records of one input of a detect command"),
     Limit("watch_ranks", 16_384, "distinct ranks followed by watch"),
+    Limit("warmup_iters", 10_000_000, "iterations of the minimum warm-up (watch --warmup)"),
     Limit("matrix_ranks", 8_192, "ranks of a delay matrix (8 bytes x ranks^2 each)"),
     Limit("topology_ranks", 16_384, "ranks of a hang topology or a validation plan"),
     Limit("fr_dump_bytes", 256 * 2**20, "bytes of one flight-recorder dump"),

@@ -193,3 +193,22 @@ def test_bad_values_are_rejected() -> None:
         NormalGammaPrior(kappa0=0.0)
     with pytest.raises(ValueError, match="finite"):
         BOCD(NormalGammaPrior(), 0.1).update(float("inf"))
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_spikes_at_the_start_of_a_slow_period_do_not_delay_it(seed: int) -> None:
+    """A slow period (2x) that begins with a cluster of spikes (4-6x on top of it: 5 of its
+    first 8 points) is declared within 10 points of its start and located at it; the same
+    spikes on the healthy level raise nothing (the two cases of semi-real series, issue 9)."""
+    rng = np.random.default_rng(seed)
+    x = np.exp(rng.normal(0, 0.01, 700))
+    x[300:500] *= 2.0
+    spikes = np.array([306, 308, 310, 311, 312])
+    slow = x.copy()
+    slow[spikes] *= rng.uniform(2.0, 3.0, spikes.size)
+    alarms = run_detector(make_detector("bocd_verify"), slow)
+    assert [a.kind for a in alarms] == ["onset", "recovery"]
+    assert abs(alarms[0].index - 300) <= 2 and alarms[0].declared_at - 300 <= 10
+    healthy = np.exp(rng.normal(0, 0.01, 700))
+    healthy[spikes] *= rng.uniform(4.0, 6.0, spikes.size)
+    assert run_detector(make_detector("bocd_verify"), healthy) == []

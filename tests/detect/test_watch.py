@@ -146,8 +146,13 @@ def test_cli_once_and_stdin(tmp_path, capsys, monkeypatch) -> None:
     assert out[-1]["event"] == "summary" and out[-1]["records"] == 20
     assert main(["watch", str(tmp_path / "nope.jsonl"), "--once"]) == 2
     assert "no such file" in capsys.readouterr().err
-    assert main(["watch", str(tmp_path), "--once"]) == 2
-    assert "is a folder" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert main(["watch", str(tmp_path / "empty"), "--once"]) == 2
+    assert "is a folder without files to watch" in capsys.readouterr().err
+    # a folder is the files in it (one per rank; here one file): the same events
+    assert main(["watch", str(tmp_path), "--once"]) == 0
+    assert [json.loads(x)["event"] for x in capsys.readouterr().out.splitlines()] == [
+        "onset", "recovery", "summary"]
 
 
 def _with_onset(recs: list[dict]) -> list[str]:
@@ -440,3 +445,44 @@ def test_call_records_survive_a_far_future_call_and_a_clock_step() -> None:
     assert (seg["reason"], seg["rank"]) == ("clock_step", 1)
     assert sorted((a[0], a[1]) for a in _alarms(ev)) == sorted((a[0], a[1]) for a in clean)
     assert ev[-1]["dropped"] == {}
+
+
+def test_suspects_and_bad_records_carry_the_job_iteration() -> None:
+    """A suspects event names the job iteration of the onset that started its profile (null
+    for call records: they carry no iteration number); a bad record its own iteration number
+    when it could be read, and the last one accepted before it."""
+    w = Watcher(tracker_kwargs={"window": 64}, warmup_iters=0)
+    ev = _events(w, _call_lines())
+    (sus,) = [e for e in ev if e["event"] == "suspects"]
+    first = min((e for e in ev if e["event"] == "onset"), key=lambda e: e["line"])
+    assert sus["job_iteration"] is first["job_iteration"] is None
+    assert sus["ts"] == first["ts"] and sus["line"] > first["line"]
+    # iteration records: the onset's job iteration
+    lines = _iteration_lines()
+    calls = [json.dumps({"rank": 0, "type": "allreduce", "size": 8, "ts": 1000.0 + i,
+                         "group": "dp0", "duration": 0.01}) for i in range(300)]
+    w = Watcher(profile_calls=64, warmup_iters=0)
+    ev = _events(w, lines[:700] + calls + lines[700:])
+    onset = min((e for e in ev if e["event"] == "onset"), key=lambda e: e["line"])
+    (sus,) = [e for e in ev if e["event"] == "suspects"]
+    assert sus["job_iteration"] == onset["job_iteration"] and abs(onset["job_iteration"] - 300) <= 2
+    bad = ['{"rank": 0, "iter": 7, "duration": "slow"}', "{not json"]
+    w = Watcher()
+    ev = w.process_lines(list(enumerate(_iteration_lines(n_ranks=1)[:5] + bad, start=1)))
+    assert [(e["event"], e["job_iteration"], e["after_job_iteration"]) for e in ev] == [
+        ("bad_record", 7, 4), ("bad_record", None, 4)]
+
+
+def test_an_onset_soon_after_the_start_is_not_hidden_by_the_warm_up() -> None:
+    """The level settles after a 20-iteration warm-up; the job slows down at iteration 130
+    (inside what the former 200-iteration minimum hid): found with the default minimum."""
+    rng = np.random.default_rng(8)
+    level = np.concatenate([1.0 + np.exp(-np.arange(20) / 5.0), np.ones(110),
+                            np.full(200, 1.3), np.ones(200)])
+    x = level * np.exp(rng.normal(0, 0.01, level.size))
+    lines = [json.dumps({"rank": 0, "iter": i, "duration": float(v)}) for i, v in enumerate(x)]
+    ev = _events(Watcher(), lines)
+    onsets = [e for e in ev if e["event"] == "onset"]
+    assert len(onsets) == 1 and abs(onsets[0]["job_iteration"] - 130) <= 3
+    assert [e["event"] for e in _events(Watcher(warmup_iters=200), lines)
+            if e["event"] in ("onset", "change")] == []

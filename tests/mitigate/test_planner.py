@@ -211,7 +211,7 @@ def test_s3_decision_carries_the_consolidation(tmp_path) -> None:
 
 def test_plan_from_real_watch_output(tmp_path, capsys) -> None:
     """Iteration records -> `stragglers watch` -> `mitigate plan`: rank 5 of dp 4 x pp 2
-    runs x1.5 from iteration 300 to 499 (after watch's 200-iteration warm-up); S2 comes 5 s
+    runs x1.5 from iteration 300 to 499 (after watch's 100-iteration minimum warm-up); S2 comes 5 s
     of slowdown after the onset."""
     rng = np.random.default_rng(0)
     rows = []

@@ -96,7 +96,7 @@ def test_session_alerts_are_sent_deduplicated_and_resolved(
 
 def test_record_stream_onset_is_stored_shown_and_alerted(alerting: Server, receiver: Receiver):
     url = f"{alerting.url}/api/v1/jobs/stream-x/records"
-    # 250 healthy iterations: past the detector's 200-iteration minimum warm-up
+    # 250 healthy iterations: past the detector's 100-iteration minimum warm-up
     healthy = _iteration_records(0, 250, 1.0, 0, seed=1) + \
         _iteration_records(1, 250, 1.0, 0, seed=2)
     r = httpx.post(url, headers=alerting.headers(), content=healthy.encode(), timeout=60)
@@ -162,7 +162,7 @@ def test_detector_state_survives_a_restart(server_factory, tmp_path: Path):
     data = tmp_path / "data"
     server: Server = server_factory(data=data)
     url = "/api/v1/jobs/restart-x/records"
-    healthy = _iteration_records(0, 250, 1.0, 0, seed=5)  # past the 200-iteration warm-up
+    healthy = _iteration_records(0, 250, 1.0, 0, seed=5)  # past the 100-iteration minimum warm-up
     r = httpx.post(f"{server.url}{url}", headers=server.headers(), content=healthy.encode(),
                    timeout=60)
     assert r.status_code == 200 and r.json()["events"] == []

@@ -119,7 +119,7 @@ def test_worker_grid_places_each_worker_at_its_dp_rank_and_stage():
 
 def test_detector_adapter_reports_a_step_change():
     rng = np.random.default_rng(0)
-    # 250 healthy iterations (past the detector's 200-iteration minimum warm-up), then slow
+    # 250 healthy iterations (past the detector's 100-iteration minimum warm-up), then slow
     lines = [f'{{"rank": 0, "iter": {i}, "duration": {d:.5f}}}'
              for i, d in enumerate(np.r_[np.ones(250), 1.5 * np.ones(50)]
                                    * (1 + 0.01 * rng.standard_normal(300)))]

@@ -14,6 +14,7 @@ from typing import IO, Any
 import numpy as np
 import orjson
 
+from stragglers.detect.warmup import DEFAULT_MIN_ITERS
 from stragglers.errors import InputError
 from stragglers.limits import LIMITS, check_limit, limit
 
@@ -123,26 +124,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "watch",
         help="follow a JSON-lines stream of call/iteration records and print fail-slow events",
         description=(
-            "Follow EVENTS (a file that grows, or - for stdin) and print one JSON event per "
-            "line as it happens: onset, change, recovery, speedup, suspects, segment (restart, "
+            "Follow EVENTS (a file that grows, or - for stdin; several files, a folder or a "
+            "glob pattern: one log per rank, followed in turn) and print one JSON event per "
+            "line as it happens: onset, change, recovery, speedup, job, spikes, suspects, "
+            "segment (restart, "
             "iteration jump, clock step), bad_record, out_of_order, outlier, rank_limit, "
             "rotated, truncated, and a final summary that counts every skipped record by "
             "reason. Bad lines never stop it; the file is followed through truncation and "
             "rotation like tail -F. " + RECORDS_HELP
         ),
     )
-    w.add_argument("events", help="JSON-lines file, Megatron-LM log or iteration-time JSON, "
-                   "or - for stdin")
+    w.add_argument("events", nargs="+", metavar="EVENTS",
+                   help="JSON-lines file, Megatron-LM log or iteration-time JSON, or - for "
+                        "stdin; several files (or a folder, or a quoted glob pattern) are the "
+                        "logs of several ranks: a log line's rank is its torchrun prefix "
+                        "([rank3]:), else the last number in its file's name (rank3.log)")
     w.add_argument("--format", default="auto", dest="input_format",
                    choices=("auto", "jsonl", "megatron-log", "megatron-json"),
                    help="input format (default auto: from the first bytes: a JSON document "
                         "with 'values' or 'iteration-time' is megatron-json, JSON lines are "
                         "jsonl, 'iteration N/ M |' lines are megatron-log); megatron-json is "
                         "read once, as with --once")
-    w.add_argument("--warmup", type=int, default=200,
+    w.add_argument("--warmup", type=int, default=DEFAULT_MIN_ITERS,
                    help="minimum warm-up in iterations: the first iterations of each rank, "
                         "until the level settles and at least this many, do not set the "
-                        "healthy level (default 200)")
+                        f"healthy level (default {DEFAULT_MIN_ITERS}; at most "
+                        f"{LIMITS['warmup_iters'].default:,} or STRAGGLERS_MAX_WARMUP_ITERS)")
     w.add_argument("--once", action="store_true",
                    help="process the file as it is now and exit (default: keep following)")
     w.add_argument("--method", default="bocd_verify",
@@ -325,16 +332,7 @@ def _watch(args: argparse.Namespace) -> int:
     from stragglers.detect.follow import Follower
     from stragglers.detect.watch import Watcher
 
-    source = "<stdin>"
-    if args.events != "-":
-        p = Path(args.events)
-        if not p.exists():
-            raise InputError(f"{p}: no such file")
-        if p.is_dir():
-            raise InputError(f"{p}: is a folder, expected a JSON-lines file")
-        if not os.access(p, os.R_OK):
-            raise InputError(f"{p}: cannot read the file (permission denied)")
-        source = str(p)
+    paths = _watch_inputs(args.events)
     _window(args.window)
     poll = _finite(args.poll, "--poll", low=0.0, inclusive=False, high=3600.0)
     idle = None
@@ -342,18 +340,28 @@ def _watch(args: argparse.Namespace) -> int:
         idle = _finite(args.idle_timeout, "--idle-timeout", low=0.0)
     max_ranks = limit("watch_ranks") if args.max_ranks is None else args.max_ranks
     _int_range(max_ranks, "--max-ranks", 1)
-    _int_range(args.warmup, "--warmup", 0, 2**62)
+    _int_range(args.warmup, "--warmup", 0)
+    check_limit("warmup_iters", args.warmup, "--warmup")
     fmt = args.input_format
     if fmt == "auto":
-        fmt = _guess_format(args.events)
+        fmts = {p: _guess_format(p) for p in paths}
+        fmt = fmts[paths[0]]
+        for p, f in fmts.items():
+            if f != fmt:
+                raise InputError(f"{p}: its format is {f} but {paths[0]}'s is {fmt}; watch "
+                                 "reads several files of one format (give --format)")
+    if len(paths) > 1:
+        return _watch_many(args, paths, fmt, poll, idle, max_ranks)
+    path = paths[0]
+    source = "<stdin>" if path == "-" else path
     watcher = Watcher(method=args.method, tracker_kwargs={"window": args.window},
                       source=source, max_ranks=max_ranks,
                       input_format="jsonl" if fmt == "megatron-json" else fmt,
                       warmup_iters=args.warmup)
     out = _Output()
     if fmt == "megatron-json":
-        return _watch_iteration_json(args.events, source, watcher, out)
-    follower = Follower(args.events, once=args.once, poll=poll, idle_timeout=idle,
+        return _watch_iteration_json(path, source, watcher, out)
+    follower = Follower(path, once=args.once, poll=poll, idle_timeout=idle,
                         max_line_bytes=watcher.max_line_bytes)
     try:
         for batch in follower:
@@ -367,6 +375,130 @@ def _watch(args: argparse.Namespace) -> int:
         pass
     except OSError as exc:
         raise InputError(f"{source}: cannot read ({exc.strerror or exc})") from None
+    out.events(watcher.finish())
+    return 0
+
+
+_GLOB = frozenset("*?[")
+
+
+def _watch_inputs(args: list[str]) -> list[str]:
+    """The files to watch: the arguments, a folder's files (sorted; hidden files skipped) or a
+    glob pattern's matches (when the pattern is not itself a file); each checked readable."""
+    import glob
+
+    paths: list[str] = []
+    for a in args:
+        if a == "-":
+            if len(args) > 1:
+                raise InputError("-: standard input cannot be watched with other files")
+            return ["-"]
+        p = Path(a)
+        if p.is_dir():
+            found = sorted(str(q) for q in p.iterdir()
+                           if not q.name.startswith(".") and q.is_file())
+            if not found:
+                raise InputError(f"{p}: is a folder without files to watch")
+            paths += found
+        elif not p.exists() and _GLOB & set(a):
+            found = sorted(q for q in glob.glob(a) if Path(q).is_file())
+            if not found:
+                raise InputError(f"{a}: no file matches the pattern")
+            paths += found
+        else:
+            paths.append(a)
+    check_limit("watch_ranks", len(paths), "watch: input files")
+    seen: set[str] = set()
+    for a in paths:
+        p = Path(a)
+        if not p.exists():
+            raise InputError(f"{p}: no such file")
+        if p.is_dir():
+            raise InputError(f"{p}: is a folder, expected a JSON-lines file")
+        if not os.access(p, os.R_OK):
+            raise InputError(f"{p}: cannot read the file (permission denied)")
+        key = os.path.realpath(p)
+        if key in seen:
+            raise InputError(f"{p}: given twice")
+        seen.add(key)
+    return paths
+
+
+def _file_ranks(paths: list[str]) -> list[int]:
+    """The rank of each file: the last number of its name
+    (:func:`~stragglers.detect.megatron.rank_from_name`), else the first ``torchrun`` prefix
+    in its first 64 KiB (:func:`~stragglers.detect.megatron.rank_from_content`); one line
+    naming the file when neither tells, or when two files name the same rank."""
+    from stragglers.detect.megatron import rank_from_content, rank_from_name
+
+    ranks: list[int] = []
+    owner: dict[int, str] = {}
+    for p in paths:
+        r = rank_from_name(p)
+        if r is None:
+            try:
+                with open(p, "rb") as fh:
+                    r = rank_from_content(fh.read(1 << 16))
+            except OSError as exc:
+                raise InputError(f"{p}: cannot read the file ({exc.strerror or exc})") from None
+        if r is None:
+            raise InputError(f"{p}: cannot tell the rank of this log (no number in its name "
+                             "and no [rankN]: prefix in its first 64 KiB); name the files of "
+                             "several ranks with the rank as their last number, e.g. "
+                             "train_rank3.log")
+        if r in owner:
+            raise InputError(f"{p}: names rank {r}, as {owner[r]} does (one file per rank)")
+        owner[r] = p
+        ranks.append(r)
+    return ranks
+
+
+def _watch_many(args: argparse.Namespace, paths: list[str], fmt: str, poll: float,
+                idle: float | None, max_ranks: int) -> int:
+    """``watch`` on several files, one per rank (logs, JSON lines or iteration-time JSON)."""
+    from stragglers.detect.follow import Follower, follow_files
+    from stragglers.detect.megatron import read_iteration_json, series_items
+    from stragglers.detect.records import RecordError
+    from stragglers.detect.watch import Watcher
+
+    ranks = _file_ranks(paths) if fmt != "jsonl" else [0] * len(paths)
+    watcher = Watcher(method=args.method, tracker_kwargs={"window": args.window},
+                      source=paths[0], max_ranks=max_ranks,
+                      input_format="jsonl" if fmt == "megatron-json" else fmt,
+                      warmup_iters=args.warmup, sources=len(paths))
+    out = _Output()
+    if fmt == "megatron-json":
+        for i, (p, r) in enumerate(zip(paths, ranks, strict=True)):
+            try:
+                series = read_iteration_json(p)
+            except RecordError as exc:
+                watcher.lines += 1
+                watcher._select(i, p, r)
+                events = watcher._drop(exc.reason, {"line": 1, "error": str(exc)})
+            else:
+                events = watcher.process_items(series_items(series, rank=r), file_index=i,
+                                               source=p)
+            if events and not out.events(events):
+                return 0
+        out.events(watcher.finish())
+        return 0
+    followers = [Follower(p, once=args.once, poll=poll, idle_timeout=idle,
+                          max_line_bytes=watcher.max_line_bytes, yield_when_idle=True)
+                 for p in paths]
+    i = 0
+    try:
+        for i, batch in follow_files(followers, poll):
+            if batch.notice is not None:
+                events = watcher.notice(batch.notice)
+            else:
+                events = watcher.process_lines(batch.lines, file_index=i, source=paths[i],
+                                               rank=ranks[i])
+            if events and not out.events(events):
+                return 0
+    except KeyboardInterrupt:  # pragma: no cover - interactive
+        pass
+    except OSError as exc:
+        raise InputError(f"{paths[i]}: cannot read ({exc.strerror or exc})") from None
     out.events(watcher.finish())
     return 0
 

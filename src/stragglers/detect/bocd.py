@@ -71,12 +71,23 @@ restarts and a level that wanders), active when ``persist_fraction > 0`` (BOCD+V
 * *spikes are not a level* (``persist_fraction`` = 0.8, ``min_segment`` = 8): a candidate is
   verified only when at least 80 % of its points lie beyond the midpoint between the regime
   level and the candidate level, and it spans at least 8 points; an upward candidate is
-  verified on the smaller of its trimmed mean and its median.  A cluster of spikes with
-  healthy iterations between them, or up to 6 spikes in a row, never opens a slow period;
+  verified on the smallest of its trimmed mean, its median and the trimmed mean of its points
+  that are not spikes (:func:`without_spikes`: at most ``SPIKE_FACTOR`` = 1.2 times its lower
+  quartile; spikes only go up).  A cluster of spikes with healthy iterations between them, or
+  up to 6 spikes in a row, never opens a slow period, and spikes on a level 9 % higher (a
+  saw-tooth peak) do not make it look 10 % higher;
 * *a level that started earlier*: BOCD restarts its run at a spike inside a new level, so the
   candidate's start is moved back over the points just before it that already lie beyond the
-  midpoint, and its confidence is the posterior mass of all runs started since then
+  midpoint between the regime level and the candidate's level without its spikes (a candidate
+  that begins with a cluster of spikes on top of a new level reaches back to where the level
+  began), and its confidence is the posterior mass of all runs started since then
   (``BOCD.mass_since``) rather than the mass near one run length;
+* *a new level inside an older candidate*: spikes in BOCD's current run widen its variance
+  (a Normal model), so a new level right after them looks like more of that run for several
+  points and the candidate stays the older run, a mixture of both levels.  When the
+  candidate fails, its trailing points that lie beyond the midpoint between the regime level
+  and the median of the latest ``min_segment`` points without their spikes are verified as a
+  candidate of their own (at least ``min_segment`` of them, the same verification);
 * *the reference still forms among spikes*: while a regime has fewer than 30 reference points,
   they are taken from its points before the current candidate (frequent spikes keep BOCD
   proposing short runs, which would otherwise leave the regime without a reference);
@@ -116,6 +127,8 @@ from typing import Protocol
 
 import numpy as np
 from scipy.special import gammaln
+
+from stragglers.detect.spikes import SPIKE_FACTOR
 
 __all__ = [
     "Alarm",
@@ -482,6 +495,16 @@ def robust_stats_small(values: list[float], k: float = 4.0, floor: float = 0.01
     return mean, (mad / abs(med) if med else 0.0)
 
 
+def without_spikes(values: list[float]) -> list[float]:
+    """The points of a candidate segment that are not spikes: at most ``SPIKE_FACTOR`` (1.2)
+    times its lower quartile.  Spikes only go up, so the lower quartile is the segment's level
+    even when up to three quarters of its points are spikes (a cluster of spikes at the start of
+    a slow period), where a median or a MAD-trimmed mean is pulled up by them."""
+    s = sorted(values)
+    cap = SPIKE_FACTOR * s[len(s) // 4]
+    return [v for v in values if v <= cap]
+
+
 def robust_mean(values: np.ndarray, k: float = 4.0, floor: float = 0.01) -> float:
     """Outlier-trimmed mean of ``values`` (see :func:`robust_stats`)."""
     return robust_stats(values, k, floor)[0]
@@ -660,7 +683,7 @@ class BOCDVerifyDetector:
             plain += v
         plain /= count
         if self.threshold > 0 and abs(plain - reg.ref) < 0.5 * self.threshold * reg.ref:
-            return []
+            return self._trailing(t, count)
         if self.persist_fraction > 0.0:
             # Confidence that the level changed at or after tau: the mass of all runs that
             # started since then (a spike inside a new level splits it between two runs).
@@ -668,13 +691,65 @@ class BOCDVerifyDetector:
                 return []
         elif bocd.mass_near(count, self.location_tolerance) < self.cp_threshold:
             return []
+        return self._verify(tau, t, count) or self._trailing(t, count)
+
+    def _trailing(self, t: int, count: int) -> list[Alarm]:
+        """A new level inside an older candidate run: its trailing points that lie beyond the
+        midpoint between the regime level and the spike-free level of the latest
+        ``min_segment`` points, verified as a candidate of their own (spikes in the older run
+        widen its variance so much that BOCD takes several points to start a new run)."""
+        if self.persist_fraction <= 0.0:
+            return []
+        m0 = self.min_segment
+        window = self._recent
+        n = len(window)
+        if n < m0 or count <= m0:
+            return []
+        ref = self._regime.ref
+        # Cheap gate: the latest min_segment points all lie a quarter of the threshold or
+        # more beyond the regime level, on one side (else their midpoint test fails anyway).
+        hi = ref * (1.0 + 0.25 * self.threshold)
+        lo = ref * (1.0 - 0.25 * self.threshold)
+        if lo <= window[-1] <= hi:
+            return []
+        above = below = 0
+        for i in range(n - m0, n):
+            v = window[i]
+            if v > hi:
+                above += 1
+            elif v < lo:
+                below += 1
+        if above < m0 and below < m0:
+            return []
+        recent = list(window)
+        level = _median_sorted(sorted(without_spikes(recent[n - m0:])))
+        mid = 0.5 * (level + ref)
+        up = level > ref
+        limit = min(n, count - 1, 2 * self.reference_points - 1)
+        m = 0
+        while m < limit:
+            v = recent[n - 1 - m]
+            if (v > mid) if up else (v < mid):
+                m += 1
+            else:
+                break
+        if m < m0:
+            return []
+        return self._verify(t - m + 1, t, m)
+
+    def _verify(self, tau: int, t: int, count: int) -> list[Alarm]:
+        """Verification of the candidate of the latest ``count`` points (from ``tau``)."""
+        big = self.reference_points
         k = min(count, big)
         values = self._recent_values(k)
         after, spread = robust_stats_small(values)
-        # With the persistence rule on, the candidate's level is verified by its median too:
-        # spikes inside a few points of a slightly higher level do not make it a slow one.
-        level = min(after, _median_sorted(sorted(values))) if (
-            self.persist_fraction > 0.0 and after > self._regime.ref) else after
+        level = after
+        if self.persist_fraction > 0.0 and after > self._regime.ref:
+            # Spikes are not a level: an upward candidate is verified on the smallest of its
+            # trimmed mean, its median and the trimmed mean of its points that are not spikes
+            # (spikes inside a few points of a slightly higher level do not make it a slow one).
+            level = min(after, _median_sorted(sorted(values)),
+                        robust_stats_small(without_spikes(values))[0])
         if not self._differs(level, spread, k) or not self._persists(values, after):
             return []
         return [self._accept(tau, t, after, count)]
@@ -702,7 +777,7 @@ class BOCDVerifyDetector:
         recent = list(self._recent)
         n = len(recent)
         k = min(count, self.reference_points)
-        level = robust_stats_small(recent[n - k:])[0]
+        level = _median_sorted(sorted(without_spikes(recent[n - k:])))
         ref = self._regime.ref
         mid = 0.5 * (level + ref)
         up = level > ref

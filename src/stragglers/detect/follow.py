@@ -24,6 +24,7 @@ Lines written to a file after it was rotated away and after it was read to its e
 lines written and truncated away between two polls, cannot be seen by any follower; the
 notices say when this may have happened.  With ``once`` the file is read to its current end
 and no rotation is looked for.  Standard input (``-``) is read until its end.
+:func:`follow_files` follows several files in turn (``watch`` on one log per rank).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-__all__ = ["Batch", "Follower"]
+__all__ = ["Batch", "Follower", "follow_files"]
 
 BLOCK = 1 << 20
 HEAD_BYTES = 256
@@ -110,8 +111,11 @@ class Follower:
 
     def __init__(self, path: str, *, once: bool = False, poll: float = 0.5,
                  idle_timeout: float | None = None, max_line_bytes: int = 1 << 20,
-                 stdin: IO[Any] | None = None) -> None:
+                 stdin: IO[Any] | None = None, yield_when_idle: bool = False) -> None:
         self.path = path
+        # Instead of sleeping at the end of the file, yield an empty Batch (the caller
+        # follows several files in turn and sleeps when none of them has new lines).
+        self.yield_when_idle = yield_when_idle
         self.once = once
         self.poll = poll
         self.idle_timeout = idle_timeout
@@ -221,9 +225,37 @@ class Follower:
                 if (self.idle_timeout is not None
                         and time.monotonic() - idle_since >= self.idle_timeout):
                     break
-                time.sleep(self.poll)
+                if self.yield_when_idle:
+                    yield Batch()
+                else:
+                    time.sleep(self.poll)
             last = self.split.flush()
             if last:
                 yield Batch(lines=last)
         finally:
             fh.close()
+
+
+def follow_files(followers: list[Follower], poll: float = 0.5
+                 ) -> Iterator[tuple[int, Batch]]:
+    """Follow several files in turn: ``(index of the follower, batch)``, one block of each
+    file that has new lines per round, a sleep of ``poll`` seconds when none has.  The
+    followers must be made with ``yield_when_idle=True``; each ends on its own (``once``, or
+    its idle timeout), and this ends when all have."""
+    live = [(i, iter(f)) for i, f in enumerate(followers)]
+    while live:
+        busy = False
+        ended = []
+        for k, (i, it) in enumerate(live):
+            try:
+                batch = next(it)
+            except StopIteration:
+                ended.append(k)
+                continue
+            if batch.lines or batch.notice is not None:
+                busy = True
+                yield i, batch
+        for k in reversed(ended):
+            del live[k]
+        if live and not busy and not ended:
+            time.sleep(poll)

@@ -7,7 +7,9 @@ numbers lie within ``window_points`` points (x the rank's iteration step) of the
 and emits one ``job`` event naming the ranks once every followed rank has gone
 ``close_points`` points past the group's last event (each had the time to declare it too), or
 one rank has gone four times that far (a rank that stopped logging does not hold it back), or
-at the end of the input.  A group of one rank gives no ``job`` event.
+at the end of the input.  A group of one rank gives no ``job`` event.  Without the stall rule
+(``stall_rule=False``: ``watch`` on several files, read block by block, where one file can be
+read far ahead of the others) only the slowest rank closes a group, or the end of the input.
 """
 
 from __future__ import annotations
@@ -33,9 +35,11 @@ class _Group:
 class JobGrouper:
     """Groups per-rank change events into job-level ``job`` events."""
 
-    def __init__(self, window_points: int = 16, close_points: int = 64) -> None:
+    def __init__(self, window_points: int = 16, close_points: int = 64,
+                 stall_rule: bool = True) -> None:
         self.window_points = window_points
         self.close_points = close_points
+        self.stall_rule = stall_rule  # one rank far ahead closes a group (see the docstring)
         self.open: list[_Group] = []
         self.emitted: Counter[str] = Counter()
 
@@ -60,7 +64,8 @@ class JobGrouper:
         out: list[dict[str, Any]] = []
         keep = []
         for g in self.open:
-            if low > g.last + g.close_after or high > g.last + 4 * g.close_after:
+            if low > g.last + g.close_after or (
+                    self.stall_rule and high > g.last + 4 * g.close_after):
                 out += self._emit(g, len(progress))
             else:
                 keep.append(g)

@@ -51,6 +51,8 @@ __all__ = [
     "MegatronSeries",
     "guess_format",
     "parse_log_line",
+    "rank_from_content",
+    "rank_from_name",
     "read_iteration_json",
     "series_items",
 ]
@@ -71,9 +73,10 @@ def _number(raw: bytes) -> float | None:
     return v
 
 
-def parse_log_line(text: bytes | str, *, source: str = "<input>", line: int = 0
-                   ) -> IterationRecord | None:
-    """The iteration record of one Megatron log line; ``None`` for any other line.
+def parse_log_line(text: bytes | str, *, source: str = "<input>", line: int = 0,
+                   default_rank: int = 0) -> IterationRecord | None:
+    """The iteration record of one Megatron log line; ``None`` for any other line.  The rank
+    is the line's ``torchrun`` prefix, else ``default_rank`` (the rank of the file).
 
     Raises :class:`RecordError` for an iteration line whose fields cannot be read."""
     raw = text.encode("utf-8", "surrogateescape") if isinstance(text, str) else text
@@ -90,20 +93,21 @@ def parse_log_line(text: bytes | str, *, source: str = "<input>", line: int = 0
     if not it_raw.isdigit() or len(it_raw) > 18 or int(it_raw) > INT_MAX:
         raise RecordError(f"{where}: field 'iteration': expected an integer >= 0, got "
                           f"{shown_value(it_raw.decode())}")
-    rank = 0
+    rank = default_rank
     rest = raw[: m.start()]
     pm = _PREFIX.match(rest)
     if pm is not None:
         rank = int(pm.group(1))
         rest = rest[pm.end():]
+    it = int(it_raw)
     e = _ELAPSED.search(raw, m.end())
     if e is None:
         raise RecordError(f"{where}: field 'elapsed time per iteration (ms)': missing from "
-                          "the iteration line")
+                          "the iteration line", iteration=it)
     ms = _number(e.group(1))
     if ms is None or not math.isfinite(ms) or ms <= 0:
         raise RecordError(f"{where}: field 'elapsed time per iteration (ms)': expected a "
-                          f"number > 0, got {shown_value(e.group(1).decode())}")
+                          f"number > 0, got {shown_value(e.group(1).decode())}", iteration=it)
     ts: float | None = None
     sm = _STAMP.match(rest)
     if sm is not None:
@@ -111,9 +115,9 @@ def parse_log_line(text: bytes | str, *, source: str = "<input>", line: int = 0
             st = time.strptime(sm.group(1).decode().replace("T", " "), "%Y-%m-%d %H:%M:%S")
         except ValueError:
             raise RecordError(f"{where}: field 'timestamp': expected YYYY-MM-DD HH:MM:SS, got "
-                              f"{shown_value(sm.group(1).decode())}") from None
+                              f"{shown_value(sm.group(1).decode())}", iteration=it) from None
         ts = float(calendar.timegm(st)) + (float(sm.group(2)) if sm.group(2) else 0.0)
-    return IterationRecord(rank=rank, iter=int(it_raw), ts=ts, duration=ms / 1000.0)
+    return IterationRecord(rank=rank, iter=it, ts=ts, duration=ms / 1000.0)
 
 
 @dataclass(frozen=True)
@@ -199,7 +203,7 @@ def parse_iteration_json(data: bytes, source: str) -> MegatronSeries:
         x = _value(v)
         if x is None:
             errors.append((pos, RecordError(f"{where}: expected seconds > 0 or \"nan\", got "
-                                            f"{shown_value(v)}")))
+                                            f"{shown_value(v)}", iteration=int(key))))
             continue
         rows.append((int(key), x, pos))
     rows.sort()
@@ -240,6 +244,30 @@ def series_items(series: MegatronSeries, rank: int = 0
     if gap_first is not None:
         items.append((len(series.steps), Gap(rank, gap_first, last_step, gap_n)))
     return items
+
+
+_DIGITS = re.compile(r"\d+")
+
+
+def rank_from_name(name: str) -> int | None:
+    """The rank of a per-rank log file from its name: the last run of digits in the file name
+    without its extensions (``train_rank3.log`` -> 3, ``log_4711_12.out`` -> 12, ``rank-007``
+    -> 7); ``None`` when the name holds no digits (or more than 9 in that run)."""
+    base = Path(name).name.split(".", 1)[0] or Path(name).name
+    runs = _DIGITS.findall(base)
+    if not runs or len(runs[-1]) > 9:
+        return None
+    return int(runs[-1])
+
+
+_ANY_PREFIX = re.compile(rb"^\s*\[(?:rank|default)(\d{1,9})\]\s*:", re.MULTILINE)
+
+
+def rank_from_content(head: bytes) -> int | None:
+    """The rank of a log from its first bytes: the first ``torchrun`` line prefix
+    (``[rank3]:``, ``[default3]:``); ``None`` when there is none."""
+    m = _ANY_PREFIX.search(head)
+    return None if m is None else int(m.group(1))
 
 
 def guess_format(head: bytes) -> str:

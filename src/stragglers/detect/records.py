@@ -94,12 +94,15 @@ class RecordError(InputError):
     """A JSON-lines record that cannot be used; the message names source, line and field.
 
     ``reason`` is a short key (``not_json``, ``not_utf8``, ``bad_field``, ``not_object``,
-    ``unknown_kind``, ``too_long``) by which ``watch`` counts the records it skips.
+    ``unknown_kind``, ``too_long``) by which ``watch`` counts the records it skips;
+    ``iteration`` is the job's iteration number of the record when it could be read.
     """
 
-    def __init__(self, message: str, reason: str = "bad_field") -> None:
+    def __init__(self, message: str, reason: str = "bad_field",
+                 iteration: int | None = None) -> None:
         super().__init__(message)
         self.reason = reason
+        self.iteration = iteration  # the job iteration the bad record stands for, when readable
 
 
 @dataclass(frozen=True, slots=True)

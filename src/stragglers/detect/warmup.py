@@ -21,7 +21,14 @@ from __future__ import annotations
 
 from collections import deque
 
-__all__ = ["WarmUp"]
+__all__ = ["DEFAULT_MIN_ITERS", "WarmUp"]
+
+#: The default minimum warm-up in job iterations (``watch --warmup``).  Chosen on the tuned
+#: runs (``stragglers.detect.realdata.TUNED``): with a minimum of 50 the level of
+#: ``dsv3-h100`` passes the settle test at iteration 55 and then rises 16 % (iterations
+#: 100-155) and settles back by 300, a false onset; 100 and more raise none; checked on
+#: the held-out runs (none at 50 or more).
+DEFAULT_MIN_ITERS = 100
 
 
 class WarmUp:
@@ -30,7 +37,7 @@ class WarmUp:
     __slots__ = ("min_iters", "settle_points", "tolerance", "_first", "_recent", "done",
                  "points", "end_iter")
 
-    def __init__(self, min_iters: int = 200, settle_points: int = 5,
+    def __init__(self, min_iters: int = DEFAULT_MIN_ITERS, settle_points: int = 5,
                  tolerance: float = 0.05) -> None:
         if min_iters < 0 or settle_points < 1 or not 0.0 < tolerance < 1.0:
             raise ValueError("min_iters >= 0, settle_points >= 1 and 0 < tolerance < 1")

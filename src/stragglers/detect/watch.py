@@ -15,6 +15,10 @@ Records follow :mod:`stragglers.detect.records`.  Per rank:
 Inputs: JSON lines (``input_format="jsonl"``), Megatron-LM training logs (``"megatron-log"``:
 :func:`~stragglers.detect.megatron.parse_log_line`; other log lines are counted as ``text``)
 and, through :meth:`Watcher.process_items`, the records of Megatron's iteration-time JSON.
+Several input files (``sources`` > 1, one per rank): each batch says which file it comes
+from (and the rank of its log lines without a ``torchrun`` prefix); events then carry
+``file``, and the job-level groups wait until every file has given a record and every rank is
+past them (no file read far ahead closes them).
 
 Continuity of a rank (what is out of order, an outlier, a restart or a clock step)
 -------------------------------------------------------------------------------------
@@ -59,11 +63,14 @@ Events (one JSON object per line, key ``event``)
     profiling after an onset (Falcon §4.3): once ``profile_calls`` call records with ``group``
     and ``duration`` have arrived after the first onset of an episode, the groups that
     :func:`~stragglers.detect.narrow.narrow_down` flags (``slow_transfer`` or
-    ``waiting_for_peer``), with ``onset_ranks``;
+    ``waiting_for_peer``), with ``onset_ranks`` and the ``job_iteration`` and ``ts`` of the
+    first onset;
 ``segment``
     a confirmed restart, iteration jump or clock step of a rank (see above);
 ``bad_record`` / ``out_of_order`` / ``outlier`` / ``rank_limit``
     the first ``report_limit`` records skipped for each of these reasons (all are counted);
+    a ``bad_record`` carries ``job_iteration`` (its own, when it could be read) and
+    ``after_job_iteration`` (the last one accepted before it);
 ``rotated`` / ``truncated`` / ``file_missing``
     what :class:`~stragglers.detect.follow.Follower` saw happen to the file;
 ``summary``
@@ -104,7 +111,7 @@ from stragglers.detect.records import (
     parse_record,
 )
 from stragglers.detect.spikes import SpikeCounter
-from stragglers.detect.warmup import WarmUp
+from stragglers.detect.warmup import DEFAULT_MIN_ITERS, WarmUp
 from stragglers.limits import limit
 
 __all__ = ["Watcher"]
@@ -169,15 +176,21 @@ class Watcher:
         source: str = "<stdin>",
         max_ranks: int | None = None,
         input_format: str = "jsonl",
-        warmup_iters: int = 200,
+        warmup_iters: int = DEFAULT_MIN_ITERS,
         spike_report_points: int = 1000,
+        sources: int = 1,
     ) -> None:
         if input_format not in ("jsonl", "megatron-log"):
             raise ValueError(f"input_format must be jsonl or megatron-log, got {input_format!r}")
         self.input_format = input_format
         self.warmup_iters = int(warmup_iters)
         self.spike_report_points = int(spike_report_points)
-        self.jobs = JobGrouper()
+        # Several input files (one per rank): the job groups wait for every file.
+        self.sources = int(sources)
+        self.jobs = JobGrouper(stall_rule=self.sources <= 1)
+        self._source_progress: dict[int, int] = {}  # file index -> last iteration number
+        self._file_index = 0
+        self._default_rank = 0
         self.gaps = 0
         self.gap_values = 0
         self.warmup_points = 0
@@ -203,6 +216,9 @@ class Watcher:
         self.segments: Counter[str] = Counter()
         self.files: Counter[str] = Counter()
         self._line = 0
+        self._last_job_iter: int | None = None  # last iteration number accepted (any rank)
+        self._onset_job_iter: int | None = None  # first onset of the profiled episode
+        self._onset_ts: float | None = None
 
     # -- counters -----------------------------------------------------------------------------
     @property
@@ -221,8 +237,17 @@ class Watcher:
             return []
         self.reported[kind] += 1
         if self.reported[kind] <= self.report_limit:
+            if self.sources > 1:
+                event = {**event, "file": self.source}
             return [{"event": kind, "reason": reason, **event}]
         return []
+
+    def _bad(self, exc: RecordError, lineno: int) -> list[Event]:
+        """A line that is not a valid record: ``job_iteration`` is its own iteration number
+        when it could be read, ``after_job_iteration`` the last one accepted before it."""
+        return self._drop(exc.reason, {"line": lineno, "job_iteration": exc.iteration,
+                                       "after_job_iteration": self._last_job_iter,
+                                       "error": str(exc)})
 
     # -- input --------------------------------------------------------------------------------
     def process_line(self, text: bytes | str | None, lineno: int) -> list[Event]:
@@ -230,8 +255,15 @@ class Watcher:
         produces (never raises on bad input)."""
         return self.process_lines([(lineno, text)])
 
-    def process_lines(self, lines: Iterable[tuple[int, bytes | str | None]]) -> list[Event]:
-        """Handle a batch of ``(line number, text)``; returns the events, in input order."""
+    def process_lines(self, lines: Iterable[tuple[int, bytes | str | None]], *,
+                      file_index: int = 0, source: str | None = None,
+                      rank: int = 0) -> list[Event]:
+        """Handle a batch of ``(line number, text)``; returns the events, in input order.
+
+        With several input files (``sources`` > 1), ``file_index`` says which file the lines
+        come from, ``source`` its name (events then carry ``file``) and ``rank`` the rank of
+        its Megatron log lines that have no ``torchrun`` prefix."""
+        self._select(file_index, source, rank)
         if self.input_format == "megatron-log":
             events = self._log_lines(lines)
         else:
@@ -240,10 +272,18 @@ class Watcher:
             events += self.jobs.close_due(self._rank_progress())
         return events
 
-    def process_items(self, items: Iterable[tuple[int, IterationRecord | RecordError | Gap]]
-                      ) -> list[Event]:
+    def _select(self, file_index: int, source: str | None, rank: int) -> None:
+        self._file_index = file_index
+        if source is not None:
+            self.source = source
+        self._default_rank = rank
+
+    def process_items(self, items: Iterable[tuple[int, IterationRecord | RecordError | Gap]],
+                      *, file_index: int = 0, source: str | None = None) -> list[Event]:
         """Handle records already read (Megatron's iteration-time JSON): ``(position, record
-        | error | gap)``; a gap counts one line per missing value."""
+        | error | gap)``; a gap counts one line per missing value.  ``file_index`` and
+        ``source`` as for :meth:`process_lines` (the records carry their rank)."""
+        self._select(file_index, source, 0)
         events: list[Event] = []
         for pos, item in items:
             self._line = pos
@@ -257,7 +297,7 @@ class Watcher:
             else:
                 assert isinstance(item, RecordError)
                 self.lines += 1
-                events += self._drop(item.reason, {"line": pos, "error": str(item)})
+                events += self._bad(item, pos)
         if self.jobs.open:
             events += self.jobs.close_due(self._rank_progress())
         return events
@@ -275,9 +315,10 @@ class Watcher:
                     f"of {cap:,} bytes (set STRAGGLERS_MAX_RECORD_BYTES to raise it)"})
                 continue
             try:
-                rec = parse_log_line(text, source=source, line=lineno)
+                rec = parse_log_line(text, source=source, line=lineno,
+                                     default_rank=self._default_rank)
             except RecordError as exc:
-                events += self._drop(exc.reason, {"line": lineno, "error": str(exc)})
+                events += self._bad(exc, lineno)
                 continue
             if rec is None:
                 if text.strip():
@@ -309,7 +350,11 @@ class Watcher:
                  "restart": restart}]
 
     def _rank_progress(self) -> list[int]:
-        """The last iteration number of every rank that has iteration records."""
+        """The last iteration number of every rank that has iteration records; with several
+        input files, none until every file has given an iteration record (a file not read yet
+        holds the job groups open)."""
+        if self.sources > 1 and len(self._source_progress) < self.sources:
+            return []
         return [st.last_iter for st in self.ranks.values() if st.last_iter is not None]
 
     def _json_lines(self, lines: Iterable[tuple[int, bytes | str | None]]) -> list[Event]:
@@ -333,12 +378,14 @@ class Watcher:
                 try:
                     decode_json(text, f"{source}:{lineno}")
                 except RecordError as exc:
-                    events += self._drop(exc.reason, {"line": lineno, "error": str(exc)})
+                    events += self._bad(exc, lineno)
                 continue
             try:
                 rec = parse_record(obj, source=source, line=lineno)
             except RecordError as exc:
-                events += self._drop(exc.reason, {"line": lineno, "error": str(exc)})
+                if exc.iteration is None and type(obj) is dict and type(obj.get("iter")) is int:
+                    exc.iteration = obj["iter"]
+                events += self._bad(exc, lineno)
                 continue
             self.records += 1
             if type(rec) is IterationRecord:
@@ -449,7 +496,8 @@ class Watcher:
             st.warm.rearm()
         return [{"event": "segment", "reason": reason, "rank": rank, "line": line,
                  "job_iteration": it, "previous_iteration": st.last_iter, "ts": ts,
-                 "previous_ts": st.last_ts}]
+                 "previous_ts": st.last_ts,
+                 **({"file": self.source} if self.sources > 1 else {})}]
 
     def _accept_iter(self, rank: int, st: _Rank, rec: IterationRecord, lineno: int,
                      new_segment: bool = False) -> list[Event]:
@@ -460,6 +508,8 @@ class Watcher:
             if dur is None and rec.ts is not None and st.last_ts is not None:
                 dur = (rec.ts - st.last_ts) / step
         st.last_iter = rec.iter
+        self._last_job_iter = rec.iter
+        self._source_progress[self._file_index] = rec.iter
         if rec.ts is not None:
             st.last_ts = rec.ts
         elif new_segment:
@@ -581,6 +631,8 @@ class Watcher:
                 if not self._profiling:
                     self._profiling = True
                     self._onset_ranks = []
+                    self._onset_job_iter = ev["job_iteration"]
+                    self._onset_ts = ev["ts"]
                     self.profile.clear()
                 self._onset_ranks.append(rank)
             elif alarm.kind == "recovery":
@@ -606,6 +658,7 @@ class Watcher:
             "line": lineno,
             "level_s": round(a.level_after, 6), "previous_s": round(a.level_before, 6),
             "healthy_s": round(a.healthy_level, 6), "severity": round(a.severity, 4),
+            **({"file": self.source} if self.sources > 1 else {}),
         }
 
     def suspects(self) -> list[dict[str, Any]]:
@@ -618,7 +671,9 @@ class Watcher:
     def _suspects_event(self) -> Event:
         self._profiling = False
         return {"event": "suspects", "onset_ranks": sorted(set(self._onset_ranks)),
-                "profiled_calls": len(self.profile), "groups": self.suspects()}
+                "job_iteration": self._onset_job_iter, "ts": self._onset_ts,
+                "line": self._line, "profiled_calls": len(self.profile),
+                "groups": self.suspects()}
 
     def finish(self) -> list[Event]:
         """Events due at the end of the input: held records, pending suspects, the summary."""
@@ -651,6 +706,7 @@ class Watcher:
             "warmup_ends": {str(r): v for r, v in sorted(self.warmup_ends.items())},
             "spikes": _spike_totals(self.ranks.values()),
             "job_events": dict(sorted(self.jobs.emitted.items())),
+            "inputs": self.sources,
             "ranks": len(self.ranks),
             "iterations": {str(r): st.seen for r, st in sorted(self.ranks.items())},
             "slow_ranks": sorted(r for r, st in self.ranks.items() if st.slow),
