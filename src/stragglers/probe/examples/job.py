@@ -110,6 +110,11 @@ class JobConfig:
     gc_pause_prob: float = 0.0
     gc_heap_objects: int = 300_000
     inject_period: int = 0
+    # checkpoints (stragglers.probe.examples.checkpoint)
+    ckpt_dir: str = ""
+    ckpt_every: int = 0
+    resume: bool = False
+    rank_map: str = ""
 
     @property
     def world_size(self) -> int:
@@ -151,6 +156,17 @@ class JobConfig:
             raise ValueError("device must be auto, cpu or cuda")
         if self.inject_period < 0:
             raise ValueError("inject_period must be >= 0")
+        if self.ckpt_every < 0:
+            raise ValueError("ckpt_every must be >= 0")
+        if (self.ckpt_every or self.resume) and not self.ckpt_dir:
+            raise ValueError("--ckpt-every and --resume need --ckpt-dir")
+        if self.rank_map:
+            from stragglers.probe.examples.rankmap import load_rank_map
+
+            try:
+                load_rank_map(self.rank_map, self.dp, self.pp)
+            except InputError as exc:
+                raise ValueError(str(exc)) from None
 
     def injected(self, step: int) -> bool:
         """Whether the straggler injections are active in ``step``.
@@ -246,16 +262,23 @@ class StageWorker:
             # NCCL: let every rank take part in the world communicator's first call, before
             # the pipeline's point-to-point batches (which involve two ranks only).
             dist.barrier(device_ids=[self.device.index])
-        self.dp_rank, self.stage = rank % dp, rank // dp
+        from stragglers.probe.examples.rankmap import identity, load_rank_map
+
+        position = load_rank_map(cfg.rank_map, dp, pp) if cfg.rank_map else identity(dp, pp)
+        rank_at = {p: r for r, p in enumerate(position)}  # position -> process rank
+        self.dp_rank, self.stage = position[rank] % dp, position[rank] // dp
         self.is_first, self.is_last = self.stage == 0, self.stage == pp - 1
+        # optimizer shard = place in the (sorted) DP group: what all-gather orders by
+        stage_ranks = sorted(rank_at[self.stage * dp + d] for d in range(dp))
+        self.shard = stage_ranks.index(rank)
         self.dp_group = self.emb_group = None
         for s in range(pp):  # every rank creates every group, in the same order
-            g = dist.new_group([s * dp + d for d in range(dp)]) if dp > 1 else None
+            g = dist.new_group([rank_at[s * dp + d] for d in range(dp)]) if dp > 1 else None
             if s == self.stage:
                 self.dp_group = g
         if pp > 1:
             for d in range(dp):
-                g = dist.new_group([d, (pp - 1) * dp + d])
+                g = dist.new_group([rank_at[d], rank_at[(pp - 1) * dp + d]])
                 if d == self.dp_rank:
                     self.emb_group = g
         self.out = Path(cfg.out_dir)
@@ -281,20 +304,55 @@ class StageWorker:
                          max_seq_len=max(4 * cfg.seq_len, 64), seed=cfg.seed)
         self.model = GPTStage(mcfg, self.stage, pp).to(self.device)
         exclude = (self.model.head_weight,) if self.is_last and not self.is_first else ()
-        self.opt = ShardedOptimizer(self.model, self.dp_group, dp, self.dp_rank, lr=cfg.lr,
+        self.opt = ShardedOptimizer(self.model, self.dp_group, dp, self.shard, lr=cfg.lr,
                                     norm_exclude=exclude)
         self.comm = PipeComm(self.probe, self.stage, pp, self.dp_rank, dp, self.device)
+        self.comm.prev = rank_at.get((self.stage - 1) * dp + self.dp_rank, -1)
+        self.comm.next = rank_at.get((self.stage + 1) * dp + self.dp_rank, -1)
         self.slow = SlowDown(cfg.slow_factor, cfg.slow_mode) if rank == cfg.slow_rank else None
         self.pauses = (GcPauses(cfg.gc_pause_prob, cfg.gc_heap_objects, cfg.seed * 7_919 + rank)
                        if cfg.gc_pause_prob > 0 else None)
         self.planned = PlannedGC(self.probe, interval=cfg.gc_interval or None)
         self.hooks = CommHooks(self.probe) if cfg.comm_hooks else None
+        self.start_step = self._resume_step()
         self.step = 0
         self.inject = False
         self.step_loss: Any = None
         self.step_starts: list[float] = []
         self.losses: list[float] = []
         self.norms: list[float] = []
+
+    def _resume_step(self) -> int:
+        """With ``--resume``: load this role's latest checkpoint; the step to start at."""
+        from stragglers.probe.examples import checkpoint
+
+        if not self.cfg.resume:
+            return 0
+        ckpt = Path(self.cfg.ckpt_dir)
+        marker = checkpoint.read_marker(ckpt)
+        if marker is None:
+            return 0  # nothing saved yet: start from the beginning
+        if (marker.dp, marker.pp) != (self.cfg.dp, self.cfg.pp):
+            raise InputError(f"{ckpt / checkpoint.LATEST}: field 'dp'/'pp': written by dp "
+                             f"{marker.dp} x pp {marker.pp}, this run is dp {self.cfg.dp} x pp "
+                             f"{self.cfg.pp}")
+        checkpoint.load_role(ckpt, marker, self.shard, self.stage, self.opt)
+        return marker.step
+
+    def _maybe_save(self, step: int) -> None:
+        """After step ``step``: every ``--ckpt-every`` steps, save every role, then the marker."""
+        import torch.distributed as dist
+
+        from stragglers.probe.examples import checkpoint
+
+        every = self.cfg.ckpt_every
+        if not every or (step + 1) % every:
+            return
+        ckpt = Path(self.cfg.ckpt_dir)
+        checkpoint.save_role(ckpt, step + 1, self.shard, self.stage, self.opt)
+        dist.barrier()  # every role's file is in place before the marker names the step
+        if self.rank == 0:
+            checkpoint.write_marker(ckpt, checkpoint.Marker(step + 1, self.cfg.dp, self.cfg.pp))
 
     # -- the pieces of one step -------------------------------------------------------
     def seq_len_of(self, mb: int) -> int:
@@ -392,12 +450,13 @@ class StageWorker:
         if self.hooks is not None:
             self.hooks.install()
         self.planned.start()
-        for step in range(self.cfg.steps):
+        for step in range(self.start_step, self.cfg.steps):
             if self.profiler is not None:
                 self.profiler.before_step(step)
             self.run_step(step)
             if self.profiler is not None:
                 self.profiler.after_step()
+            self._maybe_save(step)
         dist.barrier()
         if self.profiler is not None:
             self.profiler.finish()
@@ -408,6 +467,7 @@ class StageWorker:
         self.probe.close()
         record = {
             "rank": self.rank, "dp_rank": self.dp_rank, "stage": self.stage,
+            "first_step": self.start_step,
             "step_starts": self.step_starts, "end": end, "losses": self.losses,
             "grad_norms": self.norms, "planned_gc_collections": self.planned.collections,
             "gc_pauses": self.pauses.pauses if self.pauses is not None else 0,
@@ -443,18 +503,21 @@ def summarise(cfg: JobConfig) -> dict[str, Any]:
         raise RuntimeError(f"{out}: {len(records)} worker records for {cfg.world_size} ranks")
     rank0 = next(r for r in records if r["rank"] == 0)
     starts = rank0["step_starts"] + [rank0["end"]]
-    periods = [b - a for a, b in zip(starts[:-1], starts[1:], strict=True)]
-    steps = list(range(cfg.warmup_steps, cfg.steps))
+    first = rank0.get("first_step", 0)  # > 0 after --resume: step_starts begin there
+    gaps = [b - a for a, b in zip(starts[:-1], starts[1:], strict=True)]
+    periods = dict(zip(range(first, cfg.steps), gaps, strict=True))
+    steps = list(range(max(cfg.warmup_steps, first), cfg.steps))
     injected = [s for s in steps if cfg.injected(s)]
     clean = [s for s in steps if not cfg.injected(s)]
     last_stage = [r for r in records if r["stage"] == cfg.pp - 1]
     losses = [sum(v) / len(v) for v in zip(*(r["losses"] for r in last_stage), strict=True)]
     return {
         "config": asdict(cfg),
-        "step_times": periods,
+        "first_step": first,
+        "step_times": gaps,
         "measured_steps": len(steps),
         "mean_step_s": _mean([periods[s] for s in steps]),
-        "median_step_s": statistics.median(periods[s] for s in steps),
+        "median_step_s": statistics.median(periods[s] for s in steps) if steps else None,
         "injected_steps": injected,
         "clean_steps": clean,
         "mean_injected_step_s": _mean([periods[s] for s in injected]),

@@ -1,0 +1,108 @@
+"""Checkpoints of the example job: one file per (dp, stage) role, a ``latest`` marker last.
+
+The job's batches are a pure function of ``(seed, step, dp_rank, microbatch)``
+(:func:`stragglers.probe.examples.gpt.make_batch`), so the data position is the step number
+and no RNG state has to be kept. What a rank owns is its shard of the sharded optimizer: the
+fp32 main parameters and the two AdamW moments, plus the optimizer's step count (the full
+parameters are rebuilt by the all-gather at the start of the next step).
+
+The shard index is the rank's place in its stage's DP group (its dp rank unless
+``--rank-map`` moved roles; the shards' content does not depend on which DP replica holds
+them, since the gradients are averaged over DP). Layout:
+``DIR/step-NNNNNNNN/shard{i}-stage{s}.pt`` (each written to a temporary name and renamed),
+then ``DIR/latest`` (JSON ``{"step", "dp", "pp"}``, written atomically by rank 0 once every rank
+has saved). A step folder without the marker pointing to it is incomplete and never loaded.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from stragglers.atomic import open_atomic, write_text
+from stragglers.errors import InputError
+from stragglers.inputs import read_text
+
+LATEST = "latest"
+
+
+@dataclass(frozen=True)
+class Marker:
+    """The ``latest`` marker: the step to resume at and the layout that wrote it."""
+
+    step: int
+    dp: int
+    pp: int
+
+
+def step_dir(ckpt_dir: Path, step: int) -> Path:
+    """Folder of the checkpoint taken after ``step`` steps."""
+    return ckpt_dir / f"step-{step:08d}"
+
+
+def role_file(ckpt_dir: Path, step: int, shard: int, stage: int) -> Path:
+    """File of optimizer shard ``shard`` of ``stage`` in the checkpoint after ``step`` steps."""
+    return step_dir(ckpt_dir, step) / f"shard{shard}-stage{stage}.pt"
+
+
+def save_role(ckpt_dir: Path, step: int, shard: int, stage: int, opt: Any) -> Path:
+    """Write this rank's optimizer shard (after ``step`` completed steps) atomically."""
+    import torch
+
+    path = role_file(ckpt_dir, step, shard, stage)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    state = {"step": step, "opt_steps": opt.steps, "lo": opt.lo, "hi": opt.hi,
+             "main": opt.main.detach().cpu(), "exp_avg": opt.exp_avg.detach().cpu(),
+             "exp_avg_sq": opt.exp_avg_sq.detach().cpu()}
+    with open_atomic(path, "wb") as fh:
+        torch.save(state, fh)
+    return path
+
+
+def write_marker(ckpt_dir: Path, marker: Marker) -> None:
+    """Point ``latest`` at a complete checkpoint (call after every role has saved)."""
+    write_text(ckpt_dir / LATEST,
+               json.dumps({"step": marker.step, "dp": marker.dp, "pp": marker.pp}) + "\n")
+
+
+def read_marker(ckpt_dir: Path) -> Marker | None:
+    """The ``latest`` marker, or None when no complete checkpoint exists."""
+    path = ckpt_dir / LATEST
+    if not path.exists():
+        return None
+    text = read_text(path)
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: line {exc.lineno}: not JSON ({exc.msg})") from None
+    if not isinstance(raw, dict):
+        raise InputError(f"{path}: line 1: expected an object with step, dp, pp")
+    values = {}
+    for key in ("step", "dp", "pp"):
+        value = raw.get(key)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise InputError(f"{path}: field {key!r}: expected an integer >= 0, got {value!r}")
+        values[key] = value
+    return Marker(**values)
+
+
+def load_role(ckpt_dir: Path, marker: Marker, shard: int, stage: int, opt: Any) -> None:
+    """Load shard ``shard`` of ``stage`` of the checkpoint named by ``marker`` into ``opt``."""
+    import torch
+
+    path = role_file(ckpt_dir, marker.step, shard, stage)
+    if not path.exists():
+        raise InputError(f"{path}: missing (the checkpoint of step {marker.step} has no file "
+                         f"for shard {shard}, stage {stage})")
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    if (state.get("lo"), state.get("hi")) != (opt.lo, opt.hi):
+        raise InputError(f"{path}: field 'lo'/'hi': shard [{state.get('lo')}, "
+                         f"{state.get('hi')}) does not match this layout's "
+                         f"[{opt.lo}, {opt.hi}) (was it written with another dp?)")
+    device = opt.main.device
+    opt.main.copy_(state["main"].to(device))
+    opt.exp_avg.copy_(state["exp_avg"].to(device))
+    opt.exp_avg_sq.copy_(state["exp_avg_sq"].to(device))
+    opt.steps = int(state["opt_steps"])
