@@ -7,7 +7,7 @@ import json
 import math
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Any
 
@@ -360,21 +360,30 @@ def _watch(args: argparse.Namespace) -> int:
                       warmup_iters=args.warmup)
     out = _Output()
     if fmt == "megatron-json":
-        return _watch_iteration_json(path, source, watcher, out)
+        return _watch_iteration_json([(0, (path, 0))], watcher, out)
     follower = Follower(path, once=args.once, poll=poll, idle_timeout=idle,
                         max_line_bytes=watcher.max_line_bytes)
+    return _pump(((0, batch) for batch in follower), watcher, out,
+                 lambda _i, lines: watcher.process_lines(lines), [source])
+
+
+def _pump(batches: Iterable[tuple[int, Any]], watcher: Any, out: _Output,
+          process: Callable[[int, Any], list[dict[str, Any]]], names: list[str]) -> int:
+    """Feed followed batches ``(file index, batch)`` to the watcher until the input ends or
+    stdout closes; ``process(i, lines)`` handles the lines of file ``i`` (``names[i]``)."""
+    i = 0
     try:
-        for batch in follower:
+        for i, batch in batches:
             if batch.notice is not None:
                 events = watcher.notice(batch.notice)
             else:
-                events = watcher.process_lines(batch.lines)
+                events = process(i, batch.lines)
             if events and not out.events(events):
                 return 0
     except KeyboardInterrupt:  # pragma: no cover - interactive
         pass
     except OSError as exc:
-        raise InputError(f"{source}: cannot read ({exc.strerror or exc})") from None
+        raise InputError(f"{names[i]}: cannot read ({exc.strerror or exc})") from None
     out.events(watcher.finish())
     return 0
 
@@ -457,8 +466,6 @@ def _watch_many(args: argparse.Namespace, paths: list[str], fmt: str, poll: floa
                 idle: float | None, max_ranks: int) -> int:
     """``watch`` on several files, one per rank (logs, JSON lines or iteration-time JSON)."""
     from stragglers.detect.follow import Follower, follow_files
-    from stragglers.detect.megatron import read_iteration_json, series_items
-    from stragglers.detect.records import RecordError
     from stragglers.detect.watch import Watcher
 
     ranks = _file_ranks(paths) if fmt != "jsonl" else [0] * len(paths)
@@ -468,39 +475,14 @@ def _watch_many(args: argparse.Namespace, paths: list[str], fmt: str, poll: floa
                       warmup_iters=args.warmup, sources=len(paths))
     out = _Output()
     if fmt == "megatron-json":
-        for i, (p, r) in enumerate(zip(paths, ranks, strict=True)):
-            try:
-                series = read_iteration_json(p)
-            except RecordError as exc:
-                watcher.lines += 1
-                watcher._select(i, p, r)
-                events = watcher._drop(exc.reason, {"line": 1, "error": str(exc)})
-            else:
-                events = watcher.process_items(series_items(series, rank=r), file_index=i,
-                                               source=p)
-            if events and not out.events(events):
-                return 0
-        out.events(watcher.finish())
-        return 0
+        return _watch_iteration_json(list(enumerate(zip(paths, ranks, strict=True))),
+                                     watcher, out)
     followers = [Follower(p, once=args.once, poll=poll, idle_timeout=idle,
                           max_line_bytes=watcher.max_line_bytes, yield_when_idle=True)
                  for p in paths]
-    i = 0
-    try:
-        for i, batch in follow_files(followers, poll):
-            if batch.notice is not None:
-                events = watcher.notice(batch.notice)
-            else:
-                events = watcher.process_lines(batch.lines, file_index=i, source=paths[i],
-                                               rank=ranks[i])
-            if events and not out.events(events):
-                return 0
-    except KeyboardInterrupt:  # pragma: no cover - interactive
-        pass
-    except OSError as exc:
-        raise InputError(f"{paths[i]}: cannot read ({exc.strerror or exc})") from None
-    out.events(watcher.finish())
-    return 0
+    return _pump(follow_files(followers, poll), watcher, out,
+                 lambda i, lines: watcher.process_lines(lines, file_index=i, source=paths[i],
+                                                        rank=ranks[i]), paths)
 
 
 def _guess_format(path: str) -> str:
@@ -518,22 +500,28 @@ def _guess_format(path: str) -> str:
     return guess_format(head)
 
 
-def _watch_iteration_json(path: str, source: str, watcher: Any, out: _Output) -> int:
-    """``watch --format megatron-json``: the whole series at once (it is not appended to)."""
+def _watch_iteration_json(files: list[tuple[int, tuple[str, int]]], watcher: Any,
+                          out: _Output) -> int:
+    """``watch --format megatron-json``: each file's whole series at once (it is not
+    appended to); ``files``: ``(file index, (path, rank))``. A file that is not an
+    iteration-time document is one bad record, not fatal."""
     from stragglers.detect.megatron import read_iteration_json, series_items
     from stragglers.detect.records import RecordError
 
-    if path == "-":
-        raise InputError("--format megatron-json: give a file, not standard input")
-    try:
-        series = read_iteration_json(path)
-    except RecordError as exc:  # not an iteration-time document: one bad record, not fatal
-        watcher.lines += 1
-        events = watcher._drop(exc.reason, {"line": 1, "error": str(exc)})
-    else:
-        events = watcher.process_items(series_items(series))
-    if events and not out.events(events):
-        return 0
+    several = len(files) > 1
+    for i, (path, rank) in files:
+        if path == "-":
+            raise InputError("--format megatron-json: give a file, not standard input")
+        source = path if several else None
+        try:
+            series = read_iteration_json(path)
+        except RecordError as exc:
+            events = watcher.unreadable(exc, file_index=i, source=source)
+        else:
+            events = watcher.process_items(series_items(series, rank=rank), file_index=i,
+                                           source=source)
+        if events and not out.events(events):
+            return 0
     out.events(watcher.finish())
     return 0
 

@@ -278,6 +278,14 @@ class Watcher:
             self.source = source
         self._default_rank = rank
 
+    def unreadable(self, exc: RecordError, *, file_index: int = 0,
+                   source: str | None = None) -> list[Event]:
+        """A whole input that is not a record document (e.g. a file that is not Megatron's
+        iteration-time JSON): one bad record at its line 1, counted, never fatal."""
+        self._select(file_index, source, 0)
+        self.lines += 1
+        return self._drop(exc.reason, {"line": 1, "error": str(exc)})
+
     def process_items(self, items: Iterable[tuple[int, IterationRecord | RecordError | Gap]],
                       *, file_index: int = 0, source: str | None = None) -> list[Event]:
         """Handle records already read (Megatron's iteration-time JSON): ``(position, record
