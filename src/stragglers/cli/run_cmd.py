@@ -18,22 +18,31 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "run", help="launch a training command on N slots, recover from hangs and crashes",
         description=(
-            "Launch COMMAND once per slot (RANK, WORLD_SIZE, MASTER_ADDR/PORT, STRAGGLERS_* "
-            "set), watch the heartbeats the ranks send through stragglers.recover.heartbeat, "
+            "Launch COMMAND once per rank, each on a slot (RANK, LOCAL_RANK, WORLD_SIZE, "
+            "MASTER_ADDR/PORT, STRAGGLERS_* set; --world: ranks per attempt, the other slots "
+            "are spares), watch the heartbeats the ranks send through "
+            "stragglers.recover.heartbeat, "
             "detect a hang (no step progress for --timeout-s) or a crashed rank, localise the "
-            "culprit, exclude its slot and restart from the latest checkpoint in --ckpt. "
+            "culprit, exclude its slot (a spare takes over its rank with --world, else one rank "
+            "fewer) and restart from the latest checkpoint in --ckpt (the example job's "
+            "'latest' marker, or ckpt-<step>.pt). "
             "Prints each incident as a JSON line; writes OUT/incidents.jsonl and the ranks' "
             "logs. Exit 0 when the job finished, 1 when it could not be recovered."),
     )
     p.add_argument("--slots", type=options.positive_int, required=True,
                    help="processes (machines/GPUs) to start with")
+    p.add_argument("--world", type=options.positive_int, default=None,
+                   help="ranks per attempt, for a job of fixed size such as the example "
+                        "job's dp x pp (default: every slot in service, one rank fewer after "
+                        "each exclusion); the other slots are spares")
     p.add_argument("--heartbeat-s", type=options.positive_float, default=0.5,
                    help="heartbeat interval of the ranks (default 0.5)")
     p.add_argument("--timeout-s", type=options.positive_float, default=30.0,
                    help="a hang: no rank advanced its step for this long (default 30)")
     p.add_argument("--startup-timeout-s", type=options.positive_float, default=300.0,
                    help="time for every rank to begin its first step (default 300)")
-    p.add_argument("--ckpt", required=True, help="checkpoint folder (ckpt-<step>.pt)")
+    p.add_argument("--ckpt", required=True,
+                   help="checkpoint folder (the example job's --ckpt-dir, or ckpt-<step>.pt)")
     p.add_argument("--out", required=True, help="folder for incidents.jsonl and rank logs")
     p.add_argument("--max-restarts", type=options.non_negative_int, default=3)
     p.add_argument("--pp", type=options.positive_int, default=1,
@@ -59,9 +68,13 @@ def _run(args: argparse.Namespace) -> int:
     if shutil.which(command[0]) is None:
         raise InputError(f"command {command[0]!r}: not found or not executable")
     check_limit("validate_ranks", args.slots, "--slots")
-    if args.slots % (args.pp * args.tp):
-        raise InputError(f"--slots {args.slots} is not a multiple of --pp {args.pp} x --tp "
+    world = args.slots if args.world is None else args.world
+    option = "--slots" if args.world is None else "--world"
+    if world % (args.pp * args.tp):
+        raise InputError(f"{option} {world} is not a multiple of --pp {args.pp} x --tp "
                          f"{args.tp}")
+    if world > args.slots:
+        raise InputError(f"--world {world} is more than --slots {args.slots}")
     if args.heartbeat_s >= args.timeout_s:
         raise InputError(f"--heartbeat-s {args.heartbeat_s:g} must be below --timeout-s "
                          f"{args.timeout_s:g}")
@@ -70,7 +83,7 @@ def _run(args: argparse.Namespace) -> int:
     cfg = DriverConfig(tuple(command), args.slots, args.ckpt, args.out,
                        heartbeat_s=args.heartbeat_s, timeout_s=args.timeout_s,
                        startup_timeout_s=args.startup_timeout_s,
-                       max_restarts=args.max_restarts, pp=args.pp, tp=args.tp,
+                       max_restarts=args.max_restarts, pp=args.pp, tp=args.tp, world=args.world,
                        validate=args.validate)
 
     def log(incident: dict[str, Any]) -> None:

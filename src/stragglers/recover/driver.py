@@ -1,7 +1,22 @@
 """The robust-training driver behind ``stragglers run`` (MegaScale §4.1, C4D).
 
-It launches one process of the training command per *slot* (a machine or GPU; rank ``i`` of
-an attempt runs on the ``i``-th slot still in service) and watches them:
+It launches one process of the training command per rank, each on a *slot* (a machine or
+GPU), and watches them. Two ways to fill the slots:
+
+* **elastic** (``world`` not given): every slot in service runs a rank (rank ``i`` on the
+  ``i``-th slot); excluding a slot restarts the job with one rank fewer (a job whose
+  trajectory does not depend on its size, such as :mod:`stragglers.recover.toyjob`);
+* **fixed size with spares** (``world = W``, e.g. ``dp x pp`` of the example job): the first
+  ``W`` slots run ranks ``0..W-1``, the others are spares; an excluded slot is replaced by
+  the first spare, which takes over its rank (the other ranks keep their slots). When no
+  spare is left the driver stops: running on fewer slots would need a smaller DP, i.e. the
+  optimizer shards of the checkpoint re-split, which the example job does not support.
+
+Each rank's process gets ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``,
+``MASTER_PORT`` (the per-rank launch of ``torchrun``: the example job then runs that one
+rank), ``STRAGGLERS_SLOT``, ``STRAGGLERS_ATTEMPT`` (0 for the first attempt: jobs fire their
+fault injections only then), ``STRAGGLERS_HEARTBEAT_DIR``, ``STRAGGLERS_HEARTBEAT_S``,
+``STRAGGLERS_CKPT_DIR`` and ``STRAGGLERS_RUN_DIR``. The driver watches:
 
 * every rank's heartbeat (:mod:`stragglers.recover.heartbeat`): its step, the call it is in,
   its status and when it last beat;
@@ -26,11 +41,15 @@ On an incident it localises the culprit:
 With ``validate``, the validation passes of a ring over the attempt's slots and the GEMM test
 (:mod:`stragglers.validate`) run next and their flags go into the incident. Then it kills every
 process of the attempt, takes the culprits' slots out of service and
-restarts the command on the remaining slots; the job resumes from its latest checkpoint in
-``ckpt_dir`` (files ``ckpt-<step>.pt``). Each incident is a JSON object: kind, detection time
-(since the start and since the last progress), localisation time, culprit slots and ranks with
-the evidence, the checkpoint step resumed from, the steps lost, and the time until the
-restarted job made progress again.
+restarts the command (on the remaining slots, or with spares in their place); the job
+resumes from its latest checkpoint in ``ckpt_dir``: the example job's ``latest`` marker
+(:mod:`stragglers.probe.examples.checkpoint`; the command must carry ``--ckpt-dir`` with the
+same folder and ``--resume``), or else the toy job's files ``ckpt-<step>.pt``. If every rank
+of the first attempt exits with status 2 before its first step, the job refused its input:
+the driver stops and says so instead of excluding slots. Each incident is a JSON object:
+kind, detection time (since the start and since the last progress), localisation time,
+culprit slots and ranks with the evidence, the step resumed at, the steps lost, and the time
+until the restarted job made progress again.
 """
 
 from __future__ import annotations
@@ -69,6 +88,7 @@ class DriverConfig:
     pp: int = 1
     tp: int = 1
     poll_s: float = 0.1
+    world: int | None = None  # ranks per attempt; None: every slot in service (elastic)
     validate: bool = False  # run ring validation passes + GEMM test over the slots after a hang
     fr_wait_s: float = 3.0  # how long to wait for the flight-recorder dumps of a hang
 
@@ -89,14 +109,27 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def latest_checkpoint_step(folder: Path) -> int | None:
+def resume_step(folder: Path) -> int:
+    """The step a restarted job begins at: the example job's ``latest`` marker (the number of
+    steps the checkpoint holds), else the toy job's newest ``ckpt-<step>.pt`` plus one, else 0.
+    """
+    from stragglers.probe.examples.checkpoint import read_marker
+
+    marker = read_marker(folder)
+    if marker is not None:
+        return marker.step
     steps = []
     for p in folder.glob("ckpt-*.pt"):
         try:
             steps.append(int(p.stem.split("-", 1)[1]))
         except ValueError:
             continue
-    return max(steps) if steps else None
+    return max(steps) + 1 if steps else 0
+
+
+NO_SPARE = ("no spare slot left: the job needs {world} ranks and {have} healthy slots remain; "
+            "running on fewer slots needs a smaller DP (the checkpoint's optimizer shards "
+            "re-split), which is not supported")
 
 
 def _kill_all(procs: Sequence[subprocess.Popen[bytes]]) -> None:
@@ -203,7 +236,7 @@ def run_driver(cfg: DriverConfig, log: Callable[[dict[str, Any]], None] | None =
     out.mkdir(parents=True, exist_ok=True)
     ckpt = Path(cfg.ckpt_dir)
     ckpt.mkdir(parents=True, exist_ok=True)
-    slots = list(range(cfg.slots))
+    slots = list(range(cfg.slots))  # in service: the attempt's ranks first, then spares
     result = DriverResult(ok=False, attempts=0)
     # a heartbeat this old means a stopped process: well above the interval (a loaded machine
     # delays threads by seconds), well below the hang timeout (a frozen rank stopped at least
@@ -218,18 +251,21 @@ def run_driver(cfg: DriverConfig, log: Callable[[dict[str, Any]], None] | None =
             log(incident)
 
     for attempt in range(cfg.max_restarts + 1):
-        result.attempts = attempt + 1
-        world = len(slots)
+        world = len(slots) if cfg.world is None else cfg.world
+        if world > len(slots):
+            result.message = NO_SPARE.format(world=world, have=len(slots))
+            break
         if world % (cfg.pp * cfg.tp):
             result.message = (f"{world} slots left cannot hold pp {cfg.pp} x tp {cfg.tp}")
             break
+        result.attempts = attempt + 1
         hb_dir = out / f"heartbeats-{attempt}"
         shutil.rmtree(hb_dir, ignore_errors=True)
         hb_dir.mkdir(parents=True)
         port = _free_port()
         procs: list[subprocess.Popen[bytes]] = []
         logs = []
-        for rank, slot in enumerate(slots):
+        for rank, slot in enumerate(slots[:world]):
             env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank),
                        WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
                        STRAGGLERS_SLOT=str(slot), STRAGGLERS_ATTEMPT=str(attempt),
@@ -280,6 +316,12 @@ def run_driver(cfg: DriverConfig, log: Callable[[dict[str, Any]], None] | None =
                         result.message = "the job finished but its processes did not exit"
                         break
                     continue
+                if (failed and attempt == 0 and not started
+                        and all(codes[r] == 2 for r in range(world))):
+                    result.message = ("every rank exited with status 2 (the job refused its "
+                                      f"input) before its first step: see "
+                                      f"{out / 'attempt-0-rank-0.log'}")
+                    break
                 if failed:
                     t_detect = now_mono
                     time.sleep(min(0.5, 2 * cfg.poll_s))  # let the peers' errors land
@@ -333,22 +375,35 @@ def run_driver(cfg: DriverConfig, log: Callable[[dict[str, Any]], None] | None =
             emit(pending)
             pending = None
         if cfg.validate and len(slots) >= 2:
-            incident["validation"] = _validate_slots(slots)
-        ck = latest_checkpoint_step(ckpt)
-        restart = -1 if ck is None else ck
-        incident["restart_step"] = restart + 1
-        incident["checkpoint_step"] = ck
+            incident["validation"] = _validate_slots(slots[:world])
+        restart = resume_step(ckpt)
+        incident["restart_step"] = restart
+        incident["checkpoint_step"] = restart - 1 if restart > 0 else None  # last step held
         incident["last_step_reached"] = max_step
-        incident["steps_lost"] = max(0, max_step - (restart + 1))
+        incident["steps_lost"] = max(0, max_step - restart)
         bad = set(incident["culprit_slots"])
+        slots_before = list(slots)
         if not bad:
             incident["action"] = "stop: no culprit localised"
             result.incidents.append(incident)
             emit(incident)
             result.message = "hang without a localised culprit"
             break
-        slots = [s for s in slots if s not in bad]
-        incident["action"] = f"excluded slots {sorted(bad)}, restarting on {len(slots)}"
+        if cfg.world is None:
+            slots = [s for s in slots if s not in bad]
+            incident["action"] = f"excluded slots {sorted(bad)}, restarting on {len(slots)}"
+        else:  # the first spares take over the excluded slots' ranks
+            active, spares = slots[:world], [s for s in slots[world:] if s not in bad]
+            bad_ranks = [i for i, s in enumerate(active) if s in bad]
+            if len(spares) >= len(bad_ranks):
+                for i in bad_ranks:
+                    active[i] = spares.pop(0)
+                slots = active + spares
+                incident["action"] = ("excluded slots " + ", ".join(
+                    f"{slots_before[i]} (rank {i} -> spare slot {active[i]})" for i in bad_ranks))
+            else:
+                slots = [s for s in slots if s not in bad]  # the next attempt stops: no spare
+                incident["action"] = f"excluded slots {sorted(bad)}: no spare left"
         incident["_t_detect"] = t_detect
         result.incidents.append(incident)
         pending = incident

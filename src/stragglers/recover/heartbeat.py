@@ -15,7 +15,10 @@ every change: ``{rank, slot, pid, step, op, group, seq, peer, status, beat, ts}`
 ``beat`` counts the writes. A rank that is alive but blocked in a call keeps beating with the
 call it is in; a rank whose process is stuck stops beating. When the driver drops a
 ``dump-request`` file into the folder, the thread also writes the rank's PyTorch
-flight-recorder dump (gloo or NCCL) to ``fr/_dump_<rank>``.
+flight-recorder dump (gloo or NCCL) to ``fr/_dump_<rank>``. Gloo's recorder leaves its
+``pg_config`` empty; the heartbeat fills it from the process's own group registry (name,
+description and global ranks of every group), as NCCL's recorder does, so that the dumps say
+which ranks each group has and a rank without a dump is seen as silent.
 """
 
 from __future__ import annotations
@@ -85,7 +88,8 @@ class Heartbeat:
         dump = getattr(c10d, "_dump_fr_trace", None) or getattr(c10d, "_dump_nccl_trace", None)
         if dump is None:
             return
-        data = dump(includeCollectives=True, includeStackTraces=False, onlyActive=False)
+        data = _with_pg_config(dump(includeCollectives=True, includeStackTraces=False,
+                                    onlyActive=False))
         folder = self.path.parent / "fr"
         folder.mkdir(exist_ok=True)
         tmp = folder / f".dump_{self.rank}.tmp"
@@ -113,6 +117,35 @@ class Heartbeat:
     def close(self, status: str = "done") -> None:
         self._stop.set()
         self._update(status=status)
+
+
+def _with_pg_config(data: bytes) -> bytes:
+    """The dump with ``pg_config`` listing this process's groups when the recorder left their
+    ranks out (gloo). The dump is this process's own (read back with the plain unpickler all
+    the same: containers and scalars only)."""
+    import io
+    import pickle
+
+    import torch.distributed.distributed_c10d as c10d
+
+    from stragglers.detect.flight_recorder import PlainUnpickler
+
+    obj = PlainUnpickler(io.BytesIO(data)).load()
+    config = obj.get("pg_config") if isinstance(obj, dict) else None
+    if not isinstance(config, dict) or any(
+            isinstance(g, dict) and g.get("ranks") not in (None, "[]", [])
+            for g in config.values()):
+        return data
+    filled = {}
+    for pg, name in c10d._world.pg_names.items():
+        ranks = sorted(c10d._world.pg_group_ranks.get(pg, {}), key=lambda g: (
+            c10d._world.pg_group_ranks[pg][g]))
+        filled[name] = {"name": name, "desc": getattr(pg, "group_desc", "") or "",
+                        "ranks": str(ranks)}
+    if not filled:
+        return data
+    obj["pg_config"] = filled
+    return pickle.dumps(obj)
 
 
 def read_beats(folder: str | os.PathLike[str]) -> dict[int, dict[str, Any]]:

@@ -106,3 +106,15 @@ def load_role(ckpt_dir: Path, marker: Marker, shard: int, stage: int, opt: Any) 
     opt.exp_avg.copy_(state["exp_avg"].to(device))
     opt.exp_avg_sq.copy_(state["exp_avg_sq"].to(device))
     opt.steps = int(state["opt_steps"])
+
+
+def check_resume_layout(ckpt_dir: Path, dp: int, pp: int) -> Marker | None:
+    """The ``latest`` marker a ``--resume`` run with ``dp x pp`` would load (None: nothing saved
+    yet); an InputError when it was written by another layout (the optimizer shards would not
+    fit: re-splitting them for another dp is not supported)."""
+    marker = read_marker(ckpt_dir)
+    if marker is not None and (marker.dp, marker.pp) != (dp, pp):
+        raise InputError(f"{ckpt_dir / LATEST}: field 'dp'/'pp': written by dp {marker.dp} x pp "
+                         f"{marker.pp}, this run is dp {dp} x pp {pp} (resuming with another "
+                         f"layout is not supported)")
+    return marker

@@ -115,6 +115,12 @@ class JobConfig:
     ckpt_every: int = 0
     resume: bool = False
     rank_map: str = ""
+    # hang/crash injection and heartbeats (stragglers.probe.examples.faults; -1: none)
+    hang_rank: int = -1
+    hang_step: int = -1
+    hang_mode: str = "in-collective"
+    crash_rank: int = -1
+    crash_step: int = -1
 
     @property
     def world_size(self) -> int:
@@ -167,6 +173,17 @@ class JobConfig:
                 load_rank_map(self.rank_map, self.dp, self.pp)
             except InputError as exc:
                 raise ValueError(str(exc)) from None
+        if self.resume:
+            from stragglers.probe.examples.checkpoint import check_resume_layout
+
+            try:
+                check_resume_layout(Path(self.ckpt_dir), self.dp, self.pp)
+            except InputError as exc:
+                raise ValueError(str(exc)) from None
+        from stragglers.probe.examples.faults import check_faults
+
+        check_faults(self.hang_rank, self.hang_step, self.hang_mode, self.crash_rank,
+                     self.crash_step, self.world_size)
 
     def injected(self, step: int) -> bool:
         """Whether the straggler injections are active in ``step``.
@@ -273,12 +290,14 @@ class StageWorker:
         self.shard = stage_ranks.index(rank)
         self.dp_group = self.emb_group = None
         for s in range(pp):  # every rank creates every group, in the same order
-            g = dist.new_group([rank_at[s * dp + d] for d in range(dp)]) if dp > 1 else None
+            g = (dist.new_group([rank_at[s * dp + d] for d in range(dp)],
+                                group_desc=f"dp_stage{s}") if dp > 1 else None)
             if s == self.stage:
                 self.dp_group = g
         if pp > 1:
             for d in range(dp):
-                g = dist.new_group([rank_at[d], rank_at[(pp - 1) * dp + d]])
+                g = dist.new_group([rank_at[d], rank_at[(pp - 1) * dp + d]],
+                                   group_desc=f"embedding_dp{d}")
                 if d == self.dp_rank:
                     self.emb_group = g
         self.out = Path(cfg.out_dir)
@@ -297,7 +316,12 @@ class StageWorker:
         if cfg.torch_profiler:
             self.profiler = RankProfiler(self.out, rank, cfg.warmup_steps, self.cuda)
             probe = cast(Probe, AnnotatedProbe(probe))
-        self.probe = probe
+        from stragglers.probe.examples import faults  # hang/crash injection and heartbeats
+
+        self.probe = probe = faults.watch(probe, rank, world, lambda: (self.comm.prev,
+                                                                      self.comm.next),
+                                          cfg.hang_rank, cfg.hang_step, cfg.hang_mode,
+                                          cfg.crash_rank, cfg.crash_step)
         mcfg = GPTConfig(vocab_size=cfg.vocab_size, hidden=cfg.hidden, heads=cfg.heads,
                          layers_per_stage=cfg.layers_per_stage,
                          extra_last_stage_layers=cfg.last_stage_extra_layers,
@@ -679,8 +703,9 @@ def main(argv: list[str] | None = None) -> int:
     add_job_arguments(parser)
     try:
         cfg = config_from_args(parser.parse_args(argv))
-    except ValueError as exc:
-        parser.error(str(exc))
+    except ValueError as exc:  # one line, exit 2 (the project's error contract)
+        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        return 2
     if "LOCAL_RANK" in os.environ and "WORLD_SIZE" in os.environ:
         if int(os.environ["WORLD_SIZE"]) != cfg.world_size:
             raise SystemExit(f"torchrun world size {os.environ['WORLD_SIZE']} != dp*pp "
