@@ -1,14 +1,17 @@
-"""Incident table of the robust-training driver (README "Robust training"), like C4D's.
+"""Incident table of the robust-training driver on the example job (README "Robust training"),
+like C4D's.
 
-Injects, into the toy data-parallel job (``stragglers.recover.toyjob``, gloo on CPU, 4 slots),
-a rank frozen inside the all-reduce (``stop``), a rank that never reaches it (``never``) and a
-crash, each in a fresh run of ``stragglers.recover.driver``, and reports per incident kind the
-medians over the repeats of: detection after the last progress (target: timeout + 1 s), time to
-localise, time until the restarted job completed a step again, steps lost, whether the right
-slot was named, whether the ranks' flight-recorder dumps named it (hangs), and whether the
-loss curve is the same across the restart (largest relative
-difference of a recomputed step's loss). Peak memory: the driver process's maximum resident
-set and the largest of its children's.
+Runs the example job (``stragglers.probe.examples.job``: a GPT, dp 2 x pp 2, gloo on CPU, one
+process per rank, checkpoints every ``--ckpt-every`` steps) under ``stragglers.recover.driver``
+on 5 slots (4 ranks and a spare) and injects, each in a fresh run: a rank frozen as it enters
+a collective (``in-collective``), a rank that never reaches it (``before-collective``) and a
+crash. Per incident kind it reports the medians over the repeats of: detection after the last
+progress (target: timeout + 1 s), time to localise (flight-recorder dumps requested, collected
+and read), time from detection until the restarted job completed a step again, steps lost,
+whether the right rank was named, whether the ranks' flight-recorder dumps named it, and the
+loss continuity: the largest relative difference between the resumed run's losses and those
+of an uninterrupted run of the same job at the same steps. Peak memory: the driver process's
+maximum resident set and the largest of its children's.
 
     python bench/bench_recover.py [--repeats 3] [--timeout-s 5] [--heartbeat-s 0.5]
 """
@@ -22,25 +25,38 @@ import statistics
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
+from stragglers.probe.examples.job import JobConfig, run_job
 from stragglers.recover.driver import DriverConfig, run_driver
 
+STEPS, CKPT_EVERY, FAULT_STEP = 12, 3, 7
+SMALL: dict[str, Any] = dict(dp=2, pp=2, warmup_steps=1, hidden=32, heads=2, seq_len=16,
+                             vocab_size=64, microbatches=2, micro_batch_size=2, gc_interval=0,
+                             probe=False)
 SCENARIOS = {
-    "hang (frozen in all-reduce)": ["--hang-slot", "1", "--hang-at-step", "14",
-                                    "--hang-mode", "stop"],
-    "hang (never reaches it)": ["--hang-slot", "2", "--hang-at-step", "14",
-                                "--hang-mode", "never"],
-    "crash": ["--crash-slot", "3", "--crash-at-step", "14"],
+    "hang (frozen in the collective)": (["--hang-rank", "1", "--hang-step", str(FAULT_STEP),
+                                         "--hang-mode", "in-collective"], [1]),
+    "hang (never reaches it)": (["--hang-rank", "2", "--hang-step", str(FAULT_STEP),
+                                 "--hang-mode", "before-collective"], [2]),
+    "crash": (["--crash-rank", "3", "--crash-step", str(FAULT_STEP)], [3]),
 }
-CULPRIT = {"hang (frozen in all-reduce)": [1], "hang (never reaches it)": [2], "crash": [3]}
 
 
-def _loss_gap(out: Path) -> float:
-    by: dict[int, list[float]] = {}
-    for line in (out / "losses.jsonl").read_text().splitlines():
-        row = json.loads(line)
-        by.setdefault(row["step"], []).append(row["loss"])
-    return max((max(v) - min(v)) / abs(min(v)) for v in by.values())
+def _command(tmp: Path, inject: list[str]) -> tuple[str, ...]:
+    args = [sys.executable, "-m", "stragglers.probe.examples.job", "--out-dir", str(tmp / "job"),
+            "--steps", str(STEPS), "--ckpt-dir", str(tmp / "ck"), "--ckpt-every",
+            str(CKPT_EVERY), "--resume", "--no-probe"]
+    for key, value in SMALL.items():
+        if key != "probe":
+            args += ["--" + key.replace("_", "-"), str(value)]
+    return (*args, *inject)
+
+
+def _loss_gap(tmp: Path, reference: list[float]) -> float:
+    summary = json.loads((tmp / "job" / "summary.json").read_text())
+    first, losses = summary["first_step"], summary["losses"]
+    return max(abs(a - b) / abs(b) for a, b in zip(losses, reference[first:], strict=True))
 
 
 def main() -> None:
@@ -49,41 +65,43 @@ def main() -> None:
     ap.add_argument("--timeout-s", type=float, default=5.0)
     ap.add_argument("--heartbeat-s", type=float, default=0.5)
     args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        reference = run_job(JobConfig(out_dir=f"{tmp}/whole", steps=STEPS, **SMALL))["losses"]
     rows = []
-    for name, inject in SCENARIOS.items():
+    for name, (inject, culprit) in SCENARIOS.items():
         runs = []
         for _ in range(args.repeats):
             with tempfile.TemporaryDirectory() as tmp:
-                cfg = DriverConfig((sys.executable, "-m", "stragglers.recover.toyjob",
-                                    "--steps", "24", "--ckpt-every", "5", *inject),
-                                   slots=4, ckpt_dir=f"{tmp}/ck", out_dir=f"{tmp}/out",
+                cfg = DriverConfig(_command(Path(tmp), inject), slots=5, world=4, pp=2,
+                                   ckpt_dir=f"{tmp}/ck", out_dir=f"{tmp}/run",
                                    heartbeat_s=args.heartbeat_s, timeout_s=args.timeout_s)
                 res = run_driver(cfg)
                 (inc,) = res.incidents
                 runs.append({"ok": res.ok, "detect": inc["since_last_progress_s"],
                              "localise": inc["localise_s"], "resume": inc["resumed_after_s"],
                              "lost": inc["steps_lost"],
-                             "right": inc["culprit_slots"] == CULPRIT[name],
+                             "right": inc["culprit_ranks"] == culprit,
                              "by_fr": inc["evidence"].get("localised_by") == "flight_recorder",
-                             "gap": _loss_gap(Path(tmp, "out")), "wall": res.wall_s})
+                             "gap": _loss_gap(Path(tmp), reference), "wall": res.wall_s})
         rows.append((name, runs))
     peak_self = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     peak_child = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    print(f"4 slots, timeout {args.timeout_s:g} s, heartbeat {args.heartbeat_s:g} s, "
-          f"median of {args.repeats} runs each")
-    print("| incident | detected after last progress (s) | target T+1 | localise (ms) | "
-          "resumed after (s) | steps lost | right slot | named by the dumps | "
-          "loss gap across restart | run wall (s) |")
-    print("| --- | ---: | --- | ---: | ---: | ---: | --- | --- | ---: | ---: |")
+    print(f"example job dp 2 x pp 2 on 4 of 5 slots (1 spare), {STEPS} steps, checkpoint every "
+          f"{CKPT_EVERY}, fault at step {FAULT_STEP}; timeout {args.timeout_s:g} s, heartbeat "
+          f"{args.heartbeat_s:g} s, median of {args.repeats} runs each")
+    print("| incident | detected after last progress (s) | within T+1 | localise (s) | "
+          "resumed after (s) | steps lost | right rank | named by the dumps | "
+          "loss gap vs uninterrupted | recovered | run wall (s) |")
+    print("| --- | ---: | --- | ---: | ---: | ---: | --- | --- | ---: | --- | ---: |")
     for name, runs in rows:
         med = {k: statistics.median(r[k] for r in runs)
                for k in ("detect", "localise", "resume", "lost", "wall")}
         within = sum(r["detect"] <= args.timeout_s + 1 for r in runs)
-        right = sum(r["right"] for r in runs)
-        print(f"| {name} | {med['detect']:.2f} | {within}/{len(runs)} | "
-              f"{med['localise'] * 1e3:.1f} | {med['resume']:.2f} | {med['lost']:g} | "
-              f"{right}/{len(runs)} | {sum(r['by_fr'] for r in runs)}/{len(runs)} | "
-              f"{max(r['gap'] for r in runs):.1e} | {med['wall']:.1f} |")
+        n = len(runs)
+        print(f"| {name} | {med['detect']:.2f} | {within}/{n} | {med['localise']:.2f} | "
+              f"{med['resume']:.2f} | {med['lost']:g} | {sum(r['right'] for r in runs)}/{n} | "
+              f"{sum(r['by_fr'] for r in runs)}/{n} | {max(r['gap'] for r in runs):.1e} | "
+              f"{sum(r['ok'] for r in runs)}/{n} | {med['wall']:.1f} |")
     print(f"peak RSS: driver {peak_self:.0f} MiB, largest rank process {peak_child:.0f} MiB")
 
 

@@ -45,7 +45,7 @@ restarts the command (on the remaining slots, or with spares in their place); th
 resumes from its latest checkpoint in ``ckpt_dir``: the example job's ``latest`` marker
 (:mod:`stragglers.probe.examples.checkpoint`; the command must carry ``--ckpt-dir`` with the
 same folder and ``--resume``), or else the toy job's files ``ckpt-<step>.pt``. If every rank
-of the first attempt exits with status 2 before its first step, the job refused its input:
+of an attempt exits with status 2 before its first step, the job refused its input:
 the driver stops and says so instead of excluding slots. Each incident is a JSON object:
 kind, detection time (since the start and since the last progress), localisation time,
 culprit slots and ranks with the evidence, the step resumed at, the steps lost, and the time
@@ -316,12 +316,20 @@ def run_driver(cfg: DriverConfig, log: Callable[[dict[str, Any]], None] | None =
                         result.message = "the job finished but its processes did not exit"
                         break
                     continue
-                if (failed and attempt == 0 and not started
-                        and all(codes[r] == 2 for r in range(world))):
-                    result.message = ("every rank exited with status 2 (the job refused its "
-                                      f"input) before its first step: see "
-                                      f"{out / 'attempt-0-rank-0.log'}")
-                    break
+                if failed and not started and all(codes[r] == 2 for r in failed):
+                    # a rank refused its input before its first step: the others run the same
+                    # command and will too (or wait in the rendezvous): give them time to
+                    exit_by = now_mono + min(cfg.startup_timeout_s, 60.0)
+                    while (any(p.poll() is None for p in procs)
+                           and time.monotonic() < exit_by):
+                        time.sleep(cfg.poll_s)
+                    codes = [p.poll() for p in procs]
+                    if all(c == 2 for c in codes):
+                        result.message = ("every rank exited with status 2 (the job refused "
+                                          "its input) before its first step: see "
+                                          f"{out / f'attempt-{attempt}-rank-0.log'}")
+                        break
+                    failed = [r for r, c in enumerate(codes) if c not in (None, 0)]
                 if failed:
                     t_detect = now_mono
                     time.sleep(min(0.5, 2 * cfg.poll_s))  # let the peers' errors land

@@ -130,16 +130,22 @@ def _with_pg_config(data: bytes) -> bytes:
 
     from stragglers.detect.flight_recorder import PlainUnpickler
 
-    obj = PlainUnpickler(io.BytesIO(data)).load()
+    registry = getattr(c10d, "_world", None)  # private: absent in another torch, leave as is
+    if registry is None or data[:1] != b"\x80":  # not a pickle (JSON): leave as is
+        return data
+    try:
+        obj = PlainUnpickler(io.BytesIO(data)).load()
+    except pickle.UnpicklingError:  # anything beyond plain containers: leave as is
+        return data
     config = obj.get("pg_config") if isinstance(obj, dict) else None
     if not isinstance(config, dict) or any(
             isinstance(g, dict) and g.get("ranks") not in (None, "[]", [])
             for g in config.values()):
         return data
     filled = {}
-    for pg, name in c10d._world.pg_names.items():
-        ranks = sorted(c10d._world.pg_group_ranks.get(pg, {}), key=lambda g: (
-            c10d._world.pg_group_ranks[pg][g]))
+    for pg, name in registry.pg_names.items():
+        to_group = registry.pg_group_ranks.get(pg, {})  # global rank -> group rank
+        ranks = sorted(to_group, key=to_group.__getitem__)
         filled[name] = {"name": name, "desc": getattr(pg, "group_desc", "") or "",
                         "ranks": str(ranks)}
     if not filled:
