@@ -116,6 +116,10 @@ def test_gives_up_when_slots_run_out(tmp_path: Path) -> None:
     (["--slots", "2", "--ckpt", "c", "--out", "o", "--", "/no/such/cmd"], "not found"),
     (["--slots", "3", "--pp", "2", "--ckpt", "c", "--out", "o", "--", "true"],
      "not a multiple"),
+    (["--slots", "5", "--world", "3", "--pp", "2", "--ckpt", "c", "--out", "o", "--", "true"],
+     "--world 3 is not a multiple"),
+    (["--slots", "2", "--world", "3", "--ckpt", "c", "--out", "o", "--", "true"],
+     "more than --slots"),
     (["--slots", "2", "--heartbeat-s", "5", "--timeout-s", "1", "--ckpt", "c", "--out", "o",
       "--", "true"], "must be below"),
 ])

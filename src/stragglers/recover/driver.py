@@ -148,7 +148,7 @@ def _localise_hang(beats: dict[int, dict[str, Any]], world: int, now: float, sta
     dp = world // (pp * tp)
     topo = Topology(dp=dp, pp=pp, tp=tp)
     last_ops: dict[int, LastOp] = {}
-    stale, computing = [], []
+    stale, computing, untracked = [], [], []
     for r in range(world):
         b = beats.get(r)
         if b is None or now - float(b.get("ts", 0.0)) > stale_s:
@@ -161,12 +161,18 @@ def _localise_hang(beats: dict[int, dict[str, Any]], world: int, now: float, sta
             last_ops[r] = LastOp(str(b["op"]), str(group),
                                  peer=peer if isinstance(peer, int) else None,
                                  seq=seq if isinstance(seq, int) else None)
+        elif b.get("op"):  # a call in a group the dp x pp x tp topology does not describe
+            untracked.append(r)
         else:
             computing.append(r)
     diag = localize_hang(topo, last_ops)
     evidence = {
         "stale_heartbeat": stale,
         "alive_not_in_a_call": computing,
+        # e.g. the example job's "world" (gradient norm) and "emb" all-reduces: left out of the
+        # waits-for graph (like silent ranks, they are suspects only if others wait for them)
+        "in_other_group_call": {str(r): f"{beats[r].get('op')} in {beats[r].get('group')}"
+                                for r in untracked},
         "last_ops": {str(r): {"op": o.op, "group": o.group, "seq": o.seq, "peer": o.peer}
                      for r, o in sorted(last_ops.items())},
         "steps": {str(r): beats[r].get("step") for r in sorted(beats)},
