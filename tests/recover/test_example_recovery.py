@@ -158,3 +158,15 @@ def test_bad_injections_are_refused(extra: dict[str, Any], message: str,
                                     tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=message):
         JobConfig(out_dir=str(tmp_path), **{**SMALL, **extra}).validate()
+
+
+def test_a_world_that_is_not_dp_x_pp_stops_the_driver(tmp_path: Path) -> None:
+    """--world 2 for a dp 2 x pp 2 job: every rank refuses (one line, exit 2) and the driver
+    stops instead of blaming and excluding slots."""
+    cfg = DriverConfig(_job_args(tmp_path), slots=3, world=2, ckpt_dir=str(tmp_path / "ck"),
+                       out_dir=str(tmp_path / "run"), heartbeat_s=0.2, timeout_s=TIMEOUT_S)
+    res = run_driver(cfg)
+    assert not res.ok and res.incidents == [] and res.slots_in_service == [0, 1, 2]
+    assert res.message.startswith("every rank exited with status 2")
+    log = (tmp_path / "run" / "attempt-0-rank-1.log").read_text()
+    assert log.count("\n") == 1 and "error: WORLD_SIZE 2 != dp*pp 4" in log

@@ -707,9 +707,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return 2
     if "LOCAL_RANK" in os.environ and "WORLD_SIZE" in os.environ:
-        if int(os.environ["WORLD_SIZE"]) != cfg.world_size:
-            raise SystemExit(f"torchrun world size {os.environ['WORLD_SIZE']} != dp*pp "
-                             f"{cfg.world_size}")
+        if int(os.environ["WORLD_SIZE"]) != cfg.world_size:  # a user error: one line, exit 2
+            print(f"{parser.prog}: error: WORLD_SIZE {os.environ['WORLD_SIZE']} != dp*pp "
+                  f"{cfg.world_size}", file=sys.stderr)
+            return 2
         rank = int(os.environ["RANK"])
         if rank == 0:
             claim_out_dir(cfg.out_dir, cfg.force)
