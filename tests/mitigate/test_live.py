@@ -134,3 +134,16 @@ def test_live_s2_action_reduces_the_step_time(tmp_path: Path) -> None:
     table = follower.table(after=at - 1)
     assert table.microbatches[0, 0] == first["assignment"][0]
     assert table.microbatches[1, 0] == first["assignment"][1]
+
+
+def test_follower_checks_the_step_limit(tmp_path: Path) -> None:
+    """A step number beyond the live_steps limit is refused before the arrays grow."""
+    from stragglers.errors import InputError
+
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    (probe / "rank-00000.jsonl").write_text(
+        _header(0) + "\n" + _span(10**12, "forward-compute", 0.0, 1.0) + "\n")
+    with pytest.raises(InputError, match=r"rank-00000.jsonl: line 2: field 'step'.*live_steps|"
+                                         r"rank-00000.jsonl: line 2: field 'step'.*LIVE_STEPS"):
+        JobFollower(tmp_path).poll()

@@ -26,14 +26,13 @@ import numpy as np
 
 from stragglers.errors import InputError
 from stragglers.inputs import JSONLineError, parse_json_line
+from stragglers.limits import check_limit
 from stragglers.probe.ops import BACKWARD_COMPUTE, FORWARD_COMPUTE
 from stragglers.trace.io import JobMeta
 
 __all__ = ["JobFollower", "StepTable"]
 
 _READ_BYTES = 1 << 22  # at most this much of one file per poll
-#: Step numbers at or above this are counted as bad lines (the arrays are indexed by step).
-MAX_STEP = 10_000_000
 
 
 @dataclass
@@ -126,23 +125,28 @@ class JobFollower:
         elif kind == "span":
             step, optypes = rec.get("step"), rec.get("optypes")
             start, end = rec.get("start"), rec.get("end")
-            if not (isinstance(step, int) and 0 <= step < MAX_STEP
-                    and isinstance(optypes, list)
+            if not (isinstance(step, int) and step >= 0 and isinstance(optypes, list)
                     and isinstance(start, (int, float)) and isinstance(end, (int, float))):
                 self.bad_lines["bad_span"] += 1
                 return
-            rf.room(step)
+            self._room(rf, step)
             if FORWARD_COMPUTE in optypes or BACKWARD_COMPUTE in optypes:
                 rf.compute[step] += float(end) - float(start)
             if FORWARD_COMPUTE in optypes:
                 rf.forwards[step] += 1
         elif kind == "step_end":
             step = rec.get("step")
-            if not isinstance(step, int) or not 0 <= step < MAX_STEP:
+            if not isinstance(step, int) or step < 0:
                 self.bad_lines["bad_step_end"] += 1
                 return
-            rf.room(step)
+            self._room(rf, step)
             rf.ended[step] = True
+
+    def _room(self, rf: _RankFile, step: int) -> None:
+        """Arrays up to ``step``, checked against the ``live_steps`` limit first."""
+        if step >= rf.compute.size:
+            check_limit("live_steps", step, f"{rf.path}: line {rf.line}: field 'step'")
+            rf.room(step)
 
     def _header(self, rf: _RankFile, rec: dict[str, object]) -> None:
         meta, dp_rank, stage = rec.get("meta"), rec.get("dp_rank"), rec.get("stage")

@@ -5,15 +5,21 @@ Each poll:
 1. :class:`~.follow_job.JobFollower` reads what the job's ranks appended to their probe files;
 2. every newly *complete* step (all ranks wrote its ``step_end``) becomes one iteration record
    per rank for the :class:`~stragglers.detect.watch.Watcher`: the rank's forward + backward
-   compute per micro-batch times ``M`` (micro-batches per replica of the even split). Per
-   micro-batch, so that the controller's own actions (fewer micro-batches on a slow replica,
-   more on the others) do not look like slowdowns or recoveries; compute, not the step
-   time, because in synchronous training every rank's step is as slow as the slowest: only
-   the slow rank's compute shows who it is. Records carry the rank's *position*
-   ``stage * dp + dp_rank`` (Megatron's order, which the planner assumes);
+   compute *per micro-batch*, *relative to the fastest DP rank of its stage in the same
+   step* (1 = the fastest). Compute, not the step time, because in synchronous training
+   every rank's step is as slow as the slowest: only the slow rank's compute shows who it
+   is; per micro-batch, so that the controller's own actions (fewer micro-batches on a slow
+   replica, more on the others) do not look like slowdowns or recoveries; relative, because
+   on a shared machine the load of other processes stretches every rank's compute at once
+   (x2 to x4 within a minute on the 2-core test machine) while the ratio stays put. Records
+   carry the rank's *position* ``stage * dp + dp_rank`` (Megatron's order, which the planner
+   assumes);
 3. the ``onset`` / ``change`` / ``recovery`` events so far go to the ski-rental planner
    (:func:`~.planner.plan_mitigation`, with the events' end at the last step fed, so that the
-   accumulated slowdown grows between events); each new decision is one record;
+   accumulated slowdown grows between events), their relative levels turned into seconds by
+   the *reference*: ``M`` times the fastest rank's compute per micro-batch (of the slowest
+   stage; median of the last ``window`` steps), a healthy step's compute on the critical
+   path; each new decision is one record;
 4. an S2 decision is acted on: each DP replica's time per micro-batch ``t_i`` is measured
    over the last ``window`` complete steps (the slowest stage of the replica: a pipeline runs
    at the pace of its slowest stage), :func:`~.microbatch.solve_microbatches` splits the
@@ -32,6 +38,7 @@ what the job reports it applied, lines of the probe files that could not be read
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -44,13 +51,22 @@ from stragglers.atomic import write_text
 from stragglers.detect.watch import Watcher
 from stragglers.errors import InputError
 from stragglers.mitigate.costs import Strategy
-from stragglers.mitigate.events import EventStream, add_event
+from stragglers.mitigate.events import LEVEL_KINDS, EventStream, add_event
 from stragglers.mitigate.follow_job import JobFollower
 from stragglers.mitigate.microbatch import solve_microbatches
 from stragglers.mitigate.planner import Decision, plan_mitigation
 from stragglers.probe.examples.assignment import MicrobatchAction, parse_action
 
 __all__ = ["LiveConfig", "LiveController", "run_live"]
+
+
+def _relative(per_mb: np.ndarray, pp: int, dp: int) -> np.ndarray:
+    """Each position's compute per micro-batch relative to the fastest DP rank of its stage
+    in the same step ((positions, steps); 1 = the fastest)."""
+    by_stage = per_mb.reshape(pp, dp, -1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rel = by_stage / np.nanmin(by_stage, axis=1, keepdims=True)
+    return np.asarray(rel.reshape(pp * dp, -1), dtype=np.float64)
 
 
 @dataclass(frozen=True)
@@ -61,7 +77,7 @@ class LiveConfig:
     action_path: Path
     strategies: tuple[Strategy, ...]
     warmup_iters: int = 10
-    window: int = 5
+    window: int = 10
     poll_s: float = 0.25
     idle_timeout_s: float = 120.0
     force: bool = False
@@ -70,6 +86,8 @@ class LiveConfig:
 @dataclass
 class _State:
     fed_until: int = -1  # last job step given to the watcher
+    first_fed: int = -1  # first job step given to the watcher (its position 0)
+    regime_from: int = -1  # job step where the latest level event's regime began
     points: int = 0  # iteration records given per rank
     lines: int = 0
     microbatches: int = 0  # M, from the first complete step
@@ -141,23 +159,49 @@ class LiveController:
             first = table.microbatches[:meta.dp_size, 0]  # stage 0: the whole global batch
             self.state.microbatches = max(int(first.sum()) // meta.dp_size, 1)
             self.state.counts = (self.state.microbatches,) * meta.dp_size
-        m = self.state.microbatches
-        per_mb = table.per_microbatch() * m
+        ratio = _relative(table.per_microbatch(), meta.pp_size, meta.dp_size)
         lines = []
         for j, step in enumerate(table.steps.tolist()):
-            for pos in range(per_mb.shape[0]):
-                if np.isfinite(per_mb[pos, j]) and per_mb[pos, j] > 0:
+            for pos in range(ratio.shape[0]):
+                if np.isfinite(ratio[pos, j]):
                     self.state.lines += 1
                     lines.append((self.state.lines, json.dumps(
                         {"kind": "iter", "rank": pos, "iter": step,
-                         "duration": float(per_mb[pos, j])})))
+                         "duration": float(ratio[pos, j])})))
         self.state.points += table.steps.size
+        if self.state.first_fed < 0:
+            self.state.first_fed = int(table.steps[0])
         self.state.fed_until = int(table.steps[-1])
         before = len(self.stream.events)
-        for ev in self.watcher.process_lines(lines):
-            self.emit({"record": "watch", **ev})
+        events = self.watcher.process_lines(lines)
+        ref = self.reference_s() if events else 0.0
+        if not (math.isfinite(ref) and ref > 0):  # no compute measured in the window
+            ref = float("nan")
+        for ev in events:
+            self.emit({"record": "watch", **ev, "reference_s": round(ref, 6)})
+            if ev.get("event") in LEVEL_KINDS and isinstance(ev.get("iteration"), int):
+                self.state.regime_from = self.state.first_fed + ev["iteration"]
+            if ev.get("event") in LEVEL_KINDS and math.isfinite(ref):
+                ev = {**ev, "level_s": ev["level_s"] * ref, "healthy_s": ev["healthy_s"] * ref}
             add_event(self.stream, ev, f"watch event {ev.get('line')}", self.state.lines)
         self.plan(changed=len(self.stream.events) > before)
+
+    def recent(self) -> tuple[np.ndarray, int]:
+        """Compute per micro-batch (positions, steps) over the last ``window`` complete
+        steps, from the start of the latest regime the detector found (not mixing the times
+        before a change with those after it), and M."""
+        first = max(self.state.fed_until - self.cfg.window, self.state.regime_from - 1, -1)
+        return self.follower.table(after=first).per_microbatch(), self.state.microbatches
+
+    def reference_s(self) -> float:
+        """Seconds of a healthy step's compute on the critical path: M times the fastest
+        rank's compute per micro-batch of the slowest stage, median of the recent steps (the
+        unit that turns the watcher's relative levels into seconds for the planner)."""
+        meta = self.follower.meta
+        assert meta is not None
+        per_mb, m = self.recent()
+        fastest = np.nanmin(per_mb.reshape(meta.pp_size, meta.dp_size, -1), axis=1)
+        return float(m * np.nanmax(np.nanmedian(fastest, axis=1)))
 
     def plan(self, changed: bool = False) -> None:
         """Re-plan over the events so far; act on new decisions. ``changed``: new events
@@ -212,14 +256,13 @@ class LiveController:
 
     def group_times(self) -> np.ndarray:
         """Seconds per micro-batch of each DP replica over the last ``window`` complete
-        steps: the slowest stage's mean compute per micro-batch."""
+        steps: per step, the slowest stage's compute per micro-batch; the median over the
+        steps (robust to the odd step stretched by the machine's other load)."""
         meta = self.follower.meta
         assert meta is not None
-        first = max(self.state.fed_until - self.cfg.window, -1)
-        table = self.follower.table(after=first)
-        compute = table.compute_s.sum(axis=1).reshape(meta.pp_size, meta.dp_size)
-        count = table.microbatches.sum(axis=1).reshape(meta.pp_size, meta.dp_size)
-        return (compute / np.maximum(count, 1)).max(axis=0)
+        per_mb, _ = self.recent()
+        per_group = np.nanmax(per_mb.reshape(meta.pp_size, meta.dp_size, -1), axis=0)
+        return np.asarray(np.nanmedian(per_group, axis=1), dtype=np.float64)
 
     def solve_and_write(self, why: str) -> dict[str, Any] | None:
         """Solve S2 from the measured times; write the action file unless nothing changes."""
