@@ -57,10 +57,11 @@ MODEL = ["--dp", "2", "--pp", "1", "--hidden", "64", "--heads", "2", "--seq-len"
          "--gc-interval", "0", "--warmup-steps", str(WARMUP)]
 
 
-def _job(out: Path, k: int, factor: float, action: Path | None) -> subprocess.Popen[bytes]:
+def _job(out: Path, k: int, factor: float, action: Path | None, mode: str
+         ) -> subprocess.Popen[bytes]:
     argv = [sys.executable, "-m", "stragglers.probe.examples.job", "--out-dir", str(out),
             "--steps", str(WARMUP + 2 * k), "--inject-period", str(k), "--slow-rank", "0",
-            "--slow-factor", str(factor), "--slow-mode", "sleep", *MODEL]
+            "--slow-factor", str(factor), "--slow-mode", mode, *MODEL]
     if action is not None:
         argv += ["--action-file", str(action)]
     log = (out.parent / f"{out.name}.log").open("w")
@@ -102,14 +103,15 @@ def _window(times: dict[int, float], lo: int, hi: int) -> float:
     return _median([times[s] for s in range(lo, hi) if s in times])
 
 
-def one_round(tmp: Path, r: int, k: int, factor: float, costs: Path) -> dict[str, Any]:
+def one_round(tmp: Path, r: int, k: int, factor: float, costs: Path, mode: str
+              ) -> dict[str, Any]:
     end_step = WARMUP + 2 * k
     onset = WARMUP + k
     slow_run = tmp / f"slow{r}"
-    slow = _wait(_job(slow_run, k, factor, None), slow_run)
+    slow = _wait(_job(slow_run, k, factor, None, mode), slow_run)
     action = tmp / f"action{r}.json"
     out = tmp / f"mitigated{r}"
-    job = _job(out, k, factor, action)
+    job = _job(out, k, factor, action, mode)
     records: list[dict[str, Any]] = []
     try:
         end = run_live(LiveConfig(job_dir=out, action_path=action,
@@ -159,6 +161,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--k", type=int, default=40, help="healthy steps, then slow steps")
     ap.add_argument("--factor", type=float, default=2.0)
+    ap.add_argument("--mode", choices=("spin", "sleep"), default="sleep",
+                    help="how the slow rank is slowed (the job's --slow-mode)")
     args = ap.parse_args()
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-live-") as d:
@@ -167,7 +171,7 @@ def main() -> None:
         costs.write_text("S2: {overhead_s: 0.5}\n")
         rows = []
         for r in range(args.repeats):
-            row = one_round(tmp, r, args.k, args.factor, costs)
+            row = one_round(tmp, r, args.k, args.factor, costs, args.mode)
             rows.append(row)
             print(f"round {r}: " + json.dumps({k: (round(v, 4) if isinstance(v, float) else v)
                                                for k, v in row.items()}), flush=True)
@@ -180,8 +184,9 @@ def main() -> None:
 
     print()
     print(f"example job dp 2 x pp 1, 12 micro-batches per replica, rank 0 slowed "
-          f"x{args.factor:g} (sleep) from step {WARMUP + args.k} to {WARMUP + 2 * args.k - 1};"
-          f" median of {len(rows)} rounds (the median of each run's steps in each window)")
+          f"x{args.factor:g} ({args.mode}) from step {WARMUP + args.k} to "
+          f"{WARMUP + 2 * args.k - 1}; median of {len(rows)} rounds (the median of each "
+          "run's steps in each window)")
     print()
     print("| run (window) | step time | throughput | vs healthy | step / reference | "
           "vs healthy |")

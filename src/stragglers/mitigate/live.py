@@ -178,7 +178,8 @@ class LiveController:
         if not (math.isfinite(ref) and ref > 0):  # no compute measured in the window
             ref = float("nan")
         for ev in events:
-            self.emit({"record": "watch", **ev, "reference_s": round(ref, 6)})
+            self.emit({"record": "watch", **ev,
+                       "reference_s": round(ref, 6) if math.isfinite(ref) else None})
             if ev.get("event") in LEVEL_KINDS and isinstance(ev.get("iteration"), int):
                 self.state.regime_from = self.state.first_fed + ev["iteration"]
             if ev.get("event") in LEVEL_KINDS and math.isfinite(ref):
