@@ -71,6 +71,8 @@ LIMITS: dict[str, Limit] = {lim.name: lim for lim in (
     Limit("mitigate_groups", 1_048_576, "DP groups of a micro-batch assignment "
           "(`mitigate microbatch`)"),
     Limit("mitigate_events", 10_000_000, "events of one `mitigate plan` input"),
+    Limit("live_steps", 10_000_000, "steps (the step number of a probe record followed by "
+          "`mitigate run`; arrays indexed by step, 17 bytes per step and rank)"),
     Limit("seqlen_sequences", 10_000_000, "sequence lengths of one `mitigate fit-cost` or "
           "`rebalance` input"),
     Limit("kineto_bytes", 16 * 2**30, "bytes of one uncompressed profiler trace (import kineto)"),

@@ -244,6 +244,34 @@ def _rebalance(args: argparse.Namespace) -> int:
     return 0
 
 
+RUN_EPILOG = """\
+example (the job polls the action file the controller writes):
+  stragglers probe example --out-dir runs/ex --steps 400 --action-file runs/ex.action.json &
+  stragglers mitigate run runs/ex --action runs/ex.action.json --costs costs.yaml > live.jsonl
+Prints one JSON record per line (record: watch | decision | action | recovery | end) and
+exits 0 when the job has written its final worker records.
+"""
+
+
+def _run(args: argparse.Namespace) -> int:
+    import sys
+    from pathlib import Path
+
+    from stragglers.mitigate.live import LiveConfig, run_live
+
+    cfg = LiveConfig(job_dir=Path(args.job_dir), action_path=Path(args.action),
+                     strategies=load_costs(args.costs), warmup_iters=args.warmup,
+                     window=args.window, poll_s=args.poll, idle_timeout_s=args.idle_timeout,
+                     force=args.force)
+
+    def emit(record: dict[str, object]) -> None:
+        sys.stdout.write(json.dumps(record) + "\n")
+        sys.stdout.flush()
+
+    run_live(cfg, emit)
+    return 0
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     m = subparsers.add_parser(
         "mitigate", help="what to do about stragglers: S2 assignment, plans",
@@ -315,6 +343,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                          "study used the second, away from the embedding and the loss)")
     fc.add_argument("--json", action="store_true", help="print {a, b, c, r2, ...}")
     fc.set_defaults(func=_fit_cost)
+
+    rn = msub.add_parser(
+        "run", help="the live loop beside a running example job: detect, plan, act (S2)",
+        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=RUN_EPILOG,
+        description="Follow the example job's probe files, detect fail-slow ranks (watch), "
+                    "plan (Falcon's ski-rental rule) and apply S2 micro-batch assignments "
+                    "through the action file the job polls (--action-file).")
+    rn.add_argument("job_dir", metavar="JOB_DIR", help="the job's --out-dir")
+    rn.add_argument("--action", required=True, metavar="FILE",
+                    help="the action file (the job's --action-file); written atomically")
+    rn.add_argument("--costs", help="YAML file changing the strategies' overheads")
+    rn.add_argument("--warmup", type=non_negative_int, default=10, metavar="N",
+                    help="steps of warm-up before detection (default %(default)s)")
+    rn.add_argument("--window", type=positive_int, default=10, metavar="N",
+                    help="last complete steps over which micro-batch times are measured, "
+                         "none before the latest change detected (default %(default)s)")
+    rn.add_argument("--poll", type=positive_float, default=0.25, metavar="S",
+                    help="seconds between polls of the probe files (default %(default)s)")
+    rn.add_argument("--idle-timeout", type=positive_float, default=120.0, metavar="S",
+                    help="give up (exit 2) after this long without new probe records "
+                         "(default %(default)s)")
+    rn.add_argument("--force", action="store_true",
+                    help="overwrite an existing action file (its seq is continued)")
+    rn.set_defaults(func=_run)
 
     rb = msub.add_parser(
         "rebalance", help="split a global batch's sequences evenly by modelled cost",

@@ -25,7 +25,7 @@ from stragglers.errors import InputError
 from stragglers.inputs import JSONLineError, check_file, iter_lines, parse_json_line
 from stragglers.limits import check_limit
 
-__all__ = ["EventStream", "LevelEvent", "SuspectsEvent", "read_events"]
+__all__ = ["EventStream", "LevelEvent", "SuspectsEvent", "add_event", "read_events"]
 
 LEVEL_KINDS = ("onset", "change", "recovery", "speedup")
 
@@ -111,6 +111,23 @@ def _end(ev: dict[str, Any], where: str) -> int | None:
     return max(counts) - 1 if counts else None
 
 
+def add_event(stream: EventStream, ev: dict[str, Any], where: str, line: int) -> None:
+    """Add one ``watch`` event (a decoded JSON object) to ``stream``: a level change or
+    ``suspects`` event to its events, a ``summary`` to its end, any other kind counted in
+    ``ignored``. ``where`` names the input in errors (``FILE:LINE``)."""
+    kind = ev.get("event")
+    if not isinstance(kind, str):
+        raise InputError(f"{where}: field 'event': expected a string, got {kind!r}"[:300])
+    if kind in LEVEL_KINDS:
+        stream.events.append(_level_event(ev, where, line))
+    elif kind == "suspects":
+        stream.events.append(_suspects(ev, where, line))
+    elif kind == "summary":
+        stream.end_iteration = _end(ev, where)
+    else:
+        stream.ignored[kind[:40]] += 1
+
+
 def read_events(path: str | os.PathLike[str]) -> EventStream:
     """The events of a ``watch`` output file (see the module docstring)."""
     p = check_file(path, "events file")
@@ -129,17 +146,7 @@ def read_events(path: str | os.PathLike[str]) -> EventStream:
             if not isinstance(ev, dict):
                 raise InputError(f"{where}: expected a JSON object (a watch event), got "
                                  f"{type(ev).__name__}")
-            kind = ev.get("event")
-            if not isinstance(kind, str):
-                raise InputError(f"{where}: field 'event': expected a string, got {kind!r}"[:300])
-            if kind in LEVEL_KINDS:
-                out.events.append(_level_event(ev, where, lineno))
-            elif kind == "suspects":
-                out.events.append(_suspects(ev, where, lineno))
-            elif kind == "summary":
-                out.end_iteration = _end(ev, where)
-            else:
-                out.ignored[kind[:40]] += 1
+            add_event(out, ev, where, lineno)
     except OSError as exc:
         raise InputError(f"{p}: cannot read the events file ({exc.strerror or exc})") from None
     return out

@@ -51,6 +51,7 @@ from stragglers.atomic import check_out_dir, write_text
 from stragglers.cli import options
 from stragglers.errors import InputError
 from stragglers.probe.config import JobLayout, ProbeConfig, WorkerInfo
+from stragglers.probe.examples.assignment import LiveAssignment
 from stragglers.probe.examples.profiler import AnnotatedProbe, RankProfiler
 from stragglers.probe.gcplan import PlannedGC
 from stragglers.probe.hooks import CommHooks
@@ -121,6 +122,8 @@ class JobConfig:
     hang_mode: str = "in-collective"
     crash_rank: int = -1
     crash_step: int = -1
+    # live mitigation (S2): the action file polled at each step (assignment.py)
+    action_file: str = ""
 
     @property
     def world_size(self) -> int:
@@ -338,6 +341,8 @@ class StageWorker:
                        if cfg.gc_pause_prob > 0 else None)
         self.planned = PlannedGC(self.probe, interval=cfg.gc_interval or None)
         self.hooks = CommHooks(self.probe) if cfg.comm_hooks else None
+        self.live = LiveAssignment(cfg.action_file, rank, dp, self.dp_rank, cfg.microbatches,
+                                   self.device)
         self.start_step = self._resume_step()
         self.step = 0
         self.inject = False
@@ -385,7 +390,8 @@ class StageWorker:
 
         cfg = self.cfg
         dist_name = cfg.seq_len_dist if self.inject else "fixed"
-        return sequence_length(cfg.seed, self.step, self.dp_rank, mb, cfg.seq_len, dist_name)
+        data_dp, data_mb = self.live.source(mb)
+        return sequence_length(cfg.seed, self.step, data_dp, data_mb, cfg.seq_len, dist_name)
 
     def shape_of(self, mb: int) -> tuple[int, ...]:
         """Activation (and activation-gradient) shape of microbatch ``mb``."""
@@ -406,7 +412,7 @@ class StageWorker:
         cfg = self.cfg
         with self.probe.span(FORWARD_COMPUTE, mb_id=mb, mc=0):
             t0 = time.perf_counter()
-            tokens, labels = make_batch(cfg.seed, self.step, self.dp_rank, mb,
+            tokens, labels = make_batch(cfg.seed, self.step, *self.live.source(mb),
                                         cfg.micro_batch_size, self.seq_len_of(mb),
                                         cfg.vocab_size, self.device)
             x = tokens if self.is_first else inp.requires_grad_()
@@ -441,12 +447,13 @@ class StageWorker:
 
         probe, opt = self.probe, self.opt
         self.step, self.inject = step, self.cfg.injected(step)
+        self.live.poll(step)
         probe.begin_step(step)
         self.step_starts.append(time.perf_counter())
         self.step_loss = torch.zeros((), device=self.device)
         with probe.span(PARAMS_ALL_GATHER, mc=0):
             opt.all_gather_params()
-        one_f_one_b(self.comm, self.cfg.microbatches, self.shape_of, self.forward_step,
+        one_f_one_b(self.comm, self.live.count(), self.shape_of, self.forward_step,
                     self.backward_step)
         self.planned.step(step)
         with probe.span(LAYERNORM_ALL_REDUCE):
@@ -497,6 +504,7 @@ class StageWorker:
             "gc_pauses": self.pauses.pauses if self.pauses is not None else 0,
             "timer": self.probe.timer_kind if self.cfg.probe else "off",
             "device": str(self.device),
+            "live": self.live.report(),
         }
         workers = self.out / "workers"
         workers.mkdir(parents=True, exist_ok=True)
@@ -617,7 +625,9 @@ def _merge(cfg: JobConfig, summary: dict[str, Any]) -> None:
     from stragglers.probe.merge import merge_dir
 
     out = Path(cfg.out_dir)
-    result = merge_dir(out / "probe", None, out)
+    # live mitigation (S2): uneven micro-batch counts are not one schedule; merged, reported
+    result = merge_dir(out / "probe", None, out, strict=not cfg.action_file)
+    summary["trace_problems"] = result.problems
     summary["trace"] = str(out / "trace.parquet")
     summary["meta"] = str(out / "meta.yaml")
     summary["trace_steps"] = result.steps
@@ -672,6 +682,8 @@ def add_job_arguments(parser: argparse.ArgumentParser, out_dir_required: bool = 
                        "OUT_DIR/probe/session/ and pushes them to this `stragglers serve` URL",
         "push_token_file": "token file for --push-server (default: $STRAGGLERS_TOKEN)",
         "push_job": "job name of the pushed session (default: the server's)",
+        "action_file": "live mitigation: the action file polled at the top of every step "
+                       "(written by `stragglers mitigate run`; see README)",
     }
     defaults = JobConfig()
     for f in fields(JobConfig):
