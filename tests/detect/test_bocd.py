@@ -212,3 +212,27 @@ def test_spikes_at_the_start_of_a_slow_period_do_not_delay_it(seed: int) -> None
     healthy = np.exp(rng.normal(0, 0.01, 700))
     healthy[spikes] *= rng.uniform(4.0, 6.0, spikes.size)
     assert run_detector(make_detector("bocd_verify"), healthy) == []
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_slow_period_on_a_short_lower_step_is_declared_from_its_start(seed: int) -> None:
+    """A compound slowdown: a communication slowdown (1.55x) that a computation slowdown
+    joins 7 points later (2.3x), shorter than ``min_segment`` on its lower step.  The onset
+    is located at the first slow point and declared within 10 points of it (the synthetic
+    event ``communication/compound/024`` of corpus seed 2 was declared 14 points late, on
+    the upper step).  A lower step that is not slow (5 %) is not taken for the start."""
+    rng = np.random.default_rng(seed)
+    x = np.exp(rng.normal(0, 0.03, 600))
+    x[300:307] *= 1.55
+    x[307:400] *= 2.3
+    alarms = run_detector(make_detector("bocd_verify"), x)
+    assert alarms[0].kind == "onset"
+    assert abs(alarms[0].index - 300) <= 2 and alarms[0].declared_at - 300 <= 10
+    assert [a.kind for a in alarms[1:]] in (["change", "recovery"], ["recovery"])
+    assert abs(alarms[-1].index - 400) <= 2
+    mild = np.exp(rng.normal(0, 0.03, 600))
+    mild[300:307] *= 1.05
+    mild[307:400] *= 2.3
+    alarms = run_detector(make_detector("bocd_verify"), mild)
+    assert [a.kind for a in alarms] == ["onset", "recovery"]
+    assert abs(alarms[0].index - 307) <= 2 and alarms[0].declared_at - 307 <= 10

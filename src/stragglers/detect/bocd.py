@@ -82,6 +82,12 @@ restarts and a level that wanders), active when ``persist_fraction > 0`` (BOCD+V
   that begins with a cluster of spikes on top of a new level reaches back to where the level
   began), and its confidence is the posterior mass of all runs started since then
   (``BOCD.mass_since``) rather than the mass near one run length;
+* *a slow period that starts on a lower step*: when healthy, the start of an upward
+  candidate also moves back over a lower step just before it (a communication slowdown that
+  a computation slowdown joins a few points later, shorter than ``min_segment``): at least
+  ``min_segment // 2`` points beyond the midpoint between the regime level and the slow
+  limit whose level without spikes is itself slow.  The onset is then located and declared
+  from the first slow point, not from the upper step;
 * *a new level inside an older candidate*: spikes in BOCD's current run widen its variance
   (a Normal model), so a new level right after them looks like more of that run for several
   points and the candidate stays the older run, a mixture of both levels.  When the
@@ -790,7 +796,25 @@ class BOCDVerifyDetector:
                 back += 1
             else:
                 break
+        if up and not self._regime.slow and back < limit:
+            back += self._lower_step(recent, n - count - back, limit - back)
         return tau - back, count + back
+
+    def _lower_step(self, recent: list[float], end: int, limit: int) -> int:
+        """A slow period that starts on a lower step (a communication slowdown that a
+        computation slowdown joins a few points later, both slow): the points just before
+        ``recent[end]`` that lie beyond the midpoint between the regime level and the slow
+        limit, when there are at least ``min_segment // 2`` of them and their level without
+        spikes is itself slow.  Their number (0 when they are no slow step)."""
+        slow = self._slow_limit()
+        low = 0.5 * (self._regime.ref + slow)
+        b = 0
+        while b < limit and recent[end - b - 1] > low:
+            b += 1
+        if b < max(1, self.min_segment // 2):
+            return 0
+        step = without_spikes(recent[end - b:end])
+        return b if _median_sorted(sorted(step)) >= slow else 0
 
     def _persists(self, values: list[float], level: float) -> bool:
         """Spikes are not a level: at least ``persist_fraction`` of the candidate's points lie
