@@ -82,6 +82,12 @@ restarts and a level that wanders), active when ``persist_fraction > 0`` (BOCD+V
   that begins with a cluster of spikes on top of a new level reaches back to where the level
   began), and its confidence is the posterior mass of all runs started since then
   (``BOCD.mass_since``) rather than the mass near one run length;
+* *a slow period that starts on a lower step*: when healthy, the start of an upward
+  candidate also moves back over a lower step just before it (a communication slowdown that
+  a computation slowdown joins a few points later, shorter than ``min_segment``): at least
+  ``min_segment // 2`` points beyond the midpoint between the regime level and the slow
+  limit whose level without spikes is itself slow.  The onset is then located and declared
+  from the first slow point, not from the upper step;
 * *a new level inside an older candidate*: spikes in BOCD's current run widen its variance
   (a Normal model), so a new level right after them looks like more of that run for several
   points and the candidate stays the older run, a mixture of both levels.  When the
@@ -100,7 +106,17 @@ restarts and a level that wanders), active when ``persist_fraction > 0`` (BOCD+V
   ``threshold / 4`` above healthy.  For ``band_points`` points after that (counted again from
   each recovery), the job is slow only from ``max(healthy * (1 + threshold), band top * (1 +
   threshold / 4))``: a job whose speed wanders by 11 % between checkpoints (a saw-tooth) is
-  not slow at each peak; a level that only goes up (a drift) never widens the band.
+  not slow at each peak; a level that only goes up (a drift) never widens the band.  A
+  level the job ran at while healthy and then left for a lower healthy level is in the band
+  too: the regime before a ``speedup`` (a series that starts on a saw-tooth peak) and the
+  healthy level before a slow period that recovers onto a trough.  While the band holds, the
+  start of an upward candidate moves back only over points beyond the midpoint between the
+  band's top and the new level (a saw-tooth peak just before a slow period is not part of
+  it);
+* *slow is slow from any healthy level*: from a healthy regime above the healthy level (a
+  saw-tooth peak verified as a ``change``), an upward candidate needs to reach the slow
+  limit (at least ``threshold / 2`` above that regime, plus the noise margin), not
+  ``threshold`` above it.
 
 Alarm kinds:
 
@@ -615,9 +631,16 @@ class BOCDVerifyDetector:
         quarter of ``threshold`` above the top of the healthy band seen in the last
         ``band_points``."""
         limit = self.healthy_level * (1.0 + self.threshold)
-        if self._band_high == self._band_high and self._t - self._band_t <= self.band_points:
-            limit = max(limit, self._band_high * (1.0 + 0.25 * self.threshold))
+        top = self._band_top()
+        if top == top:
+            limit = max(limit, top * (1.0 + 0.25 * self.threshold))
         return limit
+
+    def _band_top(self) -> float:
+        """Top of the healthy band while it holds (``band_points``), else NaN."""
+        if self._band_high == self._band_high and self._t - self._band_t <= self.band_points:
+            return self._band_high
+        return math.nan
 
     def _prior(self, x: float) -> NormalGammaPrior:
         return NormalGammaPrior(
@@ -752,7 +775,7 @@ class BOCDVerifyDetector:
                         robust_stats_small(without_spikes(values))[0])
         if not self._differs(level, spread, k) or not self._persists(values, after):
             return []
-        return [self._accept(tau, t, after, count)]
+        return [self._accept(tau, t, after, count, judged=level)]
 
     def _grow_reference(self, length: int, skip: int = 0) -> None:
         """(Re)compute the regime's reference level from its first points (at most
@@ -779,8 +802,15 @@ class BOCDVerifyDetector:
         k = min(count, self.reference_points)
         level = _median_sorted(sorted(without_spikes(recent[n - k:])))
         ref = self._regime.ref
-        mid = 0.5 * (level + ref)
         up = level > ref
+        base = ref
+        if up and not self._regime.slow:
+            # Points within the healthy band are healthy: beyond the midpoint between the
+            # band's top and the new level (a saw-tooth peak just before a slow period).
+            top = self._band_top()
+            if top < level:
+                base = max(ref, top)
+        mid = 0.5 * (level + base)
         limit = min(n - count, tau - self._regime.start - self.location_tolerance - 1,
                     2 * self.reference_points - count)
         back = 0
@@ -790,7 +820,25 @@ class BOCDVerifyDetector:
                 back += 1
             else:
                 break
+        if up and not self._regime.slow and back < limit:
+            back += self._lower_step(recent, n - count - back, limit - back)
         return tau - back, count + back
+
+    def _lower_step(self, recent: list[float], end: int, limit: int) -> int:
+        """A slow period that starts on a lower step (a communication slowdown that a
+        computation slowdown joins a few points later, both slow): the points just before
+        ``recent[end]`` that lie beyond the midpoint between the regime level and the slow
+        limit, when there are at least ``min_segment // 2`` of them and their level without
+        spikes is itself slow.  Their number (0 when they are no slow step)."""
+        slow = self._slow_limit()
+        low = 0.5 * (self._regime.ref + slow)
+        b = 0
+        while b < limit and recent[end - b - 1] > low:
+            b += 1
+        if b < max(1, self.min_segment // 2):
+            return 0
+        step = without_spikes(recent[end - b:end])
+        return b if _median_sorted(sorted(step)) >= slow else 0
 
     def _persists(self, values: list[float], level: float) -> bool:
         """Spikes are not a level: at least ``persist_fraction`` of the candidate's points lie
@@ -824,6 +872,12 @@ class BOCDVerifyDetector:
             # Back to the healthy level: a return always counts, even from a slow level less
             # than ``threshold`` above it (half the way back is enough, beyond the noise).
             need = min(need, 0.5 * (reg.ref - healthy) / reg.ref)
+        elif not reg.slow and self.persist_fraction > 0.0 and level > reg.ref:
+            # From a healthy regime above the healthy level (a saw-tooth peak taken as a
+            # `change`), a slow level needs to reach the slow limit, not to lie ``threshold``
+            # above that regime (at least half of it, beyond the noise).
+            slow = self._slow_limit()
+            need = min(need, max((slow - reg.ref) / reg.ref, 0.5 * self.threshold))
         return rel >= need + self.margin_se * se
 
     def _classify(self, before: float, after: float) -> tuple[str, bool]:
@@ -837,10 +891,13 @@ class BOCDVerifyDetector:
             return "recovery", False
         return "change", True
 
-    def _accept(self, tau: int, t: int, after: float, count: int) -> Alarm:
+    def _accept(self, tau: int, t: int, after: float, count: int,
+                judged: float | None = None) -> Alarm:
+        """A new regime from ``tau``: ``after`` is its level (trimmed mean), ``judged`` the
+        level it was verified on (spikes left out), which also decides whether it is slow."""
         before = self._regime.ref
         healthy = self.healthy_level
-        kind, slow = self._classify(before, after)
+        kind, slow = self._classify(before, after if judged is None else judged)
         k = min(count, self.reference_points)
         ref, spread = robust_stats_small(self._recent_values(k))
         speedup = kind == "speedup"
@@ -851,6 +908,14 @@ class BOCDVerifyDetector:
             self.healthy_level = ref
         elif not slow:
             self.healthy_level = min(healthy, ref)
+        # A level the job ran at while healthy, left for a lower healthy level, is within its
+        # band: the regime before a speedup (a series that starts on a saw-tooth peak), the
+        # healthy level before a slow period that recovers onto a trough.  Held as the
+        # possible top of the band, confirmed by _healthy_sample below.
+        high = before if speedup else healthy if kind == "recovery" else math.nan
+        if high > self.healthy_level * (1.0 + 0.5 * self.threshold):
+            if not high <= self._pending_high:
+                self._pending_high = high
         if slow:
             self._pending_high = math.nan  # a level that went on up to a slow one
         else:
