@@ -115,6 +115,10 @@ class JobConfig:
     ckpt_every: int = 0
     resume: bool = False
     rank_map: str = ""
+    # sequence-length rebalancing (stragglers.probe.examples.loader): samples of their own
+    # lengths, packed per micro-batch, split in order or by the greedy partitioner
+    rebalance: str = "off"
+    cost_model: str = ""
 
     @property
     def world_size(self) -> int:
@@ -167,6 +171,9 @@ class JobConfig:
                 load_rank_map(self.rank_map, self.dp, self.pp)
             except InputError as exc:
                 raise ValueError(str(exc)) from None
+        from stragglers.probe.examples.loader import check_config
+
+        check_config(self)  # sequence-length rebalancing
 
     def injected(self, step: int) -> bool:
         """Whether the straggler injections are active in ``step``.
@@ -314,6 +321,9 @@ class StageWorker:
                        if cfg.gc_pause_prob > 0 else None)
         self.planned = PlannedGC(self.probe, interval=cfg.gc_interval or None)
         self.hooks = CommHooks(self.probe) if cfg.comm_hooks else None
+        from stragglers.probe.examples.loader import SampleLoader
+
+        self.loader = SampleLoader.from_config(cfg)  # sequence-length rebalancing
         self.start_step = self._resume_step()
         self.step = 0
         self.inject = False
@@ -365,6 +375,8 @@ class StageWorker:
 
     def shape_of(self, mb: int) -> tuple[int, ...]:
         """Activation (and activation-gradient) shape of microbatch ``mb``."""
+        if self.loader is not None:  # sequence-length rebalancing: samples packed in a row
+            return self.loader.shape(self.step, self.inject, self.dp_rank, mb, self.cfg.hidden)
         return (self.cfg.micro_batch_size, self.seq_len_of(mb), self.cfg.hidden)
 
     def _stretch(self, t0: float) -> None:
@@ -382,13 +394,19 @@ class StageWorker:
         cfg = self.cfg
         with self.probe.span(FORWARD_COMPUTE, mb_id=mb, mc=0):
             t0 = time.perf_counter()
-            tokens, labels = make_batch(cfg.seed, self.step, self.dp_rank, mb,
-                                        cfg.micro_batch_size, self.seq_len_of(mb),
-                                        cfg.vocab_size, self.device)
+            lengths, weight = None, 1.0 / cfg.microbatches
+            if self.loader is not None:  # sequence-length rebalancing
+                tokens, labels, lengths, weight = self.loader.batch(
+                    self.step, self.inject, self.dp_rank, mb, self.device,
+                    record=self.is_first and self.probe.profiling)
+            else:
+                tokens, labels = make_batch(cfg.seed, self.step, self.dp_rank, mb,
+                                            cfg.micro_batch_size, self.seq_len_of(mb),
+                                            cfg.vocab_size, self.device)
             x = tokens if self.is_first else inp.requires_grad_()
-            result = self.model(x, labels if self.is_last else None)
+            result = self.model(x, labels if self.is_last else None, lengths)
             if self.is_last:
-                result = result / cfg.microbatches
+                result = result * weight
                 self.step_loss = self.step_loss + result.detach()
             if self.pauses is not None and self.inject:
                 self.pauses.maybe_pause()
@@ -474,6 +492,10 @@ class StageWorker:
             "timer": self.probe.timer_kind if self.cfg.probe else "off",
             "device": str(self.device),
         }
+        if self.loader is not None and self.is_first:  # sequence-length rebalancing
+            from stragglers.probe.examples.loader import save_fed
+
+            save_fed(self.loader, self.out, self.dp_rank)
         workers = self.out / "workers"
         workers.mkdir(parents=True, exist_ok=True)
         (workers / f"worker-{self.rank:05d}.json").write_text(json.dumps(record))
@@ -549,6 +571,7 @@ def run_job(cfg: JobConfig, merge: bool = True) -> dict[str, Any]:
     summary = summarise(cfg)
     if cfg.probe and merge:
         _merge(cfg, summary)
+    _write_lengths(cfg, summary)
     write_text(out / "summary.json", json.dumps(summary, indent=1))
     return summary
 
@@ -558,7 +581,7 @@ def run_job(cfg: JobConfig, merge: bool = True) -> dict[str, Any]:
 OUT_MARKER = ".stragglers-probe-out"
 #: What a run replaces in its output folder.
 RUN_OUTPUTS = ("probe", "profiler", "workers", "trace.parquet", "meta.yaml", "summary.json",
-               "rendezvous")
+               "rendezvous", "lengths", "lengths.jsonl")
 
 
 def claim_out_dir(out_dir: str | os.PathLike[str], force: bool, option: str = "--out-dir",
@@ -600,6 +623,15 @@ def _merge(cfg: JobConfig, summary: dict[str, Any]) -> None:
     summary["dropped_steps"] = result.dropped_steps
     summary["max_clock_rtt_s"] = result.max_clock_rtt
     summary["incomplete_last_lines"] = result.incomplete_lines
+
+
+def _write_lengths(cfg: JobConfig, summary: dict[str, Any]) -> None:
+    """Sequence-length rebalancing: ``OUT/lengths.jsonl`` from the first-stage records."""
+    from stragglers.probe.examples.loader import write_lengths
+
+    target = write_lengths(cfg.out_dir) if cfg.rebalance != "off" else None
+    if target is not None:
+        summary["lengths"] = str(target)
 
 
 #: Option types (:mod:`stragglers.cli.options`) of the numeric fields: each refuses NaN,
@@ -648,6 +680,10 @@ def add_job_arguments(parser: argparse.ArgumentParser, out_dir_required: bool = 
                        "OUT_DIR/probe/session/ and pushes them to this `stragglers serve` URL",
         "push_token_file": "token file for --push-server (default: $STRAGGLERS_TOKEN)",
         "push_job": "job name of the pushed session (default: the server's)",
+        "rebalance": "off (micro-batches of one length), or samples of their own lengths "
+                     "packed per micro-batch, split in-order or greedy (by --cost-model)",
+        "cost_model": "greedy's cost model: JSON/YAML {a, b, c} (`stragglers mitigate "
+                      "fit-cost --json`); default: balance tokens",
     }
     defaults = JobConfig()
     for f in fields(JobConfig):
@@ -693,6 +729,7 @@ def main(argv: list[str] | None = None) -> int:
             summary = summarise(cfg)
             if cfg.probe:
                 _merge(cfg, summary)
+            _write_lengths(cfg, summary)
             write_text(Path(cfg.out_dir) / "summary.json", json.dumps(summary, indent=1))
             print(json.dumps({k: summary[k] for k in ("mean_step_s", "loss_first",
                                                        "loss_last")}))
