@@ -102,9 +102,9 @@ def test_greedy_balances_the_modelled_cost() -> None:
 
 def test_config_errors(tmp_path: Path) -> None:
     base = JobConfig(out_dir=str(tmp_path / "o"), **SMALL)
-    with pytest.raises(ValueError, match="rebalance must be one of off, in-order, greedy"):
+    with pytest.raises(ValueError, match="must be one of off, in-order, greedy, paired"):
         JobConfig(out_dir=str(tmp_path / "o"), rebalance="lpt").validate()
-    with pytest.raises(ValueError, match="--cost-model is used by --rebalance greedy only"):
+    with pytest.raises(ValueError, match="--cost-model is used by --rebalance greedy and "):
         JobConfig(out_dir=str(tmp_path / "o"), rebalance="in-order",
                   cost_model=str(tmp_path / "m.json")).validate()
     bad = tmp_path / "bad.json"
@@ -142,7 +142,7 @@ def test_cli_refuses_a_bad_rebalance_in_one_line(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1].endswith(
-        "rebalance must be one of off, in-order, greedy, got 'sorted'")
+        "rebalance must be one of off, in-order, greedy, paired, got 'sorted'")
     assert "Traceback" not in proc.stderr
 
 
@@ -171,3 +171,13 @@ def test_real_runs_train_the_same_and_record_lengths(tmp_path: Path) -> None:
     fit = fit_from_trace(read_trace(out / "trace.parquet"), lengths, stage=1)
     assert fit.microbatches == 12 and fit.trace_only == 0 and fit.lengths_only == 0
     assert min(fit.model.a, fit.model.b, fit.model.c) >= 0
+
+
+def test_paired_steps_train_the_same_samples_both_ways() -> None:
+    paired, plain, greedy = _loader("paired"), _loader("in-order"), _loader("greedy")
+    for k in (1, 4):
+        fed = _samples_fed(plain, k)
+        assert _samples_fed(paired, 2 * k) == fed == _samples_fed(paired, 2 * k + 1)
+        for step, ref in ((2 * k, plain), (2 * k + 1, greedy)):
+            got = [[i.tolist() for i in r] for r in paired.plan(step).partition.batches]
+            assert got == [[i.tolist() for i in r] for r in ref.plan(k).partition.batches]

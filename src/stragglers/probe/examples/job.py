@@ -681,9 +681,10 @@ def add_job_arguments(parser: argparse.ArgumentParser, out_dir_required: bool = 
         "push_token_file": "token file for --push-server (default: $STRAGGLERS_TOKEN)",
         "push_job": "job name of the pushed session (default: the server's)",
         "rebalance": "off (micro-batches of one length), or samples of their own lengths "
-                     "packed per micro-batch, split in-order or greedy (by --cost-model)",
-        "cost_model": "greedy's cost model: JSON/YAML {a, b, c} (`stragglers mitigate "
-                      "fit-cost --json`); default: balance tokens",
+                     "packed per micro-batch, split in-order or greedy (by --cost-model), or "
+                     "paired (steps 2k, 2k+1: the same samples in order, then greedy)",
+        "cost_model": "cost model of greedy and paired: JSON/YAML {a, b, c} (`stragglers "
+                      "mitigate fit-cost --json`); default: balance tokens",
     }
     defaults = JobConfig()
     for f in fields(JobConfig):

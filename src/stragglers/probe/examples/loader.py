@@ -17,6 +17,10 @@ loader does). ``greedy`` gives them to :func:`stragglers.mitigate.seqlen.rebalan
 modelled cost first onto the least-loaded DP rank, then within each rank onto its
 least-loaded micro-batch. A micro-batch may then hold any number of samples; a partition that
 would leave one empty is refused before the run starts (:func:`check_config`).
+``paired`` is for measuring on a shared machine: steps ``2k`` and ``2k + 1`` train the same
+samples (those of data step ``k``), split in order in the even step and greedily in the odd
+one, so each pair compares the two splits under the same machine load (as
+``--inject-period`` pairs steps with and without a straggler).
 
 **Packing, not padding.** The samples of a micro-batch are packed into one row (batch 1,
 ``sum L`` tokens): positions restart at 0 for each sample and attention stays within each
@@ -68,7 +72,7 @@ __all__ = ["MODES", "SampleLoader", "StepPlan", "check_config", "lengths_file", 
            "read_cost_model", "sample_lengths", "write_lengths"]
 
 #: ``--rebalance`` values: ``off`` keeps the job's micro-batches of one length each.
-MODES = ("off", "in-order", "greedy")
+MODES = ("off", "in-order", "greedy", "paired")
 #: Shortest long-tailed sample (tokens); lengths are multiples of 16.
 MIN_LEN = 32
 #: The default cost model of ``greedy`` without ``--cost-model``: balance tokens.
@@ -136,8 +140,9 @@ class SampleLoader:
     def __init__(self, mode: str, seed: int, dp: int, microbatches: int,
                  micro_batch_size: int, seq_len: int, vocab: int, longtail: bool,
                  model: CostModel = TOKENS) -> None:
-        if mode not in ("in-order", "greedy"):
-            raise ValueError(f"loader mode must be in-order or greedy, got {mode!r}")
+        if mode not in MODES[1:]:
+            raise ValueError(f"loader mode must be one of {', '.join(MODES[1:])}, got "
+                             f"{mode!r}")
         self.mode, self.seed, self.dp, self.microbatches = mode, seed, dp, microbatches
         self.samples = dp * microbatches * micro_batch_size
         self.seq_len, self.vocab, self.longtail, self.model = seq_len, vocab, longtail, model
@@ -154,13 +159,24 @@ class SampleLoader:
         return cls(cfg.rebalance, cfg.seed, cfg.dp, cfg.microbatches, cfg.micro_batch_size,
                    cfg.seq_len, cfg.vocab_size, cfg.seq_len_dist == "longtail", model)
 
+    def data_step(self, step: int) -> int:
+        """Whose samples step ``step`` trains: its own; in ``paired`` mode those of
+        ``step // 2``."""
+        return step // 2 if self.mode == "paired" else step
+
+    def split(self, step: int) -> str:
+        """``in-order`` or ``greedy``: how step ``step`` splits its samples."""
+        if self.mode == "paired":
+            return "greedy" if step % 2 else "in-order"
+        return self.mode
+
     def plan(self, step: int, injected: bool = True) -> StepPlan:
         """The split of step ``step`` (long-tailed lengths only while ``injected``)."""
         if self._plan is not None and self._plan.step == step:
             return self._plan
-        lengths = sample_lengths(self.seed, step, self.samples, self.seq_len,
+        lengths = sample_lengths(self.seed, self.data_step(step), self.samples, self.seq_len,
                                  self.longtail and injected)
-        if self.mode == "greedy":
+        if self.split(step) == "greedy":
             part = rebalance(lengths, self.model, self.dp, self.microbatches)
         else:
             part = in_order(lengths, self.model, self.dp, self.microbatches)
@@ -188,7 +204,7 @@ class SampleLoader:
         plan = self.plan(step, injected)
         if self._tokens is None:
             gen = torch.Generator().manual_seed(int(np.random.default_rng(
-                [self.seed, step, 23]).integers(2**62)))
+                [self.seed, self.data_step(step), 23]).integers(2**62)))
             width = max_len(self.seq_len)
             start = torch.randint(0, self.vocab, (self.samples, 1), generator=gen)
             moves = torch.randint(1, 4, (self.samples, width), generator=gen)
@@ -211,22 +227,22 @@ def check_config(cfg: JobConfig) -> None:
     split that would leave a micro-batch without samples in some step."""
     if cfg.rebalance not in MODES:
         raise ValueError(f"rebalance must be one of {', '.join(MODES)}, got {cfg.rebalance!r}")
-    if cfg.cost_model and cfg.rebalance != "greedy":
-        raise ValueError("--cost-model is used by --rebalance greedy only")
+    if cfg.cost_model and cfg.rebalance not in ("greedy", "paired"):
+        raise ValueError("--cost-model is used by --rebalance greedy and paired only")
     try:
         loader = SampleLoader.from_config(cfg)
     except InputError as exc:
         raise ValueError(str(exc)) from None
-    if loader is None or loader.mode != "greedy":
+    if loader is None or loader.mode == "in-order":
         return  # in order: every micro-batch holds micro_batch_size samples
     for step in range(cfg.steps):
         empty = loader.plan(step, cfg.injected(step)).empty()
         if empty:
             d, m = empty[0]
             raise ValueError(
-                f"--rebalance greedy: in step {step} the split leaves micro-batch {m} of DP "
-                f"rank {d} without samples ({len(empty)} empty); raise --micro-batch-size "
-                "or lower --microbatches")
+                f"--rebalance {cfg.rebalance}: in step {step} the split leaves micro-batch "
+                f"{m} of DP rank {d} without samples ({len(empty)} empty); raise "
+                "--micro-batch-size or lower --microbatches")
 
 
 def lengths_file(out_dir: str | Path, dp_rank: int) -> Path:
@@ -259,7 +275,8 @@ def modelled_costs(cfg: JobConfig, model: CostModel, lengths: MicrobatchLengths,
     (its recorded ``lengths``) and as ``--rebalance greedy`` with ``model`` would split the
     same samples (the inputs of :func:`stragglers.mitigate.predict.predict_rebalance`).
 
-    The greedy split is recomputed per step from ``(seed, step)``, as the job does; a step
+    The greedy split is recomputed per step from its samples (``(seed, step)``, or
+    ``(seed, step // 2)`` for a ``paired`` run), as the job does; a step
     whose recorded token count differs from it (a run of another seed or size) is refused."""
     dp, mbs = cfg.dp, cfg.microbatches
     steps = np.asarray(steps, dtype=np.int64)
@@ -279,7 +296,9 @@ def modelled_costs(cfg: JobConfig, model: CostModel, lengths: MicrobatchLengths,
     tokens = lengths.sum_len[at].reshape(steps.size, dp * mbs).sum(axis=1)
     loader = SampleLoader("greedy", cfg.seed, dp, mbs, cfg.micro_batch_size, cfg.seq_len,
                           cfg.vocab_size, cfg.seq_len_dist == "longtail", model)
-    plans = [loader.plan(int(s), cfg.injected(int(s))) for s in steps]  # one split per step
+    data = steps // 2 if cfg.rebalance == "paired" else steps
+    plans = [loader.plan(int(d), cfg.injected(int(s)))  # one split per step
+             for s, d in zip(steps, data, strict=True)]
     wrong = np.flatnonzero(tokens != np.array([p.tokens for p in plans]))
     if wrong.size:
         raise InputError(f"lengths: step {int(steps[wrong[0]])} holds {int(tokens[wrong[0]])} "
