@@ -119,6 +119,7 @@ class JobConfig:
     # lengths, packed per micro-batch, split in order or by the greedy partitioner
     rebalance: str = "off"
     cost_model: str = ""
+    pin_cpus: bool = False  # rank r runs on CPU r % cpus: a waiting rank lends no core
 
     @property
     def world_size(self) -> int:
@@ -253,6 +254,9 @@ class StageWorker:
         from stragglers.probe.examples.pipeline import PipeComm, ShardedOptimizer
 
         torch.set_num_threads(cfg.threads)
+        if cfg.pin_cpus:  # sequence-length rebalancing: one core per rank, as one GPU each
+            cpus = sorted(os.sched_getaffinity(0))
+            os.sched_setaffinity(0, {cpus[rank % len(cpus)]})
         self.cfg, self.rank = cfg, rank
         world, dp, pp = cfg.world_size, cfg.dp, cfg.pp
         dev_index, self.cuda = _pick_device(cfg)
@@ -683,6 +687,8 @@ def add_job_arguments(parser: argparse.ArgumentParser, out_dir_required: bool = 
         "rebalance": "off (micro-batches of one length), or samples of their own lengths "
                      "packed per micro-batch, split in-order or greedy (by --cost-model), or "
                      "paired (steps 2k, 2k+1: the same samples in order, then greedy)",
+        "pin_cpus": "pin rank r to the r-th CPU (mod their number): a rank that waits does "
+                    "not lend its core to another, as with one device per rank",
         "cost_model": "cost model of greedy and paired: JSON/YAML {a, b, c} (`stragglers "
                       "mitigate fit-cost --json`); default: balance tokens",
     }
