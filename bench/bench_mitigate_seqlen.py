@@ -29,7 +29,7 @@ off (``gc_interval 0``) so that no collection lands on one kind of step only.
 ``--separate`` runs in-order and greedy as separate runs instead (alternating), exposed to
 the load changing between runs. Medians over the runs are printed as a table.
 
-    python bench/bench_mitigate_seqlen.py               # about 4 minutes on 2 cores
+    python bench/bench_mitigate_seqlen.py               # 1.5 min on 2 idle cores, more loaded
     python bench/bench_mitigate_seqlen.py --runs 3      # quicker
 """
 

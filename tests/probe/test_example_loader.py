@@ -148,14 +148,14 @@ def test_cli_refuses_a_bad_rebalance_in_one_line(tmp_path: Path) -> None:
 
 def test_real_runs_train_the_same_and_record_lengths(tmp_path: Path) -> None:
     """In-order and greedy runs see the same samples with the same loss weights: the same
-    losses (the partition changes only float rounding); the greedy run writes its trace and
-    the lengths it fed, and the cost model can be fitted from them."""
+    losses (the partition changes only float rounding); the greedy run (ranks pinned to CPUs)
+    writes its trace and the lengths it fed, and the cost model can be fitted from them."""
     plain = run_job(JobConfig(out_dir=str(tmp_path / "plain"), rebalance="in-order",
                               **SMALL))
     model = tmp_path / "cost.json"
     model.write_text(json.dumps({"a": 0.001, "b": 1.0, "c": 0.0, "r2": 0.5}))
     greedy = run_job(JobConfig(out_dir=str(tmp_path / "greedy"), rebalance="greedy",
-                               cost_model=str(model), **SMALL))
+                               cost_model=str(model), pin_cpus=True, **SMALL))
     assert len(plain["losses"]) == len(greedy["losses"]) == 4
     assert greedy["losses"] == pytest.approx(plain["losses"], rel=1e-4)
     off = run_job(JobConfig(out_dir=str(tmp_path / "off"), probe=False, **SMALL))

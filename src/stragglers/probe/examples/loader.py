@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -227,6 +228,8 @@ def check_config(cfg: JobConfig) -> None:
     split that would leave a micro-batch without samples in some step."""
     if cfg.rebalance not in MODES:
         raise ValueError(f"rebalance must be one of {', '.join(MODES)}, got {cfg.rebalance!r}")
+    if cfg.pin_cpus and not hasattr(os, "sched_setaffinity"):
+        raise ValueError("--pin-cpus needs os.sched_setaffinity (Linux)")
     if cfg.cost_model and cfg.rebalance not in ("greedy", "paired"):
         raise ValueError("--cost-model is used by --rebalance greedy and paired only")
     try:
