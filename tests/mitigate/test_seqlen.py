@@ -160,3 +160,20 @@ def test_rebalance_cli(capsys) -> None:
         assert main(args) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and needle in err
+
+
+def test_fit_keeps_coefficients_non_negative() -> None:
+    # Times linear in tokens (a = 0, c = 0.05) with a dip on the longest micro-batch: the
+    # unconstrained fit bends a below 0; the fit must stay at a >= 0 and give the best such fit.
+    sum_len = np.array([100.0, 200, 300, 400, 500, 600])
+    sum_sq = sum_len**2 / 2
+    durations = 0.05 + 0.001 * sum_len
+    durations[-1] -= 0.08
+    x = np.column_stack([sum_sq, sum_len, np.ones(6)])
+    free = np.linalg.lstsq(x, durations, rcond=None)[0]
+    assert free[0] < 0  # the premise: unconstrained, the quadratic term is negative
+    model = fit_cost_model(sum_sq, sum_len, durations)
+    assert min(model.a, model.b, model.c) >= 0
+    # optimal among non-negative fits: here a = 0 and (b, c) is the plain line fit
+    line = np.linalg.lstsq(x[:, 1:], durations, rcond=None)[0]
+    assert model.a == 0 and (model.b, model.c) == pytest.approx(tuple(line), rel=1e-9)

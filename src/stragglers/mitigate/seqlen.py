@@ -6,7 +6,8 @@ Cost model. The compute time of a micro-batch holding sequences of lengths ``L_j
 linear; the study's Fig. 9). :func:`microbatch_compute` takes, from a trace, the compute
 time of every (step, DP rank, micro-batch) on one stage (forward + backward; the study used
 the second stage, away from the embedding and the loss); :func:`fit_cost_model` fits
-``a, b, c`` to those times and the micro-batches' lengths by least squares (numpy).
+``a, b, c`` to those times and the micro-batches' lengths by least squares (numpy; the
+non-negative least squares of scipy when a coefficient would come out negative).
 
 Partitioning. Each sequence costs ``a L**2 + b L`` (``c`` is paid once per micro-batch,
 whatever it holds). :func:`rebalance` sorts a global batch's sequences by cost, largest
@@ -25,6 +26,7 @@ import heapq
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.optimize import nnls
 
 from stragglers.errors import InputError
 from stragglers.mitigate.lengths import MicrobatchLengths
@@ -69,7 +71,11 @@ def microbatch_compute(trace: TraceColumns, stage: int) -> tuple[np.ndarray, np.
 
 def fit_cost_model(sum_sq: np.ndarray, sum_len: np.ndarray, durations: np.ndarray
                    ) -> CostModel:
-    """Least-squares ``a, b, c`` of ``durations ~ a sum_sq + b sum_len + c``."""
+    """Least-squares ``a, b, c`` of ``durations ~ a sum_sq + b sum_len + c``, all >= 0.
+
+    Noisy timings (a loaded machine, a small quadratic term) can pull the unconstrained fit
+    to a negative coefficient, which would price short micro-batches below zero; then the
+    non-negative least-squares fit (``scipy.optimize.nnls``) is used instead."""
     x = np.column_stack([np.asarray(sum_sq, np.float64), np.asarray(sum_len, np.float64),
                          np.ones(len(durations))])
     y = np.asarray(durations, dtype=np.float64)
@@ -82,6 +88,8 @@ def fit_cost_model(sum_sq: np.ndarray, sum_len: np.ndarray, durations: np.ndarra
         raise InputError("cost model: the micro-batches' lengths do not vary enough to tell "
                          "a, b and c apart (sum L**2, sum L and 1 are collinear)")
     coef, *_ = np.linalg.lstsq(x, y, rcond=None)
+    if np.any(coef < 0):  # a time cannot grow negative: the best fit with a, b, c >= 0
+        coef = nnls(x, y)[0]
     resid = y - x @ coef
     ss_tot = float(np.sum((y - y.mean()) ** 2))
     r2 = 1.0 - float(resid @ resid) / ss_tot if ss_tot > 0 else 1.0

@@ -51,11 +51,21 @@ class Block(nn.Module):
         self.fc1 = nn.Linear(hidden, mlp_ratio * hidden)
         self.fc2 = nn.Linear(mlp_ratio * hidden, hidden)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, lengths: list[int] | None = None) -> torch.Tensor:
+        """``x``: ``(batch, n, hidden)``. With ``lengths`` (packed sequences, batch 1, their
+        sum ``n``) each sequence attends to itself only: one causal attention per sequence, so
+        attention costs ``sum L**2``, not ``n**2`` (what a variable-length kernel does)."""
         b, n, h = x.shape
         qkv = self.qkv(self.ln1(x)).view(b, n, 3, self.heads, h // self.heads)
         q, k, v = qkv.permute(2, 0, 3, 1, 4)
-        att = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        if lengths is None:
+            att = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            att = torch.cat([F.scaled_dot_product_attention(qs, ks, vs, is_causal=True)
+                             for qs, ks, vs in zip(q.split(lengths, dim=2),
+                                                   k.split(lengths, dim=2),
+                                                   v.split(lengths, dim=2), strict=True)],
+                            dim=2)
         x = x + self.proj(att.transpose(1, 2).reshape(b, n, h))
         return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
 
@@ -105,15 +115,25 @@ class GPTStage(nn.Module):
             return self.head_weight
         return None
 
-    def forward(self, inputs: torch.Tensor, labels: torch.Tensor | None = None) -> torch.Tensor:
-        """Tokens (first stage) or hidden states in; hidden states or, on the last stage, loss."""
+    def forward(self, inputs: torch.Tensor, labels: torch.Tensor | None = None,
+                lengths: list[int] | None = None) -> torch.Tensor:
+        """Tokens (first stage) or hidden states in; hidden states or, on the last stage, loss.
+
+        ``lengths``: the inputs are sequences packed into one row (batch 1) of these lengths;
+        positions restart at 0 for each and attention stays within each (see :class:`Block`).
+        """
         if self.is_first:
-            positions = torch.arange(inputs.shape[1], device=inputs.device)
+            n = inputs.shape[1]
+            positions = torch.arange(n, device=inputs.device)
+            if lengths is not None:
+                sizes = torch.tensor(lengths, device=inputs.device)
+                starts = torch.cumsum(sizes, 0) - sizes
+                positions = positions - torch.repeat_interleave(starts, sizes, output_size=n)
             x = self.wte(inputs) + self.wpe(positions)
         else:
             x = inputs
         for block in self.blocks:
-            x = block(x)
+            x = block(x, lengths)
         if not self.is_last:
             return x
         weight = self.wte.weight if self.is_first else self.head_weight

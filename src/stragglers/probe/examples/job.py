@@ -124,6 +124,11 @@ class JobConfig:
     crash_step: int = -1
     # live mitigation (S2): the action file polled at each step (assignment.py)
     action_file: str = ""
+    # sequence-length rebalancing (stragglers.probe.examples.loader): samples of their own
+    # lengths, packed per micro-batch, split in order or by the greedy partitioner
+    rebalance: str = "off"
+    cost_model: str = ""
+    pin_cpus: bool = False  # rank r runs on CPU r % cpus: a waiting rank lends no core
 
     @property
     def world_size(self) -> int:
@@ -187,6 +192,9 @@ class JobConfig:
 
         check_faults(self.hang_rank, self.hang_step, self.hang_mode, self.crash_rank,
                      self.crash_step, self.world_size)
+        from stragglers.probe.examples.loader import check_config
+
+        check_config(self)  # sequence-length rebalancing
 
     def injected(self, step: int) -> bool:
         """Whether the straggler injections are active in ``step``.
@@ -266,6 +274,9 @@ class StageWorker:
         from stragglers.probe.examples.pipeline import PipeComm, ShardedOptimizer
 
         torch.set_num_threads(cfg.threads)
+        if cfg.pin_cpus:  # sequence-length rebalancing: one core per rank, as one GPU each
+            cpus = sorted(os.sched_getaffinity(0))
+            os.sched_setaffinity(0, {cpus[rank % len(cpus)]})
         self.cfg, self.rank = cfg, rank
         world, dp, pp = cfg.world_size, cfg.dp, cfg.pp
         dev_index, self.cuda = _pick_device(cfg)
@@ -343,6 +354,9 @@ class StageWorker:
         self.hooks = CommHooks(self.probe) if cfg.comm_hooks else None
         self.live = LiveAssignment(cfg.action_file, rank, dp, self.dp_rank, cfg.microbatches,
                                    self.device)
+        from stragglers.probe.examples.loader import SampleLoader
+
+        self.loader = SampleLoader.from_config(cfg)  # sequence-length rebalancing
         self.start_step = self._resume_step()
         self.step = 0
         self.inject = False
@@ -395,6 +409,9 @@ class StageWorker:
 
     def shape_of(self, mb: int) -> tuple[int, ...]:
         """Activation (and activation-gradient) shape of microbatch ``mb``."""
+        if self.loader is not None:  # sequence-length rebalancing: samples packed in a row
+            return self.loader.shape(self.step, self.inject, *self.live.source(mb),
+                                     self.cfg.hidden)
         return (self.cfg.micro_batch_size, self.seq_len_of(mb), self.cfg.hidden)
 
     def _stretch(self, t0: float) -> None:
@@ -412,13 +429,19 @@ class StageWorker:
         cfg = self.cfg
         with self.probe.span(FORWARD_COMPUTE, mb_id=mb, mc=0):
             t0 = time.perf_counter()
-            tokens, labels = make_batch(cfg.seed, self.step, *self.live.source(mb),
-                                        cfg.micro_batch_size, self.seq_len_of(mb),
-                                        cfg.vocab_size, self.device)
+            lengths, weight = None, 1.0 / cfg.microbatches
+            if self.loader is not None:  # sequence-length rebalancing
+                tokens, labels, lengths, weight = self.loader.batch(
+                    self.step, self.inject, *self.live.source(mb), self.device,
+                    record=self.is_first and self.probe.profiling)
+            else:
+                tokens, labels = make_batch(cfg.seed, self.step, *self.live.source(mb),
+                                            cfg.micro_batch_size, self.seq_len_of(mb),
+                                            cfg.vocab_size, self.device)
             x = tokens if self.is_first else inp.requires_grad_()
-            result = self.model(x, labels if self.is_last else None)
+            result = self.model(x, labels if self.is_last else None, lengths)
             if self.is_last:
-                result = result / cfg.microbatches
+                result = result * weight
                 self.step_loss = self.step_loss + result.detach()
             if self.pauses is not None and self.inject:
                 self.pauses.maybe_pause()
@@ -506,6 +529,10 @@ class StageWorker:
             "device": str(self.device),
             "live": self.live.report(),
         }
+        if self.loader is not None and self.is_first:  # sequence-length rebalancing
+            from stragglers.probe.examples.loader import save_fed
+
+            save_fed(self.loader, self.out, self.dp_rank)
         workers = self.out / "workers"
         workers.mkdir(parents=True, exist_ok=True)
         (workers / f"worker-{self.rank:05d}.json").write_text(json.dumps(record))
@@ -581,6 +608,7 @@ def run_job(cfg: JobConfig, merge: bool = True) -> dict[str, Any]:
     summary = summarise(cfg)
     if cfg.probe and merge:
         _merge(cfg, summary)
+    _write_lengths(cfg, summary)
     write_text(out / "summary.json", json.dumps(summary, indent=1))
     return summary
 
@@ -590,7 +618,7 @@ def run_job(cfg: JobConfig, merge: bool = True) -> dict[str, Any]:
 OUT_MARKER = ".stragglers-probe-out"
 #: What a run replaces in its output folder.
 RUN_OUTPUTS = ("probe", "profiler", "workers", "trace.parquet", "meta.yaml", "summary.json",
-               "rendezvous")
+               "rendezvous", "lengths", "lengths.jsonl")
 
 
 def claim_out_dir(out_dir: str | os.PathLike[str], force: bool, option: str = "--out-dir",
@@ -634,6 +662,15 @@ def _merge(cfg: JobConfig, summary: dict[str, Any]) -> None:
     summary["dropped_steps"] = result.dropped_steps
     summary["max_clock_rtt_s"] = result.max_clock_rtt
     summary["incomplete_last_lines"] = result.incomplete_lines
+
+
+def _write_lengths(cfg: JobConfig, summary: dict[str, Any]) -> None:
+    """Sequence-length rebalancing: ``OUT/lengths.jsonl`` from the first-stage records."""
+    from stragglers.probe.examples.loader import write_lengths
+
+    target = write_lengths(cfg.out_dir) if cfg.rebalance != "off" else None
+    if target is not None:
+        summary["lengths"] = str(target)
 
 
 #: Option types (:mod:`stragglers.cli.options`) of the numeric fields: each refuses NaN,
@@ -684,6 +721,13 @@ def add_job_arguments(parser: argparse.ArgumentParser, out_dir_required: bool = 
         "push_job": "job name of the pushed session (default: the server's)",
         "action_file": "live mitigation: the action file polled at the top of every step "
                        "(written by `stragglers mitigate run`; see README)",
+        "rebalance": "off (micro-batches of one length), or samples of their own lengths "
+                     "packed per micro-batch, split in-order or greedy (by --cost-model), or "
+                     "paired (steps 2k, 2k+1: the same samples in order, then greedy)",
+        "pin_cpus": "pin rank r to the r-th CPU (mod their number): a rank that waits does "
+                    "not lend its core to another, as with one device per rank",
+        "cost_model": "cost model of greedy and paired: JSON/YAML {a, b, c} (`stragglers "
+                      "mitigate fit-cost --json`); default: balance tokens",
     }
     defaults = JobConfig()
     for f in fields(JobConfig):
@@ -731,6 +775,7 @@ def main(argv: list[str] | None = None) -> int:
             summary = summarise(cfg)
             if cfg.probe:
                 _merge(cfg, summary)
+            _write_lengths(cfg, summary)
             write_text(Path(cfg.out_dir) / "summary.json", json.dumps(summary, indent=1))
             print(json.dumps({k: summary[k] for k in ("mean_step_s", "loss_first",
                                                        "loss_last")}))
