@@ -28,7 +28,8 @@ before acting), against the same run's measured step times before and after the 
 and the measured "after" brought to the load of the "before" steps (times the ratio of
 their reference-normalised medians).
 
-    python bench/bench_mitigate_live.py            # about 8 minutes on 2 cores
+    python bench/bench_mitigate_live.py            # about 5 minutes on 2 cores (hidden 256)
+    python bench/bench_mitigate_live.py --hidden 64 --repeats 5   # the small model, 90 s
     python bench/bench_mitigate_live.py --repeats 1 --k 30
 """
 
@@ -52,7 +53,9 @@ from stragglers.mitigate.follow_job import JobFollower
 from stragglers.mitigate.live import LiveConfig, run_live
 
 WARMUP = 5
-MODEL = ["--dp", "2", "--pp", "1", "--hidden", "64", "--heads", "2", "--seq-len", "64",
+PIN_CPUS = True  # --pin-cpus: rank r on CPU r, so a sleeping rank lends no core to the other
+HIDDEN = 256  # --hidden
+MODEL = ["--dp", "2", "--pp", "1", "--heads", "2", "--seq-len", "64",
          "--vocab-size", "128", "--microbatches", "12", "--micro-batch-size", "4",
          "--gc-interval", "0", "--warmup-steps", str(WARMUP)]
 
@@ -61,7 +64,9 @@ def _job(out: Path, k: int, factor: float, action: Path | None, mode: str
          ) -> subprocess.Popen[bytes]:
     argv = [sys.executable, "-m", "stragglers.probe.examples.job", "--out-dir", str(out),
             "--steps", str(WARMUP + 2 * k), "--inject-period", str(k), "--slow-rank", "0",
-            "--slow-factor", str(factor), "--slow-mode", mode, *MODEL]
+            "--slow-factor", str(factor), "--slow-mode", mode, *MODEL, "--hidden", str(HIDDEN)]
+    if PIN_CPUS:
+        argv.append("--pin-cpus")
     if action is not None:
         argv += ["--action-file", str(action)]
     log = (out.parent / f"{out.name}.log").open("w")
@@ -163,7 +168,13 @@ def main() -> None:
     ap.add_argument("--factor", type=float, default=2.0)
     ap.add_argument("--mode", choices=("spin", "sleep"), default="sleep",
                     help="how the slow rank is slowed (the job's --slow-mode)")
+    ap.add_argument("--pin-cpus", action=argparse.BooleanOptionalAction, default=True,
+                    help="run the job with --pin-cpus (rank r on CPU r: as with one device "
+                         "per rank, a rank that waits or sleeps lends no core to the other)")
+    ap.add_argument("--hidden", type=int, default=256, help="the job's --hidden (model width)")
     args = ap.parse_args()
+    global PIN_CPUS, HIDDEN
+    PIN_CPUS, HIDDEN = args.pin_cpus, args.hidden
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-live-") as d:
         tmp = Path(d)
@@ -183,9 +194,10 @@ def main() -> None:
         return (med[slow] - med[mit]) / (med[slow] - med[healthy])
 
     print()
-    print(f"example job dp 2 x pp 1, 12 micro-batches per replica, rank 0 slowed "
+    print(f"example job dp 2 x pp 1, hidden {HIDDEN}, 12 micro-batches per replica, rank 0 slowed "
           f"x{args.factor:g} ({args.mode}) from step {WARMUP + args.k} to "
-          f"{WARMUP + 2 * args.k - 1}; median of {len(rows)} rounds (the median of each "
+          f"{WARMUP + 2 * args.k - 1}, {'pinned' if PIN_CPUS else 'not pinned'}; "
+          f"median of {len(rows)} rounds (the median of each "
           "run's steps in each window)")
     print()
     print("| run (window) | step time | throughput | vs healthy | step / reference | "
