@@ -231,3 +231,15 @@ def parse_json_line(raw: bytes, max_line: int = MAX_LINE_BYTES) -> Any:
     if _depth(value, cap) > cap:
         raise JSONLineError(f"nesting deeper than {cap} levels")
     return value
+
+
+def json_object(text: str, where: str, expected: str = "a JSON object") -> dict[str, Any]:
+    """The JSON object in ``text`` (the content of the file ``where``); an :class:`InputError`
+    names the line of a syntax error, or says that the value is not ``expected``."""
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{where}: line {exc.lineno}: not JSON ({exc.msg})") from None
+    if not isinstance(raw, dict):
+        raise InputError(f"{where}: line 1: expected {expected}, got {type(raw).__name__}")
+    return raw

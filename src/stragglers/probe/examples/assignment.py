@@ -29,7 +29,6 @@ weighted averaging the assignment needs (only the order of the float sums change
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from dataclasses import dataclass
@@ -37,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from stragglers.errors import InputError
-from stragglers.inputs import read_text
+from stragglers.inputs import json_object, read_text
 
 __all__ = ["ACTION_SCHEMA", "LiveAssignment", "MicrobatchAction", "parse_action"]
 
@@ -69,12 +68,7 @@ def _int_field(raw: dict[str, Any], key: str, where: str, low: int) -> int:
 def parse_action(text: str, where: str, dp: int, microbatches: int) -> MicrobatchAction:
     """The action in ``text`` (the content of the file ``where``), checked against the job's
     ``dp`` replicas and ``microbatches`` per replica; an :class:`InputError` names the field."""
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{where}: line {exc.lineno}: not JSON ({exc.msg})") from None
-    if not isinstance(raw, dict):
-        raise InputError(f"{where}: expected a JSON object, got {type(raw).__name__}")
+    raw = json_object(text, where)
     if raw.get("schema") != ACTION_SCHEMA:
         raise InputError(f"{where}: field 'schema': expected {ACTION_SCHEMA!r}, got "
                          f"{raw.get('schema')!r}"[:300])

@@ -23,7 +23,7 @@ from typing import Any
 
 from stragglers.atomic import open_atomic, write_text
 from stragglers.errors import InputError
-from stragglers.inputs import read_text
+from stragglers.inputs import json_object, read_text
 
 LATEST = "latest"
 
@@ -73,12 +73,7 @@ def read_marker(ckpt_dir: Path) -> Marker | None:
     if not path.exists():
         return None
     text = read_text(path)
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: line {exc.lineno}: not JSON ({exc.msg})") from None
-    if not isinstance(raw, dict):
-        raise InputError(f"{path}: line 1: expected an object with step, dp, pp")
+    raw = json_object(text, str(path), "an object with step, dp, pp")
     values = {}
     for key in ("step", "dp", "pp"):
         value = raw.get(key)
