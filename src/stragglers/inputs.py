@@ -243,3 +243,14 @@ def json_object(text: str, where: str, expected: str = "a JSON object") -> dict[
     if not isinstance(raw, dict):
         raise InputError(f"{where}: line 1: expected {expected}, got {type(raw).__name__}")
     return raw
+
+
+def int_field(obj: dict[str, Any], key: str, where: str, low: int = 0) -> int:
+    """``obj[key]`` as an integer >= ``low`` (a bool is not one); an :class:`InputError` names
+    ``where`` and the field."""
+    value = obj.get(key)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InputError(f"{where}: field {key!r}: expected an integer, got {value!r}"[:300])
+    if value < low:
+        raise InputError(f"{where}: field {key!r}: expected an integer >= {low}, got {value}")
+    return value

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stragglers.errors import InputError
-from stragglers.inputs import JSONLineError, check_file, iter_lines, parse_json_line
+from stragglers.inputs import JSONLineError, check_file, int_field, iter_lines, parse_json_line
 from stragglers.limits import check_limit
 
 __all__ = ["EventStream", "LevelEvent", "SuspectsEvent", "add_event", "read_events"]
@@ -61,15 +61,6 @@ class EventStream:
     lines: int = 0
 
 
-def _int(ev: dict[str, Any], key: str, where: str, low: int = 0) -> int:
-    v = ev.get(key)
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise InputError(f"{where}: field {key!r}: expected an integer, got {v!r}"[:300])
-    if v < low:
-        raise InputError(f"{where}: field {key!r}: expected an integer >= {low}, got {v}")
-    return v
-
-
 def _seconds(ev: dict[str, Any], key: str, where: str) -> float:
     v = ev.get(key)
     if isinstance(v, bool) or not isinstance(v, (int, float)):
@@ -80,12 +71,12 @@ def _seconds(ev: dict[str, Any], key: str, where: str) -> float:
 
 
 def _level_event(ev: dict[str, Any], where: str, line: int) -> LevelEvent:
-    it = _int(ev, "iteration", where)
+    it = int_field(ev, "iteration", where)
     declared = ev.get("declared_iteration", it)
     if declared is None:
         declared = it
-    declared = _int({"declared_iteration": declared}, "declared_iteration", where, low=it)
-    return LevelEvent(kind=str(ev["event"]), rank=_int(ev, "rank", where), iteration=it,
+    declared = int_field({"declared_iteration": declared}, "declared_iteration", where, low=it)
+    return LevelEvent(kind=str(ev["event"]), rank=int_field(ev, "rank", where), iteration=it,
                       declared_iteration=declared, level_s=_seconds(ev, "level_s", where),
                       healthy_s=_seconds(ev, "healthy_s", where), line=line)
 
@@ -107,7 +98,7 @@ def _end(ev: dict[str, Any], where: str) -> int | None:
     iters = ev.get("iterations", {})
     if not isinstance(iters, dict):
         raise InputError(f"{where}: field 'iterations': expected a mapping rank -> count")
-    counts = [_int(iters, k, where) for k in iters]
+    counts = [int_field(iters, k, where) for k in iters]
     return max(counts) - 1 if counts else None
 
 

@@ -48,6 +48,8 @@ from typing import Any
 import numpy as np
 
 from stragglers.atomic import write_text
+from stragglers.detect.megatron import Gap
+from stragglers.detect.records import IterationRecord, RecordError
 from stragglers.detect.watch import Watcher
 from stragglers.errors import InputError
 from stragglers.mitigate.costs import Strategy
@@ -160,20 +162,21 @@ class LiveController:
             self.state.microbatches = max(int(first.sum()) // meta.dp_size, 1)
             self.state.counts = (self.state.microbatches,) * meta.dp_size
         ratio = _relative(table.per_microbatch(), meta.pp_size, meta.dp_size)
-        lines = []
-        for j, step in enumerate(table.steps.tolist()):
-            for pos in range(ratio.shape[0]):
-                if np.isfinite(ratio[pos, j]):
-                    self.state.lines += 1
-                    lines.append((self.state.lines, json.dumps(
-                        {"kind": "iter", "rank": pos, "iter": step,
-                         "duration": float(ratio[pos, j])})))
+        # one record per (step, position) with a measured ratio, step-major as the job ran
+        step_idx, pos_idx = np.nonzero(np.isfinite(ratio.T))
+        first_line = self.state.lines + 1
+        self.state.lines += step_idx.size
+        items: list[tuple[int, IterationRecord | RecordError | Gap]] = [
+            (first_line + i, IterationRecord(rank=pos, iter=step, duration=value))
+            for i, (pos, step, value) in enumerate(zip(
+                pos_idx.tolist(), table.steps[step_idx].tolist(),
+                ratio.T[step_idx, pos_idx].tolist(), strict=True))]
         self.state.points += table.steps.size
         if self.state.first_fed < 0:
             self.state.first_fed = int(table.steps[0])
         self.state.fed_until = int(table.steps[-1])
         before = len(self.stream.events)
-        events = self.watcher.process_lines(lines)
+        events = self.watcher.process_items(items)
         ref = self.reference_s() if events else 0.0
         if not (math.isfinite(ref) and ref > 0):  # no compute measured in the window
             ref = float("nan")

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from stragglers.errors import InputError
-from stragglers.inputs import json_object, read_text
+from stragglers.inputs import int_field, json_object, read_text
 
 __all__ = ["ACTION_SCHEMA", "LiveAssignment", "MicrobatchAction", "parse_action"]
 
@@ -56,15 +56,6 @@ class MicrobatchAction:
                 "kind": "microbatch", "assignment": list(self.assignment)}
 
 
-def _int_field(raw: dict[str, Any], key: str, where: str, low: int) -> int:
-    value = raw.get(key)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InputError(f"{where}: field {key!r}: expected an integer, got {value!r}"[:300])
-    if value < low:
-        raise InputError(f"{where}: field {key!r}: expected an integer >= {low}, got {value}")
-    return value
-
-
 def parse_action(text: str, where: str, dp: int, microbatches: int) -> MicrobatchAction:
     """The action in ``text`` (the content of the file ``where``), checked against the job's
     ``dp`` replicas and ``microbatches`` per replica; an :class:`InputError` names the field."""
@@ -75,8 +66,8 @@ def parse_action(text: str, where: str, dp: int, microbatches: int) -> Microbatc
     if raw.get("kind") != "microbatch":
         raise InputError(f"{where}: field 'kind': expected 'microbatch', got "
                          f"{raw.get('kind')!r}"[:300])
-    seq = _int_field(raw, "seq", where, 1)
-    step = _int_field(raw, "step", where, 0)
+    seq = int_field(raw, "seq", where, 1)
+    step = int_field(raw, "step", where, 0)
     counts = raw.get("assignment")
     if not isinstance(counts, list) or len(counts) != dp:
         raise InputError(f"{where}: field 'assignment': expected a list of {dp} micro-batch "
