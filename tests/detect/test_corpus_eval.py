@@ -81,7 +81,7 @@ def test_scoring_rules() -> None:
 def test_detect_eval_json_shape(capsys) -> None:
     assert main(["detect-eval", "--json", "--scale", "0.01", "--jobs", "1", "--seed", "5"]) == 0
     res = json.loads(capsys.readouterr().out)
-    assert sorted(res) == ["bocd", "bocd_verify", "sliding_window"]
+    assert sorted(res) == ["bocd", "bocd_verify", "falcon", "robust", "sliding_window"]
     for v in res.values():
         assert sorted(v) == ["accuracy", "fnr", "fpr", "mean_delay_iters"]
         assert 0.0 <= v["accuracy"] <= 1.0

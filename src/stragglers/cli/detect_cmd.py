@@ -14,6 +14,7 @@ from typing import IO, Any
 import numpy as np
 import orjson
 
+from stragglers.detect.bocd import DEFAULT_METHOD, METHODS
 from stragglers.detect.warmup import DEFAULT_MIN_ITERS
 from stragglers.errors import InputError
 from stragglers.limits import LIMITS, check_limit, limit
@@ -92,6 +93,60 @@ def _window(value: int) -> int:
     return value
 
 
+def _robust_options(p: argparse.ArgumentParser) -> None:
+    """The robust detector's parameters, each with its unit (docs/detection.md)."""
+    g = p.add_argument_group("detector parameters (--method robust; --threshold: every method)")
+    g.add_argument("--threshold", type=float, default=None,
+                   help="relative slowdown reported: 0.10 = iterations 10%% slower than "
+                        "healthy (default 0.10)")
+    g.add_argument("--stall-iters", type=int, default=None,
+                   help="a rise lasting at most this many iterations that returns is a spike "
+                        "or stall, never an onset (default 8)")
+    g.add_argument("--stall-seconds", type=float, default=None,
+                   help="... and it must also last more than this many seconds of wall time "
+                        "(default 0: iterations only)")
+    g.add_argument("--min-points", type=int, default=None,
+                   help="fewest values behind an onset, change or recovery (default 3)")
+    g.add_argument("--ramp-iters", type=int, default=None,
+                   help="a rise that takes longer than this many iterations to reach the "
+                        "threshold is a drift, not an onset (default 60)")
+    g.add_argument("--flap-window-iters", type=int, default=None,
+                   help="3 onsets within this many iterations are one flapping event "
+                        "(default 1000)")
+
+
+_ROBUST_ONLY = ("stall_iters", "stall_seconds", "min_points", "ramp_iters",
+                "flap_window_iters")
+
+
+def _detector_factory(args: argparse.Namespace) -> Callable[[], Any]:
+    """A detector factory for ``--method`` and the parameters given (checked once here)."""
+    from stragglers.detect.bocd import make_detector
+
+    kwargs: dict[str, Any] = {}
+    if args.threshold is not None:
+        kwargs["threshold"] = _finite(args.threshold, "--threshold", low=0.0, inclusive=False,
+                                      high=9.0)
+    for name in _ROBUST_ONLY:
+        value = getattr(args, name)
+        if value is None:
+            continue
+        opt = "--" + name.replace("_", "-")
+        if args.method != "robust":
+            raise InputError(f"{opt}: a parameter of --method robust, not of {args.method}")
+        if name == "stall_seconds":
+            value = _finite(value, opt, low=0.0)
+        else:
+            _int_range(value, opt, 1 if name in ("min_points", "ramp_iters",
+                                                  "flap_window_iters") else 0)
+        kwargs[name] = value
+    try:
+        make_detector(args.method, **kwargs)
+    except ValueError as exc:
+        raise InputError(f"detector parameters: {exc}") from None
+    return lambda: make_detector(args.method, **kwargs)
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "detect-eval",
@@ -145,15 +200,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "with 'values' or 'iteration-time' is megatron-json, JSON lines are "
                         "jsonl, 'iteration N/ M |' lines are megatron-log); megatron-json is "
                         "read once, as with --once")
-    w.add_argument("--warmup", type=int, default=DEFAULT_MIN_ITERS,
-                   help="minimum warm-up in iterations: the first iterations of each rank, "
-                        "until the level settles and at least this many, do not set the "
-                        f"healthy level (default {DEFAULT_MIN_ITERS}; at most "
+    w.add_argument("--warmup", type=int, default=None,
+                   help="minimum warm-up in iterations: the first iterations of each rank "
+                        "and of every segment (restart, resume, gap), until the level settles "
+                        "and at least this many, do not set the healthy level (default 20 "
+                        f"for --method robust, {DEFAULT_MIN_ITERS} for the others; at most "
                         f"{LIMITS['warmup_iters'].default:,} or STRAGGLERS_MAX_WARMUP_ITERS)")
     w.add_argument("--once", action="store_true",
                    help="process the file as it is now and exit (default: keep following)")
-    w.add_argument("--method", default="bocd_verify",
-                   choices=("bocd_verify", "bocd", "sliding_window"), help="detector")
+    w.add_argument("--method", default=DEFAULT_METHOD, choices=tuple(METHODS),
+                   help="detector (default robust: docs/detection.md; bocd_verify: BOCD+V "
+                        "with the rules for real logs of the previous release; falcon: "
+                        "BOCD+V as published; bocd, sliding_window: Falcon's baselines)")
+    _robust_options(w)
     w.add_argument("--poll", type=float, default=0.5, help="seconds between polls (default 0.5)")
     w.add_argument("--idle-timeout", type=float, default=None,
                    help="stop following after this many seconds without new data")
@@ -340,8 +399,10 @@ def _watch(args: argparse.Namespace) -> int:
         idle = _finite(args.idle_timeout, "--idle-timeout", low=0.0)
     max_ranks = limit("watch_ranks") if args.max_ranks is None else args.max_ranks
     _int_range(max_ranks, "--max-ranks", 1)
-    _int_range(args.warmup, "--warmup", 0)
-    check_limit("warmup_iters", args.warmup, "--warmup")
+    if args.warmup is not None:
+        _int_range(args.warmup, "--warmup", 0)
+        check_limit("warmup_iters", args.warmup, "--warmup")
+    factory = _detector_factory(args)
     fmt = args.input_format
     if fmt == "auto":
         fmts = {p: _guess_format(p) for p in paths}
@@ -354,7 +415,7 @@ def _watch(args: argparse.Namespace) -> int:
         return _watch_many(args, paths, fmt, poll, idle, max_ranks)
     path = paths[0]
     source = "<stdin>" if path == "-" else path
-    watcher = Watcher(method=args.method, tracker_kwargs={"window": args.window},
+    watcher = Watcher(detector_factory=factory, tracker_kwargs={"window": args.window},
                       source=source, max_ranks=max_ranks,
                       input_format="jsonl" if fmt == "megatron-json" else fmt,
                       warmup_iters=args.warmup)
@@ -469,8 +530,8 @@ def _watch_many(args: argparse.Namespace, paths: list[str], fmt: str, poll: floa
     from stragglers.detect.watch import Watcher
 
     ranks = _file_ranks(paths) if fmt != "jsonl" else [0] * len(paths)
-    watcher = Watcher(method=args.method, tracker_kwargs={"window": args.window},
-                      source=paths[0], max_ranks=max_ranks,
+    watcher = Watcher(detector_factory=_detector_factory(args),
+                      tracker_kwargs={"window": args.window}, source=paths[0], max_ranks=max_ranks,
                       input_format="jsonl" if fmt == "megatron-json" else fmt,
                       warmup_iters=args.warmup, sources=len(paths))
     out = _Output()

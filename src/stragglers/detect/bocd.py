@@ -137,7 +137,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -415,19 +415,26 @@ class Alarm:
 
     ``index`` is the estimated first iteration of the new regime (0-based position in the series);
     ``declared_at`` the position of the iteration whose arrival produced the alarm, so the
-    detection delay is ``declared_at - true_onset``.
+    detection delay is ``declared_at - true_onset``.  Detectors that are given iteration
+    numbers (:class:`~stragglers.detect.robust.RobustLevelDetector`) also set ``iteration``
+    (the job iteration of ``index``); ``slow_fraction`` is the share of iterations that were
+    slow (``flapping``); ``note`` says why an alarm came (``segment``: a restart ended the
+    episode; ``flapping``: flapping ended; ``steady``: flapping became a steady slow level).
     """
 
-    kind: str  # "onset" | "change" | "recovery" | "speedup"
+    kind: str  # "onset" | "change" | "recovery" | "speedup" | "flapping" | "drift"
     index: int
     declared_at: int
     level_before: float
     level_after: float
     healthy_level: float
     severity: float
+    iteration: int | None = None
+    slow_fraction: float | None = None
+    note: str = ""
 
     def to_dict(self) -> dict[str, object]:
-        return {
+        out: dict[str, object] = {
             "kind": self.kind,
             "index": self.index,
             "declared_at": self.declared_at,
@@ -436,6 +443,13 @@ class Alarm:
             "healthy_level": self.healthy_level,
             "severity": self.severity,
         }
+        if self.iteration is not None:
+            out["iteration"] = self.iteration
+        if self.slow_fraction is not None:
+            out["slow_fraction"] = self.slow_fraction
+        if self.note:
+            out["note"] = self.note
+        return out
 
 
 class Detector(Protocol):
@@ -1051,15 +1065,40 @@ class SlidingWindowDetector:
         return alarms
 
 
-METHODS: dict[str, type] = {
+class FalconDetector(BOCDVerifyDetector):
+    """Falcon's BOCD+V as published: BOCD plus verification, without the additions for real
+    logs (no persistence or spike rules, no healthy band, no drift check)."""
+
+    name = "falcon"
+
+    def __init__(self, **kwargs: object) -> None:
+        kwargs.setdefault("persist_fraction", 0.0)
+        kwargs.setdefault("band_points", 0)
+        kwargs.setdefault("drift_check", False)
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+
+
+def _robust(**kwargs: object) -> Detector:
+    from stragglers.detect.robust import RobustLevelDetector  # robust imports Alarm from here
+
+    return RobustLevelDetector(**kwargs)  # type: ignore[arg-type]
+
+
+METHODS: dict[str, Callable[..., Detector]] = {
+    "robust": _robust,
     "bocd_verify": BOCDVerifyDetector,
+    "falcon": FalconDetector,
     "bocd": BOCDDetector,
     "sliding_window": SlidingWindowDetector,
 }
+#: The detector of ``stragglers watch`` and the service unless ``--method`` says otherwise.
+DEFAULT_METHOD = "robust"
 
 
 def make_detector(method: str, **kwargs: object) -> Detector:
-    """Build a detector by method name (``bocd_verify``, ``bocd``, ``sliding_window``)."""
+    """Build a detector by method name: ``robust`` (the default), ``bocd_verify`` (BOCD+V
+    with the rules for real logs of issue 9), ``falcon`` (BOCD+V as published), ``bocd``,
+    ``sliding_window``."""
     try:
         cls = METHODS[method]
     except KeyError:

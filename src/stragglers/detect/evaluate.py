@@ -56,8 +56,9 @@ __all__ = [
     "summarize",
 ]
 
-METHOD_ORDER: tuple[str, ...] = ("sliding_window", "bocd", "bocd_verify")
-METHOD_LABEL = {"sliding_window": "SlideWindow", "bocd": "BOCD", "bocd_verify": "BOCD+V"}
+METHOD_ORDER: tuple[str, ...] = ("sliding_window", "bocd", "falcon", "bocd_verify", "robust")
+METHOD_LABEL = {"sliding_window": "SlideWindow", "bocd": "BOCD", "falcon": "BOCD+V (Falcon)",
+                "bocd_verify": "BOCD+V+rules", "robust": "Robust levels"}
 DELAY_TARGET_LOSS = 0.15
 DELAY_TARGET_ITERS = 10
 
@@ -110,7 +111,8 @@ class DetectionScores:
 def score_series(series: Series, alarms: Sequence[Alarm], points: int = 0,
                  seconds: float = 0.0) -> SeriesOutcome:
     """Score the alarms a method raised on one series (definitions in the module docstring)."""
-    onsets = [a for a in alarms if a.kind == "onset"]
+    onsets = [a for a in alarms if a.kind in ("onset", "flapping")]
+    drifts = [a for a in alarms if a.kind == "drift"]
     recoveries = [a for a in alarms if a.kind == "recovery"]
     minor = [e for e in series.events if e.kind == "minor"]
     events = tuple(e for e in series.events if e.kind != "minor")
@@ -125,9 +127,12 @@ def score_series(series: Series, alarms: Sequence[Alarm], points: int = 0,
         hits = [i for i, a in enumerate(onsets) if e.match_from <= a.index < e.end]
         for i in hits:
             matched[i] = True
-        if hits:
+        found = [onsets[i] for i in hits]
+        if e.kind == "drift":  # a drift event reports a drift (information, never spurious)
+            found += [a for a in drifts if e.match_from <= a.index < e.end]
+        if found:
             detected += 1
-            d = max(0, onsets[hits[0]].declared_at - e.onset)
+            d = max(0, min(a.declared_at for a in found) - e.onset)
             delays.append(d)
             if e.kind != "drift" and e.loss >= DELAY_TARGET_LOSS:
                 target.append(d)

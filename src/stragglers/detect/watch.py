@@ -96,7 +96,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from stragglers.detect.bocd import Alarm, Detector, make_detector
+from stragglers.detect.bocd import DEFAULT_METHOD, Alarm, Detector, make_detector
 from stragglers.detect.jobs import JobGrouper
 from stragglers.detect.megatron import Gap, parse_log_line
 from stragglers.detect.narrow import narrow_down_records
@@ -120,6 +120,8 @@ HISTORY = 128  # iteration numbers and timestamps kept per rank for the alarm ev
 TYPICAL_POINTS = 16  # iteration times behind a rank's typical iteration time
 JUMP_FACTOR = 100.0  # a timestamp this many typical iteration times ahead is a jump
 MIN_ITER_GAP = 1000  # an iteration number further ahead than max(this, 8 x step) is a jump
+IDLE_S = 60.0  # wall time not explained by the iteration times that is a stop and resume
+IDLE_FACTOR = 10.0  # ... and at least this many times the iterations' own time
 UNKNOWN_NAMES = 32  # distinct unknown field names counted by name (then as "other")
 
 Event = dict[str, Any]
@@ -168,7 +170,7 @@ class Watcher:
     def __init__(
         self,
         *,
-        method: str = "bocd_verify",
+        method: str = DEFAULT_METHOD,
         detector_factory: Callable[[], Detector] | None = None,
         tracker_kwargs: dict[str, Any] | None = None,
         report_limit: int = 5,
@@ -176,13 +178,20 @@ class Watcher:
         source: str = "<stdin>",
         max_ranks: int | None = None,
         input_format: str = "jsonl",
-        warmup_iters: int = DEFAULT_MIN_ITERS,
+        warmup_iters: int | None = None,
         spike_report_points: int = 1000,
         sources: int = 1,
     ) -> None:
         if input_format not in ("jsonl", "megatron-log"):
             raise ValueError(f"input_format must be jsonl or megatron-log, got {input_format!r}")
         self.input_format = input_format
+        self._factory = detector_factory or (lambda: make_detector(method))
+        # Detectors with iteration numbers and segments (RobustLevelDetector) get observe()
+        # and new_segment(), their own default warm-up, and a new warm-up at every segment.
+        probe = self._factory()
+        self._segmented = hasattr(probe, "observe") and hasattr(probe, "new_segment")
+        if warmup_iters is None:
+            warmup_iters = int(getattr(probe, "default_warmup_iters", DEFAULT_MIN_ITERS))
         self.warmup_iters = int(warmup_iters)
         self.spike_report_points = int(spike_report_points)
         # Several input files (one per rank): the job groups wait for every file.
@@ -195,7 +204,6 @@ class Watcher:
         self.gap_values = 0
         self.warmup_points = 0
         self.warmup_ends: dict[int, int] = {}  # rank -> iteration where its warm-up ended
-        self._factory = detector_factory or (lambda: make_detector(method))
         self._tracker_kwargs = dict(tracker_kwargs or {})
         self.report_limit = report_limit
         self.source = source
@@ -346,16 +354,16 @@ class Watcher:
             return got
         st = got
         restart = gap.values >= 2
+        events: list[Event] = []
         if restart and st.last_iter is not None:
             st.last_iter, st.last_ts = None, None  # the next record starts a new segment
-            if st.warm is not None:
-                st.warm.rearm()
+            events = self._new_segment(gap.rank, st, pos)
         self.reported["gap"] += 1
         if self.reported["gap"] > self.report_limit:
-            return []
-        return [{"event": "gap", "rank": gap.rank, "line": pos, "job_iteration": gap.first_step,
-                 "last_job_iteration": gap.last_step, "values": gap.values,
-                 "restart": restart}]
+            return events
+        return events + [{"event": "gap", "rank": gap.rank, "line": pos,
+                          "job_iteration": gap.first_step, "last_job_iteration": gap.last_step,
+                          "values": gap.values, "restart": restart}]
 
     def _rank_progress(self) -> list[int]:
         """The last iteration number of every rank that has iteration records; with several
@@ -500,21 +508,42 @@ class Watcher:
                  ts: float | None) -> list[Event]:
         st.segments += 1
         self.segments[reason] += 1
-        if reason == "restart" and st.warm is not None:
-            st.warm.rearm()
+        ended: list[Event] = []
+        if reason == "restart" or self._segmented:
+            ended = self._new_segment(rank, st, line)
         return [{"event": "segment", "reason": reason, "rank": rank, "line": line,
                  "job_iteration": it, "previous_iteration": st.last_iter, "ts": ts,
                  "previous_ts": st.last_ts,
-                 **({"file": self.source} if self.sources > 1 else {})}]
+                 **({"file": self.source} if self.sources > 1 else {})}, *ended]
+
+    def _new_segment(self, rank: int, st: _Rank, line: int) -> list[Event]:
+        """A restart, resume or gap: a new warm-up; a segmented detector forgets its levels
+        (an open episode ends with a recovery noted ``segment``)."""
+        if st.warm is not None:
+            st.warm.rearm(self.warmup_iters if self._segmented else 0)
+        det = st.detector
+        if not self._segmented or det is None:
+            return []
+        events = []
+        for alarm in det.new_segment():  # type: ignore[attr-defined]
+            events.append(self._alarm_event(rank, st, alarm, line))
+            st.slow = False
+        return events
 
     def _accept_iter(self, rank: int, st: _Rank, rec: IterationRecord, lineno: int,
                      new_segment: bool = False) -> list[Event]:
         dur = rec.duration
+        events: list[Event] = []
         if not new_segment:
             step = rec.iter - st.last_iter  # type: ignore[operator]
             st.last_step = step
             if dur is None and rec.ts is not None and st.last_ts is not None:
                 dur = (rec.ts - st.last_ts) / step
+            elif (self._segmented and dur is not None and rec.ts is not None
+                  and st.last_ts is not None
+                  and rec.ts - st.last_ts - dur * step > max(IDLE_S, IDLE_FACTOR * dur * step)):
+                # Wall time the iterations do not explain: the job stopped and resumed.
+                events = self._segment(rank, st, "idle", lineno, rec.iter, rec.ts)
         st.last_iter = rec.iter
         self._last_job_iter = rec.iter
         self._source_progress[self._file_index] = rec.iter
@@ -523,12 +552,12 @@ class Watcher:
         elif new_segment:
             st.last_ts = None
         if dur is None:
-            return []
+            return events
         if not dur > 0:
-            return self._drop("zero_duration", {
+            return events + self._drop("zero_duration", {
                 "line": lineno, "rank": rank,
                 "detail": f"iteration {rec.iter} has the same timestamp as the one before"})
-        return self._point(rank, st, dur, rec.ts, rec.iter, lineno)
+        return events + self._point(rank, st, dur, rec.ts, rec.iter, lineno)
 
     def _call(self, rec: CallRecord, lineno: int) -> list[Event]:
         got = self._rank(rec.rank, lineno)
@@ -625,7 +654,11 @@ class Watcher:
                          it, self.spike_report_points) and (
                              st.spikes.points >= self.spike_report_points):
             events.append(st.spikes.report(rank, lineno))
-        alarms = det.update(duration)
+        if self._segmented:
+            span = max(st.last_step, 1) if job_iter is not None else 1
+            alarms = det.observe(duration, it, span)  # type: ignore[attr-defined]
+        else:
+            alarms = det.update(duration)
         if not alarms:
             return events
         st.spikes.discard_pending()  # the elevated points were a level, not spikes
@@ -634,7 +667,7 @@ class Watcher:
             events.append(ev)
             if ev["job_iteration"] is not None:
                 self.jobs.add(ev, max(st.last_step, 1))
-            if alarm.kind == "onset":
+            if alarm.kind in ("onset", "flapping"):
                 st.slow = True
                 if not self._profiling:
                     self._profiling = True
@@ -660,12 +693,21 @@ class Watcher:
             ts = None if math.isnan(t) else t
             j = int(st.hist_iter[k])
             job_iter = None if j < 0 else j
+        elif a.iteration is not None and st.uses_iter_records:
+            job_iter = a.iteration  # older than the history: the detector's own number
+        extra: dict[str, Any] = {}
+        if a.slow_fraction is not None:
+            extra["slow_fraction"] = a.slow_fraction
+        if a.note:
+            extra["note"] = a.note
         return {
             "event": a.kind, "rank": rank, "iteration": position,
-            "declared_iteration": declared, "job_iteration": job_iter, "ts": ts,
-            "line": lineno,
-            "level_s": round(a.level_after, 6), "previous_s": round(a.level_before, 6),
-            "healthy_s": round(a.healthy_level, 6), "severity": round(a.severity, 4),
+            "declared_iteration": declared, "job_iteration": job_iter,
+            "declared_job_iteration": st.last_iter if st.uses_iter_records else None,
+            "ts": ts, "line": lineno,
+            "level_s": _rounded(a.level_after), "previous_s": _rounded(a.level_before),
+            "healthy_s": _rounded(a.healthy_level), "severity": round(a.severity, 4),
+            **extra,
             **({"file": self.source} if self.sources > 1 else {}),
         }
 
@@ -719,6 +761,10 @@ class Watcher:
             "iterations": {str(r): st.seen for r, st in sorted(self.ranks.items())},
             "slow_ranks": sorted(r for r, st in self.ranks.items() if st.slow),
         }
+
+
+def _rounded(x: float) -> float | None:
+    return round(x, 6) if x == x else None
 
 
 def _spike_totals(ranks: Iterable[_Rank]) -> dict[str, float | int]:
