@@ -432,6 +432,7 @@ class Alarm:
     iteration: int | None = None
     slow_fraction: float | None = None
     note: str = ""
+    since: int | None = None  # flapping: the iteration of its first slow episode
 
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {
@@ -449,6 +450,8 @@ class Alarm:
             out["slow_fraction"] = self.slow_fraction
         if self.note:
             out["note"] = self.note
+        if self.since is not None:
+            out["since"] = self.since
         return out
 
 

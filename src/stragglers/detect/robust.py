@@ -28,9 +28,10 @@ The whole model is on one page (``docs/detection.md``); in short:
   ``recovery``; a confirmed stretch ``threshold`` above or below ``e`` that stays slow is a
   ``change``: a later, worse slowdown is reported even while an earlier episode is open.
 * **Flapping.**  ``flap_episodes`` onsets within ``flap_window_iters`` iterations are one
-  ``flapping`` event (with the fraction of those iterations that were slow); until no onset
-  has come for ``flap_window_iters`` iterations the onsets and recoveries inside it are folded
-  into it, and a ``recovery`` ends it.
+  ``flapping`` event, at the start of the episode that makes it flapping, with the iteration
+  of the first (``since``) and the share of the iterations since then that were slow; until
+  no onset has come for ``flap_window_iters`` iterations the onsets and recoveries inside it
+  are folded into it, and a ``recovery`` ends it.
 * **Segments.**  A restart, resume or gap (the watcher decides: iteration number going back,
   a timestamp gap not explained by the iteration times, a run of missing values) starts a new
   segment: the caller's warm-up runs again and :meth:`RobustLevelDetector.new_segment`
@@ -51,8 +52,38 @@ from stragglers.detect.bocd import Alarm
 
 __all__ = ["RobustLevelDetector", "TUNING_GRID"]
 
-SPIKE_POINTS = 256  # healthy points behind the spike rate
-SPIKE_PRIOR = (0.5, 10.0)  # Beta prior of the spike rate (pseudo-counts: spikes, others)
+SPIKE_POINTS = (256, 32)  # healthy points behind the spike rates (long, short window)
+NOISE_POINTS = 64  # healthy points behind the noise scale and its autocorrelation
+SPIKE_PRIOR = (0.5, 10.0)  # Beta prior of both rates (pseudo-counts: beyond, not beyond)
+
+
+class _SpikeTally:
+    """Counts over the latest ``size`` healthy points: beyond the midpoint, the previous one
+    beyond, both (a first-order Markov chain of spikes)."""
+
+    __slots__ = ("codes", "n1", "np", "n11")
+
+    def __init__(self, size: int) -> None:
+        self.codes: deque[int] = deque(maxlen=size)
+        self.n1 = self.np = self.n11 = 0
+
+    def add(self, inside: bool, prev: bool) -> None:
+        codes = self.codes
+        if len(codes) == codes.maxlen:
+            old = codes[0]
+            self.n1 -= old & 1
+            self.np -= old >> 1
+            self.n11 -= old == 3
+        code = inside | (prev << 1)
+        codes.append(code)
+        self.n1 += inside
+        self.np += prev
+        self.n11 += code == 3
+
+    def rates(self) -> tuple[float, float]:
+        """``p`` = P(beyond), ``q`` = P(beyond | the previous point beyond)."""
+        a, b = SPIKE_PRIOR
+        return ((self.n1 + a) / (len(self.codes) + a + b), (self.n11 + a) / (self.np + a + b))
 
 #: Named settings searched by the leave-one-family-out evaluation (``detect-eval --lofo``).
 TUNING_GRID: tuple[tuple[str, dict[str, object]], ...] = (
@@ -148,6 +179,16 @@ class _Stretch:
         return min(a, b) if self.up else max(a, b)
 
 
+    def start(self, before: float, level: float) -> int:
+        """Where the new level began: its first point beyond the midpoint between the level
+        it left and the new one (noise just before a step opens the stretch early)."""
+        mid = 0.5 * (before + level)
+        for k, y in enumerate(self.ys):
+            if (y >= mid) if self.up else (y <= mid):
+                return k
+        return 0
+
+
 def _median(v: list[float]) -> float:
     s = sorted(v)
     m = len(s) // 2
@@ -175,6 +216,7 @@ class RobustLevelDetector:
         flap_episodes: int = 3,
         flap_window_iters: int = 1000,
         spike_run_chance: float = 1e-4,
+        confidence: float = 2.0,
     ) -> None:
         """``threshold``: relative slowdown that is reported (0.10: iterations 10 % slower);
         ``stall_iters`` / ``stall_seconds``: a run of elevated points lasting at most this many
@@ -185,7 +227,8 @@ class RobustLevelDetector:
         points behind the healthy (and episode) level; ``flap_episodes`` onsets within
         ``flap_window_iters`` iterations are flapping; ``spike_run_chance``: the chance, per
         start, that a run of spikes is taken for a level (sets the points needed from the
-        observed spike rate)."""
+        observed spike rate); ``confidence``: standard errors (of the median of half the
+        stretch, in the observed noise) by which a new level must clear the midpoint."""
         if not 0.0 < threshold < 10.0:
             raise ValueError(f"threshold must be in (0, 10), got {threshold}")
         if stall_iters < 0 or min_points < 1 or ramp_iters < 1 or reference_points < 3:
@@ -210,6 +253,9 @@ class RobustLevelDetector:
         if not 0.0 < spike_run_chance < 1.0:
             raise ValueError(f"spike_run_chance must be in (0, 1), got {spike_run_chance}")
         self.spike_run_chance = float(spike_run_chance)
+        if not confidence >= 0.0:
+            raise ValueError(f"confidence must be >= 0, got {confidence}")
+        self.confidence = float(confidence)
         self._t = -1
         self._reset()
 
@@ -225,6 +271,9 @@ class RobustLevelDetector:
 
     def _reset(self) -> None:
         self._ref = _Window(self.reference_points)
+        self._dev = _Window(NOISE_POINTS)  # |healthy point - healthy level|
+        self._diff = _Window(NOISE_POINTS)  # |healthy point - the healthy point before|
+        self._last_healthy = math.nan
         self._episode = _Window(self.reference_points)
         self._stretch: _Stretch | None = None
         self.slow = False
@@ -232,9 +281,9 @@ class RobustLevelDetector:
         self._base = math.nan  # lowest healthy level of the segment
         self._drifts = 0  # drift events of the segment
         self._onsets: deque[int] = deque()  # onset iterations (flapping window)
-        self._onset_pos: deque[int] = deque()  # ... and their positions
-        self._spikes: deque[bool] = deque(maxlen=SPIKE_POINTS)  # healthy points beyond mid
-        self._spike_count = 0
+        self._tallies = (_SpikeTally(SPIKE_POINTS[0]), _SpikeTally(SPIKE_POINTS[1]))
+        self._prev_inside = False
+        self._needed = self._points_for(*self._tallies[0].rates())
         self._slow_spans: deque[tuple[int, int]] = deque()  # (first, end) of slow episodes
         self._flapping = False
         self._last_it = self._t
@@ -284,7 +333,7 @@ class RobustLevelDetector:
         if self._stretch is None or not self._persists(st):
             return alarms
         held = st.held()
-        if held >= r + self.limit:
+        if held >= r + self.limit and self._clears(held - (r + self.mid), len(st.ys)):
             return alarms + self._onset(st, r, held)
         if st.iterations() > self.ramp_iters and len(st.ys) >= 2 * self.min_points:
             alarms += self._absorb(self._settle, it)  # a trend, not a step
@@ -310,9 +359,11 @@ class RobustLevelDetector:
         held = st.held()
         if not st.up and held < self._healthy + self.limit:
             return alarms + self._recovery(st, e, st.level())
-        if (held - e >= self.limit) if st.up else (e - held >= self.limit):
+        if (held - e >= self.limit and self._clears(held - (e + self.mid), len(st.ys))
+                if st.up else e - held >= self.limit):
             self._new_episode(st)
-            return alarms + [self._alarm("change", st.pos[0], st.its[0], math.exp(e),
+            k = st.start(e, held)
+            return alarms + [self._alarm("change", st.pos[k], st.its[k], math.exp(e),
                                          math.exp(held))]
         if st.iterations() > self.ramp_iters and len(st.ys) >= 2 * self.min_points:
             alarms += self._absorb(self._in_episode, it)
@@ -321,18 +372,37 @@ class RobustLevelDetector:
     # -- pieces -------------------------------------------------------------------------------
     def _persists(self, st: _Stretch) -> bool:
         """Longer than a stall in iterations and wall time, and more points than a run of
-        spikes would give by chance (:meth:`_points_needed`)."""
-        return (len(st.ys) >= self._points_needed() and st.iterations() > self.stall_iters
+        spikes would give by chance (:meth:`_points_for`)."""
+        return (len(st.ys) >= self._needed and st.iterations() > self.stall_iters
                 and st.seconds() > self.stall_seconds)
 
-    def _points_needed(self) -> int:
-        """Spikes as a Bernoulli process: ``p`` is the share of the latest healthy points
-        that lay beyond the midpoint (a Beta(0.5, 10) prior:
-        about one point in twenty before any is seen); a run of ``n`` of them has chance
-        ``p ** n``, so a level needs ``n`` with ``p ** n <= spike_run_chance``."""
-        k = len(self._spikes)
-        p = (self._spike_count + SPIKE_PRIOR[0]) / (k + SPIKE_PRIOR[0] + SPIKE_PRIOR[1])
-        need = math.ceil(math.log(self.spike_run_chance) / math.log(p))
+    def _clears(self, gap: float, n: int) -> bool:
+        """The new level clears the midpoint by ``confidence`` standard errors of the median
+        of half the stretch.  The noise scale is ``1.4826 * MAD`` of the latest healthy
+        points; autocorrelated noise (a level that wanders) is slower to average out: with
+        lag-1 autocorrelation ``phi`` (from the MAD of successive differences, ``Var(d) =
+        2 s^2 (1 - phi)``) the standard error grows by ``sqrt((1 + phi) / (1 - phi))``."""
+        if len(self._dev.fifo) < NOISE_POINTS // 4:
+            return True  # too few healthy points to know the noise: persistence decides
+        s = 1.4826 * self._dev.median()
+        if s <= 0.0:
+            return gap > 0.0
+        phi = 0.0
+        if self._diff.fifo:
+            sd = 1.4826 * self._diff.median()
+            phi = min(max(1.0 - sd * sd / (2.0 * s * s), 0.0), 0.9)
+        se = 1.2533 * s * math.sqrt((1.0 + phi) / (1.0 - phi) / max(n // 2, 1))
+        return gap >= self.confidence * se
+
+    def _points_for(self, p: float, q: float) -> int:
+        """Points a level needs.  Healthy points beyond the midpoint (spikes, stalls, noise
+        excursions) as a first-order Markov chain: ``p`` = P(beyond), ``q`` = P(beyond | the
+        point before beyond), each with a Beta(0.5, 10) prior (about one in twenty before
+        any is seen) and the larger of its estimates over the latest 256 and 32 healthy
+        points (it rises as soon as the noise does).  A run of ``n`` has chance
+        ``p * q ** (n - 1)``; a level needs ``n`` with that at most ``spike_run_chance``."""
+        alpha = self.spike_run_chance
+        need = 1 if p <= alpha else 1 + math.ceil(math.log(alpha / p) / math.log(q))
         return max(self.min_points, need)
 
     def _trim(self, st: _Stretch, sink: object, it: int) -> list[Alarm]:
@@ -360,13 +430,19 @@ class RobustLevelDetector:
         """A healthy point (or one of a stall that returned): into the spike tally and,
         winsorised at the midpoint, into the reference; a risen reference is a drift."""
         r = self._ref.median()
-        spikes = self._spikes
-        if len(spikes) == spikes.maxlen:
-            self._spike_count -= spikes[0]
         inside = y >= r + self.mid
-        spikes.append(inside)
-        self._spike_count += inside
-        self._ref.add(min(y, r + self.mid))  # winsorised: a long stall cannot carry it away
+        long, short = self._tallies
+        long.add(inside, self._prev_inside)
+        short.add(inside, self._prev_inside)
+        self._prev_inside = inside
+        (p1, q1), (p2, q2) = long.rates(), short.rates()
+        self._needed = self._points_for(max(p1, p2), max(q1, q2))
+        w = min(y, r + self.mid)  # winsorised: a long stall cannot carry the level away
+        self._ref.add(w)
+        self._dev.add(abs(w - r))
+        if self._last_healthy == self._last_healthy:
+            self._diff.add(abs(w - self._last_healthy))
+        self._last_healthy = w
         r = self._ref.median()
         base = self._base
         if not r >= base:  # lower, or the first level of the segment
@@ -384,7 +460,8 @@ class RobustLevelDetector:
         self.slow = True
         self._healthy = r
         self._new_episode(st)
-        first = st.its[0]
+        k = st.start(r, level)
+        first, pos = st.its[k], st.pos[k]
         self._slow_spans.append((first, -1))
         window = first - self.flap_window_iters
         while self._onsets and self._onsets[0] < window:
@@ -392,16 +469,13 @@ class RobustLevelDetector:
         while self._slow_spans and 0 <= self._slow_spans[0][1] < window:
             self._slow_spans.popleft()
         self._onsets.append(first)
-        self._onset_pos.append(st.pos[0])
-        while len(self._onset_pos) > len(self._onsets):
-            self._onset_pos.popleft()
         if self._flapping:
             return []
         if len(self._onsets) >= self.flap_episodes:
             self._flapping = True
-            return [self._alarm("flapping", self._onset_pos[0], self._onsets[0], math.exp(r),
-                                math.exp(level), frac=self._slow_fraction(st.its[-1]))]
-        return [self._alarm("onset", st.pos[0], first, math.exp(r), math.exp(level))]
+            return [self._alarm("flapping", pos, first, math.exp(r), math.exp(level),
+                                frac=self._slow_fraction(st.its[-1]), since=self._onsets[0])]
+        return [self._alarm("onset", pos, first, math.exp(r), math.exp(level))]
 
     def _new_episode(self, st: _Stretch) -> None:
         """The episode level from the second half of the stretch that confirmed it (its
@@ -432,11 +506,11 @@ class RobustLevelDetector:
         return round(min(1.0, slow / max(now - start, 1)), 4)
 
     def _alarm(self, kind: str, pos: int, it: int, before: float, after: float, *,
-               frac: float | None = None, note: str = "") -> Alarm:
+               frac: float | None = None, note: str = "", since: int | None = None) -> Alarm:
         frozen = self.slow or kind in ("recovery", "change")
         h = self._healthy if frozen else self._ref.median() if self._ref.fifo else math.nan
         healthy = math.exp(h)
         severity = max(0.0, 1.0 - healthy / after) if after == after and after > 0 else 0.0
         return Alarm(kind=kind, index=pos, declared_at=self._t, level_before=before,
                      level_after=after, healthy_level=healthy, severity=severity,
-                     iteration=it, slow_fraction=frac, note=note)
+                     iteration=it, slow_fraction=frac, note=note, since=since)

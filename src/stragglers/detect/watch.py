@@ -700,6 +700,8 @@ class Watcher:
             extra["slow_fraction"] = a.slow_fraction
         if a.note:
             extra["note"] = a.note
+        if a.since is not None:
+            extra["since_job_iteration"] = a.since
         return {
             "event": a.kind, "rank": rank, "iteration": position,
             "declared_iteration": declared, "job_iteration": job_iter,
