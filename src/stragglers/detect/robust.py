@@ -1,45 +1,7 @@
-"""The default fail-slow detector: robust levels on log time, with its nuisances modelled.
+"""The default fail-slow detector of ``stragglers watch``: robust levels on log time.
 
-The whole model is on one page (``docs/detection.md``); in short:
-
-* **Levels.**  A rank's iteration time is a level per regime times noise, on log time
-  ``y = log(seconds)``.  The healthy level ``r`` is the median of the latest
-  ``reference_points`` points that were judged healthy (a robust estimate: heavy-tailed noise
-  and spikes up to half the window do not move it).  It follows a slow trend by itself.
-* **Slow** means a level at least ``threshold`` above the healthy level (``log(1 +
-  threshold)`` on log time).  Each point is compared with the midpoint ``log(1 + threshold) /
-  2``: a point beyond it is *inside* a candidate stretch.
-* **Stretches, not points.**  A candidate opens at the first point beyond the midpoint and
-  keeps its latest points while at least ``persist_fraction`` of them are inside (noise may
-  dip); the oldest points leave it otherwise (they were a spike or a stall).  It is confirmed
-  when it *persists*: it covers more than ``stall_iters`` iterations (counted with the
-  iteration numbers, so a log with one value every k iterations, or k-iteration means, is
-  judged in iterations), more than ``stall_seconds`` of wall time, and at least
-  ``min_points`` points; and its median is at least ``log(1 + threshold)`` from the level it
-  left.  A run of at most ``stall_iters`` iterations that returns (a spike, an asynchronous
-  checkpoint or evaluation stall) is therefore never a level, however high.
-* **Drift is not an onset.**  A candidate that has not reached the slow level within
-  ``ramp_iters`` iterations of its start is a slow trend: its points become healthy ones and
-  the healthy level moves with them.  When the healthy level has risen ``threshold`` above its
-  lowest value of the segment, one ``drift`` event says so, and one more for each further
-  ``threshold`` of rise (information, not an alert).
-* **Episodes.**  While slow, the healthy level is frozen and the episode level ``e`` is the
-  median of the episode's latest points.  A confirmed stretch below the slow limit is the
-  ``recovery``; a confirmed stretch ``threshold`` above or below ``e`` that stays slow is a
-  ``change``: a later, worse slowdown is reported even while an earlier episode is open.
-* **Flapping.**  ``flap_episodes`` onsets within ``flap_window_iters`` iterations are one
-  ``flapping`` event, at the start of the episode that makes it flapping, with the iteration
-  of the first (``since``) and the share of the iterations since then that were slow; until
-  no onset has come for ``flap_window_iters`` iterations the onsets and recoveries inside it
-  are folded into it, and a ``recovery`` ends it.
-* **Segments.**  A restart, resume or gap (the watcher decides: iteration number going back,
-  a timestamp gap not explained by the iteration times, a run of missing values) starts a new
-  segment: the caller's warm-up runs again and :meth:`RobustLevelDetector.new_segment`
-  forgets every level (an open episode ends with a ``recovery`` noted ``segment``): a job
-  that comes back on other nodes or another partition has a new healthy level.
-
-Every parameter has a unit and a meaning (see ``__init__``); the defaults and the values
-chosen on the tuning families are in ``TUNING_GRID`` and the README.
+The model, its nuisances and how an onset is confirmed: one page, ``docs/detection.md``.
+Iterations and seconds come from the records; levels are logs of seconds per iteration.
 """
 
 from __future__ import annotations
@@ -47,146 +9,17 @@ from __future__ import annotations
 import math
 from bisect import bisect_left, insort
 from collections import deque
+from collections.abc import Callable
 
 from stragglers.detect.bocd import Alarm
 
-__all__ = ["RobustLevelDetector", "TUNING_GRID"]
+__all__ = ["RobustLevelDetector"]
 
 SPIKE_POINTS = (256, 32)  # healthy points behind the spike rates (long, short window)
-NOISE_POINTS = 64  # healthy points behind the noise scale and its autocorrelation
 SPIKE_PRIOR = (0.5, 10.0)  # Beta prior of both rates (pseudo-counts: beyond, not beyond)
+NOISE_POINTS = 64  # healthy points behind the noise scale and its autocorrelation
 
-
-class _SpikeTally:
-    """Counts over the latest ``size`` healthy points: beyond the midpoint, the previous one
-    beyond, both (a first-order Markov chain of spikes)."""
-
-    __slots__ = ("codes", "n1", "np", "n11")
-
-    def __init__(self, size: int) -> None:
-        self.codes: deque[int] = deque(maxlen=size)
-        self.n1 = self.np = self.n11 = 0
-
-    def add(self, inside: bool, prev: bool) -> None:
-        codes = self.codes
-        if len(codes) == codes.maxlen:
-            old = codes[0]
-            self.n1 -= old & 1
-            self.np -= old >> 1
-            self.n11 -= old == 3
-        code = inside | (prev << 1)
-        codes.append(code)
-        self.n1 += inside
-        self.np += prev
-        self.n11 += code == 3
-
-    def rates(self) -> tuple[float, float]:
-        """``p`` = P(beyond), ``q`` = P(beyond | the previous point beyond)."""
-        a, b = SPIKE_PRIOR
-        return ((self.n1 + a) / (len(self.codes) + a + b), (self.n11 + a) / (self.np + a + b))
-
-#: Named settings searched by the leave-one-family-out evaluation (``detect-eval --lofo``).
-TUNING_GRID: tuple[tuple[str, dict[str, object]], ...] = (
-    ("default", {}),
-    ("stall6", {"stall_iters": 6}),
-    ("stall12", {"stall_iters": 12}),
-    ("points4", {"min_points": 4}),
-    ("ramp30", {"ramp_iters": 30}),
-    ("ramp120", {"ramp_iters": 120}),
-)
-
-
-class _Window:
-    """The latest ``size`` values in arrival order and sorted (median in O(1))."""
-
-    __slots__ = ("fifo", "sorted")
-
-    def __init__(self, size: int) -> None:
-        self.fifo: deque[float] = deque(maxlen=size)
-        self.sorted: list[float] = []
-
-    def add(self, y: float) -> None:
-        if len(self.fifo) == self.fifo.maxlen:
-            del self.sorted[bisect_left(self.sorted, self.fifo[0])]
-        self.fifo.append(y)
-        insort(self.sorted, y)
-
-    def median(self) -> float:
-        s = self.sorted
-        m = len(s) // 2
-        return s[m] if len(s) % 2 else 0.5 * (s[m - 1] + s[m])
-
-    def clear(self) -> None:
-        self.fifo.clear()
-        self.sorted.clear()
-
-
-class _Stretch:
-    """A candidate: consecutive points, the first of them inside (beyond the midpoint)."""
-
-    __slots__ = ("up", "ys", "inside", "pos", "its", "cum", "n_inside", "total", "in_it",
-                 "in_cum")
-
-    def __init__(self, up: bool) -> None:
-        self.up = up
-        self.ys: deque[float] = deque()
-        self.inside: deque[bool] = deque()
-        self.pos: deque[int] = deque()
-        self.its: deque[int] = deque()
-        self.cum: deque[float] = deque()  # wall seconds before each point (running total)
-        self.n_inside = 0
-        self.total = 0.0
-        self.in_it = 0  # iteration and running seconds at the end of the latest inside point
-        self.in_cum = 0.0
-
-    def add(self, y: float, inside: bool, pos: int, it: int, secs: float) -> None:
-        self.ys.append(y)
-        self.inside.append(inside)
-        self.pos.append(pos)
-        self.its.append(it)
-        self.cum.append(self.total)
-        self.total += secs
-        self.n_inside += inside
-        if inside:
-            self.in_it, self.in_cum = it, self.total
-
-    def pop(self) -> float:
-        self.n_inside -= self.inside.popleft()
-        self.pos.popleft()
-        self.its.popleft()
-        self.cum.popleft()
-        return self.ys.popleft()
-
-    def iterations(self) -> int:
-        """Iterations from its first point to its latest inside point."""
-        return self.in_it - self.its[0] + 1
-
-    def seconds(self) -> float:
-        return self.in_cum - self.cum[0]
-
-    def level(self) -> float:
-        return _median(list(self.ys))
-
-    def held(self) -> float:
-        """The level the stretch holds: the medians of its first and second halves must both
-        reach a new level (a step has both there; a trend or a settling hump has not), so the
-        lower of the two for a rise and the higher for a fall."""
-        ys = list(self.ys)
-        h = len(ys) // 2
-        if not h:
-            return ys[0]
-        a, b = _median(ys[:h]), _median(ys[h:])
-        return min(a, b) if self.up else max(a, b)
-
-
-    def start(self, before: float, level: float) -> int:
-        """Where the new level began: its first point beyond the midpoint between the level
-        it left and the new one (noise just before a step opens the stretch early)."""
-        mid = 0.5 * (before + level)
-        for k, y in enumerate(self.ys):
-            if (y >= mid) if self.up else (y <= mid):
-                return k
-        return 0
+Sink = Callable[[float, int], list[Alarm]]
 
 
 def _median(v: list[float]) -> float:
@@ -195,135 +28,185 @@ def _median(v: list[float]) -> float:
     return s[m] if len(s) % 2 else 0.5 * (s[m - 1] + s[m])
 
 
+class _SpikeTally:
+    """Over the latest ``size`` healthy points: how many lay beyond the midpoint, how many
+    followed one that did, and both (a first-order Markov chain of spikes)."""
+
+    __slots__ = ("codes", "counts")
+
+    def __init__(self, size: int) -> None:
+        self.codes: deque[int] = deque(maxlen=size)  # 0-3: bit 0 beyond, bit 1 the one before
+        self.counts = [0, 0, 0, 0]
+
+    def add(self, code: int) -> None:
+        if len(self.codes) == self.codes.maxlen:
+            self.counts[self.codes[0]] -= 1
+        self.codes.append(code)
+        self.counts[code] += 1
+
+    def rates(self) -> tuple[float, float]:
+        """``p`` = P(beyond), ``q`` = P(beyond | the point before beyond)."""
+        (a, b), (_, n1, n2, n3) = SPIKE_PRIOR, self.counts
+        return (n1 + n3 + a) / (len(self.codes) + a + b), (n3 + a) / (n2 + n3 + a + b)
+
+
+class _Window:
+    """The latest ``size`` values in arrival order and sorted (median in O(1))."""
+
+    __slots__ = ("fifo", "sorted")
+
+    def __init__(self, size: int, values: list[float] | None = None) -> None:
+        self.fifo: deque[float] = deque(maxlen=size)
+        self.sorted: list[float] = []
+        for y in values or ():
+            self.add(y)
+
+    def add(self, y: float) -> None:
+        if len(self.fifo) == self.fifo.maxlen:
+            del self.sorted[bisect_left(self.sorted, self.fifo[0])]
+        self.fifo.append(y)
+        insort(self.sorted, y)
+
+    def median(self) -> float:
+        s, m = self.sorted, len(self.sorted) // 2
+        return s[m] if len(s) % 2 else 0.5 * (s[m - 1] + s[m])
+
+
+class _Stretch:
+    """A candidate level: consecutive points ``(y, inside, position, iteration, seconds
+    before it)``, the first beyond the midpoint (``inside``)."""
+
+    __slots__ = ("up", "pts", "n_inside", "total", "in_it", "in_cum")
+
+    def __init__(self, up: bool) -> None:
+        self.up = up
+        self.pts: deque[tuple[float, bool, int, int, float]] = deque()
+        self.n_inside, self.total = 0, 0.0
+        self.in_it, self.in_cum = 0, 0.0  # iteration and seconds at the latest inside point
+
+    def add(self, y: float, inside: bool, pos: int, it: int, secs: float) -> None:
+        self.pts.append((y, inside, pos, it, self.total))
+        self.total += secs
+        self.n_inside += inside
+        if inside:
+            self.in_it, self.in_cum = it, self.total
+
+    def pop(self) -> float:
+        y, inside, _, _, _ = self.pts.popleft()
+        self.n_inside -= inside
+        return y
+
+    def ys(self) -> list[float]:
+        return [p[0] for p in self.pts]
+
+    def persisted(self) -> tuple[int, float]:
+        """Iterations and seconds from its first point to its latest inside point."""
+        return self.in_it - self.pts[0][3] + 1, self.in_cum - self.pts[0][4]
+
+    def held(self) -> float:
+        """The level it holds: the nearer to the old level of the medians of its two halves
+        (a step has both at the new level; a trend or a settling hump has not)."""
+        ys = self.ys()
+        h = len(ys) // 2
+        if not h:
+            return ys[0]
+        a, b = _median(ys[:h]), _median(ys[h:])
+        return min(a, b) if self.up else max(a, b)
+
+    def start(self, before: float, level: float) -> tuple[int, int]:
+        """Position and iteration where the new level began: the first point beyond the
+        midpoint between the old level and the new one."""
+        mid = 0.5 * (before + level)
+        for p in self.pts:
+            if (p[0] >= mid) if self.up else (p[0] <= mid):
+                return p[2], p[3]
+        return self.pts[0][2], self.pts[0][3]
+
+
 class RobustLevelDetector:
-    """Streaming detector of one rank (model in the module docstring)."""
+    """Streaming detector of one rank (``docs/detection.md``)."""
 
     name = "robust"
-    #: Warm-up the watcher applies before this detector (iterations at least, then until the
-    #: level settles), at the start and after every segment boundary.
-    default_warmup_iters = 20
+    default_warmup_iters = 20  # the watcher's warm-up before it, at every segment start
 
-    def __init__(
-        self,
-        *,
-        threshold: float = 0.10,
-        stall_iters: int = 8,
-        stall_seconds: float = 0.0,
-        min_points: int = 3,
-        persist_fraction: float = 0.8,
-        ramp_iters: int = 60,
-        reference_points: int = 32,
-        flap_episodes: int = 3,
-        flap_window_iters: int = 1000,
-        spike_run_chance: float = 1e-4,
-        confidence: float = 2.0,
-    ) -> None:
-        """``threshold``: relative slowdown that is reported (0.10: iterations 10 % slower);
-        ``stall_iters`` / ``stall_seconds``: a run of elevated points lasting at most this many
-        iterations, or seconds of wall time, that returns is a stall, not a level;
-        ``min_points``: the fewest points behind a decision; ``persist_fraction``: share of a
-        stretch's points that must lie beyond the midpoint; ``ramp_iters``: iterations within
-        which a change must reach the slow level, or it is a drift; ``reference_points``:
-        points behind the healthy (and episode) level; ``flap_episodes`` onsets within
-        ``flap_window_iters`` iterations are flapping; ``spike_run_chance``: the chance, per
-        start, that a run of spikes is taken for a level (sets the points needed from the
-        observed spike rate); ``confidence``: standard errors (of the median of half the
-        stretch, in the observed noise) by which a new level must clear the midpoint."""
-        if not 0.0 < threshold < 10.0:
-            raise ValueError(f"threshold must be in (0, 10), got {threshold}")
-        if stall_iters < 0 or min_points < 1 or ramp_iters < 1 or reference_points < 3:
-            raise ValueError("stall_iters >= 0, min_points >= 1, ramp_iters >= 1 and "
-                             "reference_points >= 3")
-        if not 0.5 <= persist_fraction <= 1.0:
-            raise ValueError(f"persist_fraction must be in [0.5, 1], got {persist_fraction}")
-        if stall_seconds < 0 or flap_episodes < 2 or flap_window_iters < 1:
-            raise ValueError("stall_seconds >= 0, flap_episodes >= 2, flap_window_iters >= 1")
-        self.threshold = float(threshold)
-        self.limit = math.log1p(threshold)
+    def __init__(self, *, threshold: float = 0.10, stall_iters: int = 8,
+                 stall_seconds: float = 0.0, min_points: int = 3,
+                 persist_fraction: float = 0.8, ramp_iters: int = 60,
+                 reference_points: int = 32, flap_episodes: int = 3,
+                 flap_window_iters: int = 1000, spike_run_chance: float = 1e-4,
+                 confidence: float = 2.0) -> None:
+        """Every parameter, its unit and meaning: ``docs/detection.md`` (Parameters)."""
+        if not (0.0 < threshold < 10.0 and 0.5 <= persist_fraction <= 1.0
+                and 0.0 < spike_run_chance < 1.0 and confidence >= 0.0):
+            raise ValueError("need 0 < threshold < 10, 0.5 <= persist_fraction <= 1, "
+                             "0 < spike_run_chance < 1 and confidence >= 0")
+        if (stall_iters < 0 or min_points < 1 or ramp_iters < 1 or reference_points < 3
+                or stall_seconds < 0 or flap_episodes < 2 or flap_window_iters < 1):
+            raise ValueError("need stall_iters >= 0, min_points >= 1, ramp_iters >= 1, "
+                             "reference_points >= 3, stall_seconds >= 0, flap_episodes >= 2 "
+                             "and flap_window_iters >= 1")
+        self.threshold, self.limit = float(threshold), math.log1p(threshold)
         self.mid = 0.5 * self.limit
-        self.stall_iters = int(stall_iters)
-        self.stall_seconds = float(stall_seconds)
-        self.min_points = int(min_points)
-        self.persist_fraction = float(persist_fraction)
-        self.ramp_iters = int(ramp_iters)
-        self.reference_points = int(reference_points)
+        self.stall_iters, self.stall_seconds = int(stall_iters), float(stall_seconds)
+        self.min_points, self.persist_fraction = int(min_points), float(persist_fraction)
+        self.ramp_iters, self.reference_points = int(ramp_iters), int(reference_points)
         self.min_reference = max(self.min_points, 5)
-        self.flap_episodes = int(flap_episodes)
-        self.flap_window_iters = int(flap_window_iters)
-        if not 0.0 < spike_run_chance < 1.0:
-            raise ValueError(f"spike_run_chance must be in (0, 1), got {spike_run_chance}")
-        self.spike_run_chance = float(spike_run_chance)
-        if not confidence >= 0.0:
-            raise ValueError(f"confidence must be >= 0, got {confidence}")
-        self.confidence = float(confidence)
+        self.flap_episodes, self.flap_window_iters = int(flap_episodes), int(flap_window_iters)
+        self.spike_run_chance, self.confidence = float(spike_run_chance), float(confidence)
         self._t = -1
         self._reset()
 
-    # -- segments -----------------------------------------------------------------------------
     def new_segment(self) -> list[Alarm]:
         """Forget every level (a restart or resume).  An open episode ends here."""
-        alarms: list[Alarm] = []
-        if self.slow or self._flapping:
-            e = math.exp(self._episode.median()) if self._episode.fifo else math.nan
-            alarms.append(self._alarm("recovery", self._t, self._last_it, e, e, note="segment"))
+        e = math.exp(self._episode.median()) if self._episode.fifo else math.nan
+        alarms = [self._alarm("recovery", self._t, self._last_it, e, e, note="segment")
+                  ] if self.slow or self._flapping else []
         self._reset()
         return alarms
 
     def _reset(self) -> None:
-        self._ref = _Window(self.reference_points)
+        self._ref = _Window(self.reference_points)  # healthy level (winsorised points)
         self._dev = _Window(NOISE_POINTS)  # |healthy point - healthy level|
         self._diff = _Window(NOISE_POINTS)  # |healthy point - the healthy point before|
-        self._last_healthy = math.nan
         self._episode = _Window(self.reference_points)
         self._stretch: _Stretch | None = None
-        self.slow = False
-        self._healthy = math.nan  # frozen healthy level (log) during an episode
-        self._base = math.nan  # lowest healthy level of the segment
+        self.slow = self._flapping = self._prev_inside = False
+        self._last_healthy = self._healthy = self._base = math.nan  # logs
         self._drifts = 0  # drift events of the segment
         self._onsets: deque[int] = deque()  # onset iterations (flapping window)
-        self._tallies = (_SpikeTally(SPIKE_POINTS[0]), _SpikeTally(SPIKE_POINTS[1]))
-        self._prev_inside = False
-        self._needed = self._points_for(*self._tallies[0].rates())
         self._slow_spans: deque[tuple[int, int]] = deque()  # (first, end) of slow episodes
-        self._flapping = False
+        self._tallies = (_SpikeTally(SPIKE_POINTS[0]), _SpikeTally(SPIKE_POINTS[1]))
+        self._needed = self._points_for(*self._tallies[0].rates())
         self._last_it = self._t
 
-    # -- the stream ---------------------------------------------------------------------------
     def update(self, x: float) -> list[Alarm]:
         """One iteration time of a series without iteration numbers (position = iteration)."""
         return self.observe(x, self._t + 1, 1)
 
     def observe(self, x: float, iteration: int, span: int = 1) -> list[Alarm]:
-        """One point: ``x`` seconds per iteration at job iteration ``iteration``, covering
-        ``span`` iterations since the previous point (a log that reports every k-th
-        iteration, or k-iteration means: ``span = k``)."""
+        """``x`` seconds per iteration at job iteration ``iteration``, ``span`` iterations
+        after the previous point (one value every k iterations, or k-iteration means)."""
         if not (x > 0.0 and math.isfinite(x)):
             raise ValueError(f"{self.name} needs positive finite iteration times, got {x}")
         self._t += 1
         self._last_it = iteration
-        y = math.log(x)
-        secs = x * max(span, 1)
+        y, secs = math.log(x), x * max(span, 1)
         if len(self._ref.fifo) < self.min_reference:
             self._ref.add(y)
             return []
-        alarms = self._slow_point(y, iteration, secs) if self.slow else self._healthy_point(
-            y, iteration, secs)
+        alarms = (self._slow_point if self.slow else self._healthy_point)(y, iteration, secs)
         if self._flapping and iteration - self._onsets[-1] >= self.flap_window_iters:
             # No onset for a whole window: over (healthy), or steadily slow (a change).
             self._flapping = False
-            frac = self._slow_fraction(iteration)
-            e = math.exp(self._episode.median())
-            r = math.exp(self._healthy)
-            alarms.append(self._alarm("change", self._t, iteration, r, e, frac=frac,
-                                      note="steady") if self.slow else
-                          self._alarm("recovery", self._t, iteration, e, r, frac=frac,
-                                      note="flapping"))
+            e, r = math.exp(self._episode.median()), math.exp(self._healthy)
+            kind, before, after = ("change", r, e) if self.slow else ("recovery", e, r)
+            alarms.append(self._alarm(kind, self._t, iteration, before, after, note=(
+                "steady" if self.slow else "flapping"), frac=self._slow_fraction(iteration)))
         return alarms
 
     def _healthy_point(self, y: float, it: int, secs: float) -> list[Alarm]:
         r = self._ref.median()
-        st = self._stretch
-        inside = y >= r + self.mid
+        st, inside = self._stretch, y >= r + self.mid
         if st is None:
             if not inside:
                 return self._settle(y, it)
@@ -333,109 +216,81 @@ class RobustLevelDetector:
         if self._stretch is None or not self._persists(st):
             return alarms
         held = st.held()
-        if held >= r + self.limit and self._clears(held - (r + self.mid), len(st.ys)):
+        if held >= r + self.limit and self._clears(held - (r + self.mid), len(st.pts)):
             return alarms + self._onset(st, r, held)
-        if st.iterations() > self.ramp_iters and len(st.ys) >= 2 * self.min_points:
-            alarms += self._absorb(self._settle, it)  # a trend, not a step
-        return alarms
+        return alarms + self._ramp(st, self._settle, it)  # a trend, not a step
 
     def _slow_point(self, y: float, it: int, secs: float) -> list[Alarm]:
-        e = self._episode.median()
-        st = self._stretch
+        e, st = self._episode.median(), self._stretch
+        up, down = y >= e + self.mid, y <= e - self.mid or y < self._healthy + self.mid
         if st is None:
-            if y >= e + self.mid:
-                st = self._stretch = _Stretch(up=True)
-            elif y <= e - self.mid or y < self._healthy + self.mid:
-                st = self._stretch = _Stretch(up=False)
-            else:
+            if not (up or down):
                 self._episode.add(y)
                 return []
-        inside = y >= e + self.mid if st.up else (y <= e - self.mid
-                                                  or y < self._healthy + self.mid)
-        st.add(y, inside, self._t, it, secs)
+            st = self._stretch = _Stretch(up=up)
+        st.add(y, up if st.up else down, self._t, it, secs)
         alarms = self._trim(st, self._in_episode, it)
         if self._stretch is None or not self._persists(st):
             return alarms
         held = st.held()
         if not st.up and held < self._healthy + self.limit:
-            return alarms + self._recovery(st, e, st.level())
-        if (held - e >= self.limit and self._clears(held - (e + self.mid), len(st.ys))
+            return alarms + self._recovery(st, e)
+        if (held - e >= self.limit and self._clears(held - (e + self.mid), len(st.pts))
                 if st.up else e - held >= self.limit):
             self._new_episode(st)
-            k = st.start(e, held)
-            return alarms + [self._alarm("change", st.pos[k], st.its[k], math.exp(e),
-                                         math.exp(held))]
-        if st.iterations() > self.ramp_iters and len(st.ys) >= 2 * self.min_points:
-            alarms += self._absorb(self._in_episode, it)
-        return alarms
+            pos, first = st.start(e, held)
+            return alarms + [self._alarm("change", pos, first, math.exp(e), math.exp(held))]
+        return alarms + self._ramp(st, self._in_episode, it)
 
-    # -- pieces -------------------------------------------------------------------------------
     def _persists(self, st: _Stretch) -> bool:
-        """Longer than a stall in iterations and wall time, and more points than a run of
-        spikes would give by chance (:meth:`_points_for`)."""
-        return (len(st.ys) >= self._needed and st.iterations() > self.stall_iters
-                and st.seconds() > self.stall_seconds)
+        """Longer than a stall, in iterations and in wall time, and than a run of spikes."""
+        iters, secs = st.persisted()
+        return (len(st.pts) >= self._needed and iters > self.stall_iters
+                and secs > self.stall_seconds)
 
     def _clears(self, gap: float, n: int) -> bool:
         """The new level clears the midpoint by ``confidence`` standard errors of the median
-        of half the stretch.  The noise scale is ``1.4826 * MAD`` of the latest healthy
-        points; autocorrelated noise (a level that wanders) is slower to average out: with
-        lag-1 autocorrelation ``phi`` (from the MAD of successive differences, ``Var(d) =
-        2 s^2 (1 - phi)``) the standard error grows by ``sqrt((1 + phi) / (1 - phi))``."""
+        of half the stretch, in the observed noise (scale and lag-1 autocorrelation)."""
         if len(self._dev.fifo) < NOISE_POINTS // 4:
             return True  # too few healthy points to know the noise: persistence decides
         s = 1.4826 * self._dev.median()
         if s <= 0.0:
             return gap > 0.0
-        phi = 0.0
-        if self._diff.fifo:
-            sd = 1.4826 * self._diff.median()
-            phi = min(max(1.0 - sd * sd / (2.0 * s * s), 0.0), 0.9)
+        sd = 1.4826 * self._diff.median() if self._diff.fifo else s * math.sqrt(2.0)
+        phi = min(max(1.0 - sd * sd / (2.0 * s * s), 0.0), 0.9)
         se = 1.2533 * s * math.sqrt((1.0 + phi) / (1.0 - phi) / max(n // 2, 1))
         return gap >= self.confidence * se
 
     def _points_for(self, p: float, q: float) -> int:
-        """Points a level needs.  Healthy points beyond the midpoint (spikes, stalls, noise
-        excursions) as a first-order Markov chain: ``p`` = P(beyond), ``q`` = P(beyond | the
-        point before beyond), each with a Beta(0.5, 10) prior (about one in twenty before
-        any is seen) and the larger of its estimates over the latest 256 and 32 healthy
-        points (it rises as soon as the noise does).  A run of ``n`` has chance
-        ``p * q ** (n - 1)``; a level needs ``n`` with that at most ``spike_run_chance``."""
+        """Points a level needs: a run of ``n`` spikes has chance ``p * q ** (n - 1)``."""
         alpha = self.spike_run_chance
         need = 1 if p <= alpha else 1 + math.ceil(math.log(alpha / p) / math.log(q))
         return max(self.min_points, need)
 
-    def _trim(self, st: _Stretch, sink: object, it: int) -> list[Alarm]:
-        """Drop the stretch's oldest points while too few of them are inside (they were a
-        spike or a stall that returned); they go to ``sink`` (the healthy or episode level)."""
+    def _trim(self, st: _Stretch, sink: Sink, it: int) -> list[Alarm]:
+        """Drop the oldest points while too few are inside: a spike or stall that returned."""
         alarms: list[Alarm] = []
-        q = self.persist_fraction
-        while st.ys and (not st.inside[0] or st.n_inside < q * len(st.ys)):
-            y = st.pop()
-            alarms += sink(y, it)  # type: ignore[operator]
-        if not st.ys:
+        while st.pts and (not st.pts[0][1] or st.n_inside < self.persist_fraction * len(st.pts)):
+            alarms += sink(st.pop(), it)
+        if not st.pts:
             self._stretch = None
         return alarms
 
-    def _absorb(self, sink: object, it: int) -> list[Alarm]:
-        st = self._stretch
-        assert st is not None
+    def _ramp(self, st: _Stretch, sink: Sink, it: int) -> list[Alarm]:
+        """A stretch that has not reached a new level within ``ramp_iters`` is a trend."""
+        if st.persisted()[0] <= self.ramp_iters or len(st.pts) < 2 * self.min_points:
+            return []
         self._stretch = None
-        alarms: list[Alarm] = []
-        for y in st.ys:
-            alarms += sink(y, it)  # type: ignore[operator]
-        return alarms
+        return [a for y in st.ys() for a in sink(y, it)]
 
     def _settle(self, y: float, it: int) -> list[Alarm]:
-        """A healthy point (or one of a stall that returned): into the spike tally and,
-        winsorised at the midpoint, into the reference; a risen reference is a drift."""
+        """A healthy point (or a stall's): spike tally, noise, level (winsorised), drift."""
         r = self._ref.median()
         inside = y >= r + self.mid
-        long, short = self._tallies
-        long.add(inside, self._prev_inside)
-        short.add(inside, self._prev_inside)
+        for tally in self._tallies:
+            tally.add(inside | (self._prev_inside << 1))
         self._prev_inside = inside
-        (p1, q1), (p2, q2) = long.rates(), short.rates()
+        (p1, q1), (p2, q2) = (t.rates() for t in self._tallies)
         self._needed = self._points_for(max(p1, p2), max(q1, q2))
         w = min(y, r + self.mid)  # winsorised: a long stall cannot carry the level away
         self._ref.add(w)
@@ -443,8 +298,7 @@ class RobustLevelDetector:
         if self._last_healthy == self._last_healthy:
             self._diff.add(abs(w - self._last_healthy))
         self._last_healthy = w
-        r = self._ref.median()
-        base = self._base
+        r, base = self._ref.median(), self._base
         if not r >= base:  # lower, or the first level of the segment
             self._base = r
         elif r - base >= self.limit * (self._drifts + 1):
@@ -457,11 +311,9 @@ class RobustLevelDetector:
         return []
 
     def _onset(self, st: _Stretch, r: float, level: float) -> list[Alarm]:
-        self.slow = True
-        self._healthy = r
+        self.slow, self._healthy = True, r
         self._new_episode(st)
-        k = st.start(r, level)
-        first, pos = st.its[k], st.pos[k]
+        pos, first = st.start(r, level)
         self._slow_spans.append((first, -1))
         window = first - self.flap_window_iters
         while self._onsets and self._onsets[0] < window:
@@ -471,45 +323,35 @@ class RobustLevelDetector:
         self._onsets.append(first)
         if self._flapping:
             return []
-        if len(self._onsets) >= self.flap_episodes:
-            self._flapping = True
-            return [self._alarm("flapping", pos, first, math.exp(r), math.exp(level),
-                                frac=self._slow_fraction(st.its[-1]), since=self._onsets[0])]
-        return [self._alarm("onset", pos, first, math.exp(r), math.exp(level))]
+        if len(self._onsets) < self.flap_episodes:
+            return [self._alarm("onset", pos, first, math.exp(r), math.exp(level))]
+        self._flapping = True
+        return [self._alarm("flapping", pos, first, math.exp(r), math.exp(level),
+                            frac=self._slow_fraction(st.pts[-1][3]), since=self._onsets[0])]
 
     def _new_episode(self, st: _Stretch) -> None:
-        """The episode level from the second half of the stretch that confirmed it (its
-        first half may hold the stall or spike it started with)."""
-        self._episode.clear()
-        ys = list(st.ys)
-        for v in ys[len(ys) // 2:]:
-            self._episode.add(v)
+        """The episode level from the confirming stretch's second half."""
+        ys = st.ys()
+        self._episode = _Window(self.reference_points, ys[len(ys) // 2:])
         self._stretch = None
 
-    def _recovery(self, st: _Stretch, e: float, level: float) -> list[Alarm]:
-        self.slow = False
-        first = st.its[0]
-        if self._slow_spans:
-            self._slow_spans[-1] = (self._slow_spans[-1][0], first)
-        self._stretch = None
-        for v in st.ys:
+    def _recovery(self, st: _Stretch, e: float) -> list[Alarm]:
+        self.slow, self._stretch = False, None
+        (_, _, pos, first, _), ys = st.pts[0], st.ys()
+        self._slow_spans[-1] = (self._slow_spans[-1][0], first)
+        for v in ys:
             self._ref.add(v)
-        if self._flapping:
-            return []
-        return [self._alarm("recovery", st.pos[0], first, math.exp(e), math.exp(level))]
+        return [] if self._flapping else [
+            self._alarm("recovery", pos, first, math.exp(e), math.exp(_median(ys)))]
 
     def _slow_fraction(self, now: int) -> float:
-        if not self._slow_spans:
-            return 0.0
-        start = self._slow_spans[0][0]
         slow = sum((now if end < 0 else end) - first for first, end in self._slow_spans)
-        return round(min(1.0, slow / max(now - start, 1)), 4)
+        return round(min(1.0, slow / max(now - self._slow_spans[0][0], 1)), 4)
 
     def _alarm(self, kind: str, pos: int, it: int, before: float, after: float, *,
                frac: float | None = None, note: str = "", since: int | None = None) -> Alarm:
         frozen = self.slow or kind in ("recovery", "change")
-        h = self._healthy if frozen else self._ref.median() if self._ref.fifo else math.nan
-        healthy = math.exp(h)
+        healthy = math.exp(self._healthy if frozen else self._ref.median())
         severity = max(0.0, 1.0 - healthy / after) if after == after and after > 0 else 0.0
         return Alarm(kind=kind, index=pos, declared_at=self._t, level_before=before,
                      level_after=after, healthy_level=healthy, severity=severity,
