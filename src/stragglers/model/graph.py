@@ -337,12 +337,17 @@ def end_of_step(g: GraphBuilder, ops: StageOps) -> None:
     """§2.8 End of step, per stage: "``gc`` follows the compute op that ends last. Then a
     chain" (:func:`end_of_step_chain`); with overlapped DP collectives the op after ``gc``
     in the chain also follows the last ``grads-reduce-scatter``
-    ("``{last grads-reduce-scatter, gc} → layernorm-AR``")."""
+    ("``{last grads-reduce-scatter, gc} → layernorm-AR``").
+
+    Extension (the project's model notes, docs/model-extensions.md): a stage without a
+    ``gc`` op (profiler traces, any trace without GC spans) hangs the chain's first op off
+    the compute op that ends last instead, so the end of the step never floats to its start;
+    with a ``gc`` op this is the rule above unchanged."""
     gc = ops.by_type[GC]
     overlapped = bool(ops.by_type[SEPARATE_GRADS_ALL_REDUCE])
-    if ops.compute and gc:
-        g.depend(gc[0], on=ops.last_to_end(ops.compute))
     chain = [x for optype in end_of_step_chain(g.dp_sync, overlapped) for x in ops.by_type[optype]]
+    if ops.compute and chain:
+        g.depend(chain[0], on=ops.last_to_end(ops.compute))
     g.chain(chain)
     scatters = ops.by_type[GRADS_REDUCE_SCATTER]
     after_gc = chain[len(gc):]
