@@ -11,7 +11,9 @@ clock alignment, seq_id/mb_id, and the trace columns.
   group of the first and last stage of one DP rank → ``embedding-grads-all-reduce``;
   ``send``/``recv`` with a known peer (``Src Rank``/``Dst Rank``, global ranks): to a later stage
   ``forward-send`` / from a later stage ``backward-recv``, to an earlier stage
-  ``backward-send`` / from an earlier stage ``forward-recv``. A group is identified by its
+  ``backward-send`` / from an earlier stage ``forward-recv``; ``all_to_all`` in the DP group
+  launched inside a forward/backward annotation → ``all-to-all`` (extension E2; the
+  annotation is cut there, :mod:`stragglers.kineto.rankops`). A group is identified by its
   ranks (``Process Group Ranks``), else by its size; without either, it is the DP group only
   when the DP group is the whole job (pp = tp = cp = 1). Anything else (tensor-parallel
   collectives, broadcasts, all-to-all, barriers, P2P without a peer) is counted, by kind and
@@ -117,15 +119,18 @@ def _resolve_comm(ops: RankOps, lay: JobLayout, counts: Counter[str]) -> np.ndar
     p2p = send | recv | (kind == COMM_CODE["sendrecv"])
     dp, world, emb = cls == 1, cls == 2, cls == 3
     allreduce = kind == COMM_CODE["allreduce"]
+    in_compute = (ops.a2a_in_compute[todo] if ops.a2a_in_compute.size == optype.size
+                  else np.zeros(todo.size, bool))
     conds = [send & has_peer & later, send & has_peer & ~later,
              recv & has_peer & later, recv & has_peer & ~later,
              ~p2p & dp & (kind == COMM_CODE["allgather"]),
              ~p2p & dp & ((kind == COMM_CODE["reducescatter"]) | allreduce),
-             ~p2p & world & allreduce, ~p2p & emb & allreduce]
+             ~p2p & world & allreduce, ~p2p & emb & allreduce,
+             dp & (kind == COMM_CODE["alltoall"]) & in_compute]
     codes = [_OC[t] for t in (schema.FORWARD_SEND, schema.BACKWARD_SEND, schema.BACKWARD_RECV,
                               schema.FORWARD_RECV, schema.PARAMS_ALL_GATHER,
                               schema.GRADS_REDUCE_SCATTER, schema.CLIP,
-                              schema.EMBEDDING_ALL_REDUCE)]
+                              schema.EMBEDDING_ALL_REDUCE, schema.ALL_TO_ALL)]
     code = np.select(conds, codes, default=-1)
     optype[todo] = code
     miss = code < 0
