@@ -25,7 +25,7 @@ def test_normalise_ids_follows_reference_conventions() -> None:
     assert normalise_ids("gc", -1, -1, 1, 4) == (-1, -1, 0)
     assert normalise_ids("forward-send", 3, 0, 1, 4) == (-1, -1, -1)
     with pytest.raises(ValueError, match="unknown operation type"):
-        normalise_ids("all-to-all", -1, -1, 0, 1)
+        normalise_ids("moe-dispatch", -1, -1, 0, 1)
 
 
 def test_sampling_windows() -> None:

@@ -249,3 +249,53 @@ def test_cli_settings_reach_the_result(tmp_path, capsys):
                  "--verdict", "nonsense=1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "unknown verdict setting 'nonsense'" in err[0]
+
+
+# -- a verdict never contradicts its own evidence (issue 23, item 3) ------------------------
+def _verdict_and_summary(spec: dict, cfg: VerdictConfig) -> tuple[dict, str]:
+    from stragglers.analysis.result import summary
+
+    trace, meta, _ = generate(SynthSpec(**spec))
+    a = analyze_table(build_table(trace, meta), config=cfg).result
+    return a.to_document()["verdict"], summary(a)
+
+
+def test_a_cause_that_explains_none_of_the_slowdown_is_unexplained():
+    """Five workers slowed x1.5 (S 1.17), with at most one worker allowed as individual
+    stragglers: the worker hypothesis does not apply, and communication ops explain none of
+    the slowdown (0.3%). The verdict used to be `communication` blaming 8 workers with
+    confidence 0.01 next to "communication ops explain none of the slowdown"."""
+    spec = dict(dp=4, pp=4, steps=8, jitter=0.01, seed=3,
+                slow_workers=[(0, 0, 1.5), (1, 1, 1.5), (2, 2, 1.5), (3, 3, 1.5), (1, 2, 1.5)])
+    doc, text = _verdict_and_summary(spec, VerdictConfig(max_suspect_fraction=0.05))
+    assert doc["cause"] == "unexplained" and doc["workers"] == [] and doc["confidence"] == 0
+    assert doc["contributing"] == [] and doc["leading"] is None
+    hyp = {h["cause"]: h for h in doc["hypotheses"]}
+    assert not any(h["applicable"] for h in hyp.values())
+    assert hyp["communication"]["why_not"].startswith("its ops explain none of the slowdown")
+    assert hyp["communication"]["workers"] == []
+    assert hyp["gc"]["why_not"].startswith("its ops explain none of the slowdown")
+    assert any("no hypothesis applies" in e and "communication: its ops explain none" in e
+               for e in doc["evidence"])
+    # the printed text says the same
+    lines = text.splitlines()
+    assert "verdict: unexplained  confidence 0.00" in lines
+    assert not any(line.startswith("verdict: communication") for line in lines)
+    assert all("  - " + e in lines for e in doc["evidence"])
+
+
+def test_a_verdict_with_confidence_zero_is_unexplained():
+    """A slow worker in an untrustworthy result, with untrustworthy results given no weight
+    (untrustworthy_factor 0): confidence 0, so the cause is not claimed."""
+    spec = dict(dp=2, pp=2, steps=6, jitter=0.01, seed=2, slow_workers=[(1, 0, 1.6)],
+                launch_gap_prob=0.8, launch_gap=0.05)
+    doc, text = _verdict_and_summary(spec, VerdictConfig(untrustworthy_factor=0.0))
+    assert doc["cause"] == "unexplained" and doc["workers"] == [] and doc["confidence"] == 0
+    hyp = {h["cause"]: h for h in doc["hypotheses"]}
+    assert hyp["worker"]["applicable"] and hyp["worker"]["workers"] == ["1,0"]
+    assert any("'worker' (1,0) would explain" in e and "confidence is 0" in e
+               for e in doc["evidence"])
+    assert "verdict: unexplained  confidence 0.00" in text.splitlines()
+    # with the default weight the same trace names the worker
+    doc, _ = _verdict_and_summary(spec, VerdictConfig())
+    assert doc["cause"] == "worker" and doc["workers"] == ["1,0"] and doc["confidence"] > 0

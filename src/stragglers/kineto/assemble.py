@@ -2,7 +2,8 @@
 clock alignment, seq_id/mb_id, and the trace columns.
 
 * Each rank's position comes from :mod:`stragglers.kineto.layout`; ranks with a TP/CP index
-  other than 0 are not used (their worker is represented by TP/CP index 0).
+  other than 0 are not used (their worker is represented by TP/CP index 0). The layout is
+  first checked against the traces (:mod:`stragglers.kineto.consistency`).
 * A communication op's type: ``all_gather`` in the DP group → ``params-all-gather``;
   ``reduce_scatter`` or ``all_reduce`` in the DP group → ``grads-reduce-scatter`` (DDP's
   bucketed gradient all-reduce is the job's DP gradient reduction); ``all_reduce`` over every
@@ -10,7 +11,9 @@ clock alignment, seq_id/mb_id, and the trace columns.
   group of the first and last stage of one DP rank → ``embedding-grads-all-reduce``;
   ``send``/``recv`` with a known peer (``Src Rank``/``Dst Rank``, global ranks): to a later stage
   ``forward-send`` / from a later stage ``backward-recv``, to an earlier stage
-  ``backward-send`` / from an earlier stage ``forward-recv``. A group is identified by its
+  ``backward-send`` / from an earlier stage ``forward-recv``; ``all_to_all`` in the DP group
+  launched inside a forward/backward annotation → ``all-to-all`` (extension E2; the
+  annotation is cut there, :mod:`stragglers.kineto.rankops`). A group is identified by its
   ranks (``Process Group Ranks``), else by its size; without either, it is the DP group only
   when the DP group is the whole job (pp = tp = cp = 1). Anything else (tensor-parallel
   collectives, broadcasts, all-to-all, barriers, P2P without a peer) is counted, by kind and
@@ -32,9 +35,11 @@ import numpy as np
 import pandas as pd
 
 from stragglers.errors import InputError
-from stragglers.kineto.layout import Position, megatron_position, position
+from stragglers.kineto.consistency import check_layout
+from stragglers.kineto.layout import CLASSES as _CLASSES
+from stragglers.kineto.layout import JobLayout, Position, position
 from stragglers.kineto.rankops import UNRESOLVED, RankOps
-from stragglers.kineto.reader import COMM_CODE, COMM_KINDS, Group
+from stragglers.kineto.reader import COMM_CODE, COMM_KINDS
 from stragglers.trace import schema
 from stragglers.trace.io import JobMeta, TraceColumns
 
@@ -92,46 +97,9 @@ def _ranges(values: list[int]) -> str:
     return ",".join(parts)
 
 
-class _Layout:
-    def __init__(self, meta: JobMeta, known: dict[int, Position]) -> None:
-        world = meta.world_size
-        self.meta = meta
-        pos = [known.get(r) or megatron_position(r, meta) for r in range(world)]
-        self.dp = np.array([p.dp_rank for p in pos])
-        self.stage = np.array([p.stage for p in pos])
-        self.inner = np.array([p.inner for p in pos])
-
-    def group_class(self, g: Group | None) -> str:
-        meta = self.meta
-        whole_is_dp = meta.pp_size == 1 and meta.tp_size == 1 and meta.dsp_size == 1
-        if g is None or (g.ranks is None and g.size is None):
-            return "dp" if whole_is_dp else "unknown"
-        if g.ranks is None:
-            if g.size == meta.world_size:
-                return "dp" if whole_is_dp else "world"
-            return "dp" if whole_is_dp else "unknown"
-        r = np.array([x for x in g.ranks if 0 <= x < meta.world_size])
-        if r.size != len(g.ranks) or r.size == 0:
-            return "unknown"
-        if r.size == meta.world_size and not whole_is_dp:
-            return "world"
-        st, dp, inner = self.stage[r], self.dp[r], self.inner[r]
-        same_st, same_dp = (st == st[0]).all(), (dp == dp[0]).all()
-        if same_st and not same_dp and (inner == inner[0]).all():
-            return "dp"
-        if same_st and same_dp:
-            return "tp"
-        if same_dp and set(st.tolist()) == {0, meta.pp_size - 1} and r.size == 2:
-            return "embedding"
-        if same_dp:
-            return "pp"
-        return "other"
 
 
-_CLASSES = ("unknown", "dp", "world", "embedding", "tp", "pp", "other")
-
-
-def _resolve_comm(ops: RankOps, lay: _Layout, counts: Counter[str]) -> np.ndarray:
+def _resolve_comm(ops: RankOps, lay: JobLayout, counts: Counter[str]) -> np.ndarray:
     """Schema type codes of the rank's communication ops (-1: not mapped), vectorised."""
     optype = ops.optype.copy()
     todo = np.flatnonzero(optype == UNRESOLVED)
@@ -151,15 +119,18 @@ def _resolve_comm(ops: RankOps, lay: _Layout, counts: Counter[str]) -> np.ndarra
     p2p = send | recv | (kind == COMM_CODE["sendrecv"])
     dp, world, emb = cls == 1, cls == 2, cls == 3
     allreduce = kind == COMM_CODE["allreduce"]
+    in_compute = (ops.a2a_in_compute[todo] if ops.a2a_in_compute.size == optype.size
+                  else np.zeros(todo.size, bool))
     conds = [send & has_peer & later, send & has_peer & ~later,
              recv & has_peer & later, recv & has_peer & ~later,
              ~p2p & dp & (kind == COMM_CODE["allgather"]),
              ~p2p & dp & ((kind == COMM_CODE["reducescatter"]) | allreduce),
-             ~p2p & world & allreduce, ~p2p & emb & allreduce]
+             ~p2p & world & allreduce, ~p2p & emb & allreduce,
+             dp & (kind == COMM_CODE["alltoall"]) & in_compute]
     codes = [_OC[t] for t in (schema.FORWARD_SEND, schema.BACKWARD_SEND, schema.BACKWARD_RECV,
                               schema.FORWARD_RECV, schema.PARAMS_ALL_GATHER,
                               schema.GRADS_REDUCE_SCATTER, schema.CLIP,
-                              schema.EMBEDDING_ALL_REDUCE)]
+                              schema.EMBEDDING_ALL_REDUCE, schema.ALL_TO_ALL)]
     code = np.select(conds, codes, default=-1)
     optype[todo] = code
     miss = code < 0
@@ -192,7 +163,8 @@ def assemble(all_ops: list[RankOps], meta: JobMeta, source: str,
         by_rank[ops.rank] = ops
         known[ops.rank] = position(ops.rank, ops.pg_config, meta, ops.path)
     report.position_source = ", ".join(sorted({p.source for p in known.values()}))
-    lay = _Layout(meta, known)
+    lay = JobLayout(meta, known)
+    check_layout(by_rank, known, lay, meta)
     reps: dict[tuple[int, int], RankOps] = {}
     for rank, ops in sorted(by_rank.items()):
         p = known[rank]

@@ -15,7 +15,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from stragglers.errors import InputError
+from stragglers.kineto.reader import Group
 from stragglers.trace.io import JobMeta
 
 _DP_RE = re.compile(r"^DATA_PARALLEL_GROUP$|^mp_dp\b|^dp$")
@@ -74,3 +77,46 @@ def position(rank: int, pg_config: list[Any], meta: JobMeta, source: str) -> Pos
     stage = pp_g.index(rank) if pp_g else base.stage
     inner = tp_g.index(rank) if tp_g else base.inner
     return Position(rank, dp, stage, inner, "pg_config")
+
+
+class JobLayout:
+    """Every rank's (DP rank, stage, TP/CP index) in the job: the traced ranks' own
+    positions, Megatron's order for the others; and the class of a process group."""
+
+    def __init__(self, meta: JobMeta, known: dict[int, Position]) -> None:
+        world = meta.world_size
+        self.meta = meta
+        pos = [known.get(r) or megatron_position(r, meta) for r in range(world)]
+        self.dp = np.array([p.dp_rank for p in pos])
+        self.stage = np.array([p.stage for p in pos])
+        self.inner = np.array([p.inner for p in pos])
+
+    def group_class(self, g: Group | None) -> str:
+        meta = self.meta
+        whole_is_dp = meta.pp_size == 1 and meta.tp_size == 1 and meta.dsp_size == 1
+        if g is None or (g.ranks is None and g.size is None):
+            return "dp" if whole_is_dp else "unknown"
+        if g.ranks is None:
+            if g.size == meta.world_size:
+                return "dp" if whole_is_dp else "world"
+            return "dp" if whole_is_dp else "unknown"
+        r = np.array([x for x in g.ranks if 0 <= x < meta.world_size], dtype=np.int64)
+        if r.size != len(g.ranks) or r.size == 0:
+            return "unknown"
+        if r.size == meta.world_size and not whole_is_dp:
+            return "world"
+        st, dp, inner = self.stage[r], self.dp[r], self.inner[r]
+        same_st, same_dp = (st == st[0]).all(), (dp == dp[0]).all()
+        if same_st and not same_dp and (inner == inner[0]).all():
+            return "dp"
+        if same_st and same_dp:
+            return "tp"
+        if same_dp and set(st.tolist()) == {0, meta.pp_size - 1} and r.size == 2:
+            return "embedding"
+        if same_dp:
+            return "pp"
+        return "other"
+
+
+#: Process-group classes (:meth:`JobLayout.group_class`); codes are the index.
+CLASSES = ("unknown", "dp", "world", "embedding", "tp", "pp", "other")

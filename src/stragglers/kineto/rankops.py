@@ -60,6 +60,8 @@ class RankOps:
     counts: Counter[str] = field(default_factory=Counter)
     skipped: bool = False
     segmented: bool = False
+    #: True for the all-to-all calls launched inside a compute annotation (extension E2)
+    a2a_in_compute: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
 
     @classmethod
     def skipped_rank(cls, ev: RankEvents) -> RankOps:
@@ -126,6 +128,39 @@ def _outermost(types: np.ndarray, tids: np.ndarray, ts: np.ndarray,
     out = np.zeros(order.size, dtype=bool)
     out[order] = keep
     return out
+
+
+@dataclass
+class _Pieces:
+    """Compute annotations cut at all-to-all calls: one row per piece."""
+
+    annotation: np.ndarray  # index of the annotation it comes from
+    launch: np.ndarray  # CPU launch of its first kernel
+    start: np.ndarray  # GPU span of its kernels
+    end: np.ndarray
+
+
+def _pieces(ann: np.ndarray, a_ts: np.ndarray, a_end: np.ndarray, cuts: np.ndarray,
+            launch: np.ndarray, kstart: np.ndarray, kend: np.ndarray) -> _Pieces:
+    """The compute kernels launched inside each annotation of ``ann`` (``launch`` sorted),
+    grouped by the cut times (sorted) before their launch: each group is one piece, its time
+    the span of its kernels. Vectorised over every kernel of every annotation."""
+    lo = np.searchsorted(launch, a_ts[ann], "left")
+    hi = np.searchsorted(launch, a_end[ann], "right")
+    lengths = hi - lo
+    owner = np.repeat(np.arange(ann.size), lengths)
+    pos = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths) \
+        + np.repeat(lo, lengths)
+    label = np.searchsorted(cuts, launch[pos], "right")
+    key = owner * (cuts.size + 1) + label
+    uniq, piece = np.unique(key, return_inverse=True)
+    start = np.full(uniq.size, np.inf)
+    end = np.full(uniq.size, -np.inf)
+    first = np.full(uniq.size, np.inf)
+    np.minimum.at(start, piece, kstart[pos])
+    np.maximum.at(end, piece, kend[pos])
+    np.minimum.at(first, piece, launch[pos])
+    return _Pieces(ann[uniq // (cuts.size + 1)], first, start, end)
 
 
 def rank_ops(ev: RankEvents) -> RankOps:
@@ -248,9 +283,35 @@ def rank_ops(ev: RankEvents) -> RankOps:
             if n_no:
                 counts["communication calls without an NCCL kernel (CPU time used)"] += n_no
     lone = mk[~got]
-    # --- forward/backward compute by segmentation when no compute annotation exists
     f_code, b_code = schema.OPTYPE_CODE[schema.FORWARD_COMPUTE], \
         schema.OPTYPE_CODE[schema.BACKWARD_COMPUTE]
+    # --- all-to-all launched inside a compute annotation (extension E2): an op of its own,
+    # and the annotation is cut there into compute ops of its compute kernels only
+    compute_ann = np.isin(a_type, [f_code, b_code])
+    a2a = COMM_CODE["alltoall"]
+    c_a2a = np.zeros(cci.size, bool)
+    l_a2a = np.zeros(lone.size, bool)
+    split = np.zeros(a_type.size, bool)
+    if has_gpu and compute_ann.any():
+        c_a2a = (cc_kind[cci] == a2a) & _inside(a_ts[compute_ann], a_end[compute_ann], c_ts)
+        l_a2a = (k_kind[lone] == a2a) & _inside(a_ts[compute_ann], a_end[compute_ann],
+                                                 k_launch[lone])
+        cuts = np.sort(np.r_[c_ts[c_a2a], k_launch[lone][l_a2a]])
+        if cuts.size:
+            inside = np.searchsorted(cuts, a_end, "right") - np.searchsorted(cuts, a_ts, "left")
+            split = compute_ann & (inside > 0)
+            counts["compute annotations as a whole (cut at the all-to-all calls inside them "
+                   "into compute ops of their kernels)"] += int(split.sum())
+    pieces = _pieces(np.flatnonzero(split), a_ts, a_end, cuts if split.any() else np.zeros(0),
+                     k_launch[c_sel], k_ts[c_sel], k_end[c_sel])
+    whole = ~split
+    a_type, a_mb, a_ts_k, a_start, a_stop, a_idx = (
+        np.r_[a_type[whole], a_type[pieces.annotation]].astype(np.int8),
+        np.r_[a_mb[whole], a_mb[pieces.annotation]],
+        np.r_[a_ts[whole], pieces.launch],
+        np.r_[a_start[whole], pieces.start], np.r_[a_stop[whole], pieces.end],
+        np.r_[a_idx[whole], a_idx[pieces.annotation]])
+    # --- forward/backward compute by segmentation when no compute annotation exists
     segmented = False
     seg_type = np.zeros(0, np.int8)
     seg_start = seg_end = seg_launch = np.zeros(0)
@@ -286,7 +347,8 @@ def rank_ops(ev: RankEvents) -> RankOps:
     peer = np.r_[np.full(n_a, -1), cc_peer[cci], k_peer[lone], np.full(n_s, -1)]
     start = np.r_[a_start, c_start, k_ts[lone], seg_start]
     end = np.r_[a_stop, c_stop, k_end[lone], seg_end]
-    cpu_t = np.r_[a_ts, c_ts, k_launch[lone], seg_launch]
+    cpu_t = np.r_[a_ts_k, c_ts, k_launch[lone], seg_launch]
+    in_compute = np.r_[np.zeros(n_a, bool), c_a2a, l_a2a, np.zeros(n_s, bool)]
     mb = np.r_[a_mb, np.full(n_c + n_l + n_s, -1)]
     idx = np.r_[a_idx, ev.cc_idx[cci], k_idx[lone], np.full(n_s, -1)]
     step = step_of(cpu_t)
@@ -300,4 +362,5 @@ def rank_ops(ev: RankEvents) -> RankOps:
         group=group[keep_op].astype(np.int64), peer=peer[keep_op].astype(np.int64),
         start=start[keep_op], end=end[keep_op], step=step[keep_op].astype(np.int64),
         mb=mb[keep_op].astype(np.int64), idx=idx[keep_op].astype(np.int64),
-        groups=ev.groups, steps=np.sort(ev.step_n), counts=counts, segmented=segmented)
+        groups=ev.groups, steps=np.sort(ev.step_n), counts=counts, segmented=segmented,
+        a2a_in_compute=in_compute[keep_op])

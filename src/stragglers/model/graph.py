@@ -22,6 +22,7 @@ import numpy as np
 
 from stragglers.errors import ModelError
 from stragglers.trace.schema import (
+    ALL_TO_ALL,
     BACKWARD_COMPUTE,
     BACKWARD_RECV,
     BACKWARD_SEND,
@@ -337,12 +338,17 @@ def end_of_step(g: GraphBuilder, ops: StageOps) -> None:
     """§2.8 End of step, per stage: "``gc`` follows the compute op that ends last. Then a
     chain" (:func:`end_of_step_chain`); with overlapped DP collectives the op after ``gc``
     in the chain also follows the last ``grads-reduce-scatter``
-    ("``{last grads-reduce-scatter, gc} → layernorm-AR``")."""
+    ("``{last grads-reduce-scatter, gc} → layernorm-AR``").
+
+    Extension (the project's model notes, docs/model-extensions.md): a stage without a
+    ``gc`` op (profiler traces, any trace without GC spans) hangs the chain's first op off
+    the compute op that ends last instead, so the end of the step never floats to its start;
+    with a ``gc`` op this is the rule above unchanged."""
     gc = ops.by_type[GC]
     overlapped = bool(ops.by_type[SEPARATE_GRADS_ALL_REDUCE])
-    if ops.compute and gc:
-        g.depend(gc[0], on=ops.last_to_end(ops.compute))
     chain = [x for optype in end_of_step_chain(g.dp_sync, overlapped) for x in ops.by_type[optype]]
+    if ops.compute and chain:
+        g.depend(chain[0], on=ops.last_to_end(ops.compute))
     g.chain(chain)
     scatters = ops.by_type[GRADS_REDUCE_SCATTER]
     after_gc = chain[len(gc):]
@@ -350,10 +356,29 @@ def end_of_step(g: GraphBuilder, ops: StageOps) -> None:
         g.depend(after_gc[0], on=scatters[-1])
 
 
-#: The rules of §2, applied to each stage in this order.
+def all_to_all_in_compute(g: GraphBuilder, ops: StageOps) -> None:
+    """Extension E2 (docs/model-extensions.md): an ``all-to-all`` (expert-parallel dispatch
+    or combine, DLRM embeddings) blocks the compute stream. The all-to-all ops of a stage
+    form one chain; each follows the compute op launched last before it and the next compute
+    op follows it (``compute k → all-to-all → compute k+1``)."""
+    a2a = ops.by_type[ALL_TO_ALL]
+    if not a2a:
+        return
+    g.chain(a2a)
+    position = {x: i for i, x in enumerate(ops.nodes)}
+    where = np.array([position[c] for c in ops.compute], dtype=np.int64)
+    for x in a2a:
+        k = int(np.searchsorted(where, position[x]))  # compute ops before x: ops.compute[:k]
+        if k > 0:
+            g.depend(x, on=ops.compute[k - 1])
+        if k < len(ops.compute):
+            g.depend(ops.compute[k], on=x)
+
+
+#: The rules of §2, applied to each stage in this order (then the project's extensions).
 STAGE_RULES: tuple[Callable[[GraphBuilder, StageOps], None], ...] = (
     compute_stream, p2p_streams, dp_stream, p2p_to_compute, warmup_overlap,
-    params_before_use, grads_after_use, end_of_step,
+    params_before_use, grads_after_use, end_of_step, all_to_all_in_compute,
 )
 
 
@@ -440,9 +465,20 @@ def dp_collectives(g: GraphBuilder, stages: list[StageOps]) -> None:
                 g.group([x], True)
 
 
-#: The groups of §3, formed in this order (``layernorm-grads-all-reduce`` is in none).
+def all_to_all(g: GraphBuilder, stages: list[StageOps]) -> None:
+    """Extension E2: each ``all-to-all`` is a collective synchronised across all DP ranks of
+    its stage in the same step (its group is the stage's DP ranks; alone without DP): no
+    member moves data before the last one has launched, so the ranks that wait for a late
+    one are not charged for it (its transfer time excludes the wait)."""
+    for ops in stages:
+        for x in ops.by_type[ALL_TO_ALL]:
+            g.group([x], g.dp_sync)
+
+
+#: The groups of §3, formed in this order (``layernorm-grads-all-reduce`` is in none), then
+#: the project's extensions.
 GROUP_RULES: tuple[Callable[[GraphBuilder, list[StageOps]], None], ...] = (
-    p2p_pairs, lone_noops, embedding_all_reduce, clip, dp_collectives,
+    p2p_pairs, lone_noops, embedding_all_reduce, clip, dp_collectives, all_to_all,
 )
 
 

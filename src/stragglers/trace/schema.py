@@ -45,13 +45,16 @@ EMBEDDING_ALL_REDUCE = "embedding-grads-all-reduce"
 CLIP = "optimizer-clip-main-grad"
 OPTIMIZER = "optimizer"
 GC = "gc"
+#: Expert-parallel / embedding all-to-all (MoE dispatch and combine, DLRM embeddings): not in
+#: the published model; the project's extension E2 (docs/model-extensions.md).
+ALL_TO_ALL = "all-to-all"
 
 #: Every operation type, in a fixed order: the index is the type's integer code.
 OPTYPES: tuple[str, ...] = (
     FORWARD_COMPUTE, BACKWARD_COMPUTE,
     FORWARD_SEND, FORWARD_RECV, BACKWARD_SEND, BACKWARD_RECV,
     PARAMS_ALL_GATHER, GRADS_REDUCE_SCATTER, SEPARATE_GRADS_ALL_REDUCE,
-    LAYERNORM_ALL_REDUCE, EMBEDDING_ALL_REDUCE, CLIP, OPTIMIZER, GC,
+    LAYERNORM_ALL_REDUCE, EMBEDDING_ALL_REDUCE, CLIP, OPTIMIZER, GC, ALL_TO_ALL,
 )
 OPTYPE_CODE: dict[str, int] = {name: i for i, name in enumerate(OPTYPES)}
 
@@ -72,7 +75,7 @@ ATTRIBUTION_TYPE = {name: name for name in OPTYPES} | {
 #: Communication classes used by the root-cause verdict.
 COMM_ATTRIBUTION_KEYS = frozenset(
     {"forward-pp-comm", "backward-pp-comm", PARAMS_ALL_GATHER, GRADS_REDUCE_SCATTER,
-     SEPARATE_GRADS_ALL_REDUCE, LAYERNORM_ALL_REDUCE, EMBEDDING_ALL_REDUCE, CLIP}
+     SEPARATE_GRADS_ALL_REDUCE, LAYERNORM_ALL_REDUCE, EMBEDDING_ALL_REDUCE, CLIP, ALL_TO_ALL}
 )
 
 

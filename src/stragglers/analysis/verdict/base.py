@@ -66,6 +66,11 @@ class Hypothesis(Protocol):
         ...
 
 
+#: A share of the slowdown at or below this is "none" (what :func:`portion` prints): a
+#: hypothesis whose ops explain no more than this does not apply (the verdict's rule).
+NONE_SHARE = 0.005
+
+
 def portion(share: float | None) -> str:
     """A share of the slowdown in words: "none", "40%" or "all" (a what-if share above 1
     means the ops would cause more than the whole slowdown alone: other effects mask them);
@@ -74,7 +79,7 @@ def portion(share: float | None) -> str:
         return "undefined"
     if share >= 0.995:
         return "all"
-    if share <= 0.005:
+    if share <= NONE_SHARE:
         return "none"
     return f"{share:.0%}"
 

@@ -7,10 +7,14 @@ slow middle stage of three had S_w 1.19 at S 1.04). Below ``threshold`` the verd
 ``none``, and the hypothesis that would win is still named as ``leading`` when the problem
 size reaches 1.03 (where the paper attributes) and it explains at least ``explain`` of it
 (a GC that costs 8% today is worth knowing about, but not worth paging anyone). Otherwise,
-of the hypotheses whose gates hold, the one that explains the largest share of the
-slowdown is the cause (``weak`` when even that share is below ``explain``); the others with
-at least ``contribute`` are listed as contributing. When no hypothesis applies the verdict
-is ``unexplained`` (the heatmaps and attribution still say where the time went).
+of the hypotheses that apply, the one that explains the largest share of the slowdown is
+the cause (``weak`` when even that share is below ``explain``); the others with at least
+``contribute`` are listed as contributing. A hypothesis applies when its gates hold **and**
+its ops explain some of the slowdown (a share above :data:`~.base.NONE_SHARE`, the share
+printed as "none"): one that explains none is listed as not applicable, with that reason.
+When no hypothesis applies, or when the chosen cause's confidence is 0 (it would print as
+0.00), the verdict is ``unexplained`` with confidence 0: a verdict never names a cause its
+own evidence contradicts (the heatmaps and attribution still say where the time went).
 
 **Confidence** = agreement × strength × trust:
 
@@ -29,7 +33,7 @@ is ``unexplained`` (the heatmaps and attribution still say where the time went).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -37,7 +41,7 @@ import numpy as np
 
 from stragglers.analysis.engine import WhatIfEngine
 from stragglers.analysis.metrics import ATTRIBUTION_THRESHOLD, Metrics
-from stragglers.analysis.verdict.base import Cause, Finding, Hypothesis
+from stragglers.analysis.verdict.base import NONE_SHARE, Cause, Finding, Hypothesis, portion
 from stragglers.analysis.verdict.config import VerdictConfig
 from stragglers.analysis.verdict.context import VerdictContext
 from stragglers.analysis.verdict.hypotheses import ALL
@@ -153,7 +157,7 @@ def decide(engine: WhatIfEngine, metrics: Metrics, config: VerdictConfig | None 
     s = metrics.slowdown
     trust = 1.0 if trusted else cfg.untrustworthy_factor
     head = f"slowdown S = {s:.3f} ({100 * metrics.waste:.1f}% of GPU time wasted)"
-    findings = tuple(h.test(ctx) for h in hypotheses)
+    findings = tuple(_explains_some(h.test(ctx)) for h in hypotheses)
     # S compares with every op at the job-wide mean, which in a small job carries a good
     # part of one straggler's own excess; a worker that stands out with S_w above the
     # threshold is a problem even when S is not.
@@ -183,11 +187,9 @@ def decide(engine: WhatIfEngine, metrics: Metrics, config: VerdictConfig | None 
                  f"{', '.join(w.key for w in lead)} alone slow the ideal job by "
                  f"{100 * (size - 1):.1f}% (exact S_w)")
     if not candidates:
-        evidence: tuple[str, ...] = (head, "no hypothesis applies: " + "; ".join(
-            f"{f.cause.value}: {f.why_not}" for f in findings if f.why_not),
-            "confidence 0: the cause is unexplained (see the attribution and heatmaps)")
-        return Verdict(Cause.UNEXPLAINED, (), 0.0, evidence, findings, (), True, 0.0, 0.0,
-                       trusted, cfg, signals)
+        return _unexplained(head, "no hypothesis applies: " + "; ".join(
+            f"{f.cause.value}: {f.why_not}" for f in findings if f.why_not), findings, trusted,
+            cfg, signals)
     chosen = max(candidates, key=lambda f: f.share)
     weak = chosen.share < cfg.explain
     strength = min(1.0, max(0.0, chosen.share / cfg.explain)) if cfg.explain > 0 else 1.0
@@ -200,8 +202,36 @@ def decide(engine: WhatIfEngine, metrics: Metrics, config: VerdictConfig | None 
         lines.append(f"no hypothesis explains {cfg.explain:.0%} of the slowdown: weak verdict")
     lines.append(_confidence_line(chosen.cause, agreement, strength, trusted, cfg))
     confidence = max(0.0, min(1.0, agreement * strength * trust))
+    if confidence < ZERO_CONFIDENCE:
+        who = f" ({', '.join(w.key for w in chosen.workers[:8])})" if chosen.workers else ""
+        return _unexplained(head, (
+            f"'{chosen.cause.value}'{who} would explain {portion(chosen.share)} of the slowdown, "
+            f"but its confidence is 0 (agreement {agreement:.2f} x strength {strength:.2f} x "
+            f"trust {trust:g}): {chosen.evidence}"), findings, trusted, cfg, signals)
     return Verdict(chosen.cause, chosen.workers, confidence, tuple(lines), findings,
                    contributing, weak, agreement, strength, trusted, cfg, signals)
+
+
+#: A confidence below this prints as 0.00: the verdict names no cause then.
+ZERO_CONFIDENCE = 0.005
+
+
+def _explains_some(f: Finding) -> Finding:
+    """``f``, or, when its gates hold but its ops explain none of the slowdown (share at
+    most :data:`NONE_SHARE`), ``f`` as not applicable with that reason (and nobody blamed)."""
+    if not f.applicable or f.m is None or f.share > NONE_SHARE:
+        return f
+    return replace(f, applicable=False, workers=(),
+                   why_not=f"its ops explain none of the slowdown (share {f.share:.4f})")
+
+
+def _unexplained(head: str, why: str, findings: tuple[Finding, ...], trusted: bool,
+                 cfg: VerdictConfig, signals: Mapping[str, Any]) -> Verdict:
+    """The ``unexplained`` verdict: no cause, nobody blamed, confidence 0."""
+    evidence = (head, why,
+                "confidence 0: the cause is unexplained (see the attribution and heatmaps)")
+    return Verdict(Cause.UNEXPLAINED, (), 0.0, evidence, findings, (), True, 0.0, 0.0, trusted,
+                   cfg, signals)
 
 
 def _confidence_line(cause: Cause, agreement: float, strength: float, trusted: bool,
