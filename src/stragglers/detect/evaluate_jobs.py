@@ -647,3 +647,110 @@ def scores_dict(x: JobScores) -> dict[str, float | int | None]:
     """A :class:`JobScores` as JSON-ready values (NaN -> None)."""
     return {k: (None if isinstance(v, float) and math.isnan(v) else v)
             for k, v in asdict(x).items()}
+
+
+# -- the whole evaluation (detect-eval --corpus jobs, bench_detect_jobs) ------------------------
+@dataclass(frozen=True)
+class JobEvaluation:
+    """Outcomes of one evaluation: the tuned method's grid (``table``: setting -> outcomes on
+    the synthetic families; empty without LOFO), the other runs at their defaults (``others``),
+    the LOFO and plain choices, and the real families."""
+
+    method: str
+    order: tuple[str, ...]
+    table: dict[str, list[JobOutcome]]
+    others: dict[str, list[JobOutcome]]
+    choices: dict[str, str]
+    plain: str | None
+    real_streams: tuple[RealStream, ...]
+    real: dict[str, list[JobOutcome]]
+    seeds: tuple[int, ...]
+    scale: float
+    seconds: float
+
+
+def _grid_label(method: str, name: str) -> str:
+    return f"{method}[{name}]"
+
+
+def run_evaluation(seeds: Sequence[int], scale: float, methods: Sequence[str], *,
+                   grid: Grid | None = None, real: Sequence[RealStream] = (),
+                   jobs: int | None = None, warmup_iters: int = DEFAULT_MIN_ITERS
+                   ) -> JobEvaluation:
+    """Generate the job corpus for ``seeds`` at ``scale`` and evaluate.  With ``grid``,
+    ``methods[0]`` is tuned leave-one-family-out over it and the others are baselines at
+    their defaults; without, every method runs at its defaults.  The real families run with
+    the setting chosen on all synthetic families (and the baselines)."""
+    from stragglers.detect.jobcorpus import generate_job_corpus
+
+    t0 = time.perf_counter()
+    corpus = [s for seed in seeds for s in generate_job_corpus(seed, scale)]
+    method = methods[0]
+    others = [Run(m, m) for m in (methods[1:] if grid is not None else methods)]
+    tuned = [Run(_grid_label(method, n), method, p) for n, p in (grid or ())]
+    res = evaluate_streams(corpus, [*tuned, *others], jobs=jobs, warmup_iters=warmup_iters)
+    order = tuple(n for n, _ in (grid or ()))
+    table = {n: res[_grid_label(method, n)] for n in order}
+    choices = lofo_choices(table, order) if grid is not None else {}
+    plain = choose_setting(table, order, choices) if grid is not None else None
+    real_res: dict[str, list[JobOutcome]] = {}
+    if real:
+        real_runs = list(others)
+        if grid is not None and plain is not None:
+            real_runs.insert(0, Run(_grid_label(method, plain), method, dict(grid)[plain]))
+        real_res = evaluate_streams(real, real_runs, jobs=jobs, warmup_iters=warmup_iters)
+    return JobEvaluation(
+        method=method, order=order, table=table, others={r.label: res[r.label] for r in others},
+        choices=choices, plain=plain, real_streams=tuple(real), real=real_res,
+        seeds=tuple(seeds), scale=scale, seconds=time.perf_counter() - t0)
+
+
+def evaluation_text(ev: JobEvaluation) -> str:
+    """The markdown report of :func:`run_evaluation`."""
+    n = len(next(iter((ev.table or ev.others).values()), []))
+    parts = [f"Job-record corpus: seeds {', '.join(map(str, ev.seeds))}, scale {ev.scale:g}, "
+             f"{n} series; alerts are onset, flapping and change to a slower level; "
+             "cells: accuracy % / FPR % / events found / mean delay (iterations)", ""]
+    if ev.table:
+        parts += [f"Leave-one-family-out: {ev.method} tuned on the other families, scored on "
+                  "the held-out one", "", format_lofo(ev.table, ev.order, ev.others, ev.method)]
+    else:
+        parts += ["Every method at its defaults", "", format_plain(ev.others)]
+    if ev.real_streams:
+        which = (f"{ev.method} with {ev.plain!r} (chosen on all synthetic families; never "
+                 "tuned on these)" if ev.plain is not None else "every method at its defaults")
+        parts += ["", f"Real labelled series: {which}", "", format_real(ev.real, ev.real_streams)]
+    parts += ["", f"Evaluation time: {ev.seconds:.1f} s"]
+    return "\n".join(parts) + "\n"
+
+
+def _per_group(outcomes: Sequence[JobOutcome]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for fam, seed in _groups(outcomes):
+        out.setdefault(fam, {})[str(seed)] = scores_dict(summarize_jobs(
+            o for o in outcomes if o.family == fam and o.seed == seed))
+    return out
+
+
+def evaluation_json(ev: JobEvaluation) -> dict[str, Any]:
+    """The report of :func:`run_evaluation` as JSON-ready values."""
+    doc: dict[str, Any] = {"seeds": list(ev.seeds), "scale": ev.scale, "method": ev.method,
+                           "seconds": round(ev.seconds, 3)}
+    if ev.table:
+        held = [o for f, s in ev.choices.items() for o in ev.table[s] if o.family == f]
+        doc["grid"] = list(ev.order)
+        doc["lofo"] = {f: {"setting": s, "held_out": _per_group(
+            [o for o in ev.table[s] if o.family == f]).get(f, {})}
+            for f, s in ev.choices.items()}
+        doc["all_held_out"] = scores_dict(summarize_jobs(held))
+        doc["plain_choice"] = ev.plain
+        doc["settings"] = {n: scores_dict(summarize_jobs(v)) for n, v in ev.table.items()}
+    doc["methods"] = {m: {"all": scores_dict(summarize_jobs(v)), "families": _per_group(v)}
+                      for m, v in ev.others.items()}
+    if ev.real:
+        doc["real"] = {r: [{"name": o.name, "family": o.family, "events": o.events,
+                            "detected": o.detected, "spurious": o.spurious,
+                            "spurious_iterations": list(o.spurious_iters),
+                            "delays": list(o.delays), "correct": o.correct} for o in v]
+                       for r, v in ev.real.items()}
+    return doc
