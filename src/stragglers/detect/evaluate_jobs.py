@@ -675,16 +675,17 @@ def _grid_label(method: str, name: str) -> str:
 
 def run_evaluation(seeds: Sequence[int], scale: float, methods: Sequence[str], *,
                    grid: Grid | None = None, real: Sequence[RealStream] = (),
-                   jobs: int | None = None, warmup_iters: int = DEFAULT_MIN_ITERS
-                   ) -> JobEvaluation:
+                   jobs: int | None = None, warmup_iters: int = DEFAULT_MIN_ITERS,
+                   families: tuple[str, ...] | None = None) -> JobEvaluation:
     """Generate the job corpus for ``seeds`` at ``scale`` and evaluate.  With ``grid``,
     ``methods[0]`` is tuned leave-one-family-out over it and the others are baselines at
     their defaults; without, every method runs at its defaults.  The real families run with
-    the setting chosen on all synthetic families (and the baselines)."""
+    the setting chosen on all synthetic families (and the baselines).  ``families``: only
+    these synthetic families."""
     from stragglers.detect.jobcorpus import generate_job_corpus
 
     t0 = time.perf_counter()
-    corpus = [s for seed in seeds for s in generate_job_corpus(seed, scale)]
+    corpus = [s for seed in seeds for s in generate_job_corpus(seed, scale, families)]
     method = methods[0]
     others = [Run(m, m) for m in (methods[1:] if grid is not None else methods)]
     tuned = [Run(_grid_label(method, n), method, p) for n, p in (grid or ())]
