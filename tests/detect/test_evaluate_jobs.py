@@ -235,6 +235,8 @@ def test_bad_labels_are_one_line_errors(tmp_path, capsys, labels, message) -> No
     (["--corpus", "jobs", "--seed", "-3"], "--seed: expected an integer >= 0"),
     (["--corpus", "jobs", "--family", "real"], "--family: only with --corpus series"),
     (["--corpus", "jobs", "--scale", "0"], "--scale: expected a finite number > 0"),
+    (["--corpus", "jobs", "--warmup", "-1"], "--warmup: expected an integer >= 0"),
+    (["--warmup", "10"], "--warmup: only with --corpus jobs"),
     (["--corpus", "jobs", "--real-more", "/nonexistent/x"], "/nonexistent/x: folder"),
 ])
 def test_cli_errors_exit_2_with_one_line(capsys, argv, message) -> None:

@@ -132,6 +132,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--real-more", default=None, metavar="DIR",
                    help="--corpus jobs: folder of labelled real series "
                         "(../shared/real/iter-more: NAME.jsonl and labels.json)")
+    p.add_argument("--warmup", type=int, default=None, metavar="ITERS",
+                   help="--corpus jobs: the watcher's minimum warm-up in iterations "
+                        f"(default {DEFAULT_MIN_ITERS}, as watch)")
     p.set_defaults(func=_eval)
 
     w = subparsers.add_parser(
@@ -254,7 +257,7 @@ def _eval(args: argparse.Namespace) -> int:
     if args.corpus == "jobs":
         return _eval_jobs(args, seeds)
     for opt, given in (("--lofo", args.lofo), ("--method", args.method),
-                       ("--real-more", args.real_more)):
+                       ("--real-more", args.real_more), ("--warmup", args.warmup is not None)):
         if given:
             raise InputError(f"{opt}: only with --corpus jobs")
     if len(seeds) > 1:
@@ -347,6 +350,8 @@ def _eval_jobs(args: argparse.Namespace, seeds: list[int]) -> int:
     _finite(args.scale, "--scale", low=0.0, inclusive=False)
     if args.jobs is not None:
         _int_range(args.jobs, "--jobs", 1, 256)
+    warmup = DEFAULT_MIN_ITERS if args.warmup is None else _int_range(
+        args.warmup, "--warmup", 0, 10**9)
     if len(set(seeds)) != len(seeds):
         raise InputError(f"--seed: seed {next(s for s in seeds if seeds.count(s) > 1)} "
                          "given twice")
@@ -374,7 +379,7 @@ def _eval_jobs(args: argparse.Namespace, seeds: list[int]) -> int:
     if args.real_dir is not None:
         real += load_real_megatron(args.real_dir)
     ev = run_evaluation(seeds, args.scale, methods, grid=grid if args.lofo else None,
-                        real=real, jobs=args.jobs)
+                        real=real, jobs=args.jobs, warmup_iters=warmup)
     out = _Output()
     if args.json:
         out.write(json.dumps(evaluation_json(ev), indent=2, sort_keys=True) + "\n")
