@@ -242,7 +242,7 @@ def watch_stream(stream: Stream, method: str, params: Mapping[str, object] | Non
     kw = dict(params or {})
     watcher = Watcher(detector_factory=lambda: make_detector(method, **kw),
                       warmup_iters=warmup_iters)
-    items = list(stream.records())
+    items: list[IterationRecord | Gap] = list(stream.records())
     alerts: list[Alert] = []
     recoveries: list[Alert] = []
     drifts = 0
@@ -251,7 +251,7 @@ def watch_stream(stream: Stream, method: str, params: Mapping[str, object] | Non
     t0 = time.process_time()
     for pos, item in enumerate(items, start=1):
         events = process(((pos, item),))
-        declared = item.iter if type(item) is IterationRecord else item.last_step  # type: ignore[union-attr]
+        declared = item.iter if isinstance(item, IterationRecord) else item.last_step
         if declared > last:
             last = declared
         for ev in events:
@@ -562,8 +562,9 @@ def format_lofo(table: Mapping[str, Sequence[JobOutcome]], order: Sequence[str],
     the other families and the family's held-out scores, the baselines beside it."""
     choice = lofo_choices(table, order)
     plain = choose_setting(table, order, choice)
-    head = (f"| family | seed | chosen on the others | {method} held out: acc % | FPR % | "
-            "FNR % | events >= 10 % found | delay (it) | recovered | "
+    head = (f"| family | seed | chosen on the others | its acc % on them (tuned on) | "
+            f"{method} held out: acc % | FPR % | "
+            "FNR % | events >= 10 % found | delay (it) | recovered | drift events | "
             + " | ".join(f"{_label(b)} acc / FPR / found / delay" for b in baselines) + " |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     held: list[JobOutcome] = []
@@ -571,20 +572,24 @@ def format_lofo(table: Mapping[str, Sequence[JobOutcome]], order: Sequence[str],
         got = [o for o in table[choice[fam]] if o.family == fam and o.seed == seed]
         held += got
         x = summarize_jobs(got)
+        fit = summarize_jobs(o for o in table[choice[fam]] if o.family != fam)
         base = [summarize_jobs(o for o in v if o.family == fam and o.seed == seed)
                 for v in baselines.values()]
         lines.append(
-            f"| {fam} | {seed} | {choice[fam]} | {_pct(x.correct, x.total)} | "
+            f"| {fam} | {seed} | {choice[fam]} | {_pct(fit.correct, fit.total)} | "
+            f"{_pct(x.correct, x.total)} | "
             f"{_pct(x.false_positives, x.negatives)} | {_pct(x.false_negatives, x.positives)} | "
             f"{x.big_detected}/{x.big_events} | {_delay(x)} | {x.recovered}/{x.recoverable} | "
+            f"{x.drifts} | "
             + " | ".join(_cell(b) for b in base) + " |")
     x = summarize_jobs(held)
     fams = set(choice)
     base = [summarize_jobs(o for o in v if o.family in fams) for v in baselines.values()]
     lines.append(
-        f"| **all held out** | all | (per family) | {_pct(x.correct, x.total)} | "
+        f"| **all held out** | all | (per family) | | {_pct(x.correct, x.total)} | "
         f"{_pct(x.false_positives, x.negatives)} | {_pct(x.false_negatives, x.positives)} | "
         f"{x.big_detected}/{x.big_events} | {_delay(x)} | {x.recovered}/{x.recoverable} | "
+        f"{x.drifts} | "
         + " | ".join(_cell(b) for b in base) + " |")
     tuned = summarize_jobs(o for o in table[plain] if o.family in fams)
     lines.append("")
