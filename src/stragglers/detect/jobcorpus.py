@@ -286,7 +286,7 @@ def _slow_step(rng: np.random.Generator, tl: _Timeline, lo: int, hi: int,
     """A step slowdown (:data:`SLOW_LOSS`, :data:`SLOW_ITERS`) inside executed ``[lo, hi)``."""
     dur = min(_logint(rng, *SLOW_ITERS), max(MIN_EVENT_ITERS, hi - lo - 1))
     a = int(rng.integers(lo, max(lo + 1, hi - dur)))
-    _label(tl, a, a + dur, float(rng.uniform(*SLOW_LOSS)), ranks=ranks)
+    _label(tl, a, min(a + dur, tl.iters.size), float(rng.uniform(*SLOW_LOSS)), ranks=ranks)
 
 
 def _n(rng: np.random.Generator) -> int:
