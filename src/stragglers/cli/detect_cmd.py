@@ -158,13 +158,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "per point."
         ),
     )
-    p.add_argument("--seed", type=int, default=0, help="corpus seed (default 0)")
+    p.add_argument("--seed", type=int, action="append", default=None,
+                   help="corpus seed (default 0); --corpus jobs takes it several times")
     p.add_argument("--json", action="store_true",
                    help='print {method: {"accuracy", "fpr", "fnr", "mean_delay_iters"}} only')
     p.add_argument("--jobs", type=int, default=None, help="worker processes (default: up to 4)")
     p.add_argument("--scale", type=float, default=1.0,
                    help="multiply the number of series per scenario (default 1.0)")
-    p.add_argument("--family", default="synthetic",
+    p.add_argument("--family", default=None,
                    choices=("synthetic", "real", "semi-real", "all"),
                    help="series to score: the synthetic corpus (default), the real Megatron "
                         "runs after warm-up (every onset outside their labelled episodes is a "
@@ -173,6 +174,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--real-dir", default=None,
                    help="folder of the Megatron iteration-time runs "
                         "(../shared/real/megatron-iter)")
+    p.add_argument("--corpus", default="series", choices=("series", "jobs"),
+                   help="series: bare iteration-time series scored on the detectors "
+                        "(default); jobs: multi-rank record streams (restarts, stalls, "
+                        "flapping, drifts, sampling, ...) scored through the watcher")
+    p.add_argument("--lofo", action="store_true",
+                   help="--corpus jobs: tune the first --method leave-one-family-out on its "
+                        "grid (robust's TUNING_GRID; sliding_window's window/threshold)")
+    p.add_argument("--method", action="append", default=None,
+                   help="--corpus jobs: methods to run (repeat or comma list; default: the "
+                        "tuned method, then bocd_verify, bocd, sliding_window)")
+    p.add_argument("--real-more", default=None, metavar="DIR",
+                   help="--corpus jobs: folder of labelled real series "
+                        "(../shared/real/iter-more: NAME.jsonl and labels.json)")
+    p.add_argument("--warmup", type=int, default=None, metavar="ITERS",
+                   help="--corpus jobs: the watcher's minimum warm-up in iterations "
+                        f"(default {DEFAULT_MIN_ITERS}, as watch)")
     p.set_defaults(func=_eval)
 
     w = subparsers.add_parser(
@@ -293,6 +310,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 # -- detect-eval --------------------------------------------------------------------------------
 def _eval(args: argparse.Namespace) -> int:
+    seeds = args.seed or [0]
+    for seed in seeds:
+        _int_range(seed, "--seed", 0, 2**63 - 1)
+    if args.corpus == "jobs":
+        return _eval_jobs(args, seeds)
+    for opt, given in (("--lofo", args.lofo), ("--method", args.method),
+                       ("--real-more", args.real_more), ("--warmup", args.warmup is not None)):
+        if given:
+            raise InputError(f"{opt}: only with --corpus jobs")
+    if len(seeds) > 1:
+        raise InputError("--seed: the series corpus takes one seed (several: --corpus jobs)")
+    args.seed = seeds[0]
+    args.family = args.family or "synthetic"
     from stragglers.detect.corpus import SCENARIOS, generate_corpus
     from stragglers.detect.evaluate import (
         METHOD_ORDER,
@@ -310,7 +340,6 @@ def _eval(args: argparse.Namespace) -> int:
     )
 
     _finite(args.scale, "--scale", low=0.0, inclusive=False)
-    _int_range(args.seed, "--seed", 0, 2**63 - 1)
     if args.jobs is not None:
         _int_range(args.jobs, "--jobs", 1, 256)
     fams = ("synthetic", "real", "semi-real") if args.family == "all" else (args.family,)
@@ -356,6 +385,65 @@ def _eval(args: argparse.Namespace) -> int:
         if not out.write(f"  {m:<15} mean {c['mean_us']:6.1f} us   p99 {c['p99_us']:6.1f} us   "
                          f"max {c['max_us']:8.1f} us   over {c['points']} points\n"):
             return 0
+    return 0
+
+
+def _eval_jobs(args: argparse.Namespace, seeds: list[int]) -> int:
+    """``detect-eval --corpus jobs``: the record-stream corpus through the watcher."""
+    from stragglers.detect.bocd import make_detector
+    from stragglers.detect.evaluate_jobs import (
+        BASELINES,
+        FALLBACK_GRID,
+        default_grid,
+        evaluation_json,
+        evaluation_text,
+        load_real_megatron,
+        load_real_more,
+        run_evaluation,
+    )
+    from stragglers.detect.jobcorpus import scenario_counts
+
+    if args.family is not None:
+        raise InputError("--family: only with --corpus series (--corpus jobs takes "
+                         "--real-dir and --real-more)")
+    _finite(args.scale, "--scale", low=0.0, inclusive=False)
+    if args.jobs is not None:
+        _int_range(args.jobs, "--jobs", 1, 256)
+    warmup = DEFAULT_MIN_ITERS if args.warmup is None else _int_range(
+        args.warmup, "--warmup", 0, 10**9)
+    if len(set(seeds)) != len(seeds):
+        raise InputError(f"--seed: seed {next(s for s in seeds if seeds.count(s) > 1)} "
+                         "given twice")
+    check_limit("eval_series", len(seeds) * sum(c for _, _, c in scenario_counts(args.scale)),
+                f"--scale {args.scale:g}")
+    tuned, grid = default_grid()
+    methods: list[str] = []
+    for item in args.method or []:
+        for m in item.split(","):
+            m = m.strip()
+            try:
+                make_detector(m)
+            except ValueError as exc:
+                raise InputError(f"--method: {exc}") from None
+            if m in methods:
+                raise InputError(f"--method: {m} given twice")
+            methods.append(m)
+    if not methods:
+        methods = [tuned, *BASELINES] if args.lofo else list(dict.fromkeys([tuned, *BASELINES]))
+    if args.lofo and methods[0] != tuned:
+        grid = FALLBACK_GRID if methods[0] == "sliding_window" else (("default", {}),)
+    real = []
+    if args.real_more is not None:
+        real += load_real_more(args.real_more)
+    if args.real_dir is not None:
+        real += load_real_megatron(args.real_dir)
+    ev = run_evaluation(seeds, args.scale, methods, grid=grid if args.lofo else None,
+                        real=real, jobs=args.jobs, warmup_iters=warmup)
+    out = _Output()
+    if args.json:
+        out.write(json.dumps(evaluation_json(ev), indent=2, sort_keys=True) + "\n")
+    else:
+        out.write(evaluation_text(ev))
     return 0
 
 

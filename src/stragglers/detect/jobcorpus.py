@@ -1,0 +1,581 @@
+"""A second, independent labelled corpus: per-rank iteration *record streams* of whole jobs.
+
+:mod:`stragglers.detect.corpus` scores detectors on bare float series.  This module builds
+what ``stragglers watch`` really reads: iteration records ``{rank, iter, ts?, duration?}`` of
+one to four ranks, interleaved by iteration as a multi-rank log is, with the things a real
+job does that a bare series does not show: restarts that replay iterations, asynchronous
+checkpoint stalls, flapping links, scheduled staircase drifts, noise regime changes,
+sampled and averaged logging, one slow rank among several, and Greyhound-style injection
+schedules.  It shares no code with ``corpus.py`` (its own noise model, its own events).
+
+Everything is determined by the seed: series ``i`` of scenario ``s`` of family ``f`` draws
+from ``numpy.random.default_rng([seed, f, s, i])`` (indices in :data:`FAMILIES` /
+:data:`SCENARIOS`), so a series does not change when ``scale`` adds series after it.
+
+Noise model (per rank, all constants below)
+-------------------------------------------
+The time of executed iteration ``t`` of rank ``r`` is ``healthy[t] x factor[r, t] x
+exp(e[r, t]) x spike[r, t]``:
+
+* ``healthy``: the noise-free healthy time: a base time (log-uniform
+  :data:`BASE_S`), the job start's warm-up (first iteration :data:`FIRST_ITER_FACTOR` times
+  slower, then a hump of :data:`HUMP_AMPLITUDE` that decays to 0 over :data:`HUMP_ITERS`
+  iterations, as ``A (1 - j/L)^2``), the same after every restart, the level of the segment
+  after a re-partition, checkpoint stalls and staircase steps: all of it normal behaviour,
+  never an event;
+* ``factor``: the labelled slow periods, ``1 / (1 - loss)`` inside an event (overlapping
+  injections multiply);
+* ``e``: heavy-tailed AR(1) noise in log space: Student-t with :data:`NOISE_DF` degrees of
+  freedom scaled to unit variance, filtered by ``e[t] = phi e[t-1] + sqrt(1 - phi^2) z[t]``
+  (``phi`` from :data:`NOISE_PHI`) and multiplied by the noise scale (:data:`NOISE_SCALE`,
+  time-varying in ``noise_regime``); each rank has its own draws;
+* ``spike``: isolated spikes, each iteration with probability :data:`SPIKE_RATE`, of
+  :data:`SPIKE_FACTOR` (log-uniform).
+
+Records: the end timestamp ``ts`` is the rank's cumulative time plus the downtime of every
+restart before it; ``duration`` is the iteration time.  A series gives both, only
+``duration`` (``ts`` NaN) or only ``ts`` (``duration`` NaN: the watcher takes the difference
+of timestamps), see :data:`FIELD_CHOICES`.  Sampled series log one record every ``stride``
+iterations (iteration numbers that are multiples of it): a single iteration's time, or the mean
+of the ``stride`` iterations it closes (``mean_of_stride``).  Runs of 1-50 records in a row are
+dropped (:data:`MISSING_RUNS`) in several families, never inside a labelled event.
+
+Labels
+------
+:class:`JobEvent` in *job iteration* units: ``[start_iter, end_iter)``, ``loss`` the throughput
+loss (level ``1 / (1 - loss)`` over the healthy time), ``peak_loss`` the largest loss inside it
+(overlaps), ``kind`` (``step``, ``flapping``, ``injected``, or ``minor`` for a loss below
+:data:`EVENT_LOSS`: optional, neither required nor spurious) and ``ranks`` (the slow ranks;
+empty: every rank).  Labelled slow periods last at least :data:`MIN_EVENT_ITERS` iterations
+and lie in iterations that are never replayed by a restart.
+
+Families (``SCENARIOS``: family, scenario, series per seed at scale 1, positive)
+------------------------------------------------------------------------------
+``restart``      restarts resume from the last checkpoint (interval :data:`CKPT_INTERVAL`):
+                 the iteration number goes back by up to the interval, the timestamps jump
+                 forward by the downtime (:data:`RESTART_DOWNTIME_S`), then a re-warm-up;
+                 ``repartition`` restarts come back 5-30 % faster or slower (a new healthy
+                 level, not an event); ``replay_slow`` adds a real slow period.
+``ckpt_stall``   every C iterations (:data:`STALL_EVERY`) a stall of 3-6 iterations at 1.3-3x.
+``flapping``     a link slow (loss 15-50 %) for 10-60 iterations, fast for 10-60, repeated
+                 over 200-1500 iterations: one ``flapping`` event over the window; negatives
+                 have isolated short stalls.
+``staircase``    3-8 scheduled steps of +1.5-3 % each over 1000-8000 iterations (+10-15 % in
+                 all; not an event), some with a real step slowdown on top.
+``noise_regime`` the noise scale changes mid-run (about 1 % to 4-6 %, or back).
+``sampled``      one record every 5, 10 or 100 iterations, single or mean; slow periods last
+                 at least 3 records and 20 iterations.
+``multirank``    2-4 ranks, each with its own noise; one slow rank (``ranks = (r,)``), or all.
+``greyhound``    1-4 injected slow periods (loss 10-90 %, 20-3000 iterations, some
+                 overlapping and multiplying; some sub-threshold ``minor`` ones), spikes and
+                 missing records.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.signal import lfilter
+
+from stragglers.detect.records import IterationRecord
+
+__all__ = [
+    "EVENT_LOSS",
+    "FAMILIES",
+    "SCENARIOS",
+    "JobEvent",
+    "JobSeries",
+    "generate_job_corpus",
+    "generate_series",
+    "scenario_counts",
+]
+
+# -- constants of the corpus (all documented choices) -------------------------------------------
+EVENT_LOSS = 0.10  # a slow period below this throughput loss is "minor"
+MIN_EVENT_ITERS = 20  # labelled slow periods last at least this many iterations
+BASE_S = (0.1, 10.0)  # healthy iteration time, log-uniform (seconds)
+NOISE_DF = (3, 8)  # Student-t degrees of freedom (integers, inclusive)
+NOISE_SCALE = (0.005, 0.04)  # noise scale in log space (0.5-4 %)
+NOISE_PHI = (0.0, 0.6)  # AR(1) coefficient
+SPIKE_RATE = (1 / 400, 1 / 80)  # probability of a spike per iteration
+SPIKE_FACTOR = (1.3, 3.0)  # spike height (log-uniform)
+FIRST_ITER_FACTOR = (3.0, 8.0)  # first iteration of a start or restart
+HUMP_AMPLITUDE = (0.05, 0.40)  # re-warm-up hump (relative), decays to 0 ...
+HUMP_ITERS = (20, 200)  # ... over this many iterations
+LEAD_ITERS = 300  # no labelled event starts earlier in a series (warm-up)
+SLOW_LOSS = (0.12, 0.60)  # loss of a step slowdown (restart, ckpt, staircase, regime, sampled)
+SLOW_ITERS = (MIN_EVENT_ITERS, 1000)  # its duration, log-uniform
+CKPT_INTERVAL = (50, 100, 200, 500)  # checkpoint interval of the restart family
+RESTARTS = (1, 3)  # restarts per restart series
+RESTART_DOWNTIME_S = (60.0, 900.0)  # seconds between the last iteration and the restart's first
+REPARTITION = (0.05, 0.30)  # a re-partitioned restart is this much faster or slower
+REPARTITION_P = 0.3  # chance of a re-partition per restart outside the repartition scenario
+STALL_EVERY = (50, 1000)  # checkpoint / evaluation stall period
+STALL_ITERS = (3, 6)  # stall length
+STALL_FACTOR = (1.3, 3.0)  # stall height
+FLAP_LOSS = (0.15, 0.50)
+FLAP_PHASE = (10, 60)  # iterations slow, then fast (each drawn per phase)
+FLAP_WINDOW = (200, 1500)
+ISOLATED_STALLS = (3, 10)  # flapping negatives: isolated stalls of 1-5 iterations at 1.3-3x
+STAIR_STEPS = (3, 8)
+STAIR_STEP = (0.015, 0.03)
+STAIR_TOTAL = (0.10, 0.15)
+STAIR_SPAN = (1000, 8000)
+REGIME_LOW = (0.005, 0.015)  # noise scale of the quiet regime
+REGIME_HIGH = (0.04, 0.06)  # noise scale of the noisy regime
+SAMPLE_STRIDES = (5, 10, 100)
+SAMPLED_RECORDS = (400, 900)  # records of a sampled series
+SAMPLED_EVENT_RECORDS = 3  # a sampled slow period covers at least this many records
+RANKS = (2, 4)  # ranks of a multirank series
+GREY_PERIODS = (1, 4)
+GREY_LOSS = (0.10, 0.90)
+GREY_ITERS = (MIN_EVENT_ITERS, 3000)
+GREY_OVERLAP_P = 0.3  # chance that an injection starts inside the previous one
+GREY_MINOR_P = 0.15  # chance that an injection is sub-threshold ...
+GREY_MINOR_LOSS = (0.03, 0.09)  # ... with this loss (a "minor" event)
+MISSING_RUNS = (0, 4)  # runs of dropped records per series (families with MISSING_FAMILIES)
+MISSING_LEN = (1, 50)  # records in a dropped run (log-uniform)
+MISSING_FAMILIES = frozenset({"restart", "ckpt_stall", "noise_regime", "multirank", "greyhound"})
+FIELD_CHOICES = ("both", "duration", "ts")  # which of ts / duration the records carry
+TS_ONLY_P = 0.25  # share of series with ts only (families where it is allowed)
+SERIES_ITERS = (2000, 4500)  # executed iterations of a series (where not set otherwise)
+
+FAMILIES: tuple[str, ...] = ("restart", "ckpt_stall", "flapping", "staircase", "noise_regime",
+                             "sampled", "multirank", "greyhound")
+
+#: (family, scenario, series per seed at scale 1, positive)
+SCENARIOS: tuple[tuple[str, str, int, bool], ...] = (
+    ("restart", "replay", 10, False),
+    ("restart", "repartition", 10, False),
+    ("restart", "replay_slow", 12, True),
+    ("ckpt_stall", "stalls", 12, False),
+    ("ckpt_stall", "stalls_slow", 12, True),
+    ("flapping", "flap", 14, True),
+    ("flapping", "isolated", 10, False),
+    ("staircase", "schedule", 12, False),
+    ("staircase", "schedule_step", 12, True),
+    ("noise_regime", "regime", 12, False),
+    ("noise_regime", "regime_step", 12, True),
+    ("sampled", "single", 6, False),
+    ("sampled", "single_step", 6, True),
+    ("sampled", "mean", 6, False),
+    ("sampled", "mean_step", 6, True),
+    ("multirank", "healthy", 10, False),
+    ("multirank", "one_slow", 12, True),
+    ("multirank", "all_slow", 3, True),
+    ("greyhound", "injected", 16, True),
+    ("greyhound", "spikes_only", 8, False),
+)
+
+
+@dataclass(frozen=True)
+class JobEvent:
+    """A labelled slow period in job iterations ``[start_iter, end_iter)``."""
+
+    start_iter: int
+    end_iter: int
+    loss: float
+    peak_loss: float
+    kind: str
+    ranks: tuple[int, ...] = ()  # the slow ranks; empty: every rank
+
+
+@dataclass(frozen=True)
+class JobSeries:
+    """One labelled record stream (arrays in feed order, one entry per record).
+
+    ``ts`` is NaN where the records carry no timestamp, ``duration`` NaN where they carry no
+    duration.  ``level`` is the noise-free time of each record (healthy x events; for means,
+    the mean over the window) and ``healthy`` the same without the events."""
+
+    name: str
+    family: str
+    scenario: str
+    seed: int
+    rank: np.ndarray
+    iter: np.ndarray
+    ts: np.ndarray
+    duration: np.ndarray
+    stride: int
+    mean_of_stride: bool
+    events: tuple[JobEvent, ...]
+    level: np.ndarray = field(repr=False)
+    healthy: np.ndarray = field(repr=False)
+    ranks: int = 1
+    restarts: int = 0
+    dropped: int = 0
+
+    @property
+    def positive(self) -> bool:
+        return any(e.kind != "minor" for e in self.events)
+
+    def records(self) -> Iterator[IterationRecord]:
+        """The records as :class:`IterationRecord` (NaN fields left out)."""
+        ts = self.ts.tolist()
+        du = self.duration.tolist()
+        for r, i, t, d in zip(self.rank.tolist(), self.iter.tolist(), ts, du, strict=True):
+            yield IterationRecord(rank=r, iter=i, ts=None if t != t else t,
+                                  duration=None if d != d else d)
+
+
+# -- the timeline of executed iterations --------------------------------------------------------
+@dataclass
+class _Timeline:
+    """Executed iterations (index ``t``, restarts included) of ``ranks`` ranks."""
+
+    iters: np.ndarray  # (n,) job iteration number of executed iteration t
+    healthy: np.ndarray  # (n,) noise-free healthy time
+    factor: np.ndarray  # (ranks, n) event factor
+    pause: np.ndarray  # (n,) downtime before iteration t (seconds)
+    protect: np.ndarray  # (n,) True where records must not be dropped
+    events: list[JobEvent]
+    noise_scale: np.ndarray | None = None  # (n,) time-varying noise scale (else per rank)
+    restarts: int = 0
+
+
+def _loguniform(rng: np.random.Generator, lo: float, hi: float) -> float:
+    return float(math.exp(rng.uniform(math.log(lo), math.log(hi))))
+
+
+def _logint(rng: np.random.Generator, lo: int, hi: int) -> int:
+    return int(round(_loguniform(rng, lo, hi)))
+
+
+def _new_timeline(rng: np.random.Generator, n: int, ranks: int = 1,
+                  start_iter: int = 1) -> _Timeline:
+    base = _loguniform(rng, *BASE_S)
+    healthy = np.full(n, base)
+    _rewarm(rng, healthy, 0)
+    return _Timeline(iters=np.arange(start_iter, start_iter + n, dtype=np.int64),
+                     healthy=healthy, factor=np.ones((ranks, n)), pause=np.zeros(n),
+                     protect=np.zeros(n, dtype=bool), events=[])
+
+
+def _rewarm(rng: np.random.Generator, healthy: np.ndarray, t0: int) -> int:
+    """The warm-up of a start or restart at ``t0``; returns its hump length."""
+    healthy[t0] *= rng.uniform(*FIRST_ITER_FACTOR)
+    amp = rng.uniform(*HUMP_AMPLITUDE)
+    length = int(rng.integers(HUMP_ITERS[0], HUMP_ITERS[1] + 1))
+    j = np.arange(length)
+    seg = healthy[t0 + 1:t0 + 1 + length]
+    seg *= 1.0 + amp * (1.0 - j[:seg.size] / length) ** 2
+    return length
+
+
+def _label(tl: _Timeline, a: int, b: int, loss: float, kind: str | None = None,
+           ranks: tuple[int, ...] = (), apply: bool = True) -> None:
+    """Make executed iterations ``[a, b)`` slow by ``loss`` (on ``ranks``; all when empty)
+    and label them."""
+    rows = list(ranks) if ranks else list(range(tl.factor.shape[0]))
+    if apply:
+        tl.factor[rows, a:b] /= 1.0 - loss
+    tl.protect[max(0, a - 5):b + 5] = True
+    peak = 1.0 - 1.0 / float(tl.factor[rows, a:b].max())
+    if kind is None:
+        kind = "step" if loss >= EVENT_LOSS else "minor"
+    tl.events.append(JobEvent(start_iter=int(tl.iters[a]), end_iter=int(tl.iters[b - 1]) + 1,
+                              loss=float(loss), peak_loss=float(peak), kind=kind,
+                              ranks=tuple(ranks)))
+
+
+def _slow_step(rng: np.random.Generator, tl: _Timeline, lo: int, hi: int,
+               ranks: tuple[int, ...] = ()) -> None:
+    """A step slowdown (:data:`SLOW_LOSS`, :data:`SLOW_ITERS`) inside executed ``[lo, hi)``."""
+    dur = min(_logint(rng, *SLOW_ITERS), max(MIN_EVENT_ITERS, hi - lo - 1))
+    a = int(rng.integers(lo, max(lo + 1, hi - dur)))
+    _label(tl, a, min(a + dur, tl.iters.size), float(rng.uniform(*SLOW_LOSS)), ranks=ranks)
+
+
+def _n(rng: np.random.Generator) -> int:
+    return int(rng.integers(SERIES_ITERS[0], SERIES_ITERS[1] + 1))
+
+
+# -- families -----------------------------------------------------------------------------------
+def _restart(rng: np.random.Generator, scenario: str) -> _Timeline:
+    n = _n(rng) + 1000
+    ckpt = int(rng.choice(CKPT_INTERVAL))
+    k = int(rng.integers(RESTARTS[0], RESTARTS[1] + 1))
+    seg = n // (k + 1)  # restart positions (executed index): segments of similar length
+    cuts = sorted(int(seg * (j + 1) + rng.integers(-seg // 4, seg // 4 + 1)) for j in range(k))
+    bounds = [0, *cuts, n]
+    tl = _new_timeline(rng, n)
+    iters = np.empty(n, dtype=np.int64)
+    replayed = 0
+    settle = [LEAD_ITERS]  # executed iterations after a segment's start before an event
+    cur = 1
+    level = 1.0
+    repart_at = int(rng.integers(0, k)) if scenario == "repartition" else -1
+    for j in range(k + 1):
+        a, c = bounds[j], bounds[j + 1]
+        iters[a:c] = np.arange(cur, cur + c - a)
+        tl.healthy[a:c] *= level
+        if j > 0:
+            hump = _rewarm(rng, tl.healthy, a)
+            settle.append(max(hump + 150, replayed + 20))
+            tl.protect[max(0, a - 10):a + 10] = True
+        if c == n:
+            break
+        last = cur + c - a - 1
+        cur = ((last - 1) // ckpt) * ckpt + 1  # resume after the last checkpoint (<= last)
+        replayed = last - cur + 1
+        tl.pause[c] = rng.uniform(*RESTART_DOWNTIME_S)
+        if j == repart_at or (scenario != "repartition" and rng.random() < REPARTITION_P):
+            change = rng.uniform(*REPARTITION)
+            level *= 1.0 + change if rng.random() < 0.5 else 1.0 - change
+    tl.iters = iters
+    tl.restarts = k
+    if scenario == "replay_slow":
+        # a slow period in one segment, after its re-warm-up and the iterations it replays,
+        # ending before the iterations that the next restart replays
+        j = int(rng.integers(0, k + 1))
+        lo = bounds[j] + settle[j]
+        hi = bounds[j + 1] - (ckpt + 20 if j < k else 0)
+        if hi - lo < MIN_EVENT_ITERS + 50:  # segment too short: the last one is long enough
+            lo, hi = bounds[k] + settle[k], n
+        _slow_step(rng, tl, lo, hi)
+    return tl
+
+
+def _ckpt_stall(rng: np.random.Generator, scenario: str) -> _Timeline:
+    n = _n(rng)
+    tl = _new_timeline(rng, n)
+    every = int(rng.integers(STALL_EVERY[0], STALL_EVERY[1] + 1))
+    first = int(rng.integers(every // 2, every + 1))
+    for s in range(first, n, every):
+        length = int(rng.integers(STALL_ITERS[0], STALL_ITERS[1] + 1))
+        tl.healthy[s:s + length] *= rng.uniform(*STALL_FACTOR)
+    if scenario == "stalls_slow":
+        _slow_step(rng, tl, LEAD_ITERS, n)
+    return tl
+
+
+def _flapping(rng: np.random.Generator, scenario: str) -> _Timeline:
+    n = _n(rng)
+    tl = _new_timeline(rng, n)
+    if scenario == "isolated":
+        for _ in range(int(rng.integers(ISOLATED_STALLS[0], ISOLATED_STALLS[1] + 1))):
+            s = int(rng.integers(LEAD_ITERS, n - 10))
+            tl.healthy[s:s + int(rng.integers(1, 6))] *= rng.uniform(*STALL_FACTOR)
+        return tl
+    window = min(int(rng.integers(FLAP_WINDOW[0], FLAP_WINDOW[1] + 1)), n - LEAD_ITERS - 100)
+    a = int(rng.integers(LEAD_ITERS, n - window - 50))
+    loss = float(rng.uniform(*FLAP_LOSS))
+    t = a
+    end = a
+    while t < a + window:
+        slow = int(rng.integers(FLAP_PHASE[0], FLAP_PHASE[1] + 1))
+        tl.factor[:, t:t + slow] /= 1.0 - loss
+        end = t + slow
+        t = end + int(rng.integers(FLAP_PHASE[0], FLAP_PHASE[1] + 1))
+    _label(tl, a, end, loss, kind="flapping", apply=False)
+    return tl
+
+
+def _staircase(rng: np.random.Generator, scenario: str) -> _Timeline:
+    span = int(rng.integers(STAIR_SPAN[0], STAIR_SPAN[1] + 1))
+    lead = LEAD_ITERS + 100
+    n = lead + span + int(rng.integers(300, 801))
+    tl = _new_timeline(rng, n)
+    total = rng.uniform(*STAIR_TOTAL)
+    lo = max(STAIR_STEPS[0], math.ceil(total / STAIR_STEP[1]))
+    hi = min(STAIR_STEPS[1], math.floor(total / STAIR_STEP[0]))
+    steps = int(rng.integers(lo, hi + 1))
+    at = np.sort(rng.choice(np.arange(lead, lead + span), size=steps, replace=False))
+    inc = np.full(steps, total / steps)
+    ramp = np.zeros(n)
+    np.add.at(ramp, at, inc)
+    tl.healthy *= 1.0 + np.cumsum(ramp)
+    if scenario == "schedule_step":
+        _slow_step(rng, tl, LEAD_ITERS, n)
+    return tl
+
+
+def _noise_regime(rng: np.random.Generator, scenario: str) -> _Timeline:
+    n = _n(rng)
+    tl = _new_timeline(rng, n)
+    low = rng.uniform(*REGIME_LOW)
+    high = rng.uniform(*REGIME_HIGH)
+    c = int(rng.integers(LEAD_ITERS + 200, n - 500))
+    scale = np.empty(n)
+    first, second = (low, high) if rng.random() < 0.6 else (high, low)
+    scale[:c] = first
+    scale[c:] = second
+    if rng.random() < 0.3:  # and back again
+        c2 = int(rng.integers(c + 200, n - 100))
+        scale[c2:] = first
+    tl.noise_scale = scale
+    if scenario == "regime_step":
+        _slow_step(rng, tl, LEAD_ITERS, n)
+    return tl
+
+
+def _sampled(rng: np.random.Generator, scenario: str, stride: int) -> _Timeline:
+    records = int(rng.integers(SAMPLED_RECORDS[0], SAMPLED_RECORDS[1] + 1))
+    n = records * stride
+    tl = _new_timeline(rng, n, start_iter=1)
+    if scenario.endswith("_step"):
+        shortest = max(MIN_EVENT_ITERS, SAMPLED_EVENT_RECORDS * stride + stride)
+        dur = max(shortest, min(_logint(rng, SLOW_ITERS[0], SLOW_ITERS[1] * max(1, stride // 5)),
+                                n // 3))
+        a = int(rng.integers(max(LEAD_ITERS, 20 * stride), n - dur - stride))
+        _label(tl, a, a + dur, float(rng.uniform(*SLOW_LOSS)))
+    return tl
+
+
+def _multirank(rng: np.random.Generator, scenario: str) -> _Timeline:
+    ranks = int(rng.integers(RANKS[0], RANKS[1] + 1))
+    n = int(rng.integers(1500, 3001))
+    tl = _new_timeline(rng, n, ranks=ranks)
+    if scenario == "one_slow":
+        _slow_step(rng, tl, LEAD_ITERS, n, ranks=(int(rng.integers(0, ranks)),))
+    elif scenario == "all_slow":
+        _slow_step(rng, tl, LEAD_ITERS, n)
+    return tl
+
+
+def _greyhound(rng: np.random.Generator, scenario: str) -> _Timeline:
+    n = int(rng.integers(2500, 6001))
+    tl = _new_timeline(rng, n)
+    if scenario == "spikes_only":
+        if rng.random() < 0.5:
+            dur = _logint(rng, MIN_EVENT_ITERS, 500)
+            a = int(rng.integers(LEAD_ITERS, n - dur - 1))
+            _label(tl, a, a + dur, float(rng.uniform(*GREY_MINOR_LOSS)))
+        return tl
+    periods = int(rng.integers(GREY_PERIODS[0], GREY_PERIODS[1] + 1))
+    prev: tuple[int, int] | None = None
+    free = LEAD_ITERS
+    for _ in range(periods):
+        if free >= n - 2 * MIN_EVENT_ITERS - 1:
+            break
+        dur = min(_logint(rng, *GREY_ITERS), n - free - MIN_EVENT_ITERS - 1)
+        dur = max(dur, MIN_EVENT_ITERS)
+        if prev is not None and prev[1] - prev[0] > 2 * MIN_EVENT_ITERS and (
+                rng.random() < GREY_OVERLAP_P):
+            a = int(rng.integers(prev[0] + MIN_EVENT_ITERS, prev[1] - MIN_EVENT_ITERS + 1))
+        else:
+            a = int(rng.integers(free, max(free + 1, n - dur - 1)))
+        b = min(a + dur, n - 1)
+        minor = rng.random() < GREY_MINOR_P
+        loss = float(rng.uniform(*(GREY_MINOR_LOSS if minor else GREY_LOSS)))
+        _label(tl, a, b, loss, kind="minor" if minor else "injected")
+        prev = (a, b)
+        free = b + 50
+    return tl
+
+
+_BUILDERS: dict[str, Callable[[np.random.Generator, str], _Timeline]] = {
+    "restart": _restart, "ckpt_stall": _ckpt_stall, "flapping": _flapping,
+    "staircase": _staircase, "noise_regime": _noise_regime, "multirank": _multirank,
+    "greyhound": _greyhound,
+}
+
+
+# -- from the timeline to records ---------------------------------------------------------------
+def _noise(rng: np.random.Generator, n: int, scale: float | np.ndarray) -> np.ndarray:
+    df = int(rng.integers(NOISE_DF[0], NOISE_DF[1] + 1))
+    phi = rng.uniform(*NOISE_PHI)
+    z = rng.standard_t(df, n) / math.sqrt(df / (df - 2))
+    e = lfilter([math.sqrt(1.0 - phi * phi)], [1.0, -phi], z)
+    return np.asarray(e * scale)
+
+
+def _finish(rng: np.random.Generator, tl: _Timeline, *, name: str, family: str,
+            scenario: str, seed: int, stride: int = 1, mean: bool = False) -> JobSeries:
+    ranks, n = tl.factor.shape
+    clean = tl.healthy[None, :] * tl.factor  # (ranks, n)
+    dur = np.empty_like(clean)
+    for r in range(ranks):  # a handful of ranks: one vectorised draw each
+        scale = tl.noise_scale if tl.noise_scale is not None else rng.uniform(*NOISE_SCALE)
+        spikes = np.ones(n)
+        hit = np.asarray(rng.random(n) < rng.uniform(*SPIKE_RATE))
+        spikes[hit] = np.exp(rng.uniform(math.log(SPIKE_FACTOR[0]), math.log(SPIKE_FACTOR[1]),
+                                         int(np.count_nonzero(hit))))
+        dur[r] = clean[r] * np.exp(_noise(rng, n, scale)) * spikes
+    ts = np.cumsum(dur + tl.pause[None, :], axis=1) + rng.uniform(1e9, 2e9)
+    if stride > 1:
+        at = np.flatnonzero(tl.iters % stride == 0)
+        if mean:
+            csum = np.concatenate([np.zeros((ranks, 1)), np.cumsum(dur, axis=1)], axis=1)
+            cl = np.concatenate([np.zeros((ranks, 1)), np.cumsum(clean, axis=1)], axis=1)
+            hsum = np.concatenate([[0.0], np.cumsum(tl.healthy)])
+            lo = np.maximum(at - stride + 1, 0)
+            vals = (csum[:, at + 1] - csum[:, lo]) / (at + 1 - lo)
+            level = (cl[:, at + 1] - cl[:, lo]) / (at + 1 - lo)
+            healthy = np.broadcast_to((hsum[at + 1] - hsum[lo]) / (at + 1 - lo), level.shape)
+        else:
+            vals, level = dur[:, at], clean[:, at]
+            healthy = np.broadcast_to(tl.healthy[at], level.shape)
+        tsv = ts[:, at]
+        iters = tl.iters[at]
+        protect = tl.protect[at]
+    else:
+        vals, level, tsv, iters, protect = dur, clean, ts, tl.iters, tl.protect
+        healthy = np.broadcast_to(tl.healthy, level.shape)
+    m = iters.size
+    keep = np.ones((ranks, m), dtype=bool)
+    dropped = 0
+    if family in MISSING_FAMILIES:
+        for r in range(ranks):
+            for _ in range(int(rng.integers(MISSING_RUNS[0], MISSING_RUNS[1] + 1))):
+                length = _logint(rng, *MISSING_LEN)
+                a = int(rng.integers(LEAD_ITERS, max(LEAD_ITERS + 1, m - length - 1)))
+                if not protect[max(0, a - 2):a + length + 2].any():
+                    keep[r, a:a + length] = False
+        dropped = int((~keep).sum())
+    fields = "both"
+    if family not in ("sampled", "multirank"):
+        fields = "ts" if rng.random() < TS_ONLY_P else "both"
+        if fields == "both" and tl.restarts == 0 and rng.random() < 0.2:
+            fields = "duration"
+    if family == "sampled" and mean and rng.random() < 0.3:
+        fields = "ts"  # a mean of k iterations is what a timestamp difference gives
+    # feed order: executed iteration, then rank
+    order_t, order_r = np.nonzero(keep.T)
+    rank = order_r.astype(np.int64)
+    it = iters[order_t].astype(np.int64)
+    tsr = tsv[order_r, order_t]
+    du = vals[order_r, order_t]
+    if fields == "duration":
+        tsr = np.full(tsr.size, math.nan)
+    elif fields == "ts":
+        du = np.full(du.size, math.nan)
+    return JobSeries(name=name, family=family, scenario=scenario, seed=seed, rank=rank,
+                     iter=it, ts=tsr, duration=du, stride=stride, mean_of_stride=mean,
+                     events=tuple(sorted(tl.events, key=lambda e: (e.start_iter, e.end_iter))),
+                     level=level[order_r, order_t], healthy=healthy[order_r, order_t],
+                     ranks=ranks, restarts=tl.restarts, dropped=dropped)
+
+
+def generate_series(seed: int, family: str, scenario: str, index: int) -> JobSeries:
+    """Series ``index`` of ``family``/``scenario`` for ``seed``."""
+    fi = FAMILIES.index(family)
+    si = [s for f, s, _, _ in SCENARIOS if f == family].index(scenario)
+    rng = np.random.default_rng([seed, fi, si, index])
+    name = f"{family}/{scenario}/{index:03d}"
+    if family == "sampled":
+        stride = int(rng.choice(SAMPLE_STRIDES))
+        tl = _sampled(rng, scenario, stride)
+        return _finish(rng, tl, name=name, family=family, scenario=scenario, seed=seed,
+                       stride=stride, mean=scenario.startswith("mean"))
+    tl = _BUILDERS[family](rng, scenario)
+    return _finish(rng, tl, name=name, family=family, scenario=scenario, seed=seed)
+
+
+def scenario_counts(scale: float = 1.0) -> list[tuple[str, str, int]]:
+    """``(family, scenario, series)`` at ``scale`` (at least one series per scenario)."""
+    return [(f, s, max(1, int(round(c * scale)))) for f, s, c, _ in SCENARIOS]
+
+
+def generate_job_corpus(seed: int = 0, scale: float = 1.0,
+                        families: tuple[str, ...] | None = None) -> list[JobSeries]:
+    """Every series of the corpus for ``seed`` (``families``: only these)."""
+    out = []
+    for f, s, count in scenario_counts(scale):
+        if families is not None and f not in families:
+            continue
+        out += [generate_series(seed, f, s, i) for i in range(count)]
+    return out
