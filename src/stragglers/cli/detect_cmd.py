@@ -183,13 +183,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "grid (robust's TUNING_GRID; sliding_window's window/threshold)")
     p.add_argument("--method", action="append", default=None,
                    help="--corpus jobs: methods to run (repeat or comma list; default: the "
-                        "tuned method, then bocd_verify, bocd, sliding_window)")
+                        "tuned method, then bocd_verify, falcon, bocd, sliding_window)")
     p.add_argument("--real-more", default=None, metavar="DIR",
                    help="--corpus jobs: folder of labelled real series "
                         "(../shared/real/iter-more: NAME.jsonl and labels.json)")
     p.add_argument("--warmup", type=int, default=None, metavar="ITERS",
                    help="--corpus jobs: the watcher's minimum warm-up in iterations "
-                        f"(default {DEFAULT_MIN_ITERS}, as watch)")
+                        "(default: each method's own, as watch: 20 for robust, "
+                        f"{DEFAULT_MIN_ITERS} for the others)")
     p.set_defaults(func=_eval)
 
     w = subparsers.add_parser(
@@ -409,8 +410,7 @@ def _eval_jobs(args: argparse.Namespace, seeds: list[int]) -> int:
     _finite(args.scale, "--scale", low=0.0, inclusive=False)
     if args.jobs is not None:
         _int_range(args.jobs, "--jobs", 1, 256)
-    warmup = DEFAULT_MIN_ITERS if args.warmup is None else _int_range(
-        args.warmup, "--warmup", 0, 10**9)
+    warmup = None if args.warmup is None else _int_range(args.warmup, "--warmup", 0, 10**9)
     if len(set(seeds)) != len(seeds):
         raise InputError(f"--seed: seed {next(s for s in seeds if seeds.count(s) > 1)} "
                          "given twice")

@@ -40,7 +40,6 @@ episodes of :data:`~stragglers.detect.realdata.REAL_EPISODES`), which are never 
 
 from __future__ import annotations
 
-import importlib
 import math
 import os
 import time
@@ -57,13 +56,13 @@ from stragglers.detect.bocd import make_detector
 from stragglers.detect.jobcorpus import EVENT_LOSS, FAMILIES, JobEvent, JobSeries
 from stragglers.detect.megatron import Gap, read_iteration_json, series_items
 from stragglers.detect.records import IterationRecord, RecordError, read_records
-from stragglers.detect.warmup import DEFAULT_MIN_ITERS
 from stragglers.detect.watch import Watcher
 from stragglers.errors import InputError
 
 __all__ = [
     "BASELINES",
     "FALLBACK_GRID",
+    "ROBUST_GRID",
     "Alert",
     "JobOutcome",
     "JobScores",
@@ -87,9 +86,22 @@ __all__ = [
 Grid = tuple[tuple[str, dict[str, object]], ...]
 
 #: The baselines reported beside the tuned method, at their defaults.
-BASELINES: tuple[str, ...] = ("bocd_verify", "bocd", "sliding_window")
-LABEL = {"bocd_verify": "BOCD+V", "bocd": "BOCD", "sliding_window": "SlideWindow"}
-#: The grid tuned when ``stragglers.detect.robust`` does not exist (on ``sliding_window``).
+BASELINES: tuple[str, ...] = ("bocd_verify", "falcon", "bocd", "sliding_window")
+LABEL = {"robust": "robust", "bocd_verify": "BOCD+V+rules", "falcon": "BOCD+V",
+         "bocd": "BOCD", "sliding_window": "SlideWindow"}
+#: Named settings of the default detector (``robust``) searched leave-one-family-out: each
+#: of its main parameters one step either side of its default (docs/detection.md).
+ROBUST_GRID: Grid = (
+    ("default", {}),
+    ("stall6", {"stall_iters": 6}),
+    ("stall12", {"stall_iters": 12}),
+    ("confidence1.5", {"confidence": 1.5}),
+    ("confidence3", {"confidence": 3.0}),
+    ("chance1e-5", {"spike_run_chance": 1e-5}),
+    ("ramp30", {"ramp_iters": 30}),
+    ("ramp120", {"ramp_iters": 120}),
+)
+#: The grid tuned when ``--method sliding_window`` comes first.
 FALLBACK_GRID: Grid = (
     ("w10-t10", {"window": 10, "threshold": 0.10}),
     ("w10-t15", {"window": 10, "threshold": 0.15}),
@@ -102,18 +114,8 @@ SPURIOUS_SHOWN = 20  # spurious alert iterations kept per series
 
 
 def default_grid() -> tuple[str, Grid]:
-    """The tuned method and its grid: ``robust`` with ``robust.TUNING_GRID`` when that module
-    exists, else ``sliding_window`` with :data:`FALLBACK_GRID`."""
-    try:
-        robust = importlib.import_module("stragglers.detect.robust")
-    except ModuleNotFoundError as exc:
-        if exc.name != "stragglers.detect.robust":
-            raise
-        return "sliding_window", FALLBACK_GRID
-    grid = getattr(robust, "TUNING_GRID", None)
-    if not grid:
-        return "robust", (("default", {}),)
-    return "robust", tuple((str(n), dict(p)) for n, p in grid)
+    """The tuned method and its grid: the default detector with :data:`ROBUST_GRID`."""
+    return "robust", ROBUST_GRID
 
 
 # -- streams ------------------------------------------------------------------------------------
@@ -237,7 +239,7 @@ def _alert_of(ev: dict[str, Any], declared: int) -> Alert | None:
 
 
 def watch_stream(stream: Stream, method: str, params: Mapping[str, object] | None = None,
-                 warmup_iters: int = DEFAULT_MIN_ITERS) -> WatchResult:
+                 warmup_iters: int | None = None) -> WatchResult:
     """Feed ``stream`` record by record to a watcher running ``method`` (``params``)."""
     kw = dict(params or {})
     watcher = Watcher(detector_factory=lambda: make_detector(method, **kw),
@@ -377,14 +379,14 @@ def summarize_jobs(outcomes: Iterable[JobOutcome]) -> JobScores:
 
 
 # -- running ------------------------------------------------------------------------------------
-def _run_stream(task: tuple[Stream, tuple[Run, ...], int]) -> list[JobOutcome]:
+def _run_stream(task: tuple[Stream, tuple[Run, ...], int | None]) -> list[JobOutcome]:
     stream, runs, warmup = task
     return [_outcome(stream, r, watch_stream(stream, r.method, r.params, warmup))
             for r in runs]
 
 
 def evaluate_streams(streams: Sequence[Stream], runs: Sequence[Run], *,
-                     jobs: int | None = None, warmup_iters: int = DEFAULT_MIN_ITERS
+                     jobs: int | None = None, warmup_iters: int | None = None
                      ) -> dict[str, list[JobOutcome]]:
     """Every run on every stream; ``{run label: outcomes in stream order}``.  ``jobs`` worker
     processes (default: up to 4; 1: in this process)."""
@@ -680,7 +682,7 @@ def _grid_label(method: str, name: str) -> str:
 
 def run_evaluation(seeds: Sequence[int], scale: float, methods: Sequence[str], *,
                    grid: Grid | None = None, real: Sequence[RealStream] = (),
-                   jobs: int | None = None, warmup_iters: int = DEFAULT_MIN_ITERS,
+                   jobs: int | None = None, warmup_iters: int | None = None,
                    families: tuple[str, ...] | None = None) -> JobEvaluation:
     """Generate the job corpus for ``seeds`` at ``scale`` and evaluate.  With ``grid``,
     ``methods[0]`` is tuned leave-one-family-out over it and the others are baselines at
