@@ -96,7 +96,7 @@ def test_session_alerts_are_sent_deduplicated_and_resolved(
 
 def test_record_stream_onset_is_stored_shown_and_alerted(alerting: Server, receiver: Receiver):
     url = f"{alerting.url}/api/v1/jobs/stream-x/records"
-    # 250 healthy iterations: past the detector's 100-iteration minimum warm-up
+    # 250 healthy iterations: past the detector's warm-up (20 iterations and settled)
     healthy = _iteration_records(0, 250, 1.0, 0, seed=1) + \
         _iteration_records(1, 250, 1.0, 0, seed=2)
     r = httpx.post(url, headers=alerting.headers(), content=healthy.encode(), timeout=60)
@@ -120,6 +120,29 @@ def test_record_stream_onset_is_stored_shown_and_alerted(alerting: Server, recei
     assert [e["event"] for e in events] == ["onset"]
     page = alerting.get("/jobs/stream-x").text
     assert 'id="events"' in page and "onset: rank 0" in page
+
+
+def test_flapping_is_stored_and_alerted_by_an_onset_rule(alerting: Server,
+                                                          receiver: Receiver):
+    """A link slow (1.4x) for 30 iterations, fast for 30, three times: the detector's
+    flapping event is kept, shown and alerted like an onset."""
+    url = f"{alerting.url}/api/v1/jobs/flap-x/records"
+    parts = [_iteration_records(0, 250, 1.0, 0, seed=1)]
+    for k in range(3):
+        parts.append(_iteration_records(0, 30, 1.4, 250 + 60 * k, seed=10 + k))
+        parts.append(_iteration_records(0, 30, 1.0, 280 + 60 * k, seed=20 + k))
+    r = httpx.post(url, headers=alerting.headers(), content="".join(parts).encode(),
+                   timeout=60)
+    assert r.status_code == 200
+    kinds = [e["event"] for e in r.json()["events"]]
+    assert kinds.count("flapping") == 1 and kinds.index("flapping") > kinds.index("onset")
+    flap = next(e for e in r.json()["events"] if e["event"] == "flapping")
+    assert flap["since_job_iteration"] in range(245, 256) and 0.3 < flap["slow_fraction"] < 0.7
+    bodies = receiver.drain()  # onset, (recovery resolves), onset, (recovery), flapping
+    assert [b["kind"] for b in bodies] == ["onset"] * 3
+    assert "is flapping" in bodies[-1]["message"] and "is flapping" not in bodies[0]["message"]
+    events = alerting.get("/api/v1/jobs/flap-x/events").json()["events"]
+    assert "flapping" in [e["event"] for e in events]
 
 
 def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

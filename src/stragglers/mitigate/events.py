@@ -1,8 +1,9 @@
 """Reading the detection events of ``stragglers watch`` for the planner.
 
 The planner needs, in the order ``watch`` printed them: the changes of a rank's iteration
-time (``onset``, ``change``, ``recovery``, ``speedup``: rank, ``iteration`` — the estimated
-first iteration of the new regime, counted in the rank's series —, ``declared_iteration``
+time (``onset``, ``change``, ``recovery``, ``speedup``, ``flapping``: rank, ``iteration``
+— the estimated first iteration of the new regime, counted in the rank's series —,
+``declared_iteration``
 — when the detector declared it —, ``level_s`` and ``healthy_s``), the ``suspects`` events
 (groups flagged ``slow_transfer`` make the episode a communication fail-slow), and the
 ``summary`` (its ``iterations`` per rank give the end of the stream). Every other event
@@ -27,14 +28,14 @@ from stragglers.limits import check_limit
 
 __all__ = ["EventStream", "LevelEvent", "SuspectsEvent", "add_event", "read_events"]
 
-LEVEL_KINDS = ("onset", "change", "recovery", "speedup")
+LEVEL_KINDS = ("onset", "change", "recovery", "speedup", "flapping")
 
 
 @dataclass(frozen=True)
 class LevelEvent:
     """A verified change of one rank's iteration time."""
 
-    kind: str  # onset | change | recovery | speedup
+    kind: str  # onset | change | recovery | speedup | flapping
     rank: int
     iteration: int  # first iteration of the new regime (position in the rank's series)
     declared_iteration: int  # the iteration at which the detector declared it

@@ -285,7 +285,7 @@ class _Planner:
                              f"the job's world_size {self.meta.world_size}")
         self.advance(ev.declared_iteration - 1)
         self.known = max(self.known, ev.declared_iteration)
-        slow_now = ev.kind in ("onset", "change") and ev.level_s > ev.healthy_s
+        slow_now = ev.kind in ("onset", "change", "flapping") and ev.level_s > ev.healthy_s
         if slow_now:
             if self.ep is None:
                 self.ep = Episode(start=ev.iteration)

@@ -80,9 +80,11 @@ class Alerter:
                     continue
                 if e.kind == "recovery":
                     self.store.resolve_alerts(row.job_id, rule.name)
-                if e.kind != "onset" or e.severity is None or e.severity < rule.onset:
+                if (e.kind not in ("onset", "flapping") or e.severity is None
+                        or e.severity < rule.onset):
                     continue
-                msg = (f"job {job}: rank {e.rank} slowed down by {100 * e.severity:.0f}% at "
+                how = "slowed down" if e.kind == "onset" else "is flapping, slowed down"
+                msg = (f"job {job}: rank {e.rank} {how} by {100 * e.severity:.0f}% at "
                        f"iteration {e.iteration} (rule {rule.name}: onset >= "
                        f"{100 * rule.onset:.0f}%)")
                 body = self._body(rule, job, "onset", "onset", msg, {

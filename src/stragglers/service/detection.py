@@ -15,7 +15,8 @@ from stragglers.detect.watch import Watcher
 from stragglers.service.records import DetectionEvent
 
 #: Watcher events kept by the service (``summary`` is the end of a stream, not an event).
-KEPT = ("onset", "change", "recovery", "speedup", "suspects", "out_of_order", "bad_record")
+KEPT = ("onset", "change", "recovery", "speedup", "flapping", "drift", "suspects",
+        "out_of_order", "bad_record")
 
 
 def check_records(lines: Sequence[str], source: str) -> int:

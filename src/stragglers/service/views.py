@@ -247,7 +247,7 @@ def events_timeline(rows: Sequence[EventRow]) -> Timeline | None:
     """Detection events on a time axis (the records' own clock when every event has one,
     else the time they were received); one row per rank."""
     shown = [r for r in rows if r.event.kind in ("onset", "change", "recovery", "speedup",
-                                                  "suspects")]
+                                                  "flapping", "drift", "suspects")]
     if not shown:
         return None
     own_clock = all(r.event.ts is not None for r in shown)
