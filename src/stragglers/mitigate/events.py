@@ -3,8 +3,8 @@
 The planner needs, in the order ``watch`` printed them: the changes of a rank's iteration
 time (``onset``, ``change``, ``recovery``, ``speedup``, ``flapping``: rank, ``iteration``
 — the estimated first iteration of the new regime, counted in the rank's series —,
-``declared_iteration``
-— when the detector declared it —, ``level_s`` and ``healthy_s``), the ``suspects`` events
+``declared_iteration`` — when the detector declared it —, ``level_s`` and ``healthy_s``),
+the ``suspects`` events
 (groups flagged ``slow_transfer`` make the episode a communication fail-slow), and the
 ``summary`` (its ``iterations`` per rank give the end of the stream). Every other event
 (``segment``, ``bad_record``, file events ...) is counted by type and reported, not used.
