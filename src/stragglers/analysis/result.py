@@ -47,7 +47,9 @@ changed and nothing was removed):
   rule would pick below the threshold, the cause it would be if it grew; else null).
   ``share`` is ``rem`` bounded to [0, 1] (``add`` where a what-if has no removal variant):
   a raw ``rem`` above 1 means fixing those ops alone leaves the job faster than the ideal
-  timeline (they explain all of the slowdown); ``rem`` and ``add`` are raw.
+  timeline (they explain all of the slowdown); ``rem`` and ``add`` are raw. The
+  ``last_stage`` hypothesis's ``rem`` is M_last (the stage's compute rebalanced, each op's
+  own variation kept), its ``add`` M_S's; ``m_s`` stays the paper's M_S.
 * ``verdict_config``: every threshold the verdict used (:class:`VerdictConfig`).
 * ``counts``: ops, workers, steps, P2P no-ops, clipped and kept-negative transfer
   durations and launch delays: everything the model had to clip is counted here.
