@@ -14,21 +14,17 @@ import numpy as np
 import pytest
 
 from stragglers.cli import main
-from stragglers.synth import SynthSpec, write_synth
 from tests.service.browser import browser_page, chromium_path
 from tests.service.helpers import in_ci
 
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The demo job (a slow worker 1,1 and a heavy last stage), analysed with --out."""
-    root = tmp_path_factory.mktemp("report")
-    paths = write_synth(SynthSpec(dp=4, pp=4, steps=12, microbatches=8, jitter=0.02, seed=7,
-                                  slow_workers=[(1, 1, 1.8)], heavy_last_stage=1.25,
-                                  name="demo"), root / "job")
-    assert main(["analyze", str(paths["trace"]), "--meta", str(paths["meta"]), "--out",
-                 str(root / "out")]) == 0
-    return root / "out"
+    """``stragglers demo``'s folder: its job (a slow worker 1,1 and a heavy last stage)
+    analysed with --out."""
+    out = tmp_path_factory.mktemp("report") / "demo"
+    assert main(["demo", "--out", str(out)]) == 0
+    return out
 
 
 def test_report_is_written_with_the_other_outputs(demo: Path) -> None:
