@@ -50,7 +50,7 @@ def test_failed_analyze_leaves_the_earlier_result_whole(jobs: Path, tmp_path: Pa
     out = tmp_path / "out"
     assert _analyze(jobs / "a", out, limited=False).returncode == 0
     before = _snapshot(out)
-    assert {"result.json", "heatmap.png", "timeline-original.json"} <= set(before)
+    assert {"result.json", "heatmap.png", "timeline-original.json", "report.html"} <= set(before)
     assert max(size for size, _, _ in before.values()) > 30_000  # the limit will bite
     done = _analyze(jobs / "b", out, limited=True)
     assert done.returncode == 2, done.stderr

@@ -41,7 +41,9 @@ def test_dashboard_heatmap_renders_and_hover_shows_values(page, server_factory,
     cells = page.locator("#worker-heatmap rect.cell")
     assert cells.count() == 4  # dp 2 x pp 2
     assert page.locator("#worker-heatmap rect.cell.mark").count() == 1  # the verdict's worker
-    box = page.locator('#worker-heatmap rect[data-dp="1"][data-stage="1"]').bounding_box()
+    cell = page.locator('#worker-heatmap rect[data-dp="1"][data-stage="1"]')
+    cell.scroll_into_view_if_needed()  # below the verdict's hypotheses table
+    box = cell.bounding_box()
     assert box is not None and box["width"] > 10 and box["height"] > 10
     page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     tip = page.locator("#tooltip")
@@ -51,6 +53,9 @@ def test_dashboard_heatmap_renders_and_hover_shows_values(page, server_factory,
     assert expected > 1.1  # the slowed worker
     page.mouse.move(2, 2)
     tip.wait_for(state="hidden")
+    # every hypothesis with its rem and add (shared with report.html)
+    assert page.locator("table.hypotheses tbody tr").count() == 6
+    assert page.locator('a[href$="/files/report.html"]').count() == 1  # to hand on
     # the per-step heatmaps and the op-type attribution are drawn too
     assert page.locator("#steps-dp-rank rect.cell").count() == 2 * 4
     assert page.locator("svg.bars rect").count() >= 3

@@ -11,7 +11,7 @@ import pytest
 from stragglers.analysis import analyze_table
 from stragglers.analysis.engine import prepare
 from stragglers.analysis.metrics import compute_metrics
-from stragglers.analysis.verdict import Cause, VerdictConfig, VerdictContext, decide
+from stragglers.analysis.verdict import Cause, Finding, VerdictConfig, VerdictContext, decide
 from stragglers.analysis.verdict.hypotheses import (
     CommunicationHypothesis,
     GcHypothesis,
@@ -149,9 +149,12 @@ def test_below_the_threshold_the_verdict_is_none_but_names_the_leading_cause():
     assert v.leading is not None and v.leading.cause == Cause.WORKER
     assert v.leading.workers == (Worker(2, 1),)
     doc = a.to_document()["verdict"]
-    assert doc["leading"] == {"cause": "worker", "share": round(v.leading.share, 4),
-                              "workers": ["2,1"]}
-    assert any("largest part is 'worker'" in e for e in doc["evidence"])
+    assert doc["leading"]["cause"] == "worker" and doc["leading"]["workers"] == ["2,1"]
+    # the share is bounded (schema 1.3): a raw rem above 1 reads "all", never "108%"
+    assert doc["leading"]["share"] == round(v.leading.share, 4) <= 1.0
+    assert doc["leading"]["rem"] == round(v.leading.m.rem, 4)
+    line = next(e for e in doc["evidence"] if "largest part is 'worker'" in e)
+    assert "removes all of the slowdown" in line or "%" in line.split(":")[0]
     healthy = context("healthy")
     assert decide(healthy.engine, healthy.metrics, healthy.config).leading is None
 
@@ -191,7 +194,7 @@ def test_hypotheses_are_listed_in_the_result_with_the_config():
     trace, meta, _ = generate(SynthSpec(seed=3, **CASES["slow"]))
     doc = analyze_table(build_table(trace, meta),
                         config=VerdictConfig(pause_factor=2.0)).result.to_document()
-    assert doc["schema_version"] == "1.2"
+    assert doc["schema_version"] == "1.3"
     assert doc["verdict_config"]["pause_factor"] == 2.0
     assert doc["verdict_config"] == VerdictConfig(pause_factor=2.0).to_dict()
     causes = [h["cause"] for h in doc["verdict"]["hypotheses"]]
@@ -299,3 +302,51 @@ def test_a_verdict_with_confidence_zero_is_unexplained():
     # with the default weight the same trace names the worker
     doc, _ = _verdict_and_summary(spec, VerdictConfig())
     assert doc["cause"] == "worker" and doc["workers"] == ["1,0"] and doc["confidence"] > 0
+# -- the ranking rule (issue 20) ------------------------------------------------------------
+def _finding(cause: Cause, rem: float, add: float | None) -> Finding:
+    import numpy as np
+
+    from stragglers.analysis.metrics import Characterisation
+
+    ori, ideal = np.array([2.0, 2.0]), np.array([1.0, 1.0])
+    m = Characterisation(ori, ideal, ori - rem, None if add is None else ideal + add)
+    return Finding(cause=cause, applicable=True, m=m, evidence=f"{cause.value} evidence")
+
+
+def test_ranked_by_removal_share_not_by_add():
+    from stragglers.analysis.verdict.decide import _choose
+
+    seq = _finding(Cause.SEQUENCE_LENGTH, 0.73, None)
+    last = _finding(Cause.LAST_STAGE, 0.40, 0.81)
+    assert _choose([last, seq], VerdictConfig()).cause == Cause.SEQUENCE_LENGTH
+
+
+def test_add_breaks_a_tie_within_the_margin_and_the_evidence_says_so():
+    from stragglers.analysis.verdict.decide import _choose, _overlap_line, _tie_line
+
+    seq = _finding(Cause.SEQUENCE_LENGTH, 0.73, 0.70)
+    last = _finding(Cause.LAST_STAGE, 0.69, 0.81)
+    cfg = VerdictConfig()
+    assert _choose([seq, last], cfg).cause == Cause.LAST_STAGE  # within 0.05: add decides
+    assert _choose([seq, last], VerdictConfig(tie_margin=0.0)).cause == Cause.SEQUENCE_LENGTH
+    line = _tie_line(last, [seq, last], cfg)
+    assert line is not None and "add 0.81 against 0.70" in line
+    both = _overlap_line(seq, [last], VerdictConfig(tie_margin=0.0))
+    assert both is not None and both.endswith(
+        "sequence length (73% removed) and the last stage (69%)")
+
+
+def test_a_removal_share_above_one_reads_all_and_is_bounded():
+    f = _finding(Cause.LAST_STAGE, 1.22, 1.30)
+    assert f.share == 1.0 and f.m is not None and f.m.rem == pytest.approx(1.22)
+    assert _finding(Cause.GC, -0.2, 0.1).share == 0.0
+
+
+def test_the_bootstrap_applies_the_same_rule():
+    import numpy as np
+
+    from stragglers.analysis.verdict.decide import _winner
+
+    share = np.array([[0.73, 0.73, 0.9], [0.69, 0.60, 0.2]])
+    add = np.array([[0.70, 0.70, np.nan], [0.81, 0.81, 0.3]])
+    assert _winner(share, add, 0.05).tolist() == [1, 0, 0]

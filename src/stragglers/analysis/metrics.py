@@ -79,25 +79,31 @@ class Characterisation:
 
     @property
     def share(self) -> float:
-        """The larger of ``rem`` and ``add`` (those defined): how much of the slowdown the
-        ops explain, even when another cause hides part of their effect."""
-        vals = [v for v in (self.rem, self.add) if v is not None]
-        return max(vals) if vals else 0.0
+        """The removal share ``rem`` bounded to [0, 1] (``add`` when no removal what-if is
+        defined): how much of the slowdown disappears when these ops alone are fixed, the
+        way the study's M_W and M_S are defined (§5, Eq. 5). A ``rem`` above 1 means that
+        fixing these ops alone leaves the job faster than the ideal timeline (the other ops
+        run below their averages): they explain all of the slowdown, and the share says
+        "all" (1); a negative ``rem`` (fixing them makes the job slower) is 0."""
+        raw = self.rem if self.rem is not None else self.add
+        return 0.0 if raw is None else min(1.0, max(0.0, raw))
 
-    def resampled_share(self, index: np.ndarray) -> np.ndarray:
-        """``share`` over resampled steps: ``index`` (B, n) of step positions → (B,)."""
+    def resampled(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``share`` and ``add`` over resampled steps: ``index`` (B, n) of step positions
+        → two (B,) arrays (``add`` is NaN where it has no what-if; both 0 where the
+        resample has no slowdown)."""
         t_ori = self.nodelay[index].mean(axis=1)
         t_ideal = self.ideal[index].mean(axis=1)
         gap = t_ori - t_ideal
         safe = np.where(gap > 0, gap, 1.0)
-        out = np.full(index.shape[0], -np.inf)
-        if self.rem_time is not None:
-            rem = (t_ori - self.rem_time[index].mean(axis=1)) / safe
-            out = np.maximum(out, np.where(gap > 0, rem, 0.0))
+        add = np.full(index.shape[0], np.nan)
         if self.add_time is not None:
-            add = (self.add_time[index].mean(axis=1) - t_ideal) / safe
-            out = np.maximum(out, np.where(gap > 0, add, 0.0))
-        return np.where(np.isfinite(out), out, 0.0)
+            add = np.where(gap > 0, (self.add_time[index].mean(axis=1) - t_ideal) / safe, 0.0)
+        if self.rem_time is not None:
+            raw = np.where(gap > 0, (t_ori - self.rem_time[index].mean(axis=1)) / safe, 0.0)
+        else:
+            raw = np.nan_to_num(add, nan=0.0)
+        return np.clip(raw, 0.0, 1.0), add
 
 
 def _rem(t_ori: float, t_ideal: float, t_rem: float) -> float:

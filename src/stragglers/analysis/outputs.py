@@ -1,9 +1,11 @@
-"""The output folder of an analysis: result.json, heatmaps and timelines, written all
-together or not at all (:class:`stragglers.atomic.StagedDir`), result.json last."""
+"""The output folder of an analysis: result.json, heatmaps, timelines and report.html (one
+self-contained page, :mod:`stragglers.viz.report`), written all together or not at all
+(:class:`stragglers.atomic.StagedDir`), result.json last."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 from stragglers.analysis.engine import WhatIfEngine
@@ -11,6 +13,7 @@ from stragglers.analysis.heatmaps import HeatmapData, write_heatmaps
 from stragglers.analysis.result import AnalysisResult, Skipped
 from stragglers.analysis.timelines import TIMELINE_MAX_OPS, timeline_ops, write_timeline
 from stragglers.atomic import StagedDir, write_text
+from stragglers.viz.report import REPORT_FILE, render_report
 
 RESULT_FILE = "result.json"
 
@@ -18,8 +21,8 @@ RESULT_FILE = "result.json"
 def write_outputs(engine: WhatIfEngine, result: AnalysisResult, out: str | Path,
                   timelines: tuple[str, ...] = ("original", "ideal"),
                   max_timeline_ops: int | None = TIMELINE_MAX_OPS) -> AnalysisResult:
-    """Write result.json, the heatmaps and ``timelines`` into ``out``; returns the result
-    with its ``outputs`` (file paths, or the reason an output was skipped).
+    """Write result.json, the heatmaps, ``timelines`` and report.html into ``out``; returns
+    the result with its ``outputs`` (file paths, or the reason an output was skipped).
 
     On any failure ``out`` is left as it was (files of an earlier analysis stay whole and
     are not mixed with new ones).
@@ -41,8 +44,11 @@ def write_outputs(engine: WhatIfEngine, result: AnalysisResult, out: str | Path,
             name = f"timeline-{which}.json"
             write_timeline(engine, which, stage.path(name))
             files[key] = str(stage.final(name))
+        files["report"] = str(stage.final(REPORT_FILE))
         files["result"] = str(stage.final(RESULT_FILE))
         done = dataclasses.replace(result, outputs=files)
-        write_text(stage.path(RESULT_FILE), done.to_json())
+        doc = done.to_document()
+        write_text(stage.path(REPORT_FILE), render_report(doc))
+        write_text(stage.path(RESULT_FILE), json.dumps(doc, indent=1, allow_nan=False))
         stage.commit_last(RESULT_FILE)
     return done

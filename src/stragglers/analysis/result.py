@@ -4,13 +4,18 @@
 the heatmaps take; :meth:`AnalysisResult.to_document` is the one place where it becomes the
 versioned JSON document.
 
-Schema ``1.2`` (keys marked * are fixed for other tools to rely on; 1.1 adds to 1.0 the
+Schema ``1.3`` (keys marked * are fixed for other tools to rely on; 1.1 adds to 1.0 the
 cause values ``pauses`` and ``unexplained``, ``verdict_config``, ``caveats``,
 ``untrustworthy_reasons``, ``verdict.hypotheses``, ``verdict.weak`` and
 ``verdict.confidence_parts``; 1.2 adds ``verdict.leading`` and fills ``verdict.hypotheses``
-and ``verdict.signals`` for a ``none`` verdict too; nothing was removed):
+and ``verdict.signals`` for a ``none`` verdict too; 1.3 changes the meaning of ``share``
+in ``verdict.hypotheses``, ``verdict.contributing`` and ``verdict.leading``: it was the
+larger of ``rem`` and ``add`` (unbounded), it is now the removal share ``rem`` bounded to
+[0, 1], by which the verdict ranks causes; it adds ``rem`` and ``add`` to
+``contributing`` and ``leading`` and ``tie_margin`` to ``verdict_config``; no fixed key
+changed and nothing was removed):
 
-* ``schema_version``\\*: ``"1.2"``.
+* ``schema_version``\\*: ``"1.3"``.
 * ``job``\\*: the job metadata (dp_size, pp_size, tp_size, dsp_size, vpp_size,
   world_size, trial_name, run_id).
 * ``source``: the trace file; ``steps``: the step ids analysed, in order.
@@ -33,12 +38,18 @@ and ``verdict.signals`` for a ``none`` verdict too; nothing was removed):
 * ``fb_signal``: forward/backward correlation of the same microbatch and forward spread.
 * ``verdict``\\*: ``cause`` (worker, last_stage, sequence_length, gc, pauses,
   communication, unexplained, none), ``workers`` (``"dp,stage"``), ``confidence`` (0-1),
-  ``evidence`` (sentences), ``contributing`` (``{cause, share, workers}``), ``weak``,
+  ``evidence`` (sentences), ``contributing`` (``{cause, share, rem, add, workers}``),
+  ``weak``,
   ``confidence_parts`` (``agreement``, ``strength``, ``trust``: confidence is their
   product), ``hypotheses`` (every hypothesis tested: ``cause``, ``applicable``, ``share``,
   ``rem``, ``add``, ``workers``, ``gates``, ``evidence``, ``why_not``), ``signals``,
-  ``leading`` (for ``none``: ``{cause, share, workers}`` of the hypothesis that explains most
-  of the slowdown below the threshold, the cause it would be if it grew; else null).
+  ``leading`` (for ``none``: ``{cause, share, rem, add, workers}`` of the hypothesis the
+  rule would pick below the threshold, the cause it would be if it grew; else null).
+  ``share`` is ``rem`` bounded to [0, 1] (``add`` where a what-if has no removal variant):
+  a raw ``rem`` above 1 means fixing those ops alone leaves the job faster than the ideal
+  timeline (they explain all of the slowdown); ``rem`` and ``add`` are raw. The
+  ``last_stage`` hypothesis's ``rem`` is M_last (the stage's compute rebalanced, each op's
+  own variation kept), its ``add`` M_S's; ``m_s`` stays the paper's M_S.
 * ``verdict_config``: every threshold the verdict used (:class:`VerdictConfig`).
 * ``counts``: ops, workers, steps, P2P no-ops, clipped and kept-negative transfer
   durations and launch delays: everything the model had to clip is counted here.
@@ -61,7 +72,7 @@ from stragglers.analysis.verdict import Cause, Finding, Verdict
 from stragglers.analysis.workers import Worker
 from stragglers.trace.io import JobMeta
 
-SCHEMA_VERSION = "1.2"
+SCHEMA_VERSION = "1.3"
 #: Above this relative simulation discrepancy a result is not trustworthy (paper §6).
 DISCREPANCY_LIMIT = 0.05
 
@@ -246,18 +257,22 @@ def _verdict(v: Verdict) -> dict[str, Any]:
         "workers": _keys(v.workers),
         "confidence": round(float(v.confidence), 4),
         "evidence": list(v.evidence),
-        "contributing": [{"cause": f.cause.value, "share": round(f.share, 4),
-                          "workers": _keys(f.workers)} for f in v.contributing],
+        "contributing": [_brief(f) for f in v.contributing],
         "weak": v.weak,
         "confidence_parts": {"agreement": round(v.agreement, 4),
                              "strength": round(v.strength, 4),
                              "trust": 1.0 if v.trusted else v.config.untrustworthy_factor},
         "hypotheses": [_finding(f) for f in v.findings],
         "signals": dict(v.signals),
-        "leading": None if v.leading is None else {
-            "cause": v.leading.cause.value, "share": round(v.leading.share, 4),
-            "workers": _keys(v.leading.workers)},
+        "leading": None if v.leading is None else _brief(v.leading),
     }
+
+
+def _brief(f: Finding) -> dict[str, Any]:
+    return {"cause": f.cause.value, "share": round(f.share, 4),
+            "rem": None if f.m is None or f.m.rem is None else round(f.m.rem, 4),
+            "add": None if f.m is None or f.m.add is None else round(f.m.add, 4),
+            "workers": _keys(f.workers)}
 
 
 def summary(result: AnalysisResult) -> str:
@@ -283,8 +298,16 @@ def summary(result: AnalysisResult) -> str:
     if v.contributing:
         lines.append("contributing: " + ", ".join(f"{f.cause.value} ({f.share:.0%})"
                                                   for f in v.contributing))
+    tested = [f for f in v.findings if f.applicable and f.m is not None]
+    if tested:
+        lines.append("causes that apply (removed when fixed alone / caused alone): " + ", ".join(
+            f"{f.cause.value} {_pct(f.m.rem)} / {_pct(f.m.add)}" for f in tested if f.m))
     lines.append("worst workers (dp,stage: S_w): "
                  + ", ".join(f"{k}: {s:.3f}" for k, s in worst_w))
     lines.append("worst op types (S_t): " + ", ".join(f"{k}: {s:.3f}" for k, s in worst_t))
     lines.append(f"M_W = {m.m_w.rem:.3f}  M_S = {m.m_s.rem:.3f}")
     return "\n".join(lines)
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:.0%}"

@@ -17,24 +17,24 @@ import json
 from pathlib import Path
 from typing import Any
 
-from jinja2 import Environment, PackageLoader, select_autoescape
+from jinja2 import ChoiceLoader, Environment, PackageLoader, select_autoescape
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from stragglers.analysis.heatmaps import HeatmapData
-from stragglers.errors import InputError
 from stragglers.service import views
 from stragglers.service.datadir import DOWNLOADS, SESSION_ID
 from stragglers.service.records import DONE, SessionRow
 from stragglers.service.state import Service
 from stragglers.service.store import JOB_SORTS
+from stragglers.viz.report import analysis_context
 
 STATIC = Path(__file__).resolve().parent / "static"
 SESSIONS_SHOWN = 50
 
-env = Environment(loader=PackageLoader("stragglers.service", "templates"),
+env = Environment(loader=ChoiceLoader([PackageLoader("stragglers.service", "templates"),
+                                       PackageLoader("stragglers.viz", "templates")]),
                   autoescape=select_autoescape(["html"]), trim_blocks=True, lstrip_blocks=True)
 env.globals.update(fmt=views.fmt, pct=views.pct, stamp=views.stamp)
 
@@ -56,19 +56,6 @@ def _result(service: Service, s: SessionRow | None) -> dict[str, Any] | None:
         return None
     doc: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     return doc
-
-
-def _analysis_context(doc: dict[str, Any] | None, source: str) -> dict[str, Any]:
-    if doc is None:
-        return {"doc": None}
-    try:
-        data = HeatmapData.from_document(doc, source)
-    except InputError as exc:
-        return {"doc": doc, "heatmap_error": str(exc)}
-    return {"doc": doc, "worker_grid": views.worker_grid(data),
-            "step_grids": [g for g in (views.step_grid(data, "dp_rank"),
-                                       views.step_grid(data, "stage")) if g is not None],
-            "bars": views.optype_bars(doc)}
 
 
 def _downloads(service: Service, s: SessionRow | None) -> list[str]:
@@ -105,7 +92,7 @@ def job_page(request: Request) -> Response:
                 timeline=views.events_timeline(service.store.events(job.id)),
                 events=service.store.events(job.id, 20), alerts=service.store.alerts(job.id, 20),
                 downloads=_downloads(service, latest), shown=SESSIONS_SHOWN,
-                **_analysis_context(doc, f"session {job.last_session} result.json"))
+                **analysis_context(doc, f"session {job.last_session} result.json"))
 
 
 def session_page(request: Request) -> Response:
@@ -116,7 +103,7 @@ def session_page(request: Request) -> Response:
         return page("missing.html", 404, what=f"session {session_id[:40]}")
     doc = _result(service, s)
     return page("session.html", s=s, downloads=_downloads(service, s),
-                **_analysis_context(doc, f"session {s.id} result.json"))
+                **analysis_context(doc, f"session {s.id} result.json"))
 
 
 def alerts_page(request: Request) -> Response:
@@ -140,5 +127,7 @@ ROUTES = [
     Route("/sessions/{session}", session_page, methods=["GET"]),
     Route("/sessions/{session}/files/{name}", download, methods=["GET"]),
     Route("/alerts", alerts_page, methods=["GET"]),
-    Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
+    # the dashboard's script here; the stylesheet it shares with report.html in viz/static
+    Mount("/static", app=StaticFiles(directory=STATIC, packages=[("stragglers.viz", "static")]),
+          name="static"),
 ]

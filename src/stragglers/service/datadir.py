@@ -30,8 +30,8 @@ SESSION_ID = re.compile(r"^[0-9a-f]{32}$")
 #: A job name: letters, digits, ``.``, ``_``, ``-``; starts with a letter or digit.
 JOB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 #: Output files a client may download from a session's folder.
-DOWNLOADS = ("result.json", "timeline-original.json", "timeline-ideal.json", "heatmap.png",
-             "heatmap-steps-dp-rank.png", "heatmap-steps-stage.png")
+DOWNLOADS = ("report.html", "result.json", "timeline-original.json", "timeline-ideal.json",
+             "heatmap.png", "heatmap-steps-dp-rank.png", "heatmap-steps-stage.png")
 
 
 def check_job_name(name: str, source: str = "job") -> str:

@@ -39,8 +39,9 @@ class Finding:
 
     ``applicable``: its gates hold (``why_not`` says which failed when not); ``m``: its
     what-if (Eq. 5) over the ops it blames, from which ``share`` — the share of the slowdown
-    it explains — comes; ``workers``: whom it blames; ``gates``: the figures its gates were
-    decided on; ``evidence``: one sentence for the on-call engineer.
+    that disappears when only those ops are fixed (``rem`` bounded to [0, 1]) — comes;
+    ``workers``: whom it blames; ``gates``: the figures its gates were decided on;
+    ``evidence``: one sentence for the on-call engineer.
     """
 
     cause: Cause
@@ -72,9 +73,10 @@ NONE_SHARE = 0.005
 
 
 def portion(share: float | None) -> str:
-    """A share of the slowdown in words: "none", "40%" or "all" (a what-if share above 1
-    means the ops would cause more than the whole slowdown alone: other effects mask them);
-    "undefined" when the what-if does not apply to the ops."""
+    """A share of the slowdown in words: "none", "40%" or "all" (shares are bounded to [0, 1];
+    a raw ``rem`` above 1 means fixing the ops alone leaves the job faster than the ideal
+    timeline, an ``add`` above 1 that the ops alone would cause more than the whole slowdown,
+    other effects masking them); "undefined" when the what-if does not apply to the ops."""
     if share is None:
         return "undefined"
     if share >= 0.995:

@@ -25,10 +25,14 @@ class VerdictConfig:
 
     * ``threshold`` (1.1): below this problem size — the slowdown S, or the exact S_w of the
       workers the ``worker`` hypothesis blames when larger — the verdict is ``none``.
-    * ``explain`` (0.5): a hypothesis explains the slowdown when its share (the larger of its
-      rem and add what-ifs, Eq. 5) reaches this; a verdict whose best share is lower is weak.
+    * ``explain`` (0.5): a hypothesis explains the slowdown when its share (its removal
+      what-if rem, Eq. 5, bounded to [0, 1]: the share of the slowdown that disappears when
+      only its ops are fixed, as the study's M_W and M_S) reaches this; a verdict whose best
+      share is lower is weak.
     * ``contribute`` (0.2): other applicable hypotheses with at least this share are listed
       as contributing.
+    * ``tie_margin`` (0.05): hypotheses whose shares are within this of the largest are
+      tied, and of those the one whose ops cause the most slowdown alone (add) is chosen.
 
     Workers (``worker``):
 
@@ -78,6 +82,7 @@ class VerdictConfig:
     threshold: float = 1.1
     explain: float = 0.5
     contribute: float = 0.2
+    tie_margin: float = 0.05
     suspect_share: float = 0.25
     stand_out: float = 0.5
     max_suspect_fraction: float = 0.25
@@ -109,7 +114,7 @@ class VerdictConfig:
         if self.threshold < 1.0:
             raise InputError(f"verdict setting 'threshold' must be at least 1, got "
                              f"{self.threshold}")
-        for name in ("explain", "contribute", "suspect_share", "stand_out",
+        for name in ("explain", "contribute", "tie_margin", "suspect_share", "stand_out",
                      "max_suspect_fraction", "sporadic_limit", "pause_max_fraction",
                      "gc_evidence", "untrustworthy_factor", "seq_spread"):
             if getattr(self, name) > 1.0:

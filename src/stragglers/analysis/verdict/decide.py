@@ -16,6 +16,14 @@ When no hypothesis applies, or when the chosen cause's confidence is 0 (it would
 0.00), the verdict is ``unexplained`` with confidence 0: a verdict never names a cause its
 own evidence contradicts (the heatmaps and attribution still say where the time went).
 
+**Ranking.** A hypothesis's share is its *removal* share ``rem`` (Eq. 5, as the study's M_W
+and M_S): the part of the slowdown that disappears when only its ops are fixed, bounded to
+[0, 1] (``rem`` above 1: fixing them alone leaves the job faster than the ideal timeline;
+they explain all of it). ``add`` (the slowdown its ops cause alone in the ideal timeline) is
+evidence, and breaks ties: of the hypotheses whose shares lie within ``tie_margin`` of the
+largest, the one with the largest ``add`` wins. When two or more causes each explain at
+least ``explain`` of the slowdown, one evidence line names them all.
+
 **Confidence** = agreement × strength × trust:
 
 * *agreement*: the steps are resampled with replacement ``bootstrap`` times; in each
@@ -45,7 +53,7 @@ from stragglers.analysis.verdict.base import NONE_SHARE, Cause, Finding, Hypothe
 from stragglers.analysis.verdict.config import VerdictConfig
 from stragglers.analysis.verdict.context import VerdictContext
 from stragglers.analysis.verdict.hypotheses import ALL
-from stragglers.analysis.workers import Worker
+from stragglers.analysis.workers import Worker, names
 
 
 @dataclass(frozen=True)
@@ -98,6 +106,23 @@ def _problem_size(metrics: Metrics, lead: tuple[Worker, ...], index: np.ndarray 
     return np.asarray(size)
 
 
+def _winner(share: np.ndarray, add: np.ndarray, margin: float) -> np.ndarray:
+    """The rule on (candidates, B) shares and adds (NaN: no add what-if): of the candidates
+    whose share is within ``margin`` of the largest, the one with the largest add (its share
+    where it has none); ties go to the first. Returns (B,) positions."""
+    near = share >= share.max(axis=0, keepdims=True) - margin - 1e-12
+    key = np.where(np.isnan(add), share, add)
+    return np.asarray(np.argmax(np.where(near, key, -np.inf), axis=0))
+
+
+def _choose(candidates: Sequence[Finding], cfg: VerdictConfig) -> Finding:
+    """The candidate the rule picks on the whole trace."""
+    share = np.array([[f.share] for f in candidates])
+    add = np.array([[np.nan if f.m is None or f.m.add is None else f.m.add]
+                    for f in candidates])
+    return candidates[int(_winner(share, add, cfg.tie_margin)[0])]
+
+
 def _bootstrap(metrics: Metrics, candidates: Sequence[Finding], chosen: Cause,
                cfg: VerdictConfig, lead: tuple[Worker, ...] = ()) -> float:
     """Share of step resamples in which the rule picks ``chosen`` again."""
@@ -111,11 +136,59 @@ def _bootstrap(metrics: Metrics, candidates: Sequence[Finding], chosen: Cause,
         return float(below.mean())
     if not candidates:
         return float((~below).mean())
-    shares = np.stack([f.m.resampled_share(index) if f.m is not None else
-                       np.zeros(cfg.bootstrap) for f in candidates])
-    winner = np.argmax(shares, axis=0)
+    parts = [f.m.resampled(index) if f.m is not None else
+             (np.zeros(cfg.bootstrap), np.full(cfg.bootstrap, np.nan)) for f in candidates]
+    winner = _winner(np.stack([p[0] for p in parts]), np.stack([p[1] for p in parts]),
+                     cfg.tie_margin)
     pos = next(i for i, f in enumerate(candidates) if f.cause == chosen)
     return float(((~below) & (winner == pos)).mean())
+
+
+#: How the evidence names each cause in a sentence about several.
+_LABELS = {Cause.WORKER: "", Cause.LAST_STAGE: "the last stage",
+           Cause.SEQUENCE_LENGTH: "sequence length", Cause.GC: "garbage collection",
+           Cause.PAUSES: "pauses", Cause.COMMUNICATION: "communication"}
+
+
+def label(f: Finding) -> str:
+    """A cause in words ("sequence length", "the last stage", "worker 2,1")."""
+    if f.cause == Cause.WORKER:
+        return f"worker{'s' if len(f.workers) > 1 else ''} {names(f.workers, 3)}"
+    return _LABELS.get(f.cause, f.cause.value)
+
+
+def _overlap_line(chosen: Finding, others: Sequence[Finding], cfg: VerdictConfig
+                  ) -> str | None:
+    """One line naming every cause that explains most of the slowdown, when there are two or
+    more ("sequence length (73% removed) and the last stage (69%)")."""
+    most = [f for f in others if f.share >= cfg.explain]
+    if chosen.share < cfg.explain or not most:
+        return None
+    most.sort(key=lambda f: -f.share)
+    parts = [f"{label(chosen)} ({portion(chosen.share)} removed)"]
+    parts += [f"{label(f)} ({portion(f.share)})" for f in most]
+    listed = ", ".join(parts[:-1]) + " and " + parts[-1]
+    return (f"{len(parts)} causes each explain most of the slowdown (the share that "
+            f"disappears when only that cause is fixed): {listed}")
+
+
+def _tie_line(chosen: Finding, candidates: Sequence[Finding], cfg: VerdictConfig
+              ) -> str | None:
+    """Why ``chosen`` won a tie: other shares within ``tie_margin`` of the largest (None
+    when it has the largest share by more than the margin)."""
+    top = max(f.share for f in candidates)
+    tied = [f for f in candidates if f is not chosen and f.share >= top - cfg.tie_margin - 1e-12]
+    if not tied:
+        return None
+    other = max(tied, key=lambda f: f.share)
+
+    def add(f: Finding) -> str:
+        return "-" if f.m is None or f.m.add is None else f"{f.m.add:.2f}"
+
+    return (f"{label(chosen)} and {label(other)} remove about as much of the slowdown "
+            f"({portion(chosen.share)} and {portion(other.share)}, within "
+            f"{cfg.tie_margin:.0%}): {label(chosen)} is named because its ops cause more "
+            f"alone (add {add(chosen)} against {add(other)})")
 
 
 def _signals(ctx: VerdictContext, findings: Sequence[Finding]) -> dict[str, Any]:
@@ -173,12 +246,13 @@ def decide(engine: WhatIfEngine, metrics: Metrics, config: VerdictConfig | None 
             f"problem worth acting on ({100 * (1 - 1 / max(s, 1e-12)):.1f}% of GPU time)"]
         # Named only where the paper would attribute (problem size >= 1.03) and the
         # hypothesis explains most of it: the jitter of a healthy job has no cause.
-        top = max(candidates, key=lambda f: f.share) if candidates else None
+        top = _choose(candidates, cfg) if candidates else None
         leading = (top if top is not None and size >= ATTRIBUTION_THRESHOLD
                    and top.share >= cfg.explain else None)
         if leading is not None:
             below.append(f"below the threshold, the largest part is '{leading.cause.value}' "
-                         f"({leading.share:.0%} of the slowdown): {leading.evidence}")
+                         f"(fixing it alone removes {portion(leading.share)} of the "
+                         f"slowdown): {leading.evidence}")
         below.append(_confidence_line(Cause.NONE, agreement, 1.0, trusted, cfg))
         return Verdict(Cause.NONE, (), agreement * trust, tuple(below), findings, (), False,
                        agreement, 1.0, trusted, cfg, signals, leading=leading)
@@ -190,13 +264,16 @@ def decide(engine: WhatIfEngine, metrics: Metrics, config: VerdictConfig | None 
         return _unexplained(head, "no hypothesis applies: " + "; ".join(
             f"{f.cause.value}: {f.why_not}" for f in findings if f.why_not), findings, trusted,
             cfg, signals)
-    chosen = max(candidates, key=lambda f: f.share)
+    chosen = _choose(candidates, cfg)
     weak = chosen.share < cfg.explain
     strength = min(1.0, max(0.0, chosen.share / cfg.explain)) if cfg.explain > 0 else 1.0
     agreement = _bootstrap(metrics, candidates, chosen.cause, cfg, lead)
     contributing = tuple(f for f in candidates
                          if f is not chosen and f.share >= cfg.contribute)
-    lines = [head, chosen.evidence]
+    lines = [head]
+    lines += [x for x in (_overlap_line(chosen, contributing, cfg),
+                          _tie_line(chosen, candidates, cfg)) if x]
+    lines.append(chosen.evidence)
     lines += ["also: " + f.evidence for f in contributing]
     if weak:
         lines.append(f"no hypothesis explains {cfg.explain:.0%} of the slowdown: weak verdict")
