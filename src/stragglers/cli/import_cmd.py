@@ -6,7 +6,6 @@ import argparse
 
 from stragglers.atomic import StagedDir, check_out_dir
 from stragglers.cli.options import positive_int
-from stragglers.trace.io import parse_steps, read_meta, write_meta, write_trace
 
 KINETO_EPILOG = """\
 examples:
@@ -45,6 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run_kineto(args: argparse.Namespace) -> int:
     from stragglers.kineto import import_kineto
+    from stragglers.trace.io import parse_steps, read_meta, write_meta, write_trace
 
     check_out_dir(args.out)
     steps = parse_steps(args.steps)

@@ -32,7 +32,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
 
 from stragglers.errors import InputError
 from stragglers.kineto.consistency import check_layout
@@ -271,6 +270,8 @@ def _align_clocks(c: dict[str, np.ndarray], start_s: np.ndarray, dur_s: np.ndarr
     """Shift each host's clock onto the first host's (see the module docstring)."""
     if len(hosts) < 2:
         return
+    import pandas as pd  # only for jobs on several hosts (start-up)
+
     shared = np.isin(c["optype"], [_OC[t] for t in schema.DP_COLLECTIVES] + [_OC[schema.CLIP]])
     end = start_s + dur_s
     # the k-th shared collective of a type in a step, by start time, on each worker; a DP
