@@ -179,7 +179,8 @@ def assemble(all_ops: list[RankOps], meta: JobMeta, source: str,
         example = int(np.flatnonzero((lay.dp == d) & (lay.stage == s) & (lay.inner == 0))[0])
         raise InputError(f"{source}: incomplete job: no trace of {len(missing)} of "
                          f"{meta.n_workers} workers (dp_size {meta.dp_size} x pp_size "
-                         f"{meta.pp_size}), e.g. dp rank {d}, stage {s} (rank {example})")
+                         f"{meta.pp_size}), e.g. dp rank {d}, stage {s} (rank {example}); "
+                         "--partial writes a per-rank report of the traced ranks")
     # types, complete steps
     per: dict[tuple[int, int], tuple[RankOps, np.ndarray]] = {}
     step_sets: dict[tuple[int, int], set[int]] = {}
