@@ -11,11 +11,11 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Any
 
-import numpy as np
 import orjson
 
-from stragglers.detect.bocd import DEFAULT_METHOD, METHODS
-from stragglers.detect.warmup import DEFAULT_MIN_ITERS
+from stragglers.cli.defaults import DETECT_DEFAULT_METHOD as DEFAULT_METHOD
+from stragglers.cli.defaults import DETECT_METHODS as METHODS
+from stragglers.cli.defaults import WARMUP_MIN_ITERS as DEFAULT_MIN_ITERS
 from stragglers.errors import InputError
 from stragglers.limits import LIMITS, check_limit, limit
 
@@ -683,6 +683,8 @@ def _read(path: str) -> list[Any]:
 
 
 def _period(args: argparse.Namespace) -> int:
+    import numpy as np
+
     from stragglers.detect.period import CallEncoder, iteration_times
     from stragglers.detect.records import CallRecord
 
@@ -736,6 +738,8 @@ def _other_kinds(records: list[Any], wanted: type) -> dict[str, int]:
 
 # -- detect matrix ------------------------------------------------------------------------------
 def _matrix(args: argparse.Namespace) -> int:
+    import numpy as np
+
     from stragglers.detect.matrix import classify_matrix, delay_matrix, late_senders
     from stragglers.detect.records import MessageRecord
 

@@ -3,19 +3,26 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from stragglers.atomic import StagedDir, check_out_dir
 from stragglers.cli.options import positive_int
-from stragglers.trace.io import parse_steps, read_meta, write_meta, write_trace
+
+if TYPE_CHECKING:
+    from stragglers.trace.io import JobMeta
 
 KINETO_EPILOG = """\
 examples:
   stragglers import kineto runs/ex/profiler --meta job.yaml --out imported/
   stragglers import kineto traces/ --meta job.yaml --out imported/ --steps 10-19
   stragglers analyze imported/trace.parquet --meta imported/meta.yaml
+  stragglers import kineto rank0.json.gz --meta job.yaml --out report/ --partial
 DIR holds one trace per rank (*.json or *.json.gz, as torch.profiler writes them); the rank
 comes from each file's distributedInfo. META.yaml gives the job's layout (dp_size, pp_size,
-tp_size, ...). Everything not turned into an op is counted and reported.
+tp_size, ...). Everything not turned into an op is counted and reported. With only some
+ranks traced, --partial writes OUT/partial-report.json: per rank and step compute,
+communication and idle time, each collective's waits among the traced ranks and who arrived
+last (no slowdown S, nothing about ranks not traced).
 """
 
 
@@ -40,15 +47,21 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "patterns of the types it names")
     k.add_argument("--jobs", type=positive_int, default=None,
                    help="rank files parsed in parallel (default: one per CPU core)")
+    k.add_argument("--partial", action="store_true",
+                   help="only some ranks traced: write a per-rank report "
+                        "(OUT/partial-report.json) instead of the trace")
     k.set_defaults(func=run_kineto)
 
 
 def run_kineto(args: argparse.Namespace) -> int:
     from stragglers.kineto import import_kineto
+    from stragglers.trace.io import parse_steps, read_meta, write_meta, write_trace
 
     check_out_dir(args.out)
     steps = parse_steps(args.steps)
     meta = read_meta(args.meta)
+    if args.partial:
+        return _run_partial(args, meta, steps)
     trace, report = import_kineto(args.dir, meta, annotations=args.annotations, steps=steps,
                                   jobs=args.jobs)
     with StagedDir(args.out) as stage:
@@ -58,4 +71,21 @@ def run_kineto(args: argparse.Namespace) -> int:
     for line in report.lines():
         print(line)
     print(f"wrote {stage.final('trace.parquet')} and {stage.final('meta.yaml')}")
+    return 0
+
+
+def _run_partial(args: argparse.Namespace, meta: JobMeta, steps: tuple[int, int] | None) -> int:
+    import json
+
+    from stragglers.atomic import write_text
+    from stragglers.kineto import import_partial
+    from stragglers.kineto.partial import REPORT_NAME, report_lines
+
+    doc = import_partial(args.dir, meta, annotations=args.annotations, steps=steps,
+                         jobs=args.jobs)
+    with StagedDir(args.out) as stage:
+        write_text(stage.path(REPORT_NAME), json.dumps(doc, indent=1) + "\n")
+    for line in report_lines(doc):
+        print(line)
+    print(f"wrote {stage.final(REPORT_NAME)}")
     return 0

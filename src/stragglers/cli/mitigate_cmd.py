@@ -7,20 +7,17 @@ import json
 import math
 import re
 from dataclasses import replace
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from stragglers.cli.options import non_negative_int, positive_float, positive_int
 from stragglers.errors import InputError
-from stragglers.inputs import read_text
 from stragglers.limits import check_limit
-from stragglers.mitigate.costs import load_costs
-from stragglers.mitigate.events import read_events
-from stragglers.mitigate.microbatch import solve_microbatches
-from stragglers.mitigate.planner import Plan, plan_mitigation
-from stragglers.mitigate.seqlen import CostModel
-from stragglers.mitigate.topology import consolidate, reassign_link
-from stragglers.trace.io import read_meta
+
+if TYPE_CHECKING:  # the libraries are imported by the commands that use them (start-up)
+    import numpy as np
+
+    from stragglers.mitigate.planner import Plan
+    from stragglers.mitigate.seqlen import CostModel
 
 MICROBATCH_EPILOG = """\
 examples:
@@ -37,6 +34,10 @@ def parse_times(text: str, what: str = "time", limit_name: str = "mitigate_group
                 ) -> tuple[np.ndarray, str]:
     """The numbers of ``--times`` (or ``--lengths``): ``x1,x2,...`` or ``@FILE``; and their
     source."""
+    import numpy as np
+
+    from stragglers.inputs import read_text
+
     option = f"--{what}s"
     if text.startswith("@"):
         path = text[1:]
@@ -63,6 +64,8 @@ def parse_times(text: str, what: str = "time", limit_name: str = "mitigate_group
 
 
 def _microbatch(args: argparse.Namespace) -> int:
+    from stragglers.mitigate.microbatch import solve_microbatches
+
     times, source = parse_times(args.times)
     res = solve_microbatches(times, args.microbatches, source=source)
     if args.json:
@@ -101,6 +104,11 @@ def _predict_decisions(plan: Plan, trace: str, meta: str) -> None:
 
 
 def _plan(args: argparse.Namespace) -> int:
+    from stragglers.mitigate.costs import load_costs
+    from stragglers.mitigate.events import read_events
+    from stragglers.mitigate.planner import plan_mitigation
+    from stragglers.trace.io import read_meta
+
     meta = read_meta(args.meta)
     strategies = load_costs(args.costs)
     stream = read_events(args.events)
@@ -144,6 +152,9 @@ def _rank_list(text: str, option: str) -> list[int]:
 
 
 def _topology(args: argparse.Namespace) -> int:
+    from stragglers.mitigate.topology import consolidate, reassign_link
+    from stragglers.trace.io import read_meta
+
     meta = read_meta(args.meta)
     if args.slow_ranks is not None:
         check_limit("topology_ranks", args.slow_ranks.count(",") + 1, "--slow-ranks")
@@ -167,6 +178,7 @@ def _predict(args: argparse.Namespace) -> int:
     from stragglers.analysis.engine import prepare
     from stragglers.analysis.runner import load_table
     from stragglers.mitigate.predict import predict_microbatch, predict_permutation
+    from stragglers.mitigate.topology import consolidate
 
     table = load_table(args.trace, args.meta, args.steps)
     engine = prepare(table)
@@ -223,6 +235,8 @@ def _model(text: str) -> CostModel:
         vals.append(v)
     if vals[0] == 0 and vals[1] == 0:
         raise InputError("--model: a and b are both 0: every sequence would cost nothing")
+    from stragglers.mitigate.seqlen import CostModel
+
     return CostModel(vals[0], vals[1], vals[2])
 
 
@@ -257,6 +271,7 @@ def _run(args: argparse.Namespace) -> int:
     import sys
     from pathlib import Path
 
+    from stragglers.mitigate.costs import load_costs
     from stragglers.mitigate.live import LiveConfig, run_live
 
     cfg = LiveConfig(job_dir=Path(args.job_dir), action_path=Path(args.action),

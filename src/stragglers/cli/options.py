@@ -138,3 +138,23 @@ def prob_seconds(text: str) -> tuple[float, float]:
     p, sec = _pair(text, ":", "PROB:SECONDS")
     return (float(_part(probability, p, "probability", text)),
             float(_part(non_negative_float, sec, "seconds", text)))
+
+
+def add_later(parser: argparse.ArgumentParser,
+              adder: Callable[[argparse.ArgumentParser], None]) -> None:
+    """Call ``adder(parser)`` to add the parser's arguments only when the parser is used
+    (its command is parsed, or its ``--help`` shown), not when the command line is built:
+    for arguments whose definitions live in a heavy module (start-up of every other
+    command)."""
+    plain = parser.parse_known_args
+    done = False
+
+    def parse_known_args(*args: object, **kwargs: object) -> tuple[argparse.Namespace,
+                                                                     list[str]]:
+        nonlocal done
+        if not done:
+            done = True
+            adder(parser)
+        return plain(*args, **kwargs)  # type: ignore[arg-type]
+
+    setattr(parser, "parse_known_args", parse_known_args)  # noqa: B010 (an instance method)

@@ -6,11 +6,12 @@ import argparse
 import json
 import sys
 import tempfile
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from stragglers.atomic import check_out_dir
-from stragglers.cli.options import non_negative_int, positive_int, slowdown_factor
+from stragglers.cli.options import add_later, non_negative_int, positive_int, slowdown_factor
 from stragglers.errors import InputError
 
 if TYPE_CHECKING:
@@ -28,6 +29,13 @@ examples:
 
 exit codes: 0 ok, 2 bad input (the message names the file and the problem)
 """
+
+
+def _job_arguments(parser: argparse.ArgumentParser, out_dir_required: bool = True) -> None:
+    """The example job's options (from its config; imported when the command is used)."""
+    from stragglers.probe.examples.job import add_job_arguments
+
+    add_job_arguments(parser, out_dir_required)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -56,8 +64,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="skip the structure checks (faster on very large jobs)")
     p.set_defaults(func=run_merge)
 
-    from stragglers.probe.examples.job import add_job_arguments
-
     p = psub.add_parser(
         "example", formatter_class=fmt, epilog=EPILOG,
         help="run the example GPT job (1F1B pipeline + DP) with probes, merge its trace",
@@ -65,7 +71,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "pipeline parallelism and a sharded optimizer over torch.distributed "
                     "(gloo on CPU, NCCL with one GPU per rank), with optional straggler "
                     "injections; writes OUT/trace.parquet, OUT/meta.yaml, OUT/summary.json.")
-    add_job_arguments(p)
+    add_later(p, _job_arguments)
     p.set_defaults(func=run_example)
 
     p = psub.add_parser(
@@ -81,7 +87,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="slow-worker factors, comma-separated (default: %(default)s)")
     p.add_argument("--json", action="store_true",
                    help="print the rows as JSON: case, measured, estimated, discrepancy, blamed")
-    add_job_arguments(p, out_dir_required=False)
+    add_later(p, partial(_job_arguments, out_dir_required=False))
     p.set_defaults(func=run_validate)
 
     p = psub.add_parser(

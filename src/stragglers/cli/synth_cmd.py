@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from stragglers.atomic import check_out_dir
+from stragglers.cli.defaults import FLEET_DEFAULT_MIX as DEFAULT_MIX
+from stragglers.cli.defaults import SYNTH_MAX_SIGMA as MAX_SIGMA
 from stragglers.cli.options import (
     non_negative_float,
     non_negative_int,
@@ -16,9 +19,9 @@ from stragglers.cli.options import (
     worker_factor,
 )
 from stragglers.errors import InputError
-from stragglers.synth import SynthSpec, write_synth
-from stragglers.synth.fleet import DEFAULT_MIX, FleetShape, parse_mix, write_fleet
-from stragglers.synth.generator import MAX_SIGMA, check_spec
+
+if TYPE_CHECKING:  # the generator is imported by the commands (start-up)
+    from stragglers.synth import SynthSpec
 
 SYNTH_EPILOG = """\
 examples:
@@ -38,6 +41,9 @@ workers to blame); analyse with `stragglers analyze OUT/trace.parquet --meta OUT
 
 
 def spec_from_args(args: argparse.Namespace) -> SynthSpec:
+    from stragglers.synth import SynthSpec
+    from stragglers.synth.generator import check_spec
+
     spec = SynthSpec(dp=args.dp, pp=args.pp, vpp=args.vpp, tp=args.tp,
                      microbatches=args.microbatches, steps=args.steps, overlap=args.overlap,
                      seed=args.seed, jitter=args.jitter, name=args.name,
@@ -141,6 +147,8 @@ def _range(text: str, option: str) -> tuple[int, int]:
 
 
 def run_fleet_synth(args: argparse.Namespace) -> int:
+    from stragglers.synth.fleet import FleetShape, parse_mix, write_fleet
+
     given = [flag for flag, on in (("--slow-worker", args.slow_worker),
                                    ("--slow-link", args.slow_link), ("--gc", args.gc),
                                    ("--launch-gaps", args.launch_gaps),
@@ -161,6 +169,8 @@ def run_fleet_synth(args: argparse.Namespace) -> int:
 
 
 def run_synth(args: argparse.Namespace) -> int:
+    from stragglers.synth import write_synth
+
     check_out_dir(args.out)
     if args.fleet is not None:
         return run_fleet_synth(args)
@@ -178,6 +188,7 @@ def run_demo(args: argparse.Namespace) -> int:
     from stragglers.analysis import analyze_table, load_table
     from stragglers.analysis.outputs import write_outputs
     from stragglers.analysis.result import Skipped, summary
+    from stragglers.synth import SynthSpec, write_synth
 
     out = Path(args.out)
     spec = SynthSpec(dp=4, pp=4, microbatches=8, steps=12, jitter=0.01, seed=7, name="demo",

@@ -9,9 +9,9 @@ used. The README's "Importing PyTorch profiler traces" section has the mapping t
 
 from __future__ import annotations
 
+import functools
 import os
 from concurrent.futures import ProcessPoolExecutor
-from functools import partial
 from pathlib import Path
 
 from stragglers.errors import InputError
@@ -22,7 +22,8 @@ from stragglers.kineto.reader import read_rank_file
 from stragglers.limits import check_limit
 from stragglers.trace.io import JobMeta, TraceColumns
 
-__all__ = ["ImportReport", "find_rank_files", "import_kineto", "load_patterns"]
+__all__ = ["ImportReport", "find_rank_files", "import_kineto", "import_partial",
+           "load_patterns"]
 
 SUFFIXES = (".json", ".json.gz")
 
@@ -66,10 +67,28 @@ def import_kineto(path: str | Path, meta: JobMeta, *, annotations: str | Path | 
     files = find_rank_files(path)
     patterns = load_patterns(annotations)
     n_jobs = max(1, min(jobs or (os.cpu_count() or 1), len(files)))
-    work = partial(_one, patterns=patterns, meta=meta)
+    work = functools.partial(_one, patterns=patterns, meta=meta)
     if n_jobs == 1:
         all_ops = [work(f) for f in files]
     else:
         with ProcessPoolExecutor(max_workers=n_jobs) as pool:
             all_ops = list(pool.map(work, files))
     return assemble(all_ops, meta, str(path), steps)
+
+
+def import_partial(path: str | Path, meta: JobMeta, *, annotations: str | Path | None = None,
+                   steps: tuple[int, int] | None = None,
+                   jobs: int | None = None) -> dict[str, object]:
+    """The per-rank report of a partial job (``--partial``, :mod:`.partial`)."""
+    from stragglers.kineto.partial import partial_report, read_partial_rank
+
+    files = find_rank_files(path)
+    patterns = load_patterns(annotations)
+    n_jobs = max(1, min(jobs or (os.cpu_count() or 1), len(files)))
+    work = functools.partial(read_partial_rank, patterns=patterns)
+    if n_jobs == 1:
+        ranks = [work(f) for f in files]
+    else:
+        with ProcessPoolExecutor(max_workers=n_jobs) as pool:
+            ranks = list(pool.map(work, files))
+    return partial_report(ranks, meta, str(path), steps)

@@ -32,7 +32,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
 
 from stragglers.errors import InputError
 from stragglers.kineto.consistency import check_layout
@@ -180,7 +179,8 @@ def assemble(all_ops: list[RankOps], meta: JobMeta, source: str,
         example = int(np.flatnonzero((lay.dp == d) & (lay.stage == s) & (lay.inner == 0))[0])
         raise InputError(f"{source}: incomplete job: no trace of {len(missing)} of "
                          f"{meta.n_workers} workers (dp_size {meta.dp_size} x pp_size "
-                         f"{meta.pp_size}), e.g. dp rank {d}, stage {s} (rank {example})")
+                         f"{meta.pp_size}), e.g. dp rank {d}, stage {s} (rank {example}); "
+                         "--partial writes a per-rank report of the traced ranks")
     # types, complete steps
     per: dict[tuple[int, int], tuple[RankOps, np.ndarray]] = {}
     step_sets: dict[tuple[int, int], set[int]] = {}
@@ -271,6 +271,8 @@ def _align_clocks(c: dict[str, np.ndarray], start_s: np.ndarray, dur_s: np.ndarr
     """Shift each host's clock onto the first host's (see the module docstring)."""
     if len(hosts) < 2:
         return
+    import pandas as pd  # only for jobs on several hosts (start-up)
+
     shared = np.isin(c["optype"], [_OC[t] for t in schema.DP_COLLECTIVES] + [_OC[schema.CLIP]])
     end = start_s + dur_s
     # the k-th shared collective of a type in a step, by start time, on each worker; a DP

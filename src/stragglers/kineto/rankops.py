@@ -62,6 +62,8 @@ class RankOps:
     segmented: bool = False
     #: True for the all-to-all calls launched inside a compute annotation (extension E2)
     a2a_in_compute: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    #: a communication call's sequence number in its process group (``Seq``), else -1
+    seq: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
     @classmethod
     def skipped_rank(cls, ev: RankEvents) -> RankOps:
@@ -351,6 +353,7 @@ def rank_ops(ev: RankEvents) -> RankOps:
     in_compute = np.r_[np.zeros(n_a, bool), c_a2a, l_a2a, np.zeros(n_s, bool)]
     mb = np.r_[a_mb, np.full(n_c + n_l + n_s, -1)]
     idx = np.r_[a_idx, ev.cc_idx[cci], k_idx[lone], np.full(n_s, -1)]
+    seq = np.r_[np.full(n_a, -1), ev.cc_seq[cci], np.full(n_l + n_s, -1)]
     step = step_of(cpu_t)
     out = step < 0
     if out.any():
@@ -363,4 +366,4 @@ def rank_ops(ev: RankEvents) -> RankOps:
         start=start[keep_op], end=end[keep_op], step=step[keep_op].astype(np.int64),
         mb=mb[keep_op].astype(np.int64), idx=idx[keep_op].astype(np.int64),
         groups=ev.groups, steps=np.sort(ev.step_n), counts=counts, segmented=segmented,
-        a2a_in_compute=in_compute[keep_op])
+        a2a_in_compute=in_compute[keep_op], seq=seq[keep_op].astype(np.int64))

@@ -7,7 +7,8 @@ what the importer uses is kept, as typed arrays (8 bytes per number). What is ke
 
 * ``ProfilerStep#N`` ranges (the steps);
 * annotations whose name matches a schema pattern (:mod:`stragglers.kineto.patterns`);
-* communication: ``record_param_comms`` CPU ops (with their process-group arguments) and
+* communication: ``record_param_comms`` CPU ops (with their process-group arguments and
+  sequence number ``Seq`` where the profiler records it) and
   backend annotations (``nccl:all_reduce``, ``gloo:recv``, ...);
 * GPU kernels (NCCL ones with their collective and group), and the CUDA runtime launches
   (correlation id → CPU time and thread) that tie each kernel to the CPU;
@@ -117,6 +118,7 @@ class RankEvents:
     cc_tid: np.ndarray
     cc_idx: np.ndarray
     cc_rpc: np.ndarray  # True: record_param_comms; False: backend annotation
+    cc_seq: np.ndarray  # record_param_comms' sequence number in its group (args.Seq), or -1
     # CUDA runtime launches
     rt_corr: np.ndarray
     rt_ts: np.ndarray
@@ -203,7 +205,7 @@ class _Reader:
         self.ann = _Cols({"type": "b", "mb": "q", "ts": "d", "end": "d", "tid": "q",
                           "idx": "q"})
         self.cc = _Cols({"kind": "b", "group": "q", "peer": "q", "ts": "d", "end": "d",
-                         "tid": "q", "idx": "q", "rpc": "b"})
+                         "tid": "q", "idx": "q", "rpc": "b", "seq": "q"})
         self.rt = _Cols({"corr": "q", "ts": "d", "tid": "q"})
         self.k = _Cols({"corr": "q", "ts": "d", "end": "d", "kind": "b", "group": "q",
                         "peer": "q", "idx": "q"})
@@ -330,10 +332,11 @@ class _Reader:
             coll = args.get("Collective name")
             kind = comm_kind(coll) if isinstance(coll, str) else -1
             ts = _num(ev, "ts", where)
+            seq = args.get("Seq", args.get("seq"))
             self.cc.add(kind=kind, group=self.group_id(args, where),
                         peer=self.peer(args, kind, where), ts=ts,
                         end=ts + _num(ev, "dur", where), tid=_int(ev.get("tid"), where, "tid"),
-                        idx=i, rpc=1)
+                        idx=i, rpc=1, seq=-1 if seq is None else _int(seq, where, "Seq"))
             return
         if cat == "user_annotation":
             if type(name) is not str:
@@ -349,7 +352,8 @@ class _Reader:
             if code == -2:
                 self.steps.add(n=extra, ts=ts, end=end)
             elif code == -3:
-                self.cc.add(kind=extra, group=-1, peer=-1, ts=ts, end=end, tid=tid, idx=i, rpc=0)
+                self.cc.add(kind=extra, group=-1, peer=-1, ts=ts, end=end, tid=tid, idx=i, rpc=0,
+                            seq=-1)
             else:
                 self.ann.add(type=code, mb=extra, ts=ts, end=end, tid=tid, idx=i)
             return
@@ -484,7 +488,7 @@ def read_rank_file(path: str | Path, patterns: Patterns,
         ann_end=a.np("end"), ann_tid=a.np("tid"), ann_idx=a.np("idx"),
         cc_kind=c.np("kind").astype(np.int8), cc_group=c.np("group"), cc_peer=c.np("peer"),
         cc_ts=c.np("ts"), cc_end=c.np("end"), cc_tid=c.np("tid"), cc_idx=c.np("idx"),
-        cc_rpc=c.np("rpc").astype(bool),
+        cc_rpc=c.np("rpc").astype(bool), cc_seq=c.np("seq"),
         rt_corr=r.np("corr"), rt_ts=r.np("ts"), rt_tid=r.np("tid"),
         k_corr=k.np("corr"), k_ts=k.np("ts"), k_end=k.np("end"),
         k_kind=k.np("kind").astype(np.int8), k_group=k.np("group"), k_peer=k.np("peer"),

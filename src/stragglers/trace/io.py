@@ -251,13 +251,29 @@ class TraceColumns:
 
     def to_arrow(self) -> pa.Table:
         cols = {name: getattr(self, name) for name in REQUIRED_COLUMNS}
-        opt = pa.DictionaryArray.from_arrays(
-            pa.array(self.optype.astype(np.int8)), pa.array(list(OPTYPES))
-        )
+        opt = pa.DictionaryArray.from_arrays(_numeric_array(self.optype.astype(np.int8)),
+                                             _string_array(OPTYPES))
         if self.gc_s is not None:
             cols["gc_s"] = self.gc_s
-        arrays = [opt if name == "optype" else pa.array(v) for name, v in cols.items()]
-        return pa.table(arrays, names=list(cols))
+        arrays = [opt if name == "optype" else _numeric_array(v) for name, v in cols.items()]
+        return pa.Table.from_arrays(arrays, names=list(cols))
+
+
+# pa.array() and pa.table() import pandas (about 0.25 s) to check their argument: the
+# columns are built from their buffers instead (start-up of `import kineto`).
+def _numeric_array(v: np.ndarray) -> pa.Array:
+    """A numpy column (integers or floats) as an Arrow array sharing its buffer."""
+    a = np.ascontiguousarray(v)
+    if a.dtype.kind not in "iuf":
+        return pa.array(a)
+    return pa.Array.from_buffers(pa.from_numpy_dtype(a.dtype), len(a), [None, pa.py_buffer(a)])
+
+
+def _string_array(values: tuple[str, ...] | list[str]) -> pa.Array:
+    data = [x.encode() for x in values]
+    offsets = np.r_[0, np.cumsum([len(b) for b in data])].astype(np.int32)
+    return pa.Array.from_buffers(pa.string(), len(data),
+                                 [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(data))])
 
 
 _INT_TYPES: dict[str, type[np.integer]] = {

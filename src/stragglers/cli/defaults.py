@@ -1,0 +1,22 @@
+"""Constants the parsers show in ``--help`` and ``choices``, kept here so that building the
+parser imports no library of the commands (start-up: ``stragglers --help`` or an import of a
+small trace should not load scipy, the simulator or the synthetic generator).
+
+Each value is the library's own; ``tests/cli/test_startup.py`` checks that they agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+#: :data:`stragglers.detect.bocd.METHODS` (keys, in order) and ``DEFAULT_METHOD``.
+DETECT_METHODS: tuple[str, ...] = ("robust", "bocd_verify", "falcon", "bocd", "sliding_window")
+DETECT_DEFAULT_METHOD = "robust"
+#: :data:`stragglers.detect.warmup.DEFAULT_MIN_ITERS`.
+WARMUP_MIN_ITERS = 100
+#: :data:`stragglers.synth.generator.MAX_SIGMA`.
+SYNTH_MAX_SIGMA = 2.0
+#: :data:`stragglers.synth.fleet.DEFAULT_MIX`.
+FLEET_DEFAULT_MIX: Mapping[str, float] = {
+    "none": 0.55, "worker": 0.08, "last_stage": 0.10, "sequence_length": 0.07, "gc": 0.07,
+    "communication": 0.05, "combination": 0.08}

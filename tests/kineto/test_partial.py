@@ -1,0 +1,167 @@
+"""``stragglers import kineto --partial``: the per-rank report of a job with only some ranks
+traced (issue 23, item 5), on hand-built traces with known answers and on the real partial
+traces of ../shared/real (rank 0 of 2, ranks 0-1 of 128, rank 1 of 2, rank 3 of 8, an MI300
+rank 0 of 8)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stragglers.cli import main
+from stragglers.kineto.partial import SCHEMA, VERSION
+from tests.conftest import SHARED
+
+MAIN, STREAM, COMM = 1, 7, 20
+
+
+def _rank(rank: int, world: int, compute_end: float, ar_start: float) -> dict[str, Any]:
+    """One step: a forward kernel [10, compute_end], an all-reduce of ranks 0..world-1 whose
+    kernel runs [ar_start, 400], the optimizer kernel [410, 450]."""
+    ev: list[dict[str, Any]] = [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#3", "pid": 1, "tid": MAIN,
+         "ts": 0.0, "dur": 500.0, "args": {}}]
+    corr = 0
+
+    def kernel(cpu: float, ts: float, end: float, name: str) -> None:
+        nonlocal corr
+        corr += 1
+        ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1,
+                   "tid": MAIN, "ts": cpu, "dur": 0.1, "args": {"correlation": corr}})
+        ev.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0,
+                   "tid": COMM if name.startswith("nccl") else STREAM, "ts": ts,
+                   "dur": end - ts, "args": {"correlation": corr}})
+
+    ev.append({"ph": "X", "cat": "user_annotation", "name": "forward_step mb=0", "pid": 1,
+               "tid": MAIN, "ts": 1.0, "dur": 2.0, "args": {}})
+    kernel(1.5, 10.0, compute_end, "gemm")
+    ev.append({"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": MAIN,
+               "ts": 4.0, "dur": 2.0, "args": {"Collective name": "allreduce",
+                                               "Process Group Ranks": str(list(range(world))),
+                                               "Group size": world}})
+    kernel(4.5, ar_start, 400.0, "ncclKernel_AllReduce_RING_LL_Sum_float(x)")
+    ev.append({"ph": "X", "cat": "user_annotation", "name": "optimizer", "pid": 1,
+               "tid": MAIN, "ts": 7.0, "dur": 2.0, "args": {}})
+    kernel(7.5, 410.0, 450.0, "adam")
+    return {"distributedInfo": {"rank": rank, "world_size": world}, "traceEvents": ev}
+
+
+def _run(folder: Path, world: int, out: Path, *extra: str) -> int:
+    meta = folder.parent / f"{folder.name}.yaml"
+    meta.write_text(f"dp_size: {world}\npp_size: 1\n")
+    return main(["import", "kineto", str(folder), "--meta", str(meta), "--out", str(out),
+                 "--jobs", "1", *extra])
+
+
+def _report(out: Path) -> dict[str, Any]:
+    doc = json.loads((out / "partial-report.json").read_text())
+    assert doc["schema"] == SCHEMA and doc["version"] == VERSION
+    assert "PARTIAL JOB" in doc["label"] and "nothing is claimed" in doc["label"]
+    return doc
+
+
+def test_a_rank_late_at_an_all_reduce_is_last_and_the_others_wait_the_skew(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "job"
+    folder.mkdir()
+    # ranks 0 and 2 arrive at 120 and 150, rank 1 computes until 310 and arrives at 350
+    for rank, (c_end, ar) in enumerate([(110.0, 120.0), (310.0, 350.0), (140.0, 150.0)]):
+        (folder / f"r{rank}.json").write_text(json.dumps(_rank(rank, 4, c_end, ar)))
+    assert _run(folder, 4, tmp_path / "out", "--partial") == 0
+    printed = capsys.readouterr().out
+    assert "PARTIAL JOB: 3 of 4 ranks traced (0-2)" in printed
+    assert "nothing is said about the 1 ranks not traced" in printed
+    doc = _report(tmp_path / "out")
+    assert doc["traced_ranks"] == [0, 1, 2] and doc["untraced_ranks"] == 1
+    [coll] = doc["collectives"]
+    assert coll["kind"] == "allreduce" and coll["group"]["ranks"] == [0, 1, 2, 3]
+    assert coll["arrived_last"] == [1]
+    assert coll["skew_us"] == pytest.approx(230.0)
+    arr = {a["rank"]: a for a in coll["arrivals"]}
+    assert arr[0]["wait_us"] == pytest.approx(230.0) and arr[0]["waited_for"] == [2, 1]
+    assert arr[2]["wait_us"] == pytest.approx(200.0) and arr[2]["waited_for"] == [1]
+    assert arr[1]["wait_us"] == 0.0 and arr[1]["waited_for"] == []
+    ranks = {r["rank"]: r for r in doc["ranks"]}
+    assert ranks[1]["arrived_last"] == 1 and ranks[1]["caused_wait_us"] == pytest.approx(430.0)
+    assert ranks[0]["arrived_last"] == 0 and ranks[0]["wait_us"] == pytest.approx(230.0)
+    assert not any(k.startswith("S") for k in doc)  # no slowdown claimed
+
+
+def test_a_single_rank_gives_its_compute_communication_idle_split(tmp_path: Path) -> None:
+    folder = tmp_path / "one"
+    folder.mkdir()
+    (folder / "r0.json").write_text(json.dumps(_rank(0, 2, 110.0, 120.0)))
+    assert _run(folder, 2, tmp_path / "out", "--partial") == 0
+    doc = _report(tmp_path / "out")
+    [step] = doc["steps"]
+    # kernels: compute [10, 110] and [410, 450], all-reduce [120, 400]
+    assert step["rank"] == 0 and step["step"] == 3
+    assert step["span_us"] == pytest.approx(440.0)
+    assert step["compute_us"] == pytest.approx(140.0)
+    assert step["communication_us"] == pytest.approx(280.0)
+    assert step["overlap_us"] == pytest.approx(0.0)
+    assert step["idle_us"] == pytest.approx(20.0)
+    assert doc["ranks"][0]["breakdown_source"] == "GPU kernels"
+    [coll] = doc["collectives"]  # one traced member: no wait is claimed
+    assert coll["arrived_last"] is None and coll["arrivals"][0]["wait_us"] is None
+    assert doc["ranks"][0]["single_traced_us"] == pytest.approx(280.0)
+
+
+def test_without_partial_the_refusal_names_the_option(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "one"
+    folder.mkdir()
+    (folder / "r0.json").write_text(json.dumps(_rank(0, 2, 110.0, 120.0)))
+    assert _run(folder, 2, tmp_path / "out") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "incomplete job" in err and "--partial" in err
+    assert not (tmp_path / "out").exists()
+
+
+REAL = SHARED / "real"
+PARTIAL_REAL = {  # folder or file -> metadata (None: the folder's meta.yaml)
+    "kineto/hta-ddp-rank0-of-2.json.gz": "dp_size: 2\npp_size: 1\n",
+    "kineto/hta-sampled-rank-*": "dp_size: 128\npp_size: 1\n",
+    "kineto-more/D_hta_dfidx_rank1of2": None,
+    "kineto-more/E_hta_tracediff_rank3of8": None,
+    "kineto-more/G_tl_mi300_resnet_rank0of8": None,
+}
+
+
+@pytest.fixture(scope="module")
+def real() -> Path:
+    if (REAL / "kineto-more" / "D_hta_dfidx_rank1of2" / "meta.yaml").exists() and \
+            (REAL / "kineto" / "hta-ddp-rank0-of-2.json.gz").exists():
+        return REAL
+    reason = f"real profiler traces not found at {REAL} (../shared beside the checkout)"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+@pytest.mark.parametrize("name", sorted(PARTIAL_REAL))
+def test_real_partial_traces_give_a_report(real: Path, name: str, tmp_path: Path) -> None:
+    text = PARTIAL_REAL[name]
+    src = real / name
+    if name.endswith("*"):  # several files of one job: linked into one folder
+        src = tmp_path / "ranks"
+        src.mkdir()
+        for f in sorted((real / name).parent.glob((real / name).name)):
+            (src / f.name).symlink_to(f)
+    meta = (real / name / "meta.yaml") if text is None else tmp_path / "meta.yaml"
+    if text is not None:
+        meta.write_text(text)
+    out = tmp_path / "out"
+    assert main(["import", "kineto", str(src), "--meta", str(meta), "--out", str(out),
+                 "--partial", "--jobs", "1"]) == 0
+    doc = _report(out)
+    assert doc["untraced_ranks"] == doc["world_size"] - len(doc["traced_ranks"]) > 0
+    assert doc["steps"] and doc["collectives"]
+    for row in doc["steps"]:
+        total = row["compute_us"] + row["communication_us"] + row["idle_us"]
+        assert total == pytest.approx(row["span_us"], rel=1e-6, abs=1e-3)
+        assert min(row["compute_us"], row["communication_us"], row["idle_us"]) >= 0
