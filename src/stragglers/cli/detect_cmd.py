@@ -101,7 +101,7 @@ def _robust_options(p: argparse.ArgumentParser) -> None:
                         "healthy (default 0.10)")
     g.add_argument("--stall-iters", type=int, default=None,
                    help="a rise lasting at most this many iterations that returns is a spike "
-                        "or stall, never an onset (default 8)")
+                        "or stall, never an onset (default 12)")
     g.add_argument("--stall-seconds", type=float, default=None,
                    help="... and it must also last more than this many seconds of wall time "
                         "(default 0: iterations only)")

@@ -93,8 +93,8 @@ LABEL = {"robust": "robust", "bocd_verify": "BOCD+V+rules", "falcon": "BOCD+V",
 #: of its main parameters one step either side of its default (docs/detection.md).
 ROBUST_GRID: Grid = (
     ("default", {}),
-    ("stall6", {"stall_iters": 6}),
-    ("stall12", {"stall_iters": 12}),
+    ("stall8", {"stall_iters": 8}),
+    ("stall16", {"stall_iters": 16}),
     ("confidence1.5", {"confidence": 1.5}),
     ("confidence3", {"confidence": 3.0}),
     ("chance1e-5", {"spike_run_chance": 1e-5}),

@@ -129,7 +129,7 @@ class RobustLevelDetector:
     name = "robust"
     default_warmup_iters = 20  # the watcher's warm-up before it, at every segment start
 
-    def __init__(self, *, threshold: float = 0.10, stall_iters: int = 8,
+    def __init__(self, *, threshold: float = 0.10, stall_iters: int = 12,
                  stall_seconds: float = 0.0, min_points: int = 3,
                  persist_fraction: float = 0.8, ramp_iters: int = 60,
                  reference_points: int = 32, flap_episodes: int = 3,
