@@ -28,3 +28,19 @@ def reference_dir() -> Path:
 @pytest.fixture(scope="session")
 def ref_dir() -> Path:
     return reference_dir()
+
+
+@pytest.fixture
+def page():
+    """A headless Chromium page (1000 x 900); skip outside CI when chromium is missing, fail
+    inside CI."""
+    from tests.service.browser import browser_page, chromium_path
+    from tests.service.helpers import in_ci
+
+    if chromium_path() is None:
+        reason = "chromium not found (install Debian's chromium: `make system-deps`)"
+        if in_ci():
+            pytest.fail(reason)
+        pytest.skip(reason)
+    with browser_page(1000, 900) as p:
+        yield p

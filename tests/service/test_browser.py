@@ -6,21 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
-
-from tests.service.browser import browser_page, chromium_path
-from tests.service.helpers import Job, Server, in_ci
-
-
-@pytest.fixture
-def page():
-    if chromium_path() is None:
-        reason = "chromium not found (install Debian's chromium: `make system-deps`)"
-        if in_ci():
-            pytest.fail(reason)
-        pytest.skip(reason)
-    with browser_page(1000, 900) as p:
-        yield p
+from tests.service.helpers import Job, Server
 
 
 def test_dashboard_heatmap_renders_and_hover_shows_values(page, server_factory,

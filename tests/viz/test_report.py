@@ -14,8 +14,6 @@ import numpy as np
 import pytest
 
 from stragglers.cli import main
-from tests.service.browser import browser_page, chromium_path
-from tests.service.helpers import in_ci
 
 
 @pytest.fixture(scope="module")
@@ -55,17 +53,6 @@ def test_report_loads_nothing_from_anywhere(demo: Path) -> None:
                          html, re.I)
     assert not re.search(r"<(script|link|iframe|img|object|embed)\b", html, re.I)
     assert "@import" not in html and "url(" not in html
-
-
-@pytest.fixture
-def page():
-    if chromium_path() is None:
-        reason = "chromium not found (install Debian's chromium: `make system-deps`)"
-        if in_ci():
-            pytest.fail(reason)
-        pytest.skip(reason)
-    with browser_page(1000, 900) as p:
-        yield p
 
 
 def test_report_renders_offline_in_chromium(page, demo: Path, tmp_path: Path) -> None:

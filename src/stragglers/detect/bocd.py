@@ -446,13 +446,12 @@ class Alarm:
         }
         if self.iteration is not None:
             out["iteration"] = self.iteration
-        if self.slow_fraction is not None:
-            out["slow_fraction"] = self.slow_fraction
-        if self.note:
-            out["note"] = self.note
-        if self.since is not None:
-            out["since"] = self.since
-        return out
+        return {**out, **self.extras()}
+
+    def extras(self) -> dict[str, object]:
+        """The optional fields that are set: ``slow_fraction``, ``note``, ``since``."""
+        return {k: v for k, v in (("slow_fraction", self.slow_fraction), ("note", self.note),
+                                  ("since", self.since)) if v is not None and v != ""}
 
 
 class Detector(Protocol):

@@ -695,13 +695,8 @@ class Watcher:
             job_iter = None if j < 0 else j
         elif a.iteration is not None and st.uses_iter_records:
             job_iter = a.iteration  # older than the history: the detector's own number
-        extra: dict[str, Any] = {}
-        if a.slow_fraction is not None:
-            extra["slow_fraction"] = a.slow_fraction
-        if a.note:
-            extra["note"] = a.note
-        if a.since is not None:
-            extra["since_job_iteration"] = a.since
+        extra = {("since_job_iteration" if k == "since" else k): v
+                 for k, v in a.extras().items()}
         return {
             "event": a.kind, "rank": rank, "iteration": position,
             "declared_iteration": declared, "job_iteration": job_iter,
