@@ -156,6 +156,11 @@ class RobustLevelDetector:
         self._t = -1
         self._reset()
 
+    @property
+    def candidate_open(self) -> bool:
+        """A candidate stretch is open: its points may yet become a level."""
+        return self._stretch is not None
+
     def new_segment(self) -> list[Alarm]:
         """Forget every level (a restart or resume).  An open episode ends here."""
         e = math.exp(self._episode.median()) if self._episode.fifo else math.nan

@@ -50,14 +50,16 @@ class SpikeCounter:
         self.last_iter: int | None = None
 
     def add(self, x: float, typical: float, step: int, iteration: int,
-            report_points: int = 1000) -> bool:
+            report_points: int = 1000, hold: bool = False) -> bool:
         """Count one iteration time; True when the window since the last report holds
         spikes.  A window of ``report_points`` points without a spike is started afresh.
 
         Spikes are held as a pending cluster until ``CLUSTER_GAP`` ordinary points follow
         it; a cluster of ``MAX_CLUSTER`` spikes or more is a new level (the detector reports
         it), not spikes, and is discarded, as is a pending cluster when the detector raises
-        an alarm (:meth:`discard_pending`)."""
+        an alarm (:meth:`discard_pending`).  ``hold``: the detector is still deciding
+        whether the elevated points are a level (its candidate stretch is open), so the
+        pending cluster waits for its decision."""
         self._n += 1
         if self.points >= report_points and not self.spikes_since and not self._pending:
             self._window()
@@ -68,7 +70,7 @@ class SpikeCounter:
         if typical == typical and x > SPIKE_FACTOR * typical:
             self._pending.append(((x - typical) * step, typical, x / typical))
             self._last_spike = self._n
-        elif self._pending and self._n - self._last_spike >= CLUSTER_GAP:
+        elif self._pending and self._n - self._last_spike >= CLUSTER_GAP and not hold:
             self._flush()
         return self.spikes_since > 0
 

@@ -650,19 +650,23 @@ class Watcher:
         st.hist_iter[k] = -1 if job_iter is None else job_iter  # type: ignore[index]
         st.hist_ts[k] = math.nan if end_ts is None else end_ts  # type: ignore[index]
         st.points += 1
-        if st.spikes.add(duration, st.typical, st.last_step if job_iter is not None else 1,
-                         it, self.spike_report_points) and (
-                             st.spikes.points >= self.spike_report_points):
-            events.append(st.spikes.report(rank, lineno))
         if self._segmented:
             span = max(st.last_step, 1) if job_iter is not None else 1
             alarms = det.observe(duration, it, span)  # type: ignore[attr-defined]
         else:
             alarms = det.update(duration)
+        # While the detector weighs a candidate level, elevated points are not yet spikes.
+        hold = bool(getattr(det, "candidate_open", False))
+        if st.spikes.add(duration, st.typical, st.last_step if job_iter is not None else 1,
+                         it, self.spike_report_points, hold=hold) and (
+                             st.spikes.points >= self.spike_report_points):
+            events.append(st.spikes.report(rank, lineno))
         if not alarms:
             return events
         st.spikes.discard_pending()  # the elevated points were a level, not spikes
         for alarm in alarms:
+            if alarm.kind != "drift" and 0.0 < alarm.level_after < math.inf:
+                st.typical = alarm.level_after  # the new level is the typical time now
             ev = self._alarm_event(rank, st, alarm, lineno)
             events.append(ev)
             if ev["job_iteration"] is not None:
