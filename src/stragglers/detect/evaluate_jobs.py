@@ -510,16 +510,10 @@ def load_real_more(folder: str | Path) -> list[RealStream]:
 def load_real_megatron(folder: str | Path) -> list[RealStream]:
     """The ``real`` family: the six Megatron runs of ``folder`` as ``watch --format
     megatron-json`` reads them (gaps included), their labelled episodes as events."""
-    from stragglers.detect.realdata import REAL_EPISODES, RUNS
+    from stragglers.detect.realdata import REAL_EPISODES, run_files
 
-    d = Path(folder)
-    if not d.is_dir():
-        raise InputError(f"{d}: folder of Megatron iteration-time files not found")
     out = []
-    for name, stem in RUNS.items():
-        path = d / f"{stem}.json"
-        if not path.exists():
-            raise InputError(f"{path}: file of run {name} not found")
+    for name, path in run_files(folder):
         ser = read_iteration_json(path)
         if ser.errors:
             raise InputError(str(ser.errors[0][1]))

@@ -95,16 +95,25 @@ class RealRun:
     noise: np.ndarray  # True where a value is steady noise (after NOISE_WARMUP_ITERS too)
 
 
-def load_runs(folder: str | Path) -> list[RealRun]:
-    """The six runs of ``folder`` (``../shared/real/megatron-iter``), after warm-up."""
+def run_files(folder: str | Path) -> list[tuple[str, Path]]:
+    """``(name, path)`` of the six runs' iteration-time files in ``folder``; a missing folder
+    or file is an :class:`InputError` naming it."""
     d = Path(folder)
     if not d.is_dir():
         raise InputError(f"{d}: folder of Megatron iteration-time files not found")
-    runs = []
+    out = []
     for name, stem in RUNS.items():
         path = d / f"{stem}.json"
         if not path.exists():
             raise InputError(f"{path}: file of run {name} not found")
+        out.append((name, path))
+    return out
+
+
+def load_runs(folder: str | Path) -> list[RealRun]:
+    """The six runs of ``folder`` (``../shared/real/megatron-iter``), after warm-up."""
+    runs = []
+    for name, path in run_files(folder):
         series = read_iteration_json(path)
         runs.append(_after_warmup(name, series.steps, series.values))
     return runs
