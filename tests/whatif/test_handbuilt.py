@@ -175,3 +175,21 @@ def test_negative_launch_delay_rule():
         t = a.engine.table
         d = a.engine.derived.delay[node(t, 3, handmade.B), 0, 0]
         assert d == (0.0 if clipped else pytest.approx(shift, abs=TOL))
+
+
+def test_timelines_draw_a_kept_negative_transfer_with_zero_length(tmp_path):
+    """A kept negative transfer (-5 ms) cannot be drawn: every timeline is still written
+    (it raised before), the op drawn with zero length and counted in its metadata."""
+    import json
+
+    from stragglers.analysis.timelines import TIMELINES, write_timeline
+
+    trace, meta = _late_recv(send_end=3.2, recv_start=3.205)
+    a = analyze_table(build_table(trace, meta))
+    counts = {}
+    for which in TIMELINES:
+        path = write_timeline(a.engine, which, tmp_path / f"{which}.json")
+        doc = json.loads(path.read_text())
+        assert all(e["dur"] >= 0 for e in doc["traceEvents"] if e["ph"] == "X")
+        counts[which] = doc["otherData"]["metadata"]["negative_durations_drawn_as_zero"]
+    assert counts == {"original": 0, "no-delay": 1, "ideal": 0}, counts

@@ -57,9 +57,18 @@ def timeline_ops(engine: WhatIfEngine) -> int:
 
 
 def write_timeline(engine: WhatIfEngine, which: str, path: Path) -> Path:
-    """Write one timeline as Chrome/Perfetto trace-event JSON."""
+    """Write one timeline as Chrome/Perfetto trace-event JSON.
+
+    The model keeps small negative transfer durations (a collective whose recorded end is a
+    little before its last member's start: whatif-model.md, clipping); a timeline cannot draw
+    them, so they are drawn with zero length and counted in ``otherData.metadata``
+    (``negative_durations_drawn_as_zero``)."""
     meta = engine.table.meta.to_dict()
     start, end = simulated_times(engine, which)
+    negative = int(np.count_nonzero(end < start))
+    if negative:
+        end = np.maximum(end, start)
     frame = stack_steps(timeline_frame(engine, start, end))
     return write_chrome_trace(frame, path, name=f"{meta['trial_name']} {which}",
-                              metadata={"job": meta, "timeline": which})
+                              metadata={"job": meta, "timeline": which,
+                                        "negative_durations_drawn_as_zero": negative})
