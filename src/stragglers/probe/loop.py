@@ -310,6 +310,7 @@ class LoopProbe:
             self._recording = False
             self.probe.discard_step()
             self._open = False
+            self._step_no += 1
             raise
         self.end_step()
 
