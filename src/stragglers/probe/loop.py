@@ -51,7 +51,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -123,6 +122,7 @@ class LoopProbe:
         self._last_grad: Mark | None = None
         self._opt_start: Mark | None = None
         self._opt_end: Mark | None = None
+        self._opt_ran = False
         self._broken = False
 
     @property
@@ -132,8 +132,8 @@ class LoopProbe:
 
     @property
     def optimizer_done(self) -> bool:
-        """Whether the open step has finished an optimizer step."""
-        return self._opt_end is not None
+        """Whether the open step has run an optimizer step (recorded or not)."""
+        return self._opt_ran
 
     # ------------------------------------------------------------------ hooks
     def install(self, model: Any, *, forward_hooks: bool = True,
@@ -247,6 +247,7 @@ class LoopProbe:
 
     def optimizer_end(self) -> None:
         """An optimizer step ended (the last one of the step ends the ``optimizer`` span)."""
+        self._opt_ran = self._open
         if self._recording and self._opt_start is not None:
             self._opt_end = self.probe.mark()
 
@@ -337,7 +338,6 @@ class LoopProbe:
         except (InputError, OSError, ValueError) as exc:
             self.merge_error = str(exc)
             log.warning("stragglers: merging the probe files failed: %s", exc)
-            print(f"stragglers: merging the probe files failed: {exc}", file=sys.stderr)
 
     def __enter__(self) -> LoopProbe:
         return self
