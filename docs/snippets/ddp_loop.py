@@ -1,6 +1,6 @@
 """A plain PyTorch DDP training loop recorded by the stragglers probe (docs/integrations.md).
 
-    torchrun --nproc-per-node 2 docs/snippets/ddp_loop.py runs/ddp
+    torchrun --standalone --nproc-per-node 2 docs/snippets/ddp_loop.py runs/ddp
     stragglers analyze runs/ddp/trace.parquet --meta runs/ddp/meta.yaml --out runs/ddp/analysis
 
 With SLOW_RANK=1 in the environment rank 1's forward sleeps: a straggler to find.

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import SHARED
-from tests.probe.integration import run, tool
+from tests.probe.integration import doc_argv, result, run_doc
 
 REAL = SHARED / "real"
 GPT3_GB200 = REAL / "megatron-iter" / (
@@ -50,20 +50,17 @@ def real(path: Path) -> Path:
     pytest.skip(reason)
 
 
-def stragglers(*args: str) -> subprocess.CompletedProcess[str]:
-    return run([*tool("stragglers"), *args])
-
-
 def events(out: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 
 
 # -- (a) iteration times into watch -------------------------------------------------------------
-def test_watch_reads_megatrons_iteration_time_json() -> None:
+def test_watch_reads_megatrons_iteration_time_json(tmp_path: Path) -> None:
     path = real(GPT3_GB200)
     values = json.loads(path.read_text())["iteration-time"]["values"]
     numbers = [v for v in values.values() if v != "nan" and not math.isnan(float(v))]
-    out = events(stragglers("watch", str(path)).stdout)
+    out = events(run_doc(f"stragglers watch ../shared/real/megatron-iter/{path.name}",
+                         tmp_path).stdout)
     summary = out[-1]
     assert summary["event"] == "summary"
     assert summary["records"] == len(numbers) and summary["bad"] == 0
@@ -74,11 +71,12 @@ def test_watch_reads_megatrons_iteration_time_json() -> None:
     assert any(e["event"] == "recovery" and e["iteration"] > worst["iteration"] for e in out)
 
 
-def test_watch_finds_the_labelled_slow_period_of_a_real_run() -> None:
+def test_watch_finds_the_labelled_slow_period_of_a_real_run(tmp_path: Path) -> None:
     path = real(GPT3_15B)
     labels = json.loads((path.parent / "labels.json").read_text())[path.stem]
     (first, last), = labels["slow_periods"]  # 2001-2300: iterations 4.2x as long
-    out = events(stragglers("watch", str(path), "--once").stdout)
+    out = events(run_doc(f"stragglers watch ../shared/real/iter-more/{path.name} --once",
+                         tmp_path).stdout)
     onsets = [e for e in out if e["event"] == "onset"]
     assert len(onsets) == 1, onsets
     assert first <= onsets[0]["job_iteration"] <= last
@@ -88,30 +86,32 @@ def test_watch_finds_the_labelled_slow_period_of_a_real_run() -> None:
 
 # -- (b) a torch.profiler trace into import kineto ----------------------------------------------
 def test_import_kineto_then_analyze(tmp_path: Path) -> None:
-    folder = real(DDP_W1)
-    out = tmp_path / "imported"
-    printed = stragglers("import", "kineto", str(folder), "--meta", str(folder / "meta.yaml"),
-                         "--out", str(out)).stdout
-    assert f"wrote {out / 'trace.parquet'}" in printed
-    summary = stragglers("analyze", str(out / "trace.parquet"), "--meta",
-                         str(out / "meta.yaml"), "--out", str(tmp_path / "analysis")).stdout
-    result = json.loads((tmp_path / "analysis" / "result.json").read_text())
-    assert result["steps"] == [101, 102, 103, 104, 105]  # ProfilerStep#101-105
-    assert "verdict:" in summary and result["trustworthy"] is True
+    real(DDP_W1)
+    printed = run_doc(
+        "stragglers import kineto ../shared/real/kineto-more/B_hta_ns_resolution_w1 --meta "
+        "../shared/real/kineto-more/B_hta_ns_resolution_w1/meta.yaml --out runs/prof",
+        tmp_path).stdout
+    out = tmp_path / "prof"
+    assert f"wrote {out / 'trace.parquet'} and {out / 'meta.yaml'}" in printed
+    summary = run_doc("stragglers analyze runs/prof/trace.parquet --meta runs/prof/meta.yaml "
+                      "--out runs/prof/analysis", tmp_path).stdout
+    res = result(out / "analysis")
+    assert res["steps"] == [101, 102, 103, 104, 105]  # ProfilerStep#101-105
+    assert "verdict: none" in summary and res["trustworthy"] is True
 
 
 def test_import_kineto_of_one_rank_of_two_needs_partial(tmp_path: Path) -> None:
-    trace = real(DDP_RANK0_OF_2)
-    meta = tmp_path / "meta.yaml"
-    meta.write_text("dp_size: 2\npp_size: 1\n")
-    refused = subprocess.run([*tool("stragglers"), "import", "kineto", str(trace), "--meta",
-                              str(meta), "--out", str(tmp_path / "full")],
-                             capture_output=True, text=True, timeout=300)
+    real(DDP_RANK0_OF_2)
+    (tmp_path / "ddp2.yaml").write_text("dp_size: 2\npp_size: 1\n")
+    command = ("stragglers import kineto ../shared/real/kineto/hta-ddp-rank0-of-2.json.gz "
+               "--meta runs/ddp2.yaml --out runs/prof-rank0")
+    argv, _ = doc_argv(command, tmp_path)
+    refused = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert refused.returncode == 2
-    assert refused.stderr.count("\n") == 1 and "--partial" in refused.stderr
-    stragglers("import", "kineto", str(trace), "--meta", str(meta), "--out",
-               str(tmp_path / "partial"), "--partial")
-    report = json.loads((tmp_path / "partial" / "partial-report.json").read_text())
+    assert refused.stderr.count("\n") == 1 and "incomplete job" in refused.stderr
+    assert "--partial" in refused.stderr
+    run_doc(command + " --partial", tmp_path)
+    report = json.loads((tmp_path / "prof-rank0" / "partial-report.json").read_text())
     assert report["schema"] == "stragglers.partial-report"
     assert (report["world_size"], report["traced_ranks"]) == (2, [0])
 
@@ -124,12 +124,18 @@ def _expected_missing(folder: Path) -> set[int]:
             for r in row.rsplit("|", 1)[1].replace(",", " ").split()}
 
 
+def test_detect_hang_prints_the_suspects(tmp_path: Path) -> None:
+    folder = real(FLIGHT_RECORDER / "lock_gil_2nd")
+    human = run_doc("stragglers detect hang --flight-recorder "
+                    "../shared/real/flight-recorder/lock_gil_2nd", tmp_path).stdout
+    assert "suspects: [10, 15]" in human.splitlines()
+    assert _expected_missing(folder) == {10, 15}
+
+
 @pytest.mark.parametrize("dumps", ["gpu_error_1st", "lock_gil_2nd"])
-def test_detect_hang_names_the_ranks_megatron_waited_for(dumps: str) -> None:
+def test_detect_hang_names_the_ranks_megatron_waited_for(dumps: str, tmp_path: Path) -> None:
     folder = real(FLIGHT_RECORDER / dumps)
-    human = stragglers("detect", "hang", "--flight-recorder", str(folder)).stdout
-    assert "suspects:" in human
-    doc = json.loads(stragglers("detect", "hang", "--flight-recorder", str(folder),
-                                "--json").stdout)
+    doc = json.loads(run_doc("stragglers detect hang --flight-recorder "
+                             f"../shared/real/flight-recorder/{dumps} --json", tmp_path).stdout)
     assert set(doc["suspects"]) == _expected_missing(folder)
     assert {g["desc"] for g in doc["groups"]} == {"EXPERT_MODEL_PARALLEL_GROUP"}

@@ -1,5 +1,6 @@
-"""The plain-loop recipe end to end: docs/snippets/ddp_loop.py (the docs' own snippet) under
-``torchrun`` (2 processes, DDP over gloo on CPU), its trace analysed by ``stragglers analyze``.
+"""The plain-loop recipe end to end, as docs/integrations.md shows it: its snippet
+(docs/snippets/ddp_loop.py) under ``torchrun`` (2 processes, DDP over gloo on CPU), its trace
+analysed by ``stragglers analyze``, with the page's own command lines.
 
 The slowed rank sleeps 0.1 s in every forward (``SLOW_RANK=1``), several times its compute
 time, so the straggler stands far above the noise of a loaded 2-core machine."""
@@ -15,18 +16,24 @@ import pytest
 from stragglers.probe.check import check_trace
 from stragglers.probe.merge import load_meta
 
-from .integration import SNIPPETS, analyze, torchrun
+from .integration import result, run_doc
 
 pytest.importorskip("torch")
 
-SNIPPET = SNIPPETS / "ddp_loop.py"
+RUN = "SLOW_RANK=1 torchrun --standalone --nproc-per-node 2 docs/snippets/ddp_loop.py runs/ddp"
+ANALYZE = ("stragglers analyze runs/ddp/trace.parquet --meta runs/ddp/meta.yaml "
+           "--out runs/ddp/analysis")
+RUN_HEALTHY = "torchrun --standalone --nproc-per-node 2 docs/snippets/ddp_loop.py runs/ddp-healthy"
+ANALYZE_HEALTHY = ("stragglers analyze runs/ddp-healthy/trace.parquet --meta "
+                   "runs/ddp-healthy/meta.yaml --out runs/ddp-healthy/analysis")
 
 
 @pytest.fixture(scope="module")
 def slow_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
-    out = tmp_path_factory.mktemp("ddp-slow") / "run"
-    torchrun(SNIPPET, str(out), env={"SLOW_RANK": "1"})
-    return out, analyze(out)
+    runs = tmp_path_factory.mktemp("runs")
+    run_doc(RUN, runs)
+    run_doc(ANALYZE, runs)
+    return runs / "ddp", result(runs / "ddp" / "analysis")
 
 
 def test_the_trace_has_the_loop_layout(slow_run: tuple[Path, dict[str, Any]]) -> None:
@@ -46,21 +53,21 @@ def test_the_trace_has_the_loop_layout(slow_run: tuple[Path, dict[str, Any]]) ->
 
 
 def test_the_slowed_rank_is_the_verdicts_worker(slow_run: tuple[Path, dict[str, Any]]) -> None:
-    _, result = slow_run
-    verdict = result["verdict"]
+    _, res = slow_run
+    verdict = res["verdict"]
     assert verdict["cause"] == "worker", verdict["evidence"]
     assert verdict["workers"] == ["1,0"]  # (dp_rank, stage) of rank 1
-    scores = result["attribution"]["worker"]
+    scores = res["attribution"]["worker"]
     assert scores["1,0"] > scores["0,0"] + 0.3, scores
-    assert result["slowdown"] > 1.3
+    assert res["slowdown"] > 1.3
 
 
 def test_a_healthy_run_has_no_worker_verdict(tmp_path: Path,
                                              slow_run: tuple[Path, dict[str, Any]]) -> None:
-    out = tmp_path / "run"
-    torchrun(SNIPPET, str(out))
-    result = analyze(out)
-    assert result["verdict"]["cause"] != "worker", result["verdict"]["evidence"]
-    scores = result["attribution"]["worker"]
+    run_doc(RUN_HEALTHY, tmp_path)
+    run_doc(ANALYZE_HEALTHY, tmp_path)
+    res = result(tmp_path / "ddp-healthy" / "analysis")
+    assert res["verdict"]["cause"] != "worker", res["verdict"]["evidence"]
+    scores = res["attribution"]["worker"]
     slow = slow_run[1]["attribution"]["worker"]
     assert abs(scores["1,0"] - scores["0,0"]) < 0.5 * (slow["1,0"] - slow["0,0"]), scores
