@@ -118,3 +118,26 @@ def test_a_foreign_folder_is_refused_and_a_previous_run_replaced(tmp_path: Path)
                 _train_step(model, opt)
         probe.close()
     assert sorted(_ops(tmp_path / "run")["step"].unique()) == [0, 1]
+
+
+def test_check_accepts_no_clip_at_all_but_not_a_missing_one(tmp_path: Path) -> None:
+    from stragglers.probe.check import check_trace
+    from stragglers.probe.merge import load_meta
+
+    model, opt = _setup()
+    probe = attach(model, tmp_path / "run", config=ProbeConfig(first_step=0))
+    for _ in range(2):
+        with probe.step():
+            _train_step(model, opt)
+    probe.close()
+    trace = pd.read_parquet(tmp_path / "run" / "trace.parquet")
+    meta = load_meta(tmp_path / "run" / "meta.yaml")
+    assert "optimizer-clip-main-grad" not in set(trace["optype"].astype(str))
+    assert check_trace(trace, meta) == []
+    # a clip in one step makes every other step's missing clip a problem
+    row = trace[trace["optype"] == "optimizer"].iloc[[0]].copy()
+    row["optype"] = "optimizer-clip-main-grad"
+    both = pd.concat([trace.assign(optype=trace["optype"].astype(str)),
+                      row.assign(optype=row["optype"].astype(str))], ignore_index=True)
+    problems = check_trace(both, meta)
+    assert "dp_rank=0 stage=0 step=1: 0 x optimizer-clip-main-grad, expected 1" in problems

@@ -76,8 +76,8 @@ _END_MARKERS = (GC, LAYERNORM_ALL_REDUCE, EMBEDDING_ALL_REDUCE)
 
 
 def _tensors(value: Any, found: list[Any], depth: int = 0) -> list[Any]:
-    """The tensors that require grad in a forward's output (tensor, mapping, sequence, or an
-    object whose attributes hold them, such as a dataclass), a few levels deep."""
+    """The tensors that require grad in a forward's output: a tensor, or mappings (such as
+    ``transformers``' ``ModelOutput``) and sequences of them, a few levels deep."""
     if depth > 4:
         return found
     if getattr(value, "requires_grad", False) and hasattr(value, "register_hook"):
