@@ -8,9 +8,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from stragglers.cli import main
 from stragglers.errors import InputError
 from stragglers.probe import ProbeConfig, attach
-from stragglers.probe.merge import merge_dir
+from stragglers.probe.merge import load_meta
 
 torch = pytest.importorskip("torch")
 nn = torch.nn
@@ -100,9 +101,13 @@ def test_without_merge_the_cli_merge_reads_the_files(tmp_path: Path) -> None:
         with probe.step():
             _train_step(model, opt)
     probe.close()
-    assert not (tmp_path / "run" / "trace.parquet").exists()
-    result = merge_dir(tmp_path / "run" / "probe", None, tmp_path / "merged")
-    assert result.meta["trial_name"] == "mine" and result.steps == [0, 1]
+    run = tmp_path / "run"
+    assert not (run / "trace.parquet").exists()
+    # docs/integrations.md: stragglers probe merge runs/ddp/probe --out runs/ddp
+    assert main(["probe", "merge", str(run / "probe"), "--out", str(run)]) == 0
+    meta = load_meta(run / "meta.yaml")
+    assert (meta["trial_name"], meta["dp_size"], meta["pp_size"]) == ("mine", 1, 1)
+    assert sorted(_ops(run)["step"].unique()) == [0, 1]
 
 
 def test_a_foreign_folder_is_refused_and_a_previous_run_replaced(tmp_path: Path) -> None:
@@ -122,7 +127,6 @@ def test_a_foreign_folder_is_refused_and_a_previous_run_replaced(tmp_path: Path)
 
 def test_check_accepts_no_clip_at_all_but_not_a_missing_one(tmp_path: Path) -> None:
     from stragglers.probe.check import check_trace
-    from stragglers.probe.merge import load_meta
 
     model, opt = _setup()
     probe = attach(model, tmp_path / "run", config=ProbeConfig(first_step=0))
