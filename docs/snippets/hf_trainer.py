@@ -38,7 +38,7 @@ if __name__ == "__main__":
                                        n_layer=2, n_head=4))
     if os.environ.get("SLOW_RANK") == os.environ.get("RANK"):
         model.transformer.h[0].register_forward_pre_hook(
-            lambda *_: time.sleep(0.1))  # the demo's slow GPU
+            lambda *_: time.sleep(0.2))  # the demo's slow GPU
     trainer = Trainer(model=model, args=args, train_dataset=RandomTokens(),
                       callbacks=[StragglersCallback(f"{sys.argv[1]}/stragglers")])  # added
     trainer.train()
