@@ -29,7 +29,7 @@ class Net(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if os.environ.get("SLOW_RANK") == str(rank):
-            time.sleep(0.1)  # the demo's slow GPU
+            time.sleep(0.3)  # the demo's slow GPU
         return self.layers(x)
 
 
@@ -37,7 +37,7 @@ model = nn.parallel.DistributedDataParallel(Net())
 optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 probe = stragglers.probe.attach(model, out_dir=sys.argv[1])  # 1. attach
 
-for step in range(12):
+for step in range(20):
     x, y = torch.randn(512, 512), torch.randint(0, 10, (512,))
     with probe.step():  # 2. around each training step
         loss = nn.functional.cross_entropy(model(x), y)

@@ -30,7 +30,7 @@ class RandomTokens(torch.utils.data.Dataset):
 if __name__ == "__main__":
     torch.set_num_threads(1)
     args = TrainingArguments(
-        output_dir=sys.argv[1], max_steps=12,
+        output_dir=sys.argv[1], max_steps=20,
         per_device_train_batch_size=16, use_cpu=True, ddp_backend="gloo",
         report_to=[], save_strategy="no", logging_strategy="no", disable_tqdm=True,
     )
@@ -38,7 +38,7 @@ if __name__ == "__main__":
                                        n_layer=2, n_head=4))
     if os.environ.get("SLOW_RANK") == os.environ.get("RANK"):
         model.transformer.h[0].register_forward_pre_hook(
-            lambda *_: time.sleep(0.2))  # the demo's slow GPU
+            lambda *_: time.sleep(0.3))  # the demo's slow GPU
     trainer = Trainer(model=model, args=args, train_dataset=RandomTokens(),
                       callbacks=[StragglersCallback(f"{sys.argv[1]}/stragglers")])  # added
     trainer.train()

@@ -25,7 +25,7 @@ class Model(L.LightningModule):
 
     def training_step(self, batch: list[torch.Tensor], batch_idx: int) -> torch.Tensor:
         if os.environ.get("SLOW_RANK") == str(self.global_rank):
-            time.sleep(0.1)  # the demo's slow GPU
+            time.sleep(0.3)  # the demo's slow GPU
         x, y = batch
         return nn.functional.cross_entropy(self.layers(x), y)
 
@@ -36,9 +36,9 @@ class Model(L.LightningModule):
 if __name__ == "__main__":
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    data = TensorDataset(torch.randn(512 * 24, 512), torch.randint(0, 10, (512 * 24,)))
+    data = TensorDataset(torch.randn(512 * 40, 512), torch.randint(0, 10, (512 * 40,)))
     trainer = L.Trainer(
-        accelerator="cpu", devices=2, strategy="ddp", max_steps=12,
+        accelerator="cpu", devices=2, strategy="ddp", max_steps=20,
         callbacks=[StragglersCallback(sys.argv[1])],  # the one line to add
         logger=False, enable_checkpointing=False, enable_progress_bar=False,
         enable_model_summary=False,

@@ -27,9 +27,9 @@ def _check_slowed_rank_found(out: Path, analysis: Path, trial: str) -> None:
     assert (meta["trial_name"], meta["dp_size"], meta["pp_size"]) == (trial, 2, 1)
     trace = pd.read_parquet(out / "trace.parquet")
     assert check_trace(trace, meta) == []
-    assert sorted(trace["step"].unique()) == list(range(2, 12))  # steps 0-1: warm-up
+    assert sorted(trace["step"].unique()) == list(range(2, 20))  # steps 0-1: warm-up
     fwd = trace[trace["optype"] == "forward-compute"].groupby("dp_rank")["duration"].min()
-    assert fwd[1] >= 0.1  # the sleep is inside rank 1's forward span
+    assert fwd[1] >= 0.3  # the sleep is inside rank 1's forward span
     res = result(analysis)
     verdict = res["verdict"]
     assert verdict["cause"] == "worker", verdict["evidence"]
