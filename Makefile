@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,probe,service,fleet]'
+	$(PY) -m pip install -q -e '.[dev,probe,service,fleet,lightning,hf]'
 	touch $(STAMP)
 
 install: $(STAMP)

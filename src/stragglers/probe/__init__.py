@@ -7,6 +7,10 @@
 * :class:`CommHooks` records every ``torch.distributed`` P2P/collective call (group, size,
   timing) for the online detector.
 * :class:`PlannedGC` disables automatic GC and collects at the same step on every rank.
+* :func:`attach` records a user's own data-parallel training loop from hooks (a
+  :class:`LoopProbe`: ``with probe.step():`` around each step; :mod:`stragglers.probe.loop`);
+  :mod:`stragglers.probe.lightning` and :mod:`stragglers.probe.hf` do it for Lightning and
+  the Hugging Face ``Trainer``.
 * :func:`merge_dir` turns a directory of rank files into ``trace.parquet`` + ``meta.yaml``.
 * :mod:`stragglers.probe.examples.job` is a real GPT-style 1F1B pipeline + DP training job.
 
@@ -17,6 +21,7 @@ from stragglers.probe.clock import ClockSample, OffsetTrack, measure_offset
 from stragglers.probe.config import JobLayout, ProbeConfig, WorkerInfo
 from stragglers.probe.gcplan import PlannedGC
 from stragglers.probe.hooks import CommHooks
+from stragglers.probe.loop import LoopProbe, attach
 from stragglers.probe.merge import MergeResult, merge_dir
 from stragglers.probe.recorder import Probe, probe_session
 
@@ -24,12 +29,14 @@ __all__ = [
     "ClockSample",
     "CommHooks",
     "JobLayout",
+    "LoopProbe",
     "MergeResult",
     "OffsetTrack",
     "PlannedGC",
     "Probe",
     "ProbeConfig",
     "WorkerInfo",
+    "attach",
     "measure_offset",
     "merge_dir",
     "probe_session",

@@ -10,8 +10,9 @@ this construction fits:
    analyzer's own :func:`~stragglers.trace.build_table` and
    :func:`~stragglers.model.build_graph`;
 2. ``gc``, ``layernorm-grads-all-reduce``, ``optimizer-clip-main-grad`` and ``optimizer`` occur
-   once per worker and step; ``embedding-grads-all-reduce`` once on the first and last stage
-   and nowhere else;
+   once per worker and step (``optimizer-clip-main-grad`` may also be absent from the whole
+   trace: the loop probes of :mod:`stragglers.probe.loop` record no clip collective);
+   ``embedding-grads-all-reduce`` once on the first and last stage and nowhere else;
 3. forward and backward computes come in equal numbers, the same on every stage;
 4. without interleaving, the first stage has no ``forward-recv``/``backward-send`` and the last
    no ``forward-send``/``backward-recv``; sends and receives pair up between neighbouring
@@ -71,12 +72,14 @@ def check_trace(trace: Any, meta: dict[str, Any], clock_tolerance: float = 1e-3,
             return problems
     per_worker = frame.groupby(["dp_rank", "stage", "step"])
     n_compute: dict[int, int] = {}
+    once = ["gc", "layernorm-grads-all-reduce", "optimizer"]
+    if (frame["optype"] == "optimizer-clip-main-grad").any():
+        once.insert(2, "optimizer-clip-main-grad")
     for (dp, stage, step), ops in per_worker:
         counts = ops["optype"].value_counts().to_dict()
         where = f"dp_rank={dp} stage={stage} step={step}"
         # 2. once per step
-        for name in ("gc", "layernorm-grads-all-reduce", "optimizer-clip-main-grad",
-                     "optimizer"):
+        for name in once:
             if counts.get(name, 0) != 1:
                 if add(f"{where}: {counts.get(name, 0)} x {name}, expected 1"):
                     return problems

@@ -139,6 +139,25 @@ class CudaSpan(Span):
         probe._pending.append(self)
 
 
+class MarkedCudaSpan(CudaSpan):
+    """A CUDA span built from two :class:`Mark` objects (:meth:`Probe.add_span`): its events
+    may be shared with other spans, so they never go back to the event pool."""
+
+    __slots__ = ()
+
+
+class Mark(NamedTuple):
+    """A point in time taken by :meth:`Probe.mark`, to be made into a span later
+    (:meth:`Probe.add_span`): a CPU clock reading ``time`` (``event`` None), or a CUDA event
+    recorded on the current stream and read against clock anchor ``anchor``; ``gc`` is the
+    probe's running total of GC seconds then."""
+
+    time: float
+    event: Any
+    anchor: int
+    gc: float
+
+
 class StepEnd(NamedTuple):
     """The end of a recorded step, on the probe's clock."""
 
@@ -289,12 +308,17 @@ class Probe:
         if self.config.push_server is not None:
             self._push()
 
-    def _push(self) -> None:
-        """Every rank's file is complete after the barrier; rank 0 merges and pushes."""
+    def barrier(self) -> None:
+        """Wait for every rank (on the probe's gloo group), when the job is distributed:
+        after :meth:`close` every rank's files are complete once this returns."""
         if self._clock_group is not None or self._distributed():
             import torch.distributed as dist
 
             dist.barrier(group=self._clock_group)
+
+    def _push(self) -> None:
+        """Every rank's file is complete after the barrier; rank 0 merges and pushes."""
+        self.barrier()
         if self.worker.rank == 0:
             from stragglers.probe.push import merge_and_push
 
@@ -376,6 +400,52 @@ class Probe:
         if self._cuda:
             return CudaSpan(self, the_step, optypes, mb_id, mc)
         return CpuSpan(self, the_step, optypes, mb_id, mc)
+
+    def mark(self, reuse: Mark | None = None) -> Mark:
+        """The current time, for a span whose start and end are seen by different hooks
+        (:meth:`add_span`). On CUDA an event is recorded on the current stream: ``reuse``
+        re-records the event of an earlier mark instead of creating one (a mark that moves
+        forward, such as "the last gradient computed so far")."""
+        if self._cuda:
+            if reuse is not None and reuse.event is not None:
+                ev = reuse.event
+            else:
+                import torch
+
+                ev = torch.cuda.Event(enable_timing=True)
+            ev.record()
+            return Mark(0.0, ev, len(self._anchors) - 1, self._gc_seconds)
+        return Mark(self._clock(), None, -1, self._gc_seconds)
+
+    def add_span(self, optype: str | tuple[str, ...], start: Mark, end: Mark, *,
+                 mb_id: int = -1, mc: int = -1, step: int | None = None) -> None:
+        """Record a span of the current (or given) step from two marks (:meth:`mark`).
+
+        The same mark may start or end several spans (zero-length spans included). Outside
+        a recorded step nothing is recorded, as with :meth:`span`."""
+        if step is None:
+            if not self._active:
+                return
+            step = self._step
+        elif not (self._started and not self._closed and self.config.profiled(step)):
+            return
+        assert step is not None
+        optypes = _checked_optypes(optype)
+        span: CpuSpan | CudaSpan
+        if start.event is not None and end.event is not None:
+            cspan = MarkedCudaSpan(self, step, optypes, mb_id, mc)
+            cspan.start_event, cspan.end_event, cspan.anchor = start.event, end.event, start.anchor
+            span = cspan
+        else:
+            span = CpuSpan(self, step, optypes, mb_id, mc)
+            span.start, span.end = start.time, end.time
+        span.gc_start, span.gc_end = start.gc, end.gc
+        self._pending.append(span)
+
+    def discard_step(self) -> None:
+        """Leave the current step out of the trace (no ``step_end`` record for it: the merge
+        keeps only steps every worker finished). Call :meth:`end_step` as usual after it."""
+        self._active = False
 
     def timed(self, optype: str | tuple[str, ...], *, mb_id: int = -1, mc: int = -1
               ) -> Callable[[F], F]:
@@ -564,7 +634,8 @@ class Probe:
         if isinstance(span, CudaSpan):
             span.start = self._event_time(span.start_event, span.anchor)
             span.end = self._event_time(span.end_event, span.anchor)
-            self._event_pool.extend((span.start_event, span.end_event))
+            if not isinstance(span, MarkedCudaSpan):
+                self._event_pool.extend((span.start_event, span.end_event))
             span.start_event = span.end_event = None
         if self.config.write_parquet:
             self._spans_done.append(span)

@@ -1,0 +1,49 @@
+"""A plain PyTorch DDP training loop recorded by the stragglers probe (docs/integrations.md).
+
+    torchrun --standalone --nproc-per-node 2 docs/snippets/ddp_loop.py runs/ddp
+    stragglers analyze runs/ddp/trace.parquet --meta runs/ddp/meta.yaml --out runs/ddp/analysis
+
+With SLOW_RANK=1 in the environment rank 1's forward sleeps: a straggler to find.
+"""
+
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+import stragglers.probe
+
+dist.init_process_group("gloo")  # "nccl" with one GPU per rank
+rank = dist.get_rank()
+torch.manual_seed(0)
+torch.set_num_threads(1)
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.Sequential(nn.Linear(512, 1024), nn.ReLU(), nn.Linear(1024, 10))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if os.environ.get("SLOW_RANK") == str(rank):
+            time.sleep(0.3)  # the demo's slow GPU
+        return self.layers(x)
+
+
+model = nn.parallel.DistributedDataParallel(Net())
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+probe = stragglers.probe.attach(model, out_dir=sys.argv[1])  # 1. attach
+
+for step in range(20):
+    x, y = torch.randn(512, 512), torch.randint(0, 10, (512,))
+    with probe.step():  # 2. around each training step
+        loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+probe.close()  # 3. rank 0 writes runs/ddp/trace.parquet and meta.yaml
+dist.destroy_process_group()

@@ -1,0 +1,44 @@
+"""A Hugging Face Trainer DDP run recorded by the stragglers callback (docs/integrations.md).
+
+    torchrun --standalone --nproc-per-node 2 docs/snippets/hf_trainer.py runs/hf
+    stragglers analyze runs/hf/stragglers/trace.parquet --meta runs/hf/stragglers/meta.yaml \
+        --out runs/hf/analysis
+
+A tiny GPT-2 built from a config (nothing is downloaded) on random tokens. With SLOW_RANK=1
+in the environment rank 1's first transformer block sleeps: a straggler to find.
+"""
+
+import os
+import sys
+import time
+
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
+
+from stragglers.probe.hf import StragglersCallback
+
+
+class RandomTokens(torch.utils.data.Dataset):
+    def __len__(self) -> int:
+        return 4096
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        ids = torch.randint(0, 64, (64,), generator=torch.Generator().manual_seed(i))
+        return {"input_ids": ids, "labels": ids}
+
+
+if __name__ == "__main__":
+    torch.set_num_threads(1)
+    args = TrainingArguments(
+        output_dir=sys.argv[1], max_steps=20,
+        per_device_train_batch_size=16, use_cpu=True, ddp_backend="gloo",
+        report_to=[], save_strategy="no", logging_strategy="no", disable_tqdm=True,
+    )
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=64, n_positions=64, n_embd=128,
+                                       n_layer=2, n_head=4))
+    if os.environ.get("SLOW_RANK") == os.environ.get("RANK"):
+        model.transformer.h[0].register_forward_pre_hook(
+            lambda *_: time.sleep(0.3))  # the demo's slow GPU
+    trainer = Trainer(model=model, args=args, train_dataset=RandomTokens(),
+                      callbacks=[StragglersCallback(f"{sys.argv[1]}/stragglers")])  # added
+    trainer.train()

@@ -1,0 +1,46 @@
+"""A PyTorch Lightning DDP run recorded by the stragglers callback (docs/integrations.md).
+
+    python docs/snippets/lightning_ddp.py runs/pl      # Lightning starts the 2 processes
+    stragglers analyze runs/pl/trace.parquet --meta runs/pl/meta.yaml --out runs/pl/analysis
+
+With SLOW_RANK=1 in the environment rank 1's training step sleeps: a straggler to find.
+"""
+
+import os
+import sys
+import time
+
+import lightning.pytorch as L
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from stragglers.probe.lightning import StragglersCallback
+
+
+class Model(L.LightningModule):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.Sequential(nn.Linear(512, 1024), nn.ReLU(), nn.Linear(1024, 10))
+
+    def training_step(self, batch: list[torch.Tensor], batch_idx: int) -> torch.Tensor:
+        if os.environ.get("SLOW_RANK") == str(self.global_rank):
+            time.sleep(0.3)  # the demo's slow GPU
+        x, y = batch
+        return nn.functional.cross_entropy(self.layers(x), y)
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.01)
+
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    data = TensorDataset(torch.randn(512 * 40, 512), torch.randint(0, 10, (512 * 40,)))
+    trainer = L.Trainer(
+        accelerator="cpu", devices=2, strategy="ddp", max_steps=20,
+        callbacks=[StragglersCallback(sys.argv[1])],  # the one line to add
+        logger=False, enable_checkpointing=False, enable_progress_bar=False,
+        enable_model_summary=False,
+    )
+    trainer.fit(Model(), DataLoader(data, batch_size=512))

@@ -1,0 +1,84 @@
+"""A PyTorch Lightning callback that records the trace ``stragglers analyze`` reads.
+
+::
+
+    from stragglers.probe.lightning import StragglersCallback
+
+    trainer = L.Trainer(strategy="ddp", ..., callbacks=[StragglersCallback("runs/pl")])
+    trainer.fit(model, loader)
+    # rank 0 wrote runs/pl/trace.parquet and runs/pl/meta.yaml
+
+The callback drives a :class:`~stragglers.probe.loop.LoopProbe` (see
+:mod:`stragglers.probe.loop` for what each span is) from Lightning's hooks: one training
+step per optimizer step (with ``accumulate_grad_batches`` several batches, one micro-batch
+each); ``forward-compute`` runs from ``on_train_batch_start`` to ``on_before_backward`` (the
+training step with its loss), ``backward-compute`` from there to the last parameter
+gradient, and the optimizer span starts at ``on_before_optimizer_step`` (Lightning runs the
+optimizer with a closure, so the optimizer's own pre-hook comes before the forward). Needs
+the ``lightning`` package (``pip install 'stragglers[lightning]'``), imported only by this
+module.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+try:
+    import lightning.pytorch as pl
+except ImportError as exc:  # pragma: no cover - the optional extra
+    raise ImportError("stragglers.probe.lightning needs the lightning package: "
+                      "pip install 'stragglers[lightning]'") from exc
+
+from stragglers.probe.config import ProbeConfig
+from stragglers.probe.loop import LoopProbe, make_loop_probe
+
+
+class StragglersCallback(pl.Callback):
+    """Record every rank's trace of ``trainer.fit`` into ``out_dir`` (rank files in
+    ``OUT_DIR/probe/``, merged by rank 0 into ``OUT_DIR/trace.parquet`` + ``meta.yaml`` at
+    the end of the fit). ``config``, ``trial_name``, ``merge`` and ``force`` as in
+    :func:`stragglers.probe.attach`."""
+
+    def __init__(self, out_dir: str | os.PathLike[str], *, config: ProbeConfig | None = None,
+                 trial_name: str = "lightning", merge: bool = True, force: bool = False) -> None:
+        self.out_dir = out_dir
+        self.config = config
+        self.trial_name = trial_name
+        self.merge = merge
+        self.force = force
+        self.loop: LoopProbe | None = None
+
+    def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
+        """Start the probe (a collective) and hook the strategy's (DDP-wrapped) module."""
+        self.loop = make_loop_probe(self.out_dir, config=self.config,
+                                    trial_name=self.trial_name, merge=self.merge,
+                                    force=self.force)
+        self.loop.install(trainer.strategy.model, forward_hooks=False)
+
+    def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any,
+                             batch_idx: int) -> None:
+        if self.loop is not None:
+            self.loop.begin_step()
+            self.loop.forward_begin(pl_module.training)
+
+    def on_before_backward(self, trainer: Any, pl_module: Any, loss: Any) -> None:
+        if self.loop is not None:
+            self.loop.forward_end()
+            self.loop.backward_begin()
+
+    def on_before_optimizer_step(self, trainer: Any, pl_module: Any, optimizer: Any) -> None:
+        if self.loop is not None:
+            self.loop.optimizer_begin()
+
+    def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        # with gradient accumulation the step ends with the batch that ran the optimizer
+        if self.loop is not None and self.loop.optimizer_done:
+            self.loop.end_step()
+
+    def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
+        """Close the probe (a collective) and merge on rank 0."""
+        if self.loop is not None:
+            self.loop.close()
+            self.loop = None

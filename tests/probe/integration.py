@@ -1,0 +1,105 @@
+"""Helpers of the integration tests: run the commands docs/integrations.md shows, as a user
+would (``torchrun``, ``python``, the ``stragglers`` CLI in subprocesses; 2 processes on CPU
+with gloo), with the page's ``runs/`` folder moved into the test's temporary folder and
+``../shared/real`` pointing at the real data."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import SHARED
+
+REPO = Path(__file__).resolve().parents[2]
+DOC = REPO / "docs" / "integrations.md"
+SNIPPETS = REPO / "docs" / "snippets"
+#: A training run of these tests must end well within this (seconds, on a loaded machine).
+RUN_TIMEOUT = 420
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() == "true"
+
+
+def need(module: str, extra: str) -> None:
+    """Skip when ``module`` is not installed (fail under CI=true: CI installs the extras)."""
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        reason = f"{module} is not installed (pip install -e '.[{extra}]')"
+        if in_ci():
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
+def tool(name: str) -> list[str]:
+    """The command of a console script installed beside this Python (``stragglers``,
+    ``torchrun``), else on PATH."""
+    beside = Path(sys.executable).with_name(name)
+    if beside.exists():
+        return [str(beside)]
+    found = shutil.which(name)
+    if found is None:
+        if name == "torchrun":
+            return [sys.executable, "-m", "torch.distributed.run"]
+        pytest.fail(f"{name} not found beside {sys.executable} nor on PATH")
+    return [found]
+
+
+@cache
+def doc_commands() -> tuple[str, ...]:
+    """The command lines of the page's ``sh`` blocks (continuation lines joined)."""
+    text = DOC.read_text()
+    lines: list[str] = []
+    for block in re.findall(r"^```sh\n(.*?)^```", text, flags=re.S | re.M):
+        lines.extend(block.replace("\\\n", " ").splitlines())
+    return tuple(" ".join(line.split()) for line in lines if line.strip())
+
+
+def run(cmd: list[str], env: dict[str, str] | None = None,
+        timeout: float = RUN_TIMEOUT) -> subprocess.CompletedProcess[str]:
+    """Run a command in the checkout; a non-zero exit fails the test with its output."""
+    full_env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
+    proc = subprocess.run(cmd, env=full_env, cwd=REPO, capture_output=True, text=True,
+                          timeout=timeout)
+    if proc.returncode != 0:
+        pytest.fail(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n"
+                    f"{proc.stderr[-5000:]}")
+    return proc
+
+
+def doc_argv(command: str, runs: Path) -> tuple[list[str], dict[str, str]]:
+    """The argv and environment of one of the page's commands, with ``runs/`` in ``runs``
+    and ``../shared/real`` the real data; fails when the page does not show the command."""
+    assert command in doc_commands(), f"docs/integrations.md does not show: {command}"
+    text = command.replace("runs/", f"{runs}/").replace("../shared/real", str(SHARED / "real"))
+    words = shlex.split(text)
+    env: dict[str, str] = {}
+    while "=" in words[0]:
+        key, value = words.pop(0).split("=", 1)
+        env[key] = value
+    head = {"python": [sys.executable], "torchrun": tool("torchrun"),
+            "stragglers": tool("stragglers")}[words[0]]
+    return head + words[1:], env
+
+
+def run_doc(command: str, runs: Path) -> subprocess.CompletedProcess[str]:
+    """Run one of the page's commands (:func:`doc_argv`); a non-zero exit fails the test."""
+    argv, env = doc_argv(command, runs)
+    return run(argv, env)
+
+
+def result(folder: Path) -> dict[str, Any]:
+    """The result.json that ``stragglers analyze ... --out FOLDER`` wrote."""
+    doc: dict[str, Any] = json.loads((folder / "result.json").read_text())
+    return doc

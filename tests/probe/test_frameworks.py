@@ -1,0 +1,58 @@
+"""The Lightning and Hugging Face callbacks end to end, as docs/integrations.md shows them
+(its snippets and command lines): a real 2-process DDP training on CPU (gloo) with rank 1
+slowed (a sleep inside its forward, several times its compute), its trace analysed by
+``stragglers analyze``.
+
+Lightning starts its two processes itself (``python docs/snippets/lightning_ddp.py``); the
+``Trainer`` runs under ``torchrun``. Each test skips when its library is missing (fails under
+CI=true: CI installs the ``lightning`` and ``hf`` extras)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from stragglers.probe.check import check_trace
+from stragglers.probe.merge import load_meta
+
+from .integration import need, result, run_doc
+
+pytest.importorskip("torch")
+
+
+def _check_slowed_rank_found(out: Path, analysis: Path, trial: str) -> None:
+    meta = load_meta(out / "meta.yaml")
+    assert (meta["trial_name"], meta["dp_size"], meta["pp_size"]) == (trial, 2, 1)
+    trace = pd.read_parquet(out / "trace.parquet")
+    assert check_trace(trace, meta) == []
+    assert sorted(trace["step"].unique()) == list(range(2, 20))  # steps 0-1: warm-up
+    fwd = trace[trace["optype"] == "forward-compute"].groupby("dp_rank")["duration"].min()
+    assert fwd[1] >= 0.3  # the sleep is inside rank 1's forward span
+    res = result(analysis)
+    verdict = res["verdict"]
+    assert verdict["cause"] == "worker", verdict["evidence"]
+    assert verdict["workers"] == ["1,0"]
+    scores = res["attribution"]["worker"]
+    assert scores["1,0"] > scores["0,0"] + 0.15, scores
+
+
+def test_lightning_callback_finds_the_slowed_rank(tmp_path: Path) -> None:
+    need("lightning", "lightning")
+    run_doc("SLOW_RANK=1 python docs/snippets/lightning_ddp.py runs/pl", tmp_path)
+    run_doc("stragglers analyze runs/pl/trace.parquet --meta runs/pl/meta.yaml "
+            "--out runs/pl/analysis", tmp_path)
+    _check_slowed_rank_found(tmp_path / "pl", tmp_path / "pl" / "analysis", "lightning")
+
+
+def test_hf_trainer_callback_finds_the_slowed_rank(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    need("transformers", "hf")
+    need("accelerate", "hf")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # nothing may be downloaded
+    run_doc("SLOW_RANK=1 torchrun --standalone --nproc-per-node 2 docs/snippets/hf_trainer.py "
+            "runs/hf", tmp_path)
+    run_doc("stragglers analyze runs/hf/stragglers/trace.parquet --meta "
+            "runs/hf/stragglers/meta.yaml --out runs/hf/analysis", tmp_path)
+    _check_slowed_rank_found(tmp_path / "hf" / "stragglers", tmp_path / "hf" / "analysis", "hf")
