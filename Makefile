@@ -32,10 +32,11 @@ demo: $(STAMP)
 	$(VENV)/bin/stragglers demo --out demo-out
 
 # The documentation site (MkDocs + Material): warnings are errors (--strict: broken links and
-# anchors included, see mkdocs.yml `validation`); built into site/ (git-ignored). The CLI
+# anchors included, see mkdocs.yml `validation`; not --quiet, which hides the warnings strict
+# mode counts); built into site/ (git-ignored). The CLI
 # reference page is generated from the argument parser at build time (tools/docs_cli.py).
 docs: $(STAMP)
-	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir site
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
 
 test: $(STAMP) system-deps docs
 	$(VENV)/bin/ruff check src tests bench tools
