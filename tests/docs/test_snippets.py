@@ -104,6 +104,22 @@ def test_markers_are_well_formed() -> None:
     assert "getting-started.md" in PAGES
 
 
+def test_every_shell_or_python_block_of_the_guides_is_run_or_says_why_not() -> None:
+    """A ``bash``/``python`` block in a guide, Getting started or a concept page is either run
+    (``<!-- run -->``) or marked ``<!-- not run: REASON -->``; unlabelled fences are usage
+    synopses with placeholders (``TRACE``, ``META.yaml``) and outputs."""
+    unmarked = []
+    for path in [DOCS / "getting-started.md", *sorted((DOCS / "guides").glob("*.md")),
+                 *sorted((DOCS / "concepts").glob("*.md"))]:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for i, line in enumerate(lines):
+            if re.match(r"^```+\s*(bash|sh|python)\b", line.strip()):
+                before = lines[i - 1].strip() if i else ""
+                if not (_MARKER.match(before) or before.startswith("<!-- not run:")):
+                    unmarked.append(f"{path.relative_to(DOCS)}:{i + 1}")
+    assert not unmarked, f"blocks neither run nor marked 'not run': {unmarked}"
+
+
 @pytest.mark.parametrize("page", sorted(PAGES))
 def test_page_snippets_run(page: str, tmp_path: Path) -> None:
     snippets = PAGES[page]
