@@ -4,12 +4,12 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install system-deps demo test lint bench clean
+.PHONY: install system-deps demo docs test lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,probe,service,fleet,lightning,hf]'
+	$(PY) -m pip install -q -e '.[dev,probe,service,fleet,lightning,hf,docs]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -31,8 +31,15 @@ system-deps:
 demo: $(STAMP)
 	$(VENV)/bin/stragglers demo --out demo-out
 
-test: $(STAMP) system-deps
-	$(VENV)/bin/ruff check src tests bench
+# The documentation site (MkDocs + Material): warnings are errors (--strict: broken links and
+# anchors included, see mkdocs.yml `validation`; not --quiet, which hides the warnings strict
+# mode counts); built into site/ (git-ignored). The CLI
+# reference page is generated from the argument parser at build time (tools/docs_cli.py).
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
+
+test: $(STAMP) system-deps docs
+	$(VENV)/bin/ruff check src tests bench tools
 	$(VENV)/bin/mypy
 	$(PY) -m pytest -q
 
@@ -40,4 +47,4 @@ bench: $(STAMP)
 	$(PY) bench/bench_whatif.py
 
 clean:
-	rm -rf $(VENV) demo-out build *.egg-info src/*.egg-info
+	rm -rf $(VENV) demo-out site build *.egg-info src/*.egg-info

@@ -1,5 +1,5 @@
 """Time and peak memory of ``detect hang --flight-recorder`` on large synthetic jobs
-(README "Hangs from PyTorch's NCCL flight recorder").
+(docs/benchmarks/hang.md).
 
 A job of N ranks with tensor groups of 8 and data-parallel groups of N/8 (Megatron order), every
 rank with 48 pending calls (tp all-gathers and dp all-reduces interleaved); rank 5 stopped

@@ -9,7 +9,7 @@ tree (parent and parse workers; proportional set size, so pages the forked worke
 are counted once) every 20 ms, and the CPU time of the tree. Median of ``--reps`` runs; the
 load average at the end of each size is printed (the machine is shared).
 
-    python bench/bench_kineto.py --sizes 256,1024 --reps 3     # table for the README
+    python bench/bench_kineto.py --sizes 256,1024 --reps 3     # table of docs/benchmarks/kineto.md
     python bench/bench_kineto.py --sizes 64 --gzip              # gzipped rank files
 """
 

@@ -1,4 +1,4 @@
-"""Peak memory per unit of the size limits (README "Error contract and limits").
+"""Peak memory per unit of the size limits (docs/reference/errors-and-limits.md).
 
 Each measurement runs in a fresh process and reports its peak resident memory during the
 work above its resident memory before it (Linux: the peak is reset after the imports by

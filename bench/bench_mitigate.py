@@ -1,4 +1,4 @@
-"""Solve time and peak memory of the exact S2 micro-batch assignment (README "Mitigation").
+"""Solve time and peak memory of the exact S2 micro-batch assignment (docs/benchmarks/mitigate.md).
 
 For each number of DP groups D: times drawn uniformly in [0.5, 2] s per micro-batch with one
 group slowed x3 (seed 0), M = 8 D micro-batches; the median of REPEATS solves (the solve

@@ -1,4 +1,5 @@
-"""The live S2 loop on the real example job, reported like Falcon's Table 7 (README "Mitigation").
+"""The live S2 loop on the real example job, reported like Falcon's Table 7
+(docs/benchmarks/mitigate.md).
 
 Each round runs the example job (dp 2 x pp 1, gloo, 12 micro-batches per replica) twice, with
 rank 0 (DP replica 0) slowed xFACTOR (``--slow-mode sleep``: on a 2-core machine a spinning

@@ -1,4 +1,4 @@
-"""Sequence-length rebalancing on the real example job (README "Mitigation"; issue 11 pt 6).
+"""Sequence-length rebalancing on the real example job (docs/benchmarks/mitigate.md; issue 11 pt 6).
 
 The example job (gloo, CPU) with long-tailed sample lengths packed per micro-batch
 (``stragglers.probe.examples.loader``), the plain split (``in-order``) against the greedy

@@ -1,4 +1,4 @@
-"""Incident table of the robust-training driver on the example job (README "Robust training"),
+"""Incident table of the robust-training driver on the example job (docs/guides/recover.md),
 like C4D's.
 
 Runs the example job (``stragglers.probe.examples.job``: a GPT, dp 2 x pp 2, gloo on CPU, one

@@ -4,8 +4,8 @@ Every command that sizes arrays, loops or files from its input checks the size a
 of these limits first and refuses beyond it with one line that names the input, the size,
 the limit and how to raise it. Each limit can be overridden by an environment variable
 ``STRAGGLERS_MAX_<NAME>`` (for example ``STRAGGLERS_MAX_WORKERS=100000``); commands with a
-natural option for it (``watch --max-ranks``) take that too. The README lists the limits
-with the memory each unit costs.
+natural option for it (``watch --max-ranks``) take that too.
+docs/reference/errors-and-limits.md lists the limits with the memory each unit costs.
 """
 
 from __future__ import annotations

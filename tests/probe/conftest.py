@@ -18,8 +18,9 @@ from stragglers.probe.examples.job import JobConfig, run_job
 #: by four ranks (and whatever else runs there), burning CPU slows the co-scheduled ranks
 #: too, so the straggler's own effect drowns in contention; a sleeping rank leaves the cores
 #: to the others. A factor of 2 keeps the injected effect far above the step-time noise of a
-#: loaded machine (tests/probe must hold beside a 2-process CPU hog, see README). Neither
-#: layout nor injection is a configuration the verdict's thresholds were tuned on.
+#: loaded machine (tests/probe must hold beside a 2-process CPU hog, see
+#: docs/benchmarks/verdict.md). Neither layout nor injection is a configuration the verdict's
+#: thresholds were tuned on.
 SLOW_RANK = 1
 SLOW_FACTOR = 2.0
 

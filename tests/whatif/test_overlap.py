@@ -1,7 +1,7 @@
 """Overlapping causes with a known answer by construction (issue 20): every pair of causes
 that can overlap, in two strengths, and the truth measured by generating the job without
 each cause (``stragglers.synth.overlap``; ``python bench/overlap_matrix.py`` prints the
-matrix the README shows)."""
+matrix docs/benchmarks/verdict.md shows)."""
 
 from __future__ import annotations
 

@@ -70,7 +70,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="slowdown below which the verdict is 'none' (default: 1.1; the same "
                         "as --verdict threshold=X)")
     p.add_argument("--verdict-config", metavar="FILE",
-                   help="YAML mapping of verdict settings (see README: the verdict)")
+                   help="YAML mapping of verdict settings (see docs/concepts/verdict.md)")
     p.add_argument("--verdict", metavar="KEY=VALUE", action="append", default=[],
                    help="one verdict setting, e.g. pause_factor=2 (repeatable; applied after "
                         "--verdict-config)")

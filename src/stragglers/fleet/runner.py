@@ -28,7 +28,7 @@ WINDOW_PER_WORKER = 2
 #: and unmapped afresh, and the page faults cost about 6x the system time of a plain
 #: process (measured: 3.5 s of 10 s CPU per worker on 100 jobs, 0.4 s without). The
 #: embedded cluster unsets it; workers of an external cluster take the same setting from
-#: their Dask configuration (README: the fleet study).
+#: their Dask configuration (docs/guides/fleet.md).
 TRIM_KEY = "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_"
 #: How long a run on --scheduler waits for its first worker.
 WORKER_WAIT_S = 120.0

@@ -4,7 +4,7 @@
 operations (:mod:`.rankops`, ranks in parallel processes), and combines them job-wide
 (:mod:`.assemble`): the result is a :class:`~stragglers.trace.io.TraceColumns` for
 ``stragglers analyze`` and an :class:`~.assemble.ImportReport` that counts everything not
-used. The README's "Importing PyTorch profiler traces" section has the mapping table.
+used. The mapping table is in docs/guides/kineto.md.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """One rank's kept events → its operations (still per rank, before the job-wide steps).
 
-Rules (the README's mapping table):
+Rules (the mapping table of docs/guides/kineto.md):
 
 * the step of an event is the ``ProfilerStep#N`` range that holds its CPU time (a GPU kernel's
   CPU time is its launch, found through the correlation id);

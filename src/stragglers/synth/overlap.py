@@ -7,8 +7,9 @@ measured, not assumed: the job is generated again without each cause (same seed:
 other injections draw the same random numbers) and analysed; the cause whose removal
 leaves the smaller slowdown S removes more of it, and is the one the verdict must name.
 
-``python bench/overlap_matrix.py`` prints every case and the confusion matrix (README,
-"Overlapping causes"); ``tests/whatif/test_overlap.py`` asserts the verdict on each.
+``python bench/overlap_matrix.py`` prints every case and the confusion matrix
+(docs/benchmarks/verdict.md, "Overlapping causes"); ``tests/whatif/test_overlap.py`` asserts
+the verdict on each.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The verdict's thresholds, in one object (defaults documented here and in the README).
+"""The verdict's thresholds, in one object (defaults documented here and
+in docs/concepts/verdict.md).
 
 Set them from the command line (``stragglers analyze --verdict-config FILE.yaml`` and/or
 ``--verdict KEY=VALUE``, repeatable) or in Python (``VerdictConfig(pause_factor=2.0)``). The
