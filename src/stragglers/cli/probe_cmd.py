@@ -119,7 +119,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--warmup-steps", type=non_negative_int, default=None,
                    help="warm-up steps per run, not recorded (default: 2)")
     p.add_argument("--verdict-config", metavar="FILE",
-                   help="YAML mapping of verdict settings (see README: the verdict)")
+                   help="YAML mapping of verdict settings (see docs/concepts/verdict.md)")
     p.add_argument("--verdict", metavar="KEY=VALUE", action="append", default=[],
                    help="one verdict setting (repeatable; applied after --verdict-config)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")

@@ -720,7 +720,7 @@ def add_job_arguments(parser: argparse.ArgumentParser, out_dir_required: bool = 
         "push_token_file": "token file for --push-server (default: $STRAGGLERS_TOKEN)",
         "push_job": "job name of the pushed session (default: the server's)",
         "action_file": "live mitigation: the action file polled at the top of every step "
-                       "(written by `stragglers mitigate run`; see README)",
+                       "(written by `stragglers mitigate run`; see docs/guides/mitigate.md)",
         "rebalance": "off (micro-batches of one length), or samples of their own lengths "
                      "packed per micro-batch, split in-order or greedy (by --cost-model), or "
                      "paired (steps 2k, 2k+1: the same samples in order, then greedy)",
