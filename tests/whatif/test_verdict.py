@@ -350,3 +350,25 @@ def test_the_bootstrap_applies_the_same_rule():
     share = np.array([[0.73, 0.73, 0.9], [0.69, 0.60, 0.2]])
     add = np.array([[0.70, 0.70, np.nan], [0.81, 0.81, 0.3]])
     assert _winner(share, add, 0.05).tolist() == [1, 0, 0]
+
+
+@pytest.mark.parametrize("case", ["slow", "slow_last_dp2"])
+def test_equal_microbatches_do_not_make_a_slow_worker_fast(case):
+    """M_seq (equal microbatches) keeps a worker that is slower at every step: it removes
+    none of a slow worker's slowdown (a loaded machine's correlated noise can open the
+    sequence gate; before, M_seq then removed the worker's whole excess and, ranked by rem,
+    `sequence_length` outranked `worker`)."""
+    from stragglers.analysis.verdict.hypotheses.sequence import even_microbatches
+
+    ctx = context(case)
+    m_seq = ctx.with_values("M_seq", even_microbatches(ctx))
+    worker = WorkerHypothesis().test(ctx)
+    assert worker.applicable and worker.m is not None and worker.m.rem is not None
+    assert m_seq.rem is not None and m_seq.rem < 0.1 < 0.8 < worker.m.rem
+
+
+def test_equal_microbatches_remove_sequence_imbalance():
+    """... while random sequence lengths (a worker above the mean in some steps, below in
+    others) are still removed."""
+    f = SequenceLengthHypothesis().test(context("seq"))
+    assert f.applicable and f.m is not None and f.m.rem is not None and f.m.rem > 0.5
