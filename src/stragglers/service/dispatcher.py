@@ -43,10 +43,11 @@ from stragglers.service.worker import (
 log = logging.getLogger("stragglers.service")
 
 MAX_ATTEMPTS = 3
+VALIDATE = "smon-validate"
 
 
-def _pool(workers: int) -> ProcessPoolExecutor:
-    return ProcessPoolExecutor(max_workers=workers, initializer=init_worker,
+def _pool(workers: int, role: str = "smon-analysis") -> ProcessPoolExecutor:
+    return ProcessPoolExecutor(max_workers=workers, initializer=init_worker, initargs=(role,),
                                mp_context=multiprocessing.get_context("spawn"))
 
 
@@ -60,7 +61,7 @@ class Validator:
 
     def __init__(self, workers: int = 1) -> None:
         self.workers = workers
-        self._pool = _pool(workers)
+        self._pool = _pool(workers, VALIDATE)
 
     async def start(self) -> None:
         await _start(self._pool, self.workers)
@@ -77,7 +78,7 @@ class Validator:
                 # a validation process died (killed, out of memory): a new pool, once more
                 log.error("upload validation: the worker process died; trying again")
                 if self._pool is pool:
-                    self._pool = _pool(self.workers)
+                    self._pool = _pool(self.workers, VALIDATE)
         raise InputError(f"{trace_name}: the validation process died twice (out of memory?)")
 
     def close(self) -> None:

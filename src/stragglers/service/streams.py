@@ -15,6 +15,7 @@ import threading
 from collections import deque
 from pathlib import Path
 
+from stragglers.service.crash import crashpoint
 from stragglers.service.datadir import DataDir
 from stragglers.service.detection import JobDetector, check_records
 from stragglers.service.records import EventRow
@@ -50,7 +51,10 @@ class RecordStreams:
                 self._detectors[job_id] = detector
             _append(log_path, lines, self.log_bytes)
             found = detector.feed(lines)
-            return n, self.store.add_events(job_id, n, found)
+            crashpoint("records-logged")
+            stored = self.store.add_events(job_id, n, found)
+            crashpoint("records-stored")
+            return n, stored
 
 
 def _tail(path: Path, n: int) -> list[str]:

@@ -17,20 +17,24 @@ import numpy as np
 from stragglers.analysis import analyze_table, load_table
 from stragglers.analysis.outputs import write_outputs
 from stragglers.errors import InputError
+from stragglers.service.crash import crashpoint
 from stragglers.service.records import AnalysisSummary
 
 META_FILE = "meta.yaml"
 _PR_SET_PDEATHSIG = 1
+_PR_SET_NAME = 15
 
 
-def init_worker() -> None:
+def init_worker(role: str = "smon-worker") -> None:
     """Worker process start: die with the server (Linux: the kernel sends SIGKILL when the
     parent exits, even by kill -9), so that an analysis never outlives the server that
-    claimed it; draw without a display."""
+    claimed it; draw without a display. The process is named ``role`` (``ps -o comm``:
+    ``smon-analysis`` or ``smon-validate``)."""
     os.environ.setdefault("MPLBACKEND", "Agg")
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        libc.prctl(_PR_SET_NAME, ctypes.c_char_p(role.encode()[:15]), 0, 0, 0)
         if os.getppid() == 1:  # the server died before prctl took effect
             os._exit(1)
 
@@ -72,6 +76,7 @@ def analyse_session(folder: str, trace_file: str, attempt: int) -> AnalysisSumma
     """Analyse a session's trace and write its outputs into ``folder/out-ATTEMPT`` (all
     together, result.json last). A user error found only now (say, a dependency cycle)
     raises :class:`InputError`."""
+    crashpoint("analysis-started")
     t0 = time.perf_counter()
     base = Path(folder)
     out = base / f"out-{attempt}"
