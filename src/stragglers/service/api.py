@@ -11,7 +11,16 @@ Writes (need the bearer token):
   large.
 * ``POST /api/v1/jobs/{job}/records`` — JSON lines of call/iteration records (the
   ``watch`` schema) → ``200 {"records": N, "events": [...]}``; a bad line → ``400`` with
-  the line's message (nothing of the batch is stored).
+  the line's message (nothing of the batch is stored). An ``Idempotency-Key`` header makes
+  a retry of the batch return the first answer (``"duplicate": true``) instead of applying
+  it twice. ``413`` over ``STRAGGLERS_MAX_RECORDS_BATCH`` records or
+  ``STRAGGLERS_MAX_RECORDS_BYTES`` bytes.
+* ``POST /api/v1/sessions/{ID}/retry`` — queue a failed session again → ``200 {"session",
+  "status": "queued"}``; ``409`` when it is not failed; ``404``.
+
+A full analysis queue (``STRAGGLERS_MAX_QUEUED_SESSIONS`` sessions waiting) answers an upload
+``503`` with ``Retry-After`` before reading its body; any database error is a JSON ``503``
+with ``Retry-After``; ``/healthz`` is ``503`` when the database cannot be reached.
 
 Reads: ``GET /api/v1/sessions/{ID}`` → ``{"session", "job", "status", "error", ...,
 "result": result.json | null}`` (``?result=0`` leaves the result out, for polling);
@@ -34,6 +43,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from stragglers.errors import InputError
+from stragglers.limits import LimitError, check_limit, limit
 from stragglers.service.datadir import SESSION_ID, check_job_name
 from stragglers.service.ingest import Upload, check_key, parse_labels
 from stragglers.service.metrics import CONTENT_TYPE, render
@@ -77,8 +87,37 @@ def _service(request: Request) -> Service:
     return service
 
 
+#: Seconds a client is asked to wait (``Retry-After``) when the queue is full or the database
+#: cannot be reached.
+RETRY_QUEUE_S = 10
+RETRY_DATABASE_S = 5
+
+
+def unavailable(message: str, retry_after: int) -> JSONResponse:
+    """503 with ``Retry-After``; the connection is closed (a body not read stays unread)."""
+    return JSONResponse({"error": message}, status_code=503,
+                        headers={"Retry-After": str(retry_after), "Connection": "close"})
+
+
+def too_large(message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=413, headers={"Connection": "close"})
+
+
+def database_error(request: Request, exc: Exception) -> Response:
+    """Any database error of a request: a JSON 503 (the database is down or busy)."""
+    orig = getattr(exc, "orig", None) or exc
+    return unavailable(f"the database cannot be reached or is busy ({type(orig).__name__}); "
+                       "try again later", RETRY_DATABASE_S)
+
+
 async def post_session(request: Request) -> Response:
     service = _service(request)
+    # the queue's bound is checked before the body is read
+    cap = limit("queued_sessions")
+    if await asyncio.to_thread(service.store.queued) >= cap:
+        return unavailable(f"the analysis queue is full ({cap:,} sessions waiting; the "
+                           "server's STRAGGLERS_MAX_QUEUED_SESSIONS); try again later",
+                           RETRY_QUEUE_S)
     try:
         form = await request.form(max_files=2, max_fields=8, max_part_size=64 * 1024)
     except MultiPartException as exc:
@@ -90,7 +129,14 @@ async def post_session(request: Request) -> Response:
         if not isinstance(trace, UploadFile):
             return error(400, "multipart field 'trace' (the trace file) is missing")
         if isinstance(meta, UploadFile):
-            meta_bytes, meta_name = await meta.read(), meta.filename or "meta.yaml"
+            # the part is on disk (spooled while the body streamed): its size is checked
+            # before it is read into memory
+            meta_name = meta.filename or "meta.yaml"
+            try:
+                check_limit("text_bytes", meta.size or 0, meta_name[:80])
+            except LimitError as exc:
+                return too_large(str(exc))
+            meta_bytes = await meta.read()
         elif isinstance(meta, str):
             meta_bytes, meta_name = meta.encode(), "meta.yaml"
         else:
@@ -105,6 +151,8 @@ async def post_session(request: Request) -> Response:
                 key=check_key(key if isinstance(key, str) else
                               request.headers.get("idempotency-key")))
             session_id, created = await service.ingest.receive(up)
+        except LimitError as exc:
+            return too_large(str(exc))
         except InputError as exc:
             return error(400, str(exc))
     finally:
@@ -122,18 +170,54 @@ async def post_records(request: Request) -> Response:
         check_job_name(job, "job")
     except InputError as exc:
         return error(400, str(exc))
+    try:
+        key = check_key(request.headers.get("idempotency-key"), "header 'Idempotency-Key'")
+    except InputError as exc:
+        return error(400, str(exc))
     body = await request.body()
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
         return error(400, f"records of job {job}: not UTF-8 (bad byte at offset {exc.start})")
     try:
-        n, stored = await asyncio.to_thread(service.streams.ingest, job, text)
+        answer = await asyncio.to_thread(service.streams.ingest, job, text, key)
+    except LimitError as exc:
+        return too_large(str(exc))
     except InputError as exc:
         return error(400, str(exc))
-    if stored:
-        await asyncio.to_thread(service.alerter.events_stored, job, stored)
-    return JSONResponse({"records": n, "events": [event_doc(e) for e in stored]})
+    if answer.events and not answer.duplicate:
+        await asyncio.to_thread(service.alerter.events_stored, job, answer.events)
+    doc: dict[str, Any] = {"records": answer.records,
+                           "events": [event_doc(e) for e in answer.events]}
+    if answer.duplicate:
+        doc["duplicate"] = True
+    return JSONResponse(doc)
+
+
+async def post_retry(request: Request) -> Response:
+    """Queue a failed session again (its attempts start over)."""
+    service = _service(request)
+    session_id = request.path_params["session"]
+    if not SESSION_ID.match(session_id):
+        return error(404, f"no session {session_id[:40]!r}")
+    was = await asyncio.to_thread(service.store.retry, session_id)
+    if was is None:
+        return error(404, f"no session {session_id!r}")
+    if was != "failed":
+        return error(409, f"session {session_id} is {was}, not failed: nothing to retry")
+    service.dispatcher.wake()
+    return JSONResponse({"session": session_id, "status": "queued"})
+
+
+def public_result(text: str, upload_name: str) -> str:
+    """A result document as served: its ``source`` (a path on the server for sessions
+    analysed before this was written at analysis time) replaced by the uploaded file's
+    name."""
+    doc = json.loads(text)
+    if isinstance(doc, dict) and doc.get("source") not in (None, upload_name):
+        doc["source"] = upload_name
+        return json.dumps(doc)
+    return text
 
 
 def get_session(request: Request) -> Response:
@@ -148,7 +232,7 @@ def get_session(request: Request) -> Response:
     if wanted and row.status == "done" and row.result_dir is not None:
         path = service.data.download(row.id, row.result_dir, "result.json")
         if path is not None and path.exists():
-            result = path.read_text(encoding="utf-8")
+            result = public_result(path.read_text(encoding="utf-8"), row.upload_name)
     return Response(doc[:-1] + ', "result": ' + result + "}", media_type="application/json")
 
 
@@ -182,14 +266,25 @@ def get_metrics(request: Request) -> Response:
     return Response(render(_service(request).registry), media_type=CONTENT_TYPE)
 
 
-def healthz(request: Request) -> Response:
+async def healthz(request: Request) -> Response:
+    """200 when the store answers; 503 (with ``Retry-After``) when it cannot be reached."""
     service = _service(request)
-    return JSONResponse({"ok": True, "running": service.dispatcher.running})
+    try:
+        queued = await asyncio.to_thread(service.store.queued)
+    except Exception as exc:  # noqa: BLE001 - any failure of the store is "not healthy"
+        orig = getattr(exc, "orig", None) or exc
+        return JSONResponse(
+            {"ok": False, "error": f"the database cannot be reached ({type(orig).__name__})",
+             "database": service.store.dialect},
+            status_code=503, headers={"Retry-After": str(RETRY_DATABASE_S)})
+    return JSONResponse({"ok": True, "database": service.store.dialect,
+                         "running": service.dispatcher.running, "queued": queued})
 
 
 ROUTES = [
     Route("/api/v1/sessions", post_session, methods=["POST"]),
     Route("/api/v1/sessions/{session}", get_session, methods=["GET"]),
+    Route("/api/v1/sessions/{session}/retry", post_retry, methods=["POST"]),
     Route("/api/v1/jobs", get_jobs, methods=["GET"]),
     Route("/api/v1/jobs/{job}", get_job, methods=["GET"]),
     Route("/api/v1/jobs/{job}/records", post_records, methods=["POST"]),

@@ -24,6 +24,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from stragglers.service import views
+from stragglers.service.api import public_result
 from stragglers.service.datadir import DOWNLOADS, SESSION_ID
 from stragglers.service.records import DONE, SessionRow
 from stragglers.service.state import Service
@@ -55,6 +56,8 @@ def _result(service: Service, s: SessionRow | None) -> dict[str, Any] | None:
     if path is None or not path.exists():
         return None
     doc: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    if isinstance(doc, dict) and "source" in doc:
+        doc["source"] = s.upload_name  # never the server's path
     return doc
 
 
@@ -118,7 +121,12 @@ def download(request: Request) -> Response:
             if s is not None and s.result_dir is not None else None)
     if path is None or not path.exists():
         return page("missing.html", 404, what=f"file {name[:60]}")
-    return FileResponse(path, filename=f"{s.job if s else 'session'}-{session_id[:8]}-{name}")
+    filename = f"{s.job if s else 'session'}-{session_id[:8]}-{name}"
+    if name == "result.json" and s is not None:
+        text = public_result(path.read_text(encoding="utf-8"), s.upload_name)
+        return Response(text, media_type="application/json", headers={
+            "Content-Disposition": f'attachment; filename="{filename}"'})
+    return FileResponse(path, filename=filename)
 
 
 ROUTES = [
