@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import asdict
+from pathlib import PurePath
 from typing import Any
 
 from starlette.datastructures import UploadFile
@@ -210,14 +211,24 @@ async def post_retry(request: Request) -> Response:
 
 
 def public_result(text: str, upload_name: str) -> str:
-    """A result document as served: its ``source`` (a path on the server for sessions
-    analysed before this was written at analysis time) replaced by the uploaded file's
-    name."""
+    """A result document as served: its ``source`` (the trace's path on the server) replaced
+    by the uploaded file's name, its ``outputs`` (paths on the server) by file names."""
     doc = json.loads(text)
-    if isinstance(doc, dict) and doc.get("source") not in (None, upload_name):
+    if not isinstance(doc, dict):
+        return text
+    return json.dumps(public_doc(doc, upload_name))
+
+
+def public_doc(doc: dict[str, Any], upload_name: str) -> dict[str, Any]:
+    """See :func:`public_result` (on a parsed document)."""
+    doc = dict(doc)
+    if "source" in doc:
         doc["source"] = upload_name
-        return json.dumps(doc)
-    return text
+    outputs = doc.get("outputs")
+    if isinstance(outputs, dict):
+        doc["outputs"] = {k: PurePath(v).name if isinstance(v, str) else v
+                          for k, v in outputs.items()}
+    return doc
 
 
 def get_session(request: Request) -> Response:
