@@ -258,3 +258,33 @@ def test_restarts_do_not_count_attempts_but_dead_workers_do(store: Store):
     assert row.status == QUEUED and row.error is None and row.attempts == 0
     assert store.job("j").failed == 0
     assert store.retry(sid) == QUEUED  # not failed: unchanged
+
+
+def test_migration_0002_keeps_the_output_folders_of_earlier_runs(tmp_path: Path):
+    """A store of the previous schema: its attempts counted claims (out-1..out-N exist), so
+    the next run must write out-(N+1)."""
+    from alembic import command
+    from alembic.config import Config
+
+    from stragglers.service.store import MIGRATIONS, make_engine
+
+    engine = make_engine(sqlite_url(tmp_path))
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0001")
+        conn.execute(text("INSERT INTO jobs (name, created_at, sessions, failed, records) "
+                          "VALUES ('old', 0, 1, 0, 0)"))
+        conn.execute(text(
+            "INSERT INTO sessions (id, job_id, status, created_at, attempts, labels, "
+            "trace_file, upload_name, upload_bytes) VALUES ('" + "a" * 32 + "', 1, 'running', "
+            "0, 2, '{}', 'trace.parquet', 't.parquet', 1)"))
+    engine.dispose()
+    store = Store.open(sqlite_url(tmp_path))
+    try:
+        assert store.requeue_interrupted() == 1
+        (s,) = store.claim(1, 3)
+        assert s.runs == 3 and s.attempts == 0  # the old count included server stops
+    finally:
+        store.close()

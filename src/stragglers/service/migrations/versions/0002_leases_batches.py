@@ -21,8 +21,10 @@ def upgrade() -> None:
         batch.add_column(sa.Column("runs", sa.Integer, nullable=False, server_default="0"))
         batch.add_column(sa.Column("lease_owner", sa.String(32), nullable=True))
         batch.add_column(sa.Column("lease_until", sa.Float, nullable=True))
-    # attempts counted claims until now: the output folders out-1..out-N exist
+    # attempts counted claims until now (server stops included): the output folders
+    # out-1..out-N exist; sessions still in the queue start their attempts over
     op.execute("UPDATE sessions SET runs = attempts")
+    op.execute("UPDATE sessions SET attempts = 0 WHERE status IN ('queued', 'running')")
     with op.batch_alter_table("sessions") as batch:
         batch.alter_column("runs", server_default=None)
     op.create_table(
