@@ -18,7 +18,7 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.service.helpers import TOKEN, Job, Server, in_ci, named_children, poll
+from tests.service.helpers import TOKEN, Job, Receiver, Server, in_ci, named_children, poll
 from tests.service.postgres import PostgresServer
 
 CRASH = "STRAGGLERS_CRASH_AT"
@@ -257,3 +257,32 @@ def test_sqlite_store_is_checked_by_healthz(server_factory):
     server = server_factory()
     doc = server.get("/healthz").json()
     assert doc["ok"] is True and doc["database"] == "sqlite"
+
+
+def test_an_onset_alert_cut_by_kill_9_is_sent_when_the_batch_is_replayed(
+        server_factory, receiver: Receiver, tmp_path: Path):
+    """The server killed after committing a batch with an onset, before its alert was
+    stored: the client's replay of the batch raises it."""
+    rules = tmp_path / "alerts.yaml"
+    rules.write_text(f"webhook: {receiver.url}\nrules:\n  - {{name: fail-slow, onset: 0.15}}\n")
+    data = tmp_path / "data"
+    server = server_factory(data=data, args=("--alerts", str(rules)),
+                            env={CRASH: "records-stored:2"})
+    rng = np.random.default_rng(3)
+    healthy = "".join(f'{{"rank": 0, "iter": {i}, "duration": {1 + 0.01 * x:.6f}}}\n'
+                      for i, x in enumerate(rng.standard_normal(250))).encode()
+    slow = "".join(f'{{"rank": 0, "iter": {250 + i}, "duration": {1.4 + 0.014 * x:.6f}}}\n'
+                   for i, x in enumerate(rng.standard_normal(60))).encode()
+    assert _post(server, "cut-alert", 0, healthy).status_code == 200
+    with pytest.raises(httpx.TransportError):
+        _post(server, "cut-alert", 1, slow)
+    assert server.proc is not None and server.proc.wait(60) == -9
+    server = server_factory(data=data, args=("--alerts", str(rules)))
+    r = _post(server, "cut-alert", 1, slow)
+    assert r.status_code == 200 and r.json()["duplicate"] is True
+    assert [e["event"] for e in r.json()["events"]] == ["onset"]
+    body = receiver.take()
+    assert body["rule"] == "fail-slow" and body["event"]["iteration"] is not None
+    again = _post(server, "cut-alert", 1, slow)  # a second replay: deduplicated
+    assert again.json()["duplicate"] is True
+    assert len(server.get("/api/v1/alerts").json()["alerts"]) == 1

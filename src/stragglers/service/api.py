@@ -50,6 +50,7 @@ from stragglers.service.ingest import Upload, check_key, parse_labels
 from stragglers.service.metrics import CONTENT_TYPE, render
 from stragglers.service.records import AlertRow, EventRow, JobRow, SessionRow
 from stragglers.service.state import Service
+from stragglers.service.streams import BatchAnswer
 
 
 def error(status: int, message: str) -> JSONResponse:
@@ -186,13 +187,25 @@ async def post_records(request: Request) -> Response:
         return too_large(str(exc))
     except InputError as exc:
         return error(400, str(exc))
-    if answer.events and not answer.duplicate:
-        await asyncio.to_thread(service.alerter.events_stored, job, answer.events)
+    if answer.events:
+        await asyncio.to_thread(_check_alerts, service, job, answer)
     doc: dict[str, Any] = {"records": answer.records,
                            "events": [event_doc(e) for e in answer.events]}
     if answer.duplicate:
         doc["duplicate"] = True
     return JSONResponse(doc)
+
+
+def _check_alerts(service: Service, job: str, answer: BatchAnswer) -> None:
+    """Check the onset rules on a batch's events. For a replayed batch (the server may have
+    stopped between the batch's commit and its alerts), the events after the job's latest
+    alerted event are checked again (an alert already open is deduplicated as usual)."""
+    events = answer.events
+    if answer.duplicate:
+        last = service.store.last_alerted_event(events[0].job_id)
+        events = [e for e in events if last is None or e.id > last]
+    if events:
+        service.alerter.events_stored(job, events)
 
 
 async def post_retry(request: Request) -> Response:

@@ -576,6 +576,13 @@ class Store:
                                .values(open=False, resolved_at=time.time()))
         return int(res.rowcount or 0)
 
+    def last_alerted_event(self, job_id: int) -> int | None:
+        """The id of the latest event of a job that raised an alert (None: none did)."""
+        with self._read() as conn:
+            found = conn.execute(select(func.max(alerts.c.event_id))
+                                 .where(alerts.c.job_id == job_id)).scalar()
+        return None if found is None else int(found)
+
     def pending_alerts(self) -> list[AlertRow]:
         with self._read() as conn:
             return list(reversed(self._alerts(conn, alerts.c.status == "pending")))
