@@ -59,6 +59,8 @@ def test_restarts_during_an_analysis_do_not_use_up_its_attempts(server_factory, 
         if how == "term":
             server.stop()  # uvicorn exits by the signal it caught, after its shutdown
             assert server.proc is not None and server.proc.returncode in (0, -15)
+            assert server.log is not None
+            assert "gave 1 running session(s) back to the queue" in server.log.read_text()
         else:
             server.kill9()
         server = server_factory(data=data, env=hang)
