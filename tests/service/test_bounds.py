@@ -53,6 +53,7 @@ def test_a_huge_meta_part_is_refused_with_flat_memory(server_factory, slow_job: 
     assert r.status_code == 413, r.text
     message = r.json()["error"]
     assert "meta.yaml" in message and "STRAGGLERS_MAX_TEXT_BYTES" in message
+    assert "more than 67,108,864" in message  # refused at the limit, while it streamed
     assert server.get("/api/v1/jobs").json()["jobs"] == []
     assert list((server.data / "uploads").iterdir()) == []
 

@@ -32,19 +32,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+from contextlib import aclosing
 from dataclasses import asdict
 from pathlib import PurePath
 from typing import Any
 
 from starlette.datastructures import UploadFile
-from starlette.exceptions import HTTPException
-from starlette.formparsers import MultiPartException
+from starlette.formparsers import MultiPartException, MultiPartParser
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from stragglers.errors import InputError
-from stragglers.limits import LimitError, check_limit, limit
+from stragglers.limits import LIMITS, LimitError, limit
 from stragglers.service.datadir import SESSION_ID, check_job_name
 from stragglers.service.ingest import Upload, check_key, parse_labels
 from stragglers.service.metrics import CONTENT_TYPE, render
@@ -101,8 +101,43 @@ def unavailable(message: str, retry_after: int) -> JSONResponse:
                         headers={"Retry-After": str(retry_after), "Connection": "close"})
 
 
-def too_large(message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=413, headers={"Connection": "close"})
+def too_large(message: str, close: bool = True) -> JSONResponse:
+    """413. ``close``: the connection is closed, so a body not read stays unread (the
+    client sees a reset if it is still sending); else the server discards the rest of the
+    body (read, not parsed nor stored) and the client gets the answer."""
+    return JSONResponse({"error": message}, status_code=413,
+                        headers={"Connection": "close"} if close else {})
+
+
+class PartTooLarge(MultiPartException):
+    """A multipart file field passed its limit while the body streamed."""
+
+
+class UploadParser(MultiPartParser):
+    """Starlette's streaming multipart parser (file fields spooled to temporary files on
+    disk, 1 MiB in memory at most; other fields capped at ``max_part_size``) with a limit
+    per file field, checked while the part streams: ``caps`` maps a field name to (the limit's
+    name in :mod:`stragglers.limits`, how to name the field)."""
+
+    def __init__(self, *args: Any, caps: dict[str, tuple[str, str]], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._caps = {name: (limit(lim), lim, what) for name, (lim, what) in caps.items()}
+        self._part_bytes = 0
+        self._part: object = None
+
+    def on_part_data(self, data: bytes, start: int, end: int) -> None:
+        part = self._current_part
+        cap = self._caps.get(part.field_name) if part.file is not None else None
+        if cap is not None:
+            if self._part is not part:
+                self._part, self._part_bytes = part, 0
+            self._part_bytes += end - start
+            if self._part_bytes > cap[0]:
+                name = part.file.filename if part.file is not None else None
+                lim = LIMITS[cap[1]]
+                raise PartTooLarge(f"{(name or cap[2])[:80]}: more than {cap[0]:,} {lim.what} "
+                                   f"(the server's {lim.env})")
+        super().on_part_data(data, start, end)
 
 
 def database_error(request: Request, exc: Exception) -> Response:
@@ -120,25 +155,28 @@ async def post_session(request: Request) -> Response:
         return unavailable(f"the analysis queue is full ({cap:,} sessions waiting; the "
                            "server's STRAGGLERS_MAX_QUEUED_SESSIONS); try again later",
                            RETRY_QUEUE_S)
+    content_type = request.headers.get("content-type", "")
+    if not content_type.lower().startswith("multipart/form-data"):
+        return error(400, "not a valid multipart upload: expected Content-Type "
+                          "multipart/form-data with fields 'trace' and 'meta'")
     try:
-        form = await request.form(max_files=2, max_fields=8, max_part_size=64 * 1024)
+        async with aclosing(request.stream()) as stream:
+            parser = UploadParser(request.headers, stream, max_files=2, max_fields=8,
+                                  max_part_size=64 * 1024,
+                                  caps={"meta": ("text_bytes", "meta")})
+            form = await parser.parse()
+    except PartTooLarge as exc:
+        return too_large(exc.message, close=False)
     except MultiPartException as exc:
         return error(400, f"not a valid multipart upload: {exc.message}")
-    except HTTPException as exc:
-        return error(exc.status_code, f"not a valid multipart upload: {exc.detail}")
     try:
         trace, meta = form.get("trace"), form.get("meta")
         if not isinstance(trace, UploadFile):
             return error(400, "multipart field 'trace' (the trace file) is missing")
         if isinstance(meta, UploadFile):
-            # the part is on disk (spooled while the body streamed): its size is checked
-            # before it is read into memory
-            meta_name = meta.filename or "meta.yaml"
-            try:
-                check_limit("text_bytes", meta.size or 0, meta_name[:80])
-            except LimitError as exc:
-                return too_large(str(exc))
-            meta_bytes = await meta.read()
+            # the part streamed to disk, refused past its limit (UploadParser): reading it
+            # now is bounded by STRAGGLERS_MAX_TEXT_BYTES
+            meta_bytes, meta_name = await meta.read(), meta.filename or "meta.yaml"
         elif isinstance(meta, str):
             meta_bytes, meta_name = meta.encode(), "meta.yaml"
         else:
