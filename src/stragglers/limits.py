@@ -79,8 +79,11 @@ LIMITS: dict[str, Limit] = {lim.name: lim for lim in (
     Limit("kineto_events", 100_000_000, "events of one profiler trace (import kineto)"),
     Limit("kineto_files", 65_536, "rank files of one profiler trace folder (import kineto)"),
     Limit("fleet_jobs", 1_000_000, "jobs of a fleet study or a synthetic fleet"),
-    Limit("records_bytes", 64 * 2**20, "bytes of one batch of records posted to "
+    Limit("records_bytes", 8 * 2**20, "bytes of one batch of records posted to "
           "`stragglers serve`"),
+    Limit("records_batch", 50_000, "records of one batch posted to `stragglers serve`"),
+    Limit("queued_sessions", 1_000, "sessions waiting in the analysis queue of "
+          "`stragglers serve` (a full queue answers 503 with Retry-After)"),
 )}
 
 

@@ -157,3 +157,38 @@ class Receiver:
     def close(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def named_children(server_pid: int, comm: str) -> list[int]:
+    """The server's child processes named ``comm`` (``smon-analysis``, ``smon-validate``)."""
+    out = []
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            text = status.read_text()
+        except OSError:
+            continue
+        fields = dict(ln.split(":\t", 1) for ln in text.splitlines() if ":\t" in ln)
+        if fields.get("PPid", "").strip() == str(server_pid) and \
+                fields.get("Name", "").strip() == comm:
+            out.append(int(status.parent.name))
+    return out
+
+
+def peak_rss_bytes(pid: int) -> int:
+    """A process's peak resident memory (VmHWM)."""
+    for ln in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if ln.startswith("VmHWM:"):
+            return int(ln.split()[1]) * 1024
+    raise AssertionError(f"no VmHWM for process {pid}")
+
+
+def poll(check: Any, what: str, timeout: float = 120.0, every: float = 0.05) -> Any:
+    """Call ``check()`` until it returns something true (generous deadline, no timing
+    assert: the deadline only stops a test that would otherwise hang)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        got = check()
+        if got:
+            return got
+        time.sleep(every)
+    raise AssertionError(f"{what}: not within {timeout} s")

@@ -57,11 +57,18 @@ class PostgresServer:
     def start(self) -> str:
         self._run(self.initdb, "-D", str(self.data), "-A", "trust", "-U", "smon",
                   "-E", "UTF8", "--no-sync")
+        self.resume()
+        return f"postgresql://smon@127.0.0.1:{self.port}/postgres"
+
+    def halt(self) -> None:
+        """Stop the server as a crash would (its data stays: :meth:`resume` starts it)."""
+        self._run(self.pg_ctl, "-D", str(self.data), "-m", "immediate", "-w", "stop")
+
+    def resume(self) -> None:
         opts = (f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 "
                 "-c fsync=off -c max_connections=50")
         self._run(self.pg_ctl, "-D", str(self.data), "-o", opts, "-l",
                   str(self.root / "log"), "-w", "-t", "120", "start")
-        return f"postgresql://smon@127.0.0.1:{self.port}/postgres"
 
     def stop(self) -> None:
         try:

@@ -89,6 +89,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="require the token for the dashboard and /metrics too")
     p.add_argument("--public-url", metavar="URL",
                    help="the server's URL as alert receivers should see it")
+    p.add_argument("--lease-s", type=float, default=30.0, metavar="SECONDS",
+                   help="how long a claimed analysis is leased to this server without a "
+                        "renewal (renewed every third of it; an expired lease is taken again "
+                        "by any server on the database; default: %(default)s)")
     p.add_argument("--log-level", default="info",
                    choices=["debug", "info", "warning", "error"])
     p.set_defaults(func=run_serve)
@@ -125,7 +129,7 @@ def run_serve(args: argparse.Namespace) -> int:
     config = ServiceConfig(
         data=Path(args.data), token=load_token(args.token_file), db_url=args.db,
         alerts=AlertConfig.from_file(args.alerts) if args.alerts else AlertConfig(),
-        workers=args.workers, private=args.private)
+        workers=args.workers, private=args.private, lease_s=args.lease_s)
     return serve(config, args.host, args.port, args.public_url, args.log_level)
 
 

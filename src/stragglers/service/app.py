@@ -9,6 +9,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from sqlalchemy.exc import DBAPIError
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.gzip import GZipMiddleware
@@ -50,14 +51,15 @@ class SecurityHeaders:
         await self.app(scope, receive, with_headers)
 
 
-def body_limit(path: str) -> int:
-    return limit("records_bytes") if path.endswith("/records") else limit("upload_bytes")
+def body_limit(path: str) -> tuple[int, str]:
+    name = "records_bytes" if path.endswith("/records") else "upload_bytes"
+    return limit(name), name
 
 
 def open_service(config: ServiceConfig) -> Service:
     """Open the store (migrating it) and build the components; nothing is started."""
     data = DataDir(config.data).create()
-    store = Store.open(config.db_url or sqlite_url(data.root))
+    store = Store.open(config.db_url or sqlite_url(data.root), config.lease_s)
     validator = Validator(config.validators)
     alerter = Alerter(store, config.alerts, config.public_url)
 
@@ -98,4 +100,5 @@ def create_app(config: ServiceConfig) -> Starlette:
                     Middleware(SecurityHeaders),
                     Middleware(BearerAuth, token=config.token, private=config.private),
                     Middleware(BodyLimit, limit_for=body_limit)],
+        exception_handlers={DBAPIError: api.database_error},
         lifespan=lifespan)

@@ -6,6 +6,9 @@
   so nothing of it is stored.
 * A request body larger than its limit gets 413: at once when ``Content-Length`` says so,
   else as soon as the streamed body passes the limit.
+
+Both answers close the connection (``Connection: close``), so the server does not go on
+reading a body it refused.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from stragglers.errors import InputError
 from stragglers.inputs import read_text
+from stragglers.limits import LIMITS
 
 TOKEN_ENV = "STRAGGLERS_TOKEN"
 MIN_TOKEN_CHARS = 16
@@ -55,7 +59,8 @@ async def _json_error(send: Send, status: int, message: str,
     body = json.dumps({"error": message}).encode()
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode()), *(headers or [])]})
+                            (b"content-length", str(len(body)).encode()),
+                            (b"connection", b"close"), *(headers or [])]})
     await send({"type": "http.response.body", "body": body})
 
 
@@ -88,9 +93,10 @@ class BodyTooLarge(Exception):
 
 
 class BodyLimit:
-    """413 for request bodies over ``limit_for(path)`` bytes (None: no body expected)."""
+    """413 for request bodies over ``limit_for(path)`` = (bytes, the limit's name in
+    :mod:`stragglers.limits`)."""
 
-    def __init__(self, app: ASGIApp, limit_for: Callable[[str], int]) -> None:
+    def __init__(self, app: ASGIApp, limit_for: Callable[[str], tuple[int, str]]) -> None:
         self.app = app
         self.limit_for = limit_for
 
@@ -98,9 +104,10 @@ class BodyLimit:
         if scope["type"] != "http" or scope["method"] in READ_METHODS:
             await self.app(scope, receive, send)
             return
-        cap = self.limit_for(scope["path"])
-        message = (f"the request body exceeds the limit of {cap:,} bytes (the server's "
-                   "STRAGGLERS_MAX_UPLOAD_BYTES / STRAGGLERS_MAX_RECORDS_BYTES)")
+        cap, name = self.limit_for(scope["path"])
+        lim = LIMITS[name]
+        message = (f"the request body exceeds the limit of {cap:,} {lim.what} (the server's "
+                   f"{lim.env})")
         for name, value in scope["headers"]:
             if name == b"content-length" and value.isdigit() and int(value) > cap:
                 await _json_error(send, 413, message)

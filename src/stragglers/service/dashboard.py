@@ -24,6 +24,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from stragglers.service import views
+from stragglers.service.api import public_doc, public_result
 from stragglers.service.datadir import DOWNLOADS, SESSION_ID
 from stragglers.service.records import DONE, SessionRow
 from stragglers.service.state import Service
@@ -54,7 +55,8 @@ def _result(service: Service, s: SessionRow | None) -> dict[str, Any] | None:
     path = service.data.download(s.id, s.result_dir, "result.json")
     if path is None or not path.exists():
         return None
-    doc: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    doc: dict[str, Any] = public_doc(json.loads(path.read_text(encoding="utf-8")),
+                                     s.upload_name)  # never the server's paths
     return doc
 
 
@@ -118,7 +120,20 @@ def download(request: Request) -> Response:
             if s is not None and s.result_dir is not None else None)
     if path is None or not path.exists():
         return page("missing.html", 404, what=f"file {name[:60]}")
-    return FileResponse(path, filename=f"{s.job if s else 'session'}-{session_id[:8]}-{name}")
+    filename = f"{s.job if s else 'session'}-{session_id[:8]}-{name}"
+    if name in ("result.json", "report.html") and s is not None:
+        # the server's paths out: the result's source and outputs, the report's mentions
+        text = path.read_text(encoding="utf-8")
+        if name == "result.json":
+            text, media = public_result(text, s.upload_name), "application/json"
+        else:
+            folder = service.data.session(s.id)
+            text = (text.replace(str(folder / s.trace_file), s.upload_name)
+                    .replace(str(path.parent) + "/", "").replace(str(folder), "session"))
+            media = "text/html"
+        return Response(text, media_type=media, headers={
+            "Content-Disposition": f'attachment; filename="{filename}"'})
+    return FileResponse(path, filename=filename)
 
 
 ROUTES = [

@@ -2,11 +2,14 @@
 
 * :class:`Validator` checks uploads in its own process pool, so that an upload waits for
   its own validation only, never behind queued analyses.
-* :class:`Dispatcher` claims queued sessions from the store (the durable queue), analyses
-  each in a worker process and records the outcome. It wakes when an upload is queued and
-  polls the store every second besides. Sessions that were running when the server stopped
-  are queued again when it starts; a worker process that dies takes its session back to the
-  queue (at most ``max_attempts`` times).
+* :class:`Dispatcher` claims queued sessions from the store (the durable queue) as leases,
+  analyses each in a worker process and records the outcome. It wakes when an upload is
+  queued and polls the store every second besides, and renews the leases of its running
+  sessions every third of the lease. A graceful stop gives the running sessions back to the
+  queue; after a ``kill -9`` they are queued again when the server starts (SQLite) or taken
+  again when their lease expires (PostgreSQL). Neither counts as an attempt: an attempt
+  counts when the analysis ends (done, failed) or its worker process dies; a session whose
+  worker died ``max_attempts`` times is failed with the reason.
 
 The event loop only awaits futures and threads: every store call runs in a thread, every
 analysis in a process.
@@ -43,10 +46,11 @@ from stragglers.service.worker import (
 log = logging.getLogger("stragglers.service")
 
 MAX_ATTEMPTS = 3
+VALIDATE = "smon-validate"
 
 
-def _pool(workers: int) -> ProcessPoolExecutor:
-    return ProcessPoolExecutor(max_workers=workers, initializer=init_worker,
+def _pool(workers: int, role: str = "smon-analysis") -> ProcessPoolExecutor:
+    return ProcessPoolExecutor(max_workers=workers, initializer=init_worker, initargs=(role,),
                                mp_context=multiprocessing.get_context("spawn"))
 
 
@@ -60,7 +64,7 @@ class Validator:
 
     def __init__(self, workers: int = 1) -> None:
         self.workers = workers
-        self._pool = _pool(workers)
+        self._pool = _pool(workers, VALIDATE)
 
     async def start(self) -> None:
         await _start(self._pool, self.workers)
@@ -77,7 +81,7 @@ class Validator:
                 # a validation process died (killed, out of memory): a new pool, once more
                 log.error("upload validation: the worker process died; trying again")
                 if self._pool is pool:
-                    self._pool = _pool(self.workers)
+                    self._pool = _pool(self.workers, VALIDATE)
         raise InputError(f"{trace_name}: the validation process died twice (out of memory?)")
 
     def close(self) -> None:
@@ -101,6 +105,7 @@ class Dispatcher:
         self._wake: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
+        self._heartbeat: asyncio.Task[None] | None = None
 
     @property
     def running(self) -> int:
@@ -109,11 +114,14 @@ class Dispatcher:
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
-        n = await asyncio.to_thread(self.store.requeue_interrupted)
-        if n:
-            log.warning("queued again %d session(s) interrupted by the previous server", n)
+        if self.store.dialect == "sqlite":  # one server per data folder and database
+            n = await asyncio.to_thread(self.store.requeue_interrupted)
+            if n:
+                log.warning("queued again %d session(s) interrupted by the previous server",
+                            n)
         await _start(self._pool, self.workers)
         self._task = asyncio.create_task(self._loop_forever(), name="stragglers-dispatcher")
+        self._heartbeat = asyncio.create_task(self._renew_forever(), name="stragglers-leases")
 
     def wake(self) -> None:
         """Tell the loop that a session was queued (callable from any thread)."""
@@ -121,15 +129,33 @@ class Dispatcher:
             self._loop.call_soon_threadsafe(self._wake.set)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        """A graceful stop: claim nothing more, give the running sessions back to the queue
+        (not an attempt), stop the worker processes."""
+        for t in (self._task, self._heartbeat):
+            if t is not None:
+                t.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await t
+        running = list(self._running)
         for task in list(self._running.values()):
             task.cancel()
-        # Sessions still running stay 'running' in the store and are queued again at the
-        # next start; the worker processes die with this process (see init_worker).
+        try:
+            n = await asyncio.to_thread(self.store.release, running)
+            if n:
+                log.warning("gave %d running session(s) back to the queue", n)
+        except DBAPIError:
+            log.exception("cannot give the running sessions back to the queue; they are "
+                          "taken again when the server starts or their lease expires")
+        # the worker processes die with this process (see init_worker)
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+    async def _renew_forever(self) -> None:
+        while True:
+            await asyncio.sleep(max(0.01, self.store.lease_s / 3))
+            try:
+                await asyncio.to_thread(self.store.renew, list(self._running))
+            except DBAPIError:
+                log.exception("cannot renew the leases of the running sessions; trying again")
 
     async def _loop_forever(self) -> None:
         assert self._wake is not None
@@ -146,6 +172,8 @@ class Dispatcher:
                     # keep the loop alive and try again at the next poll
                     log.exception("cannot claim queued sessions; trying again")
                 for s in claimed:
+                    if s.id in self._running:  # our own lease, expired while cut off
+                        continue
                     task = asyncio.create_task(self._analyse(s), name=f"session-{s.id}")
                     self._running[s.id] = task
                     task.add_done_callback(functools.partial(self._done, s.id))
@@ -161,25 +189,26 @@ class Dispatcher:
         loop = asyncio.get_running_loop()
         folder = self.data.session(s.id)
         pool = self._pool
-        log.info("session %s (job %s): analysis started (attempt %d)", s.id, s.job, s.attempts)
+        log.info("session %s (job %s): analysis started (run %d)", s.id, s.job, s.runs)
         try:
             summary = await loop.run_in_executor(pool, analyse_session, str(folder),
-                                                 s.trace_file, s.attempts)
+                                                 s.trace_file, s.runs, s.upload_name)
         except InputError as exc:
             row = await asyncio.to_thread(self.store.finish_failed, s.id, str(exc))
             log.warning("session %s (job %s): failed: %s", s.id, s.job, exc)
         except BrokenProcessPool:
-            log.error("session %s (job %s): the worker process died; queued again", s.id,
-                      s.job)
             if self._pool is pool:
                 self._pool = _pool(self.workers)
-            await asyncio.to_thread(self.store.requeue, s.id)
+            failed = await asyncio.to_thread(self.store.worker_died, s.id, self.max_attempts)
+            log.error("session %s (job %s): the worker process died; %s", s.id, s.job,
+                      "failed" if failed else "queued again")
             return
         except Exception as exc:  # noqa: BLE001 - a bug in one analysis must not stop the
             # service: the session is failed with the error and the traceback is logged.
             log.exception("session %s (job %s): internal error", s.id, s.job)
+            message = str(exc).replace(str(self.data.root), "DIR")
             row = await asyncio.to_thread(self.store.finish_failed, s.id,
-                                          f"internal error: {type(exc).__name__}: {exc}")
+                                          f"internal error: {type(exc).__name__}: {message}")
         else:
             row = await asyncio.to_thread(self.store.finish_done, s.id, summary)
             await asyncio.to_thread(_remove_other_outputs, folder, summary.result_dir)

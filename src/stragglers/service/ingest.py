@@ -76,11 +76,11 @@ def parse_labels(text: str | None) -> dict[str, str]:
     return raw
 
 
-def check_key(key: str | None) -> str | None:
+def check_key(key: str | None, source: str = "field 'key'") -> str | None:
     if key is None or key == "":
         return None
     if not KEY.match(key):
-        raise InputError("field 'key': 1-64 letters, digits, '.', '_' or '-'")
+        raise InputError(f"{source}: 1-64 letters, digits, '.', '_' or '-'")
     return key
 
 

@@ -1,9 +1,12 @@
-"""The push client: upload a profiling session to a ``stragglers serve`` server.
+"""The push client: upload a profiling session, or a batch of records, to a
+``stragglers serve`` server.
 
-:func:`push_session` is what ``stragglers push`` and the probes call. It sends a
-client key with the upload and retries on connection errors with the same key, so a retry
-never makes a second session. Every failure is an :class:`InputError` with one line naming
-the server (a wrong URL or token, a refused upload with the server's message).
+:func:`push_session` is what ``stragglers push`` and the probes call; :func:`push_records`
+posts a records batch. Both send an idempotency key (``Idempotency-Key``) and retry on
+connection errors and 5xx answers with the same key (waiting what ``Retry-After`` asks, at
+most :data:`MAX_WAIT_S`), so a retry never makes a second session nor applies a batch twice.
+Every failure is an :class:`InputError` with one line naming the server (a wrong URL or
+token, a refused upload with the server's message).
 """
 
 from __future__ import annotations
@@ -21,6 +24,15 @@ from stragglers.errors import InputError
 from stragglers.inputs import check_file
 
 RETRIES = 3
+MAX_WAIT_S = 30.0
+
+
+def _wait(resp: httpx.Response | None, attempt: int) -> None:
+    """Sleep before retry ``attempt + 1``: the server's Retry-After, else a backoff."""
+    delay = 0.5 * 2**attempt
+    if resp is not None and resp.headers.get("retry-after", "").isdigit():
+        delay = float(resp.headers["retry-after"])
+    time.sleep(min(delay, MAX_WAIT_S))
 
 
 def _fail(server: str, resp: httpx.Response) -> InputError:
@@ -44,7 +56,7 @@ def push_session(trace: str | os.PathLike[str], meta: str | os.PathLike[str], se
         data["job"] = job
     if labels:
         data["labels"] = json.dumps(labels)
-    headers = {"Authorization": f"Bearer {token}"}
+    headers = {"Authorization": f"Bearer {token}", "Idempotency-Key": key}
     error: str = ""
     for attempt in range(RETRIES):
         try:
@@ -55,12 +67,41 @@ def push_session(trace: str | os.PathLike[str], meta: str | os.PathLike[str], se
                                   headers=headers, timeout=timeout)
         except httpx.TransportError as exc:
             error = f"{type(exc).__name__}: {exc}"
-            time.sleep(0.5 * 2**attempt)
+            _wait(None, attempt)
             continue
         if resp.status_code in (200, 202):
             return str(resp.json()["session"])
         if resp.status_code >= 500 and attempt + 1 < RETRIES:
-            time.sleep(0.5 * 2**attempt)
+            _wait(resp, attempt)
+            continue
+        raise _fail(base, resp)
+    raise InputError(f"{base}: cannot reach the server ({error})")
+
+
+def push_records(lines: str | list[str], job: str, server: str, token: str,
+                 key: str | None = None, timeout: float = 120.0) -> dict[str, Any]:
+    """Post a batch of JSON-lines records of ``job``; returns the server's answer
+    (``{"records", "events", "duplicate"?}``). ``key`` (default: a new random one) is sent
+    as ``Idempotency-Key`` with every try, so a retry is never applied twice."""
+    base = server.rstrip("/")
+    body = (lines if isinstance(lines, str) else "".join(ln.rstrip("\n") + "\n"
+                                                        for ln in lines)).encode()
+    headers = {"Authorization": f"Bearer {token}", "Idempotency-Key": key or uuid.uuid4().hex,
+               "Content-Type": "application/x-ndjson"}
+    error = ""
+    for attempt in range(RETRIES):
+        try:
+            resp = httpx.post(f"{base}/api/v1/jobs/{job}/records", content=body,
+                              headers=headers, timeout=timeout)
+        except httpx.TransportError as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            _wait(None, attempt)
+            continue
+        if resp.status_code == 200:
+            doc: dict[str, Any] = resp.json()
+            return doc
+        if resp.status_code >= 500 and attempt + 1 < RETRIES:
+            _wait(resp, attempt)
             continue
         raise _fail(base, resp)
     raise InputError(f"{base}: cannot reach the server ({error})")

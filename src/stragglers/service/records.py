@@ -76,6 +76,7 @@ class SessionRow:
     started_at: float | None
     finished_at: float | None
     attempts: int
+    runs: int
     error: str | None
     labels: dict[str, str]
     client_key: str | None
@@ -102,7 +103,8 @@ class SessionRow:
         return cls(
             id=m["id"], job=job, job_id=m["job_id"], status=m["status"],
             created_at=m["created_at"], started_at=m["started_at"],
-            finished_at=m["finished_at"], attempts=m["attempts"], error=m["error"],
+            finished_at=m["finished_at"], attempts=m["attempts"], runs=m["runs"],
+            error=m["error"],
             labels=json.loads(m["labels"] or "{}"), client_key=m["client_key"],
             trace_file=m["trace_file"], upload_name=m["upload_name"],
             upload_bytes=m["upload_bytes"], result_dir=m["result_dir"],

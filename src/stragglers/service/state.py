@@ -28,6 +28,7 @@ class ServiceConfig:
     validators: int = 1
     private: bool = False
     public_url: str = "http://127.0.0.1:8080"
+    lease_s: float = 30.0
 
 
 @dataclass

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict
@@ -32,6 +33,7 @@ from sqlalchemy import (
     event,
     func,
     insert,
+    or_,
     select,
     update,
 )
@@ -40,6 +42,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 
 from stragglers.errors import InputError
+from stragglers.service.crash import crashpoint
 from stragglers.service.records import (
     DONE,
     FAILED,
@@ -54,9 +57,11 @@ from stragglers.service.records import (
     SessionRow,
     Totals,
 )
-from stragglers.service.tables import alerts, events, jobs, sessions
+from stragglers.service.tables import alerts, events, jobs, record_batches, sessions
 
 DB_FILE = "smon.sqlite3"
+#: Seconds a claimed session is leased to its server without a renewal.
+LEASE_S = 30.0
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
 #: Sort keys of the jobs page (query parameter -> column).
@@ -88,7 +93,8 @@ def make_engine(url: str) -> Engine:
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
     if url.startswith("postgresql+psycopg://"):
-        return create_engine(url, pool_pre_ping=True, pool_size=8, max_overflow=8)
+        return create_engine(url, pool_pre_ping=True, pool_size=8, max_overflow=8,
+                             connect_args={"connect_timeout": 10})
     raise InputError(f"--db {url.split(':', 1)[0]}:...: expected a postgresql:// or sqlite:/// "
                      "URL")
 
@@ -102,19 +108,38 @@ def migrate(engine: Engine) -> None:
         command.upgrade(cfg, "head")
 
 
-class Store:
-    """All reads and writes of the service's database."""
+def _died_message(attempts: int) -> str:
+    return (f"the analysis did not finish in {attempts} attempts: its worker process died "
+            "each time (out of memory?); POST /api/v1/sessions/ID/retry queues it again")
 
-    def __init__(self, engine: Engine) -> None:
+
+def _event_row(r: Any) -> EventRow:
+    return EventRow(id=r.id, job_id=r.job_id, received_at=r.received_at,
+                    event=DetectionEvent(
+                        kind=r.kind, rank=r.rank, iteration=r.iteration, ts=r.ts,
+                        severity=r.severity, level_s=r.level_s, previous_s=r.previous_s,
+                        detail=json.loads(r.detail)))
+
+
+class Store:
+    """All reads and writes of the service's database.
+
+    ``owner`` names this store's server in the leases it takes; ``lease_s`` is how long a
+    claim holds a session without being renewed.
+    """
+
+    def __init__(self, engine: Engine, lease_s: float = LEASE_S) -> None:
         self.engine = engine
         self.dialect = engine.dialect.name
         self._write_lock = threading.Lock() if self.dialect == "sqlite" else None
+        self.owner = uuid.uuid4().hex
+        self.lease_s = lease_s
 
     @classmethod
-    def open(cls, url: str) -> Store:
+    def open(cls, url: str, lease_s: float = LEASE_S) -> Store:
         engine = make_engine(url)
         migrate(engine)
-        return cls(engine)
+        return cls(engine, lease_s)
 
     def close(self) -> None:
         self.engine.dispose()
@@ -238,49 +263,130 @@ class Store:
         with self._read() as conn:
             return [(r.id, r.finished_at, r.slowdown, r.waste) for r in conn.execute(q)]
 
+    def _lease_free(self, now: float) -> Any:
+        """Sessions a claim may take: queued ones, and running ones whose lease expired
+        (their server stopped renewing it: killed, cut off from the database)."""
+        return or_(sessions.c.status == QUEUED,
+                   and_(sessions.c.status == RUNNING,
+                        or_(sessions.c.lease_until.is_(None), sessions.c.lease_until < now)))
+
     def requeue_interrupted(self) -> int:
-        """Queue again the sessions that were running when the server stopped."""
+        """Queue again the sessions that were running when the server stopped (one server
+        per database: SQLite; on PostgreSQL expired leases are retaken by the claims). A
+        stopped server is no attempt: ``attempts`` is unchanged."""
         with self._write() as conn:
             res = conn.execute(update(sessions).where(sessions.c.status == RUNNING)
-                               .values(status=QUEUED, started_at=None))
+                               .values(status=QUEUED, started_at=None, lease_owner=None,
+                                       lease_until=None))
         return int(res.rowcount or 0)
 
     def claim(self, limit: int, max_attempts: int) -> list[SessionRow]:
-        """Mark up to ``limit`` queued sessions (oldest first) running and return them.
+        """Lease up to ``limit`` queued sessions (oldest first) to this store's owner for
+        ``lease_s`` seconds, mark them running and return them; running sessions whose lease
+        expired are taken again. On PostgreSQL the rows are locked ``FOR UPDATE SKIP
+        LOCKED`` in the claim's transaction, so concurrent servers never take one twice.
 
-        A session already tried ``max_attempts`` times (the server or its worker died each
-        time) is failed instead, so that one input cannot stop the service forever.
+        A session whose ``attempts`` reached ``max_attempts`` is failed instead (attempts
+        count analyses whose worker died, see :meth:`worker_died`).
         """
         now = time.time()
         claimed: list[str] = []
         with self._write() as conn:
-            rows = conn.execute(
-                select(sessions.c.id, sessions.c.attempts, sessions.c.job_id)
-                .where(sessions.c.status == QUEUED).order_by(sessions.c.created_at)
-                .limit(limit)).all()
-            for r in rows:
+            q = (select(sessions.c.id, sessions.c.attempts, sessions.c.job_id)
+                 .where(self._lease_free(now)).order_by(sessions.c.created_at).limit(limit))
+            if self.dialect == "postgresql":
+                q = q.with_for_update(skip_locked=True)
+            for r in conn.execute(q).all():
                 if r.attempts >= max_attempts:
                     conn.execute(update(sessions).where(sessions.c.id == r.id).values(
-                        status=FAILED, finished_at=now,
-                        error=f"the analysis did not finish in {r.attempts} attempts (the "
-                              "server or its worker process stopped during each)"))
+                        status=FAILED, finished_at=now, lease_owner=None, lease_until=None,
+                        error=_died_message(r.attempts)))
                     conn.execute(update(jobs).where(jobs.c.id == r.job_id)
                                  .values(failed=jobs.c.failed + 1))
                     continue
                 res = conn.execute(update(sessions).where(and_(
-                    sessions.c.id == r.id, sessions.c.status == QUEUED)).values(
-                    status=RUNNING, started_at=now, attempts=sessions.c.attempts + 1))
+                    sessions.c.id == r.id, self._lease_free(now))).values(
+                    status=RUNNING, started_at=now, runs=sessions.c.runs + 1,
+                    lease_owner=self.owner, lease_until=now + self.lease_s))
                 if res.rowcount:
                     claimed.append(r.id)
             if not claimed:
                 return []
             return self._sessions(conn, sessions.c.id.in_(claimed), sessions.c.created_at)
 
-    def requeue(self, session_id: str) -> None:
+    def renew(self, session_ids: Sequence[str]) -> int:
+        """Extend this owner's leases of ``session_ids`` (the dispatcher's heartbeat)."""
+        if not session_ids:
+            return 0
         with self._write() as conn:
+            res = conn.execute(update(sessions).where(and_(
+                sessions.c.id.in_(list(session_ids)), sessions.c.status == RUNNING,
+                sessions.c.lease_owner == self.owner))
+                .values(lease_until=time.time() + self.lease_s))
+        return int(res.rowcount or 0)
+
+    def release(self, session_ids: Sequence[str]) -> int:
+        """Give this owner's running sessions back to the queue (a graceful stop); not an
+        attempt."""
+        if not session_ids:
+            return 0
+        with self._write() as conn:
+            res = conn.execute(update(sessions).where(and_(
+                sessions.c.id.in_(list(session_ids)), sessions.c.status == RUNNING,
+                sessions.c.lease_owner == self.owner))
+                .values(status=QUEUED, started_at=None, lease_owner=None, lease_until=None))
+        return int(res.rowcount or 0)
+
+    def worker_died(self, session_id: str, max_attempts: int) -> bool:
+        """Count an attempt of a session whose worker process died: queue it again, or fail
+        it with the reason after ``max_attempts``. Returns True when it failed."""
+        now = time.time()
+        with self._write() as conn:
+            row = conn.execute(select(sessions.c.attempts, sessions.c.job_id).where(and_(
+                sessions.c.id == session_id, sessions.c.status == RUNNING))).first()
+            if row is None:
+                return False
+            n = int(row.attempts) + 1
+            if n >= max_attempts:
+                conn.execute(update(sessions).where(sessions.c.id == session_id).values(
+                    status=FAILED, finished_at=now, attempts=n, lease_owner=None,
+                    lease_until=None, error=_died_message(n)))
+                conn.execute(update(jobs).where(jobs.c.id == row.job_id)
+                             .values(failed=jobs.c.failed + 1))
+                return True
+            conn.execute(update(sessions).where(sessions.c.id == session_id).values(
+                status=QUEUED, started_at=None, attempts=n, lease_owner=None,
+                lease_until=None))
+        return False
+
+    def retry(self, session_id: str) -> str | None:
+        """Queue a failed session again (its attempts start over). Returns the status the
+        session had (``failed``: queued now; another: unchanged), None when there is none."""
+        with self._write() as conn:
+            row = conn.execute(select(sessions.c.status, sessions.c.job_id)
+                               .where(sessions.c.id == session_id)).first()
+            if row is None:
+                return None
+            if row.status != FAILED:
+                return str(row.status)
             conn.execute(update(sessions).where(and_(
-                sessions.c.id == session_id, sessions.c.status == RUNNING))
-                .values(status=QUEUED, started_at=None))
+                sessions.c.id == session_id, sessions.c.status == FAILED)).values(
+                status=QUEUED, error=None, attempts=0, started_at=None, finished_at=None,
+                lease_owner=None, lease_until=None))
+            conn.execute(update(jobs).where(jobs.c.id == row.job_id)
+                         .values(failed=jobs.c.failed - 1))
+        return FAILED
+
+    def queued(self) -> int:
+        """The number of sessions waiting in the queue."""
+        with self._read() as conn:
+            return int(conn.execute(select(func.count()).select_from(sessions)
+                                    .where(sessions.c.status == QUEUED)).scalar_one())
+
+    def ping(self) -> None:
+        """A round trip to the database (raises when it cannot be reached)."""
+        with self._read() as conn:
+            conn.execute(select(1)).scalar_one()
 
     def finish_done(self, session_id: str, s: AnalysisSummary) -> SessionRow:
         now = time.time()
@@ -288,7 +394,8 @@ class Store:
         values["workers"] = json.dumps(list(s.workers))
         with self._write() as conn:
             conn.execute(update(sessions).where(sessions.c.id == session_id).values(
-                status=DONE, finished_at=now, error=None, **values))
+                status=DONE, finished_at=now, error=None, attempts=sessions.c.attempts + 1,
+                lease_owner=None, lease_until=None, **values))
             row = self._sessions(conn, sessions.c.id == session_id)[0]
             latest = conn.execute(
                 select(sessions.c.id).where(and_(sessions.c.job_id == row.job_id,
@@ -304,7 +411,8 @@ class Store:
     def finish_failed(self, session_id: str, error: str) -> SessionRow:
         with self._write() as conn:
             conn.execute(update(sessions).where(sessions.c.id == session_id).values(
-                status=FAILED, finished_at=time.time(), error=error))
+                status=FAILED, finished_at=time.time(), error=error,
+                attempts=sessions.c.attempts + 1, lease_owner=None, lease_until=None))
             row = self._sessions(conn, sessions.c.id == session_id)[0]
             conn.execute(update(jobs).where(jobs.c.id == row.job_id)
                          .values(failed=jobs.c.failed + 1))
@@ -317,20 +425,84 @@ class Store:
 
     def add_events(self, job_id: int, n_records: int,
                    found: Sequence[DetectionEvent]) -> list[EventRow]:
-        now = time.time()
-        out: list[EventRow] = []
+        """Store events (and count records) without a batch (tests, imports)."""
         with self._write() as conn:
-            conn.execute(update(jobs).where(jobs.c.id == job_id)
-                         .values(records=jobs.c.records + n_records))
-            for e in found:
-                res = conn.execute(insert(events).values(
-                    job_id=job_id, kind=e.kind, rank=e.rank, iteration=e.iteration, ts=e.ts,
-                    severity=e.severity, level_s=e.level_s, previous_s=e.previous_s,
-                    detail=json.dumps(e.detail, sort_keys=True), received_at=now))
-                key = res.inserted_primary_key
-                assert key is not None
-                out.append(EventRow(id=int(key[0]), job_id=job_id, received_at=now, event=e))
+            return self._insert_events(conn, job_id, n_records, found, None, time.time())
+
+    def _insert_events(self, conn: Connection, job_id: int, n_records: int,
+                       found: Sequence[DetectionEvent], batch_id: int | None,
+                       now: float) -> list[EventRow]:
+        out: list[EventRow] = []
+        conn.execute(update(jobs).where(jobs.c.id == job_id)
+                     .values(records=jobs.c.records + n_records))
+        for e in found:
+            res = conn.execute(insert(events).values(
+                job_id=job_id, kind=e.kind, rank=e.rank, iteration=e.iteration, ts=e.ts,
+                severity=e.severity, level_s=e.level_s, previous_s=e.previous_s,
+                detail=json.dumps(e.detail, sort_keys=True), received_at=now,
+                batch_id=batch_id))
+            key = res.inserted_primary_key
+            assert key is not None
+            out.append(EventRow(id=int(key[0]), job_id=job_id, received_at=now, event=e))
         return out
+
+    def add_batch(self, job_id: int, key: str | None, lines: Sequence[str], n_records: int,
+                  found: Sequence[DetectionEvent], keep_lines: int) -> list[EventRow] | None:
+        """Commit a records batch (its lines: the detector's replay log), its events and the
+        job's record count in one transaction, so that a ``kill -9`` leaves all or none of
+        them. Lines of batches older than the last ``keep_lines`` lines are dropped (the
+        batch's key stays). Returns None when the job already has a batch with ``key``."""
+        now = time.time()
+        try:
+            with self._write() as conn:
+                res = conn.execute(insert(record_batches).values(
+                    job_id=job_id, key=key, n_records=n_records, body="\n".join(lines),
+                    created_at=now))
+                pk = res.inserted_primary_key
+                assert pk is not None
+                batch_id = int(pk[0])
+                out = self._insert_events(conn, job_id, n_records, found, batch_id, now)
+                self._trim_batches(conn, job_id, keep_lines)
+                crashpoint("records-logged")
+        except IntegrityError:
+            if key is not None and self.batch_answer(job_id, key) is not None:
+                return None
+            raise
+        return out
+
+    def _trim_batches(self, conn: Connection, job_id: int, keep_lines: int) -> None:
+        rows = conn.execute(
+            select(record_batches.c.id, record_batches.c.n_records).where(and_(
+                record_batches.c.job_id == job_id, record_batches.c.body.is_not(None)))
+            .order_by(record_batches.c.id.desc())).all()
+        total = 0
+        for r in rows:
+            total += r.n_records
+            if total >= keep_lines:
+                conn.execute(update(record_batches).where(and_(
+                    record_batches.c.job_id == job_id, record_batches.c.id < r.id,
+                    record_batches.c.body.is_not(None))).values(body=None))
+                return
+
+    def batch_answer(self, job_id: int, key: str) -> tuple[int, list[EventRow]] | None:
+        """(records, events) of the job's batch with ``key``, None when there is none."""
+        with self._read() as conn:
+            row = conn.execute(select(record_batches.c.id, record_batches.c.n_records).where(
+                and_(record_batches.c.job_id == job_id, record_batches.c.key == key))).first()
+            if row is None:
+                return None
+            found = conn.execute(select(events).where(events.c.batch_id == row.id)
+                                 .order_by(events.c.id)).all()
+        return int(row.n_records), [_event_row(r) for r in found]
+
+    def replay_lines(self, job_id: int) -> list[str]:
+        """The record lines kept for rebuilding a job's detector, oldest first."""
+        with self._read() as conn:
+            bodies = conn.execute(
+                select(record_batches.c.body).where(and_(
+                    record_batches.c.job_id == job_id, record_batches.c.body.is_not(None)))
+                .order_by(record_batches.c.id)).scalars().all()
+        return [ln for body in bodies if body for ln in body.split("\n")]
 
     def events(self, job_id: int, limit: int = 500) -> list[EventRow]:
         """A job's latest events, oldest first."""
@@ -338,12 +510,7 @@ class Store:
              .limit(limit))
         with self._read() as conn:
             rows = conn.execute(q).all()
-        return [EventRow(id=r.id, job_id=r.job_id, received_at=r.received_at,
-                         event=DetectionEvent(
-                             kind=r.kind, rank=r.rank, iteration=r.iteration, ts=r.ts,
-                             severity=r.severity, level_s=r.level_s, previous_s=r.previous_s,
-                             detail=json.loads(r.detail)))
-                for r in reversed(rows)]
+        return [_event_row(r) for r in reversed(rows)]
 
     # -- alerts ---------------------------------------------------------------------------
     def _alerts(self, conn: Connection, where: Any, limit: int | None = None
@@ -408,6 +575,13 @@ class Store:
             res = conn.execute(update(alerts).where(cond)
                                .values(open=False, resolved_at=time.time()))
         return int(res.rowcount or 0)
+
+    def last_alerted_event(self, job_id: int) -> int | None:
+        """The id of the latest event of a job that raised an alert (None: none did)."""
+        with self._read() as conn:
+            found = conn.execute(select(func.max(alerts.c.event_id))
+                                 .where(alerts.c.job_id == job_id)).scalar()
+        return None if found is None else int(found)
 
     def pending_alerts(self) -> list[AlertRow]:
         with self._read() as conn:

@@ -1,33 +1,47 @@
 """Record streams: ``POST /api/v1/jobs/{job}/records`` bodies go through here.
 
-A batch is checked whole first (a bad line rejects it with nothing stored), then appended
-to the job's record log (``DIR/records/JOB_ID.jsonl``, fsynced), fed to the job's detector
-and its events stored. One lock per job keeps a job's records in order; jobs run in
-parallel. After a restart the detector of a job is rebuilt from the tail of its log (at
-most ``replay_lines`` records) the first time the job sends records again. A log larger than
-``log_bytes`` is rotated (one previous generation kept).
+A batch is checked whole first (a bad line rejects it with nothing stored), fed to the job's
+detector, and committed **in one transaction** with the events it produced and the job's
+record count (the batch's lines are the detector's replay log, in the database). A
+``kill -9`` at any point leaves all of it or none. A batch sent with an idempotency key that
+the job already has is not applied again: its answer (records, events) is returned as
+stored, so a client that retries a batch whose answer it never got gets exactly what an
+uninterrupted run gives.
+
+One lock per job keeps a job's batches in order; jobs run in parallel. After a restart, or
+when a commit failed (the detector had already seen the batch), the detector of a job is
+rebuilt from its latest ``replay_lines`` records the first time the job sends records again.
+A job's legacy log file ``DIR/records/JOB_ID.jsonl`` (servers before the replay log moved
+into the database) is replayed first.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 from collections import deque
+from dataclasses import dataclass
 from pathlib import Path
 
+from stragglers.limits import check_limit
+from stragglers.service.crash import crashpoint
 from stragglers.service.datadir import DataDir
 from stragglers.service.detection import JobDetector, check_records
 from stragglers.service.records import EventRow
 from stragglers.service.store import Store
 
 
+@dataclass(frozen=True)
+class BatchAnswer:
+    records: int
+    events: list[EventRow]
+    duplicate: bool = False
+
+
 class RecordStreams:
-    def __init__(self, store: Store, data: DataDir, replay_lines: int = 200_000,
-                 log_bytes: int = 64 * 2**20) -> None:
+    def __init__(self, store: Store, data: DataDir, replay_lines: int = 200_000) -> None:
         self.store = store
         self.data = data
         self.replay_lines = replay_lines
-        self.log_bytes = log_bytes
         self._detectors: dict[int, JobDetector] = {}
         self._locks: dict[int, threading.Lock] = {}
         self._guard = threading.Lock()
@@ -36,34 +50,52 @@ class RecordStreams:
         with self._guard:
             return self._locks.setdefault(job_id, threading.Lock())
 
-    def ingest(self, job: str, text: str) -> tuple[int, list[EventRow]]:
-        """Check, log and detect a batch of JSON-lines records of ``job``."""
+    def _detector(self, job: str, job_id: int) -> JobDetector:
+        detector = self._detectors.get(job_id)
+        if detector is None:
+            detector = JobDetector(source=f"records of job {job}")
+            lines = _tail(self.data.records(job_id), self.replay_lines)
+            lines += self.store.replay_lines(job_id)
+            detector.replay(lines[-self.replay_lines:])
+            self._detectors[job_id] = detector
+        return detector
+
+    def ingest(self, job: str, text: str, key: str | None = None) -> BatchAnswer:
+        """Check, detect and commit a batch of JSON-lines records of ``job``."""
         lines = [ln for ln in text.splitlines() if ln.strip()]
+        check_limit("records_batch", len(lines), f"records of job {job}")
+        known = self.store.job(job) if key is not None else None
+        if known is not None and key is not None:  # a replay is answered without parsing
+            found = self.store.batch_answer(known.id, key)
+            if found is not None:
+                return BatchAnswer(found[0], found[1], duplicate=True)
         n = check_records(lines, f"records of job {job}")
         job_id = self.store.ensure_job(job)
         with self._lock(job_id):
-            detector = self._detectors.get(job_id)
-            log_path = self.data.records(job_id)
-            if detector is None:
-                detector = JobDetector(source=f"records of job {job}")
-                detector.replay(_tail(log_path, self.replay_lines))
-                self._detectors[job_id] = detector
-            _append(log_path, lines, self.log_bytes)
-            found = detector.feed(lines)
-            return n, self.store.add_events(job_id, n, found)
+            if key is not None:
+                found = self.store.batch_answer(job_id, key)
+                if found is not None:
+                    return BatchAnswer(found[0], found[1], duplicate=True)
+            detector = self._detector(job, job_id)
+            events = detector.feed(lines)
+            try:
+                stored = self.store.add_batch(job_id, key, lines, n, events,
+                                              self.replay_lines)
+            except BaseException:
+                # the detector saw a batch that is not stored: rebuild it from the store
+                self._detectors.pop(job_id, None)
+                raise
+            if stored is None:  # the same key committed meanwhile (another server)
+                self._detectors.pop(job_id, None)
+                again = self.store.batch_answer(job_id, key or "")
+                assert again is not None
+                return BatchAnswer(again[0], again[1], duplicate=True)
+            crashpoint("records-stored")
+            return BatchAnswer(n, stored)
 
 
 def _tail(path: Path, n: int) -> list[str]:
     if not path.exists():
         return []
     with path.open(encoding="utf-8", errors="replace") as fh:
-        return list(deque(fh, maxlen=n))
-
-
-def _append(path: Path, lines: list[str], max_bytes: int) -> None:
-    if path.exists() and path.stat().st_size > max_bytes:
-        os.replace(path, path.with_suffix(".jsonl.1"))
-    with path.open("a", encoding="utf-8") as fh:
-        fh.write("".join(ln.rstrip("\n") + "\n" for ln in lines))
-        fh.flush()
-        os.fsync(fh.fileno())
+        return [ln.rstrip("\n") for ln in deque(fh, maxlen=n) if ln.strip()]

@@ -45,7 +45,10 @@ jobs = Table(
 )
 
 #: One profiling session: an uploaded trace, its analysis status and its summary figures.
-#: ``status`` is the durable queue: queued -> running -> done | failed.
+#: ``status`` is the durable queue: queued -> running -> done | failed. A running session is
+#: leased to one server (``lease_owner``) until ``lease_until``, renewed while it runs; an
+#: expired lease is taken by the next claim. ``runs`` counts claims (attempt N writes
+#: ``out-N``); ``attempts`` counts analyses that ended — failed, done, or their worker died.
 sessions = Table(
     "sessions", metadata,
     Column("id", String(32), primary_key=True),
@@ -55,6 +58,9 @@ sessions = Table(
     Column("started_at", Float, nullable=True),
     Column("finished_at", Float, nullable=True),
     Column("attempts", Integer, nullable=False, default=0),
+    Column("runs", Integer, nullable=False, default=0),
+    Column("lease_owner", String(32), nullable=True),
+    Column("lease_until", Float, nullable=True),
     Column("error", Text, nullable=True),
     Column("labels", Text, nullable=False, default="{}"),
     Column("client_key", String(64), nullable=True),
@@ -93,7 +99,24 @@ events = Table(
     Column("previous_s", Float, nullable=True),
     Column("detail", Text, nullable=False),
     Column("received_at", Float, nullable=False),
+    Column("batch_id", Integer, nullable=True),
     Index("ix_events_job_id", "job_id", "id"),
+    Index("ix_events_batch_id", "batch_id"),
+)
+
+#: Records batches of the streaming detector, committed together with the events they
+#: produced: the detector's replay log and the idempotency keys of the batches. ``body`` (the
+#: JSON lines) is kept for the latest batches only (the replay window), then set to NULL.
+record_batches = Table(
+    "record_batches", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("job_id", Integer, ForeignKey("jobs.id"), nullable=False),
+    Column("key", String(64), nullable=True),
+    Column("n_records", Integer, nullable=False),
+    Column("body", Text, nullable=True),
+    Column("created_at", Float, nullable=False),
+    UniqueConstraint("job_id", "key", name="uq_record_batches_job_key"),
+    Index("ix_record_batches_job_id", "job_id", "id"),
 )
 
 #: Alert notifications: one row per notification sent (or to send). ``open`` marks the

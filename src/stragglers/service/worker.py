@@ -9,7 +9,7 @@ import os
 import signal
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -17,20 +17,24 @@ import numpy as np
 from stragglers.analysis import analyze_table, load_table
 from stragglers.analysis.outputs import write_outputs
 from stragglers.errors import InputError
+from stragglers.service.crash import crashpoint
 from stragglers.service.records import AnalysisSummary
 
 META_FILE = "meta.yaml"
 _PR_SET_PDEATHSIG = 1
+_PR_SET_NAME = 15
 
 
-def init_worker() -> None:
+def init_worker(role: str = "smon-worker") -> None:
     """Worker process start: die with the server (Linux: the kernel sends SIGKILL when the
     parent exits, even by kill -9), so that an analysis never outlives the server that
-    claimed it; draw without a display."""
+    claimed it; draw without a display. The process is named ``role`` (``ps -o comm``:
+    ``smon-analysis`` or ``smon-validate``)."""
     os.environ.setdefault("MPLBACKEND", "Agg")
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        libc.prctl(_PR_SET_NAME, ctypes.c_char_p(role.encode()[:15]), 0, 0, 0)
         if os.getppid() == 1:  # the server died before prctl took effect
             os._exit(1)
 
@@ -68,17 +72,25 @@ def validate_upload(trace: str, meta: str, trace_name: str, meta_name: str) -> U
                        n_workers=table.meta.n_workers, n_steps=n_steps)
 
 
-def analyse_session(folder: str, trace_file: str, attempt: int) -> AnalysisSummary:
+def analyse_session(folder: str, trace_file: str, attempt: int,
+                    upload_name: str = "trace") -> AnalysisSummary:
     """Analyse a session's trace and write its outputs into ``folder/out-ATTEMPT`` (all
-    together, result.json last). A user error found only now (say, a dependency cycle)
-    raises :class:`InputError`."""
+    together, result.json last; its ``source`` is the uploaded file's name, not the server's
+    path). A user error found only now (say, a dependency cycle) raises
+    :class:`InputError`, its message naming the uploaded file, not the server's paths."""
+    crashpoint("analysis-started")
     t0 = time.perf_counter()
     base = Path(folder)
     out = base / f"out-{attempt}"
-    table = load_table(base / trace_file, base / META_FILE)
-    timing = {"load": time.perf_counter() - t0}
-    analysis = analyze_table(table, timing=timing)
-    result = write_outputs(analysis.engine, analysis.result, out)
+    try:
+        table = load_table(base / trace_file, base / META_FILE)
+        timing = {"load": time.perf_counter() - t0}
+        analysis = analyze_table(table, timing=timing)
+    except InputError as exc:
+        msg = (str(exc).replace(str(base / trace_file), upload_name)
+               .replace(str(base / META_FILE), META_FILE).replace(str(base), "session"))
+        raise InputError(msg) from None
+    result = write_outputs(analysis.engine, replace(analysis.result, source=upload_name), out)
     m, v = result.metrics, result.verdict
     return AnalysisSummary(
         result_dir=out.name, n_workers=int(m.dp * m.pp), n_steps=int(result.counts.steps),
