@@ -46,6 +46,17 @@ def _positive(text: str) -> int:
     return value
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}"
+                                         ) from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text}")
+    return value
+
+
 def _port(text: str) -> int:
     try:
         value = int(text)
@@ -89,6 +100,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="require the token for the dashboard and /metrics too")
     p.add_argument("--public-url", metavar="URL",
                    help="the server's URL as alert receivers should see it")
+    p.add_argument("--metrics-stale-s", type=_seconds, default=3600.0, metavar="SECONDS",
+                   help="/metrics leaves out jobs that sent no session or records for "
+                        "this long (default: %(default)g)")
     p.add_argument("--log-level", default="info",
                    choices=["debug", "info", "warning", "error"])
     p.set_defaults(func=run_serve)
@@ -125,7 +139,7 @@ def run_serve(args: argparse.Namespace) -> int:
     config = ServiceConfig(
         data=Path(args.data), token=load_token(args.token_file), db_url=args.db,
         alerts=AlertConfig.from_file(args.alerts) if args.alerts else AlertConfig(),
-        workers=args.workers, private=args.private)
+        workers=args.workers, private=args.private, metrics_stale_s=args.metrics_stale_s)
     return serve(config, args.host, args.port, args.public_url, args.log_level)
 
 

@@ -12,6 +12,7 @@ from stragglers.service.alerts import Alerter
 from stragglers.service.datadir import DataDir
 from stragglers.service.dispatcher import Dispatcher, Validator
 from stragglers.service.ingest import Ingest
+from stragglers.service.metrics import DEFAULT_STALE_S, Telemetry
 from stragglers.service.store import Store
 from stragglers.service.streams import RecordStreams
 
@@ -28,6 +29,7 @@ class ServiceConfig:
     validators: int = 1
     private: bool = False
     public_url: str = "http://127.0.0.1:8080"
+    metrics_stale_s: float = DEFAULT_STALE_S
 
 
 @dataclass
@@ -41,3 +43,4 @@ class Service:
     streams: RecordStreams
     alerter: Alerter
     registry: CollectorRegistry
+    telemetry: Telemetry
