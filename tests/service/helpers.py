@@ -157,3 +157,35 @@ class Receiver:
     def close(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+class HangingReceiver:
+    """A real HTTP server on loopback that takes a POST and never answers (until released):
+    a webhook that hangs."""
+
+    def __init__(self) -> None:
+        self.received: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.release = threading.Event()
+        received, release = self.received, self.release
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                n = int(self.headers.get("Content-Length", "0"))
+                received.put(json.loads(self.rfile.read(n)))
+                release.wait(600)
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/hang"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.release.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()

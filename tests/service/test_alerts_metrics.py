@@ -75,12 +75,18 @@ def test_session_alerts_are_sent_deduplicated_and_resolved(
                 if a["job"] == "train-a"]
     assert alert["status"] == "sent" and alert["http_status"] == 204
     assert alert["open"] and alert["suppressed"] == 1
-    # a healthy session closes the alert; a slow one after that alerts again
+    # a healthy session closes the alert, and the webhook hears of it (defect 8 of issue
+    # 24: no resolved notification); a slow one after that alerts again
     _push(alerting, healthy_job, "train-a")
     alert = alerting.get("/api/v1/alerts").json()["alerts"][0]
     assert not alert["open"] and alert["resolved_at"] is not None
+    resolved = receiver.take()
+    assert resolved["status"] == "resolved" and resolved["alert"] == alert["id"]
+    assert resolved["resolved_at"] == pytest.approx(alert["resolved_at"], abs=1.0)
+    assert resolved["job"] == "train-a" and resolved["rule"] == "slow"
     _push(alerting, slow_job, "train-a")
-    assert receiver.take()["repeat"] == 0
+    again = receiver.take()
+    assert again["repeat"] == 0 and again["status"] == "firing"
     # with a re-alert interval of 0 every matching session is sent, counted as repeats
     _push(alerting, slow_job, "again-b")
     _push(alerting, slow_job, "again-b")
@@ -139,8 +145,10 @@ def test_flapping_is_stored_and_alerted_by_an_onset_rule(alerting: Server,
     assert kinds.count("flapping") == 1 and kinds.index("flapping") > kinds.index("onset")
     flap = next(e for e in r.json()["events"] if e["event"] == "flapping")
     assert flap["since_job_iteration"] in range(245, 256) and 0.3 < flap["slow_fraction"] < 0.7
-    bodies = receiver.drain()  # onset, (recovery resolves), onset, (recovery), flapping
-    assert [b["kind"] for b in bodies] == ["onset"] * 3
+    bodies = receiver.drain()  # onset, recovery resolves it, onset, recovery, flapping
+    assert [(b["kind"], b["status"]) for b in bodies] == [
+        ("onset", "firing"), ("onset", "resolved"), ("onset", "firing"),
+        ("onset", "resolved"), ("onset", "firing")]
     assert "is flapping" in bodies[-1]["message"] and "is flapping" not in bodies[0]["message"]
     events = alerting.get("/api/v1/jobs/flap-x/events").json()["events"]
     assert "flapping" in [e["event"] for e in events]

@@ -3,6 +3,9 @@
 ::
 
     webhook: http://127.0.0.1:9000/hook   # where alerts are POSTed (a rule may override it)
+    alertmanager: http://127.0.0.1:9093   # an Alertmanager: alerts go to its /api/v2/alerts
+    timeout_s: 5                          # per request, each destination on its own
+    resend_s: 60                          # open alerts sent again to the Alertmanager
     realert_s: 3600                       # re-alert interval per job, rule and cause
     rules:
       - name: slow-training                # S >= 1.2 for jobs matching a pattern
@@ -34,7 +37,7 @@ from stragglers.inputs import load_yaml
 
 SESSION_KEYS = ("slowdown", "cause", "confidence")
 RULE_KEYS = ("name", "jobs", "webhook", "realert_s", "onset", *SESSION_KEYS)
-FILE_KEYS = ("webhook", "realert_s", "timeout_s", "rules")
+FILE_KEYS = ("webhook", "alertmanager", "realert_s", "timeout_s", "resend_s", "rules")
 DEFAULT_REALERT_S = 3600.0
 
 
@@ -68,6 +71,8 @@ class AlertConfig:
     rules: tuple[Rule, ...] = ()
     webhook: str | None = None
     timeout_s: float = 5.0
+    alertmanager: str | None = None
+    resend_s: float = 60.0
 
     @classmethod
     def from_file(cls, path: str | Path) -> AlertConfig:
@@ -79,7 +84,9 @@ class AlertConfig:
         doc = r.mapping(doc, "(document)", FILE_KEYS)
         webhook = r.url(doc.get("webhook"), "webhook")
         realert = r.number(doc.get("realert_s", DEFAULT_REALERT_S), "realert_s", 0.0)
-        timeout = r.number(doc.get("timeout_s", 5.0), "timeout_s", 0.1)
+        timeout = r.number(doc.get("timeout_s", 5.0), "timeout_s", 0.1, 3600.0)
+        alertmanager = r.url(doc.get("alertmanager"), "alertmanager")
+        resend = r.number(doc.get("resend_s", 60.0), "resend_s", 1.0, 86400.0)
         raw_rules = doc.get("rules", [])
         if not isinstance(raw_rules, list):
             raise InputError(f"{source}: field 'rules' must be a list of rules")
@@ -118,7 +125,8 @@ class AlertConfig:
                 raise InputError(f"{source}: field '{where}': give at least one of slowdown, "
                                  "cause, confidence or onset")
             rules.append(rule)
-        return cls(rules=tuple(rules), webhook=webhook, timeout_s=timeout)
+        return cls(rules=tuple(rules), webhook=webhook, timeout_s=timeout,
+                   alertmanager=alertmanager, resend_s=resend)
 
 
 class _Reader:
