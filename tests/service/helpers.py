@@ -189,3 +189,14 @@ class HangingReceiver:
         self.release.set()
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def iteration_records(rank: int, n: int, level: float, start: int, seed: int) -> str:
+    """``n`` iteration records (the ``watch`` schema) of ``rank`` from iteration ``start``,
+    ``level`` seconds each with 1% noise."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    durations = level * (1 + 0.01 * rng.standard_normal(n))
+    return "".join(f'{{"rank": {rank}, "iter": {start + i}, "duration": {d:.6f}}}\n'
+                   for i, d in enumerate(durations))

@@ -4,6 +4,7 @@ cell shows its DP rank, stage and S_w, the page loads nothing from elsewhere."""
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 
@@ -116,3 +117,109 @@ def test_private_dashboard_opens_in_a_browser_with_the_token_as_password(
         shot = tmp_path / "private.png"
         page.screenshot(path=str(shot), full_page=True)
         assert shot.stat().st_size > 10_000
+
+
+STAMP = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$")
+CLOCK = re.compile(r"^(\d\d-\d\d )?\d\d:\d\d(:\d\d)?$")
+
+
+def _cells(page, job: str) -> dict[str, str]:
+    row = page.locator("#jobs tbody tr", has=page.locator(f'td.job a:text-is("{job}")'))
+    return {c: row.locator(f"td.{c}").inner_text() for c in ("culprit", "since", "labels")}
+
+
+def test_jobs_page_for_on_call(page, server_factory, slow_job: Job, healthy_job: Job,
+                               tmp_path: Path):
+    """Defect 9 of issue 24: no culprit or "since when" column, no filter or pagination, the
+    S chart's x-axis the session index, the events axis relative ("0 s"), stream-only jobs
+    "—" even with an onset."""
+    import httpx
+
+    from tests.service.helpers import iteration_records
+
+    server: Server = server_factory()
+    ids = []
+    for job, name, labels in ((slow_job, "oncall-a", '{"cluster": "a"}'),
+                              (slow_job, "oncall-a", '{"cluster": "a"}'),
+                              (healthy_job, "oncall-b", '{"cluster": "b"}')):
+        r = server.upload(job.trace, job.meta, job=name, labels=labels)
+        ids.append(r.json()["session"])
+    for sid in ids:
+        assert server.wait(sid)["status"] == "done"
+    healthy = iteration_records(0, 250, 1.0, 0, seed=1)
+    for name, body in (("stream-s", healthy + iteration_records(0, 60, 1.4, 250, seed=3)),
+                       ("stream-h", healthy)):
+        r = httpx.post(f"{server.url}/api/v1/jobs/{name}/records", headers=server.headers(),
+                       content=body.encode(), timeout=60)
+        assert r.status_code == 200
+    (onset,) = [e for e in server.get("/api/v1/jobs/stream-s/events").json()["events"]
+                if e["event"] == "onset"]
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+
+    page.goto(f"{server.url}/")
+    assert page.locator("#jobs tbody tr").count() == 4
+    a, b = _cells(page, "oncall-a"), _cells(page, "oncall-b")
+    s, h = _cells(page, "stream-s"), _cells(page, "stream-h")
+    assert a["culprit"].startswith("worker 1,1 (") and a["labels"] == "cluster=a"
+    assert b["culprit"].startswith("none (") and b["since"] == "—"
+    assert s["culprit"] == "rank 0 (detector)" and STAMP.match(s["since"])
+    assert s["since"] == time.strftime("%Y-%m-%d %H:%M:%S UTC",
+                                       time.gmtime(onset["received_at"]))
+    assert h["culprit"] == "—" and h["since"] == "healthy"
+    shot = tmp_path / "jobs.png"
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 10_000
+    if os.environ.get("STRAGGLERS_SCREENSHOT_DIR"):
+        page.screenshot(path=str(Path(os.environ["STRAGGLERS_SCREENSHOT_DIR"]) /
+                                 "jobs-page.png"), full_page=True)
+
+    # filter by name and by label through the form
+    page.fill('#filter input[name="q"]', "stream")
+    page.click('#filter button[type="submit"]')
+    page.wait_for_url("**q=stream**")
+    names = page.locator("#jobs tbody td.job").all_inner_texts()
+    assert sorted(names) == ["stream-h", "stream-s"]
+    assert page.locator("#matched").inner_text() == "2 of 4 jobs"
+    page.fill('#filter input[name="q"]', "")
+    page.fill('#filter input[name="label"]', "cluster=a")
+    page.click('#filter button[type="submit"]')
+    page.wait_for_url("**label=cluster**")
+    assert page.locator("#jobs tbody td.job").all_inner_texts() == ["oncall-a"]
+    page.goto(f"{server.url}/?q=oncall-*")  # a glob
+    assert sorted(page.locator("#jobs tbody td.job").all_inner_texts()) == ["oncall-a",
+                                                                           "oncall-b"]
+
+    # pagination: 3 per page
+    page.goto(f"{server.url}/?per=3&sort=name&order=asc")
+    first = page.locator("#jobs tbody td.job").all_inner_texts()
+    assert len(first) == 3 and page.locator("#pager").inner_text().find("page 1 of 2") >= 0
+    page.click('#pager a[rel="next"]')
+    second = page.locator("#jobs tbody td.job").all_inner_texts()
+    assert sorted(first + second) == ["oncall-a", "oncall-b", "stream-h", "stream-s"]
+    assert first == sorted(first) and "page 2 of 2" in page.locator("#pager").inner_text()
+
+    # wall-clock axes: the S chart over the sessions' times, events in UTC
+    page.goto(f"{server.url}/jobs/oncall-a")
+    ticks = page.locator("#series text.x-tick").all_text_contents()
+    assert ticks and all(CLOCK.match(t) for t in ticks), ticks
+    assert "UTC" in page.locator("#series text.axis").text_content()
+    page.goto(f"{server.url}/jobs/stream-s")
+    assert "slow since " + s["since"] in page.locator("#detection").inner_text()
+    assert "rank 0" in page.locator("#detection").inner_text()
+    ticks = page.locator("#events text.x-tick").all_text_contents()
+    assert ticks and all(CLOCK.match(t) for t in ticks), ticks
+    assert not any(t.endswith(" s") for t in ticks)
+    assert "UTC" in page.locator("#events text.axis").text_content()
+    shot = tmp_path / "stream.png"
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 10_000
+    if os.environ.get("STRAGGLERS_SCREENSHOT_DIR"):
+        page.screenshot(path=str(Path(os.environ["STRAGGLERS_SCREENSHOT_DIR"]) /
+                                 "stream-job-page.png"), full_page=True)
+        page.goto(f"{server.url}/jobs/oncall-a")
+        page.locator("#series").screenshot(
+            path=str(Path(os.environ["STRAGGLERS_SCREENSHOT_DIR"]) / "series.png"))
+    page.goto(f"{server.url}/jobs/stream-h")
+    assert "healthy" in page.locator("#detection").inner_text()
+    assert errors == []

@@ -52,6 +52,14 @@ class JobView:
     workers: tuple[str, ...] = ()  # the latest verdict's workers
     detection: Detection | None = None  # None: the job never sent records
     last_seen: float = 0.0  # the latest session upload, record batch or event
+    alert_since: float | None = None  # first seen of the oldest open alert
+
+    @property
+    def slow_since(self) -> float | None:
+        """Since when the job is slow: its open onset, else its oldest open alert."""
+        if self.detection is not None and self.detection.slow_since is not None:
+            return self.detection.slow_since
+        return self.alert_since
 
     @property
     def name(self) -> str:
@@ -142,6 +150,10 @@ def job_views(store: Store, rows: Sequence[JobRow],
     for o in open_rows:
         open_by_job.setdefault(o.job_id, []).append(
             (o.rank, wall_clock(o.ts, o.received_at), o.severity))
+    alert_since: dict[int, float] = {}
+    for a in store.open_alerts():
+        first = float(a.body.get("first_seen") or a.created_at)
+        alert_since[a.job_id] = min(first, alert_since.get(a.job_id, first))
     out = []
     for j in rows:
         mtime = records_mtime(j.id) if records_mtime is not None else None
@@ -159,7 +171,7 @@ def job_views(store: Store, rows: Sequence[JobRow],
         out.append(JobView(
             job=j, labels=json.loads(labels.get(j.id) or "{}"),
             workers=tuple(json.loads(workers.get(j.last_session or "", "") or "[]")),
-            detection=detection, last_seen=seen))
+            detection=detection, last_seen=seen, alert_since=alert_since.get(j.id)))
     return out
 
 
