@@ -11,6 +11,7 @@ browser), so it works offline.
   op type, detection events on a time axis, alerts, sessions, downloads;
 * ``/sessions/{ID}`` — one session: status, figures, heatmaps, downloads;
 * ``/alerts`` — alert history;
+* ``/grafana.json`` — the Grafana dashboard (``grafana/smon.json``) linking to this server;
 * ``/sessions/{ID}/files/{name}`` — result.json, timelines, heatmap PNGs.
 """
 
@@ -23,7 +24,7 @@ from urllib.parse import urlencode
 
 from jinja2 import ChoiceLoader, Environment, PackageLoader, select_autoescape
 from starlette.requests import Request
-from starlette.responses import FileResponse, HTMLResponse, Response
+from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -157,6 +158,28 @@ def alerts_page(request: Request) -> Response:
     return page("alerts.html", alerts=_service(request).store.alerts(limit=500))
 
 
+GRAFANA = Path(__file__).resolve().parent / "grafana" / "smon.json"
+
+
+def grafana_dashboard(public_url: str) -> dict[str, Any]:
+    """The Grafana dashboard (``grafana/smon.json``) with its ``smon_url`` variable set to
+    this server's public URL, so its links lead to this server's job pages."""
+    doc: dict[str, Any] = json.loads(GRAFANA.read_text(encoding="utf-8"))
+    url = public_url.rstrip("/")
+    for var in doc["templating"]["list"]:
+        if var["name"] == "smon_url":
+            var["query"] = url
+            var["current"] = {"text": url, "value": url}
+            var["options"] = [{"selected": True, "text": url, "value": url}]
+    return doc
+
+
+def grafana(request: Request) -> Response:
+    doc = grafana_dashboard(_service(request).config.public_url)
+    return JSONResponse(doc, headers={
+        "content-disposition": 'attachment; filename="smon-grafana.json"'})
+
+
 def download(request: Request) -> Response:
     service = _service(request)
     session_id, name = request.path_params["session"], request.path_params["name"]
@@ -174,6 +197,7 @@ ROUTES = [
     Route("/sessions/{session}", session_page, methods=["GET"]),
     Route("/sessions/{session}/files/{name}", download, methods=["GET"]),
     Route("/alerts", alerts_page, methods=["GET"]),
+    Route("/grafana.json", grafana, methods=["GET"]),
     # the dashboard's script here; the stylesheet it shares with report.html in viz/static
     Mount("/static", app=StaticFiles(directory=STATIC, packages=[("stragglers.viz", "static")]),
           name="static"),
