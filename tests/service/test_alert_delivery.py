@@ -131,3 +131,25 @@ rules:
     resolved = _notifications(receiver, "resolved", "am-a")
     assert resolved["alerts"][0]["status"] == "resolved"
     assert resolved["alerts"][0]["endsAt"] > resolved["alerts"][0]["startsAt"]
+
+
+def test_the_alerts_of_a_job_gone_quiet_resolve(server_factory, receiver: Receiver,
+                                                  slow_job: Job, tmp_path: Path):
+    """A job that ended while slow used to stay alerting forever (its alert closed only with
+    a later session); with ``stale_s`` its open alerts close when it sends nothing."""
+    rules = tmp_path / "alerts.yaml"
+    rules.write_text(f"""
+webhook: {receiver.url}
+stale_s: 15
+rules:
+  - {{name: slow, jobs: "quiet-*", slowdown: 1.1}}
+""")
+    server: Server = server_factory(args=("--alerts", str(rules)))
+    _push(server, slow_job, "quiet-a")
+    fired = receiver.take(timeout=120)
+    assert fired["status"] == "firing" and fired["job"] == "quiet-a"
+    resolved = receiver.take(timeout=180)  # nothing more from the job for 15 s
+    assert resolved["status"] == "resolved" and resolved["alert"] == fired["alert"]
+    (alert,) = server.get("/api/v1/alerts").json()["alerts"]
+    job = server.get("/api/v1/jobs/quiet-a").json()
+    assert not alert["open"] and alert["resolved_at"] >= job["last_done_at"] + 15

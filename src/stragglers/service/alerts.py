@@ -15,8 +15,9 @@ Webhook body (JSON, ``Content-Type: application/json``)::
 
 ``repeat`` counts the notifications sent for the same (job, rule, cause) while it stayed
 open; an alert closes when a later session of the job no longer matches the rule (or, for
-onset rules, when the detector reports a recovery), and the webhook then gets the same body
-with ``"status": "resolved"``.
+onset rules, when the detector reports a recovery, or when the job sent no session and no
+records for ``stale_s``, 1 h by default), and the webhook then gets the same body with
+``"status": "resolved"``.
 
 Alertmanager (``alertmanager: URL`` in the rules file): ``POST URL/api/v2/alerts`` with
 ``[{"labels": {"alertname": RULE, "training_job": JOB, "cause": …, "kind": …, <the
@@ -41,6 +42,7 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +50,7 @@ import httpx
 
 from stragglers.service.alert_rules import AlertConfig, Rule
 from stragglers.service.metrics import JOB_LABEL, label_name
+from stragglers.service.overview import job_views
 from stragglers.service.records import AlertRow, EventRow, SessionRow
 from stragglers.service.store import Store
 
@@ -157,10 +160,12 @@ class Alerter:
     """Checks the rules and delivers the notifications (one sender thread per
     destination)."""
 
-    def __init__(self, store: Store, config: AlertConfig, public_url: str) -> None:
+    def __init__(self, store: Store, config: AlertConfig, public_url: str,
+                 records_mtime: Callable[[int], float | None] | None = None) -> None:
         self.store = store
         self.config = config
         self.public_url = public_url.rstrip("/")
+        self.records_mtime = records_mtime
         self._destinations: dict[tuple[str, bool], _Destination] = {}
         self._outstanding: dict[int, tuple[int, list[str], int | None]] = {}
         self._lock = threading.Lock()
@@ -239,18 +244,19 @@ class Alerter:
         self._send(row, FIRING)
         return row
 
-    def _resolve(self, job_id: int, rule: str, keep_cause: str | None = None) -> None:
+    def _resolve(self, job_id: int, rule: str, keep_cause: str | None = None) -> int:
         """Close the open alerts of (job, rule) but ``keep_cause``'s and notify their
         destinations."""
         closing = [a for a in self.store.open_alerts(job_id, rule)
                    if keep_cause is None or a.cause != keep_cause]
         if not closing:
-            return
+            return 0
         self.store.resolve_alerts(job_id, rule, keep_cause=keep_cause)
         now = time.time()
         for a in closing:
             log.warning("RESOLVED %d rule=%s job=%s cause=%s", a.id, a.rule, a.job, a.cause)
             self._send(a, RESOLVED, now)
+        return len(closing)
 
     # -- delivery -------------------------------------------------------------------------
     def _targets(self, row: AlertRow) -> list[_Destination]:
@@ -296,23 +302,51 @@ class Alerter:
         self._started = True
         for row in self.store.pending_alerts():
             self._send(row, FIRING)
-        if self.config.alertmanager:
-            self._refresher = threading.Thread(target=self._refresh_forever, daemon=True,
-                                               name="stragglers-alertmanager-refresh")
+        if self.config.alertmanager or self.config.stale_s > 0:
+            self._refresher = threading.Thread(target=self._housekeeping, daemon=True,
+                                               name="stragglers-alerts-housekeeping")
             self._refresher.start()
 
-    def _refresh_forever(self) -> None:
-        """Send the open alerts to the Alertmanager again every ``resend_s``."""
-        assert self.config.alertmanager
-        while not self._stop.wait(self.config.resend_s):
-            with self._lock:
-                d = self._destinations.get((self.config.alertmanager, True))
-            if d is None:
-                with self._lock:
-                    d = self._destinations.setdefault(
-                        (self.config.alertmanager, True),
-                        _Destination(self, self.config.alertmanager, True))
-            d.queue.put(_Delivery(REFRESH))
+    def _housekeeping(self) -> None:
+        """Send the open alerts to the Alertmanager again every ``resend_s``; close the
+        open alerts of jobs quiet for ``stale_s``."""
+        cfg = self.config
+        periods = [cfg.resend_s] if cfg.alertmanager else []
+        if cfg.stale_s > 0:
+            periods.append(min(60.0, max(1.0, cfg.stale_s / 4)))
+        tick = min(periods)
+        last_refresh = time.monotonic()
+        while not self._stop.wait(tick):
+            try:
+                if cfg.stale_s > 0:
+                    self.expire_stale()
+                if cfg.alertmanager and time.monotonic() - last_refresh >= cfg.resend_s:
+                    last_refresh = time.monotonic()
+                    with self._lock:
+                        key = (cfg.alertmanager, True)
+                        d = self._destinations.get(key) or self._destinations.setdefault(
+                            key, _Destination(self, cfg.alertmanager, True))
+                    d.queue.put(_Delivery(REFRESH))
+            except Exception:  # the database may be down for a while: try again later
+                log.exception("alert housekeeping failed")
+
+    def expire_stale(self, now: float | None = None) -> int:
+        """Close (and notify) the open alerts of jobs that sent no session and no records
+        for ``stale_s``: a job that ended while slow does not stay alerting forever."""
+        open_ = self.store.open_alerts()
+        if not open_:
+            return 0
+        t = time.time() if now is None else now
+        ids = {a.job_id for a in open_}
+        quiet = {v.job.id for v in job_views(self.store, [j for j in self.store.jobs()
+                                                          if j.id in ids], self.records_mtime)
+                 if t - v.last_seen > self.config.stale_s}
+        closed = 0
+        for job_id, rule in sorted({(a.job_id, a.rule) for a in open_ if a.job_id in quiet}):
+            log.info("job %d quiet for more than %g s: closing its alerts of rule %s", job_id,
+                     self.config.stale_s, rule)
+            closed += self._resolve(job_id, rule)
+        return closed
 
     def stop(self) -> None:
         self._stop.set()

@@ -59,7 +59,7 @@ def open_service(config: ServiceConfig) -> Service:
     data = DataDir(config.data).create()
     store = Store.open(config.db_url or sqlite_url(data.root))
     validator = Validator(config.validators)
-    alerter = Alerter(store, config.alerts, config.public_url)
+    alerter = Alerter(store, config.alerts, config.public_url, data.records_mtime)
     registry, telemetry = registry_for(store, config.metrics_stale_s, data.records_mtime)
 
     def finished(row: SessionRow) -> None:
