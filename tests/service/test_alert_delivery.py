@@ -104,6 +104,7 @@ def test_alerts_reach_a_real_alertmanager_and_resolve(
 alertmanager: {alertmanager.url}
 webhook: {hanging.url}
 timeout_s: 300
+resend_s: 1
 rules:
   - {{name: slow-training, jobs: "am-*", slowdown: 1.1}}
 """)
@@ -119,6 +120,10 @@ rules:
     assert alert["annotations"]["summary"].startswith("job am-a: S = ")
     assert alert["annotations"]["session"] == doc["session"]
     assert alert["generatorURL"] == "http://smon.example:8080/jobs/am-a"
+    # an open alert is sent again with its endsAt moved ahead (it would expire by itself if
+    # the server stopped)
+    _until("the alert refreshed", lambda: [
+        a for a in alertmanager.alerts(training_job="am-a") if a["endsAt"] > alert["endsAt"]])
     fired = _notifications(receiver, "firing", "am-a")
     assert fired["alerts"][0]["labels"]["alertname"] == "slow-training"
     # the webhook still hangs on its copy: Alertmanager got it all the same

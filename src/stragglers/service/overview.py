@@ -156,7 +156,7 @@ def job_views(store: Store, rows: Sequence[JobRow],
         alert_since[a.job_id] = min(first, alert_since.get(a.job_id, first))
     out = []
     for j in rows:
-        mtime = records_mtime(j.id) if records_mtime is not None else None
+        mtime = records_mtime(j.id) if records_mtime is not None and j.records else None
         n_onsets, last_event = stats.get(j.id, (0, 0.0))
         detection = None
         if j.records > 0 or j.id in stats:
