@@ -199,6 +199,11 @@ def test_jobs_page_for_on_call(page, server_factory, slow_job: Job, healthy_job:
     assert sorted(first + second) == ["oncall-a", "oncall-b", "stream-h", "stream-s"]
     assert first == sorted(first) and "page 2 of 2" in page.locator("#pager").inner_text()
 
+    # sorted by slow since: the slow stream first, the jobs that are not slow after it
+    page.goto(f"{server.url}/")
+    page.click('#jobs th a:text-is("slow since")')
+    assert page.locator("#jobs tbody td.job").first.inner_text() == "stream-s"
+
     # wall-clock axes: the S chart over the sessions' times, events in UTC
     page.goto(f"{server.url}/jobs/oncall-a")
     ticks = page.locator("#series text.x-tick").all_text_contents()

@@ -101,14 +101,19 @@ def jobs_page(request: Request) -> Response:
     service = _service(request)
     params = request.query_params
     sort = params.get("sort", "last")
-    sort = sort if sort in JOB_SORTS else "last"
+    sort = sort if sort in JOB_SORTS or sort == "since" else "last"
     order = "asc" if params.get("order") == "asc" else "desc"
     name = params.get("q", "").strip()[:128]
     label_text = params.get("label", "").strip()[:128]
     label = _label_filter(label_text)
-    rows = service.store.jobs(sort, order == "desc")
+    rows = (service.store.jobs("name", False) if sort == "since"
+            else service.store.jobs(sort, order == "desc"))
     views = [v for v in job_views(service.store, rows, service.data.records_mtime)
              if v.matches(name, label)]
+    if sort == "since":  # slow since: the jobs that are not slow last, either way
+        slow = sorted((v for v in views if v.slow_since is not None),
+                      key=lambda v: v.slow_since or 0.0, reverse=order == "desc")
+        views = slow + [v for v in views if v.slow_since is None]
     per = _int_param(request, "per", PER_PAGE, 1, MAX_PER_PAGE)
     pages = max(1, -(-len(views) // per))
     number = _int_param(request, "page", 1, 1, pages)
