@@ -154,6 +154,14 @@ def test_jobs_page_for_on_call(page, server_factory, slow_job: Job, healthy_job:
         assert r.status_code == 200
     (onset,) = [e for e in server.get("/api/v1/jobs/stream-s/events").json()["events"]
                 if e["event"] == "onset"]
+    # the same state in the API, for on-call scripts
+    doc = server.get("/api/v1/jobs/stream-s").json()
+    assert doc["culprit"] == "rank 0" and doc["slow_since"] == onset["received_at"]
+    assert doc["detection"]["slow_ranks"] == [0] and doc["detection"]["onsets"] == 1
+    by_name = {j["name"]: j for j in server.get("/api/v1/jobs").json()["jobs"]}
+    assert by_name["oncall-a"]["culprit"] == "worker 1,1"
+    assert by_name["oncall-a"]["labels"] == {"cluster": "a"}
+    assert by_name["stream-h"]["detection"]["slow"] is False
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
 

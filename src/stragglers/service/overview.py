@@ -95,6 +95,16 @@ class JobView:
         return True
 
 
+def view_doc(v: JobView) -> dict[str, object]:
+    """The on-call fields of a job for the JSON API."""
+    d = v.detection
+    return {"labels": v.labels, "culprit": v.culprit, "workers": list(v.workers),
+            "slow_since": v.slow_since, "last_seen": v.last_seen,
+            "detection": None if d is None else {
+                "slow": d.slow, "slow_ranks": list(d.slow_ranks),
+                "slow_since": d.slow_since, "severity": d.severity, "onsets": d.onsets}}
+
+
 def wall_clock(ts: float | None, received_at: float) -> float:
     if ts is not None and PLAUSIBLE_EPOCH[0] <= ts <= PLAUSIBLE_EPOCH[1]:
         return float(ts)
