@@ -14,7 +14,7 @@ stay forever and the alerts built on it clear:
   ``stragglers_job_waste_ratio`` (1 − 1/S), ``stragglers_job_step_time_seconds``,
   ``stragglers_job_last_session_timestamp_seconds`` (when it was analysed);
 * ``stragglers_job_last_seen_timestamp_seconds`` (the latest session or record batch),
-  ``stragglers_job_sessions_total``, ``stragglers_job_open_alerts``;
+  ``stragglers_job_open_alerts``, ``stragglers_job_sessions_total`` (jobs with sessions);
 * jobs that send records: ``stragglers_job_records_total``, ``stragglers_job_onsets_total``,
   ``stragglers_job_slow_ranks`` (ranks the detector finds slow now; 0: healthy),
   ``stragglers_job_slow_since_timestamp_seconds`` (while slow).
@@ -127,7 +127,8 @@ class StoreCollector(Collector):
         for v in views:
             j, labels = v.job, job_labels(v)
             f["seen"].add(labels, v.last_seen)
-            f["sessions"].add(labels, j.sessions)
+            if j.sessions:
+                f["sessions"].add(labels, j.sessions)
             f["alerts"].add(labels, j.open_alerts)
             if j.last_slowdown is not None and now - (j.last_done_at or 0.0) <= self.stale_s:
                 f["slowdown"].add(labels, j.last_slowdown)
