@@ -73,7 +73,7 @@ def test_session_alerts_are_sent_deduplicated_and_resolved(
     assert receiver.drain() == []
     (alert,) = [a for a in alerting.get("/api/v1/alerts").json()["alerts"]
                 if a["job"] == "train-a"]
-    assert alert["status"] == "sent" and alert["http_status"] == 204
+    assert alert["status"] == "sent" and alert["http_status"] == 204 and alert["attempts"] == 1
     assert alert["open"] and alert["suppressed"] == 1
     # a healthy session closes the alert, and the webhook hears of it (defect 8 of issue
     # 24: no resolved notification); a slow one after that alerts again

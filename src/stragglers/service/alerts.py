@@ -137,6 +137,7 @@ class _Destination:
         tries = 1 if item.kind == REFRESH else ATTEMPTS
         error: str | None = None
         status: int | None = None
+        attempt = 0
         for attempt in range(1, tries + 1):
             try:
                 resp = client.post(self.post_url, json=payload)
@@ -153,7 +154,7 @@ class _Destination:
             log.error("alert %s %s: %s failed after %d attempts: %s", item.alert_id or "",
                       item.kind, self.name, tries, error)
         if item.kind == FIRING:
-            self.alerter._delivered(item.alert_id, self, status, error, tries)
+            self.alerter._delivered(item.alert_id, self, status, error, attempt)
 
 
 class Alerter:
@@ -167,7 +168,7 @@ class Alerter:
         self.public_url = public_url.rstrip("/")
         self.records_mtime = records_mtime
         self._destinations: dict[tuple[str, bool], _Destination] = {}
-        self._outstanding: dict[int, tuple[int, list[str], int | None]] = {}
+        self._outstanding: dict[int, tuple[int, list[str], int | None, int]] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._refresher: threading.Thread | None = None
@@ -277,7 +278,7 @@ class Alerter:
                 self.store.mark_alert(row.id, "logged", 0, None, None)
                 return
             with self._lock:
-                self._outstanding[row.id] = (len(targets), [], None)
+                self._outstanding[row.id] = (len(targets), [], None, 0)
         elif row.status == "logged":
             return
         for d in targets:
@@ -285,17 +286,20 @@ class Alerter:
 
     def _delivered(self, alert_id: int, dest: _Destination, status: int | None,
                    error: str | None, attempts: int) -> None:
-        """A destination is done with a firing notification; the last one marks it."""
+        """A destination is done with a firing notification; the last one marks it (its
+        attempts: the most any destination took; its HTTP status: the first one's)."""
         with self._lock:
-            left, errors, first_status = self._outstanding.get(alert_id, (1, [], None))
+            left, errors, first_status, most = self._outstanding.get(
+                alert_id, (1, [], None, 0))
             if error is not None:
                 errors.append(f"{dest.name}: {error}")
             first_status = first_status if first_status is not None else status
+            most = max(most, attempts)
             if left > 1:
-                self._outstanding[alert_id] = (left - 1, errors, first_status)
+                self._outstanding[alert_id] = (left - 1, errors, first_status, most)
                 return
             self._outstanding.pop(alert_id, None)
-        self.store.mark_alert(alert_id, "failed" if errors else "sent", attempts,
+        self.store.mark_alert(alert_id, "failed" if errors else "sent", most,
                               first_status, "; ".join(errors) or None)
 
     def start(self) -> None:

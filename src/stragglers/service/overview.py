@@ -17,11 +17,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from sqlalchemy import and_, case, func, select
+from sqlalchemy import and_, case, func, select, true
 
 from stragglers.service.records import JobRow
 from stragglers.service.store import Store
-from stragglers.service.tables import events, sessions
+from stragglers.service.tables import events, jobs, sessions
 
 #: Events that open (a rank is slow) and close (it recovered) the detector's state.
 OPENING = ("onset", "flapping")
@@ -118,9 +118,13 @@ def job_views(store: Store, rows: Sequence[JobRow],
     if not rows:
         return []
     ids = [j.id for j in rows]
+    # a few jobs: read theirs; many (the jobs page, /metrics): read all, one scan each
+    # instead of a long IN list
+    of_sessions = sessions.c.job_id.in_(ids) if len(ids) <= 20 else true()
+    of_events = events.c.job_id.in_(ids) if len(ids) <= 20 else true()
     with store.engine.connect() as conn:
         latest = (select(sessions.c.job_id, func.max(sessions.c.created_at).label("t"))
-                  .where(sessions.c.job_id.in_(ids)).group_by(sessions.c.job_id).subquery())
+                  .where(of_sessions).group_by(sessions.c.job_id).subquery())
         labels: dict[int, str] = {}
         uploaded: dict[int, float] = {}
         for r in conn.execute(select(sessions.c.job_id, sessions.c.labels,
@@ -129,22 +133,21 @@ def job_views(store: Store, rows: Sequence[JobRow],
                                          sessions.c.created_at == latest.c.t))):
             labels[r.job_id] = r.labels
             uploaded[r.job_id] = float(r.created_at)
-        done_ids = [j.last_session for j in rows if j.last_session]
-        workers: dict[str, str] = {}
-        if done_ids:
-            workers = {r.id: r.workers for r in conn.execute(
-                select(sessions.c.id, sessions.c.workers).where(sessions.c.id.in_(done_ids)))}
+        of_jobs = jobs.c.id.in_(ids) if len(ids) <= 20 else true()
+        workers: dict[str, str] = {r.id: r.workers for r in conn.execute(
+            select(sessions.c.id, sessions.c.workers)
+            .join(jobs, jobs.c.last_session == sessions.c.id).where(of_jobs))}
         # the latest opening and closing event of each (job, rank)
         marks = conn.execute(
             select(events.c.job_id, events.c.rank, events.c.kind,
                    func.max(events.c.id).label("id"))
-            .where(and_(events.c.job_id.in_(ids), events.c.kind.in_(OPENING + CLOSING)))
+            .where(and_(of_events, events.c.kind.in_(OPENING + CLOSING)))
             .group_by(events.c.job_id, events.c.rank, events.c.kind)).all()
         stats = {r.job_id: (int(r.n_onsets or 0), float(r.last)) for r in conn.execute(
             select(events.c.job_id,
                    func.sum(case((events.c.kind == "onset", 1), else_=0)).label("n_onsets"),
                    func.max(events.c.received_at).label("last"))
-            .where(events.c.job_id.in_(ids)).group_by(events.c.job_id))}
+            .where(of_events).group_by(events.c.job_id))}
         opened: dict[tuple[int, int | None], int] = {}
         closed: dict[tuple[int, int | None], int] = {}
         for m in marks:
