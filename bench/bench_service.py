@@ -176,7 +176,7 @@ def bench_pages(repeat: int) -> None:
         job, session = fill_store(tmp / "data")
         server = Server(tmp / "data", "--workers", "1")
         try:
-            pages = {"jobs page `/` (100 jobs)": "/",
+            pages = {"jobs page `/` (100 jobs, 50 shown)": "/",
                      "jobs page sorted by S": "/?sort=slowdown&order=desc",
                      "job page, 505 sessions, 500 events": f"/jobs/{job}",
                      "job page, 5 sessions": "/jobs/job-000",

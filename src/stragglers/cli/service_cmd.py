@@ -82,7 +82,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Serve the monitoring service: it takes profiling sessions (traces) "
                     "and record streams over HTTP, analyses each session in worker "
                     "processes, shows jobs, heatmaps and detection events on a dashboard, "
-                    "alerts through webhooks and exports Prometheus metrics.")
+                    "alerts through webhooks and Alertmanager and exports Prometheus metrics.")
     p.add_argument("--data", required=True, metavar="DIR",
                    help="data folder: the SQLite database, uploaded traces, outputs")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on "
