@@ -339,7 +339,7 @@ def take_screenshot(path: Path) -> None:
                                                                      rng.standard_normal())}))
                 client.post(f"{server.url}/api/v1/jobs/gpt-13b/records", headers=server.headers,
                             content="\n".join(lines).encode(), timeout=60)
-            with browser_page(1000, 1000) as page:
+            with browser_page(1000, 2000) as page:  # the heatmap in view: no scrolling
                 page.goto(f"{server.url}/jobs/gpt-13b")
                 box = page.locator('#worker-heatmap rect[data-dp="5"][data-stage="2"]'
                                    ).bounding_box()
