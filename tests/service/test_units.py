@@ -209,3 +209,26 @@ def test_time_axes_are_wall_clock_utc():
     assert chart is not None
     xs = [p.x for p in chart.s_points]  # by time, not by index: b is near a
     assert xs[1] - xs[0] < (xs[2] - xs[1]) / 5
+
+
+def test_record_activity_sees_a_job_send_records_without_its_log():
+    """When a job last sent records: its record count growing between two looks, or (first
+    look after a start) its log's mtime — so staleness does not hang on the log file."""
+    import time as _time
+
+    from stragglers.service.overview import RecordActivity
+    from stragglers.service.records import JobRow
+
+    def job(records: int) -> JobRow:
+        return JobRow(id=7, name="j", created_at=1.0, sessions=0, failed=0, records=records,
+                      last_session=None, last_done_at=None, last_slowdown=None,
+                      last_waste=None, last_cause=None, last_confidence=None,
+                      last_step_time=None)
+
+    seen = RecordActivity(lambda job_id: 1000.0 if job_id == 7 else None)
+    assert seen(job(10)) == 1000.0  # first look: the log's time
+    assert seen(job(10)) == 1000.0  # nothing new
+    before = _time.time()
+    assert seen(job(15)) >= before  # more records: now
+    blind = RecordActivity(None)
+    assert blind(job(10)) is None and blind(job(11)) is not None

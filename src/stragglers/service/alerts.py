@@ -51,7 +51,7 @@ import httpx
 from stragglers.service.alert_rules import AlertConfig, Rule
 from stragglers.service.metrics import JOB_LABEL, label_name
 from stragglers.service.overview import job_views
-from stragglers.service.records import AlertRow, EventRow, SessionRow
+from stragglers.service.records import AlertRow, EventRow, JobRow, SessionRow
 from stragglers.service.store import Store
 
 log = logging.getLogger("stragglers.service.alerts")
@@ -162,11 +162,11 @@ class Alerter:
     destination)."""
 
     def __init__(self, store: Store, config: AlertConfig, public_url: str,
-                 records_mtime: Callable[[int], float | None] | None = None) -> None:
+                 records_seen: Callable[[JobRow], float | None] | None = None) -> None:
         self.store = store
         self.config = config
         self.public_url = public_url.rstrip("/")
-        self.records_mtime = records_mtime
+        self.records_seen = records_seen
         self._destinations: dict[tuple[str, bool], _Destination] = {}
         self._outstanding: dict[int, tuple[int, list[str], int | None, int]] = {}
         self._lock = threading.Lock()
@@ -343,7 +343,7 @@ class Alerter:
         t = time.time() if now is None else now
         ids = {a.job_id for a in open_}
         quiet = {v.job.id for v in job_views(self.store, [j for j in self.store.jobs()
-                                                          if j.id in ids], self.records_mtime)
+                                                          if j.id in ids], self.records_seen)
                  if t - v.last_seen > self.config.stale_s}
         closed = 0
         for job_id, rule in sorted({(a.job_id, a.rule) for a in open_ if a.job_id in quiet}):

@@ -157,7 +157,7 @@ def get_session(request: Request) -> Response:
 
 def get_jobs(request: Request) -> Response:
     service = _service(request)
-    views = job_views(service.store, service.store.jobs(), service.data.records_mtime)
+    views = job_views(service.store, service.store.jobs(), service.activity)
     return JSONResponse({"jobs": [{**job_doc(v.job), **view_doc(v)} for v in views]})
 
 
@@ -167,7 +167,7 @@ def get_job(request: Request) -> Response:
     if job is None:
         return error(404, "no such job")
     rows = service.store.job_sessions(job.id)
-    (view,) = job_views(service.store, [job], service.data.records_mtime)
+    (view,) = job_views(service.store, [job], service.activity)
     return JSONResponse({**job_doc(job), **view_doc(view),
                          "session_list": [session_doc(s) for s in rows]})
 

@@ -22,6 +22,7 @@ from stragglers.service.datadir import DataDir
 from stragglers.service.dispatcher import Dispatcher, Validator
 from stragglers.service.ingest import Ingest, remove_orphans
 from stragglers.service.metrics import RequestMetrics, Telemetry, registry_for
+from stragglers.service.overview import RecordActivity
 from stragglers.service.records import SessionRow
 from stragglers.service.state import Service, ServiceConfig
 from stragglers.service.store import Store, sqlite_url
@@ -59,8 +60,9 @@ def open_service(config: ServiceConfig) -> Service:
     data = DataDir(config.data).create()
     store = Store.open(config.db_url or sqlite_url(data.root))
     validator = Validator(config.validators)
-    alerter = Alerter(store, config.alerts, config.public_url, data.records_mtime)
-    registry, telemetry = registry_for(store, config.metrics_stale_s, data.records_mtime)
+    activity = RecordActivity(data.records_mtime)
+    alerter = Alerter(store, config.alerts, config.public_url, activity)
+    registry, telemetry = registry_for(store, config.metrics_stale_s, activity)
 
     def finished(row: SessionRow) -> None:
         telemetry.session_finished(row)
@@ -71,7 +73,7 @@ def open_service(config: ServiceConfig) -> Service:
     return Service(config=config, data=data, store=store, validator=validator,
                    dispatcher=dispatcher, ingest=Ingest(store, data, validator),
                    streams=RecordStreams(store, data), alerter=alerter,
-                   registry=registry, telemetry=telemetry)
+                   registry=registry, telemetry=telemetry, activity=activity)
 
 
 def create_app(config: ServiceConfig) -> Starlette:

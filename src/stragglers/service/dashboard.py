@@ -108,7 +108,7 @@ def jobs_page(request: Request) -> Response:
     label = _label_filter(label_text)
     rows = (service.store.jobs("name", False) if sort == "since"
             else service.store.jobs(sort, order == "desc"))
-    views = [v for v in job_views(service.store, rows, service.data.records_mtime)
+    views = [v for v in job_views(service.store, rows, service.activity)
              if v.matches(name, label)]
     if sort == "since":  # slow since: the jobs that are not slow last, either way
         slow = sorted((v for v in views if v.slow_since is not None),
@@ -136,7 +136,7 @@ def job_page(request: Request) -> Response:
     job = service.store.job(name)
     if job is None:
         return page("missing.html", 404, what=f"job {name}")
-    (view,) = job_views(service.store, [job], service.data.records_mtime)
+    (view,) = job_views(service.store, [job], service.activity)
     sessions = service.store.job_sessions(job.id, SESSIONS_SHOWN)
     latest = service.store.session(job.last_session) if job.last_session else None
     doc = _result(service, latest)

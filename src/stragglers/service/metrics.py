@@ -41,7 +41,7 @@ from prometheus_client.samples import Sample
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from stragglers.service.overview import JobView, fresh, job_views
-from stragglers.service.records import SessionRow
+from stragglers.service.records import JobRow, SessionRow
 from stragglers.service.store import Store
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -93,15 +93,15 @@ class _Family:
 
 class StoreCollector(Collector):
     def __init__(self, store: Store, stale_s: float = DEFAULT_STALE_S,
-                 records_mtime: Callable[[int], float | None] | None = None) -> None:
+                 records_seen: Callable[[JobRow], float | None] | None = None) -> None:
         self.store = store
         self.stale_s = stale_s
-        self.records_mtime = records_mtime
+        self.records_seen = records_seen
 
     def collect(self) -> Iterator[Metric]:
         now = time.time()
         views = fresh(job_views(self.store, self.store.jobs(sort="name", descending=False),
-                                self.records_mtime), self.stale_s, now)
+                                self.records_seen), self.stale_s, now)
         g, c = GaugeMetricFamily, CounterMetricFamily
         f = {
             "slowdown": _Family(g, "stragglers_job_slowdown_ratio",
@@ -221,10 +221,10 @@ class RequestMetrics:
 
 
 def registry_for(store: Store, stale_s: float = DEFAULT_STALE_S,
-                 records_mtime: Callable[[int], float | None] | None = None
+                 records_seen: Callable[[JobRow], float | None] | None = None
                  ) -> tuple[CollectorRegistry, Telemetry]:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(StoreCollector(store, stale_s, records_mtime))
+    registry.register(StoreCollector(store, stale_s, records_seen))
     return registry, Telemetry(registry)
 
 

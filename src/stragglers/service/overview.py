@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -111,10 +112,32 @@ def wall_clock(ts: float | None, received_at: float) -> float:
     return float(received_at)
 
 
+class RecordActivity:
+    """When each job last sent records: the time this process saw the job's record count
+    grow, else (the first sight of a job after a start) when its record log was last written
+    (``log_mtime(job_id)``; None: unknown)."""
+
+    def __init__(self, log_mtime: Callable[[int], float | None] | None = None) -> None:
+        self.log_mtime = log_mtime
+        self._seen: dict[int, tuple[int, float | None]] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, job: JobRow) -> float | None:
+        with self._lock:
+            prev = self._seen.get(job.id)
+            if prev is None:
+                when = self.log_mtime(job.id) if self.log_mtime is not None else None
+                self._seen[job.id] = (job.records, when)
+                return when
+            if prev[0] != job.records:
+                self._seen[job.id] = (job.records, time.time())
+            return self._seen[job.id][1]
+
+
 def job_views(store: Store, rows: Sequence[JobRow],
-              records_mtime: Callable[[int], float | None] | None = None) -> list[JobView]:
-    """The views of ``rows`` (in their order). ``records_mtime(job_id)``: when the job's
-    record log was last written (None: no log)."""
+              records_seen: Callable[[JobRow], float | None] | None = None) -> list[JobView]:
+    """The views of ``rows`` (in their order). ``records_seen(job)``: when the job last sent
+    records (a :class:`RecordActivity`; None: unknown)."""
     if not rows:
         return []
     ids = [j.id for j in rows]
@@ -169,7 +192,7 @@ def job_views(store: Store, rows: Sequence[JobRow],
         alert_since[a.job_id] = min(first, alert_since.get(a.job_id, first))
     out = []
     for j in rows:
-        mtime = records_mtime(j.id) if records_mtime is not None and j.records else None
+        mtime = records_seen(j) if records_seen is not None and j.records else None
         n_onsets, last_event = stats.get(j.id, (0, 0.0))
         detection = None
         if j.records > 0 or j.id in stats:

@@ -13,6 +13,7 @@ from stragglers.service.datadir import DataDir
 from stragglers.service.dispatcher import Dispatcher, Validator
 from stragglers.service.ingest import Ingest
 from stragglers.service.metrics import DEFAULT_STALE_S, Telemetry
+from stragglers.service.overview import RecordActivity
 from stragglers.service.store import Store
 from stragglers.service.streams import RecordStreams
 
@@ -44,3 +45,4 @@ class Service:
     alerter: Alerter
     registry: CollectorRegistry
     telemetry: Telemetry
+    activity: RecordActivity
