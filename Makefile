@@ -14,12 +14,16 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# Debian packages the service tests use: chromium (the dashboard in a real browser) and
-# postgresql (initdb/pg_ctl for the PostgreSQL store tests). Installed when missing and
-# running as root (CI); otherwise those tests skip with the reason (they fail under CI=true).
-SYSTEM_PACKAGES := chromium postgresql
+# Debian packages the service tests use: chromium (the dashboard in a real browser),
+# postgresql (initdb/pg_ctl for the PostgreSQL store tests), prometheus-alertmanager (alerts
+# through a real Alertmanager) and prometheus (the Grafana dashboard's queries run against a
+# real scrape). Installed when missing and running as root (CI); otherwise those tests skip
+# with the reason (they fail under CI=true).
+SYSTEM_PACKAGES := chromium postgresql prometheus-alertmanager prometheus
 system-deps:
-	@if command -v chromium >/dev/null 2>&1 && ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+	@if command -v chromium >/dev/null 2>&1 && ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 \
+			&& command -v prometheus-alertmanager >/dev/null 2>&1 \
+			&& command -v prometheus >/dev/null 2>&1; then \
 		true; \
 	elif [ "$$(id -u)" = 0 ]; then \
 		echo "installing $(SYSTEM_PACKAGES) (apt-get)"; \

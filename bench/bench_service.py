@@ -176,7 +176,7 @@ def bench_pages(repeat: int) -> None:
         job, session = fill_store(tmp / "data")
         server = Server(tmp / "data", "--workers", "1")
         try:
-            pages = {"jobs page `/` (100 jobs)": "/",
+            pages = {"jobs page `/` (100 jobs, 50 shown)": "/",
                      "jobs page sorted by S": "/?sort=slowdown&order=desc",
                      "job page, 505 sessions, 500 events": f"/jobs/{job}",
                      "job page, 5 sessions": "/jobs/job-000",
@@ -339,7 +339,7 @@ def take_screenshot(path: Path) -> None:
                                                                      rng.standard_normal())}))
                 client.post(f"{server.url}/api/v1/jobs/gpt-13b/records", headers=server.headers,
                             content="\n".join(lines).encode(), timeout=60)
-            with browser_page(1000, 1000) as page:
+            with browser_page(1000, 2000) as page:  # the heatmap in view: no scrolling
                 page.goto(f"{server.url}/jobs/gpt-13b")
                 box = page.locator('#worker-heatmap rect[data-dp="5"][data-stage="2"]'
                                    ).bounding_box()

@@ -25,9 +25,12 @@ def chromium_path() -> str | None:
 
 
 @contextmanager
-def browser_page(width: int = 1000, height: int = 800) -> Iterator[Any]:
+def browser_page(width: int = 1000, height: int = 800,
+                 http_credentials: dict[str, str] | None = None) -> Iterator[Any]:
     """A Playwright page in a fresh headless Chromium (persistent context in a new temporary
-    profile folder, removed afterwards)."""
+    profile folder, removed afterwards); ``http_credentials`` ({"username", "password"}):
+    what the browser answers an HTTP basic auth challenge with, as a user would in its
+    dialog."""
     from playwright.sync_api import sync_playwright
 
     exe = chromium_path()
@@ -38,7 +41,8 @@ def browser_page(width: int = 1000, height: int = 800) -> Iterator[Any]:
         with sync_playwright() as pw:
             context = pw.chromium.launch_persistent_context(
                 profile, executable_path=exe, headless=True, args=ARGS,
-                viewport={"width": width, "height": height})
+                viewport={"width": width, "height": height},
+                **({"http_credentials": http_credentials} if http_credentials else {}))
             try:
                 page = context.pages[0] if context.pages else context.new_page()
                 yield page

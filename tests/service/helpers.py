@@ -192,3 +192,46 @@ def poll(check: Any, what: str, timeout: float = 120.0, every: float = 0.05) -> 
             return got
         time.sleep(every)
     raise AssertionError(f"{what}: not within {timeout} s")
+
+
+class HangingReceiver:
+    """A real HTTP server on loopback that takes a POST and never answers (until released):
+    a webhook that hangs."""
+
+    def __init__(self) -> None:
+        self.received: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.release = threading.Event()
+        received, release = self.received, self.release
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                n = int(self.headers.get("Content-Length", "0"))
+                received.put(json.loads(self.rfile.read(n)))
+                release.wait(600)
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/hang"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.release.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def iteration_records(rank: int, n: int, level: float, start: int, seed: int) -> str:
+    """``n`` iteration records (the ``watch`` schema) of ``rank`` from iteration ``start``,
+    ``level`` seconds each with 1% noise."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    durations = level * (1 + 0.01 * rng.standard_normal(n))
+    return "".join(f'{{"rank": {rank}, "iter": {start + i}, "duration": {d:.6f}}}\n'
+                   for i, d in enumerate(durations))

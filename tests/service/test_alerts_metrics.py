@@ -3,6 +3,7 @@ and the Prometheus output — against a real `stragglers serve` process."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import httpx
@@ -72,14 +73,20 @@ def test_session_alerts_are_sent_deduplicated_and_resolved(
     assert receiver.drain() == []
     (alert,) = [a for a in alerting.get("/api/v1/alerts").json()["alerts"]
                 if a["job"] == "train-a"]
-    assert alert["status"] == "sent" and alert["http_status"] == 204
+    assert alert["status"] == "sent" and alert["http_status"] == 204 and alert["attempts"] == 1
     assert alert["open"] and alert["suppressed"] == 1
-    # a healthy session closes the alert; a slow one after that alerts again
+    # a healthy session closes the alert, and the webhook hears of it (defect 8 of issue
+    # 24: no resolved notification); a slow one after that alerts again
     _push(alerting, healthy_job, "train-a")
     alert = alerting.get("/api/v1/alerts").json()["alerts"][0]
     assert not alert["open"] and alert["resolved_at"] is not None
+    resolved = receiver.take()
+    assert resolved["status"] == "resolved" and resolved["alert"] == alert["id"]
+    assert resolved["resolved_at"] == pytest.approx(alert["resolved_at"], abs=1.0)
+    assert resolved["job"] == "train-a" and resolved["rule"] == "slow"
     _push(alerting, slow_job, "train-a")
-    assert receiver.take()["repeat"] == 0
+    again = receiver.take()
+    assert again["repeat"] == 0 and again["status"] == "firing"
     # with a re-alert interval of 0 every matching session is sent, counted as repeats
     _push(alerting, slow_job, "again-b")
     _push(alerting, slow_job, "again-b")
@@ -138,8 +145,10 @@ def test_flapping_is_stored_and_alerted_by_an_onset_rule(alerting: Server,
     assert kinds.count("flapping") == 1 and kinds.index("flapping") > kinds.index("onset")
     flap = next(e for e in r.json()["events"] if e["event"] == "flapping")
     assert flap["since_job_iteration"] in range(245, 256) and 0.3 < flap["slow_fraction"] < 0.7
-    bodies = receiver.drain()  # onset, (recovery resolves), onset, (recovery), flapping
-    assert [b["kind"] for b in bodies] == ["onset"] * 3
+    bodies = receiver.drain()  # onset, recovery resolves it, onset, recovery, flapping
+    assert [(b["kind"], b["status"]) for b in bodies] == [
+        ("onset", "firing"), ("onset", "resolved"), ("onset", "firing"),
+        ("onset", "resolved"), ("onset", "firing")]
     assert "is flapping" in bodies[-1]["message"] and "is flapping" not in bodies[0]["message"]
     events = alerting.get("/api/v1/jobs/flap-x/events").json()["events"]
     assert "flapping" in [e["event"] for e in events]
@@ -163,19 +172,81 @@ def test_prometheus_metrics_follow_the_store(alerting: Server, receiver: Receive
     r = alerting.get("/metrics")
     assert r.headers["content-type"].startswith("text/plain; version=0.0.4")
     got = _samples(r.text)
-    job = (("job", "train-m"),)
-    assert got[("stragglers_job_slowdown", job)] == pytest.approx(a["result"]["slowdown"])
-    assert got[("stragglers_job_waste", job)] == pytest.approx(a["result"]["waste"])
-    assert got[("stragglers_job_slowdown", (("job", "other"),))] == \
+    job = (("training_job", "train-m"),)
+    assert got[("stragglers_job_slowdown_ratio", job)] == pytest.approx(a["result"]["slowdown"])
+    assert got[("stragglers_job_waste_ratio", job)] == pytest.approx(a["result"]["waste"])
+    assert got[("stragglers_job_slowdown_ratio", (("training_job", "other"),))] == \
         pytest.approx(b["result"]["slowdown"])
     step = np.mean(list(a["result"]["step_time"]["actual"].values()))
     assert got[("stragglers_job_step_time_seconds", job)] == pytest.approx(step)
     assert got[("stragglers_job_last_session_timestamp_seconds", job)] == \
         pytest.approx(a["finished_at"])
+    assert got[("stragglers_job_sessions_total", job)] == 1
     assert got[("stragglers_sessions_ingested_total", ())] == 2
     assert got[("stragglers_sessions_failed_total", ())] == 0
     assert got[("stragglers_alerts_sent_total", ())] == 1
     assert got[("stragglers_job_open_alerts", job)] == 1
+
+
+def test_metrics_follow_prometheus_conventions(server_factory, slow_job: Job):
+    """Defect 7 of issue 24: jobs were labelled ``job`` (Prometheus renames it
+    ``exported_job``: ``stragglers_job_slowdown{job="x"}`` finds nothing), every job ever seen
+    stayed exported with its last S, ``waste`` had no unit, no latency histograms."""
+    server: Server = server_factory(args=("--metrics-stale-s", "20"))
+    r = server.upload(slow_job.trace, slow_job.meta, job="conv-a",
+                      labels='{"cluster": "a", "team-name": "x", "job": "y", "9k": "z"}')
+    assert r.status_code == 202
+    doc = server.wait(r.json()["session"])
+    url = f"{server.url}/api/v1/jobs/stream-m/records"
+    body = _iteration_records(0, 250, 1.0, 0, seed=1) + _iteration_records(0, 60, 1.4, 250, 3)
+    r = httpx.post(url, headers=server.headers(), content=body.encode(), timeout=60)
+    onset = next(e for e in r.json()["events"] if e["event"] == "onset")
+    text = server.get("/metrics").text
+    got = _samples(text)
+    labels = (("_9k", "z"), ("cluster", "a"), ("label_job", "y"), ("team_name", "x"),
+              ("training_job", "conv-a"))
+    assert got[("stragglers_job_slowdown_ratio", labels)] == pytest.approx(
+        doc["result"]["slowdown"])
+    assert got[("stragglers_job_waste_ratio", labels)] == pytest.approx(doc["result"]["waste"])
+    names = {fam.name for fam in text_string_to_metric_families(text)}
+    assert "stragglers_job_waste" not in names and "stragglers_job_slowdown" not in names
+    assert all(not any(k == "job" for k, _ in key[1]) for key in got)
+    stream = (("training_job", "stream-m"),)
+    assert got[("stragglers_job_records_total", stream)] == 310
+    assert got[("stragglers_job_onsets_total", stream)] == 1
+    assert got[("stragglers_job_slow_ranks", stream)] == 1
+    received = server.get("/api/v1/jobs/stream-m/events").json()["events"][0]["received_at"]
+    assert got[("stragglers_job_slow_since_timestamp_seconds", stream)] == \
+        pytest.approx(received)
+    assert onset["ts"] is None  # records without a clock: the server's receive time
+    # the latency histograms: the upload's request and the analysis in the worker
+    post = (("code", "202"), ("method", "POST"), ("route", "/api/v1/sessions"))
+    assert got[("stragglers_http_request_duration_seconds_count", post)] == 1
+    page = (("code", "200"), ("method", "GET"), ("route", "/api/v1/sessions/{session}"))
+    assert got[("stragglers_http_request_duration_seconds_count", page)] >= 1
+    assert got[("stragglers_analysis_duration_seconds_count", ())] == 1
+    assert got[("stragglers_analysis_duration_seconds_sum", ())] == pytest.approx(
+        doc["summary"]["analysis_s"])
+    assert got[("stragglers_session_latency_seconds_count", ())] == 1
+    # nothing new for --metrics-stale-s 20: both jobs leave the export (the dashboard and
+    # the API keep them)
+    end = time.monotonic() + 180
+    while time.monotonic() < end:
+        jobs = {v for (n, k), _ in _samples(server.get("/metrics").text).items()
+                if n.startswith("stragglers_job_") for name, v in k if name == "training_job"}
+        if not jobs:
+            break
+        time.sleep(1.0)
+    assert jobs == set()
+    assert {j["name"] for j in server.get("/api/v1/jobs").json()["jobs"]} == {"conv-a",
+                                                                            "stream-m"}
+    # records again: the stream job is back, the session job (no new session) is not
+    r = httpx.post(url, headers=server.headers(), timeout=60,
+                   content=_iteration_records(0, 5, 1.4, 310, seed=4).encode())
+    assert r.status_code == 200
+    got = _samples(server.get("/metrics").text)
+    assert got[("stragglers_job_records_total", stream)] == 315
+    assert not any(dict(k).get("training_job") == "conv-a" for (_, k) in got)
 
 
 def test_detector_state_survives_a_restart(server_factory, tmp_path: Path):

@@ -13,7 +13,7 @@ from stragglers.analysis.heatmaps import HeatmapData
 from stragglers.analysis.workers import Worker
 from stragglers.errors import InputError
 from stragglers.service.alert_rules import AlertConfig
-from stragglers.service.auth import load_token, token_matches
+from stragglers.service.auth import basic_matches, load_token, token_matches
 from stragglers.service.datadir import DataDir, check_job_name
 from stragglers.service.detection import JobDetector, check_records
 from stragglers.service.views import colour, worker_grid
@@ -43,6 +43,9 @@ def test_alert_rules_parse_and_match():
     ({"rules": [{"onset": 0.2, "slowdown": 1.2}]}, ["onset rule cannot"]),
     ({"rules": [{"slowdown": 1.2, "colour": "red"}]}, ["unknown key 'colour'"]),
     ({"webhook": "ftp://x"}, ["'webhook'", "http(s) URL"]),
+    ({"alertmanager": "am:9093"}, ["'alertmanager'", "http(s) URL"]),
+    ({"resend_s": 0}, ["'resend_s'", "between 1"]),
+    ({"timeout_s": "slow"}, ["'timeout_s'", "number"]),
     ({"rules": [{"name": "a", "slowdown": 2}, {"name": "a", "slowdown": 3}]}, ["used twice"]),
 ])
 def test_bad_alert_rules_are_one_line_naming_the_field(doc, words):
@@ -134,3 +137,98 @@ def test_detector_adapter_reports_a_step_change():
     assert [e for e in restored.feed(more) if e.kind == "onset"] == []
     with pytest.raises(InputError, match=r"s:2: field 'iter'"):
         check_records([lines[0], '{"rank": 0, "iter": -1, "duration": 1}'], "s")
+
+
+def test_alertmanager_settings_and_payload():
+    from stragglers.service.alerts import alertmanager_alert
+    from stragglers.service.records import AlertRow
+
+    cfg = AlertConfig.from_dict({"alertmanager": "http://127.0.0.1:9093", "resend_s": 30,
+                                 "timeout_s": 2, "rules": [{"slowdown": 1.2}]}, "a.yaml")
+    assert (cfg.alertmanager, cfg.resend_s, cfg.timeout_s, cfg.rules[0].webhook) == (
+        "http://127.0.0.1:9093", 30, 2, None)
+    row = AlertRow(id=3, job="train-a", job_id=1, rule="slow", cause="worker",
+                   session_id="s1", event_id=None, created_at=1767225600.0,
+                   status="pending", attempts=0, sent_at=None, http_status=None, error=None,
+                   webhook=None, body={"kind": "session", "message": "job train-a: S = 1.5",
+                                       "url": "http://smon/jobs/train-a", "session": "s1",
+                                       "slowdown": 1.5, "waste": None, "first_seen": 1767225600.0,
+                                       "labels": {"cluster": "a", "job": "x", "empty": ""}},
+                   repeat=0, suppressed=0, open=True, resolved_at=None)
+    doc = alertmanager_alert(row, 1767225660.0)
+    assert set(doc) == {"labels", "annotations", "startsAt", "endsAt", "generatorURL"}
+    assert doc["labels"] == {"alertname": "slow", "training_job": "train-a", "cause": "worker",
+                             "kind": "session", "source": "stragglers", "cluster": "a",
+                             "label_job": "x"}
+    assert doc["annotations"] == {"summary": "job train-a: S = 1.5",
+                                  "url": "http://smon/jobs/train-a", "session": "s1",
+                                  "slowdown": "1.5"}
+    assert (doc["startsAt"], doc["endsAt"]) == ("2026-01-01T00:00:00.000Z",
+                                                "2026-01-01T00:01:00.000Z")
+
+
+@pytest.mark.parametrize("key, name", [
+    ("cluster", "cluster"), ("team-name", "team_name"), ("9k", "_9k"), ("job", "label_job"),
+    ("training_job", "label_training_job"), ("__name__", "label_name__"), ("le", "label_le"),
+    ("a.b/c", "a_b_c")])
+def test_session_labels_become_valid_prometheus_label_names(key, name):
+    from stragglers.service.metrics import label_name
+
+    assert label_name(key) == name
+    assert re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_]*", name) and not name.startswith("__")
+
+
+def test_basic_auth_takes_the_token_as_password():
+    import base64
+
+    def basic(text: str) -> str:
+        return "Basic " + base64.b64encode(text.encode()).decode()
+
+    token = "abcdefghijklmnopqrstuvwxyz"
+    assert basic_matches(basic(f"anyone:{token}"), token)
+    assert basic_matches(basic(f":{token}"), token)
+    assert not basic_matches(basic(f"{token}:x"), token)
+    assert not basic_matches(basic(token), token)  # no colon: no password
+    assert not basic_matches("Basic !!!", token) and not basic_matches(None, token)
+    assert not basic_matches(f"Bearer {token}", token)
+
+
+def test_time_axes_are_wall_clock_utc():
+    from stragglers.service.views import series_chart, time_ticks
+
+    t0 = 1767225600.0  # 2026-01-01 00:00:00 UTC
+    ticks, caption = time_ticks(t0, t0 + 3600, lambda t: t - t0)
+    assert [label for _, label in ticks] == ["00:00", "00:15", "00:30", "00:45", "01:00"]
+    assert caption == "time (UTC, 2026-01-01)"
+    ticks, caption = time_ticks(t0, t0 + 2, lambda t: t)  # a short span: no repeated label
+    assert [label for _, label in ticks] == ["00:00:00", "00:00:01", "00:00:02"]
+    ticks, caption = time_ticks(t0, t0 + 3 * 86400, lambda t: t)
+    assert ticks[0][1] == "01-01 00:00" and caption == "time (UTC)"
+    chart = series_chart([("a", t0, 1.5, 1 / 3), ("b", t0 + 60, 1.2, 1 / 6),
+                          ("c", t0 + 600, 1.3, 0.23)])
+    assert chart is not None
+    xs = [p.x for p in chart.s_points]  # by time, not by index: b is near a
+    assert xs[1] - xs[0] < (xs[2] - xs[1]) / 5
+
+
+def test_record_activity_sees_a_job_send_records_without_its_log():
+    """When a job last sent records: its record count growing between two looks, or (first
+    look after a start) its log's mtime — so staleness does not hang on the log file."""
+    import time as _time
+
+    from stragglers.service.overview import RecordActivity
+    from stragglers.service.records import JobRow
+
+    def job(records: int) -> JobRow:
+        return JobRow(id=7, name="j", created_at=1.0, sessions=0, failed=0, records=records,
+                      last_session=None, last_done_at=None, last_slowdown=None,
+                      last_waste=None, last_cause=None, last_confidence=None,
+                      last_step_time=None)
+
+    seen = RecordActivity(lambda job_id: 1000.0 if job_id == 7 else None)
+    assert seen(job(10)) == 1000.0  # first look: the log's time
+    assert seen(job(10)) == 1000.0  # nothing new
+    before = _time.time()
+    assert seen(job(15)) >= before  # more records: now
+    blind = RecordActivity(None)
+    assert blind(job(10)) is None and blind(job(11)) is not None

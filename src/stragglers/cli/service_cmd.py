@@ -46,6 +46,17 @@ def _positive(text: str) -> int:
     return value
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}"
+                                         ) from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text}")
+    return value
+
+
 def _port(text: str) -> int:
     try:
         value = int(text)
@@ -71,7 +82,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Serve the monitoring service: it takes profiling sessions (traces) "
                     "and record streams over HTTP, analyses each session in worker "
                     "processes, shows jobs, heatmaps and detection events on a dashboard, "
-                    "alerts through webhooks and exports Prometheus metrics.")
+                    "alerts through webhooks and Alertmanager and exports Prometheus metrics.")
     p.add_argument("--data", required=True, metavar="DIR",
                    help="data folder: the SQLite database, uploaded traces, outputs")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on "
@@ -82,17 +93,20 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="database URL instead of DIR's SQLite: postgresql://USER@HOST/DB")
     p.add_argument("--token-file", metavar="FILE",
                    help="file holding the bearer token (default: $STRAGGLERS_TOKEN)")
-    p.add_argument("--alerts", metavar="FILE", help="alert rules (YAML; see the README)")
+    p.add_argument("--alerts", metavar="FILE", help="alert rules (YAML; see docs/guides/service.md)")
     p.add_argument("--workers", type=_positive, default=max(1, (os.cpu_count() or 2) // 2),
                    help="analysis worker processes (default: half the CPUs, %(default)s)")
     p.add_argument("--private", action="store_true",
                    help="require the token for the dashboard and /metrics too")
     p.add_argument("--public-url", metavar="URL",
                    help="the server's URL as alert receivers should see it")
-    p.add_argument("--lease-s", type=float, default=30.0, metavar="SECONDS",
+    p.add_argument("--lease-s", type=_seconds, default=30.0, metavar="SECONDS",
                    help="how long a claimed analysis is leased to this server without a "
                         "renewal (renewed every third of it; an expired lease is taken again "
                         "by any server on the database; default: %(default)s)")
+    p.add_argument("--metrics-stale-s", type=_seconds, default=3600.0, metavar="SECONDS",
+                   help="/metrics leaves out jobs that sent no session or records for "
+                        "this long (default: %(default)g)")
     p.add_argument("--log-level", default="info",
                    choices=["debug", "info", "warning", "error"])
     p.set_defaults(func=run_serve)
@@ -129,7 +143,8 @@ def run_serve(args: argparse.Namespace) -> int:
     config = ServiceConfig(
         data=Path(args.data), token=load_token(args.token_file), db_url=args.db,
         alerts=AlertConfig.from_file(args.alerts) if args.alerts else AlertConfig(),
-        workers=args.workers, private=args.private, lease_s=args.lease_s)
+        workers=args.workers, private=args.private, lease_s=args.lease_s,
+        metrics_stale_s=args.metrics_stale_s)
     return serve(config, args.host, args.port, args.public_url, args.log_level)
 
 

@@ -3,6 +3,10 @@
 ::
 
     webhook: http://127.0.0.1:9000/hook   # where alerts are POSTed (a rule may override it)
+    alertmanager: http://127.0.0.1:9093   # an Alertmanager: alerts go to its /api/v2/alerts
+    timeout_s: 5                          # per request, each destination on its own
+    resend_s: 60                          # open alerts sent again to the Alertmanager
+    stale_s: 3600                         # a job quiet this long: its open alerts close
     realert_s: 3600                       # re-alert interval per job, rule and cause
     rules:
       - name: slow-training                # S >= 1.2 for jobs matching a pattern
@@ -34,7 +38,8 @@ from stragglers.inputs import load_yaml
 
 SESSION_KEYS = ("slowdown", "cause", "confidence")
 RULE_KEYS = ("name", "jobs", "webhook", "realert_s", "onset", *SESSION_KEYS)
-FILE_KEYS = ("webhook", "realert_s", "timeout_s", "rules")
+FILE_KEYS = ("webhook", "alertmanager", "realert_s", "timeout_s", "resend_s", "stale_s",
+             "rules")
 DEFAULT_REALERT_S = 3600.0
 
 
@@ -68,6 +73,9 @@ class AlertConfig:
     rules: tuple[Rule, ...] = ()
     webhook: str | None = None
     timeout_s: float = 5.0
+    alertmanager: str | None = None
+    resend_s: float = 60.0
+    stale_s: float = 3600.0  # 0: open alerts of quiet jobs stay open
 
     @classmethod
     def from_file(cls, path: str | Path) -> AlertConfig:
@@ -79,7 +87,10 @@ class AlertConfig:
         doc = r.mapping(doc, "(document)", FILE_KEYS)
         webhook = r.url(doc.get("webhook"), "webhook")
         realert = r.number(doc.get("realert_s", DEFAULT_REALERT_S), "realert_s", 0.0)
-        timeout = r.number(doc.get("timeout_s", 5.0), "timeout_s", 0.1)
+        timeout = r.number(doc.get("timeout_s", 5.0), "timeout_s", 0.1, 3600.0)
+        alertmanager = r.url(doc.get("alertmanager"), "alertmanager")
+        resend = r.number(doc.get("resend_s", 60.0), "resend_s", 1.0, 86400.0)
+        stale = r.number(doc.get("stale_s", 3600.0), "stale_s", 0.0, 365 * 86400.0)
         raw_rules = doc.get("rules", [])
         if not isinstance(raw_rules, list):
             raise InputError(f"{source}: field 'rules' must be a list of rules")
@@ -118,7 +129,8 @@ class AlertConfig:
                 raise InputError(f"{source}: field '{where}': give at least one of slowdown, "
                                  "cause, confidence or onset")
             rules.append(rule)
-        return cls(rules=tuple(rules), webhook=webhook, timeout_s=timeout)
+        return cls(rules=tuple(rules), webhook=webhook, timeout_s=timeout,
+                   alertmanager=alertmanager, resend_s=resend, stale_s=stale)
 
 
 class _Reader:

@@ -1,51 +1,178 @@
 """Alerts: rules checked on each analysed session and each detection onset, deduplicated per
-(job, rule, cause) with a re-alert interval, stored, logged and POSTed to a webhook.
+(job, rule, cause) with a re-alert interval, stored, logged, POSTed to a webhook and sent to
+an Alertmanager (its v2 API), with a ``resolved`` notification when an alert closes.
 
 Webhook body (JSON, ``Content-Type: application/json``)::
 
-    {"alert": 7, "rule": "slow-training", "job": "train-a", "cause": "worker",
-     "kind": "session" | "onset", "message": "job train-a: S = 1.973 ...",
-     "session": "ID" | null, "slowdown": 1.973 | null, "waste": 0.493 | null,
+    {"status": "firing" | "resolved", "alert": 7, "rule": "slow-training",
+     "job": "train-a", "cause": "worker", "kind": "session" | "onset",
+     "message": "job train-a: S = 1.973 ...", "session": "ID" | null,
+     "slowdown": 1.973 | null, "waste": 0.493 | null, "labels": {"cluster": "a"},
      "verdict": {"cause": "worker", "confidence": 0.93, "workers": ["3,1"]} | null,
      "event": {"rank": 3, "iteration": 120, "severity": 0.31, ...} | null,
      "repeat": 0, "first_seen": 1767225600.0, "time": 1767225600.0,
-     "url": "http://127.0.0.1:8080/jobs/train-a"}
+     "resolved_at": null | 1767229200.0, "url": "http://127.0.0.1:8080/jobs/train-a"}
 
 ``repeat`` counts the notifications sent for the same (job, rule, cause) while it stayed
 open; an alert closes when a later session of the job no longer matches the rule (or, for
-onset rules, when the detector reports a recovery). A notification is stored as
+onset rules, when the detector reports a recovery, or when the job sent no session and no
+records for ``stale_s``, 1 h by default), and the webhook then gets the same body with
+``"status": "resolved"``.
+
+Alertmanager (``alertmanager: URL`` in the rules file): ``POST URL/api/v2/alerts`` with
+``[{"labels": {"alertname": RULE, "training_job": JOB, "cause": …, "kind": …, <the
+session's labels>}, "annotations": {"summary": MESSAGE, "url": …}, "startsAt", "endsAt",
+"generatorURL": <the job's page>}]``. Open alerts are sent again every ``resend_s`` with
+``endsAt`` four intervals ahead (as Prometheus does), so an alert whose server stopped
+expires by itself; a closed one is sent with ``endsAt`` = the time it closed. Grouping,
+silences, inhibition and routing are Alertmanager's.
+
+Delivery is concurrent: each destination (every webhook URL, the Alertmanager) has its own
+sender thread and queue, and each request its timeout (``timeout_s``), so a destination
+that never answers delays only its own notifications. A notification is stored as
 ``pending`` before it is sent, so one not yet delivered when the server stops is sent after
-it starts again; delivery is tried 3 times (1 s, 2 s apart), then marked ``failed``.
+it starts again; each destination is tried 3 times (1 s, 2 s apart); the alert is ``sent``
+when every destination took it, else ``failed`` with the destination's error.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import queue
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from stragglers.service.alert_rules import AlertConfig, Rule
-from stragglers.service.records import AlertRow, EventRow, SessionRow
+from stragglers.service.metrics import JOB_LABEL, label_name
+from stragglers.service.overview import job_views
+from stragglers.service.records import AlertRow, EventRow, JobRow, SessionRow
 from stragglers.service.store import Store
 
 log = logging.getLogger("stragglers.service.alerts")
 
 ATTEMPTS = 3
+FIRING, RESOLVED, REFRESH = "firing", "resolved", "refresh"
+
+
+def rfc3339(t: float) -> str:
+    return dt.datetime.fromtimestamp(t, dt.UTC).isoformat(timespec="milliseconds") \
+        .replace("+00:00", "Z")
+
+
+def alertmanager_alert(row: AlertRow, ends_at: float) -> dict[str, Any]:
+    """One alert of Alertmanager's v2 API (``postableAlert``) for a stored alert."""
+    body = row.body
+    labels = {"alertname": row.rule, JOB_LABEL: row.job, "cause": row.cause,
+              "kind": str(body.get("kind") or "session"), "source": "stragglers"}
+    for key, value in sorted((body.get("labels") or {}).items()):
+        if value:
+            labels.setdefault(label_name(key), str(value))
+    annotations = {"summary": str(body.get("message", "")), "url": str(body.get("url", ""))}
+    for key in ("session", "slowdown", "waste"):
+        if body.get(key) is not None:
+            annotations[key] = str(body[key])
+    return {"labels": labels, "annotations": annotations,
+            "startsAt": rfc3339(float(body.get("first_seen") or row.created_at)),
+            "endsAt": rfc3339(ends_at), "generatorURL": str(body.get("url", ""))}
+
+
+@dataclass(frozen=True)
+class _Delivery:
+    kind: str  # firing | resolved | refresh
+    alert_id: int = 0
+    resolved_at: float | None = None
+
+
+class _Destination:
+    """One receiver (a webhook URL or an Alertmanager) with its own queue and thread."""
+
+    def __init__(self, alerter: Alerter, url: str, alertmanager: bool) -> None:
+        self.alerter = alerter
+        self.url = url
+        self.alertmanager = alertmanager
+        self.post_url = url.rstrip("/") + "/api/v2/alerts" if alertmanager else url
+        self.queue: queue.Queue[_Delivery | None] = queue.Queue()
+        self.thread = threading.Thread(target=self._run, daemon=True,
+                                       name=f"stragglers-alerts {url[:60]}")
+        self.thread.start()
+
+    @property
+    def name(self) -> str:
+        return f"{'alertmanager' if self.alertmanager else 'webhook'} {self.url}"
+
+    def _run(self) -> None:
+        with httpx.Client(timeout=self.alerter.config.timeout_s) as client:
+            while True:
+                item = self.queue.get()
+                if item is None:
+                    return
+                try:
+                    self._handle(client, item)
+                except Exception:  # a store or encoding error must not end the thread
+                    log.exception("alert delivery to %s failed", self.name)
+
+    def _payload(self, item: _Delivery) -> Any:
+        store, resend = self.alerter.store, self.alerter.config.resend_s
+        now = time.time()
+        if item.kind == REFRESH:
+            return [alertmanager_alert(r, now + 4 * resend) for r in store.open_alerts()]
+        row = store.alert(item.alert_id)
+        if row is None:
+            return None
+        if self.alertmanager:
+            ends = item.resolved_at if item.kind == RESOLVED else now + 4 * resend
+            return [alertmanager_alert(row, float(ends or now))]
+        return {**row.body, "status": item.kind, "resolved_at": item.resolved_at}
+
+    def _handle(self, client: httpx.Client, item: _Delivery) -> None:
+        payload = self._payload(item)
+        if payload is None or payload == []:
+            return
+        tries = 1 if item.kind == REFRESH else ATTEMPTS
+        error: str | None = None
+        status: int | None = None
+        attempt = 0
+        for attempt in range(1, tries + 1):
+            try:
+                resp = client.post(self.post_url, json=payload)
+                status = resp.status_code
+                if resp.is_success:
+                    error = None
+                    break
+                error = f"HTTP {status}: {resp.text[:200]}"
+            except httpx.HTTPError as exc:
+                error = f"{type(exc).__name__}: {exc}"
+            if attempt < tries:
+                time.sleep(float(attempt))
+        if error is not None:
+            log.error("alert %s %s: %s failed after %d attempts: %s", item.alert_id or "",
+                      item.kind, self.name, tries, error)
+        if item.kind == FIRING:
+            self.alerter._delivered(item.alert_id, self, status, error, attempt)
 
 
 class Alerter:
-    """Checks the rules and delivers the notifications (one sender thread)."""
+    """Checks the rules and delivers the notifications (one sender thread per
+    destination)."""
 
-    def __init__(self, store: Store, config: AlertConfig, public_url: str) -> None:
+    def __init__(self, store: Store, config: AlertConfig, public_url: str,
+                 records_seen: Callable[[JobRow], float | None] | None = None) -> None:
         self.store = store
         self.config = config
         self.public_url = public_url.rstrip("/")
-        self._outbox: queue.Queue[int | None] = queue.Queue()
-        self._thread: threading.Thread | None = None
+        self.records_seen = records_seen
+        self._destinations: dict[tuple[str, bool], _Destination] = {}
+        self._outstanding: dict[int, tuple[int, list[str], int | None, int]] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._refresher: threading.Thread | None = None
+        self._started = False
 
     # -- checking -------------------------------------------------------------------------
     def session_done(self, s: SessionRow) -> list[AlertRow]:
@@ -57,12 +184,13 @@ class Alerter:
             if not (rule.on_sessions and rule.matches_job(s.job)):
                 continue
             if not rule.matches_session(s.slowdown, s.cause, s.confidence):
-                self.store.resolve_alerts(s.job_id, rule.name)
+                self._resolve(s.job_id, rule.name)
                 continue
-            self.store.resolve_alerts(s.job_id, rule.name, keep_cause=s.cause)
+            self._resolve(s.job_id, rule.name, keep_cause=s.cause)
             workers = list(s.workers[:16])
             body = self._body(rule, s.job, s.cause, "session", _session_message(rule, s), {
                 "session": s.id, "slowdown": s.slowdown, "waste": s.waste,
+                "labels": dict(s.labels),
                 "verdict": {"cause": s.cause, "confidence": s.confidence, "workers": workers},
                 "event": None})
             found = self._raise(rule, s.job_id, s.cause, body, session_id=s.id)
@@ -79,7 +207,7 @@ class Alerter:
                 if rule.onset is None or not rule.matches_job(job):
                     continue
                 if e.kind == "recovery":
-                    self.store.resolve_alerts(row.job_id, rule.name)
+                    self._resolve(row.job_id, rule.name)
                 if (e.kind not in ("onset", "flapping") or e.severity is None
                         or e.severity < rule.onset):
                     continue
@@ -89,6 +217,7 @@ class Alerter:
                        f"{100 * rule.onset:.0f}%)")
                 body = self._body(rule, job, "onset", "onset", msg, {
                     "session": None, "slowdown": None, "waste": None, "verdict": None,
+                    "labels": {},
                     "event": {"id": row.id, "rank": e.rank, "iteration": e.iteration,
                               "ts": e.ts, "severity": e.severity, "level_s": e.level_s,
                               "previous_s": e.previous_s}})
@@ -113,53 +242,125 @@ class Alerter:
             return None
         log.warning("ALERT %d rule=%s job=%s cause=%s: %s", row.id, rule.name, body["job"],
                     cause, body["message"])
-        self._outbox.put(row.id)
+        self._send(row, FIRING)
         return row
 
+    def _resolve(self, job_id: int, rule: str, keep_cause: str | None = None) -> int:
+        """Close the open alerts of (job, rule) but ``keep_cause``'s and notify their
+        destinations."""
+        closing = [a for a in self.store.open_alerts(job_id, rule)
+                   if keep_cause is None or a.cause != keep_cause]
+        if not closing:
+            return 0
+        self.store.resolve_alerts(job_id, rule, keep_cause=keep_cause)
+        now = time.time()
+        for a in closing:
+            log.warning("RESOLVED %d rule=%s job=%s cause=%s", a.id, a.rule, a.job, a.cause)
+            self._send(a, RESOLVED, now)
+        return len(closing)
+
     # -- delivery -------------------------------------------------------------------------
+    def _targets(self, row: AlertRow) -> list[_Destination]:
+        wanted = [(url, am) for url, am in ((row.webhook, False),
+                                            (self.config.alertmanager, True)) if url]
+        with self._lock:
+            for key in wanted:
+                if key not in self._destinations:
+                    self._destinations[key] = _Destination(self, *key)
+            return [self._destinations[k] for k in wanted]
+
+    def _send(self, row: AlertRow, kind: str, resolved_at: float | None = None) -> None:
+        if not self._started:
+            return  # start() sends what is pending
+        targets = self._targets(row)
+        if kind == FIRING:
+            if not targets:
+                self.store.mark_alert(row.id, "logged", 0, None, None)
+                return
+            with self._lock:
+                self._outstanding[row.id] = (len(targets), [], None, 0)
+        elif row.status == "logged":
+            return
+        for d in targets:
+            d.queue.put(_Delivery(kind, row.id, resolved_at))
+
+    def _delivered(self, alert_id: int, dest: _Destination, status: int | None,
+                   error: str | None, attempts: int) -> None:
+        """A destination is done with a firing notification; the last one marks it (its
+        attempts: the most any destination took; its HTTP status: the first one's)."""
+        with self._lock:
+            left, errors, first_status, most = self._outstanding.get(
+                alert_id, (1, [], None, 0))
+            if error is not None:
+                errors.append(f"{dest.name}: {error}")
+            first_status = first_status if first_status is not None else status
+            most = max(most, attempts)
+            if left > 1:
+                self._outstanding[alert_id] = (left - 1, errors, first_status, most)
+                return
+            self._outstanding.pop(alert_id, None)
+        self.store.mark_alert(alert_id, "failed" if errors else "sent", most,
+                              first_status, "; ".join(errors) or None)
+
     def start(self) -> None:
+        self._started = True
         for row in self.store.pending_alerts():
-            self._outbox.put(row.id)
-        self._thread = threading.Thread(target=self._send_forever, name="stragglers-alerts",
-                                        daemon=True)
-        self._thread.start()
+            self._send(row, FIRING)
+        if self.config.alertmanager or self.config.stale_s > 0:
+            self._refresher = threading.Thread(target=self._housekeeping, daemon=True,
+                                               name="stragglers-alerts-housekeeping")
+            self._refresher.start()
+
+    def _housekeeping(self) -> None:
+        """Send the open alerts to the Alertmanager again every ``resend_s``; close the
+        open alerts of jobs quiet for ``stale_s``."""
+        cfg = self.config
+        periods = [cfg.resend_s] if cfg.alertmanager else []
+        if cfg.stale_s > 0:
+            periods.append(min(60.0, max(1.0, cfg.stale_s / 4)))
+        tick = min(periods)
+        last_refresh = time.monotonic()
+        while not self._stop.wait(tick):
+            try:
+                if cfg.stale_s > 0:
+                    self.expire_stale()
+                if cfg.alertmanager and time.monotonic() - last_refresh >= cfg.resend_s:
+                    last_refresh = time.monotonic()
+                    with self._lock:
+                        key = (cfg.alertmanager, True)
+                        d = self._destinations.get(key) or self._destinations.setdefault(
+                            key, _Destination(self, cfg.alertmanager, True))
+                    d.queue.put(_Delivery(REFRESH))
+            except Exception:  # the database may be down for a while: try again later
+                log.exception("alert housekeeping failed")
+
+    def expire_stale(self, now: float | None = None) -> int:
+        """Close (and notify) the open alerts of jobs that sent no session and no records
+        for ``stale_s``: a job that ended while slow does not stay alerting forever."""
+        open_ = self.store.open_alerts()
+        if not open_:
+            return 0
+        t = time.time() if now is None else now
+        ids = {a.job_id for a in open_}
+        quiet = {v.job.id for v in job_views(self.store, [j for j in self.store.jobs()
+                                                          if j.id in ids], self.records_seen)
+                 if t - v.last_seen > self.config.stale_s}
+        closed = 0
+        for job_id, rule in sorted({(a.job_id, a.rule) for a in open_ if a.job_id in quiet}):
+            log.info("job %d quiet for more than %g s: closing its alerts of rule %s", job_id,
+                     self.config.stale_s, rule)
+            closed += self._resolve(job_id, rule)
+        return closed
 
     def stop(self) -> None:
-        if self._thread is not None:
-            self._outbox.put(None)
-            self._thread.join(timeout=10)
-
-    def _send_forever(self) -> None:
-        with httpx.Client(timeout=self.config.timeout_s) as client:
-            while True:
-                alert_id = self._outbox.get()
-                if alert_id is None:
-                    return
-                row = self.store.alert(alert_id)
-                if row is not None and row.status == "pending":
-                    self._deliver(client, row)
-
-    def _deliver(self, client: httpx.Client, row: AlertRow) -> None:
-        if row.webhook is None:
-            self.store.mark_alert(row.id, "logged", 0, None, None)
-            return
-        error: str | None = None
-        status: int | None = None
-        for attempt in range(1, ATTEMPTS + 1):
-            try:
-                resp = client.post(row.webhook, json=row.body)
-                status = resp.status_code
-                if resp.is_success:
-                    self.store.mark_alert(row.id, "sent", attempt, status, None)
-                    return
-                error = f"HTTP {status}"
-            except httpx.HTTPError as exc:
-                error = f"{type(exc).__name__}: {exc}"
-            if attempt < ATTEMPTS:
-                time.sleep(float(attempt))
-        log.error("alert %d: webhook %s failed after %d attempts: %s", row.id, row.webhook,
-                  ATTEMPTS, error)
-        self.store.mark_alert(row.id, "failed", ATTEMPTS, status, error)
+        self._stop.set()
+        with self._lock:
+            dests = list(self._destinations.values())
+        for d in dests:
+            d.queue.put(None)
+        end = time.monotonic() + 10
+        for d in dests:
+            d.thread.join(timeout=max(0.0, end - time.monotonic()))
 
 
 def _session_message(rule: Rule, s: SessionRow) -> str:

@@ -24,7 +24,9 @@ with ``Retry-After``; ``/healthz`` is ``503`` when the database cannot be reache
 
 Reads: ``GET /api/v1/sessions/{ID}`` → ``{"session", "job", "status", "error", ...,
 "result": result.json | null}`` (``?result=0`` leaves the result out, for polling);
-``GET /api/v1/jobs``; ``GET /api/v1/jobs/{job}`` (with its sessions);
+``GET /api/v1/jobs``; ``GET /api/v1/jobs/{job}`` (with its sessions); a job has its
+``labels``, ``culprit``, ``slow_since``, ``last_seen`` and ``detection`` (the streaming
+detector's state) as on the jobs page;
 ``GET /api/v1/jobs/{job}/events``; ``GET /api/v1/alerts``; ``GET /healthz``.
 """
 
@@ -48,6 +50,7 @@ from stragglers.limits import LIMITS, LimitError, limit
 from stragglers.service.datadir import SESSION_ID, check_job_name
 from stragglers.service.ingest import Upload, check_key, parse_labels
 from stragglers.service.metrics import CONTENT_TYPE, render
+from stragglers.service.overview import job_views, view_doc
 from stragglers.service.records import AlertRow, EventRow, JobRow, SessionRow
 from stragglers.service.state import Service
 from stragglers.service.streams import BatchAnswer
@@ -299,8 +302,9 @@ def get_session(request: Request) -> Response:
 
 
 def get_jobs(request: Request) -> Response:
-    rows = _service(request).store.jobs()
-    return JSONResponse({"jobs": [job_doc(j) for j in rows]})
+    service = _service(request)
+    views = job_views(service.store, service.store.jobs(), service.activity)
+    return JSONResponse({"jobs": [{**job_doc(v.job), **view_doc(v)} for v in views]})
 
 
 def get_job(request: Request) -> Response:
@@ -309,7 +313,9 @@ def get_job(request: Request) -> Response:
     if job is None:
         return error(404, "no such job")
     rows = service.store.job_sessions(job.id)
-    return JSONResponse({**job_doc(job), "session_list": [session_doc(s) for s in rows]})
+    (view,) = job_views(service.store, [job], service.activity)
+    return JSONResponse({**job_doc(job), **view_doc(view),
+                         "session_list": [session_doc(s) for s in rows]})
 
 
 def get_events(request: Request) -> Response:

@@ -22,7 +22,8 @@ from stragglers.service.auth import BearerAuth, BodyLimit
 from stragglers.service.datadir import DataDir
 from stragglers.service.dispatcher import Dispatcher, Validator
 from stragglers.service.ingest import Ingest, remove_orphans
-from stragglers.service.metrics import registry_for
+from stragglers.service.metrics import RequestMetrics, Telemetry, registry_for
+from stragglers.service.overview import RecordActivity
 from stragglers.service.records import SessionRow
 from stragglers.service.state import Service, ServiceConfig
 from stragglers.service.store import Store, sqlite_url
@@ -61,9 +62,12 @@ def open_service(config: ServiceConfig) -> Service:
     data = DataDir(config.data).create()
     store = Store.open(config.db_url or sqlite_url(data.root), config.lease_s)
     validator = Validator(config.validators)
-    alerter = Alerter(store, config.alerts, config.public_url)
+    activity = RecordActivity(data.records_mtime)
+    alerter = Alerter(store, config.alerts, config.public_url, activity)
+    registry, telemetry = registry_for(store, config.metrics_stale_s, activity)
 
     def finished(row: SessionRow) -> None:
+        telemetry.session_finished(row)
         if row.status == "done":
             alerter.session_done(row)
 
@@ -71,7 +75,7 @@ def open_service(config: ServiceConfig) -> Service:
     return Service(config=config, data=data, store=store, validator=validator,
                    dispatcher=dispatcher, ingest=Ingest(store, data, validator),
                    streams=RecordStreams(store, data), alerter=alerter,
-                   registry=registry_for(store))
+                   registry=registry, telemetry=telemetry, activity=activity)
 
 
 def create_app(config: ServiceConfig) -> Starlette:
@@ -94,11 +98,17 @@ def create_app(config: ServiceConfig) -> Starlette:
             service.alerter.stop()
             service.store.close()
 
-    return Starlette(
+    def telemetry() -> Telemetry | None:
+        service: Service | None = getattr(app.state, "service", None)
+        return None if service is None else service.telemetry
+
+    app = Starlette(
         routes=[*api.ROUTES, *dashboard.ROUTES],
-        middleware=[Middleware(GZipMiddleware, minimum_size=64 * 1024, compresslevel=5),
+        middleware=[Middleware(RequestMetrics, telemetry=telemetry),
+                    Middleware(GZipMiddleware, minimum_size=64 * 1024, compresslevel=5),
                     Middleware(SecurityHeaders),
                     Middleware(BearerAuth, token=config.token, private=config.private),
                     Middleware(BodyLimit, limit_for=body_limit)],
         exception_handlers={DBAPIError: api.database_error},
         lifespan=lifespan)
+    return app

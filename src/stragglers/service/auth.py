@@ -1,9 +1,14 @@
 """Bearer-token authentication and request-body limits, as ASGI middleware.
 
 * Every write (any method but GET, HEAD, OPTIONS) needs ``Authorization: Bearer TOKEN``;
-  with ``private`` every request does (but ``GET /healthz``). The token is compared in constant time
-  (:func:`hmac.compare_digest`). A request without it gets 401 before its body is read,
-  so nothing of it is stored.
+  with ``private`` every request does (but ``GET /healthz``), and reads also take HTTP basic
+  auth with the token as the password (any user name), so that a browser can open the
+  dashboard: a read without credentials gets 401 with ``WWW-Authenticate: Basic``, which
+  makes the browser ask for them. Writes never take basic auth: a browser sends remembered
+  basic credentials with any request to the server, even one a foreign page makes it send
+  (cross-site request forgery), while a bearer header only a client that holds the token
+  can set. The token is compared in constant time (:func:`hmac.compare_digest`). A request
+  without it gets 401 before its body is read, so nothing of it is stored.
 * A request body larger than its limit gets 413: at once when ``Content-Length`` says so,
   else as soon as the streamed body passes the limit.
 
@@ -13,6 +18,8 @@ reading a body it refused.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hmac
 import json
 import os
@@ -54,6 +61,18 @@ def token_matches(header: str | None, token: str) -> bool:
     return hmac.compare_digest(given, token.encode())
 
 
+def basic_matches(header: str | None, token: str) -> bool:
+    """HTTP basic credentials (any user name) whose password is the token."""
+    if header is None or not header.startswith("Basic "):
+        return False
+    try:
+        decoded = base64.b64decode(header[len("Basic "):].strip(), validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    _user, sep, password = decoded.partition(b":")
+    return bool(sep) and hmac.compare_digest(password, token.encode())
+
+
 async def _json_error(send: Send, status: int, message: str,
                       headers: list[tuple[bytes, bytes]] | None = None) -> None:
     body = json.dumps({"error": message}).encode()
@@ -80,12 +99,20 @@ class BearerAuth:
         for name, value in scope["headers"]:
             if name == b"authorization":
                 header = value.decode("latin-1")
-        if not token_matches(header, self.token):
-            await _json_error(send, 401, "missing or wrong bearer token (send "
-                              "'Authorization: Bearer TOKEN')",
-                              [(b"www-authenticate", b'Bearer realm="stragglers"')])
+        if token_matches(header, self.token) or (reading and basic_matches(header,
+                                                                          self.token)):
+            await self.app(scope, receive, send)
             return
-        await self.app(scope, receive, send)
+        if reading:  # a private dashboard: a browser asks for the token as a password
+            await _json_error(send, 401, "this server is private: send the token as "
+                              "'Authorization: Bearer TOKEN' or as the password of HTTP "
+                              "basic auth (any user name)",
+                              [(b"www-authenticate", b'Basic realm="stragglers", '
+                                                     b'charset="UTF-8"')])
+            return
+        await _json_error(send, 401, "missing or wrong bearer token (send "
+                          "'Authorization: Bearer TOKEN')",
+                          [(b"www-authenticate", b'Bearer realm="stragglers"')])
 
 
 class BodyTooLarge(Exception):

@@ -2,12 +2,16 @@
 no page loads anything from elsewhere (a Content-Security-Policy of 'self' says so to the
 browser), so it works offline.
 
-* ``/`` — jobs: last S, waste, verdict, open alerts; sortable (``?sort=…&order=…``);
+* ``/`` — jobs: labels, last S, waste, the culprit (the verdict's cause and workers, or the
+  ranks the streaming detector finds slow), slow since (the open onset's time), open alerts;
+  sortable (``?sort=…&order=…``), filtered by name (``?q=``) and label (``?label=k=v``),
+  ``?page=`` by ``?per=`` (50);
 * ``/jobs/{job}`` — S and waste over sessions, the latest verdict with its evidence, the
   worker heatmap (hover a cell: DP rank, stage, S_w), per-step heatmaps, attribution by
   op type, detection events on a time axis, alerts, sessions, downloads;
 * ``/sessions/{ID}`` — one session: status, figures, heatmaps, downloads;
 * ``/alerts`` — alert history;
+* ``/grafana.json`` — the Grafana dashboard (``grafana/smon.json``) linking to this server;
 * ``/sessions/{ID}/files/{name}`` — result.json, timelines, heatmap PNGs.
 """
 
@@ -16,16 +20,18 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 from jinja2 import ChoiceLoader, Environment, PackageLoader, select_autoescape
 from starlette.requests import Request
-from starlette.responses import FileResponse, HTMLResponse, Response
+from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from stragglers.service import views
 from stragglers.service.api import public_doc, public_result
 from stragglers.service.datadir import DOWNLOADS, SESSION_ID
+from stragglers.service.overview import job_views
 from stragglers.service.records import DONE, SessionRow
 from stragglers.service.state import Service
 from stragglers.service.store import JOB_SORTS
@@ -71,13 +77,59 @@ def _downloads(service: Service, s: SessionRow | None) -> list[str]:
     return out
 
 
+PER_PAGE = 50
+MAX_PER_PAGE = 500
+
+
+def _int_param(request: Request, name: str, default: int, low: int, high: int) -> int:
+    try:
+        value = int(request.query_params.get(name, default))
+    except ValueError:
+        return default
+    return min(max(value, low), high)
+
+
+def _label_filter(text: str) -> tuple[str, str | None] | None:
+    text = text.strip()
+    if not text:
+        return None
+    key, sep, value = text.partition("=")
+    return key.strip(), (value.strip() if sep else None)
+
+
 def jobs_page(request: Request) -> Response:
+    """The jobs, filtered by name (``q``: a substring, or a glob with * ? [) and label
+    (``label``: ``key=value`` or ``key``), sorted, a page (``page``, ``per``) at a time."""
     service = _service(request)
-    sort = request.query_params.get("sort", "last")
-    sort = sort if sort in JOB_SORTS else "last"
-    order = "asc" if request.query_params.get("order") == "asc" else "desc"
-    rows = service.store.jobs(sort, order == "desc")
-    return page("jobs.html", jobs=rows, sort=sort, order=order, totals=service.store.totals())
+    params = request.query_params
+    sort = params.get("sort", "last")
+    sort = sort if sort in JOB_SORTS or sort == "since" else "last"
+    order = "asc" if params.get("order") == "asc" else "desc"
+    name = params.get("q", "").strip()[:128]
+    label_text = params.get("label", "").strip()[:128]
+    label = _label_filter(label_text)
+    rows = (service.store.jobs("name", False) if sort == "since"
+            else service.store.jobs(sort, order == "desc"))
+    views = [v for v in job_views(service.store, rows, service.activity)
+             if v.matches(name, label)]
+    if sort == "since":  # slow since: the jobs that are not slow last, either way
+        slow = sorted((v for v in views if v.slow_since is not None),
+                      key=lambda v: v.slow_since or 0.0, reverse=order == "desc")
+        views = slow + [v for v in views if v.slow_since is None]
+    per = _int_param(request, "per", PER_PAGE, 1, MAX_PER_PAGE)
+    pages = max(1, -(-len(views) // per))
+    number = _int_param(request, "page", 1, 1, pages)
+    shown = views[(number - 1) * per: number * per]
+    keep = {k: v for k, v in (("q", name), ("label", label_text), ("sort", sort),
+                              ("order", order), ("per", str(per) if per != PER_PAGE else ""))
+            if v}
+
+    def link(**changes: str | int) -> str:
+        return "/?" + urlencode({**keep, **{k: str(v) for k, v in changes.items()}})
+
+    return page("jobs.html", jobs=shown, sort=sort, order=order, totals=service.store.totals(),
+                q=name, label=label_text, page=number, pages=pages, matched=len(views),
+                total=len(rows), link=link, filtered=bool(name or label))
 
 
 def job_page(request: Request) -> Response:
@@ -86,10 +138,11 @@ def job_page(request: Request) -> Response:
     job = service.store.job(name)
     if job is None:
         return page("missing.html", 404, what=f"job {name}")
+    (view,) = job_views(service.store, [job], service.activity)
     sessions = service.store.job_sessions(job.id, SESSIONS_SHOWN)
     latest = service.store.session(job.last_session) if job.last_session else None
     doc = _result(service, latest)
-    return page("job.html", job=job, sessions=sessions, latest=latest,
+    return page("job.html", job=job, view=view, sessions=sessions, latest=latest,
                 chart=views.series_chart(service.store.series(job.id)),
                 timeline=views.events_timeline(service.store.events(job.id)),
                 events=service.store.events(job.id, 20), alerts=service.store.alerts(job.id, 20),
@@ -110,6 +163,28 @@ def session_page(request: Request) -> Response:
 
 def alerts_page(request: Request) -> Response:
     return page("alerts.html", alerts=_service(request).store.alerts(limit=500))
+
+
+GRAFANA = Path(__file__).resolve().parent / "grafana" / "smon.json"
+
+
+def grafana_dashboard(public_url: str) -> dict[str, Any]:
+    """The Grafana dashboard (``grafana/smon.json``) with its ``smon_url`` variable set to
+    this server's public URL, so its links lead to this server's job pages."""
+    doc: dict[str, Any] = json.loads(GRAFANA.read_text(encoding="utf-8"))
+    url = public_url.rstrip("/")
+    for var in doc["templating"]["list"]:
+        if var["name"] == "smon_url":
+            var["query"] = url
+            var["current"] = {"text": url, "value": url}
+            var["options"] = [{"selected": True, "text": url, "value": url}]
+    return doc
+
+
+def grafana(request: Request) -> Response:
+    doc = grafana_dashboard(_service(request).config.public_url)
+    return JSONResponse(doc, headers={
+        "content-disposition": 'attachment; filename="smon-grafana.json"'})
 
 
 def download(request: Request) -> Response:
@@ -142,6 +217,7 @@ ROUTES = [
     Route("/sessions/{session}", session_page, methods=["GET"]),
     Route("/sessions/{session}/files/{name}", download, methods=["GET"]),
     Route("/alerts", alerts_page, methods=["GET"]),
+    Route("/grafana.json", grafana, methods=["GET"]),
     # the dashboard's script here; the stylesheet it shares with report.html in viz/static
     Mount("/static", app=StaticFiles(directory=STATIC, packages=[("stragglers.viz", "static")]),
           name="static"),

@@ -82,6 +82,13 @@ class DataDir:
     def records(self, job_id: int) -> Path:
         return self.root / "records" / f"{int(job_id)}.jsonl"
 
+    def records_mtime(self, job_id: int) -> float | None:
+        """When the job's record log was last written (None: it has none)."""
+        try:
+            return self.records(job_id).stat().st_mtime
+        except OSError:
+            return None
+
     def download(self, session_id: str, result_dir: str, name: str) -> Path | None:
         """The path of a downloadable output, or None when ``name`` is not one."""
         if name not in DOWNLOADS or not re.fullmatch(r"out-\d+", result_dir):

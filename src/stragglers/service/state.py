@@ -12,6 +12,8 @@ from stragglers.service.alerts import Alerter
 from stragglers.service.datadir import DataDir
 from stragglers.service.dispatcher import Dispatcher, Validator
 from stragglers.service.ingest import Ingest
+from stragglers.service.metrics import DEFAULT_STALE_S, Telemetry
+from stragglers.service.overview import RecordActivity
 from stragglers.service.store import Store
 from stragglers.service.streams import RecordStreams
 
@@ -29,6 +31,7 @@ class ServiceConfig:
     private: bool = False
     public_url: str = "http://127.0.0.1:8080"
     lease_s: float = 30.0
+    metrics_stale_s: float = DEFAULT_STALE_S
 
 
 @dataclass
@@ -42,3 +45,5 @@ class Service:
     streams: RecordStreams
     alerter: Alerter
     registry: CollectorRegistry
+    telemetry: Telemetry
+    activity: RecordActivity

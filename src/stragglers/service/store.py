@@ -583,6 +583,17 @@ class Store:
                                  .where(alerts.c.job_id == job_id)).scalar()
         return None if found is None else int(found)
 
+    def open_alerts(self, job_id: int | None = None, rule: str | None = None
+                    ) -> list[AlertRow]:
+        """The open alerts (of a job, of a rule of that job), newest first."""
+        cond: Any = alerts.c.open.is_(True)
+        if job_id is not None:
+            cond = and_(cond, alerts.c.job_id == job_id)
+        if rule is not None:
+            cond = and_(cond, alerts.c.rule == rule)
+        with self._read() as conn:
+            return self._alerts(conn, cond)
+
     def pending_alerts(self) -> list[AlertRow]:
         with self._read() as conn:
             return list(reversed(self._alerts(conn, alerts.c.status == "pending")))
