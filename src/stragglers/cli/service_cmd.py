@@ -93,7 +93,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="database URL instead of DIR's SQLite: postgresql://USER@HOST/DB")
     p.add_argument("--token-file", metavar="FILE",
                    help="file holding the bearer token (default: $STRAGGLERS_TOKEN)")
-    p.add_argument("--alerts", metavar="FILE", help="alert rules (YAML; see docs/guides/service.md)")
+    p.add_argument("--alerts", metavar="FILE",
+                   help="alert rules (YAML; see docs/guides/service.md)")
     p.add_argument("--workers", type=_positive, default=max(1, (os.cpu_count() or 2) // 2),
                    help="analysis worker processes (default: half the CPUs, %(default)s)")
     p.add_argument("--private", action="store_true",
