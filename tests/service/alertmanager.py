@@ -5,14 +5,11 @@ resolved notifications, stopped and removed at the end."""
 from __future__ import annotations
 
 import shutil
-import socket
-import subprocess
-import tempfile
-import time
-from pathlib import Path
 from typing import Any
 
 import httpx
+
+from tests.service.daemon import LoopbackDaemon
 
 NAMES = ("prometheus-alertmanager", "alertmanager")
 
@@ -25,19 +22,15 @@ def alertmanager_bin() -> str | None:
     return None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+class Alertmanager(LoopbackDaemon):
+    name = "alertmanager"
 
-
-class Alertmanager:
     def __init__(self, receiver_url: str) -> None:
         exe = alertmanager_bin()
         if exe is None:
             raise FileNotFoundError("alertmanager not found (Debian package "
                                     "prometheus-alertmanager)")
-        self.root = Path(tempfile.mkdtemp(prefix="stragglers-am-"))
+        super().__init__("stragglers-am-")
         (self.root / "am.yml").write_text(f"""
 route:
   receiver: hook
@@ -51,27 +44,14 @@ receivers:
       - url: {receiver_url}
         send_resolved: true
 """)
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = self.root / "log"
-        self.proc = subprocess.Popen(
+        self.launch(
             [exe, f"--config.file={self.root / 'am.yml'}",
              f"--storage.path={self.root / 'data'}",
-             f"--web.listen-address=127.0.0.1:{self.port}", "--cluster.listen-address="],
-            stdout=subprocess.DEVNULL, stderr=open(self.log, "w"))
+             f"--web.listen-address=127.0.0.1:{self.port}", "--cluster.listen-address="])
 
     def start(self, timeout: float = 60.0) -> Alertmanager:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            try:
-                if httpx.get(f"{self.url}/-/ready", timeout=5).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                pass
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.2)
-        raise AssertionError(f"alertmanager did not start:\n{self.log.read_text()}")
+        self.wait_ready(timeout)
+        return self
 
     def alerts(self, **labels: str) -> list[dict[str, Any]]:
         """The alerts Alertmanager holds (active ones: resolved alerts are not listed)."""
@@ -80,14 +60,3 @@ receivers:
         r.raise_for_status()
         found: list[dict[str, Any]] = r.json()
         return found
-
-    def stop(self) -> None:
-        try:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(30)
-        finally:
-            shutil.rmtree(self.root, ignore_errors=True)

@@ -21,7 +21,6 @@ install 'stragglers[hf]'``), imported only by this module.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 try:
@@ -30,34 +29,23 @@ except ImportError as exc:  # pragma: no cover - the optional extra
     raise ImportError("stragglers.probe.hf needs the transformers package: "
                       "pip install 'stragglers[hf]'") from exc
 
-from stragglers.probe.config import ProbeConfig
-from stragglers.probe.loop import LoopProbe, make_loop_probe
+from stragglers.probe.loop import CallbackProbe
 
 
-class StragglersCallback(TrainerCallback):
+class StragglersCallback(CallbackProbe, TrainerCallback):
     """Record every rank's trace of ``trainer.train()`` into ``out_dir`` (rank files in
     ``OUT_DIR/probe/``, merged by rank 0 into ``OUT_DIR/trace.parquet`` + ``meta.yaml`` when
     training ends). ``config``, ``trial_name``, ``merge`` and ``force`` as in
     :func:`stragglers.probe.attach`."""
 
-    def __init__(self, out_dir: str | os.PathLike[str], *, config: ProbeConfig | None = None,
-                 trial_name: str = "hf", merge: bool = True, force: bool = False) -> None:
-        self.out_dir = out_dir
-        self.config = config
-        self.trial_name = trial_name
-        self.merge = merge
-        self.force = force
-        self.loop: LoopProbe | None = None
+    default_trial = "hf"
 
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None,
                        **kwargs: Any) -> None:
         """Start the probe (a collective) and hook the model."""
         if model is None:
             raise ValueError("StragglersCallback: the Trainer passed no model to on_train_begin")
-        self.loop = make_loop_probe(self.out_dir, config=self.config,
-                                    trial_name=self.trial_name, merge=self.merge,
-                                    force=self.force)
-        self.loop.install(model)
+        self.start_probe().install(model)
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self.loop is not None:
@@ -74,6 +62,4 @@ class StragglersCallback(TrainerCallback):
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         """Close the probe (a collective) and merge on rank 0."""
-        if self.loop is not None:
-            self.loop.close()
-            self.loop = None
+        self.close_probe()

@@ -21,7 +21,6 @@ module.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 try:
@@ -30,31 +29,20 @@ except ImportError as exc:  # pragma: no cover - the optional extra
     raise ImportError("stragglers.probe.lightning needs the lightning package: "
                       "pip install 'stragglers[lightning]'") from exc
 
-from stragglers.probe.config import ProbeConfig
-from stragglers.probe.loop import LoopProbe, make_loop_probe
+from stragglers.probe.loop import CallbackProbe
 
 
-class StragglersCallback(pl.Callback):
+class StragglersCallback(CallbackProbe, pl.Callback):
     """Record every rank's trace of ``trainer.fit`` into ``out_dir`` (rank files in
     ``OUT_DIR/probe/``, merged by rank 0 into ``OUT_DIR/trace.parquet`` + ``meta.yaml`` at
     the end of the fit). ``config``, ``trial_name``, ``merge`` and ``force`` as in
     :func:`stragglers.probe.attach`."""
 
-    def __init__(self, out_dir: str | os.PathLike[str], *, config: ProbeConfig | None = None,
-                 trial_name: str = "lightning", merge: bool = True, force: bool = False) -> None:
-        self.out_dir = out_dir
-        self.config = config
-        self.trial_name = trial_name
-        self.merge = merge
-        self.force = force
-        self.loop: LoopProbe | None = None
+    default_trial = "lightning"
 
     def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
         """Start the probe (a collective) and hook the strategy's (DDP-wrapped) module."""
-        self.loop = make_loop_probe(self.out_dir, config=self.config,
-                                    trial_name=self.trial_name, merge=self.merge,
-                                    force=self.force)
-        self.loop.install(trainer.strategy.model, forward_hooks=False)
+        self.start_probe().install(trainer.strategy.model, forward_hooks=False)
 
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any,
                              batch_idx: int) -> None:
@@ -79,6 +67,4 @@ class StragglersCallback(pl.Callback):
 
     def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
         """Close the probe (a collective) and merge on rank 0."""
-        if self.loop is not None:
-            self.loop.close()
-            self.loop = None
+        self.close_probe()

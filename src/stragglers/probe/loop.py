@@ -413,3 +413,35 @@ def attach(model: Any, out_dir: str | os.PathLike[str], *, config: ProbeConfig |
     every rank after ``init_process_group``, before the first forward."""
     return make_loop_probe(out_dir, config=config, trial_name=trial_name, merge=merge,
                            force=force).install(model)
+
+
+class CallbackProbe:
+    """What the framework callbacks (:mod:`stragglers.probe.lightning`,
+    :mod:`stragglers.probe.hf`) share: where and how to record (``config``, ``trial_name``
+    — default the framework's name —, ``merge`` and ``force`` as in :func:`attach`) and the
+    running probe."""
+
+    default_trial = "loop"
+
+    def __init__(self, out_dir: str | os.PathLike[str], *, config: ProbeConfig | None = None,
+                 trial_name: str | None = None, merge: bool = True,
+                 force: bool = False) -> None:
+        self.out_dir = out_dir
+        self.config = config
+        self.trial_name = trial_name if trial_name is not None else self.default_trial
+        self.merge = merge
+        self.force = force
+        self.loop: LoopProbe | None = None
+
+    def start_probe(self) -> LoopProbe:
+        """Start this rank's probe (a collective: every rank calls it)."""
+        self.loop = make_loop_probe(self.out_dir, config=self.config,
+                                    trial_name=self.trial_name, merge=self.merge,
+                                    force=self.force)
+        return self.loop
+
+    def close_probe(self) -> None:
+        """Close the probe (a collective) and merge on rank 0."""
+        if self.loop is not None:
+            self.loop.close()
+            self.loop = None
