@@ -216,3 +216,26 @@ def test_follow_two_growing_logs_one_rotated(tmp_path) -> None:
     assert s["records"] == 2000 and s["inputs"] == 2
     jobs = sorted((e["kind"], e["ranks"]) for e in events if e["event"] == "job")
     assert jobs == [("onset", [0, 1]), ("recovery", [0, 1])]
+
+
+def test_a_megatron_log_on_standard_input_is_recognised(tmp_path, capsys, monkeypatch) -> None:
+    """`watch -` tells a Megatron-LM log on standard input by its first block, as it does for
+    a file (before, standard input was always read as JSON lines: every line `not_json`)."""
+    import io
+    import sys
+
+    lines = _rank_log(0, 1000, seed=3)
+    path = _write(tmp_path, "train.log", lines)
+    from_file = [e for e in _run(capsys, [str(path)]) if e["event"] != "summary"]
+
+    class Stdin:  # what sys.stdin is under a pipe: a text stream over a binary buffer
+        buffer = io.BufferedReader(io.BytesIO(path.read_bytes()))  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sys, "stdin", Stdin())
+    events = _run(capsys, ["-"])
+    summary = events[-1]
+    assert summary["records"] == 1000 and summary["bad"] == 0
+    assert summary["dropped"] == {} and summary["ignored"] == {"text": 2}
+    assert events[:-1] == from_file  # the same events as from the file
+    assert [(e["event"], e["job_iteration"]) for e in from_file
+            if e["event"] in ("onset", "recovery")] == [("onset", 400), ("recovery", 600)]

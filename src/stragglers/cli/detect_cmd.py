@@ -492,7 +492,15 @@ def _watch(args: argparse.Namespace) -> int:
         check_limit("warmup_iters", args.warmup, "--warmup")
     factory = _detector_factory(args)
     fmt = args.input_format
-    if fmt == "auto":
+    stdin = None
+    if paths == ["-"]:
+        from stragglers.detect.follow import peek_stdin
+        from stragglers.detect.megatron import guess_format
+
+        stdin = peek_stdin()
+        if fmt == "auto":
+            fmt = guess_format(stdin.head)
+    elif fmt == "auto":
         fmts = {p: _guess_format(p) for p in paths}
         fmt = fmts[paths[0]]
         for p, f in fmts.items():
@@ -511,7 +519,7 @@ def _watch(args: argparse.Namespace) -> int:
     if fmt == "megatron-json":
         return _watch_iteration_json([(0, (path, 0))], watcher, out)
     follower = Follower(path, once=args.once, poll=poll, idle_timeout=idle,
-                        max_line_bytes=watcher.max_line_bytes)
+                        max_line_bytes=watcher.max_line_bytes, stdin=stdin)
     return _pump(((0, batch) for batch in follower), watcher, out,
                  lambda _i, lines: watcher.process_lines(lines), [source])
 
@@ -635,12 +643,10 @@ def _watch_many(args: argparse.Namespace, paths: list[str], fmt: str, poll: floa
 
 
 def _guess_format(path: str) -> str:
-    """``--format auto``: the format from the first 64 KiB of a file (stdin: JSON lines unless
-    its first line is not JSON; decided on the bytes already there)."""
+    """``--format auto``: the format from the first 64 KiB of a file (standard input: from
+    its first block, read by :func:`~stragglers.detect.follow.peek_stdin`)."""
     from stragglers.detect.megatron import guess_format
 
-    if path == "-":
-        return "jsonl"
     try:
         with open(path, "rb") as fh:
             head = fh.read(1 << 16)

@@ -106,12 +106,43 @@ class _Splitter:
         return lost
 
 
+class PrefixedStream:
+    """A stream whose first bytes were already read (to tell its format): they come back
+    first, then the rest of the stream."""
+
+    def __init__(self, head: bytes, stream: IO[Any]) -> None:
+        self.head = head
+        self.stream = stream
+
+    def read1(self, size: int = -1) -> bytes:
+        if self.head:
+            head, self.head = self.head, b""
+            return head
+        read = getattr(self.stream, "read1", self.stream.read)
+        data = read(size)
+        return data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data
+
+    read = read1
+
+
+def peek_stdin(size: int = 1 << 16) -> PrefixedStream:
+    """Standard input with its first block (what is there, up to ``size`` bytes; waits for
+    the first bytes) read and kept in front."""
+    stream = getattr(sys.stdin, "buffer", sys.stdin)
+    read = getattr(stream, "read1", stream.read)
+    head = read(size)
+    if isinstance(head, str):  # a text stream (tests, embedding)
+        head = head.encode("utf-8", "surrogateescape")
+    return PrefixedStream(head, stream)
+
+
 class Follower:
     """Lines of ``path`` (``-``: standard input) as they are written; see the module doc."""
 
     def __init__(self, path: str, *, once: bool = False, poll: float = 0.5,
                  idle_timeout: float | None = None, max_line_bytes: int = 1 << 20,
-                 stdin: IO[Any] | None = None, yield_when_idle: bool = False) -> None:
+                 stdin: IO[Any] | PrefixedStream | None = None,
+                 yield_when_idle: bool = False) -> None:
         self.path = path
         # Instead of sleeping at the end of the file, yield an empty Batch (the caller
         # follows several files in turn and sleeps when none of them has new lines).
@@ -137,7 +168,7 @@ class Follower:
         if got:
             yield Batch(lines=got)
 
-    def _stream(self, stream: IO[Any]) -> Iterator[Batch]:
+    def _stream(self, stream: IO[Any] | PrefixedStream) -> Iterator[Batch]:
         read = getattr(stream, "read1", stream.read)
         while True:
             data = read(BLOCK)
