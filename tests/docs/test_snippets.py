@@ -10,8 +10,9 @@ wrote), each with ``bash -euo pipefail`` (or the test's Python), the ``straggler
 environment first on ``PATH`` and ``STRAGGLERS_SHARED`` set; a block must exit 0 (a block
 that shows a failure checks the exit code itself, e.g. ``cmd || test $? -eq 2``).
 
-Blocks that are not run carry ``<!-- not run: ... -->`` with the test that runs that command
-(a long-running server, a cluster).
+``<!-- run: needs postgresql -->`` gets a throw-away PostgreSQL server, its URL in
+``$DATABASE_URL``. Blocks that are not run carry ``<!-- not run: ... -->`` with the reason
+(none in the guides now).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,9 +96,36 @@ def _env(tmp: Path) -> dict[str, str]:
     return env
 
 
+#: ``<!-- run: needs postgresql -->``: the test starts a throw-away PostgreSQL server
+#: (``tests/service/postgres.py``) and gives its URL to the page's blocks as
+#: ``$DATABASE_URL`` (a database the reader created, in the guide).
+SERVICES = frozenset({"postgresql"})
+
+
 def _missing(snippets: list[Snippet]) -> list[str]:
-    return sorted({n for s in snippets for n in s.needs if not (SHARED / n.removeprefix(
-        "shared/")).exists()})
+    return sorted({n for s in snippets for n in s.needs if n not in SERVICES
+                   and not (SHARED / n.removeprefix("shared/")).exists()})
+
+
+@contextmanager
+def _services(snippets: list[Snippet], env: dict[str, str]) -> Iterator[None]:
+    """Start what the page's blocks need (PostgreSQL), its URL in ``env``."""
+    if not any("postgresql" in s.needs for s in snippets):
+        yield
+        return
+    from tests.service.postgres import PostgresServer, find_bin
+
+    if find_bin("initdb") is None:
+        reason = "PostgreSQL's initdb not found (Debian package postgresql: make system-deps)"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    server = PostgresServer()
+    try:
+        env["DATABASE_URL"] = server.start()
+        yield
+    finally:
+        server.stop()
 
 
 def test_markers_are_well_formed() -> None:
@@ -129,16 +159,18 @@ def test_page_snippets_run(page: str, tmp_path: Path) -> None:
         pytest.fail(reason)
     env = _env(tmp_path)
     skipped = 0
-    for s in snippets:
-        if _missing([s]):  # outside CI: run the page's other blocks, skip this one
-            skipped += 1
-            continue
-        cmd = ([sys.executable, "-c", s.code] if s.lang == "python"
-               else ["bash", "-euo", "pipefail", "-c", s.code])
-        proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True,
-                              timeout=BLOCK_TIMEOUT_S)
-        assert proc.returncode == 0, (
-            f"docs/{s.page}:{s.line}: block exited {proc.returncode}\n--- block\n{s.code}"
-            f"--- stdout (tail)\n{proc.stdout[-3000:]}\n--- stderr (tail)\n{proc.stderr[-3000:]}")
+    with _services(snippets, env):
+        for s in snippets:
+            if _missing([s]):  # outside CI: run the page's other blocks, skip this one
+                skipped += 1
+                continue
+            cmd = ([sys.executable, "-c", s.code] if s.lang == "python"
+                   else ["bash", "-euo", "pipefail", "-c", s.code])
+            proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True,
+                                  timeout=BLOCK_TIMEOUT_S)
+            assert proc.returncode == 0, (
+                f"docs/{s.page}:{s.line}: block exited {proc.returncode}\n--- block\n"
+                f"{s.code}--- stdout (tail)\n{proc.stdout[-3000:]}\n--- stderr (tail)\n"
+                f"{proc.stderr[-3000:]}")
     if skipped:
         pytest.skip(f"{reason}: {skipped} of {len(snippets)} blocks not run")
