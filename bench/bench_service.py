@@ -11,6 +11,13 @@ client. Parts (``--parts``, default all):
   4 steps) plus 4 record streams (iteration records, 100 per batch) at the same time;
   checks that every acknowledged session is stored exactly once and analysed, and reports
   throughput and p50/p99 latencies;
+  ``--deploy one|two-pg|dask`` (repeatable; default ``one``) picks the deployment: one
+  server on SQLite (``--workers 2``); two servers on one PostgreSQL sharing one data folder
+  (``--workers 1`` each, clients and record streams spread over both); one server on SQLite
+  whose analyses run on a local Dask cluster (a ``dask scheduler`` and a ``dask worker
+  --nworkers 2 --nthreads 1``, separate processes). A reader polls the jobs page, a job page
+  and ``/metrics`` during the load (their p50/p99), and the resident memory of every server
+  process and its children (Dask's too) is sampled every 0.5 s (start, peak, end);
 * ``screenshot``: a job with a worker slowing down over 6 sessions and a detection onset;
   saves the job page as docs/dashboard.png (headless Chromium, palette PNG).
 
@@ -209,40 +216,129 @@ def bench_pages(repeat: int) -> None:
 
 
 # -- load test ------------------------------------------------------------------------------
-def bench_load(clients: int, per_client: int, streams: int, batches: int) -> None:
+def _rss_tree(pids: list[int]) -> int:
+    """Resident bytes of these processes and all their descendants (from /proc)."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            fields = dict(ln.split(":\t", 1) for ln in status.read_text().splitlines()
+                          if ":\t" in ln)
+        except OSError:
+            continue
+        pid = int(status.parent.name)
+        children.setdefault(int(fields.get("PPid", "0").strip() or 0), []).append(pid)
+        if "VmRSS" in fields:
+            rss[pid] = int(fields["VmRSS"].split()[0]) * 1024
+    total, todo, seen = 0, list(pids), set()
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        total += rss.get(pid, 0)
+        todo += children.get(pid, [])
+    return total
+
+
+class _Deployment:
+    """The servers of one deployment (and what they need: PostgreSQL, a Dask cluster)."""
+
+    def __init__(self, kind: str, tmp: Path) -> None:
+        self.kind, self.tmp = kind, tmp
+        self.servers: list[Server] = []
+        self.extra: list[subprocess.Popen[bytes]] = []
+        self.pg = None
+        data = tmp / "data"
+        if kind == "one":
+            self.servers.append(Server(data, "--workers", "2"))
+        elif kind == "two-pg":
+            sys.path.insert(0, str(REPO))
+            from tests.service.postgres import PostgresServer
+
+            self.pg = PostgresServer()
+            url = self.pg.start()
+            for _ in range(2):
+                self.servers.append(Server(data, "--db", url, "--workers", "1"))
+        elif kind == "dask":
+            sched = tmp / "scheduler.json"
+            dask = str(Path(sys.executable).parent / "dask")
+            self.extra.append(subprocess.Popen(
+                [dask, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                 "--scheduler-file", str(sched)], stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL))
+            self.extra.append(subprocess.Popen(
+                [dask, "worker", "--scheduler-file", str(sched), "--nworkers", "2",
+                 "--nthreads", "1", "--no-dashboard"], stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL))
+            for _ in range(600):
+                if sched.exists() and sched.stat().st_size:
+                    break
+                time.sleep(0.1)
+            address = json.loads(sched.read_text())["address"]
+            self.servers.append(Server(data, "--scheduler", address, "--workers", "2"))
+        else:
+            raise SystemExit(f"--deploy {kind}: expected one, two-pg or dask")
+
+    @property
+    def pids(self) -> list[int]:
+        return [s.proc.pid for s in self.servers] + [p.pid for p in self.extra]
+
+    def stop(self) -> None:
+        for srv in self.servers:
+            srv.stop()
+        for proc in self.extra:
+            proc.terminate()
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        if self.pg is not None:
+            self.pg.stop()
+
+
+def bench_load(clients: int, per_client: int, streams: int, batches: int,
+               deploy: str = "one") -> None:
     from stragglers.synth.generator import SynthSpec, write_synth
 
     tmp = Path(tempfile.mkdtemp(prefix="smon-load-"))
     try:
         job = write_synth(SynthSpec(dp=2, pp=2, microbatches=4, steps=4,
                                     slow_workers=[(1, 1, 1.5)], name="load"), tmp / "job")
-        server = Server(tmp / "data", "--workers", "2")
+        dep = _Deployment(deploy, tmp)
+        servers = dep.servers
+        server = servers[0]
         try:
             acked: dict[str, str] = {}
             lock = threading.Lock()
             upload_lat: list[float] = []
             e2e: list[float] = []
             record_lat: list[float] = []
+            page_lat: list[float] = []
             stream_wall: list[float] = []
+            memory: list[int] = []
             n_records = 0
+            done = threading.Event()
 
             def client_run(c: int) -> None:
+                srv = servers[c % len(servers)]
                 with httpx.Client() as client:
                     for _i in range(per_client):
                         t0 = time.perf_counter()
-                        sid = server.upload(client, job["trace"], job["meta"], f"load-{c:02d}")
+                        sid = srv.upload(client, job["trace"], job["meta"], f"load-{c:02d}")
                         t1 = time.perf_counter()
                         with lock:
                             assert sid not in acked
                             acked[sid] = f"load-{c:02d}"
                             upload_lat.append(t1 - t0)
-                        while server.status(client, sid) not in ("done", "failed"):
+                        while srv.status(client, sid) not in ("done", "failed"):
                             time.sleep(0.05)
                         with lock:
                             e2e.append(time.perf_counter() - t0)
 
             def stream_run(s: int) -> None:
                 nonlocal n_records
+                srv = servers[s % len(servers)]  # a job's records go to one server
                 rng = np.random.default_rng(s)
                 t_start = time.perf_counter()
                 with httpx.Client() as client:
@@ -252,8 +348,10 @@ def bench_load(clients: int, per_client: int, streams: int, batches: int) -> Non
                             f'{1 + 0.01 * rng.standard_normal():.5f}}}\n'
                             for i in range(25) for r in range(4))
                         t0 = time.perf_counter()
-                        r = client.post(f"{server.url}/api/v1/jobs/stream-{s}/records",
-                                        headers=server.headers, content=lines.encode(), timeout=60)
+                        r = client.post(f"{srv.url}/api/v1/jobs/stream-{s}/records",
+                                        headers={**srv.headers,
+                                                 "Idempotency-Key": f"s{s}-b{b}"},
+                                        content=lines.encode(), timeout=60)
                         assert r.status_code == 200, r.text
                         with lock:
                             record_lat.append(time.perf_counter() - t0)
@@ -261,6 +359,29 @@ def bench_load(clients: int, per_client: int, streams: int, batches: int) -> Non
                 with lock:
                     stream_wall.append(time.perf_counter() - t_start)
 
+            def reader() -> None:
+                paths = ("/", "/jobs/load-00", "/metrics")
+                k = 0
+                with httpx.Client() as client:
+                    while not done.is_set():
+                        srv = servers[k % len(servers)]
+                        t0 = time.perf_counter()
+                        r = client.get(srv.url + paths[k % len(paths)], timeout=60)
+                        if r.status_code == 200:
+                            with lock:
+                                page_lat.append(time.perf_counter() - t0)
+                        k += 1
+                        done.wait(0.2)
+
+            def sampler() -> None:
+                while not done.is_set():
+                    memory.append(_rss_tree(dep.pids))
+                    done.wait(0.5)
+
+            memory.append(_rss_tree(dep.pids))
+            background = [threading.Thread(target=reader), threading.Thread(target=sampler)]
+            for th in background:
+                th.start()
             t0 = time.perf_counter()
             with ThreadPoolExecutor(clients + streams) as pool:
                 futures = [pool.submit(client_run, c) for c in range(clients)]
@@ -268,11 +389,18 @@ def bench_load(clients: int, per_client: int, streams: int, batches: int) -> Non
                 for f in futures:
                     f.result()
             wall = time.perf_counter() - t0
+            done.set()
+            for th in background:
+                th.join()
+            memory.append(_rss_tree(dep.pids))
             with httpx.Client() as client:
                 listed: list[str] = []
                 statuses: dict[str, int] = {}
                 worker_s: list[float] = []
-                for j in client.get(f"{server.url}/api/v1/jobs").json()["jobs"]:
+                records_stored = 0
+                for j in client.get(f"{server.url}/api/v1/jobs?per=100000").json()["jobs"]:
+                    if j["name"].startswith("stream-"):
+                        records_stored += int(j["records"])
                     if not j["name"].startswith("load-"):
                         continue
                     for s in client.get(f"{server.url}/api/v1/jobs/{j['name']}",
@@ -282,24 +410,31 @@ def bench_load(clients: int, per_client: int, streams: int, batches: int) -> Non
                         statuses[s["status"]] = statuses.get(s["status"], 0) + 1
                         assert acked[s["session"]] == j["name"]
         finally:
-            server.stop()
+            dep.stop()
         total = clients * per_client
         lost = len(set(acked) - set(listed))
         dup = len(listed) - len(set(listed))
-        print(f"\nLoad test: {clients} clients × {per_client} sessions (dp 2 × pp 2, 4 steps, "
-              f"{job['trace'].stat().st_size:,} B parquet each) + {streams} record streams × "
-              f"{batches} batches of 100 records; server --workers 2, SQLite:\n")
-        print("| sessions acked | stored | done | lost | duplicated | wall s | sessions/s | "
-              "upload p50 / p99 ms | push → analysed p50 / p99 s | analysis in a worker "
-              "p50 s | records/s | record batch p50 / p99 ms |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-        print(f"| {len(acked)} of {total} | {len(listed)} | {statuses.get('done', 0)} | {lost} | "
-              f"{dup} | {wall:.1f} | {total / wall:.2f} | {pct(upload_lat, 50) * 1e3:.0f} / "
+        where = {"one": "one server (SQLite, --workers 2)",
+                 "two-pg": "two servers on one PostgreSQL (--workers 1 each, one data folder)",
+                 "dask": "one server (SQLite) with a 2-worker Dask cluster (--scheduler)"}
+        mib = [m / 2**20 for m in memory]
+        print(f"\nLoad test, {where[deploy]}: {clients} clients × {per_client} sessions (dp 2 × "
+              f"pp 2, 4 steps, {job['trace'].stat().st_size:,} B parquet each) + {streams} "
+              f"record streams × {batches} batches of 100 records, a reader polling pages:\n")
+        print("| deployment | sessions acked | done | lost | duplicated | records sent / stored "
+              "| wall s | sessions/min | upload p50 / p99 ms | push → analysed p50 / p99 s | "
+              "analysis p50 s | records batch p50 / p99 ms | page reads p50 / p99 ms | "
+              "memory start / peak / end MiB |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        print(f"| {deploy} | {len(acked)} of {total} | {statuses.get('done', 0)} | {lost} | "
+              f"{dup} | {streams * batches * 100:,} / {records_stored:,} | {wall:.1f} | "
+              f"{60 * total / wall:.1f} | {pct(upload_lat, 50) * 1e3:.0f} / "
               f"{pct(upload_lat, 99) * 1e3:.0f} | {pct(e2e, 50):.2f} / {pct(e2e, 99):.2f} | "
-              f"{pct(worker_s, 50):.2f} | {n_records / max(stream_wall):,.0f} | "
-              f"{pct(record_lat, 50) * 1e3:.0f} / "
-              f"{pct(record_lat, 99) * 1e3:.0f} |")
+              f"{pct(worker_s, 50):.2f} | {pct(record_lat, 50) * 1e3:.0f} / "
+              f"{pct(record_lat, 99) * 1e3:.0f} | {pct(page_lat, 50) * 1e3:.0f} / "
+              f"{pct(page_lat, 99) * 1e3:.0f} | {mib[0]:.0f} / {max(mib):.0f} / {mib[-1]:.0f} |")
         assert lost == 0 and dup == 0 and statuses.get("done", 0) == total
+        assert records_stored == streams * batches * 100
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -369,6 +504,8 @@ def main() -> None:
     ap.add_argument("--sessions", type=int, default=10)
     ap.add_argument("--streams", type=int, default=4)
     ap.add_argument("--batches", type=int, default=50)
+    ap.add_argument("--deploy", action="append", choices=["one", "two-pg", "dask"],
+                    help="load: the deployment (repeat for several; default one)")
     ap.add_argument("--screenshot", type=Path, default=REPO / "docs" / "dashboard.png")
     ap.add_argument("--ref", type=Path, default=REF,
                     help="the reference traces folder (default: ../shared/reference/traces)")
@@ -380,7 +517,8 @@ def main() -> None:
     if "pages" in a.parts:
         bench_pages(a.repeat)
     if "load" in a.parts:
-        bench_load(a.clients, a.sessions, a.streams, a.batches)
+        for deploy in a.deploy or ["one"]:
+            bench_load(a.clients, a.sessions, a.streams, a.batches, deploy)
     if "screenshot" in a.parts:
         take_screenshot(a.screenshot)
 
