@@ -17,6 +17,7 @@ import os
 import socket
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from stragglers.errors import InputError
@@ -78,7 +79,9 @@ class DaskExecutor:
                 raise ExecutorLost(f"the Dask scheduler {self.scheduler} cancelled the "
                                    "task (it restarted or went away)") from None
             raise
-        log.info("%s %s ran on %s", name, os.path.basename(str(args[0])), where)
+        first = Path(str(args[0])) if args else Path("-")
+        log.info("%s %s ran on %s", name,  # a session's folder, or an upload's file
+                 f"{first.parent.name}/{first.name}" if first.suffix else first.name, where)
         return result
 
     def close(self) -> None:
