@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -26,8 +27,8 @@ import pytest
 
 from stragglers.analysis import analyze_files
 from stragglers.service.records import AnalysisSummary, NewSession
-from stragglers.service.store import Store
-from tests.service.helpers import CLI, Receiver, Server, in_ci, make_job, poll
+from stragglers.service.store import Store, sqlite_url
+from tests.service.helpers import CLI, Job, Receiver, Server, in_ci, make_job, poll
 from tests.service.postgres import PostgresServer
 
 BIN = Path(sys.executable).parent
@@ -60,8 +61,11 @@ def _pg_url(pg: PostgresServer) -> str:
 class DaskCluster:
     """`dask scheduler` and one `dask worker` (one process, one thread) on loopback."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, scheduler_env: dict[str, str] | None = None,
+                 worker_env: dict[str, str] | None = None) -> None:
         folder.mkdir(parents=True, exist_ok=True)
+        self.scheduler_env = {**os.environ, **(scheduler_env or {})}
+        self.worker_env = {**os.environ, **(worker_env or {})}
         self.file = folder / "scheduler.json"
         self.log = folder / "dask.log"
         self.procs: list[subprocess.Popen[bytes]] = []
@@ -72,13 +76,15 @@ class DaskCluster:
         self._out = out
         self.procs.append(subprocess.Popen(
             [str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", "0",
-             "--scheduler-file", str(self.file), "--no-dashboard"], stdout=out, stderr=out))
+             "--scheduler-file", str(self.file), "--no-dashboard"], stdout=out, stderr=out,
+            env=self.scheduler_env))
         poll(lambda: self.file.exists() and self.file.stat().st_size > 0, "scheduler file",
              timeout=120, every=0.2)
         self.address = json.loads(self.file.read_text())["address"]
         self.procs.append(subprocess.Popen(
             [str(BIN / "dask"), "worker", "--scheduler-file", str(self.file), "--nworkers",
-             "1", "--nthreads", "1", "--no-dashboard"], stdout=out, stderr=out))
+             "1", "--nthreads", "1", "--no-dashboard"], stdout=out, stderr=out,
+            env=self.worker_env))
         return self
 
     @property
@@ -158,6 +164,29 @@ def test_unreachable_scheduler_exits_2_with_one_line(tmp_path: Path, token_file:
         assert r.returncode == 2, r.stderr
         lines = r.stderr.strip().splitlines()
         assert len(lines) == 1 and "--scheduler" in lines[0], r.stderr
+        assert "cannot connect" in lines[0] or "not a Dask scheduler address" in lines[0]
+
+
+def test_a_dask_worker_that_dies_counts_an_attempt(server_factory: Any, slow_job: Job,
+                                                    tmp_path: Path) -> None:
+    """Every Dask worker process kills itself (-9) at its first analysis; the nanny starts
+    a new one. With Dask's own retries off (allowed-failures 0) each death is a
+    KilledWorker: one attempt each, and the session fails after 3 with the reason."""
+    _need("dask", (BIN / "dask").exists())
+    cluster = DaskCluster(tmp_path / "dying",
+                          {"DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0"},
+                          {"STRAGGLERS_CRASH_AT": "analysis-started:1"}).start()
+    try:
+        server = server_factory(args=("--scheduler", cluster.address))
+        r = server.upload(slow_job.trace, slow_job.meta, job="dying")
+        assert r.status_code == 202, r.text
+        doc = server.wait(r.json()["session"], timeout=600)
+        assert doc["status"] == "failed" and doc["attempts"] == 3, doc
+        assert "3 attempts" in doc["error"] and "died" in doc["error"]
+        assert server.log is not None
+        assert server.log.read_text().count("the Dask workers running it died") == 3
+    finally:
+        cluster.stop()
 
 
 # -- several servers on one PostgreSQL ----------------------------------------------------
@@ -300,3 +329,47 @@ def test_sqlite_servers_do_not_share_a_folder(server_factory: Any, tmp_path: Pat
                        capture_output=True, text=True, timeout=120,
                        env={**os.environ})
     assert r.returncode == 2 and "another server is using this folder" in r.stderr
+
+
+def test_a_server_stop_during_a_dask_analysis_is_no_attempt(server_factory: Any,
+                                                            slow_job: Job,
+                                                            tmp_path: Path) -> None:
+    """The Dask worker hangs (stops itself) in the analysis; the server is stopped
+    gracefully: the session goes back to the queue without an attempt."""
+    _need("dask", (BIN / "dask").exists())
+    cluster = DaskCluster(tmp_path / "hung", None,
+                          {"STRAGGLERS_CRASH_AT": "analysis-started:1:stop"}).start()
+    data = tmp_path / "data"
+    try:
+        server = server_factory(data=data, args=("--scheduler", cluster.address))
+        r = server.upload(slow_job.trace, slow_job.meta, job="hung")
+        assert r.status_code == 202, r.text
+        sid = r.json()["session"]
+        poll(lambda: _hung_children(cluster.worker_pid), "the Dask worker hung", timeout=300,
+             every=0.1)
+        assert server.get(f"/api/v1/sessions/{sid}").json()["status"] == "running"
+        server.stop()
+        assert server.log is not None
+        assert "gave 1 running session(s) back to the queue" in server.log.read_text()
+        store = Store.open(sqlite_url(data))
+        try:
+            row = store.session(sid)
+            assert row is not None and row.status == "queued" and row.attempts == 0, row
+        finally:
+            store.close()
+    finally:
+        for pid in _hung_children(cluster.worker_pid):
+            os.kill(pid, signal.SIGKILL)
+        cluster.stop()
+
+
+def _hung_children(parent: int) -> list[int]:
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[1] == str(parent) and fields[0] == "T":
+            out.append(int(stat.parent.name))
+    return out
