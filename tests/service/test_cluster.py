@@ -17,9 +17,11 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -231,6 +233,29 @@ def test_pending_alert_is_claimed_by_one_server(pg: PostgresServer) -> None:
         assert sorted(taken) == [[], [], [alert.id]]
     finally:
         for s in (a, *others):
+            s.close()
+
+
+def test_concurrent_alerts_of_one_job_on_two_servers_raise_one(pg: PostgresServer) -> None:
+    """Two servers finishing sessions of one job at once: one alert is raised, the others
+    are suppressed by the re-alert interval (the raise is serialised per job)."""
+    stores = [Store.open(_pg_url(pg)) for _ in range(2)]
+    try:
+        job_id = stores[0].ensure_job("j")
+        for rnd in range(5):
+            gate = threading.Barrier(8)
+
+            def raise_one(store: Store, rule: str = f"r{rnd}",
+                          gate: threading.Barrier = gate) -> bool:
+                gate.wait()
+                return store.raise_alert(job_id, rule, "worker", None, None, None, {},
+                                         3600) is not None
+
+            with ThreadPoolExecutor(8) as pool:
+                raised = list(pool.map(raise_one, [stores[i % 2] for i in range(8)]))
+            assert sum(raised) == 1, (rnd, raised)
+    finally:
+        for s in stores:
             s.close()
 
 

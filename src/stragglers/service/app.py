@@ -62,7 +62,10 @@ def open_service(config: ServiceConfig, executor: Executor | None = None) -> Ser
     ``executor`` runs validation and analyses (default: this server's process pools)."""
     data = DataDir(config.data).create()
     store = Store.open(config.db_url or sqlite_url(data.root), config.lease_s)
-    validator = Validator(config.validators, executor)
+    validation = executor
+    if executor is not None and hasattr(executor, "for_validation"):
+        validation = executor.for_validation()  # a Dask cluster's: ahead of analyses
+    validator = Validator(config.validators, validation)
     activity = RecordActivity(data.records_mtime)
     alerter = Alerter(store, config.alerts, config.public_url, activity)
     registry, telemetry = registry_for(store, config.metrics_stale_s, activity)

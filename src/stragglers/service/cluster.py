@@ -42,13 +42,22 @@ def on_worker(fn: Callable[..., T], *args: Any) -> tuple[T, str]:
 
 
 class DaskExecutor:
-    """Tasks on a Dask cluster through one ``distributed.Client`` (its own IO thread; every
-    blocking call here runs in a thread, never on the server's event loop)."""
+    """Tasks on a Dask cluster through one ``distributed.Client`` (its own IO thread). A
+    task's completion is awaited through a done-callback, not a thread per task, and the
+    short blocking calls (submit, fetching a result) run in threads, never on the server's
+    event loop. ``priority``: Dask runs queued tasks of a higher priority first (upload
+    validation goes before queued analyses, see :meth:`for_validation`)."""
 
-    def __init__(self, scheduler: str) -> None:
+    def __init__(self, scheduler: str, client: Any = None, priority: int = 0) -> None:
         self.scheduler = scheduler
         self.where = f"Dask cluster {scheduler}"
-        self.client = connect(scheduler)
+        self.client = client if client is not None else connect(scheduler)
+        self.priority = priority
+        self._owner = client is None
+
+    def for_validation(self) -> DaskExecutor:
+        """The same cluster and client, its tasks ahead of queued analyses."""
+        return DaskExecutor(self.scheduler, self.client, priority=10)
 
     async def start(self) -> None:
         pass
@@ -60,11 +69,23 @@ class DaskExecutor:
         key = f"smon-{name}-{uuid.uuid4().hex}"
         try:
             fut = await asyncio.to_thread(self.client.submit, on_worker, fn, *args, key=key,
-                                          pure=False)
+                                          pure=False, priority=self.priority)
         except Exception as exc:  # noqa: BLE001 - the client is closed or cut off
             raise ExecutorLost(f"cannot submit to the Dask scheduler {self.scheduler} "
                                f"({type(exc).__name__}: {exc})") from None
+        loop = asyncio.get_running_loop()
+        finished: asyncio.Future[None] = loop.create_future()
+
+        def settle() -> None:
+            if not finished.done():
+                finished.set_result(None)
+
+        def wake(_: Any) -> None:  # in the client's thread
+            loop.call_soon_threadsafe(settle)
+
         try:
+            fut.add_done_callback(wake)
+            await finished
             result, where = await asyncio.to_thread(fut.result)
         except asyncio.CancelledError:
             fut.cancel()
@@ -79,12 +100,16 @@ class DaskExecutor:
                 raise ExecutorLost(f"the Dask scheduler {self.scheduler} cancelled the "
                                    "task (it restarted or went away)") from None
             raise
+        finally:
+            fut.release()
         first = Path(str(args[0])) if args else Path("-")
         log.info("%s %s ran on %s", name,  # a session's folder, or an upload's file
                  f"{first.parent.name}/{first.name}" if first.suffix else first.name, where)
         return result
 
     def close(self) -> None:
+        if not self._owner:
+            return
         try:
             self.client.close(timeout=10)
         except Exception:  # noqa: BLE001 - closing at a stop: nothing left to do

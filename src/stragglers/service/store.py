@@ -560,6 +560,10 @@ class Store:
         ``body`` gets the alert's id, repeat number and first-seen time."""
         now = time.time()
         with self._write() as conn:
+            if self.dialect == "postgresql":
+                # one raise per job at a time across servers: two servers finishing sessions
+                # of one job together must not both send a first alert
+                conn.execute(select(jobs.c.id).where(jobs.c.id == job_id).with_for_update())
             prev = self._alerts(conn, and_(alerts.c.job_id == job_id, alerts.c.rule == rule,
                                            alerts.c.cause == cause, alerts.c.open.is_(True)),
                                 limit=1)
