@@ -388,6 +388,36 @@ def test_a_server_stop_during_a_dask_analysis_is_no_attempt(server_factory: Any,
         cluster.stop()
 
 
+def test_a_lost_scheduler_gives_the_session_back_without_an_attempt(
+        server_factory: Any, slow_job: Job, tmp_path: Path) -> None:
+    """The scheduler is killed while its worker analyses a session: the task is cancelled
+    by the client, and the session goes back to the queue without an attempt."""
+    _need("dask", (BIN / "dask").exists())
+    cluster = DaskCluster(tmp_path / "lost", None,
+                          {"STRAGGLERS_CRASH_AT": "analysis-started:1:stop"}).start()
+    data = tmp_path / "data"
+    try:
+        server = server_factory(data=data, args=("--scheduler", cluster.address))
+        r = server.upload(slow_job.trace, slow_job.meta, job="lost")
+        assert r.status_code == 202, r.text
+        sid = r.json()["session"]
+        poll(lambda: _hung_children(cluster.worker_pid), "the Dask worker hung", timeout=300,
+             every=0.1)
+        cluster.procs[0].kill()  # the scheduler
+        cluster.procs[0].wait(60)
+        assert server.log is not None
+        log = server.log
+        poll(lambda: "queued again (not an attempt)" in log.read_text(),
+             "the session given back", timeout=300, every=0.2)
+        doc = server.get(f"/api/v1/sessions/{sid}").json()
+        assert doc["status"] in ("queued", "running") and doc["attempts"] == 0, doc
+        assert server.get("/healthz").status_code == 200
+    finally:
+        for pid in _hung_children(cluster.worker_pid):
+            os.kill(pid, signal.SIGKILL)
+        cluster.stop()
+
+
 def _hung_children(parent: int) -> list[int]:
     out = []
     for stat in Path("/proc").glob("[0-9]*/stat"):

@@ -13,6 +13,7 @@ run because the scheduler went away is no attempt: the session goes back to the 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import socket
 import uuid
@@ -95,11 +96,9 @@ class DaskExecutor:
         except (OSError, TimeoutError) as exc:
             raise ExecutorLost(f"the Dask scheduler {self.scheduler} went away "
                                f"({type(exc).__name__}: {exc})") from None
-        except Exception as exc:
-            if type(exc).__name__ in ("FutureCancelledError", "CancelledError"):
-                raise ExecutorLost(f"the Dask scheduler {self.scheduler} cancelled the "
-                                   "task (it restarted or went away)") from None
-            raise
+        except concurrent.futures.CancelledError:  # distributed's FutureCancelledError
+            raise ExecutorLost(f"the Dask scheduler {self.scheduler} cancelled the task (it "
+                               "restarted or the connection to it was lost)") from None
         finally:
             fut.release()
         first = Path(str(args[0])) if args else Path("-")
