@@ -282,25 +282,28 @@ def test_two_servers_share_the_queue_and_survive_a_kill_9(
         cluster: DaskCluster = request.getfixturevalue("dask_cluster")
         args += ("--scheduler", cluster.address)
     # local: server A's worker process hangs at its 3rd analysis, so that A is killed while
-    # it holds a leased, running session (the Dask cluster is shared: there A is killed
-    # while one of its analyses runs if it has one within 30 s)
+    # it holds a leased, running session. Dask (one cluster for both servers): the first
+    # ten sessions are pushed four at a time, so that a backlog builds up and A is killed
+    # while one of its analyses runs (if it has one within 30 s).
     hang = {} if engine == "dask" else {"STRAGGLERS_CRASH_AT": "analysis-started:3:stop"}
     servers = [server_factory(data=data, args=args, env=hang),
                server_factory(data=data, args=args)]
     sessions: dict[str, int] = {}  # session -> job index
-    killed = False
-    for i in range(20):
-        if i == 10:  # mid-way, while it is analysing
-            end = time.monotonic() + (30 if engine == "dask" else 300)
-            while not _running_on(servers[0]) and time.monotonic() < end:
-                time.sleep(0.02)
-            servers[0].kill9()
-            killed = True
-        target = servers[1] if killed else servers[i % 2]
+
+    def push(i: int, target: Server) -> None:
         j = jobs[i % len(jobs)]
         r = target.upload(j.trace, j.meta, job=f"job-{i:02d}")
         assert r.status_code == 202, r.text
         sessions[r.json()["session"]] = i % len(jobs)
+
+    with ThreadPoolExecutor(4) as pool:  # pushed alternately to both servers
+        list(pool.map(lambda i: push(i, servers[i % 2]), range(10)))
+    end = time.monotonic() + (30 if engine == "dask" else 300)
+    while not _running_on(servers[0]) and time.monotonic() < end:
+        time.sleep(0.02)
+    servers[0].kill9()  # mid-way, while it is analysing
+    for i in range(10, 20):
+        push(i, servers[1])
     truth = [analyze_files(j.trace, j.meta).slowdown for j in jobs]
     for sid, k in sessions.items():
         doc = servers[1].wait(sid, timeout=600)
