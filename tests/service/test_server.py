@@ -248,5 +248,6 @@ def test_one_server_per_data_folder(server_factory, token_file: Path):
          str(token_file), "--port", "0"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 2
     assert out.stderr.strip() == (f"stragglers serve: error: --data {server.data}: another "
-                                  "server is using this folder")
+                                  "server is using this folder (servers share a folder only "
+                                  "on one PostgreSQL database: --db postgresql://...)")
     assert server.get("/healthz").status_code == 200

@@ -83,7 +83,7 @@ def test_migrations_create_exactly_the_tables_schema(store: Store):
     with store.engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn), metadata)
         version = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
-    assert diff == [] and version == "0002"
+    assert diff == [] and version == "0003"
     again = Store.open(str(store.engine.url.render_as_string(hide_password=False)))
     again.close()  # opening a migrated store again changes nothing
 

@@ -17,10 +17,12 @@ examples:
   stragglers serve --data smon-data --token-file token.txt
   stragglers serve --data d --token-file t --port 9000 --alerts alerts.yaml --workers 2
   stragglers serve --data d --token-file t --db postgresql://smon@db.example/smon
+  stragglers serve --data /shared/smon --token-file t --db postgresql://smon@db/smon \
+      --scheduler tcp://dask-scheduler:8786 --workers 8
 
 The token file holds one token (16+ characters); writes need 'Authorization: Bearer TOKEN'.
 STRAGGLERS_TOKEN may give the token instead of --token-file.
-exit codes: 0 stopped, 2 bad option or file (one line naming it)
+exit codes: 0 stopped, 2 bad option or file, unreachable --scheduler (one line naming it)
 """
 
 PUSH_EPILOG = """\
@@ -97,6 +99,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="alert rules (YAML; see docs/guides/service.md)")
     p.add_argument("--workers", type=_positive, default=max(1, (os.cpu_count() or 2) // 2),
                    help="analysis worker processes (default: half the CPUs, %(default)s)")
+    p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+                   help="run validation and analyses on this Dask cluster instead of local "
+                        "worker processes (its workers must see --data at the same path; "
+                        "--workers is then the analyses in flight)")
     p.add_argument("--private", action="store_true",
                    help="require the token for the dashboard and /metrics too")
     p.add_argument("--public-url", metavar="URL",
@@ -145,7 +151,7 @@ def run_serve(args: argparse.Namespace) -> int:
         data=Path(args.data), token=load_token(args.token_file), db_url=args.db,
         alerts=AlertConfig.from_file(args.alerts) if args.alerts else AlertConfig(),
         workers=args.workers, private=args.private, lease_s=args.lease_s,
-        metrics_stale_s=args.metrics_stale_s)
+        metrics_stale_s=args.metrics_stale_s, scheduler=args.scheduler)
     return serve(config, args.host, args.port, args.public_url, args.log_level)
 
 

@@ -30,9 +30,12 @@ silences, inhibition and routing are Alertmanager's.
 Delivery is concurrent: each destination (every webhook URL, the Alertmanager) has its own
 sender thread and queue, and each request its timeout (``timeout_s``), so a destination
 that never answers delays only its own notifications. A notification is stored as
-``pending`` before it is sent, so one not yet delivered when the server stops is sent after
-it starts again; each destination is tried 3 times (1 s, 2 s apart); the alert is ``sent``
-when every destination took it, else ``failed`` with the destination's error.
+``pending`` before it is sent, held by the server that raised it (``sender``, renewed every
+third of the store's lease while it sends); a pending alert whose hold expired (its server
+stopped or was killed before sending it) is claimed by one server (a conditional UPDATE in
+the store) and sent then, so several servers on one database send each alert once. Each
+destination is tried 3 times (1 s, 2 s apart); the alert is ``sent`` when every destination
+took it, else ``failed`` with the destination's error.
 """
 
 from __future__ import annotations
@@ -252,7 +255,8 @@ class Alerter:
                    if keep_cause is None or a.cause != keep_cause]
         if not closing:
             return 0
-        self.store.resolve_alerts(job_id, rule, keep_cause=keep_cause)
+        closed = set(self.store.close_alerts([a.id for a in closing]))
+        closing = [a for a in closing if a.id in closed]  # another server may close some
         now = time.time()
         for a in closing:
             log.warning("RESOLVED %d rule=%s job=%s cause=%s", a.id, a.rule, a.job, a.cause)
@@ -304,24 +308,38 @@ class Alerter:
 
     def start(self) -> None:
         self._started = True
-        for row in self.store.pending_alerts():
+        self.send_unclaimed()
+        self._refresher = threading.Thread(target=self._housekeeping, daemon=True,
+                                           name="stragglers-alerts-housekeeping")
+        self._refresher.start()
+
+    def send_unclaimed(self) -> int:
+        """Send the pending alerts no server holds (a server stopped or killed before
+        sending them): each is claimed in the store by one server only."""
+        rows = self.store.claim_pending_alerts()
+        for row in rows:
             self._send(row, FIRING)
-        if self.config.alertmanager or self.config.stale_s > 0:
-            self._refresher = threading.Thread(target=self._housekeeping, daemon=True,
-                                               name="stragglers-alerts-housekeeping")
-            self._refresher.start()
+        return len(rows)
 
     def _housekeeping(self) -> None:
         """Send the open alerts to the Alertmanager again every ``resend_s``; close the
         open alerts of jobs quiet for ``stale_s``."""
         cfg = self.config
-        periods = [cfg.resend_s] if cfg.alertmanager else []
+        # every third of the store's lease: renew the hold on the alerts being sent, take
+        # the pending alerts of a server that stopped holding them
+        periods = [max(0.05, self.store.lease_s / 3)]
+        if cfg.alertmanager:
+            periods.append(cfg.resend_s)
         if cfg.stale_s > 0:
             periods.append(min(60.0, max(1.0, cfg.stale_s / 4)))
         tick = min(periods)
         last_refresh = time.monotonic()
         while not self._stop.wait(tick):
             try:
+                with self._lock:
+                    sending = list(self._outstanding)
+                self.store.renew_alerts(sending)
+                self.send_unclaimed()
                 if cfg.stale_s > 0:
                     self.expire_stale()
                 if cfg.alertmanager and time.monotonic() - last_refresh >= cfg.resend_s:

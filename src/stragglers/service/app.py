@@ -20,7 +20,7 @@ from stragglers.service import api, dashboard
 from stragglers.service.alerts import Alerter
 from stragglers.service.auth import BearerAuth, BodyLimit
 from stragglers.service.datadir import DataDir
-from stragglers.service.dispatcher import Dispatcher, Validator
+from stragglers.service.dispatcher import Dispatcher, Executor, Validator
 from stragglers.service.ingest import Ingest, remove_orphans
 from stragglers.service.metrics import RequestMetrics, Telemetry, registry_for
 from stragglers.service.overview import RecordActivity
@@ -57,11 +57,15 @@ def body_limit(path: str) -> tuple[int, str]:
     return limit(name), name
 
 
-def open_service(config: ServiceConfig) -> Service:
-    """Open the store (migrating it) and build the components; nothing is started."""
+def open_service(config: ServiceConfig, executor: Executor | None = None) -> Service:
+    """Open the store (migrating it) and build the components; nothing is started.
+    ``executor`` runs validation and analyses (default: this server's process pools)."""
     data = DataDir(config.data).create()
     store = Store.open(config.db_url or sqlite_url(data.root), config.lease_s)
-    validator = Validator(config.validators)
+    validation = executor
+    if executor is not None and hasattr(executor, "for_validation"):
+        validation = executor.for_validation()  # a Dask cluster's: ahead of analyses
+    validator = Validator(config.validators, validation)
     activity = RecordActivity(data.records_mtime)
     alerter = Alerter(store, config.alerts, config.public_url, activity)
     registry, telemetry = registry_for(store, config.metrics_stale_s, activity)
@@ -71,22 +75,31 @@ def open_service(config: ServiceConfig) -> Service:
         if row.status == "done":
             alerter.session_done(row)
 
-    dispatcher = Dispatcher(store, data, config.workers, finished)
+    dispatcher = Dispatcher(store, data, config.workers, finished, executor=executor)
     return Service(config=config, data=data, store=store, validator=validator,
                    dispatcher=dispatcher, ingest=Ingest(store, data, validator),
                    streams=RecordStreams(store, data), alerter=alerter,
                    registry=registry, telemetry=telemetry, activity=activity)
 
 
-def create_app(config: ServiceConfig) -> Starlette:
+def create_app(config: ServiceConfig, executor: Executor | None = None,
+               data: DataDir | None = None) -> Starlette:
+    """The app; ``executor`` (a Dask cluster's) replaces the local process pools and is
+    closed at the end; ``data`` is the data folder as locked by the server (when it is
+    shared with other servers, the leftovers of a previous server are removed only by the
+    first server to start on it)."""
+
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        service = await asyncio.to_thread(open_service, config)
+        service = await asyncio.to_thread(open_service, config, executor)
         app.state.service = service
-        n = await asyncio.to_thread(service.data.clear_uploads)
-        n += await asyncio.to_thread(remove_orphans, service.store, service.data)
-        if n:
-            log.warning("removed %d incomplete upload(s) of the previous server", n)
+        if data is None or data.alone:
+            n = await asyncio.to_thread(service.data.clear_uploads)
+            n += await asyncio.to_thread(remove_orphans, service.store, service.data)
+            if n:
+                log.warning("removed %d incomplete upload(s) of the previous server", n)
+        if data is not None:
+            data.share()
         await service.validator.start()
         await service.dispatcher.start()
         service.alerter.start()
@@ -96,6 +109,8 @@ def create_app(config: ServiceConfig) -> Starlette:
             await service.dispatcher.stop()
             service.validator.close()
             service.alerter.stop()
+            if executor is not None:
+                executor.close()
             service.store.close()
 
     def telemetry() -> Telemetry | None:

@@ -4,7 +4,9 @@ analysis outputs, and the record logs of the streaming detector.
 ::
 
     DIR/smon.sqlite3            the database (unless --db names another)
-    DIR/.lock                   held by the running server (one server per folder)
+    DIR/.lock                   held by the running server: exclusively with SQLite (one
+                                server per folder); shared by the servers of one
+                                PostgreSQL database (see :meth:`DataDir.lock`)
     DIR/uploads/ID/             an upload being received and validated (removed at start)
     DIR/sessions/ID/trace.*     an accepted upload: the trace and meta.yaml
     DIR/sessions/ID/out-N/      the outputs of attempt N (result.json, heatmaps, timelines)
@@ -21,6 +23,7 @@ import fcntl
 import os
 import re
 import shutil
+import time
 from pathlib import Path
 
 from stragglers.errors import InputError
@@ -47,23 +50,57 @@ class DataDir:
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root).absolute()
         self._lock_fd: int | None = None
+        #: True when this server started alone on the folder (it may remove leftovers)
+        self.alone = True
+        self._shared = False
 
     def create(self) -> DataDir:
         for sub in ("uploads", "sessions", "records"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
         return self
 
-    def lock(self) -> None:
-        """Hold DIR/.lock for this process's lifetime (released by the OS even on kill -9);
-        a second server on the same folder is refused."""
+    def lock(self, shared: bool = False, wait_s: float = 30.0) -> None:
+        """Hold DIR/.lock for this process's lifetime (released by the OS even on kill -9).
+
+        ``shared=False`` (SQLite): an exclusive lock; a second server on the folder is
+        refused. ``shared=True`` (servers of one PostgreSQL database sharing the folder):
+        the first server takes the lock exclusively (:attr:`alone`: it may remove the
+        leftovers of earlier servers, then calls :meth:`share`); later ones take it shared
+        (waiting up to ``wait_s`` for the first one's start) and remove nothing. A server on
+        SQLite and one on PostgreSQL never share a folder.
+        """
         fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            self.alone = True
         except BlockingIOError:
-            os.close(fd)
-            raise InputError(f"--data {self.root}: another server is using this folder"
-                             ) from None
+            if not shared or not self._lock_shared(fd, wait_s):
+                os.close(fd)
+                raise InputError(f"--data {self.root}: another server is using this folder"
+                                 + ("" if shared else " (servers share a folder only on "
+                                    "one PostgreSQL database: --db postgresql://...)")
+                                 ) from None
+            self.alone = False
         self._lock_fd = fd
+        self._shared = shared
+
+    @staticmethod
+    def _lock_shared(fd: int, wait_s: float) -> bool:
+        end = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                return True
+            except BlockingIOError:
+                if time.monotonic() > end:
+                    return False
+                time.sleep(0.2)
+
+    def share(self) -> None:
+        """Let other servers of the same database use the folder (the first server calls
+        it once its leftovers are removed)."""
+        if self._lock_fd is not None and self._shared and self.alone:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_SH)
 
     def clear_uploads(self) -> int:
         """Remove partial uploads left by a server that was stopped while receiving them."""

@@ -11,8 +11,14 @@
   counts when the analysis ends (done, failed) or its worker process dies; a session whose
   worker died ``max_attempts`` times is failed with the reason.
 
+Both run their tasks on an :class:`Executor`: a :class:`LocalPool` of this server's worker
+processes, or (``serve --scheduler``) the workers of a Dask cluster
+(:class:`stragglers.service.cluster.DaskExecutor`). The lease and attempt logic is the same
+for both: a worker process that dies is an attempt (:class:`WorkerDied`), a task the
+executor could not run (the scheduler went away) is not (:class:`ExecutorLost`).
+
 The event loop only awaits futures and threads: every store call runs in a thread, every
-analysis in a process.
+analysis in a worker process.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
+from typing import Any, Protocol, TypeVar
 
 from sqlalchemy.exc import DBAPIError
 
@@ -47,6 +54,33 @@ log = logging.getLogger("stragglers.service")
 
 MAX_ATTEMPTS = 3
 VALIDATE = "smon-validate"
+T = TypeVar("T")
+
+
+class WorkerDied(Exception):
+    """The process running a task died (killed, out of memory): an attempt."""
+
+
+class ExecutorLost(Exception):
+    """The executor cannot run the task now (the Dask scheduler went away): not an attempt;
+    the session goes back to the queue."""
+
+
+class Executor(Protocol):
+    """Where validation and analyses run: :class:`LocalPool` (worker processes of this
+    server) or :class:`DaskExecutor` (the workers of a Dask cluster)."""
+
+    where: str
+
+    async def start(self) -> None: ...
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` on a worker; raises :class:`WorkerDied` when the worker process
+        died, :class:`ExecutorLost` when the task could not be run, else what ``fn``
+        raised."""
+        ...
+
+    def close(self) -> None: ...
 
 
 def _pool(workers: int, role: str = "smon-analysis") -> ProcessPoolExecutor:
@@ -54,38 +88,62 @@ def _pool(workers: int, role: str = "smon-analysis") -> ProcessPoolExecutor:
                                mp_context=multiprocessing.get_context("spawn"))
 
 
-async def _start(pool: ProcessPoolExecutor, workers: int) -> None:
-    loop = asyncio.get_running_loop()
-    await asyncio.gather(*(loop.run_in_executor(pool, warm_up) for _ in range(workers)))
+class LocalPool:
+    """A process pool of this server; a pool whose process died is replaced."""
+
+    def __init__(self, workers: int, role: str = "smon-analysis") -> None:
+        self.workers = workers
+        self.role = role
+        self.where = f"local {role} processes"
+        self._pool = _pool(workers, role)
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        await asyncio.gather(*(loop.run_in_executor(self._pool, warm_up)
+                               for _ in range(self.workers)))
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        loop = asyncio.get_running_loop()
+        pool = self._pool
+        try:
+            return await loop.run_in_executor(pool, fn, *args)
+        except BrokenProcessPool:
+            if self._pool is pool:
+                self._pool = _pool(self.workers, self.role)
+            raise WorkerDied(f"a {self.role} process died") from None
+
+    def close(self) -> None:
+        # the worker processes die with this process (see init_worker)
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 class Validator:
-    """Upload validation in its own worker processes."""
+    """Upload validation on its own executor, so that an upload waits for its own
+    validation only, never behind queued analyses."""
 
-    def __init__(self, workers: int = 1) -> None:
+    def __init__(self, workers: int = 1, executor: Executor | None = None) -> None:
         self.workers = workers
-        self._pool = _pool(workers, VALIDATE)
+        self.executor: Executor = executor or LocalPool(workers, VALIDATE)
+        self._own = executor is None
 
     async def start(self) -> None:
-        await _start(self._pool, self.workers)
+        if self._own:
+            await self.executor.start()
 
     async def check(self, trace: str, meta: str, trace_name: str, meta_name: str
                     ) -> UploadCheck:
-        loop = asyncio.get_running_loop()
         for _ in range(2):
-            pool = self._pool
             try:
-                return await loop.run_in_executor(pool, validate_upload, trace, meta,
-                                                  trace_name, meta_name)
-            except BrokenProcessPool:
-                # a validation process died (killed, out of memory): a new pool, once more
+                return await self.executor.run(validate_upload, trace, meta, trace_name,
+                                               meta_name)
+            except (WorkerDied, ExecutorLost):
+                # a validation process died (killed, out of memory): once more
                 log.error("upload validation: the worker process died; trying again")
-                if self._pool is pool:
-                    self._pool = _pool(self.workers, VALIDATE)
         raise InputError(f"{trace_name}: the validation process died twice (out of memory?)")
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        if self._own:
+            self.executor.close()
 
 
 class Dispatcher:
@@ -93,14 +151,16 @@ class Dispatcher:
 
     def __init__(self, store: Store, data: DataDir, workers: int,
                  finished: Callable[[SessionRow], None], poll_s: float = 1.0,
-                 max_attempts: int = MAX_ATTEMPTS) -> None:
+                 max_attempts: int = MAX_ATTEMPTS, executor: Executor | None = None
+                 ) -> None:
         self.store = store
         self.data = data
         self.workers = workers
         self.finished = finished
         self.poll_s = poll_s
         self.max_attempts = max_attempts
-        self._pool = _pool(workers)
+        self.executor: Executor = executor or LocalPool(workers)
+        self._own = executor is None
         self._running: dict[str, asyncio.Task[None]] = {}
         self._wake: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -119,7 +179,8 @@ class Dispatcher:
             if n:
                 log.warning("queued again %d session(s) interrupted by the previous server",
                             n)
-        await _start(self._pool, self.workers)
+        if self._own:
+            await self.executor.start()
         self._task = asyncio.create_task(self._loop_forever(), name="stragglers-dispatcher")
         self._heartbeat = asyncio.create_task(self._renew_forever(), name="stragglers-leases")
 
@@ -146,8 +207,8 @@ class Dispatcher:
         except DBAPIError:
             log.exception("cannot give the running sessions back to the queue; they are "
                           "taken again when the server starts or their lease expires")
-        # the worker processes die with this process (see init_worker)
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        if self._own:
+            self.executor.close()
 
     async def _renew_forever(self) -> None:
         while True:
@@ -186,22 +247,25 @@ class Dispatcher:
             self._wake.set()
 
     async def _analyse(self, s: SessionRow) -> None:
-        loop = asyncio.get_running_loop()
         folder = self.data.session(s.id)
-        pool = self._pool
-        log.info("session %s (job %s): analysis started (run %d)", s.id, s.job, s.runs)
+        log.info("session %s (job %s): analysis started (run %d, %s)", s.id, s.job, s.runs,
+                 self.executor.where)
+        row: SessionRow | None
         try:
-            summary = await loop.run_in_executor(pool, analyse_session, str(folder),
-                                                 s.trace_file, s.runs, s.upload_name)
+            summary = await self.executor.run(analyse_session, str(folder), s.trace_file,
+                                              s.runs, s.upload_name)
         except InputError as exc:
             row = await asyncio.to_thread(self.store.finish_failed, s.id, str(exc))
             log.warning("session %s (job %s): failed: %s", s.id, s.job, exc)
-        except BrokenProcessPool:
-            if self._pool is pool:
-                self._pool = _pool(self.workers)
+        except WorkerDied as exc:
             failed = await asyncio.to_thread(self.store.worker_died, s.id, self.max_attempts)
-            log.error("session %s (job %s): the worker process died; %s", s.id, s.job,
+            log.error("session %s (job %s): %s; %s", s.id, s.job, exc,
                       "failed" if failed else "queued again")
+            return
+        except ExecutorLost as exc:
+            await asyncio.to_thread(self.store.release, [s.id])
+            log.error("session %s (job %s): %s; queued again (not an attempt)", s.id, s.job,
+                      exc)
             return
         except Exception as exc:  # noqa: BLE001 - a bug in one analysis must not stop the
             # service: the session is failed with the error and the traceback is logged.
@@ -211,9 +275,16 @@ class Dispatcher:
                                           f"internal error: {type(exc).__name__}: {message}")
         else:
             row = await asyncio.to_thread(self.store.finish_done, s.id, summary)
-            await asyncio.to_thread(_remove_other_outputs, folder, summary.result_dir)
-            log.info("session %s (job %s): done in %.2f s: S = %.4f, verdict %s", s.id, s.job,
-                     summary.analysis_s, summary.slowdown, summary.cause)
+            if row is not None:
+                await asyncio.to_thread(_remove_other_outputs, folder, summary.result_dir)
+                log.info("session %s (job %s): done in %.2f s: S = %.4f, verdict %s", s.id,
+                         s.job, summary.analysis_s, summary.slowdown, summary.cause)
+        if row is None:
+            # another server took the session when this one's lease expired (this server
+            # was cut off from the database or stalled): its outcome is the one kept
+            log.warning("session %s (job %s): lease lost to another server; this run's "
+                        "outcome is dropped", s.id, s.job)
+            return
         await asyncio.to_thread(self.finished, row)
 
 

@@ -158,6 +158,8 @@ class AlertRow:
     suppressed: int
     open: bool
     resolved_at: float | None
+    sender: str | None = None  # the server sending it (a store's owner), while pending
+    send_until: float | None = None  # until when (renewed while it sends)
 
 
 @dataclass(frozen=True)

@@ -37,15 +37,25 @@ def bind(host: str, port: int) -> socket.socket:
 def serve(config: ServiceConfig, host: str, port: int, public_url: str | None,
           log_level: str = "info") -> int:
     data = DataDir(config.data).create()
-    data.lock()
+    shared = bool(config.db_url and config.db_url.startswith("postgresql"))
+    data.lock(shared=shared)
     sock = bind(host, port)
+    executor = None
+    if config.scheduler is not None:
+        from stragglers.service.cluster import DaskExecutor
+
+        try:
+            executor = DaskExecutor(config.scheduler)
+        except BaseException:
+            sock.close()
+            raise
     real_port = sock.getsockname()[1]
     shown_host = f"[{host}]" if ":" in host else host
     url = f"http://{shown_host}:{real_port}"
     config = dataclasses.replace(config, public_url=public_url or url)
     logging.basicConfig(level=getattr(logging, log_level.upper()), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    app = create_app(config)
+    app = create_app(config, executor, data)
     server = uvicorn.Server(uvicorn.Config(app, log_level=log_level, lifespan="on",
                                            access_log=False, timeout_graceful_shutdown=5))
     print(f"stragglers serve: listening on {url} (data {data.root})", flush=True)

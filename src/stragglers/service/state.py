@@ -32,6 +32,7 @@ class ServiceConfig:
     public_url: str = "http://127.0.0.1:8080"
     lease_s: float = 30.0
     metrics_stale_s: float = DEFAULT_STALE_S
+    scheduler: str | None = None
 
 
 @dataclass

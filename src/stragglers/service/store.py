@@ -342,8 +342,12 @@ class Store:
         it with the reason after ``max_attempts``. Returns True when it failed."""
         now = time.time()
         with self._write() as conn:
-            row = conn.execute(select(sessions.c.attempts, sessions.c.job_id).where(and_(
-                sessions.c.id == session_id, sessions.c.status == RUNNING))).first()
+            q = select(sessions.c.attempts, sessions.c.job_id).where(and_(
+                sessions.c.id == session_id, sessions.c.status == RUNNING,
+                sessions.c.lease_owner == self.owner))
+            if self.dialect == "postgresql":
+                q = q.with_for_update()
+            row = conn.execute(q).first()
             if row is None:
                 return False
             n = int(row.attempts) + 1
@@ -388,14 +392,25 @@ class Store:
         with self._read() as conn:
             conn.execute(select(1)).scalar_one()
 
-    def finish_done(self, session_id: str, s: AnalysisSummary) -> SessionRow:
+    def _mine(self, session_id: str) -> Any:
+        """A session whose outcome this server may record: not finished, and not leased to
+        another server (which took it when this server's lease expired)."""
+        return and_(sessions.c.id == session_id, sessions.c.status.in_([QUEUED, RUNNING]),
+                    or_(sessions.c.lease_owner.is_(None),
+                        sessions.c.lease_owner == self.owner))
+
+    def finish_done(self, session_id: str, s: AnalysisSummary) -> SessionRow | None:
+        """Record an analysis; None (nothing recorded) when the session is no longer this
+        server's (see :meth:`_mine`): every session's outcome is recorded once."""
         now = time.time()
         values = asdict(s)
         values["workers"] = json.dumps(list(s.workers))
         with self._write() as conn:
-            conn.execute(update(sessions).where(sessions.c.id == session_id).values(
+            res = conn.execute(update(sessions).where(self._mine(session_id)).values(
                 status=DONE, finished_at=now, error=None, attempts=sessions.c.attempts + 1,
                 lease_owner=None, lease_until=None, **values))
+            if not res.rowcount:
+                return None
             row = self._sessions(conn, sessions.c.id == session_id)[0]
             latest = conn.execute(
                 select(sessions.c.id).where(and_(sessions.c.job_id == row.job_id,
@@ -408,11 +423,14 @@ class Store:
                     last_step_time=s.step_time))
         return row
 
-    def finish_failed(self, session_id: str, error: str) -> SessionRow:
+    def finish_failed(self, session_id: str, error: str) -> SessionRow | None:
+        """Record a failed analysis; None when the session is no longer this server's."""
         with self._write() as conn:
-            conn.execute(update(sessions).where(sessions.c.id == session_id).values(
+            res = conn.execute(update(sessions).where(self._mine(session_id)).values(
                 status=FAILED, finished_at=time.time(), error=error,
                 attempts=sessions.c.attempts + 1, lease_owner=None, lease_until=None))
+            if not res.rowcount:
+                return None
             row = self._sessions(conn, sessions.c.id == session_id)[0]
             conn.execute(update(jobs).where(jobs.c.id == row.job_id)
                          .values(failed=jobs.c.failed + 1))
@@ -542,6 +560,10 @@ class Store:
         ``body`` gets the alert's id, repeat number and first-seen time."""
         now = time.time()
         with self._write() as conn:
+            if self.dialect == "postgresql":
+                # one raise per job at a time across servers: two servers finishing sessions
+                # of one job together must not both send a first alert
+                conn.execute(select(jobs.c.id).where(jobs.c.id == job_id).with_for_update())
             prev = self._alerts(conn, and_(alerts.c.job_id == job_id, alerts.c.rule == rule,
                                            alerts.c.cause == cause, alerts.c.open.is_(True)),
                                 limit=1)
@@ -557,7 +579,8 @@ class Store:
             res = conn.execute(insert(alerts).values(
                 job_id=job_id, rule=rule, cause=cause, session_id=session_id,
                 event_id=event_id, created_at=now, status="pending", attempts=0,
-                webhook=webhook, body="{}", repeat=repeat, suppressed=0, open=True))
+                sender=self.owner, send_until=now + self.lease_s, webhook=webhook, body="{}",
+                repeat=repeat, suppressed=0, open=True))
             key = res.inserted_primary_key
             assert key is not None
             alert_id = int(key[0])
@@ -565,6 +588,52 @@ class Store:
             conn.execute(update(alerts).where(alerts.c.id == alert_id)
                          .values(body=json.dumps(full, sort_keys=True)))
             return self._alerts(conn, alerts.c.id == alert_id)[0]
+
+    def close_alerts(self, alert_ids: Sequence[int]) -> list[int]:
+        """Close these alerts if still open; returns the ones this call closed (two servers
+        closing the same alert: one of them gets it, and sends its ``resolved``)."""
+        closed = []
+        now = time.time()
+        with self._write() as conn:
+            for alert_id in alert_ids:
+                res = conn.execute(update(alerts).where(and_(
+                    alerts.c.id == alert_id, alerts.c.open.is_(True)))
+                    .values(open=False, resolved_at=now))
+                if res.rowcount:
+                    closed.append(alert_id)
+        return closed
+
+    def claim_pending_alerts(self) -> list[AlertRow]:
+        """Take the pending alerts that no server holds (their sender stopped or was killed
+        before sending them) for this store's owner, for ``lease_s`` (see
+        :meth:`renew_alerts`); a conditional UPDATE per alert, so that each is taken by one
+        server only. Oldest first."""
+        now = time.time()
+        free = and_(alerts.c.status == "pending",
+                    or_(alerts.c.sender.is_(None), alerts.c.send_until.is_(None),
+                        alerts.c.send_until < now))
+        taken = []
+        with self._write() as conn:
+            ids = conn.execute(select(alerts.c.id).where(free).order_by(alerts.c.id)
+                               ).scalars().all()
+            for alert_id in ids:
+                res = conn.execute(update(alerts).where(and_(alerts.c.id == alert_id, free))
+                                   .values(sender=self.owner, send_until=now + self.lease_s))
+                if res.rowcount:
+                    taken.append(alert_id)
+            if not taken:
+                return []
+            return list(reversed(self._alerts(conn, alerts.c.id.in_(taken))))
+
+    def renew_alerts(self, alert_ids: Sequence[int]) -> int:
+        """Extend this owner's hold on the pending alerts it is sending."""
+        if not alert_ids:
+            return 0
+        with self._write() as conn:
+            res = conn.execute(update(alerts).where(and_(
+                alerts.c.id.in_(list(alert_ids)), alerts.c.status == "pending",
+                alerts.c.sender == self.owner)).values(send_until=time.time() + self.lease_s))
+        return int(res.rowcount or 0)
 
     def resolve_alerts(self, job_id: int, rule: str, keep_cause: str | None = None) -> int:
         """Close the open alerts of (job, rule) whose cause no longer holds."""
@@ -608,7 +677,7 @@ class Store:
         with self._write() as conn:
             conn.execute(update(alerts).where(alerts.c.id == alert_id).values(
                 status=status, attempts=attempts, http_status=http_status, error=error,
-                sent_at=time.time() if status == "sent" else None))
+                sent_at=time.time() if status == "sent" else None, send_until=None))
 
     def alerts(self, job_id: int | None = None, limit: int = 200) -> list[AlertRow]:
         cond = alerts.c.id > 0 if job_id is None else alerts.c.job_id == job_id

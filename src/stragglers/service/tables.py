@@ -142,6 +142,8 @@ alerts = Table(
     Column("suppressed", Integer, nullable=False, default=0),
     Column("open", Boolean, nullable=False, default=True),
     Column("resolved_at", Float, nullable=True),
+    Column("sender", String(32), nullable=True),
+    Column("send_until", Float, nullable=True),
     Index("ix_alerts_key", "job_id", "rule", "cause", "open"),
     Index("ix_alerts_status", "status"),
 )
