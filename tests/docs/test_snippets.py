@@ -12,7 +12,8 @@ that shows a failure checks the exit code itself, e.g. ``cmd || test $? -eq 2``)
 
 ``<!-- run: needs postgresql -->`` gets a throw-away PostgreSQL server, its URL in
 ``$DATABASE_URL``. Blocks that are not run carry ``<!-- not run: ... -->`` with the reason
-(none in the guides now).
+(in the guides: only commands for machines of their own, each after a block that runs the
+same commands on loopback).
 """
 
 from __future__ import annotations
