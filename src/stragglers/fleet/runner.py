@@ -46,6 +46,20 @@ class RunStats:
     wall_s: float
 
 
+def check_scheduler_address(scheduler: str) -> None:
+    """A one-line :class:`InputError` unless ``scheduler`` is a Dask scheduler address
+    (``tcp://host:port``) with a port in 1..65535."""
+    from distributed.comm import get_address_host_port
+
+    try:
+        _, port = get_address_host_port(scheduler)
+    except ValueError as exc:
+        raise InputError(f"--scheduler {scheduler!r}: not a Dask scheduler address, e.g. "
+                         f"tcp://host:8786 ({exc})") from None
+    if not 0 < port < 65536:
+        raise InputError(f"--scheduler {scheduler!r}: port {port} outside 1..65535")
+
+
 @contextlib.contextmanager
 def open_client(scheduler: str | None = None, workers: int = 2,
                 processes: bool = True) -> Iterator[object]:
@@ -53,16 +67,9 @@ def open_client(scheduler: str | None = None, workers: int = 2,
     embedded ``LocalCluster`` of ``workers`` single-threaded workers (processes, or
     threads of this process with ``processes=False``)."""
     from distributed import Client, LocalCluster
-    from distributed.comm import get_address_host_port
 
     if scheduler is not None:
-        try:
-            _, port = get_address_host_port(scheduler)
-        except ValueError as exc:
-            raise InputError(f"--scheduler {scheduler!r}: not a Dask scheduler address, e.g. "
-                             f"tcp://host:8786 ({exc})") from None
-        if not 0 < port < 65536:
-            raise InputError(f"--scheduler {scheduler!r}: port {port} outside 1..65535")
+        check_scheduler_address(scheduler)
         try:
             client = Client(scheduler, timeout="20s")
         except (OSError, TimeoutError) as exc:

@@ -120,17 +120,12 @@ def connect(scheduler: str) -> Any:
     when the address is wrong, the scheduler cannot be reached or has no worker."""
     try:
         from distributed import Client
-        from distributed.comm import get_address_host_port
+
+        from stragglers.fleet.runner import check_scheduler_address
     except ImportError:
         raise InputError("--scheduler needs dask[distributed]: pip install "
                          "'stragglers[fleet]'") from None
-    try:
-        _, port = get_address_host_port(scheduler)
-    except ValueError as exc:
-        raise InputError(f"--scheduler {scheduler!r}: not a Dask scheduler address, e.g. "
-                         f"tcp://host:8786 ({exc})") from None
-    if not 0 < port < 65536:
-        raise InputError(f"--scheduler {scheduler!r}: port {port} outside 1..65535")
+    check_scheduler_address(scheduler)
     try:
         client = Client(scheduler, timeout=f"{CONNECT_S:g}s", set_as_default=False)
     except (OSError, TimeoutError) as exc:
