@@ -14,15 +14,21 @@ SHARED = Path(os.environ.get("STRAGGLERS_SHARED") or REPO.parent / "shared")
 REFERENCE = SHARED / "reference" / "traces"
 
 
-def reference_dir() -> Path:
-    """The reference folder; skip outside CI when it is absent, fail inside CI."""
-    if (REFERENCE / "trace-AR.parquet").exists():
-        return REFERENCE
-    reason = (f"reference traces not found at {REFERENCE} (they live in ../shared beside the "
-              "checkout, which CI provides)")
+def require_shared(path: Path, what: str, *, probe: Path | None = None) -> Path:
+    """``path`` under ``../shared`` when it (or ``probe``, a file that must be in it) exists;
+    otherwise skip outside CI and fail inside CI, naming ``what`` and where it was looked
+    for."""
+    if (probe or path).exists():
+        return path
+    reason = f"{what} not found at {path} (../shared beside the checkout, which CI provides)"
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(reason)
     pytest.skip(reason)
+
+
+def reference_dir() -> Path:
+    """The reference folder; skip outside CI when it is absent, fail inside CI."""
+    return require_shared(REFERENCE, "reference traces", probe=REFERENCE / "trace-AR.parquet")
 
 
 @pytest.fixture(scope="session")

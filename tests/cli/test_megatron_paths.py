@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import SHARED
+from tests.conftest import SHARED, require_shared
 from tests.probe.integration import doc_argv, result, run_doc
 
 REAL = SHARED / "real"
@@ -42,12 +41,7 @@ FLIGHT_RECORDER = REAL / "flight-recorder"
 
 def real(path: Path) -> Path:
     """A real excerpt of ../shared; skip outside CI when it is absent, fail inside CI."""
-    if path.exists():
-        return path
-    reason = f"real data not found at {path} (../shared beside the checkout, which CI provides)"
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(reason)
-    pytest.skip(reason)
+    return require_shared(path, "real data")
 
 
 def events(out: str) -> list[dict[str, Any]]:

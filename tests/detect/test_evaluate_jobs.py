@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -28,22 +27,14 @@ from stragglers.detect.evaluate_jobs import (
 )
 from stragglers.detect.jobcorpus import JobEvent, generate_series
 from stragglers.detect.records import IterationRecord
+from tests.conftest import SHARED, require_shared
 
-#: ``../shared`` beside the checkout (as tests/conftest.py finds it); STRAGGLERS_SHARED
-#: points elsewhere.
-SHARED = Path(os.environ.get("STRAGGLERS_SHARED")
-              or Path(__file__).resolve().parents[2].parent / "shared")
 ITER_MORE = SHARED / "real" / "iter-more"
 
 
 def _shared(path: Path) -> Path:
     """A folder of ../shared; skip outside CI when it is absent, fail inside CI."""
-    if path.exists():
-        return path
-    reason = f"real labelled series not found at {path} (../shared beside the checkout)"
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(reason)
-    pytest.skip(reason)
+    return require_shared(path, "real labelled series")
 
 
 def _a(ji: int, declared: int | None = None, rank: int = 0, kind: str = "onset") -> Alert:

@@ -6,7 +6,6 @@ rank 0 of 8)."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,7 @@ import pytest
 
 from stragglers.cli import main
 from stragglers.kineto.partial import SCHEMA, VERSION
-from tests.conftest import SHARED
+from tests.conftest import SHARED, require_shared
 
 MAIN, STREAM, COMM = 1, 7, 20
 
@@ -134,13 +133,10 @@ PARTIAL_REAL = {  # folder or file -> metadata (None: the folder's meta.yaml)
 
 @pytest.fixture(scope="module")
 def real() -> Path:
-    if (REAL / "kineto-more" / "D_hta_dfidx_rank1of2" / "meta.yaml").exists() and \
-            (REAL / "kineto" / "hta-ddp-rank0-of-2.json.gz").exists():
-        return REAL
-    reason = f"real profiler traces not found at {REAL} (../shared beside the checkout)"
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(reason)
-    pytest.skip(reason)
+    require_shared(REAL, "real profiler traces",
+                   probe=REAL / "kineto" / "hta-ddp-rank0-of-2.json.gz")
+    return require_shared(REAL, "real profiler traces",
+                          probe=REAL / "kineto-more" / "D_hta_dfidx_rank1of2" / "meta.yaml")
 
 
 @pytest.mark.parametrize("name", sorted(PARTIAL_REAL))

@@ -16,7 +16,6 @@ pipeline or tensor-parallel layout contradicts it.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -26,7 +25,7 @@ from stragglers.errors import InputError
 from stragglers.kineto import import_kineto
 from stragglers.trace import build_table
 from stragglers.trace.io import JobMeta, read_meta
-from tests.conftest import SHARED
+from tests.conftest import SHARED, require_shared
 
 MORE = SHARED / "real" / "kineto-more"
 COMPLETE = ("B_hta_ns_resolution_w1", "C_hta_mtia_w1")
@@ -35,12 +34,7 @@ TORCHREC = "E_hta_tracediff_rank3of8"
 
 @pytest.fixture(scope="module")
 def more() -> Path:
-    if (MORE / TORCHREC / "meta.yaml").exists():
-        return MORE
-    reason = f"real profiler traces not found at {MORE} (../shared beside the checkout)"
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(reason)
-    pytest.skip(reason)
+    return require_shared(MORE, "real profiler traces", probe=MORE / TORCHREC / "meta.yaml")
 
 
 @pytest.mark.parametrize("name", COMPLETE)
