@@ -37,6 +37,8 @@ def test_every_command_has_its_section_and_help() -> None:
     for name, _ in commands:
         assert f"`{name}`" in text, name
     assert "--verdict-config" in text and "--flight-recorder" in text
+    # options added when the command is used (probe example / validate) are there too
+    assert "--slow-rank" in text and "--dp" in text
 
 
 def test_the_hook_replaces_the_marker_only() -> None:

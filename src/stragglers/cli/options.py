@@ -146,15 +146,30 @@ def add_later(parser: argparse.ArgumentParser,
     (its command is parsed, or its ``--help`` shown), not when the command line is built:
     for arguments whose definitions live in a heavy module (start-up of every other
     command)."""
-    plain = parser.parse_known_args
+    plain_parse, plain_help, plain_usage = (parser.parse_known_args, parser.format_help,
+                                            parser.format_usage)
     done = False
 
-    def parse_known_args(*args: object, **kwargs: object) -> tuple[argparse.Namespace,
-                                                                     list[str]]:
+    def ensure() -> None:
         nonlocal done
         if not done:
             done = True
             adder(parser)
-        return plain(*args, **kwargs)  # type: ignore[arg-type]
 
-    setattr(parser, "parse_known_args", parse_known_args)  # noqa: B010 (an instance method)
+    def parse_known_args(*args: object, **kwargs: object) -> tuple[argparse.Namespace,
+                                                                     list[str]]:
+        ensure()
+        return plain_parse(*args, **kwargs)  # type: ignore[arg-type]
+
+    def format_help() -> str:  # the generated CLI reference asks for it without parsing
+        ensure()
+        return plain_help()
+
+    def format_usage() -> str:
+        ensure()
+        return plain_usage()
+
+    # instance methods, replaced on this parser only
+    setattr(parser, "parse_known_args", parse_known_args)  # noqa: B010
+    setattr(parser, "format_help", format_help)  # noqa: B010
+    setattr(parser, "format_usage", format_usage)  # noqa: B010
