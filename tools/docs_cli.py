@@ -53,24 +53,6 @@ def render() -> str:
     return "\n".join(lines)
 
 
-#: The integrations page is written on another branch (docs/integrations.md); until it is
-#: merged, the build gets a generated placeholder so that the nav and the links to it resolve.
-PLACEHOLDERS = {
-    "integrations.md": "# Integrations\n\nRecipes for plain PyTorch, DDP, PyTorch Lightning and "
-    "Hugging Face `Trainer` land here with the integration work (issue 21, item 1). Until then, "
-    "see [Instrument your loop](guides/instrument.md).\n",
-}
-
-
-def on_files(files: Any, config: Any) -> Any:
-    from mkdocs.structure.files import File
-
-    for name, content in PLACEHOLDERS.items():
-        if files.get_file_from_path(name) is None:
-            files.append(File.generated(config, name, content=content))
-    return files
-
-
 def on_page_markdown(markdown: str, page: Any, **kwargs: Any) -> str:
     if MARKER in markdown:
         return markdown.replace(MARKER, render())

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.service.alertmanager import Alertmanager, alertmanager_bin
-from tests.service.helpers import HangingReceiver, Job, Receiver, Server, in_ci
+from tests.service.helpers import HangingReceiver, Job, Receiver, Server, in_ci, poll
 
 
 @pytest.fixture
@@ -72,13 +72,7 @@ def alertmanager(receiver: Receiver) -> Iterator[Alertmanager]:
 
 
 def _until(what: str, check: Any, timeout: float = 120.0) -> Any:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.5)
-    raise AssertionError(f"{what}: not seen in {timeout:.0f} s")
+    return poll(check, what, timeout, every=0.5)
 
 
 def _notifications(receiver: Receiver, status: str, job: str, timeout: float = 120.0

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,7 +18,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from stragglers.service.dashboard import GRAFANA
-from tests.service.helpers import Job, Server, in_ci, iteration_records
+from tests.service.helpers import Job, Server, in_ci, iteration_records, poll
 from tests.service.prometheus import Prometheus, prometheus_bin
 
 METRIC = re.compile(r"\bstragglers_[a-z0-9_]+")
@@ -120,13 +119,7 @@ def test_every_metric_the_dashboard_names_is_exported(served: Server):
 
 
 def _until(what: str, check: Any, timeout: float = 120.0) -> Any:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.5)
-    raise AssertionError(f"{what}: not seen in {timeout:.0f} s")
+    return poll(check, what, timeout, every=0.5)
 
 
 def test_a_real_prometheus_runs_every_dashboard_query(served: Server):

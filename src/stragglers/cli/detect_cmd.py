@@ -429,7 +429,7 @@ def _eval_jobs(args: argparse.Namespace, seeds: list[int]) -> int:
                 raise InputError(f"--method: {m} given twice")
             methods.append(m)
     if not methods:
-        methods = [tuned, *BASELINES] if args.lofo else list(dict.fromkeys([tuned, *BASELINES]))
+        methods = [tuned, *BASELINES]
     if args.lofo and methods[0] != tuned:
         grid = FALLBACK_GRID if methods[0] == "sliding_window" else (("default", {}),)
     real = []
@@ -508,7 +508,7 @@ def _watch(args: argparse.Namespace) -> int:
                 raise InputError(f"{p}: its format is {f} but {paths[0]}'s is {fmt}; watch "
                                  "reads several files of one format (give --format)")
     if len(paths) > 1:
-        return _watch_many(args, paths, fmt, poll, idle, max_ranks)
+        return _watch_many(args, factory, paths, fmt, poll, idle, max_ranks)
     path = paths[0]
     source = "<stdin>" if path == "-" else path
     watcher = Watcher(detector_factory=factory, tracker_kwargs={"window": args.window},
@@ -619,14 +619,14 @@ def _file_ranks(paths: list[str]) -> list[int]:
     return ranks
 
 
-def _watch_many(args: argparse.Namespace, paths: list[str], fmt: str, poll: float,
-                idle: float | None, max_ranks: int) -> int:
+def _watch_many(args: argparse.Namespace, factory: Any, paths: list[str], fmt: str,
+                poll: float, idle: float | None, max_ranks: int) -> int:
     """``watch`` on several files, one per rank (logs, JSON lines or iteration-time JSON)."""
     from stragglers.detect.follow import Follower, follow_files
     from stragglers.detect.watch import Watcher
 
     ranks = _file_ranks(paths) if fmt != "jsonl" else [0] * len(paths)
-    watcher = Watcher(detector_factory=_detector_factory(args),
+    watcher = Watcher(detector_factory=factory,
                       tracker_kwargs={"window": args.window}, source=paths[0], max_ranks=max_ranks,
                       input_format="jsonl" if fmt == "megatron-json" else fmt,
                       warmup_iters=args.warmup, sources=len(paths))

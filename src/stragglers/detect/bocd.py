@@ -506,7 +506,7 @@ def _pairwise_sum(a: list[float]) -> float:
     return res
 
 
-def _median_sorted(s: list[float]) -> float:
+def median_sorted(s: list[float]) -> float:
     m = len(s) // 2
     return s[m] if len(s) % 2 else (s[m - 1] + s[m]) / 2
 
@@ -518,8 +518,8 @@ def robust_stats_small(values: list[float], k: float = 4.0, floor: float = 0.01
     for the mean)."""
     if not 0 < len(values) <= 128:
         return robust_stats(np.asarray(values, dtype=float), k, floor)
-    med = _median_sorted(sorted(values))
-    mad = 1.4826 * _median_sorted(sorted([abs(x - med) for x in values]))
+    med = median_sorted(sorted(values))
+    mad = 1.4826 * median_sorted(sorted([abs(x - med) for x in values]))
     scale = max(mad, floor * abs(med))
     lim = k * scale
     kept = [x for x in values if abs(x - med) <= lim]
@@ -681,7 +681,7 @@ class BOCDVerifyDetector:
         big = self.reference_points
         if (self.band_points > 0 and t % (big // 2 or 1) == 0 and t - reg.start >= big
                 and not reg.slow):
-            self._healthy_sample(_median_sorted(sorted(self._recent_values(big))))
+            self._healthy_sample(median_sorted(sorted(self._recent_values(big))))
         j = bocd.map_index()
         count = bocd.run_count(j)
         tau = t - count + 1
@@ -761,7 +761,7 @@ class BOCDVerifyDetector:
         if above < m0 and below < m0:
             return []
         recent = list(window)
-        level = _median_sorted(sorted(without_spikes(recent[n - m0:])))
+        level = median_sorted(sorted(without_spikes(recent[n - m0:])))
         mid = 0.5 * (level + ref)
         up = level > ref
         limit = min(n, count - 1, 2 * self.reference_points - 1)
@@ -787,7 +787,7 @@ class BOCDVerifyDetector:
             # Spikes are not a level: an upward candidate is verified on the smallest of its
             # trimmed mean, its median and the trimmed mean of its points that are not spikes
             # (spikes inside a few points of a slightly higher level do not make it a slow one).
-            level = min(after, _median_sorted(sorted(values)),
+            level = min(after, median_sorted(sorted(values)),
                         robust_stats_small(without_spikes(values))[0])
         if not self._differs(level, spread, k) or not self._persists(values, after):
             return []
@@ -816,7 +816,7 @@ class BOCDVerifyDetector:
         recent = list(self._recent)
         n = len(recent)
         k = min(count, self.reference_points)
-        level = _median_sorted(sorted(without_spikes(recent[n - k:])))
+        level = median_sorted(sorted(without_spikes(recent[n - k:])))
         ref = self._regime.ref
         up = level > ref
         base = ref
@@ -854,7 +854,7 @@ class BOCDVerifyDetector:
         if b < max(1, self.min_segment // 2):
             return 0
         step = without_spikes(recent[end - b:end])
-        return b if _median_sorted(sorted(step)) >= slow else 0
+        return b if median_sorted(sorted(step)) >= slow else 0
 
     def _persists(self, values: list[float], level: float) -> bool:
         """Spikes are not a level: at least ``persist_fraction`` of the candidate's points lie

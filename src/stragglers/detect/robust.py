@@ -11,7 +11,7 @@ from bisect import bisect_left, insort
 from collections import deque
 from collections.abc import Callable
 
-from stragglers.detect.bocd import Alarm
+from stragglers.detect.bocd import Alarm, median_sorted
 
 __all__ = ["RobustLevelDetector"]
 
@@ -23,9 +23,7 @@ Sink = Callable[[float, int], list[Alarm]]
 
 
 def _median(v: list[float]) -> float:
-    s = sorted(v)
-    m = len(s) // 2
-    return s[m] if len(s) % 2 else 0.5 * (s[m - 1] + s[m])
+    return median_sorted(sorted(v))
 
 
 class _SpikeTally:
@@ -68,8 +66,7 @@ class _Window:
         insort(self.sorted, y)
 
     def median(self) -> float:
-        s, m = self.sorted, len(self.sorted) // 2
-        return s[m] if len(s) % 2 else 0.5 * (s[m - 1] + s[m])
+        return median_sorted(self.sorted)
 
 
 class _Stretch:

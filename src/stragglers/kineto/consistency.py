@@ -35,9 +35,10 @@ from stragglers.trace.io import JobMeta
 
 _NAMED_GROUP_RE = re.compile(r"^(TENSOR_MODEL|CONTEXT|DATA|PIPELINE_MODEL)_PARALLEL_GROUP$"
                              r"|^(tp|cp|dp|pp)$|^mp_dp\b")
-_P2P_OPTYPES = np.array([schema.OPTYPE_CODE[t] for t in (
+#: Op types and communication kinds of point-to-point transfers.
+P2P_OPTYPES = np.array([schema.OPTYPE_CODE[t] for t in (
     schema.FORWARD_SEND, schema.FORWARD_RECV, schema.BACKWARD_SEND, schema.BACKWARD_RECV)])
-_P2P_KINDS = np.array([COMM_CODE["send"], COMM_CODE["recv"], COMM_CODE["sendrecv"]])
+P2P_KINDS = np.array([COMM_CODE["send"], COMM_CODE["recv"], COMM_CODE["sendrecv"]])
 _DP, _TP = CLASSES.index("dp"), CLASSES.index("tp")
 
 
@@ -108,8 +109,8 @@ def _check_peers(ops: RankOps, lay: JobLayout, meta: JobMeta) -> None:
 
 
 def _check_pipeline(ops: RankOps, lay: JobLayout, meta: JobMeta) -> None:
-    has = np.isin(ops.optype, _P2P_OPTYPES) | ((ops.optype == UNRESOLVED)
-                                              & np.isin(ops.comm, _P2P_KINDS))
+    has = np.isin(ops.optype, P2P_OPTYPES) | ((ops.optype == UNRESOLVED)
+                                              & np.isin(ops.comm, P2P_KINDS))
     if has.any():
         return
     raise InputError(

@@ -58,11 +58,17 @@ import numpy as np
 
 from stragglers.errors import InputError
 from stragglers.kineto.assemble import _ranges
-from stragglers.kineto.consistency import _check_peers, _check_pipeline, _check_positions
+from stragglers.kineto.consistency import (
+    P2P_KINDS,
+    P2P_OPTYPES,
+    _check_peers,
+    _check_pipeline,
+    _check_positions,
+)
 from stragglers.kineto.layout import JobLayout, Position, position
 from stragglers.kineto.patterns import Patterns
 from stragglers.kineto.rankops import COMM_OPTYPE_CODES, RankOps, rank_ops
-from stragglers.kineto.reader import COMM_CODE, COMM_KINDS, Group, RankEvents, read_rank_file
+from stragglers.kineto.reader import COMM_KINDS, Group, RankEvents, read_rank_file
 from stragglers.trace import schema
 from stragglers.trace.io import JobMeta
 
@@ -73,9 +79,6 @@ TIE_US = 1.0
 LABEL = ("PARTIAL JOB: a per-rank report of the traced ranks only; no slowdown S is computed "
          "and nothing is claimed about ranks that were not traced")
 
-_P2P = np.array([COMM_CODE["send"], COMM_CODE["recv"], COMM_CODE["sendrecv"]])
-_P2P_OPTYPES = np.array([schema.OPTYPE_CODE[t] for t in (
-    schema.FORWARD_SEND, schema.FORWARD_RECV, schema.BACKWARD_SEND, schema.BACKWARD_RECV)])
 _COLS = ("compute_us", "communication_us", "overlap_us", "idle_us", "span_us")
 
 
@@ -235,10 +238,10 @@ def partial_report(ranks: list[PartialRank], meta: JobMeta, source: str,
     kinds = list(COMM_KINDS)
     for r, pr in sorted(by_rank.items()):
         ops = pr.ops
-        ann = np.isin(ops.optype, COMM_OPTYPE_CODES) & ~np.isin(ops.optype, _P2P_OPTYPES) \
+        ann = np.isin(ops.optype, COMM_OPTYPE_CODES) & ~np.isin(ops.optype, P2P_OPTYPES) \
             & (ops.comm < 0)
-        coll = (ops.comm >= 0) & ~np.isin(ops.comm, _P2P)
-        p2p = (ops.comm >= 0) & np.isin(ops.comm, _P2P)
+        coll = (ops.comm >= 0) & ~np.isin(ops.comm, P2P_KINDS)
+        p2p = (ops.comm >= 0) & np.isin(ops.comm, P2P_KINDS)
         sel = (ann | coll) & np.isin(ops.step, used[r])
         if p2p.any():
             counts["point-to-point calls (not collectives; in the communication time)"] += \

@@ -138,7 +138,7 @@ class Validator:
                                                meta_name)
             except (WorkerDied, ExecutorLost):
                 # a validation process died (killed, out of memory): once more
-                log.error("upload validation: the worker process died; trying again")
+                log.error("upload validation: its worker (process or Dask) was lost; trying again")
         raise InputError(f"{trace_name}: the validation process died twice (out of memory?)")
 
     def close(self) -> None:
