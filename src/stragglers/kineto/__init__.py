@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import TypeVar
 
 from stragglers.errors import InputError
 from stragglers.kineto.assemble import ImportReport, assemble
@@ -21,6 +23,8 @@ from stragglers.kineto.rankops import RankOps, rank_ops
 from stragglers.kineto.reader import read_rank_file
 from stragglers.limits import check_limit
 from stragglers.trace.io import JobMeta, TraceColumns
+
+T = TypeVar("T")
 
 __all__ = ["ImportReport", "find_rank_files", "import_kineto", "import_partial",
            "load_patterns"]
@@ -57,6 +61,15 @@ def _one(path: Path, patterns: Patterns, meta: JobMeta) -> RankOps:
     return rank_ops(ev)
 
 
+def _map_files(work: Callable[[Path], T], files: list[Path], jobs: int | None) -> list[T]:
+    """``work`` of every rank file, in parallel processes (``jobs``, default one per core)."""
+    n_jobs = max(1, min(jobs or (os.cpu_count() or 1), len(files)))
+    if n_jobs == 1:
+        return [work(f) for f in files]
+    with ProcessPoolExecutor(max_workers=n_jobs) as pool:
+        return list(pool.map(work, files))
+
+
 def import_kineto(path: str | Path, meta: JobMeta, *, annotations: str | Path | None = None,
                   steps: tuple[int, int] | None = None,
                   jobs: int | None = None) -> tuple[TraceColumns, ImportReport]:
@@ -66,13 +79,7 @@ def import_kineto(path: str | Path, meta: JobMeta, *, annotations: str | Path | 
                          "the profiler importer: model chunks are not recorded in the trace")
     files = find_rank_files(path)
     patterns = load_patterns(annotations)
-    n_jobs = max(1, min(jobs or (os.cpu_count() or 1), len(files)))
-    work = functools.partial(_one, patterns=patterns, meta=meta)
-    if n_jobs == 1:
-        all_ops = [work(f) for f in files]
-    else:
-        with ProcessPoolExecutor(max_workers=n_jobs) as pool:
-            all_ops = list(pool.map(work, files))
+    all_ops = _map_files(functools.partial(_one, patterns=patterns, meta=meta), files, jobs)
     return assemble(all_ops, meta, str(path), steps)
 
 
@@ -84,11 +91,5 @@ def import_partial(path: str | Path, meta: JobMeta, *, annotations: str | Path |
 
     files = find_rank_files(path)
     patterns = load_patterns(annotations)
-    n_jobs = max(1, min(jobs or (os.cpu_count() or 1), len(files)))
-    work = functools.partial(read_partial_rank, patterns=patterns)
-    if n_jobs == 1:
-        ranks = [work(f) for f in files]
-    else:
-        with ProcessPoolExecutor(max_workers=n_jobs) as pool:
-            ranks = list(pool.map(work, files))
+    ranks = _map_files(functools.partial(read_partial_rank, patterns=patterns), files, jobs)
     return partial_report(ranks, meta, str(path), steps)

@@ -317,8 +317,11 @@ def partial_report(ranks: list[PartialRank], meta: JobMeta, source: str,
     cid = cid.reshape(-1)
     n_c = coll_keys.shape[1]
     shifts = _clock_shifts(by_rank, rank[idx], cid, end[idx], n_c)
-    host_shift = np.array([shifts.get(by_rank[int(r)].ops.host or "", 0.0)
-                           for r in rank[idx]]) if idx.size else np.zeros(0)
+    ranks_sorted = np.array(sorted(by_rank), dtype=np.int64)  # a shift per rank, not per call
+    rank_shift = np.array([shifts.get(by_rank[int(r)].ops.host or "", 0.0)
+                           for r in ranks_sorted])
+    host_shift = (rank_shift[np.searchsorted(ranks_sorted, rank[idx])] if idx.size
+                  else np.zeros(0))
     s, e = start[idx] - host_shift, end[idx] - host_shift
     members = np.bincount(cid, minlength=n_c)
     last = np.full(n_c, -np.inf)
@@ -388,7 +391,9 @@ def _clock_shifts(by_rank: dict[int, PartialRank], rank: np.ndarray, cid: np.nda
     names = list(dict.fromkeys(hosts))
     if len(names) < 2 or not cid.size:
         return {}
-    h = np.array([names.index(by_rank[int(r)].ops.host or "") for r in rank])
+    traced = np.array(sorted(by_rank), dtype=np.int64)
+    host_of = np.array([names.index(by_rank[int(r)].ops.host or "") for r in traced])
+    h = host_of[np.searchsorted(traced, rank)]
     out: dict[str, float] = {}
     ref = np.full(n_c, np.nan)
     ref_sum = np.bincount(cid[h == 0], weights=end[h == 0], minlength=n_c)
