@@ -2,7 +2,7 @@
 
     python bench/bench_detect_jobs.py --seed 0 --jobs 2 [--seed 1] [--scale 1.0]
 
-Prints the LOFO table of :mod:`stragglers.detect.evaluate_jobs` (the tuned method: ``robust``
+Prints the LOFO table of :mod:`stragglers.evaluation.detection_jobs` (the tuned method: ``robust``
 with its ``TUNING_GRID`` when that module exists, else ``sliding_window`` on a small
 window/threshold grid; baselines ``bocd_verify``, ``bocd``, ``sliding_window`` at their
 defaults), the real labelled series (``../shared/real/iter-more`` and
@@ -22,7 +22,8 @@ import tracemalloc
 from pathlib import Path
 
 from stragglers.detect.bocd import make_detector
-from stragglers.detect.evaluate_jobs import (
+from stragglers.detect.watch import Watcher
+from stragglers.evaluation.detection_jobs import (
     BASELINES,
     default_grid,
     evaluation_text,
@@ -30,8 +31,7 @@ from stragglers.detect.evaluate_jobs import (
     load_real_more,
     run_evaluation,
 )
-from stragglers.detect.jobcorpus import JobSeries, generate_job_corpus
-from stragglers.detect.watch import Watcher
+from stragglers.evaluation.jobcorpus import JobSeries, generate_job_corpus
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("STRAGGLERS_SHARED") or REPO.parent / "shared")

@@ -1,7 +1,7 @@
 """Fleet study benchmark: a synthetic fleet (default 1,000 jobs of 16 to 1,024 workers)
 analysed three ways, each into a fresh row store, as a table:
 
-* ``sequential``: a plain loop in one process (:func:`stragglers.fleet.runner.run_sequential`);
+* ``sequential``: a plain loop in one process (:func:`stragglers.fleet.execute.run_sequential`);
 * ``local-2``: the embedded Dask ``LocalCluster``, 2 single-threaded worker processes;
 * ``external-2``: a separately started ``dask scheduler`` and ``dask worker --nworkers 2
   --nthreads 1`` on loopback (a real multi-process cluster, as on several machines),
@@ -44,7 +44,7 @@ def _free_port() -> int:
 
 
 #: The external workers' Dask configuration: no MALLOC_TRIM_THRESHOLD_ (see
-#: stragglers.fleet.runner.TRIM_KEY), as the embedded cluster does.
+#: stragglers.fleet.execute.TRIM_KEY), as the embedded cluster does.
 WORKER_CONFIG = """\
 distributed:
   nanny:
@@ -66,8 +66,8 @@ def _usage() -> tuple[float, float, str | None]:
 def child(mode: str, fleet: str, store_dir: str) -> dict[str, object]:
     """One measurement (run in its own process)."""
     from stragglers.fleet.discover import discover
-    from stragglers.fleet.runner import open_client, run_dask, run_sequential
-    from stragglers.fleet.store import RowStore
+    from stragglers.fleet.execute import open_client, run_dask, run_sequential
+    from stragglers.fleet.rowstore import RowStore
 
     jobs = discover([fleet])
     store = RowStore(store_dir)

@@ -63,7 +63,7 @@ MODEL = ["--dp", "2", "--pp", "1", "--heads", "2", "--seq-len", "64",
 
 def _job(out: Path, k: int, factor: float, action: Path | None, mode: str
          ) -> subprocess.Popen[bytes]:
-    argv = [sys.executable, "-m", "stragglers.probe.examples.job", "--out-dir", str(out),
+    argv = [sys.executable, "-m", "stragglers.testbed.job", "--out-dir", str(out),
             "--steps", str(WARMUP + 2 * k), "--inject-period", str(k), "--slow-rank", "0",
             "--slow-factor", str(factor), "--slow-mode", mode, *MODEL, "--hidden", str(HIDDEN)]
     if PIN_CPUS:

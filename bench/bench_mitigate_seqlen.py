@@ -1,7 +1,7 @@
 """Sequence-length rebalancing on the real example job (docs/benchmarks/mitigate.md; issue 11 pt 6).
 
 The example job (gloo, CPU) with long-tailed sample lengths packed per micro-batch
-(``stragglers.probe.examples.loader``), the plain split (``in-order``) against the greedy
+(``stragglers.testbed.loader``), the plain split (``in-order``) against the greedy
 partitioner (``greedy``) with the cost model fitted from the job's own trace. The machine
 is shared, so by default the two are **paired inside one run** (``--rebalance paired``):
 steps 2k and 2k + 1 train the same samples, in order then greedy, under the same load.
@@ -50,8 +50,8 @@ from stragglers.analysis.engine import prepare
 from stragglers.mitigate.lengths import read_lengths
 from stragglers.mitigate.predict import predict_rebalance
 from stragglers.mitigate.seqlen import fit_from_trace, microbatch_compute
-from stragglers.probe.examples.job import JobConfig, run_job
-from stragglers.probe.examples.loader import modelled_costs
+from stragglers.testbed.job import JobConfig, run_job
+from stragglers.testbed.loader import modelled_costs
 from stragglers.trace import schema
 from stragglers.trace.io import read_meta, read_trace
 from stragglers.trace.table import build_table

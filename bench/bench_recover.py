@@ -1,7 +1,7 @@
 """Incident table of the robust-training driver on the example job (docs/guides/recover.md),
 like C4D's.
 
-Runs the example job (``stragglers.probe.examples.job``: a GPT, dp 2 x pp 2, gloo on CPU, one
+Runs the example job (``stragglers.testbed.job``: a GPT, dp 2 x pp 2, gloo on CPU, one
 process per rank, checkpoints every ``--ckpt-every`` steps) under ``stragglers.recover.driver``
 on 5 slots (4 ranks and a spare) and injects, each in a fresh run: a rank frozen as it enters
 a collective (``in-collective``), a rank that never reaches it (``before-collective``) and a
@@ -27,8 +27,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from stragglers.probe.examples.job import JobConfig, run_job
 from stragglers.recover.driver import DriverConfig, run_driver
+from stragglers.testbed.job import JobConfig, run_job
 
 STEPS, CKPT_EVERY, FAULT_STEP = 12, 3, 7
 SMALL: dict[str, Any] = dict(dp=2, pp=2, warmup_steps=1, hidden=32, heads=2, seq_len=16,
@@ -44,7 +44,7 @@ SCENARIOS = {
 
 
 def _command(tmp: Path, inject: list[str]) -> tuple[str, ...]:
-    args = [sys.executable, "-m", "stragglers.probe.examples.job", "--out-dir", str(tmp / "job"),
+    args = [sys.executable, "-m", "stragglers.testbed.job", "--out-dir", str(tmp / "job"),
             "--steps", str(STEPS), "--ckpt-dir", str(tmp / "ck"), "--ckpt-every",
             str(CKPT_EVERY), "--resume", "--no-probe"]
     for key, value in SMALL.items():

@@ -143,7 +143,7 @@ def fill_store(data: Path) -> tuple[str, str]:
     from stragglers.analysis import analyze_table, load_table
     from stragglers.analysis.outputs import write_outputs
     from stragglers.service.datadir import DataDir
-    from stragglers.service.records import AnalysisSummary, DetectionEvent, NewSession
+    from stragglers.service.rows import AnalysisSummary, DetectionEvent, NewSession
     from stragglers.service.store import Store, sqlite_url
 
     d = DataDir(data).create()

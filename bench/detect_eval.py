@@ -26,7 +26,7 @@ import time
 
 from stragglers.cli import main as cli_main
 from stragglers.detect.bocd import BOCDVerifyDetector, make_detector, run_detector
-from stragglers.detect.corpus import generate_corpus
+from stragglers.evaluation.corpus import generate_corpus
 
 
 def pruning_check(seed: int) -> int:
@@ -51,7 +51,7 @@ def pruning_check(seed: int) -> int:
 
 
 def cpu_cost(seed: int, repeat: int, real_dir: str | None, methods: list[str]) -> int:
-    from stragglers.detect.realdata import load_runs, semi_real_corpus
+    from stragglers.evaluation.realdata import load_runs, semi_real_corpus
 
     families = {"synthetic": generate_corpus(seed)[::4]}
     if real_dir is not None:

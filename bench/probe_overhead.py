@@ -27,7 +27,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from stragglers.probe import Probe, ProbeConfig, WorkerInfo
-from stragglers.probe.examples.job import JobConfig, run_job
+from stragglers.testbed.job import JobConfig, run_job
 
 
 def span_cost(n: int = 200_000) -> dict[str, float]:

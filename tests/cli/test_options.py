@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from stragglers.cli import options
+from stragglers import options
 
 
 @pytest.mark.parametrize("func,good,bad", [

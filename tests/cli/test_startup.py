@@ -15,7 +15,7 @@ from pathlib import Path
 from stragglers.cli import defaults
 
 HEAVY = ("scipy", "pandas", "pyarrow", "stragglers.synth.generator", "stragglers.sim",
-         "stragglers.detect.bocd", "stragglers.probe.examples.job", "stragglers.trace.io")
+         "stragglers.detect.bocd", "stragglers.testbed.job", "stragglers.trace.io")
 
 
 def _modules(code: str) -> set[str]:

@@ -8,7 +8,7 @@ import numpy as np
 
 from stragglers.cli import main
 from stragglers.detect.bocd import Alarm
-from stragglers.detect.corpus import (
+from stragglers.evaluation.corpus import (
     EVENT_LOSS,
     LOCATION_TOLERANCE,
     MIN_EVENT_ITERS,
@@ -17,7 +17,7 @@ from stragglers.detect.corpus import (
     generate_corpus,
     generate_series,
 )
-from stragglers.detect.evaluate import score_series, summarize
+from stragglers.evaluation.detection import score_series, summarize
 
 
 def test_corpus_is_deterministic_and_labelled() -> None:

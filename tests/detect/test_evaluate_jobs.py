@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from stragglers.cli import main
-from stragglers.detect import jobcorpus
-from stragglers.detect.evaluate_jobs import (
+from stragglers.detect.records import IterationRecord
+from stragglers.evaluation import jobcorpus
+from stragglers.evaluation.detection_jobs import (
     FALLBACK_GRID,
     Alert,
     JobOutcome,
@@ -25,8 +26,7 @@ from stragglers.detect.evaluate_jobs import (
     tolerance,
     watch_stream,
 )
-from stragglers.detect.jobcorpus import JobEvent, generate_series
-from stragglers.detect.records import IterationRecord
+from stragglers.evaluation.jobcorpus import JobEvent, generate_series
 from tests.conftest import SHARED, require_shared
 
 ITER_MORE = SHARED / "real" / "iter-more"

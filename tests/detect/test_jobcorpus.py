@@ -1,11 +1,11 @@
-"""The record-stream corpus (stragglers.detect.jobcorpus): determinism and true labels."""
+"""The record-stream corpus (stragglers.evaluation.jobcorpus): determinism and true labels."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from stragglers.detect.jobcorpus import (
+from stragglers.evaluation.jobcorpus import (
     EVENT_LOSS,
     FAMILIES,
     MIN_EVENT_ITERS,

@@ -347,8 +347,8 @@ def test_detect_eval_real_family(capsys) -> None:
 
 
 def test_semi_real_series_carry_their_labels() -> None:
-    from stragglers.detect.corpus import EVENT_LOSS
-    from stragglers.detect.realdata import load_runs, semi_real_corpus
+    from stragglers.evaluation.corpus import EVENT_LOSS
+    from stragglers.evaluation.realdata import load_runs, semi_real_corpus
 
     _real(MIXTRAL)
     runs = load_runs(REAL)
@@ -368,8 +368,8 @@ def test_semi_real_series_carry_their_labels() -> None:
 
 def test_a_minor_event_is_optional_in_the_scores() -> None:
     from stragglers.detect.bocd import Alarm
-    from stragglers.detect.corpus import Event, Series
-    from stragglers.detect.evaluate import score_series
+    from stragglers.evaluation.corpus import Event, Series
+    from stragglers.evaluation.detection import score_series
 
     minor = Event(onset=300, end=400, match_from=295, loss=0.07, peak_loss=0.07, kind="minor",
                   duration_s=100.0)
@@ -387,8 +387,8 @@ def test_slow_periods_right_after_spikes_are_declared_within_10_points() -> None
     start, also those that begin right after spikes (before, three were declared 11 to 15
     points late, e.g. nemotron-gb200/048: the spikes widened the variance of BOCD's current
     run, so the new level looked like more of it for several points)."""
-    from stragglers.detect.evaluate import score_series
-    from stragglers.detect.realdata import TUNED, load_runs, semi_real_corpus
+    from stragglers.evaluation.detection import score_series
+    from stragglers.evaluation.realdata import TUNED, load_runs, semi_real_corpus
 
     _real(MIXTRAL)
     corpus = [s for s in semi_real_corpus(load_runs(REAL), seed=2) if s.scenario in TUNED]

@@ -19,9 +19,9 @@ import json
 import pytest
 
 from stragglers.cli import main
-from stragglers.detect.validation_plan import tree_edges
+from stragglers.validate.compare import evaluate_run
 from stragglers.validate.executed import ValidationConfig, run_validation
-from stragglers.validate.report import evaluate_run
+from stragglers.validate.plan import tree_edges
 
 pytest.importorskip("torch")
 

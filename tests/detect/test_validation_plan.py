@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from stragglers.detect.validation_plan import (
+from stragglers.validate.plan import (
     check_plan,
     ring_edges,
     ring_passes,

@@ -12,8 +12,8 @@ import pytest
 
 from stragglers.cli import main
 from stragglers.fleet.discover import discover
-from stragglers.fleet.runner import open_client, run_dask, run_sequential
-from stragglers.fleet.store import RowStore
+from stragglers.fleet.execute import open_client, run_dask, run_sequential
+from stragglers.fleet.rowstore import RowStore
 from stragglers.fleet.study import gather
 from stragglers.fleet.task import STATUS_ANALYSED, STATUS_FAILED
 

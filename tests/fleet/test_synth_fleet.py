@@ -12,9 +12,9 @@ import pytest
 from stragglers.cli import main
 from stragglers.errors import InputError
 from stragglers.fleet.discover import discover
-from stragglers.fleet.runner import run_sequential
+from stragglers.fleet.execute import run_sequential
+from stragglers.fleet.rowstore import RowStore
 from stragglers.fleet.stats import fleet_stats
-from stragglers.fleet.store import RowStore
 from stragglers.fleet.study import gather
 from stragglers.synth.fleet import FleetShape, draw_specs, parse_mix, write_fleet
 

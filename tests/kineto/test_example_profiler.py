@@ -24,7 +24,7 @@ SLOW_RANK = 1
 @pytest.fixture(scope="module")
 def profiled_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     pytest.importorskip("torch")
-    from stragglers.probe.examples.job import JobConfig, run_job
+    from stragglers.testbed.job import JobConfig, run_job
 
     out = tmp_path_factory.mktemp("profiled-run")
     cfg = JobConfig(out_dir=str(out), steps=8, warmup_steps=2, slow_rank=SLOW_RANK,

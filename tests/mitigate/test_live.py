@@ -102,7 +102,7 @@ def test_live_s2_action_reduces_the_step_time(tmp_path: Path) -> None:
     costs = tmp_path / "costs.yaml"
     costs.write_text("S2: {overhead_s: 0.3}\n")
     log = (tmp_path / "job.log").open("w")
-    job = subprocess.Popen([sys.executable, "-m", "stragglers.probe.examples.job",
+    job = subprocess.Popen([sys.executable, "-m", "stragglers.testbed.job",
                             "--out-dir", str(out), "--action-file", str(action), *JOB],
                            stdout=log, stderr=subprocess.STDOUT)
     records: list[dict] = []

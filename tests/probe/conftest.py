@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from stragglers.probe.examples.job import JobConfig, run_job
+from stragglers.testbed.job import JobConfig, run_job
 
 #: The paired slow-worker run: rank 1 (DP rank 1, stage 0) sleeps for another 100% of its
 #: compute time in alternating blocks of two steps. Sleep, not CPU burn: on two cores shared

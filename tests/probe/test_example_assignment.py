@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from stragglers.errors import InputError
-from stragglers.probe.examples.assignment import ACTION_SCHEMA, parse_action
-from stragglers.probe.examples.job import JobConfig, run_job
+from stragglers.mitigate.action import ACTION_SCHEMA, parse_action
+from stragglers.testbed.job import JobConfig, run_job
 
 torch = pytest.importorskip("torch")
 

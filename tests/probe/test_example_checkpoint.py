@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from stragglers.probe.examples import checkpoint
-from stragglers.probe.examples.job import JobConfig, run_job
+from stragglers.testbed import checkpoint
+from stragglers.testbed.job import JobConfig, run_job
 
 pytest.importorskip("torch")
 

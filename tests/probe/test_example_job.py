@@ -11,10 +11,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from stragglers.evaluation.fidelity import subset_trace
 from stragglers.probe.check import check_trace
-from stragglers.probe.examples.job import JobConfig, run_job
-from stragglers.probe.fidelity import subset_trace
 from stragglers.probe.merge import TRACE_COLUMNS, load_meta
+from stragglers.testbed.job import JobConfig, run_job
 
 from .conftest import SLOW_RANK
 

@@ -12,8 +12,8 @@ import pytest
 
 from stragglers.mitigate.lengths import read_lengths
 from stragglers.mitigate.seqlen import CostModel, fit_from_trace
-from stragglers.probe.examples.job import JobConfig, run_job
-from stragglers.probe.examples.loader import SampleLoader, check_config, sample_lengths
+from stragglers.testbed.job import JobConfig, run_job
+from stragglers.testbed.loader import SampleLoader, check_config, sample_lengths
 from stragglers.trace.io import read_trace
 
 torch = pytest.importorskip("torch")
@@ -137,7 +137,7 @@ def test_empty_micro_batch_is_refused_before_the_run(tmp_path: Path) -> None:
 
 
 def test_cli_refuses_a_bad_rebalance_in_one_line(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "stragglers.probe.examples.job",
+    proc = subprocess.run([sys.executable, "-m", "stragglers.testbed.job",
                            "--out-dir", str(tmp_path / "o"), "--rebalance", "sorted"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2

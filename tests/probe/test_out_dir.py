@@ -12,15 +12,21 @@ import pytest
 
 from stragglers.cli import main
 from stragglers.errors import InputError
-from stragglers.probe.examples.job import OUT_MARKER, claim_out_dir
+from stragglers.probe.outdir import OUT_MARKER, claim_out_dir
+from stragglers.testbed.job import RUN_OUTPUTS
+
+
+def _claim(out: Path, force: bool) -> Path:
+    """The example job's claim of its --out-dir."""
+    return claim_out_dir(out, force, "--out-dir", RUN_OUTPUTS)
 
 
 def test_claim_creates_and_marks(tmp_path: Path) -> None:
-    out = claim_out_dir(tmp_path / "a" / "b", force=False)
+    out = _claim(tmp_path / "a" / "b", force=False)
     assert out.is_dir() and (out / OUT_MARKER).is_file()
     empty = tmp_path / "empty"
     empty.mkdir()
-    claim_out_dir(empty, force=False)
+    _claim(empty, force=False)
     assert (empty / OUT_MARKER).is_file()
 
 
@@ -30,22 +36,22 @@ def test_a_user_folder_is_refused_and_left_alone(tmp_path: Path) -> None:
     (user / "probe" / "notes.txt").write_text("keep")
     (user / "summary.json").write_text("{}")
     with pytest.raises(InputError, match="not empty and was not created by stragglers"):
-        claim_out_dir(user, force=False)
+        _claim(user, force=False)
     assert (user / "probe" / "notes.txt").read_text() == "keep"
     assert not (user / OUT_MARKER).exists()
     # --force: the run's own names are replaced, everything else stays
     (user / "other.txt").write_text("stay")
-    claim_out_dir(user, force=True)
+    _claim(user, force=True)
     assert not (user / "probe").exists() and not (user / "summary.json").exists()
     assert (user / "other.txt").read_text() == "stay" and (user / OUT_MARKER).is_file()
 
 
 def test_a_marked_folder_is_reused(tmp_path: Path) -> None:
-    out = claim_out_dir(tmp_path / "run", force=False)
+    out = _claim(tmp_path / "run", force=False)
     (out / "probe").mkdir()
     (out / "probe" / "rank-00000.jsonl").write_text("old")
     (out / "trace.parquet").write_text("old")
-    claim_out_dir(out, force=False)
+    _claim(out, force=False)
     assert sorted(p.name for p in out.iterdir()) == [OUT_MARKER]
 
 
@@ -86,3 +92,12 @@ def test_validate_without_out_dir_writes_into_a_reported_temporary_folder(
         assert rows[0]["case"] == "baseline" and rows[0]["run_dir"].startswith(str(runs))
     finally:
         shutil.rmtree(runs)
+
+
+def test_probe_fidelity_is_the_name_and_validate_a_deprecated_alias(capsys) -> None:
+    assert main(["probe", "fidelity", "--cases", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown case 'nope'" in err and "deprecated" not in err
+    assert main(["probe", "validate", "--cases", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "`stragglers probe validate` is deprecated" in err and "probe fidelity" in err

@@ -11,7 +11,7 @@ import pytest
 
 from stragglers.analysis.verdict import Cause
 from stragglers.cli import main
-from stragglers.probe.verdict_eval import (
+from stragglers.evaluation.verdict_eval import (
     CASE_FILE,
     MATRIX,
     ROWS_FILE,

@@ -48,7 +48,7 @@ def test_a_frozen_rank_inside_the_allreduce_is_excluded(tmp_path: Path,
     out, ck = tmp_path / "out", tmp_path / "ck"
     code = main(["run", "--slots", "3", "--heartbeat-s", "0.2", "--timeout-s", str(TIMEOUT_S),
                  "--ckpt", str(ck), "--out", str(out), "--validate", "--",
-                 sys.executable, "-m", "stragglers.recover.toyjob", "--steps", "16",
+                 sys.executable, "-m", "stragglers.testbed.toyjob", "--steps", "16",
                  "--ckpt-every", "4", "--hang-slot", "1", "--hang-at-step", "9",
                  "--hang-mode", "stop"])
     assert code == 0
@@ -78,7 +78,7 @@ def test_a_frozen_rank_inside_the_allreduce_is_excluded(tmp_path: Path,
 
 
 def test_a_rank_that_never_reaches_the_call_then_a_crash(tmp_path: Path) -> None:
-    cfg = DriverConfig((sys.executable, "-m", "stragglers.recover.toyjob", "--steps", "20",
+    cfg = DriverConfig((sys.executable, "-m", "stragglers.testbed.toyjob", "--steps", "20",
                         "--ckpt-every", "4", "--hang-slot", "2", "--hang-at-step", "6",
                         "--hang-mode", "never", "--crash-slot", "0", "--crash-at-step", "13"),
                        slots=4, ckpt_dir=str(tmp_path / "ck"), out_dir=str(tmp_path / "out"),
@@ -102,7 +102,7 @@ def test_a_rank_that_never_reaches_the_call_then_a_crash(tmp_path: Path) -> None
 
 
 def test_gives_up_when_slots_run_out(tmp_path: Path) -> None:
-    cfg = DriverConfig((sys.executable, "-m", "stragglers.recover.toyjob", "--steps", "8",
+    cfg = DriverConfig((sys.executable, "-m", "stragglers.testbed.toyjob", "--steps", "8",
                         "--crash-slot", "0", "--crash-at-step", "2"),
                        slots=1, ckpt_dir=str(tmp_path / "ck"), out_dir=str(tmp_path / "out"),
                        heartbeat_s=0.2, timeout_s=TIMEOUT_S)

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from stragglers.cli import main
-from stragglers.probe.examples import checkpoint
-from stragglers.probe.examples.job import JobConfig, run_job
 from stragglers.recover.driver import DriverConfig, run_driver
+from stragglers.testbed import checkpoint
+from stragglers.testbed.job import JobConfig, run_job
 
 pytest.importorskip("torch")
 
@@ -33,7 +33,7 @@ SMALL: dict[str, Any] = dict(dp=2, pp=2, warmup_steps=1, hidden=32, heads=2, seq
 
 
 def _job_args(tmp: Path, *inject: str) -> tuple[str, ...]:
-    args = [sys.executable, "-m", "stragglers.probe.examples.job", "--out-dir", str(tmp / "job"),
+    args = [sys.executable, "-m", "stragglers.testbed.job", "--out-dir", str(tmp / "job"),
             "--steps", str(STEPS), "--ckpt-dir", str(tmp / "ck"), "--ckpt-every", "2",
             "--resume", "--no-probe"]
     for key, value in SMALL.items():
@@ -121,16 +121,16 @@ def test_no_spare_left_stops_with_a_clear_message(tmp_path: Path) -> None:
 def test_resume_with_another_layout_is_one_line_exit_2(tmp_path: Path) -> None:
     ck = tmp_path / "ck"
     ck.mkdir()
-    checkpoint.write_marker(ck, checkpoint.Marker(step=4, dp=2, pp=2))
+    write_marker(ck, Marker(step=4, dp=2, pp=2))
     argv = ["--out-dir", str(tmp_path / "o"), "--dp", "1", "--pp", "2", "--ckpt-dir", str(ck),
             "--resume"]
-    proc = subprocess.run([sys.executable, "-m", "stragglers.probe.examples.job", *argv],
+    proc = subprocess.run([sys.executable, "-m", "stragglers.testbed.job", *argv],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.count("\n") == 1
     assert "latest: field 'dp'/'pp': written by dp 2 x pp 2, this run is dp 1 x pp 2" in proc.stderr
     # under the driver: every rank refuses, the driver stops instead of excluding slots
-    cfg = DriverConfig((sys.executable, "-m", "stragglers.probe.examples.job", *argv),
+    cfg = DriverConfig((sys.executable, "-m", "stragglers.testbed.job", *argv),
                        slots=2, world=2, pp=2, ckpt_dir=str(ck), out_dir=str(tmp_path / "run"),
                        heartbeat_s=0.2, timeout_s=TIMEOUT_S)
     res = run_driver(cfg)
@@ -142,7 +142,7 @@ def test_resume_with_another_layout_via_the_cli(tmp_path: Path,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     ck = tmp_path / "ck"
     ck.mkdir()
-    checkpoint.write_marker(ck, checkpoint.Marker(step=4, dp=1, pp=2))
+    write_marker(ck, Marker(step=4, dp=1, pp=2))
     assert main(["probe", "example", "--out-dir", str(tmp_path / "o"), "--ckpt-dir", str(ck),
                  "--resume"]) == 2
     err = capsys.readouterr().err

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from stragglers.analysis import analyze_files
-from stragglers.service.records import AnalysisSummary, NewSession
+from stragglers.service.rows import AnalysisSummary, NewSession
 from stragglers.service.store import Store, sqlite_url
 from tests.service.helpers import CLI, Job, Receiver, Server, in_ci, make_job, poll
 from tests.service.postgres import PostgresServer

@@ -202,7 +202,7 @@ def test_a_records_retry_with_the_same_key_is_not_applied_twice(server_factory):
 
 
 def test_the_push_client_sends_records_with_a_key_and_retries(server_factory):
-    from stragglers.service.push import push_records
+    from stragglers.service.client import push_records
 
     server = server_factory()
     lines = [f'{{"rank": 0, "iter": {i}, "duration": 1.0}}' for i in range(20)]

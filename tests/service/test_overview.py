@@ -8,7 +8,7 @@ import time
 import uuid
 
 from stragglers.service.overview import fresh, job_views
-from stragglers.service.records import AnalysisSummary, DetectionEvent, NewSession
+from stragglers.service.rows import AnalysisSummary, DetectionEvent, NewSession
 from stragglers.service.store import Store
 from tests.service.test_store import postgres, store  # noqa: F401 - the fixtures
 

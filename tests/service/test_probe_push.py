@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from stragglers.probe.examples.job import JobConfig, run_job  # noqa: E402
+from stragglers.testbed.job import JobConfig, run_job  # noqa: E402
 from tests.service.helpers import TOKEN  # noqa: E402
 
 

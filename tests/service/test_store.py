@@ -14,7 +14,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import create_engine, text
 
-from stragglers.service.records import (
+from stragglers.service.rows import (
     DONE,
     FAILED,
     QUEUED,

@@ -141,7 +141,7 @@ def test_detector_adapter_reports_a_step_change():
 
 def test_alertmanager_settings_and_payload():
     from stragglers.service.alerts import alertmanager_alert
-    from stragglers.service.records import AlertRow
+    from stragglers.service.rows import AlertRow
 
     cfg = AlertConfig.from_dict({"alertmanager": "http://127.0.0.1:9093", "resend_s": 30,
                                  "timeout_s": 2, "rules": [{"slowdown": 1.2}]}, "a.yaml")
@@ -172,7 +172,7 @@ def test_alertmanager_settings_and_payload():
     ("training_job", "label_training_job"), ("__name__", "label_name__"), ("le", "label_le"),
     ("a.b/c", "a_b_c")])
 def test_session_labels_become_valid_prometheus_label_names(key, name):
-    from stragglers.service.metrics import label_name
+    from stragglers.service.prometheus import label_name
 
     assert label_name(key) == name
     assert re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_]*", name) and not name.startswith("__")
@@ -217,7 +217,7 @@ def test_record_activity_sees_a_job_send_records_without_its_log():
     import time as _time
 
     from stragglers.service.overview import RecordActivity
-    from stragglers.service.records import JobRow
+    from stragglers.service.rows import JobRow
 
     def job(records: int) -> JobRow:
         return JobRow(id=7, name="j", created_at=1.0, sessions=0, failed=0, records=records,

@@ -324,15 +324,15 @@ def _eval(args: argparse.Namespace) -> int:
         raise InputError("--seed: the series corpus takes one seed (several: --corpus jobs)")
     args.seed = seeds[0]
     args.family = args.family or "synthetic"
-    from stragglers.detect.corpus import SCENARIOS, generate_corpus
-    from stragglers.detect.evaluate import (
+    from stragglers.evaluation.corpus import SCENARIOS, generate_corpus
+    from stragglers.evaluation.detection import (
         METHOD_ORDER,
         evaluate,
         format_tables,
         metrics_json,
         streaming_cost,
     )
-    from stragglers.detect.realdata import (
+    from stragglers.evaluation.realdata import (
         RUNS,
         SEMI_REAL_PER_RUN,
         load_runs,
@@ -392,7 +392,7 @@ def _eval(args: argparse.Namespace) -> int:
 def _eval_jobs(args: argparse.Namespace, seeds: list[int]) -> int:
     """``detect-eval --corpus jobs``: the record-stream corpus through the watcher."""
     from stragglers.detect.bocd import make_detector
-    from stragglers.detect.evaluate_jobs import (
+    from stragglers.evaluation.detection_jobs import (
         BASELINES,
         FALLBACK_GRID,
         default_grid,
@@ -402,7 +402,7 @@ def _eval_jobs(args: argparse.Namespace, seeds: list[int]) -> int:
         load_real_more,
         run_evaluation,
     )
-    from stragglers.detect.jobcorpus import scenario_counts
+    from stragglers.evaluation.jobcorpus import scenario_counts
 
     if args.family is not None:
         raise InputError("--family: only with --corpus series (--corpus jobs takes "
@@ -450,8 +450,8 @@ def _eval_jobs(args: argparse.Namespace, seeds: list[int]) -> int:
 def _by_run(outcomes: dict[str, Any]) -> str:
     """BOCD+V on the real-data families, split by the runs the defaults were tuned on and
     the runs held out."""
-    from stragglers.detect.evaluate import metrics_by_run
-    from stragglers.detect.realdata import HELD_OUT, TUNED
+    from stragglers.evaluation.detection import metrics_by_run
+    from stragglers.evaluation.realdata import HELD_OUT, TUNED
 
     res = outcomes.get("bocd_verify")
     if not res:
@@ -901,7 +901,7 @@ def _rank_field(obj: dict[str, Any], key: str, size: int, where: str) -> int:
 
 # -- detect plan --------------------------------------------------------------------------------
 def _plan(args: argparse.Namespace) -> int:
-    from stragglers.detect.validation_plan import (
+    from stragglers.validate.plan import (
         check_plan,
         ring_edges,
         ring_passes,

@@ -6,8 +6,8 @@ import argparse
 import json
 import sys
 
+from stragglers import options
 from stragglers.atomic import check_out_dir
-from stragglers.cli import options
 from stragglers.errors import InputError
 
 EPILOG = """\
@@ -58,8 +58,8 @@ def _progress(done: int, total: int, failed: int) -> None:
 
 def run_fleet_cmd(args: argparse.Namespace) -> int:
     from stragglers.fleet.discover import discover
-    from stragglers.fleet.runner import open_client, run_dask, run_sequential
-    from stragglers.fleet.store import RowStore
+    from stragglers.fleet.execute import open_client, run_dask, run_sequential
+    from stragglers.fleet.rowstore import RowStore
     from stragglers.fleet.study import gather, write_study
 
     check_out_dir(args.out)

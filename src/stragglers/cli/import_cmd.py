@@ -6,7 +6,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from stragglers.atomic import StagedDir, check_out_dir
-from stragglers.cli.options import positive_int
+from stragglers.options import positive_int
 
 if TYPE_CHECKING:
     from stragglers.trace.io import JobMeta

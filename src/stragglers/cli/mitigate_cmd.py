@@ -9,9 +9,9 @@ import re
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from stragglers.cli.options import non_negative_int, positive_float, positive_int
 from stragglers.errors import InputError
 from stragglers.limits import check_limit
+from stragglers.options import non_negative_int, positive_float, positive_int
 
 if TYPE_CHECKING:  # the libraries are imported by the commands that use them (start-up)
     import numpy as np

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from stragglers.atomic import check_out_dir
-from stragglers.cli.options import add_later, non_negative_int, positive_int, slowdown_factor
 from stragglers.errors import InputError
+from stragglers.options import add_later, non_negative_int, positive_int, slowdown_factor
 
 if TYPE_CHECKING:
-    from stragglers.probe.examples.job import JobConfig
+    from stragglers.testbed.job import JobConfig
 
 EPILOG = """\
 examples:
@@ -23,7 +23,7 @@ examples:
   stragglers probe example --out-dir runs/slow --slow-rank 1 --slow-factor 1.5
   stragglers probe merge runs/ex/probe --meta runs/ex/probe/job.yaml --out runs/ex
   stragglers analyze runs/ex/trace.parquet --meta runs/ex/meta.yaml --out runs/ex/analysis
-  stragglers probe validate --out-dir runs/fidelity --json   # default: a new temp folder
+  stragglers probe fidelity --out-dir runs/fidelity --json   # default: a new temp folder
   stragglers probe verdict-eval --keep runs/veval            # the verdict on 31 real runs
   stragglers probe verdict-eval --reanalyse runs/veval --split tune --verdict pause_factor=2
 
@@ -33,13 +33,14 @@ exit codes: 0 ok, 2 bad input (the message names the file and the problem)
 
 def _job_arguments(parser: argparse.ArgumentParser, out_dir_required: bool = True) -> None:
     """The example job's options (from its config; imported when the command is used)."""
-    from stragglers.probe.examples.job import add_job_arguments
+    from stragglers.testbed.job import add_job_arguments
 
     add_job_arguments(parser, out_dir_required)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add ``probe merge``, ``probe example``, ``probe validate`` and ``probe verdict-eval``."""
+    """Add ``probe merge``, ``probe example``, ``probe fidelity`` (``probe validate``, its
+    deprecated name, still works for one release) and ``probe verdict-eval``."""
     fmt = argparse.RawDescriptionHelpFormatter
     probe = sub.add_parser(
         "probe", formatter_class=fmt, epilog=EPILOG,
@@ -75,8 +76,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_example)
 
     p = psub.add_parser(
-        "validate", formatter_class=fmt, epilog=EPILOG,
-        help="fidelity check: measured vs estimated slowdown of injected stragglers",
+        "fidelity", aliases=["validate"], formatter_class=fmt, epilog=EPILOG,
+        help="fidelity check: measured vs estimated slowdown of injected stragglers "
+             "(`probe validate` is its deprecated name)",
         description="Run the example job with and without injected stragglers (a slow "
                     "worker at several severities, a heavy last stage, long-tailed sequence "
                     "lengths, uncoordinated GC) and compare the measured slowdown with the "
@@ -88,7 +90,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true",
                    help="print the rows as JSON: case, measured, estimated, discrepancy, blamed")
     add_later(p, partial(_job_arguments, out_dir_required=False))
-    p.set_defaults(func=run_validate)
+    p.set_defaults(func=run_fidelity_cmd)
 
     p = psub.add_parser(
         "verdict-eval", formatter_class=fmt, epilog=EPILOG,
@@ -148,7 +150,7 @@ def run_merge(args: argparse.Namespace) -> int:
 
 
 def _config(args: argparse.Namespace) -> JobConfig:
-    from stragglers.probe.examples.job import config_from_args
+    from stragglers.testbed.job import config_from_args
 
     try:
         return config_from_args(args)
@@ -158,7 +160,7 @@ def _config(args: argparse.Namespace) -> JobConfig:
 
 def run_example(args: argparse.Namespace) -> int:
     """``stragglers probe example``."""
-    from stragglers.probe.examples.job import run_job
+    from stragglers.testbed.job import run_job
 
     summary = run_job(_config(args))
     keys = ("mean_step_s", "median_step_s", "loss_first", "loss_last", "timer", "device",
@@ -167,9 +169,17 @@ def run_example(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_validate(args: argparse.Namespace) -> int:
-    """``stragglers probe validate``."""
-    from stragglers.probe.fidelity import CASES, format_table, run_fidelity
+#: The deprecated name of ``probe fidelity`` (until the next release).
+DEPRECATED_FIDELITY = "validate"
+
+
+def run_fidelity_cmd(args: argparse.Namespace) -> int:
+    """``stragglers probe fidelity`` (and its deprecated name ``probe validate``)."""
+    from stragglers.evaluation.fidelity import CASES, format_table, run_fidelity
+
+    if getattr(args, "probe_command", None) == DEPRECATED_FIDELITY:
+        print("warning: `stragglers probe validate` is deprecated and will be removed in the "
+              "next release; use `stragglers probe fidelity`", file=sys.stderr)
 
     try:
         severities = [slowdown_factor(s) for s in args.severities.split(",") if s.strip()]
@@ -183,8 +193,8 @@ def run_validate(args: argparse.Namespace) -> int:
         raise InputError(f"--cases: unknown case {unknown[0]!r}; expected some of "
                          f"{', '.join(CASES)}")
     if not args.out_dir:  # never the current folder: a fresh temporary one, reported
-        args.out_dir = tempfile.mkdtemp(prefix="stragglers-validate-")
-        print(f"probe validate: writing the runs under {args.out_dir} (set --out-dir to "
+        args.out_dir = tempfile.mkdtemp(prefix="stragglers-fidelity-")
+        print(f"probe fidelity: writing the runs under {args.out_dir} (set --out-dir to "
               "choose)", file=sys.stderr)
     cfg = _config(args)
     rows = run_fidelity(cfg, cfg.out_dir, args.cases or CASES, severities)
@@ -200,8 +210,8 @@ def run_verdict_eval(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from stragglers.analysis.verdict import VerdictConfig
+    from stragglers.evaluation import verdict_eval
     from stragglers.limits import check_limit
-    from stragglers.probe import verdict_eval
 
     only = None
     if args.only is not None:

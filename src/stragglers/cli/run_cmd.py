@@ -8,8 +8,8 @@ import shutil
 import sys
 from typing import Any
 
+from stragglers import options
 from stragglers.atomic import check_out_dir
-from stragglers.cli import options
 from stragglers.errors import InputError
 from stragglers.limits import check_limit
 

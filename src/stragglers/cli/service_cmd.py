@@ -157,7 +157,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
 def run_push(args: argparse.Namespace) -> int:
     from stragglers.service.auth import load_token
-    from stragglers.service.push import push_session, wait_session
+    from stragglers.service.client import push_session, wait_session
 
     token = load_token(args.token_file)
     session = push_session(args.trace, args.meta, args.server, token, job=args.job,

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 from stragglers.atomic import check_out_dir
 from stragglers.cli.defaults import FLEET_DEFAULT_MIX as DEFAULT_MIX
 from stragglers.cli.defaults import SYNTH_MAX_SIGMA as MAX_SIGMA
-from stragglers.cli.options import (
+from stragglers.errors import InputError
+from stragglers.options import (
     non_negative_float,
     non_negative_int,
     positive_int,
@@ -18,7 +19,6 @@ from stragglers.cli.options import (
     slowdown_factor,
     worker_factor,
 )
-from stragglers.errors import InputError
 
 if TYPE_CHECKING:  # the generator is imported by the commands (start-up)
     from stragglers.synth import SynthSpec

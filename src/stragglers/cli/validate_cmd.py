@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from stragglers.cli import options
+from stragglers import options
 from stragglers.errors import InputError
 from stragglers.limits import check_limit
 
@@ -86,8 +86,8 @@ def parse_ranks(text: str) -> tuple[int, ...]:
 
 def _validate(args: argparse.Namespace) -> int:
     from stragglers.cli.detect_cmd import _Output
+    from stragglers.validate.compare import evaluate_run, format_report
     from stragglers.validate.executed import ValidationConfig, run_validation
-    from stragglers.validate.report import evaluate_run, format_report
 
     order = parse_ranks(args.ranks)
     world = max(order) + 1

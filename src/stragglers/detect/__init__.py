@@ -8,11 +8,8 @@ One job per module:
   anchor n-gram), streaming and batch;
 * :mod:`~stragglers.detect.bocd` - BOCD (Normal-Gamma, constant hazard) with verification, and the
   plain-BOCD and sliding-window baselines behind one streaming interface;
-* :mod:`~stragglers.detect.corpus` / :mod:`~stragglers.detect.evaluate` - labelled synthetic
-  corpus and the Falcon Table 4/5 style benchmark (``stragglers detect-eval``);
 * :mod:`~stragglers.detect.narrow` - suspicious communication groups (slow transfer vs waiting);
 * :mod:`~stragglers.detect.matrix` - C4D delay matrix and late senders from receive waits;
-* :mod:`~stragglers.detect.validation_plan` - disjoint P2P passes for rings and trees;
 * :mod:`~stragglers.detect.hang` - hang localisation on a dp x pp x tp topology;
 * :mod:`~stragglers.detect.flight_recorder` - reading PyTorch NCCL flight-recorder dumps (a
   restricted unpickler: plain containers and scalars only);

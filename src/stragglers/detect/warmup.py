@@ -24,7 +24,7 @@ from collections import deque
 __all__ = ["DEFAULT_MIN_ITERS", "WarmUp"]
 
 #: The default minimum warm-up in job iterations (``watch --warmup``).  Chosen on the tuned
-#: runs (``stragglers.detect.realdata.TUNED``): with a minimum of 50 the level of
+#: runs (``stragglers.evaluation.realdata.TUNED``): with a minimum of 50 the level of
 #: ``dsv3-h100`` passes the settle test at iteration 55 and then rises 16 % (iterations
 #: 100-155) and settles back by 300, a false onset; 100 and more raise none; checked on
 #: the held-out runs (none at 50 or more).

@@ -20,7 +20,7 @@ import numpy as np
 
 from stragglers.analysis.result import DISCREPANCY_LIMIT
 from stragglers.analysis.verdict import Cause
-from stragglers.fleet.table import NamedRow
+from stragglers.fleet.parquet import NamedRow
 from stragglers.fleet.task import STATUS_ANALYSED, STATUS_FAILED
 
 #: S at or above which a job straggles (the paper's "significant slowdown").

@@ -12,11 +12,11 @@ from pathlib import Path
 
 from stragglers.atomic import StagedDir
 from stragglers.fleet.discover import JobInput
-from stragglers.fleet.report import render_html, write_figures
-from stragglers.fleet.runner import RunStats
+from stragglers.fleet.execute import RunStats
+from stragglers.fleet.figures import render_html, write_figures
+from stragglers.fleet.parquet import NamedRow, write_table
+from stragglers.fleet.rowstore import RowStore
 from stragglers.fleet.stats import FleetStats, fleet_stats
-from stragglers.fleet.store import RowStore
-from stragglers.fleet.table import NamedRow, write_table
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Following a running example job through the probe files it writes (for ``mitigate run``).
 
-Every rank of :mod:`stragglers.probe.examples.job` appends to ``OUT/probe/rank-NNNNN.jsonl``
+Every rank of :mod:`stragglers.testbed.job` appends to ``OUT/probe/rank-NNNNN.jsonl``
 while it trains (:mod:`stragglers.probe.recorder`: a ``header`` line with the rank's
 ``dp_rank``, ``stage`` and the job's ``meta``, then ``span`` and ``step_end`` lines, flushed
 every half second). :class:`JobFollower` reads what was appended since the last

@@ -23,7 +23,7 @@ Each poll:
 4. an S2 decision is acted on: each DP replica's time per micro-batch ``t_i`` is measured
    over the last ``window`` complete steps (the slowest stage of the replica: a pipeline runs
    at the pace of its slowest stage), :func:`~.microbatch.solve_microbatches` splits the
-   ``dp * M`` micro-batches, and the action file (:mod:`stragglers.probe.examples.assignment`)
+   ``dp * M`` micro-batches, and the action file (:mod:`stragglers.testbed.assignment`)
    is written atomically with ``step`` = the step after the last complete one. When an
    episode in which S2 acted ends (the planner saw the slow ranks recover), the assignment is
    solved again from the times measured then (back to the even split when they are equal).
@@ -52,12 +52,12 @@ from stragglers.detect.megatron import Gap
 from stragglers.detect.records import IterationRecord, RecordError
 from stragglers.detect.watch import Watcher
 from stragglers.errors import InputError
+from stragglers.mitigate.action import MicrobatchAction, parse_action
 from stragglers.mitigate.costs import Strategy
 from stragglers.mitigate.events import LEVEL_KINDS, EventStream, add_event
 from stragglers.mitigate.follow_job import JobFollower
 from stragglers.mitigate.microbatch import solve_microbatches
 from stragglers.mitigate.planner import Decision, plan_mitigation
-from stragglers.probe.examples.assignment import MicrobatchAction, parse_action
 
 __all__ = ["LiveConfig", "LiveController", "run_live"]
 

@@ -12,18 +12,18 @@
   :mod:`stragglers.probe.lightning` and :mod:`stragglers.probe.hf` do it for Lightning and
   the Hugging Face ``Trainer``.
 * :func:`merge_dir` turns a directory of rank files into ``trace.parquet`` + ``meta.yaml``.
-* :mod:`stragglers.probe.examples.job` is a real GPT-style 1F1B pipeline + DP training job.
+* :mod:`stragglers.testbed.job` is a real GPT-style 1F1B pipeline + DP training job.
 
 Only :mod:`~stragglers.probe.merge` and :mod:`~stragglers.probe.check` work without torch.
 """
 
 from stragglers.probe.clock import ClockSample, OffsetTrack, measure_offset
-from stragglers.probe.config import JobLayout, ProbeConfig, WorkerInfo
 from stragglers.probe.gcplan import PlannedGC
 from stragglers.probe.hooks import CommHooks
 from stragglers.probe.loop import LoopProbe, attach
 from stragglers.probe.merge import MergeResult, merge_dir
 from stragglers.probe.recorder import Probe, probe_session
+from stragglers.probe.settings import JobLayout, ProbeConfig, WorkerInfo
 
 __all__ = [
     "ClockSample",

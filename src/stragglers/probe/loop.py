@@ -55,7 +55,6 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from stragglers.probe.config import JobLayout, ProbeConfig, WorkerInfo
 from stragglers.probe.ops import (
     BACKWARD_COMPUTE,
     EMBEDDING_ALL_REDUCE,
@@ -65,7 +64,9 @@ from stragglers.probe.ops import (
     LAYERNORM_ALL_REDUCE,
     OPTIMIZER,
 )
+from stragglers.probe.outdir import check_unclaimed, claim_out_dir
 from stragglers.probe.recorder import Mark, Probe
+from stragglers.probe.settings import JobLayout, ProbeConfig, WorkerInfo
 
 log = logging.getLogger("stragglers.probe")
 
@@ -356,23 +357,6 @@ def _rank_and_world() -> tuple[int, int]:
     return 0, 1
 
 
-def check_loop_dir(out_dir: str | os.PathLike[str], force: bool) -> Path:
-    """Refuse (:class:`~stragglers.errors.InputError`) an output folder that is not new,
-    empty, or one stragglers created (it holds the marker), unless ``force``. Reads only:
-    every rank runs it before rank 0 changes anything, so every rank refuses alike."""
-    from stragglers.atomic import check_out_dir
-    from stragglers.errors import InputError
-    from stragglers.probe.examples.job import OUT_MARKER
-
-    out = check_out_dir(out_dir, "out_dir")
-    if (out.exists() and not force and not (out / OUT_MARKER).is_file()
-            and any(out.iterdir())):
-        raise InputError(f"out_dir {out}: the folder is not empty and was not created by "
-                         f"stragglers (no {OUT_MARKER} in it); choose a new or empty folder, "
-                         "or pass force=True")
-    return out
-
-
 def make_loop_probe(out_dir: str | os.PathLike[str], *, config: ProbeConfig | None = None,
                     trial_name: str = "loop", merge: bool = True, force: bool = False
                     ) -> LoopProbe:
@@ -383,14 +367,12 @@ def make_loop_probe(out_dir: str | os.PathLike[str], *, config: ProbeConfig | No
     out = Path(out_dir)
     cfg = config if config is not None else ProbeConfig(first_step=2)
     if cfg.enabled:
-        check_loop_dir(out, force)
+        check_unclaimed(out, force, "out_dir")
         if world > 1:
             import torch.distributed as dist
 
             dist.barrier()  # every rank has looked before rank 0 changes anything
         if rank == 0:
-            from stragglers.probe.examples.job import claim_out_dir
-
             claim_out_dir(out, True, "out_dir", LOOP_OUTPUTS)  # the previous run's files go
         if world > 1:
             dist.barrier()

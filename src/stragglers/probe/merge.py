@@ -370,7 +370,7 @@ def merge_dir(
     structure checks altogether. The two files appear together or not at all
     (:class:`~stragglers.atomic.StagedDir`), the trace last.
     """
-    from stragglers.probe.config import write_job_yaml
+    from stragglers.probe.settings import write_job_yaml
 
     src = Path(in_dir)
     if not src.is_dir():

@@ -4,7 +4,7 @@ When :class:`~stragglers.probe.ProbeConfig` names a ``push_server``, every rank'
 :meth:`Probe.close <stragglers.probe.Probe.close>` writes its rank file, waits for the others
 (a barrier on the probes' gloo group) and rank 0 calls :func:`merge_and_push`: the rank files
 are merged into ``OUT_DIR/session/`` (``trace.parquet`` + ``meta.yaml``) and uploaded with
-:func:`stragglers.service.push.push_session`. The outcome is written to
+:func:`stragglers.service.client.push_session`. The outcome is written to
 ``OUT_DIR/session/push.json`` (``{"session": ID}`` or ``{"error": "..."}``).
 
 A training job must not die because a monitoring server is down or a trace is odd: every
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from stragglers.atomic import write_text
 from stragglers.errors import InputError
-from stragglers.probe.config import ProbeConfig
+from stragglers.probe.settings import ProbeConfig
 
 log = logging.getLogger("stragglers.probe")
 
@@ -50,7 +50,7 @@ def merge_and_push(probe_dir: str | Path, config: ProbeConfig) -> PushOutcome:
         # Imported here: the service client needs httpx, which only pushing sessions use.
         from stragglers.probe.merge import merge_dir
         from stragglers.service.auth import load_token
-        from stragglers.service.push import push_session
+        from stragglers.service.client import push_session
 
         token = load_token(config.push_token_file, "ProbeConfig.push_token_file")
         merge_dir(src, None, dest)

@@ -53,8 +53,8 @@ from stragglers.probe.clock import (
     gather_domains,
     measure_offset,
 )
-from stragglers.probe.config import JobLayout, ProbeConfig, WorkerInfo, write_job_yaml
 from stragglers.probe.ops import OPTYPES
+from stragglers.probe.settings import JobLayout, ProbeConfig, WorkerInfo, write_job_yaml
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -6,8 +6,8 @@ from its latest checkpoint.
   status), written by a background thread so that a live rank keeps beating while it waits;
 * :mod:`~stragglers.recover.driver` - the driver behind ``stragglers run``: launch, watch,
   localise, exclude, restart, incident reports;
-* :mod:`~stragglers.recover.toyjob` - a small elastic data-parallel training job over gloo
+* :mod:`~stragglers.testbed.toyjob` - a small elastic data-parallel training job over gloo
   with checkpoints and hang/crash injections, for the tests of the elastic mode (the incident
   benchmark and the fixed-size tests run the example job, whose injections live in
-  :mod:`stragglers.probe.examples.faults`).
+  :mod:`stragglers.testbed.faults`).
 """

@@ -5,7 +5,7 @@ GPU), and watches them. Two ways to fill the slots:
 
 * **elastic** (``world`` not given): every slot in service runs a rank (rank ``i`` on the
   ``i``-th slot); excluding a slot restarts the job with one rank fewer (a job whose
-  trajectory does not depend on its size, such as :mod:`stragglers.recover.toyjob`);
+  trajectory does not depend on its size, such as :mod:`stragglers.testbed.toyjob`);
 * **fixed size with spares** (``world = W``, e.g. ``dp x pp`` of the example job): the first
   ``W`` slots run ranks ``0..W-1``, the others are spares; an excluded slot is replaced by
   the first spare, which takes over its rank (the other ranks keep their slots). When no
@@ -43,7 +43,7 @@ With ``validate``, the validation passes of a ring over the attempt's slots and 
 process of the attempt, takes the culprits' slots out of service and
 restarts the command (on the remaining slots, or with spares in their place); the job
 resumes from its latest checkpoint in ``ckpt_dir``: the example job's ``latest`` marker
-(:mod:`stragglers.probe.examples.checkpoint`; the command must carry ``--ckpt-dir`` with the
+(:mod:`stragglers.testbed.checkpoint`; the command must carry ``--ckpt-dir`` with the
 same folder and ``--resume``), or else the toy job's files ``ckpt-<step>.pt``. If every rank
 of an attempt exits with status 2 before its first step, the job refused its input:
 the driver stops and says so instead of excluding slots. Each incident is a JSON object:
@@ -113,7 +113,7 @@ def resume_step(folder: Path) -> int:
     """The step a restarted job begins at: the example job's ``latest`` marker (the number of
     steps the checkpoint holds), else the toy job's newest ``ckpt-<step>.pt`` plus one, else 0.
     """
-    from stragglers.probe.examples.checkpoint import read_marker
+    from stragglers.recover.marker import read_marker
 
     marker = read_marker(folder)
     if marker is not None:
@@ -218,8 +218,8 @@ def _validate_slots(slots: list[int]) -> dict[str, Any]:
     """Validation passes (a ring over the slots of the attempt, suspects included) and the GEMM
     test, as ``stragglers validate`` runs them; results mapped back to slots. Here the slots
     are local processes, so this measures this machine, not the slots' own hardware."""
+    from stragglers.validate.compare import evaluate_run
     from stragglers.validate.executed import ValidationConfig, run_validation
-    from stragglers.validate.report import evaluate_run
 
     t0 = time.monotonic()
     n = len(slots)

@@ -1,7 +1,7 @@
 """SMon: the monitoring service (``stragglers serve``) that analyses every uploaded
 profiling session in worker processes, shows the results on a dashboard, runs the
 streaming detector on record streams, alerts and exports Prometheus metrics; and its push
-client (``stragglers push``, :func:`stragglers.service.push.push_session`).
+client (``stragglers push``, :func:`stragglers.service.client.push_session`).
 
 One module per concern: ``app`` (ASGI app and lifespan), ``api`` (JSON API), ``dashboard``
 and ``views`` (pages), ``auth`` (bearer token, body limits), ``ingest`` (uploads),

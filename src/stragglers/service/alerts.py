@@ -52,9 +52,9 @@ from typing import Any
 import httpx
 
 from stragglers.service.alert_rules import AlertConfig, Rule
-from stragglers.service.metrics import JOB_LABEL, label_name
 from stragglers.service.overview import job_views
-from stragglers.service.records import AlertRow, EventRow, JobRow, SessionRow
+from stragglers.service.prometheus import JOB_LABEL, label_name
+from stragglers.service.rows import AlertRow, EventRow, JobRow, SessionRow
 from stragglers.service.store import Store
 
 log = logging.getLogger("stragglers.service.alerts")

@@ -49,9 +49,9 @@ from stragglers.errors import InputError
 from stragglers.limits import LIMITS, LimitError, limit
 from stragglers.service.datadir import SESSION_ID, check_job_name
 from stragglers.service.ingest import Upload, check_key, parse_labels
-from stragglers.service.metrics import CONTENT_TYPE, render
 from stragglers.service.overview import job_views, view_doc
-from stragglers.service.records import AlertRow, EventRow, JobRow, SessionRow
+from stragglers.service.prometheus import CONTENT_TYPE, render
+from stragglers.service.rows import AlertRow, EventRow, JobRow, SessionRow
 from stragglers.service.state import Service
 from stragglers.service.streams import BatchAnswer
 

@@ -22,9 +22,9 @@ from stragglers.service.auth import BearerAuth, BodyLimit
 from stragglers.service.datadir import DataDir
 from stragglers.service.dispatcher import Dispatcher, Executor, Validator
 from stragglers.service.ingest import Ingest, remove_orphans
-from stragglers.service.metrics import RequestMetrics, Telemetry, registry_for
 from stragglers.service.overview import RecordActivity
-from stragglers.service.records import SessionRow
+from stragglers.service.prometheus import RequestMetrics, Telemetry, registry_for
+from stragglers.service.rows import SessionRow
 from stragglers.service.state import Service, ServiceConfig
 from stragglers.service.store import Store, sqlite_url
 from stragglers.service.streams import RecordStreams

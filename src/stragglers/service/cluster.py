@@ -121,7 +121,7 @@ def connect(scheduler: str) -> Any:
     try:
         from distributed import Client
 
-        from stragglers.fleet.runner import check_scheduler_address
+        from stragglers.fleet.execute import check_scheduler_address
     except ImportError:
         raise InputError("--scheduler needs dask[distributed]: pip install "
                          "'stragglers[fleet]'") from None

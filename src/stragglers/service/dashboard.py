@@ -32,7 +32,7 @@ from stragglers.service import views
 from stragglers.service.api import public_doc, public_result
 from stragglers.service.datadir import DOWNLOADS, SESSION_ID
 from stragglers.service.overview import job_views
-from stragglers.service.records import DONE, SessionRow
+from stragglers.service.rows import DONE, SessionRow
 from stragglers.service.state import Service
 from stragglers.service.store import JOB_SORTS
 from stragglers.viz.report import analysis_context

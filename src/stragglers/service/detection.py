@@ -12,7 +12,7 @@ from typing import Any
 
 from stragglers.detect.records import parse_line
 from stragglers.detect.watch import Watcher
-from stragglers.service.records import DetectionEvent
+from stragglers.service.rows import DetectionEvent
 
 #: Watcher events kept by the service (``summary`` is the end of a stream, not an event).
 KEPT = ("onset", "change", "recovery", "speedup", "flapping", "drift", "suspects",

@@ -40,12 +40,12 @@ from sqlalchemy.exc import DBAPIError
 
 from stragglers.errors import InputError
 from stragglers.service.datadir import DataDir
-from stragglers.service.records import SessionRow
+from stragglers.service.rows import SessionRow
 from stragglers.service.store import Store
-from stragglers.service.worker import (
+from stragglers.service.tasks import (
     UploadCheck,
     analyse_session,
-    init_worker,
+    init_task_process,
     validate_upload,
     warm_up,
 )
@@ -84,7 +84,7 @@ class Executor(Protocol):
 
 
 def _pool(workers: int, role: str = "smon-analysis") -> ProcessPoolExecutor:
-    return ProcessPoolExecutor(max_workers=workers, initializer=init_worker, initargs=(role,),
+    return ProcessPoolExecutor(max_workers=workers, initializer=init_task_process, initargs=(role,),
                                mp_context=multiprocessing.get_context("spawn"))
 
 
@@ -113,7 +113,7 @@ class LocalPool:
             raise WorkerDied(f"a {self.role} process died") from None
 
     def close(self) -> None:
-        # the worker processes die with this process (see init_worker)
+        # the worker processes die with this process (see init_task_process)
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 

@@ -30,9 +30,9 @@ from stragglers.errors import InputError
 from stragglers.limits import check_limit
 from stragglers.service.datadir import DataDir, check_job_name
 from stragglers.service.dispatcher import Validator
-from stragglers.service.records import NewSession
+from stragglers.service.rows import NewSession
 from stragglers.service.store import Store
-from stragglers.service.worker import META_FILE
+from stragglers.service.tasks import META_FILE
 
 TRACE_SUFFIXES = {".parquet": ".parquet", ".pq": ".parquet", ".jsonl": ".jsonl",
                   ".ndjson": ".jsonl", ".json": ".jsonl"}

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import and_, case, func, select, true
 
-from stragglers.service.records import JobRow
+from stragglers.service.rows import JobRow
 from stragglers.service.store import Store
 from stragglers.service.tables import events, jobs, sessions
 

@@ -12,8 +12,8 @@ from stragglers.service.alerts import Alerter
 from stragglers.service.datadir import DataDir
 from stragglers.service.dispatcher import Dispatcher, Validator
 from stragglers.service.ingest import Ingest
-from stragglers.service.metrics import DEFAULT_STALE_S, Telemetry
 from stragglers.service.overview import RecordActivity
+from stragglers.service.prometheus import DEFAULT_STALE_S, Telemetry
 from stragglers.service.store import Store
 from stragglers.service.streams import RecordStreams
 

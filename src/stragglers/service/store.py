@@ -43,7 +43,7 @@ from sqlalchemy.exc import IntegrityError
 
 from stragglers.errors import InputError
 from stragglers.service.crash import crashpoint
-from stragglers.service.records import (
+from stragglers.service.rows import (
     DONE,
     FAILED,
     QUEUED,

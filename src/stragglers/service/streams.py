@@ -26,7 +26,7 @@ from stragglers.limits import check_limit
 from stragglers.service.crash import crashpoint
 from stragglers.service.datadir import DataDir
 from stragglers.service.detection import JobDetector, check_records
-from stragglers.service.records import EventRow
+from stragglers.service.rows import EventRow
 from stragglers.service.store import Store
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from stragglers.service.overview import wall_clock
-from stragglers.service.records import EventRow
+from stragglers.service.rows import EventRow
 from stragglers.viz.svg import (
     NAN_FILL,
     PALETTE,

@@ -3,7 +3,7 @@
 A trace is held as a :class:`TraceColumns`: one numpy array per column of
 whatif-model.md §1, with the operation type as an integer code into
 :data:`stragglers.trace.schema.OPTYPES`. No row is dropped or altered here; the
-checks that need the whole trace live in :mod:`stragglers.trace.validate`.
+checks that need the whole trace live in :mod:`stragglers.trace.checks`.
 
 Error contract: every problem with a file is an :class:`~stragglers.errors.InputError` with
 one line naming the file, the field and the row (parquet: 0-based row; JSON lines: the line

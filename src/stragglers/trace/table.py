@@ -15,9 +15,9 @@ import numpy as np
 
 from stragglers.errors import InputError
 from stragglers.limits import check_limit, limit
+from stragglers.trace.checks import validate_rows
 from stragglers.trace.io import JobMeta, TraceColumns
 from stragglers.trace.schema import OPTYPES
-from stragglers.trace.validate import validate_rows
 
 
 @dataclass

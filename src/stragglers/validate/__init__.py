@@ -4,6 +4,6 @@ per-rank GEMM test; links and ranks far below the group median are flagged.
 
 * :mod:`~stragglers.validate.executed` - the worker that runs the passes and the GEMM test in
   each process, and the launcher;
-* :mod:`~stragglers.validate.report` - per-link bandwidth and per-rank GEMM throughput against
+* :mod:`~stragglers.validate.compare` - per-link bandwidth and per-rank GEMM throughput against
   the group median, outliers flagged.
 """

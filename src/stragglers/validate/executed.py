@@ -3,7 +3,7 @@
 Every rank joins a ``torch.distributed`` group (gloo on CPU; NCCL when every rank can have its
 own GPU). Then, ``repeats`` times:
 
-* each pass of the plan (:mod:`stragglers.detect.validation_plan`): a barrier, then every
+* each pass of the plan (:mod:`stragglers.validate.plan`): a barrier, then every
   transfer of the pass at once, ``transfer_bytes`` in ``chunks`` blocking sends; the sender
   times it from its first send to the receiver's acknowledgement of the last chunk (timing on
   the receiver alone would miss data the transport had already buffered, and would count
@@ -32,9 +32,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from stragglers.detect.validation_plan import Pass, ring_edges, ring_passes, tree_edges, tree_passes
+from stragglers.validate.plan import Pass, ring_edges, ring_passes, tree_edges, tree_passes
 
-__all__ = ["Transfer", "ValidationConfig", "ValidationRun", "run_validation", "worker_main"]
+__all__ = ["Transfer", "ValidationConfig", "ValidationRun", "run_validation", "rank_main"]
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ def _backend(cfg: ValidationConfig) -> str:
     return "gloo"
 
 
-def worker_main(rank: int, cfg: ValidationConfig, init_method: str, out: str) -> None:
+def rank_main(rank: int, cfg: ValidationConfig, init_method: str, out: str) -> None:
     """One rank: join the group, run the passes and the GEMM test, write its results."""
     import torch
     import torch.distributed as dist
@@ -192,7 +192,7 @@ def run_validation(cfg: ValidationConfig) -> ValidationRun:
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="stragglers-validate-") as tmp:
         init = f"file://{Path(tmp, 'rendezvous').resolve()}"
-        mp.start_processes(worker_main, args=(cfg, init, tmp), nprocs=cfg.world, join=True,
+        mp.start_processes(rank_main, args=(cfg, init, tmp), nprocs=cfg.world, join=True,
                            start_method="spawn")
         results = [json.loads(Path(tmp, f"rank-{r}.json").read_text())
                    for r in range(cfg.world)]

@@ -4,7 +4,7 @@ from stragglers.analysis.verdict.hypotheses.communication import CommunicationHy
 from stragglers.analysis.verdict.hypotheses.last_stage import LastStageHypothesis
 from stragglers.analysis.verdict.hypotheses.pauses import GcHypothesis, PausesHypothesis
 from stragglers.analysis.verdict.hypotheses.sequence import SequenceLengthHypothesis
-from stragglers.analysis.verdict.hypotheses.worker import WorkerHypothesis
+from stragglers.analysis.verdict.hypotheses.slow_worker import WorkerHypothesis
 
 #: Every hypothesis the verdict tests.
 ALL = (WorkerHypothesis(), LastStageHypothesis(), SequenceLengthHypothesis(), GcHypothesis(),

@@ -8,7 +8,7 @@ tokens drawn from ``(seed, s)`` only, so the set of samples of a step does not d
 they are split. While the injections are on (``JobConfig.injected``) and
 ``--seq-len-dist longtail``, the lengths are long-tailed: log-normal with median
 ``seq_len / 2`` and shape 1, clipped to ``[32, 4 * seq_len]`` and rounded to a multiple of 16
-(the distribution of :func:`~stragglers.probe.examples.gpt.sequence_length`, now per
+(the distribution of :func:`~stragglers.testbed.gpt.sequence_length`, now per
 sample); otherwise every sample has ``seq_len`` tokens.
 
 **Partition.** ``in-order`` deals the samples in their order, ``micro_batch_size`` to each
@@ -25,7 +25,7 @@ one, so each pair compares the two splits under the same machine load (as
 **Packing, not padding.** The samples of a micro-batch are packed into one row (batch 1,
 ``sum L`` tokens): positions restart at 0 for each sample and attention stays within each
 sample (one causal attention per sample, as a variable-length attention kernel does;
-:class:`~stragglers.probe.examples.gpt.Block`). So a micro-batch really computes
+:class:`~stragglers.testbed.gpt.Block`). So a micro-batch really computes
 ``a * sum L**2`` (attention) ``+ b * sum L`` (embeddings, projections, MLP, loss) ``+ c``
 (per micro-batch: launch, pipeline transfers): the cost model of
 :mod:`stragglers.mitigate.seqlen`, with nothing spent on padding. (Padding to the micro-batch's
@@ -67,7 +67,7 @@ from stragglers.mitigate.lengths import MicrobatchLengths
 from stragglers.mitigate.seqlen import CostModel, Partition, in_order, rebalance
 
 if TYPE_CHECKING:
-    from stragglers.probe.examples.job import JobConfig
+    from stragglers.testbed.job import JobConfig
 
 __all__ = ["MODES", "SampleLoader", "StepPlan", "check_config", "lengths_file", "modelled_costs",
            "read_cost_model", "sample_lengths", "write_lengths"]

@@ -1,6 +1,6 @@
 """The example training job: a GPT-style model with 1F1B pipeline and data parallelism.
 
-``dp × pp`` processes (4 by default) train :class:`~stragglers.probe.examples.gpt.GPTStage`
+``dp × pp`` processes (4 by default) train :class:`~stragglers.testbed.gpt.GPTStage`
 with real ``torch.distributed`` communication: gloo on CPU, NCCL when every process can have its
 own GPU. Global rank ``r`` is DP rank ``r % dp`` of stage ``r // dp`` (Megatron's order with
 ``tp = 1``). Each step: ``params-all-gather`` → 1F1B forward/backward with P2P between stages →
@@ -26,7 +26,7 @@ Straggler injections:
   collector does.
 
 Run it with ``stragglers probe example --out runs/ex`` or
-``python -m stragglers.probe.examples.job --out runs/ex``; under ``torchrun`` (one process per
+``python -m stragglers.testbed.job --out runs/ex``; under ``torchrun`` (one process per
 rank, ``--nproc-per-node dp*pp``) each process runs its rank and rank 0 merges.
 """
 
@@ -38,7 +38,6 @@ import json
 import math
 import os
 import random
-import shutil
 import statistics
 import sys
 import time
@@ -47,12 +46,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, cast
 
-from stragglers.atomic import check_out_dir, write_text
-from stragglers.cli import options
+from stragglers import options
+from stragglers.atomic import write_text
 from stragglers.errors import InputError
-from stragglers.probe.config import JobLayout, ProbeConfig, WorkerInfo
-from stragglers.probe.examples.assignment import LiveAssignment
-from stragglers.probe.examples.profiler import AnnotatedProbe, RankProfiler
 from stragglers.probe.gcplan import PlannedGC
 from stragglers.probe.hooks import CommHooks
 from stragglers.probe.ops import (
@@ -65,7 +61,11 @@ from stragglers.probe.ops import (
     OPTIMIZER,
     PARAMS_ALL_GATHER,
 )
+from stragglers.probe.outdir import claim_out_dir
 from stragglers.probe.recorder import Probe
+from stragglers.probe.settings import JobLayout, ProbeConfig, WorkerInfo
+from stragglers.testbed.assignment import LiveAssignment
+from stragglers.testbed.profiler import AnnotatedProbe, RankProfiler
 
 
 @dataclass(frozen=True)
@@ -111,12 +111,12 @@ class JobConfig:
     gc_pause_prob: float = 0.0
     gc_heap_objects: int = 300_000
     inject_period: int = 0
-    # checkpoints (stragglers.probe.examples.checkpoint)
+    # checkpoints (stragglers.testbed.checkpoint)
     ckpt_dir: str = ""
     ckpt_every: int = 0
     resume: bool = False
     rank_map: str = ""
-    # hang/crash injection and heartbeats (stragglers.probe.examples.faults; -1: none)
+    # hang/crash injection and heartbeats (stragglers.testbed.faults; -1: none)
     hang_rank: int = -1
     hang_step: int = -1
     hang_mode: str = "in-collective"
@@ -124,7 +124,7 @@ class JobConfig:
     crash_step: int = -1
     # live mitigation (S2): the action file polled at each step (assignment.py)
     action_file: str = ""
-    # sequence-length rebalancing (stragglers.probe.examples.loader): samples of their own
+    # sequence-length rebalancing (stragglers.testbed.loader): samples of their own
     # lengths, packed per micro-batch, split in order or by the greedy partitioner
     rebalance: str = "off"
     cost_model: str = ""
@@ -175,24 +175,24 @@ class JobConfig:
         if (self.ckpt_every or self.resume) and not self.ckpt_dir:
             raise ValueError("--ckpt-every and --resume need --ckpt-dir")
         if self.rank_map:
-            from stragglers.probe.examples.rankmap import load_rank_map
+            from stragglers.testbed.rankmap import load_rank_map
 
             try:
                 load_rank_map(self.rank_map, self.dp, self.pp)
             except InputError as exc:
                 raise ValueError(str(exc)) from None
         if self.resume:
-            from stragglers.probe.examples.checkpoint import check_resume_layout
+            from stragglers.testbed.checkpoint import check_resume_layout
 
             try:
                 check_resume_layout(Path(self.ckpt_dir), self.dp, self.pp)
             except InputError as exc:
                 raise ValueError(str(exc)) from None
-        from stragglers.probe.examples.faults import check_faults
+        from stragglers.testbed.faults import check_faults
 
         check_faults(self.hang_rank, self.hang_step, self.hang_mode, self.crash_rank,
                      self.crash_step, self.world_size)
-        from stragglers.probe.examples.loader import check_config
+        from stragglers.testbed.loader import check_config
 
         check_config(self)  # sequence-length rebalancing
 
@@ -270,8 +270,8 @@ class StageWorker:
         import torch
         import torch.distributed as dist
 
-        from stragglers.probe.examples.gpt import GPTConfig, GPTStage
-        from stragglers.probe.examples.pipeline import PipeComm, ShardedOptimizer
+        from stragglers.testbed.gpt import GPTConfig, GPTStage
+        from stragglers.testbed.pipeline import PipeComm, ShardedOptimizer
 
         torch.set_num_threads(cfg.threads)
         if cfg.pin_cpus:  # sequence-length rebalancing: one core per rank, as one GPU each
@@ -293,7 +293,7 @@ class StageWorker:
             # NCCL: let every rank take part in the world communicator's first call, before
             # the pipeline's point-to-point batches (which involve two ranks only).
             dist.barrier(device_ids=[self.device.index])
-        from stragglers.probe.examples.rankmap import identity, load_rank_map
+        from stragglers.testbed.rankmap import identity, load_rank_map
 
         position = load_rank_map(cfg.rank_map, dp, pp) if cfg.rank_map else identity(dp, pp)
         rank_at = {p: r for r, p in enumerate(position)}  # position -> process rank
@@ -330,7 +330,7 @@ class StageWorker:
         if cfg.torch_profiler:
             self.profiler = RankProfiler(self.out, rank, cfg.warmup_steps, self.cuda)
             probe = cast(Probe, AnnotatedProbe(probe))
-        from stragglers.probe.examples import faults  # hang/crash injection and heartbeats
+        from stragglers.testbed import faults  # hang/crash injection and heartbeats
 
         self.probe = probe = faults.watch(probe, rank, world, lambda: (self.comm.prev,
                                                                       self.comm.next),
@@ -354,7 +354,7 @@ class StageWorker:
         self.hooks = CommHooks(self.probe) if cfg.comm_hooks else None
         self.live = LiveAssignment(cfg.action_file, rank, dp, self.dp_rank, cfg.microbatches,
                                    self.device)
-        from stragglers.probe.examples.loader import SampleLoader
+        from stragglers.testbed.loader import SampleLoader
 
         self.loader = SampleLoader.from_config(cfg)  # sequence-length rebalancing
         self.start_step = self._resume_step()
@@ -367,7 +367,7 @@ class StageWorker:
 
     def _resume_step(self) -> int:
         """With ``--resume``: load this role's latest checkpoint; the step to start at."""
-        from stragglers.probe.examples import checkpoint
+        from stragglers.testbed import checkpoint
 
         if not self.cfg.resume:
             return 0
@@ -386,7 +386,8 @@ class StageWorker:
         """After step ``step``: every ``--ckpt-every`` steps, save every role, then the marker."""
         import torch.distributed as dist
 
-        from stragglers.probe.examples import checkpoint
+        from stragglers.recover.marker import Marker, write_marker
+        from stragglers.testbed import checkpoint
 
         every = self.cfg.ckpt_every
         if not every or (step + 1) % every:
@@ -395,12 +396,12 @@ class StageWorker:
         checkpoint.save_role(ckpt, step + 1, self.shard, self.stage, self.opt)
         dist.barrier()  # every role's file is in place before the marker names the step
         if self.rank == 0:
-            checkpoint.write_marker(ckpt, checkpoint.Marker(step + 1, self.cfg.dp, self.cfg.pp))
+            write_marker(ckpt, Marker(step + 1, self.cfg.dp, self.cfg.pp))
 
     # -- the pieces of one step -------------------------------------------------------
     def seq_len_of(self, mb: int) -> int:
         """Sequence length of microbatch ``mb`` of the current step."""
-        from stragglers.probe.examples.gpt import sequence_length
+        from stragglers.testbed.gpt import sequence_length
 
         cfg = self.cfg
         dist_name = cfg.seq_len_dist if self.inject else "fixed"
@@ -424,7 +425,7 @@ class StageWorker:
 
     def forward_step(self, mb: int, inp: Any) -> Any:
         """``forward-compute``: read the batch, run the stage; the loss on the last stage."""
-        from stragglers.probe.examples.gpt import make_batch
+        from stragglers.testbed.gpt import make_batch
 
         cfg = self.cfg
         with self.probe.span(FORWARD_COMPUTE, mb_id=mb, mc=0):
@@ -466,7 +467,7 @@ class StageWorker:
         import torch
         import torch.distributed as dist
 
-        from stragglers.probe.examples.pipeline import one_f_one_b
+        from stragglers.testbed.pipeline import one_f_one_b
 
         probe, opt = self.probe, self.opt
         self.step, self.inject = step, self.cfg.injected(step)
@@ -530,7 +531,7 @@ class StageWorker:
             "live": self.live.report(),
         }
         if self.loader is not None and self.is_first:  # sequence-length rebalancing
-            from stragglers.probe.examples.loader import save_fed
+            from stragglers.testbed.loader import save_fed
 
             save_fed(self.loader, self.out, self.dp_rank)
         workers = self.out / "workers"
@@ -540,7 +541,7 @@ class StageWorker:
         dist.destroy_process_group()
 
 
-def worker_main(rank: int, cfg: JobConfig, init_method: str | None) -> None:
+def rank_main(rank: int, cfg: JobConfig, init_method: str | None) -> None:
     """Run one rank of the job (the entry point of each spawned process)."""
     StageWorker(rank, cfg, init_method).run()
 
@@ -600,9 +601,9 @@ def run_job(cfg: JobConfig, merge: bool = True) -> dict[str, Any]:
     import torch.multiprocessing as mp
 
     cfg.validate()
-    out = claim_out_dir(cfg.out_dir, cfg.force)
+    out = claim_out_dir(cfg.out_dir, cfg.force, "--out-dir", RUN_OUTPUTS)
     init = f"file://{(out / 'rendezvous').resolve()}"
-    mp.start_processes(worker_main, args=(cfg, init), nprocs=cfg.world_size, join=True,
+    mp.start_processes(rank_main, args=(cfg, init), nprocs=cfg.world_size, join=True,
                        start_method="spawn")
     (out / "rendezvous").unlink(missing_ok=True)
     summary = summarise(cfg)
@@ -613,40 +614,9 @@ def run_job(cfg: JobConfig, merge: bool = True) -> dict[str, Any]:
     return summary
 
 
-#: Written into every output folder the job (or ``probe validate``) creates or claims: a
-#: folder holding it is ours to clean; a non-empty folder without it is the user's.
-OUT_MARKER = ".stragglers-probe-out"
 #: What a run replaces in its output folder.
 RUN_OUTPUTS = ("probe", "profiler", "workers", "trace.parquet", "meta.yaml", "summary.json",
                "rendezvous", "lengths", "lengths.jsonl")
-
-
-def claim_out_dir(out_dir: str | os.PathLike[str], force: bool, option: str = "--out-dir",
-                  outputs: tuple[str, ...] = RUN_OUTPUTS) -> Path:
-    """Make ``out_dir`` the job's output folder, or refuse with an InputError.
-
-    A folder that does not exist or is empty is created and marked (:data:`OUT_MARKER`); a
-    marked one is ours: the previous run's ``outputs`` are deleted. A non-empty folder
-    without the marker is refused unless ``force`` (then it is marked and the same names are
-    deleted; nothing else in it is touched).
-    """
-    out = check_out_dir(out_dir, option)
-    if out.exists() and not (out / OUT_MARKER).is_file() and any(out.iterdir()):
-        if not force:
-            raise InputError(
-                f"{option} {out}: the folder is not empty and was not created by stragglers "
-                f"(no {OUT_MARKER} in it); choose a new or empty folder, or pass --force to "
-                f"reuse it (its {', '.join(outputs)} are then replaced)")
-    for name in outputs:
-        target = out / name
-        if target.is_dir() and not target.is_symlink():
-            shutil.rmtree(target)
-        else:
-            target.unlink(missing_ok=True)
-    out.mkdir(parents=True, exist_ok=True)
-    if not (out / OUT_MARKER).is_file():
-        write_text(out / OUT_MARKER, json.dumps({"created_by": "stragglers.probe"}) + "\n")
-    return out
 
 
 def _merge(cfg: JobConfig, summary: dict[str, Any]) -> None:
@@ -666,14 +636,14 @@ def _merge(cfg: JobConfig, summary: dict[str, Any]) -> None:
 
 def _write_lengths(cfg: JobConfig, summary: dict[str, Any]) -> None:
     """Sequence-length rebalancing: ``OUT/lengths.jsonl`` from the first-stage records."""
-    from stragglers.probe.examples.loader import write_lengths
+    from stragglers.testbed.loader import write_lengths
 
     target = write_lengths(cfg.out_dir) if cfg.rebalance != "off" else None
     if target is not None:
         summary["lengths"] = str(target)
 
 
-#: Option types (:mod:`stragglers.cli.options`) of the numeric fields: each refuses NaN,
+#: Option types (:mod:`stragglers.options`) of the numeric fields: each refuses NaN,
 #: infinity and values outside its meaningful range.
 _FIELD_TYPES: dict[str, Any] = {
     "dp": options.positive_int, "pp": options.positive_int, "steps": options.positive_int,
@@ -769,8 +739,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         rank = int(os.environ["RANK"])
         if rank == 0:
-            claim_out_dir(cfg.out_dir, cfg.force)
-        worker_main(rank, cfg, None)
+            claim_out_dir(cfg.out_dir, cfg.force, "--out-dir", RUN_OUTPUTS)
+        rank_main(rank, cfg, None)
         if rank == 0:
             summary = summarise(cfg)
             if cfg.probe:

@@ -1,6 +1,6 @@
 """A second, independent labelled corpus: per-rank iteration *record streams* of whole jobs.
 
-:mod:`stragglers.detect.corpus` scores detectors on bare float series.  This module builds
+:mod:`stragglers.evaluation.corpus` scores detectors on bare float series.  This module builds
 what ``stragglers watch`` really reads: iteration records ``{rank, iter, ts?, duration?}`` of
 one to four ranks, interleaved by iteration as a multi-rank log is, with the things a real
 job does that a bare series does not show: restarts that replay iterations, asynchronous

@@ -41,7 +41,7 @@ from prometheus_client.samples import Sample
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from stragglers.service.overview import JobView, fresh, job_views
-from stragglers.service.records import JobRow, SessionRow
+from stragglers.service.rows import JobRow, SessionRow
 from stragglers.service.store import Store
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"

@@ -2,7 +2,7 @@
 
 ``../shared/real/megatron-iter/`` holds the ``iteration-time`` curves of six Megatron-LM
 release runs (one value every 5 steps, ``"nan"`` where the job restarted or did not log; see
-the README there).  Two families of :mod:`stragglers.detect.evaluate` are built from them:
+the README there).  Two families of :mod:`stragglers.evaluation.detection` are built from them:
 
 ``real``
     Each run as it is, after its warm-up (:class:`~stragglers.detect.warmup.WarmUp`, also
@@ -34,10 +34,10 @@ from pathlib import Path
 
 import numpy as np
 
-from stragglers.detect.corpus import EVENT_LOSS, LOCATION_TOLERANCE, Event, Series
 from stragglers.detect.megatron import read_iteration_json
 from stragglers.detect.warmup import DEFAULT_MIN_ITERS, WarmUp
 from stragglers.errors import InputError
+from stragglers.evaluation.corpus import EVENT_LOSS, LOCATION_TOLERANCE, Event, Series
 
 __all__ = [
     "HELD_OUT",

@@ -29,7 +29,8 @@ from typing import Any
 
 from stragglers.atomic import write_text
 from stragglers.errors import InputError
-from stragglers.probe.examples.job import JobConfig, claim_out_dir, run_job
+from stragglers.probe.outdir import claim_out_dir
+from stragglers.testbed.job import JobConfig, run_job
 
 DEFAULT_SEVERITIES: tuple[float, ...] = (1.2, 1.5, 2.0)
 CASES: tuple[str, ...] = ("baseline", "slow", "last-stage", "seqlen", "gc")
@@ -163,12 +164,12 @@ def run_fidelity(base: JobConfig, out_dir: str | Path, cases: Sequence[str] = CA
     """Run the selected cases (``slow`` once per severity) and return the table rows.
 
     ``out_dir`` must be new, empty or a folder stragglers created (``base.force`` overrides,
-    see :func:`~stragglers.probe.examples.job.claim_out_dir`); each case runs in a subfolder.
+    see :func:`~stragglers.testbed.job.claim_out_dir`); each case runs in a subfolder.
     """
     for case in cases:
         if case not in CASES:
             raise InputError(f"unknown fidelity case {case!r}; expected one of {CASES}")
-    out = claim_out_dir(out_dir, base.force, outputs=("fidelity.json",))
+    out = claim_out_dir(out_dir, base.force, "--out-dir", ("fidelity.json",))
     rows: list[FidelityRow] = []
     baseline_mean: float | None = None
     for case in cases:

@@ -35,7 +35,8 @@ from stragglers.analysis.verdict import Cause, VerdictConfig
 from stragglers.analysis.workers import Worker
 from stragglers.atomic import write_text
 from stragglers.errors import InputError
-from stragglers.probe.examples.job import JobConfig, claim_out_dir, run_job
+from stragglers.probe.outdir import claim_out_dir
+from stragglers.testbed.job import JobConfig, run_job
 
 #: Splits of the matrix: thresholds are chosen on ``tune`` runs only.
 SPLITS = ("tune", "eval")

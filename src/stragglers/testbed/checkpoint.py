@@ -1,7 +1,7 @@
 """Checkpoints of the example job: one file per (dp, stage) role, a ``latest`` marker last.
 
 The job's batches are a pure function of ``(seed, step, dp_rank, microbatch)``
-(:func:`stragglers.probe.examples.gpt.make_batch`), so the data position is the step number
+(:func:`stragglers.testbed.gpt.make_batch`), so the data position is the step number
 and no RNG state has to be kept. What a rank owns is its shard of the sharded optimizer: the
 fp32 main parameters and the two AdamW moments, plus the optimizer's step count (the full
 parameters are rebuilt by the all-gather at the start of the next step).
@@ -16,25 +16,12 @@ has saved). A step folder without the marker pointing to it is incomplete and ne
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stragglers.atomic import open_atomic, write_text
+from stragglers.atomic import open_atomic
 from stragglers.errors import InputError
-from stragglers.inputs import json_object, read_text
-
-LATEST = "latest"
-
-
-@dataclass(frozen=True)
-class Marker:
-    """The ``latest`` marker: the step to resume at and the layout that wrote it."""
-
-    step: int
-    dp: int
-    pp: int
+from stragglers.recover.marker import LATEST, Marker, read_marker
 
 
 def step_dir(ckpt_dir: Path, step: int) -> Path:
@@ -59,28 +46,6 @@ def save_role(ckpt_dir: Path, step: int, shard: int, stage: int, opt: Any) -> Pa
     with open_atomic(path, "wb") as fh:
         torch.save(state, fh)
     return path
-
-
-def write_marker(ckpt_dir: Path, marker: Marker) -> None:
-    """Point ``latest`` at a complete checkpoint (call after every role has saved)."""
-    write_text(ckpt_dir / LATEST,
-               json.dumps({"step": marker.step, "dp": marker.dp, "pp": marker.pp}) + "\n")
-
-
-def read_marker(ckpt_dir: Path) -> Marker | None:
-    """The ``latest`` marker, or None when no complete checkpoint exists."""
-    path = ckpt_dir / LATEST
-    if not path.exists():
-        return None
-    text = read_text(path)
-    raw = json_object(text, str(path), "an object with step, dp, pp")
-    values = {}
-    for key in ("step", "dp", "pp"):
-        value = raw.get(key)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise InputError(f"{path}: field {key!r}: expected an integer >= 0, got {value!r}")
-        values[key] = value
-    return Marker(**values)
 
 
 def load_role(ckpt_dir: Path, marker: Marker, shard: int, stage: int, opt: Any) -> None:

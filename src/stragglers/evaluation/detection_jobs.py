@@ -1,6 +1,6 @@
 """Evaluation on record streams through the watcher, with leave-one-family-out tuning.
 
-Each labelled stream (:mod:`stragglers.detect.jobcorpus`, or a real labelled log) is fed,
+Each labelled stream (:mod:`stragglers.evaluation.jobcorpus`, or a real labelled log) is fed,
 record by record, to a :class:`~stragglers.detect.watch.Watcher` whose per-rank detector is
 ``make_detector(method, **params)``.  The job iteration of the record whose processing raised
 an event is the event's *declared* iteration.
@@ -35,7 +35,7 @@ series.  For each family ``F`` the setting that maximises accuracy on all *other
 under it: ``F``'s own scores never choose its setting.  The setting that the same rule picks
 on all synthetic families is the one applied to the real labelled families (``real-more``:
 ``../shared/real/iter-more``; ``real``: ``../shared/real/megatron-iter`` with the labelled
-episodes of :data:`~stragglers.detect.realdata.REAL_EPISODES`), which are never tuned on.
+episodes of :data:`~stragglers.evaluation.realdata.REAL_EPISODES`), which are never tuned on.
 """
 
 from __future__ import annotations
@@ -53,11 +53,11 @@ import numpy as np
 import orjson
 
 from stragglers.detect.bocd import make_detector
-from stragglers.detect.jobcorpus import EVENT_LOSS, FAMILIES, JobEvent, JobSeries
 from stragglers.detect.megatron import Gap, read_iteration_json, series_items
 from stragglers.detect.records import IterationRecord, RecordError, read_records
 from stragglers.detect.watch import Watcher
 from stragglers.errors import InputError
+from stragglers.evaluation.jobcorpus import EVENT_LOSS, FAMILIES, JobEvent, JobSeries
 
 __all__ = [
     "BASELINES",
@@ -510,7 +510,7 @@ def load_real_more(folder: str | Path) -> list[RealStream]:
 def load_real_megatron(folder: str | Path) -> list[RealStream]:
     """The ``real`` family: the six Megatron runs of ``folder`` as ``watch --format
     megatron-json`` reads them (gaps included), their labelled episodes as events."""
-    from stragglers.detect.realdata import REAL_EPISODES, run_files
+    from stragglers.evaluation.realdata import REAL_EPISODES, run_files
 
     out = []
     for name, path in run_files(folder):
@@ -683,7 +683,7 @@ def run_evaluation(seeds: Sequence[int], scale: float, methods: Sequence[str], *
     their defaults; without, every method runs at its defaults.  The real families run with
     the setting chosen on all synthetic families (and the baselines).  ``families``: only
     these synthetic families."""
-    from stragglers.detect.jobcorpus import generate_job_corpus
+    from stragglers.evaluation.jobcorpus import generate_job_corpus
 
     t0 = time.perf_counter()
     corpus = [s for seed in seeds for s in generate_job_corpus(seed, scale, families)]

@@ -18,14 +18,14 @@ from stragglers.analysis import analyze_table, load_table
 from stragglers.analysis.outputs import write_outputs
 from stragglers.errors import InputError
 from stragglers.service.crash import crashpoint
-from stragglers.service.records import AnalysisSummary
+from stragglers.service.rows import AnalysisSummary
 
 META_FILE = "meta.yaml"
 _PR_SET_PDEATHSIG = 1
 _PR_SET_NAME = 15
 
 
-def init_worker(role: str = "smon-worker") -> None:
+def init_task_process(role: str = "smon-worker") -> None:
     """Worker process start: die with the server (Linux: the kernel sends SIGKILL when the
     parent exits, even by kill -9), so that an analysis never outlives the server that
     claimed it; draw without a display. The process is named ``role`` (``ps -o comm``:

@@ -4,7 +4,7 @@ Tables 4 and 5.
 Scoring (per series, as in the paper):
 
 * An *onset alarm* (``Alarm.kind == "onset"``) detects event ``e`` when its estimated start
-  ``index`` lies in ``[e.match_from, e.end)`` (see :mod:`stragglers.detect.corpus`).  An onset
+  ``index`` lies in ``[e.match_from, e.end)`` (see :mod:`stragglers.evaluation.corpus`).  An onset
   alarm that detects no event is *spurious*.
 * A negative series (no event) is a false positive if the method raises any onset alarm, a true
   negative otherwise.  ``fpr = false positives / negative series``.
@@ -40,7 +40,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from stragglers.detect.bocd import Alarm, make_detector, run_detector
-from stragglers.detect.corpus import LOCATION_TOLERANCE, Series, generate_corpus
+from stragglers.evaluation.corpus import LOCATION_TOLERANCE, Series, generate_corpus
 
 __all__ = [
     "METHOD_ORDER",

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from stragglers.errors import InputError
 from stragglers.fleet.discover import JobInput
-from stragglers.fleet.store import RowStore
+from stragglers.fleet.rowstore import RowStore
 from stragglers.fleet.task import STATUS_FAILED, FleetRow, analyse_job, job_key
 
 #: Tasks in flight per worker thread.

@@ -5,7 +5,7 @@ Run one process per rank (``stragglers run`` sets ``RANK``, ``WORLD_SIZE``, ``MA
 ``MASTER_PORT``, ``STRAGGLERS_SLOT``, ``STRAGGLERS_CKPT_DIR``, ``STRAGGLERS_RUN_DIR``)::
 
     stragglers run --slots 4 --heartbeat-s 0.2 --timeout-s 5 --ckpt ck/ --out run/ -- \\
-        python -m stragglers.recover.toyjob --steps 40 --hang-slot 2 --hang-at-step 12
+        python -m stragglers.testbed.toyjob --steps 40 --hang-slot 2 --hang-at-step 12
 
 Every step uses the same global batch (``--batch`` samples drawn from a seed and the step),
 split evenly over the ranks; the gradient is the all-reduced sum over the batch divided by its

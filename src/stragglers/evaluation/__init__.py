@@ -1,0 +1,14 @@
+"""The evaluation ring: harnesses that measure the library on labelled data.
+
+Nothing in the library imports this package (``tests/test_architecture.py`` checks it):
+
+* :mod:`~stragglers.evaluation.verdict_eval` - the verdict against injected causes in the
+  example job (``stragglers probe verdict-eval``);
+* :mod:`~stragglers.evaluation.fidelity` - the probe's fidelity table (``stragglers probe
+  fidelity``);
+* :mod:`~stragglers.evaluation.corpus` / :mod:`~stragglers.evaluation.detection` - the labelled
+  synthetic detection corpus and the Falcon Table 4/5 style benchmark (``stragglers detect-eval``);
+* :mod:`~stragglers.evaluation.jobcorpus` / :mod:`~stragglers.evaluation.detection_jobs` - the
+  second, job-shaped corpus and its leave-one-family-out evaluation;
+* :mod:`~stragglers.evaluation.realdata` - the labelled real iteration logs of ``../shared/real``.
+"""

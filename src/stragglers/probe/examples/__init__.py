@@ -1,1 +1,0 @@
-"""A real distributed training job to exercise the probes: see :mod:`.job`."""
