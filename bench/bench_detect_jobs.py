@@ -2,7 +2,7 @@
 
     python bench/bench_detect_jobs.py --seed 0 --jobs 2 [--seed 1] [--scale 1.0]
 
-Prints the LOFO table of :mod:`stragglers.evaluation.detection_jobs` (the tuned method: ``robust``
+Prints the LOFO table of :mod:`stragglers.evaluation.detect_eval_jobs` (the tuned method: ``robust``
 with its ``TUNING_GRID`` when that module exists, else ``sliding_window`` on a small
 window/threshold grid; baselines ``bocd_verify``, ``bocd``, ``sliding_window`` at their
 defaults), the real labelled series (``../shared/real/iter-more`` and
@@ -23,7 +23,7 @@ from pathlib import Path
 
 from stragglers.detect.bocd import make_detector
 from stragglers.detect.watch import Watcher
-from stragglers.evaluation.detection_jobs import (
+from stragglers.evaluation.detect_eval_jobs import (
     BASELINES,
     default_grid,
     evaluation_text,

@@ -17,7 +17,7 @@ from stragglers.evaluation.corpus import (
     generate_corpus,
     generate_series,
 )
-from stragglers.evaluation.detection import score_series, summarize
+from stragglers.evaluation.detect_eval import score_series, summarize
 
 
 def test_corpus_is_deterministic_and_labelled() -> None:

@@ -10,7 +10,7 @@ import pytest
 from stragglers.cli import main
 from stragglers.detect.records import IterationRecord
 from stragglers.evaluation import jobcorpus
-from stragglers.evaluation.detection_jobs import (
+from stragglers.evaluation.detect_eval_jobs import (
     FALLBACK_GRID,
     Alert,
     JobOutcome,

@@ -369,7 +369,7 @@ def test_semi_real_series_carry_their_labels() -> None:
 def test_a_minor_event_is_optional_in_the_scores() -> None:
     from stragglers.detect.bocd import Alarm
     from stragglers.evaluation.corpus import Event, Series
-    from stragglers.evaluation.detection import score_series
+    from stragglers.evaluation.detect_eval import score_series
 
     minor = Event(onset=300, end=400, match_from=295, loss=0.07, peak_loss=0.07, kind="minor",
                   duration_s=100.0)
@@ -387,7 +387,7 @@ def test_slow_periods_right_after_spikes_are_declared_within_10_points() -> None
     start, also those that begin right after spikes (before, three were declared 11 to 15
     points late, e.g. nemotron-gb200/048: the spikes widened the variance of BOCD's current
     run, so the new level looked like more of it for several points)."""
-    from stragglers.evaluation.detection import score_series
+    from stragglers.evaluation.detect_eval import score_series
     from stragglers.evaluation.realdata import TUNED, load_runs, semi_real_corpus
 
     _real(MIXTRAL)

@@ -20,7 +20,7 @@ import pytest
 
 from stragglers.cli import main
 from stragglers.recover.driver import DriverConfig, run_driver
-from stragglers.testbed import checkpoint
+from stragglers.recover.marker import Marker, write_marker
 from stragglers.testbed.job import JobConfig, run_job
 
 pytest.importorskip("torch")

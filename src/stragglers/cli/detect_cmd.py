@@ -325,7 +325,7 @@ def _eval(args: argparse.Namespace) -> int:
     args.seed = seeds[0]
     args.family = args.family or "synthetic"
     from stragglers.evaluation.corpus import SCENARIOS, generate_corpus
-    from stragglers.evaluation.detection import (
+    from stragglers.evaluation.detect_eval import (
         METHOD_ORDER,
         evaluate,
         format_tables,
@@ -392,7 +392,7 @@ def _eval(args: argparse.Namespace) -> int:
 def _eval_jobs(args: argparse.Namespace, seeds: list[int]) -> int:
     """``detect-eval --corpus jobs``: the record-stream corpus through the watcher."""
     from stragglers.detect.bocd import make_detector
-    from stragglers.evaluation.detection_jobs import (
+    from stragglers.evaluation.detect_eval_jobs import (
         BASELINES,
         FALLBACK_GRID,
         default_grid,
@@ -450,7 +450,7 @@ def _eval_jobs(args: argparse.Namespace, seeds: list[int]) -> int:
 def _by_run(outcomes: dict[str, Any]) -> str:
     """BOCD+V on the real-data families, split by the runs the defaults were tuned on and
     the runs held out."""
-    from stragglers.evaluation.detection import metrics_by_run
+    from stragglers.evaluation.detect_eval import metrics_by_run
     from stragglers.evaluation.realdata import HELD_OUT, TUNED
 
     res = outcomes.get("bocd_verify")

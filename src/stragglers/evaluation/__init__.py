@@ -6,9 +6,9 @@ Nothing in the library imports this package (``tests/test_architecture.py`` chec
   example job (``stragglers probe verdict-eval``);
 * :mod:`~stragglers.evaluation.fidelity` - the probe's fidelity table (``stragglers probe
   fidelity``);
-* :mod:`~stragglers.evaluation.corpus` / :mod:`~stragglers.evaluation.detection` - the labelled
+* :mod:`~stragglers.evaluation.corpus` / :mod:`~stragglers.evaluation.detect_eval` - the labelled
   synthetic detection corpus and the Falcon Table 4/5 style benchmark (``stragglers detect-eval``);
-* :mod:`~stragglers.evaluation.jobcorpus` / :mod:`~stragglers.evaluation.detection_jobs` - the
+* :mod:`~stragglers.evaluation.jobcorpus` / :mod:`~stragglers.evaluation.detect_eval_jobs` - the
   second, job-shaped corpus and its leave-one-family-out evaluation;
 * :mod:`~stragglers.evaluation.realdata` - the labelled real iteration logs of ``../shared/real``.
 """

@@ -2,7 +2,7 @@
 
 ``../shared/real/megatron-iter/`` holds the ``iteration-time`` curves of six Megatron-LM
 release runs (one value every 5 steps, ``"nan"`` where the job restarted or did not log; see
-the README there).  Two families of :mod:`stragglers.evaluation.detection` are built from them:
+the README there).  Two families of :mod:`stragglers.evaluation.detect_eval` are built from them:
 
 ``real``
     Each run as it is, after its warm-up (:class:`~stragglers.detect.warmup.WarmUp`, also
