@@ -8,7 +8,7 @@ other injections draw the same random numbers) and analysed; the cause whose rem
 leaves the smaller slowdown S removes more of it, and is the one the verdict must name.
 
 ``python bench/overlap_matrix.py`` prints every case and the confusion matrix
-(docs/benchmarks/verdict.md, "Overlapping causes"); ``tests/whatif/test_overlap.py`` asserts
+(docs/benchmarks/verdict.md, "Overlapping causes"); ``tests/synth/test_overlap.py`` asserts
 the verdict on each.
 """
 

@@ -15,8 +15,8 @@ from stragglers.analysis import analyze_table
 from stragglers.model import build_graph
 from stragglers.trace import build_table
 from stragglers.trace.io import JobMeta
-from tests.whatif import handmade
-from tests.whatif.test_handbuilt import deps_of
+from tests.analysis import handmade
+from tests.analysis.test_handbuilt import deps_of
 
 TOL = 1e-9
 F, B, GC, LN, RS, CLIP, OPT = (handmade.F, handmade.B, handmade.GC, handmade.LN, handmade.RS,

@@ -15,8 +15,7 @@ from stragglers.evaluation.fidelity import subset_trace
 from stragglers.probe.check import check_trace
 from stragglers.probe.merge import TRACE_COLUMNS, load_meta
 from stragglers.testbed.job import JobConfig, run_job
-
-from .conftest import SLOW_RANK
+from tests.conftest import SLOW_RANK
 
 analysis = pytest.importorskip("stragglers.analysis")
 pytest.importorskip("torch")

@@ -15,7 +15,7 @@ from stragglers.cli import main
 from stragglers.errors import InputError
 from stragglers.synth import SynthSpec, write_synth
 from stragglers.trace import JobMeta, TraceColumns, build_table, read_meta, read_trace, write_trace
-from tests.whatif import handmade
+from tests.analysis import handmade
 
 
 @pytest.fixture()

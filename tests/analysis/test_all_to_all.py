@@ -15,8 +15,8 @@ from stragglers.analysis import analyze_table
 from stragglers.model import build_graph
 from stragglers.trace import build_table, schema
 from stragglers.trace.io import JobMeta
-from tests.whatif import handmade
-from tests.whatif.test_handbuilt import deps_of, node
+from tests.analysis import handmade
+from tests.analysis.test_handbuilt import deps_of, node
 
 TOL = 1e-9
 F, B, OPT, A2A = handmade.F, handmade.B, handmade.OPT, schema.ALL_TO_ALL

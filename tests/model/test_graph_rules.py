@@ -4,7 +4,7 @@ and the graphs of the reference traces and of every synthetic shape pinned by fi
 The fingerprints were taken from the graph builder as it stood before its rewrite into one
 function per rule (same dependencies, groups and no-ops), so a change of any rule shows up
 here. A fingerprint is over op identities (stage, optype, seq_id), not node numbers. If a
-rule is changed on purpose, print the new ones with ``python -m tests.whatif.test_graph_rules``
+rule is changed on purpose, print the new ones with ``python -m tests.model.test_graph_rules``
 (synthetic shapes also change when the synth schedule changes).
 """
 
@@ -23,7 +23,7 @@ from stragglers.synth import SynthSpec, generate
 from stragglers.trace import build_table, schema
 from stragglers.trace.io import read_meta, read_trace
 from stragglers.trace.table import OpTable
-from tests.whatif import handmade
+from tests.analysis import handmade
 
 SHORT = {
     schema.FORWARD_COMPUTE: "F", schema.BACKWARD_COMPUTE: "B",

@@ -9,7 +9,7 @@ from stragglers.analysis import analyze_table
 from stragglers.analysis.verdict import VerdictConfig
 from stragglers.model import build_graph
 from stragglers.trace import build_table, schema
-from tests.whatif import handmade
+from tests.analysis import handmade
 
 TOL = 1e-9
 
