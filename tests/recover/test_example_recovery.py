@@ -157,7 +157,7 @@ def test_resume_with_another_layout_via_the_cli(tmp_path: Path,
 def test_bad_injections_are_refused(extra: dict[str, Any], message: str,
                                     tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=message):
-        JobConfig(out_dir=str(tmp_path), **{**SMALL, **extra}).validate()
+        JobConfig(out_dir=str(tmp_path), **{**SMALL, **extra}).check()
 
 
 def test_a_world_that_is_not_dp_x_pp_stops_the_driver(tmp_path: Path) -> None:

@@ -148,7 +148,7 @@ def test_scheduler_runs_validation_and_analyses_in_dask_workers(
     for pid in ran.values():  # the Dask worker process, a child of `dask worker`
         assert pid != server.proc.pid and dask_cluster.worker_pid in _ancestors(pid)
     # the uploads were validated there too, and no local worker process was started
-    validated = re.findall(r"validate_upload \w+/trace\.parquet ran on dask worker", text)
+    validated = re.findall(r"check_upload \w+/trace\.parquet ran on dask worker", text)
     assert len(validated) == len(jobs)
     assert "local smon-analysis" not in text
 

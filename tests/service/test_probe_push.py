@@ -55,4 +55,4 @@ def test_a_server_that_is_down_costs_the_job_nothing(tmp_path: Path) -> None:
 
 def test_bad_push_server_is_refused_before_the_job_starts(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="--push-server must be an http"):
-        _job(tmp_path / "job", push_server="ftp://x").validate()
+        _job(tmp_path / "job", push_server="ftp://x").check()

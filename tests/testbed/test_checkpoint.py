@@ -62,7 +62,7 @@ def test_bad_rank_map_is_refused(tmp_path: Path) -> None:
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps([0, 1, 1, 3]))
     with pytest.raises(ValueError, match=r"plan.json: field 'rank_permutation'"):
-        JobConfig(out_dir=str(tmp_path / "o"), rank_map=str(plan), **SMALL).validate()
+        JobConfig(out_dir=str(tmp_path / "o"), rank_map=str(plan), **SMALL).check()
     plan.write_text(json.dumps([0, 1, 2, 9]))
     with pytest.raises(ValueError, match=r"row 3"):
-        JobConfig(out_dir=str(tmp_path / "o"), rank_map=str(plan), **SMALL).validate()
+        JobConfig(out_dir=str(tmp_path / "o"), rank_map=str(plan), **SMALL).check()

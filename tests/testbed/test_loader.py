@@ -103,20 +103,20 @@ def test_greedy_balances_the_modelled_cost() -> None:
 def test_config_errors(tmp_path: Path) -> None:
     base = JobConfig(out_dir=str(tmp_path / "o"), **SMALL)
     with pytest.raises(ValueError, match="must be one of off, in-order, greedy, paired"):
-        JobConfig(out_dir=str(tmp_path / "o"), rebalance="lpt").validate()
+        JobConfig(out_dir=str(tmp_path / "o"), rebalance="lpt").check()
     with pytest.raises(ValueError, match="--cost-model is used by --rebalance greedy and "):
         JobConfig(out_dir=str(tmp_path / "o"), rebalance="in-order",
-                  cost_model=str(tmp_path / "m.json")).validate()
+                  cost_model=str(tmp_path / "m.json")).check()
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"a": 0.0, "b": -1.0, "c": 0.0}))
     with pytest.raises(ValueError, match=r"bad.json: field 'a'/'b': a sample of 16 tokens"):
         JobConfig(out_dir=str(tmp_path / "o"), rebalance="greedy",
-                  cost_model=str(bad)).validate()
+                  cost_model=str(bad)).check()
     bad.write_text(json.dumps({"a": 0.0, "b": "x", "c": 0.0}))
     with pytest.raises(ValueError, match=r"bad.json: field 'b': expected a finite number"):
         JobConfig(out_dir=str(tmp_path / "o"), rebalance="greedy",
-                  cost_model=str(bad)).validate()
-    base.validate()
+                  cost_model=str(bad)).check()
+    base.check()
 
 
 def test_empty_micro_batch_is_refused_before_the_run(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from stragglers.service import api, dashboard
 from stragglers.service.alerts import Alerter
 from stragglers.service.auth import BearerAuth, BodyLimit
 from stragglers.service.datadir import DataDir
-from stragglers.service.dispatcher import Dispatcher, Executor, Validator
+from stragglers.service.dispatcher import Dispatcher, Executor, UploadChecker
 from stragglers.service.ingest import Ingest, remove_orphans
 from stragglers.service.overview import RecordActivity
 from stragglers.service.prometheus import RequestMetrics, Telemetry, registry_for
@@ -62,10 +62,10 @@ def open_service(config: ServiceConfig, executor: Executor | None = None) -> Ser
     ``executor`` runs validation and analyses (default: this server's process pools)."""
     data = DataDir(config.data).create()
     store = Store.open(config.db_url or sqlite_url(data.root), config.lease_s)
-    validation = executor
-    if executor is not None and hasattr(executor, "for_validation"):
-        validation = executor.for_validation()  # a Dask cluster's: ahead of analyses
-    validator = Validator(config.validators, validation)
+    checks = executor
+    if executor is not None and hasattr(executor, "for_upload_checks"):
+        checks = executor.for_upload_checks()  # a Dask cluster's: ahead of analyses
+    checker = UploadChecker(config.validators, checks)
     activity = RecordActivity(data.records_mtime)
     alerter = Alerter(store, config.alerts, config.public_url, activity)
     registry, telemetry = registry_for(store, config.metrics_stale_s, activity)
@@ -76,8 +76,8 @@ def open_service(config: ServiceConfig, executor: Executor | None = None) -> Ser
             alerter.session_done(row)
 
     dispatcher = Dispatcher(store, data, config.workers, finished, executor=executor)
-    return Service(config=config, data=data, store=store, validator=validator,
-                   dispatcher=dispatcher, ingest=Ingest(store, data, validator),
+    return Service(config=config, data=data, store=store, checker=checker,
+                   dispatcher=dispatcher, ingest=Ingest(store, data, checker),
                    streams=RecordStreams(store, data), alerter=alerter,
                    registry=registry, telemetry=telemetry, activity=activity)
 
@@ -100,14 +100,14 @@ def create_app(config: ServiceConfig, executor: Executor | None = None,
                 log.warning("removed %d incomplete upload(s) of the previous server", n)
         if data is not None:
             data.share()
-        await service.validator.start()
+        await service.checker.start()
         await service.dispatcher.start()
         service.alerter.start()
         try:
             yield
         finally:
             await service.dispatcher.stop()
-            service.validator.close()
+            service.checker.close()
             service.alerter.stop()
             if executor is not None:
                 executor.close()

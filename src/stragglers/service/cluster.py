@@ -47,7 +47,7 @@ class DaskExecutor:
     task's completion is awaited through a done-callback, not a thread per task, and the
     short blocking calls (submit, fetching a result) run in threads, never on the server's
     event loop. ``priority``: Dask runs queued tasks of a higher priority first (upload
-    validation goes before queued analyses, see :meth:`for_validation`)."""
+    validation goes before queued analyses, see :meth:`for_upload_checks`)."""
 
     def __init__(self, scheduler: str, client: Any = None, priority: int = 0) -> None:
         self.scheduler = scheduler
@@ -56,7 +56,7 @@ class DaskExecutor:
         self.priority = priority
         self._owner = client is None
 
-    def for_validation(self) -> DaskExecutor:
+    def for_upload_checks(self) -> DaskExecutor:
         """The same cluster and client, its tasks ahead of queued analyses."""
         return DaskExecutor(self.scheduler, self.client, priority=10)
 

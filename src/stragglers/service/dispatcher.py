@@ -1,6 +1,6 @@
 """The analysis queue: worker process pools and the loop that feeds them from the store.
 
-* :class:`Validator` checks uploads in its own process pool, so that an upload waits for
+* :class:`UploadChecker` checks uploads in its own process pool, so that an upload waits for
   its own validation only, never behind queued analyses.
 * :class:`Dispatcher` claims queued sessions from the store (the durable queue) as leases,
   analyses each in a worker process and records the outcome. It wakes when an upload is
@@ -45,8 +45,8 @@ from stragglers.service.store import Store
 from stragglers.service.tasks import (
     UploadCheck,
     analyse_session,
+    check_upload,
     init_task_process,
-    validate_upload,
     warm_up,
 )
 
@@ -117,7 +117,7 @@ class LocalPool:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
-class Validator:
+class UploadChecker:
     """Upload validation on its own executor, so that an upload waits for its own
     validation only, never behind queued analyses."""
 
@@ -134,7 +134,7 @@ class Validator:
                     ) -> UploadCheck:
         for _ in range(2):
             try:
-                return await self.executor.run(validate_upload, trace, meta, trace_name,
+                return await self.executor.run(check_upload, trace, meta, trace_name,
                                                meta_name)
             except (WorkerDied, ExecutorLost):
                 # a validation process died (killed, out of memory): once more

@@ -1,5 +1,5 @@
 """Session uploads: stage the files, validate them in a worker process, then queue the
-session durably — or refuse the upload with the validator's one-line message and leave
+session durably — or refuse the upload with the checker's one-line message and leave
 nothing behind.
 
 Order of the steps (what a ``kill -9`` at any point leaves):
@@ -29,7 +29,7 @@ from typing import IO
 from stragglers.errors import InputError
 from stragglers.limits import check_limit
 from stragglers.service.datadir import DataDir, check_job_name
-from stragglers.service.dispatcher import Validator
+from stragglers.service.dispatcher import UploadChecker
 from stragglers.service.rows import NewSession
 from stragglers.service.store import Store
 from stragglers.service.tasks import META_FILE
@@ -93,10 +93,10 @@ def _fsync_dir(path: Path) -> None:
 
 
 class Ingest:
-    def __init__(self, store: Store, data: DataDir, validator: Validator) -> None:
+    def __init__(self, store: Store, data: DataDir, checker: UploadChecker) -> None:
         self.store = store
         self.data = data
-        self.validator = validator
+        self.checker = checker
 
     def stage(self, session_id: str, up: Upload) -> tuple[Path, str, int]:
         """Write the upload into its staging folder; returns (folder, trace file, bytes)."""
@@ -139,7 +139,7 @@ class Ingest:
         session_id = uuid.uuid4().hex
         folder, trace_file, size = await asyncio.to_thread(self.stage, session_id, up)
         try:
-            check = await self.validator.check(str(folder / trace_file),
+            check = await self.checker.check(str(folder / trace_file),
                                                str(folder / META_FILE), up.trace_name,
                                                up.meta_name)
             if job is None:

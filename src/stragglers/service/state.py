@@ -10,7 +10,7 @@ from prometheus_client import CollectorRegistry
 from stragglers.service.alert_rules import AlertConfig
 from stragglers.service.alerts import Alerter
 from stragglers.service.datadir import DataDir
-from stragglers.service.dispatcher import Dispatcher, Validator
+from stragglers.service.dispatcher import Dispatcher, UploadChecker
 from stragglers.service.ingest import Ingest
 from stragglers.service.overview import RecordActivity
 from stragglers.service.prometheus import DEFAULT_STALE_S, Telemetry
@@ -40,7 +40,7 @@ class Service:
     config: ServiceConfig
     data: DataDir
     store: Store
-    validator: Validator
+    checker: UploadChecker
     dispatcher: Dispatcher
     ingest: Ingest
     streams: RecordStreams

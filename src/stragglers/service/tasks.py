@@ -54,7 +54,7 @@ class UploadCheck:
     n_steps: int
 
 
-def validate_upload(trace: str, meta: str, trace_name: str, meta_name: str) -> UploadCheck:
+def check_upload(trace: str, meta: str, trace_name: str, meta_name: str) -> UploadCheck:
     """Read and validate a trace with its metadata exactly as the analysis will (the
     validator of :func:`stragglers.analysis.load_table`).
 

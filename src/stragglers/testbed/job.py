@@ -135,7 +135,7 @@ class JobConfig:
         """Number of processes: ``dp * pp``."""
         return self.dp * self.pp
 
-    def validate(self) -> None:
+    def check(self) -> None:
         """Raise ``ValueError`` on an inconsistent configuration."""
         if not self.out_dir:
             raise ValueError("--out-dir is required (the job never writes into the current "
@@ -600,7 +600,7 @@ def run_job(cfg: JobConfig, merge: bool = True) -> dict[str, Any]:
     """
     import torch.multiprocessing as mp
 
-    cfg.validate()
+    cfg.check()
     out = claim_out_dir(cfg.out_dir, cfg.force, "--out-dir", RUN_OUTPUTS)
     init = f"file://{(out / 'rendezvous').resolve()}"
     mp.start_processes(rank_main, args=(cfg, init), nprocs=cfg.world_size, join=True,
@@ -719,7 +719,7 @@ def add_job_arguments(parser: argparse.ArgumentParser, out_dir_required: bool = 
 def config_from_args(args: argparse.Namespace) -> JobConfig:
     """Build a :class:`JobConfig` from parsed :func:`add_job_arguments` options."""
     cfg = JobConfig(**{f.name: getattr(args, f.name) for f in fields(JobConfig)})
-    cfg.validate()
+    cfg.check()
     return cfg
 
 

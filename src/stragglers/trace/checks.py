@@ -9,7 +9,7 @@ than the ``op_seconds`` limit (one day) or a ``start_ts`` beyond ``timestamp_sec
 unit or recording error (and sums of such values overflow float32), a trace whose compute
 ops all last 0 s holds no timing. Timestamp precision is checked against the durations it
 must resolve (:func:`timestamp_precision`): far too coarse is an error, merely coarse is a
-*caveat*, a one-line reason, returned by :func:`validate_rows`, that makes any result from
+*caveat*, a one-line reason, returned by :func:`check_rows`, that makes any result from
 the trace untrustworthy.
 """
 
@@ -47,7 +47,7 @@ def _fail(trace: TraceColumns, mask: np.ndarray, field: str, what: str) -> None:
         )
 
 
-def validate_rows(trace: TraceColumns, meta: JobMeta) -> list[str]:
+def check_rows(trace: TraceColumns, meta: JobMeta) -> list[str]:
     """Check value ranges, plausibility and metadata consistency, row by row (vectorised).
 
     Returns the caveats (see the module docstring); raises on errors.

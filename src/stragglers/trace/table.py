@@ -15,7 +15,7 @@ import numpy as np
 
 from stragglers.errors import InputError
 from stragglers.limits import check_limit, limit
-from stragglers.trace.checks import validate_rows
+from stragglers.trace.checks import check_rows
 from stragglers.trace.io import JobMeta, TraceColumns
 from stragglers.trace.schema import OPTYPES
 
@@ -155,7 +155,7 @@ def build_table(trace: TraceColumns, meta: JobMeta) -> OpTable:
     another holds two rows (pigeonhole), so no per-cell count is kept. Any failure is
     diagnosed by :func:`_refuse`, which names the first problem.
     """
-    caveats = validate_rows(trace, meta)
+    caveats = check_rows(trace, meta)
     n_rows = len(trace)
     dp, pp = meta.dp_size, meta.pp_size
     steps, step_idx = _factorize_steps(trace.step)
