@@ -40,8 +40,9 @@ On an incident it localises the culprit:
 
 Then it kills every process of the attempt (with ``validate``, the validation passes of a ring
 over the attempt's slots and the GEMM test, :mod:`stragglers.validate`, run next and their
-flags go into the incident), takes the culprits' slots out of service and restarts the command (on the remaining slots, or with spares in their place); the job
-resumes from its latest checkpoint in ``ckpt_dir``: the example job's ``latest`` marker
+flags go into the incident), takes the culprits' slots out of service and restarts the command
+(on the remaining slots, or with spares in their place); the job resumes from its latest
+checkpoint in ``ckpt_dir``: the example job's ``latest`` marker
 (:mod:`stragglers.testbed.checkpoint`; the command must carry ``--ckpt-dir`` with the
 same folder and ``--resume``), or else the toy job's files ``ckpt-<step>.pt``. If every rank
 of an attempt exits with status 2 before its first step, the job refused its input:
