@@ -152,6 +152,7 @@ class Attempt:
     localisation: Localisation | None = None
 
     def observe(self, beats: Mapping[int, dict[str, Any]], now: float) -> None:
+        """Take the ranks' steps from their heartbeats; a change of any is progress."""
         steps = tuple(int(beats[r]["step"]) if r in beats else -1 for r in range(self.world))
         self.max_step = max(self.max_step, *steps)
         if steps != self.steps:
