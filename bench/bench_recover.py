@@ -76,7 +76,7 @@ def main() -> None:
                                    ckpt_dir=f"{tmp}/ck", out_dir=f"{tmp}/run",
                                    heartbeat_s=args.heartbeat_s, timeout_s=args.timeout_s)
                 res = run_driver(cfg)
-                (inc,) = res.incidents
+                (inc,) = [i.to_dict() for i in res.incidents]
                 runs.append({"ok": res.ok, "detect": inc["since_last_progress_s"],
                              "localise": inc["localise_s"], "resume": inc["resumed_after_s"],
                              "lost": inc["steps_lost"],

@@ -85,7 +85,7 @@ def test_a_rank_that_never_reaches_the_call_then_a_crash(tmp_path: Path) -> None
                        heartbeat_s=0.2, timeout_s=TIMEOUT_S)
     res = run_driver(cfg)
     assert res.ok and res.attempts == 3 and res.slots_in_service == [1, 3]
-    hang, crash = res.incidents
+    hang, crash = [i.to_dict() for i in res.incidents]
     assert hang["kind"] == "hang" and hang["culprit_slots"] == [2]
     assert hang["evidence"]["alive_not_in_a_call"] == [2]  # alive, but not in the all-reduce
     assert hang["evidence"]["stale_heartbeat"] == []
@@ -108,7 +108,7 @@ def test_gives_up_when_slots_run_out(tmp_path: Path) -> None:
                        heartbeat_s=0.2, timeout_s=TIMEOUT_S)
     res = run_driver(cfg)
     assert not res.ok and res.message == "no slot left"
-    assert [i["culprit_slots"] for i in res.incidents] == [[0]]
+    assert [i.to_dict()["culprit_slots"] for i in res.incidents] == [[0]]
 
 
 @pytest.mark.parametrize("argv, message", [

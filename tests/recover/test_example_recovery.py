@@ -62,7 +62,7 @@ def test_a_rank_frozen_inside_a_collective_is_replaced_by_a_spare(
                        out_dir=str(tmp_path / "run"), heartbeat_s=0.2, timeout_s=TIMEOUT_S)
     res = run_driver(cfg)
     assert res.ok and res.attempts == 2 and res.slots_in_service == [0, 4, 2, 3], res
-    (inc,) = res.incidents
+    (inc,) = [i.to_dict() for i in res.incidents]
     assert inc["kind"] == "hang" and inc["culprit_ranks"] == [1] and inc["culprit_slots"] == [1]
     ev = inc["evidence"]
     assert ev["stale_heartbeat"] == [1]  # frozen: its heartbeats stopped
@@ -115,7 +115,7 @@ def test_no_spare_left_stops_with_a_clear_message(tmp_path: Path) -> None:
     res = run_driver(cfg)
     assert not res.ok and res.attempts == 1
     assert res.message.startswith("no spare slot left: the job needs 4 ranks and 3 healthy")
-    assert [i["culprit_slots"] for i in res.incidents] == [[0]]
+    assert [i.to_dict()["culprit_slots"] for i in res.incidents] == [[0]]
 
 
 def test_resume_with_another_layout_is_one_line_exit_2(tmp_path: Path) -> None:

@@ -6,7 +6,6 @@ import argparse
 import json
 import shutil
 import sys
-from typing import Any
 
 from stragglers import options
 from stragglers.atomic import check_out_dir
@@ -59,6 +58,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from stragglers.recover.driver import DriverConfig, run_driver
+    from stragglers.recover.incidents import Incident
 
     command = list(args.train_command)
     if command and command[0] == "--":
@@ -86,15 +86,12 @@ def _run(args: argparse.Namespace) -> int:
                        max_restarts=args.max_restarts, pp=args.pp, tp=args.tp, world=args.world,
                        validate=args.validate)
 
-    def log(incident: dict[str, Any]) -> None:
-        sys.stdout.write(json.dumps(incident) + "\n")
+    def log(incident: Incident) -> None:
+        sys.stdout.write(json.dumps(incident.to_dict()) + "\n")
         sys.stdout.flush()
 
     result = run_driver(cfg, log=log)
-    sys.stdout.write(json.dumps({"ok": result.ok, "attempts": result.attempts,
-                                 "incidents": len(result.incidents),
-                                 "slots_in_service": result.slots_in_service,
-                                 "wall_s": round(result.wall_s, 3)}) + "\n")
+    sys.stdout.write(json.dumps(result.to_dict()) + "\n")
     if not result.ok:
         print(f"stragglers run: {result.message or 'the job did not finish'}", file=sys.stderr)
         return 1

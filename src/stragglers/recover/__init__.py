@@ -5,7 +5,10 @@ from its latest checkpoint.
 * :mod:`~stragglers.recover.heartbeat` - the client API a job calls (step, current call,
   status), written by a background thread so that a live rank keeps beating while it waits;
 * :mod:`~stragglers.recover.driver` - the driver behind ``stragglers run``: launch, watch,
-  localise, exclude, restart, incident reports;
+  localise, exclude, restart;
+* :mod:`~stragglers.recover.attempt` - the states of one attempt and the transitions allowed;
+* :mod:`~stragglers.recover.incidents` - the incidents and the driver's result, as JSON;
+* :mod:`~stragglers.recover.marker` - the checkpoint marker a restarted job resumes at;
 * :mod:`~stragglers.testbed.toyjob` - a small elastic data-parallel training job over gloo
   with checkpoints and hang/crash injections, for the tests of the elastic mode (the incident
   benchmark and the fixed-size tests run the example job, whose injections live in

@@ -38,18 +38,24 @@ On an incident it localises the culprit:
   :func:`stragglers.detect.hang.localize_hang` on the ``dp x pp x tp`` topology of the
   attempt. Both diagnoses go into the evidence.
 
-With ``validate``, the validation passes of a ring over the attempt's slots and the GEMM test
-(:mod:`stragglers.validate`) run next and their flags go into the incident. Then it kills every
-process of the attempt, takes the culprits' slots out of service and
-restarts the command (on the remaining slots, or with spares in their place); the job
-resumes from its latest checkpoint in ``ckpt_dir``: the example job's ``latest`` marker
+Then it kills every process of the attempt (with ``validate``, the validation passes of a ring
+over the attempt's slots and the GEMM test, :mod:`stragglers.validate`, run next and their
+flags go into the incident), takes the culprits' slots out of service and restarts the command
+(on the remaining slots, or with spares in their place); the job resumes from its latest
+checkpoint in ``ckpt_dir``: the example job's ``latest`` marker
 (:mod:`stragglers.testbed.checkpoint`; the command must carry ``--ckpt-dir`` with the
 same folder and ``--resume``), or else the toy job's files ``ckpt-<step>.pt``. If every rank
 of an attempt exits with status 2 before its first step, the job refused its input:
 the driver stops and says so instead of excluding slots. Each incident is a JSON object:
 kind, detection time (since the start and since the last progress), localisation time,
 culprit slots and ranks with the evidence, the step resumed at, the steps lost, and the time
-until the restarted job made progress again.
+until the restarted job made progress again (:mod:`stragglers.recover.incidents`).
+
+Each attempt walks the state machine of :mod:`stragglers.recover.attempt` (LAUNCHING, RUNNING,
+HUNG or CRASHED, EXCLUDING, RESTARTING; DONE or GAVE_UP); :data:`STEPS` maps every state to the
+function that does its work and returns the next state (:func:`launch`, :func:`poll`,
+:func:`diagnose_hang`, :func:`diagnose_crash`, :func:`exclude`, :func:`restart`), over a
+:class:`Recovery` they share; :func:`run_driver` loops until a final state.
 """
 
 from __future__ import annotations
@@ -61,18 +67,33 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from stragglers.atomic import write_text
-from stragglers.detect.hang import LastOp, Topology, localize_hang
+from stragglers.detect.flight_recorder import read_flight_recorder
+from stragglers.detect.fr_hang import localize_fr_hang
+from stragglers.detect.hang import GROUP_KINDS, LastOp, Topology, localize_hang
+from stragglers.errors import InputError
+from stragglers.recover.attempt import AttemptMachine, AttemptState
 from stragglers.recover.heartbeat import read_beats
+from stragglers.recover.incidents import (
+    CrashEvidence,
+    DriverResult,
+    Exclusion,
+    FlightRecorderEvidence,
+    HangEvidence,
+    HeartbeatEvidence,
+    Incident,
+    ValidationFlags,
+)
+from stragglers.recover.marker import read_marker
 
-__all__ = ["DriverConfig", "DriverResult", "run_driver"]
-
-GROUP_KINDS = ("tp", "dp", "pp")
+__all__ = ["STEPS", "Attempt", "Detection", "DriverConfig", "Localisation", "Recovery",
+           "diagnose_crash", "diagnose_hang", "exclude", "exclude_slots", "launch", "poll",
+           "restart", "resume_step", "run_driver"]
 
 
 @dataclass(frozen=True)
@@ -93,14 +114,132 @@ class DriverConfig:
     fr_wait_s: float = 3.0  # how long to wait for the flight-recorder dumps of a hang
 
 
+@dataclass(frozen=True)
+class Detection:
+    """What ended an attempt's RUNNING state: a crash or a hang, and when."""
+
+    kind: str  # "crash" | "hang" | "startup_hang"
+    t_detect: float  # time.monotonic()
+    last_progress: float  # time.monotonic() of the last step any rank advanced
+    failed: tuple[int, ...]  # the ranks that had exited non-zero
+    beats: Mapping[int, dict[str, Any]]  # the heartbeats read then
+
+
+@dataclass(frozen=True)
+class Localisation:
+    """The culprits of an incident and the evidence that names them."""
+
+    culprit_ranks: tuple[int, ...]
+    evidence: HangEvidence | CrashEvidence
+    t_local: float  # time.monotonic() when localised
+    exit_codes: Mapping[int, int] | None = None  # crash: rank -> exit status of the dead
+
+
 @dataclass
-class DriverResult:
-    ok: bool
-    attempts: int
-    incidents: list[dict[str, Any]] = field(default_factory=list)
-    slots_in_service: list[int] = field(default_factory=list)
-    wall_s: float = 0.0
+class Attempt:
+    """One attempt's processes and what the driver saw of them (RUNNING updates it)."""
+
+    index: int  # 0 for the first
+    world: int
+    hb_dir: Path
+    last_progress: float = 0.0  # time.monotonic() of the last change of the ranks' steps
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    logs: list[IO[bytes]] = field(default_factory=list)
+    steps: tuple[int, ...] = ()  # every rank's step (-1: none yet)
+    started: bool = False  # every rank has begun its first step
+    max_step: int = -1
+    detection: Detection | None = None
+    localisation: Localisation | None = None
+
+    def observe(self, beats: Mapping[int, dict[str, Any]], now: float) -> None:
+        """Take the ranks' steps from their heartbeats; a change of any is progress."""
+        steps = tuple(int(beats[r]["step"]) if r in beats else -1 for r in range(self.world))
+        self.max_step = max(self.max_step, *steps)
+        if steps != self.steps:
+            self.steps = steps
+            self.last_progress = now
+        if not self.started and all(s >= 0 for s in steps):
+            self.started = True
+            self.last_progress = now
+
+
+@dataclass(frozen=True)
+class _Pending:
+    """An incident waiting for the restarted job's progress (its ``resumed_after_s``)."""
+
+    index: int  # in Recovery.incidents
+    t_detect: float
+    restart_step: int
+
+
+@dataclass
+class Recovery:
+    """The driver's state across attempts, which the functions of the states share."""
+
+    cfg: DriverConfig
+    log: Callable[[Incident], None] | None
+    t_start: float
+    slots: list[int]  # in service: the attempt's ranks first, then spares
+    index: int = 0  # the attempt to launch
+    attempts: int = 0  # attempts launched
+    attempt: Attempt | None = None  # the latest
+    incidents: list[Incident] = field(default_factory=list)
+    pending: _Pending | None = None
+    ok: bool = False
     message: str = ""
+
+    @property
+    def out(self) -> Path:
+        return Path(self.cfg.out_dir)
+
+    @property
+    def ckpt(self) -> Path:
+        return Path(self.cfg.ckpt_dir)
+
+    @property
+    def stale_s(self) -> float:
+        """A heartbeat this old means a stopped process: well above the interval (a loaded
+        machine delays threads by seconds), well below the hang timeout (a frozen rank stopped
+        at least that long before the hang is declared)."""
+        return min(self.cfg.timeout_s / 2, max(5 * self.cfg.heartbeat_s, 3.0))
+
+    @property
+    def current(self) -> Attempt:
+        assert self.attempt is not None, "no attempt launched"
+        return self.attempt
+
+    def emit(self, incident: Incident) -> None:
+        self._write()
+        if self.log is not None:
+            self.log(incident)
+
+    def resolve_pending(self, resumed_after_s: float | None) -> None:
+        """Give the pending incident its ``resumed_after_s`` and emit it."""
+        assert self.pending is not None
+        i = self.pending.index
+        self.incidents[i] = replace(self.incidents[i], resumed_after_s=resumed_after_s)
+        self.pending = None
+        self.emit(self.incidents[i])
+
+    def end_attempt(self) -> None:
+        """Kill every process of the latest attempt and close its logs."""
+        if self.attempt is not None:
+            _kill_all(self.attempt.procs)
+            for f in self.attempt.logs:
+                f.close()
+            self.attempt.procs.clear()
+            self.attempt.logs.clear()
+
+    def finish(self) -> DriverResult:
+        if self.pending is not None:  # progress never came back
+            self.resolve_pending(None)
+        self._write()
+        return DriverResult(self.ok, self.attempts, list(self.incidents), list(self.slots),
+                            time.monotonic() - self.t_start, self.message)
+
+    def _write(self) -> None:
+        write_text(self.out / "incidents.jsonl",
+                   "".join(json.dumps(i.to_dict()) + "\n" for i in self.incidents))
 
 
 def _free_port() -> int:
@@ -113,8 +252,6 @@ def resume_step(folder: Path) -> int:
     """The step a restarted job begins at: the example job's ``latest`` marker (the number of
     steps the checkpoint holds), else the toy job's newest ``ckpt-<step>.pt`` plus one, else 0.
     """
-    from stragglers.recover.marker import read_marker
-
     marker = read_marker(folder)
     if marker is not None:
         return marker.step
@@ -143,12 +280,13 @@ def _kill_all(procs: Sequence[subprocess.Popen[bytes]]) -> None:
         p.wait()
 
 
-def _localise_hang(beats: dict[int, dict[str, Any]], world: int, now: float, stale_s: float,
-                   pp: int, tp: int) -> tuple[list[int], dict[str, Any]]:
-    dp = world // (pp * tp)
-    topo = Topology(dp=dp, pp=pp, tp=tp)
+def _heartbeat_evidence(beats: Mapping[int, dict[str, Any]], world: int, now: float,
+                        stale_s: float, pp: int, tp: int) -> HeartbeatEvidence:
     last_ops: dict[int, LastOp] = {}
-    stale, computing, untracked = [], [], []
+    stale, computing = [], []
+    # e.g. the example job's "world" (gradient norm) and "emb" all-reduces: left out of the
+    # waits-for graph (like silent ranks, they are suspects only if others wait for them)
+    untracked: dict[int, str] = {}
     for r in range(world):
         b = beats.get(r)
         if b is None or now - float(b.get("ts", 0.0)) > stale_s:
@@ -162,34 +300,19 @@ def _localise_hang(beats: dict[int, dict[str, Any]], world: int, now: float, sta
                                  peer=peer if isinstance(peer, int) else None,
                                  seq=seq if isinstance(seq, int) else None)
         elif b.get("op"):  # a call in a group the dp x pp x tp topology does not describe
-            untracked.append(r)
+            untracked[r] = f"{b.get('op')} in {group}"
         else:
             computing.append(r)
-    diag = localize_hang(topo, last_ops)
-    evidence = {
-        "stale_heartbeat": stale,
-        "alive_not_in_a_call": computing,
-        # e.g. the example job's "world" (gradient norm) and "emb" all-reduces: left out of the
-        # waits-for graph (like silent ranks, they are suspects only if others wait for them)
-        "in_other_group_call": {str(r): f"{beats[r].get('op')} in {beats[r].get('group')}"
-                                for r in untracked},
-        "last_ops": {str(r): {"op": o.op, "group": o.group, "seq": o.seq, "peer": o.peer}
-                     for r, o in sorted(last_ops.items())},
-        "steps": {str(r): beats[r].get("step") for r in sorted(beats)},
-        "diagnosis": diag.to_dict()["suspects"],
-    }
-    return list(diag.suspect_ranks), evidence
+    diagnosis = localize_hang(Topology(dp=world // (pp * tp), pp=pp, tp=tp), last_ops)
+    return HeartbeatEvidence(tuple(stale), tuple(computing), untracked, last_ops,
+                             {r: b.get("step") for r, b in beats.items()}, diagnosis)
 
 
-def _localise_fr(hb_dir: Path, beats: dict[int, dict[str, Any]], world: int, stale_s: float,
-                 wait_s: float) -> tuple[list[int], dict[str, Any]]:
+def _flight_recorder_evidence(hb_dir: Path, beats: Mapping[int, dict[str, Any]], world: int,
+                              stale_s: float, wait_s: float) -> FlightRecorderEvidence:
     """Ask the live ranks for their flight-recorder dumps, wait for them (at most ``wait_s``)
     and localise the hang from them (:mod:`stragglers.detect.fr_hang`); ranks without a dump
     are silent."""
-    from stragglers.detect.flight_recorder import read_flight_recorder
-    from stragglers.detect.fr_hang import localize_fr_hang
-    from stragglers.errors import InputError
-
     (hb_dir / "dump-request").write_text("")
     now = time.time()
     live = [r for r in range(world)
@@ -201,20 +324,14 @@ def _localise_fr(hb_dir: Path, beats: dict[int, dict[str, Any]], world: int, sta
             break
         time.sleep(0.05)
     if not folder.is_dir():
-        return [], {"dumps": 0, "note": "no flight-recorder dump came (TORCH_FR_BUFFER_SIZE "
-                                        "unset, or the job does not use torch.distributed)"}
+        return FlightRecorderEvidence()
     try:
-        diag = localize_fr_hang(read_flight_recorder(folder))
+        return FlightRecorderEvidence(localize_fr_hang(read_flight_recorder(folder)))
     except InputError as exc:
-        return [], {"error": str(exc)}
-    out = diag.to_dict()
-    return list(diag.suspect_ranks), {
-        "dumps": diag.dumps, "suspects": out["suspects"], "silent": out["silent"],
-        "groups": out["groups"], "details": out["details"],
-        "waited_for": any(s.kind != "stuck_collective" for s in diag.suspects)}
+        return FlightRecorderEvidence(error=str(exc))
 
 
-def _validate_slots(slots: list[int]) -> dict[str, Any]:
+def _validate_slots(slots: list[int]) -> ValidationFlags:
     """Validation passes (a ring over the slots of the attempt, suspects included) and the GEMM
     test, as ``stragglers validate`` runs them; results mapped back to slots. Here the slots
     are local processes, so this measures this machine, not the slots' own hardware."""
@@ -226,211 +343,224 @@ def _validate_slots(slots: list[int]) -> dict[str, Any]:
     rep = evaluate_run(run_validation(ValidationConfig(
         "ring", tuple(range(n)), n, transfer_bytes=1 << 20, repeats=3, gemm_n=128)),
         factor=3.0)
-    return {"slow_links": [[slots[a], slots[b]] for a, b in rep.slow_links],
-            "slow_gemm_slots": [slots[r] for r in rep.slow_gemm_ranks],
-            "gemm_ratio": {str(slots[g.rank]): round(g.ratio, 3) for g in rep.gemm},
-            "link_ratio": {f"{slots[x.src]}->{slots[x.dst]}": round(x.ratio, 3)
-                           for x in rep.links},
-            "seconds": round(time.monotonic() - t0, 3)}
+    return ValidationFlags(
+        slow_links=tuple((slots[a], slots[b]) for a, b in rep.slow_links),
+        slow_gemm_slots=tuple(slots[r] for r in rep.slow_gemm_ranks),
+        gemm_ratio={slots[g.rank]: round(g.ratio, 3) for g in rep.gemm},
+        link_ratio={(slots[x.src], slots[x.dst]): round(x.ratio, 3) for x in rep.links},
+        seconds=round(time.monotonic() - t0, 3))
 
 
-def run_driver(cfg: DriverConfig, log: Callable[[dict[str, Any]], None] | None = None
+def exclude_slots(slots: Sequence[int], bad: set[int], world: int, elastic: bool
+                  ) -> Exclusion:
+    """Take the ``bad`` slots out of service: elastic, the others run the next attempt; else
+    the first spares (the slots after the first ``world``) take over the excluded slots'
+    ranks, and when too few are left the next attempt stops for want of a spare."""
+    if elastic:
+        kept = tuple(s for s in slots if s not in bad)
+        return Exclusion(kept, f"excluded slots {sorted(bad)}, restarting on {len(kept)}")
+    active, spares = list(slots[:world]), [s for s in slots[world:] if s not in bad]
+    bad_ranks = [i for i, s in enumerate(active) if s in bad]
+    if len(spares) < len(bad_ranks):
+        return Exclusion(tuple(s for s in slots if s not in bad),
+                         f"excluded slots {sorted(bad)}: no spare left")
+    taken = dict(zip(bad_ranks, spares, strict=False))
+    return Exclusion(
+        tuple(taken.get(i, s) for i, s in enumerate(active)) + tuple(spares[len(taken):]),
+        "excluded slots " + ", ".join(f"{active[i]} (rank {i} -> spare slot {taken[i]})"
+                                      for i in bad_ranks))
+
+
+def _rank_env(rec: Recovery, a: Attempt, rank: int, slot: int, port: int) -> dict[str, str]:
+    env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(a.world),
+               MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), STRAGGLERS_SLOT=str(slot),
+               STRAGGLERS_ATTEMPT=str(a.index), STRAGGLERS_HEARTBEAT_DIR=str(a.hb_dir),
+               STRAGGLERS_HEARTBEAT_S=str(rec.cfg.heartbeat_s),
+               STRAGGLERS_CKPT_DIR=str(rec.ckpt), STRAGGLERS_RUN_DIR=str(rec.out))
+    env.setdefault("TORCH_FR_BUFFER_SIZE", "2000")  # the flight recorder, for hangs
+    return env
+
+
+def launch(rec: Recovery) -> AttemptState:
+    """LAUNCHING: one process per rank on the first ``world`` slots in service, unless the
+    slots cannot hold the job (no spare left, or not a multiple of pp x tp)."""
+    cfg = rec.cfg
+    world = len(rec.slots) if cfg.world is None else cfg.world
+    if world > len(rec.slots):
+        rec.message = NO_SPARE.format(world=world, have=len(rec.slots))
+        return AttemptState.GAVE_UP
+    if world % (cfg.pp * cfg.tp):
+        rec.message = f"{world} slots left cannot hold pp {cfg.pp} x tp {cfg.tp}"
+        return AttemptState.GAVE_UP
+    rec.attempts = rec.index + 1
+    a = rec.attempt = Attempt(rec.index, world, rec.out / f"heartbeats-{rec.index}")
+    shutil.rmtree(a.hb_dir, ignore_errors=True)
+    a.hb_dir.mkdir(parents=True)
+    port = _free_port()
+    for rank, slot in enumerate(rec.slots[:world]):
+        f = open(rec.out / f"attempt-{a.index}-rank-{rank}.log", "wb")  # noqa: SIM115
+        a.logs.append(f)
+        a.procs.append(subprocess.Popen(list(cfg.command), env=_rank_env(rec, a, rank, slot, port),
+                                        stdout=f, stderr=subprocess.STDOUT,
+                                        start_new_session=True))
+    a.last_progress = time.monotonic()
+    return AttemptState.RUNNING
+
+
+def poll(rec: Recovery) -> AttemptState:
+    """RUNNING: one look at the heartbeats and exit codes; the attempt goes on, finished, or
+    hung or crashed (the detection recorded), or every rank refused its input."""
+    cfg, a = rec.cfg, rec.current
+    time.sleep(cfg.poll_s)
+    now = time.monotonic()
+    beats = read_beats(a.hb_dir)
+    a.observe(beats, now)
+    if rec.pending is not None and a.started and min(a.steps) > rec.pending.restart_step:
+        rec.resolve_pending(round(now - rec.pending.t_detect, 3))
+    codes = [p.poll() for p in a.procs]
+    if all(c == 0 for c in codes):
+        rec.ok = True
+        return AttemptState.DONE
+    failed = [r for r, c in enumerate(codes) if c not in (None, 0)]
+    if not failed and all(beats.get(r, {}).get("status") == "done" for r in range(a.world)):
+        # training is over: the processes are tearing down (which can take a while on a
+        # loaded machine), not hung; give them the start-up allowance to exit
+        if now - a.last_progress > cfg.startup_timeout_s:
+            rec.ok = True
+            rec.message = "the job finished but its processes did not exit"
+            return AttemptState.DONE
+        return AttemptState.RUNNING
+    if failed and not a.started and all(codes[r] == 2 for r in failed):
+        failed = _refused(rec)
+        if not failed:
+            return AttemptState.GAVE_UP
+    if failed:
+        a.detection = Detection("crash", now, a.last_progress, tuple(failed), beats)
+        return AttemptState.CRASHED
+    if now - a.last_progress > (cfg.timeout_s if a.started else cfg.startup_timeout_s):
+        a.detection = Detection("hang" if a.started else "startup_hang", now, a.last_progress,
+                                (), beats)
+        return AttemptState.HUNG
+    return AttemptState.RUNNING
+
+
+def _refused(rec: Recovery) -> list[int]:
+    """A rank refused its input before its first step: the others run the same command and
+    will too (or wait in the rendezvous): give them time to. The ranks that failed, or none
+    when every rank exited with status 2 (``rec.message`` says so)."""
+    cfg, a = rec.cfg, rec.current
+    exit_by = time.monotonic() + min(cfg.startup_timeout_s, 60.0)
+    while any(p.poll() is None for p in a.procs) and time.monotonic() < exit_by:
+        time.sleep(cfg.poll_s)
+    codes = [p.poll() for p in a.procs]
+    if all(c == 2 for c in codes):
+        rec.message = ("every rank exited with status 2 (the job refused its input) before its "
+                       f"first step: see {rec.out / f'attempt-{a.index}-rank-0.log'}")
+        return []
+    return [r for r, c in enumerate(codes) if c not in (None, 0)]
+
+
+def diagnose_hang(rec: Recovery) -> AttemptState:
+    """HUNG: localise from the flight-recorder dumps of the live ranks and, independently,
+    from the heartbeats; the dumps decide when they name ranks that others wait for, or when
+    the heartbeats name nobody."""
+    cfg, a = rec.cfg, rec.current
+    assert a.detection is not None
+    beats = a.detection.beats
+    heartbeats = _heartbeat_evidence(beats, a.world, time.time(), rec.stale_s, cfg.pp, cfg.tp)
+    fr = _flight_recorder_evidence(a.hb_dir, beats, a.world, rec.stale_s, cfg.fr_wait_s)
+    by_fr = bool(fr.suspect_ranks) and (fr.waited_for
+                                        or not heartbeats.diagnosis.suspect_ranks)
+    evidence = HangEvidence(heartbeats, fr, by_fr)
+    a.localisation = Localisation(evidence.culprit_ranks, evidence, time.monotonic())
+    return AttemptState.EXCLUDING
+
+
+def diagnose_crash(rec: Recovery) -> AttemptState:
+    """CRASHED: the culprits are the ranks that exited non-zero not because a peer went away
+    (their last status is not ``comm_error``), else those that had failed at detection."""
+    cfg, a = rec.cfg, rec.current
+    assert a.detection is not None
+    time.sleep(min(0.5, 2 * cfg.poll_s))  # let the peers' errors land
+    beats = read_beats(a.hb_dir)
+    dead = {r: c for r, c in enumerate(p.poll() for p in a.procs) if c not in (None, 0)}
+    culprits = tuple(r for r in dead if beats.get(r, {}).get("status") != "comm_error")
+    culprits = culprits or a.detection.failed
+    a.localisation = Localisation(culprits,
+                                  CrashEvidence(tuple(r for r in dead if r not in culprits)),
+                                  time.monotonic(), exit_codes=dead)
+    return AttemptState.EXCLUDING
+
+
+def exclude(rec: Recovery) -> AttemptState:
+    """EXCLUDING: kill the attempt, run the validation passes over its slots (``validate``),
+    record the incident and take the culprits' slots out of service; give up when nobody was
+    localised or no slot is left."""
+    cfg, a = rec.cfg, rec.current
+    det, loc = a.detection, a.localisation
+    assert det is not None and loc is not None
+    rec.end_attempt()
+    if rec.pending is not None:  # progress never came back before this incident
+        rec.resolve_pending(None)
+    validation = (_validate_slots(rec.slots[:a.world]) if cfg.validate and len(rec.slots) >= 2
+                  else None)
+    restart = resume_step(rec.ckpt)
+    culprit_slots = tuple(rec.slots[r] for r in loc.culprit_ranks)
+    exclusion = (exclude_slots(rec.slots, set(culprit_slots), a.world, cfg.world is None)
+                 if culprit_slots else None)
+    incident = Incident(
+        kind=det.kind, evidence=loc.evidence, attempt=a.index,
+        detected_at_s=round(det.t_detect - rec.t_start, 3),
+        since_last_progress_s=round(det.t_detect - det.last_progress, 3),
+        localise_s=round(loc.t_local - det.t_detect, 4), culprit_ranks=loc.culprit_ranks,
+        culprit_slots=culprit_slots, world=a.world, restart_step=restart,
+        checkpoint_step=restart - 1 if restart > 0 else None, last_step_reached=a.max_step,
+        steps_lost=max(0, a.max_step - restart),
+        action=exclusion.action if exclusion else "stop: no culprit localised",
+        exit_codes=loc.exit_codes, validation=validation)
+    rec.incidents.append(incident)
+    if exclusion is None:
+        rec.emit(incident)
+        rec.message = "hang without a localised culprit"
+        return AttemptState.GAVE_UP
+    rec.slots = list(exclusion.slots)
+    rec.pending = _Pending(len(rec.incidents) - 1, det.t_detect, restart)
+    if not rec.slots:
+        rec.message = "no slot left"
+        return AttemptState.GAVE_UP
+    return AttemptState.RESTARTING
+
+
+def restart(rec: Recovery) -> AttemptState:
+    """RESTARTING: on to the next attempt, unless the restarts are used up."""
+    if rec.index >= rec.cfg.max_restarts:
+        rec.message = f"gave up after {rec.cfg.max_restarts} restarts"
+        return AttemptState.GAVE_UP
+    rec.index += 1
+    return AttemptState.LAUNCHING
+
+
+STEPS: dict[AttemptState, Callable[[Recovery], AttemptState]] = {
+    AttemptState.LAUNCHING: launch,
+    AttemptState.RUNNING: poll,
+    AttemptState.HUNG: diagnose_hang,
+    AttemptState.CRASHED: diagnose_crash,
+    AttemptState.EXCLUDING: exclude,
+    AttemptState.RESTARTING: restart,
+}
+
+
+def run_driver(cfg: DriverConfig, log: Callable[[Incident], None] | None = None
                ) -> DriverResult:
-    """Run the command under watch until it finishes, restarting it after incidents."""
-    t_start = time.monotonic()
-    out = Path(cfg.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    ckpt = Path(cfg.ckpt_dir)
-    ckpt.mkdir(parents=True, exist_ok=True)
-    slots = list(range(cfg.slots))  # in service: the attempt's ranks first, then spares
-    result = DriverResult(ok=False, attempts=0)
-    # a heartbeat this old means a stopped process: well above the interval (a loaded machine
-    # delays threads by seconds), well below the hang timeout (a frozen rank stopped at least
-    # that long before the hang is declared)
-    stale_s = min(cfg.timeout_s / 2, max(5 * cfg.heartbeat_s, 3.0))
-    pending: dict[str, Any] | None = None  # incident waiting for the resumed progress
-
-    def emit(incident: dict[str, Any]) -> None:
-        write_text(out / "incidents.jsonl",
-                   "".join(json.dumps(i) + "\n" for i in result.incidents))
-        if log is not None:
-            log(incident)
-
-    for attempt in range(cfg.max_restarts + 1):
-        world = len(slots) if cfg.world is None else cfg.world
-        if world > len(slots):
-            result.message = NO_SPARE.format(world=world, have=len(slots))
-            break
-        if world % (cfg.pp * cfg.tp):
-            result.message = (f"{world} slots left cannot hold pp {cfg.pp} x tp {cfg.tp}")
-            break
-        result.attempts = attempt + 1
-        hb_dir = out / f"heartbeats-{attempt}"
-        shutil.rmtree(hb_dir, ignore_errors=True)
-        hb_dir.mkdir(parents=True)
-        port = _free_port()
-        procs: list[subprocess.Popen[bytes]] = []
-        logs = []
-        for rank, slot in enumerate(slots[:world]):
-            env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank),
-                       WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-                       STRAGGLERS_SLOT=str(slot), STRAGGLERS_ATTEMPT=str(attempt),
-                       STRAGGLERS_HEARTBEAT_DIR=str(hb_dir),
-                       STRAGGLERS_HEARTBEAT_S=str(cfg.heartbeat_s),
-                       STRAGGLERS_CKPT_DIR=str(ckpt), STRAGGLERS_RUN_DIR=str(out))
-            env.setdefault("TORCH_FR_BUFFER_SIZE", "2000")  # the flight recorder, for hangs
-            f = open(out / f"attempt-{attempt}-rank-{rank}.log", "wb")  # noqa: SIM115
-            logs.append(f)
-            procs.append(subprocess.Popen(list(cfg.command), env=env, stdout=f,
-                                          stderr=subprocess.STDOUT, start_new_session=True))
-        t_launch = time.monotonic()
-        last_progress = t_launch
-        progress_key: tuple[int, ...] = ()
-        started = False
-        incident: dict[str, Any] | None = None
-        max_step = -1
-        try:
-            while True:
-                time.sleep(cfg.poll_s)
-                now_mono = time.monotonic()
-                beats = read_beats(hb_dir)
-                steps = tuple(int(beats[r]["step"]) if r in beats else -1 for r in range(world))
-                max_step = max(max_step, *steps)
-                if steps != progress_key:
-                    progress_key = steps
-                    last_progress = now_mono
-                if not started and all(s >= 0 for s in steps):
-                    started = True
-                    last_progress = now_mono
-                if pending is not None and started and min(steps) > pending["restart_step"]:
-                    pending["resumed_after_s"] = round(now_mono - pending["_t_detect"], 3)
-                    pending.pop("_t_detect")
-                    emit(pending)
-                    pending = None
-                codes = [p.poll() for p in procs]
-                if all(c == 0 for c in codes):
-                    result.ok = True
-                    break
-                failed = [r for r, c in enumerate(codes) if c not in (None, 0)]
-                limit_s = cfg.timeout_s if started else cfg.startup_timeout_s
-                finished = all(beats.get(r, {}).get("status") == "done" for r in range(world))
-                if finished and not failed:
-                    # training is over: the processes are tearing down (which can take a while
-                    # on a loaded machine), not hung; give them the start-up allowance to exit
-                    if now_mono - last_progress > cfg.startup_timeout_s:
-                        result.ok = True
-                        result.message = "the job finished but its processes did not exit"
-                        break
-                    continue
-                if failed and not started and all(codes[r] == 2 for r in failed):
-                    # a rank refused its input before its first step: the others run the same
-                    # command and will too (or wait in the rendezvous): give them time to
-                    exit_by = now_mono + min(cfg.startup_timeout_s, 60.0)
-                    while (any(p.poll() is None for p in procs)
-                           and time.monotonic() < exit_by):
-                        time.sleep(cfg.poll_s)
-                    codes = [p.poll() for p in procs]
-                    if all(c == 2 for c in codes):
-                        result.message = ("every rank exited with status 2 (the job refused "
-                                          "its input) before its first step: see "
-                                          f"{out / f'attempt-{attempt}-rank-0.log'}")
-                        break
-                    failed = [r for r, c in enumerate(codes) if c not in (None, 0)]
-                if failed:
-                    t_detect = now_mono
-                    time.sleep(min(0.5, 2 * cfg.poll_s))  # let the peers' errors land
-                    beats = read_beats(hb_dir)
-                    codes = [p.poll() for p in procs]
-                    dead = [r for r, c in enumerate(codes) if c not in (None, 0)]
-                    culprits = [r for r in dead
-                                if beats.get(r, {}).get("status") != "comm_error"] or failed
-                    incident = {"kind": "crash", "exit_codes": {str(r): codes[r] for r in dead},
-                                "evidence": {"comm_error": [r for r in dead if r not in
-                                                            culprits]}}
-                elif now_mono - last_progress > limit_s:
-                    t_detect = now_mono
-                    culprits, evidence = _localise_hang(beats, world, time.time(), stale_s,
-                                                        cfg.pp, cfg.tp)
-                    fr_culprits, fr_evidence = _localise_fr(hb_dir, beats, world, stale_s,
-                                                            cfg.fr_wait_s)
-                    evidence["flight_recorder"] = fr_evidence
-                    evidence["localised_by"] = "heartbeats"
-                    # the dumps decide when they name ranks that others wait for; a group
-                    # stuck as a whole only when the heartbeats name nobody
-                    waited = fr_evidence.get("waited_for", False)
-                    if fr_culprits and (waited or not culprits):
-                        evidence["heartbeat_suspects"] = culprits
-                        culprits = fr_culprits
-                        evidence["localised_by"] = "flight_recorder"
-                    incident = {"kind": "hang" if started else "startup_hang",
-                                "evidence": evidence}
-                else:
-                    continue
-                t_local = time.monotonic()
-                incident.update({
-                    "attempt": attempt,
-                    "detected_at_s": round(t_detect - t_start, 3),
-                    "since_last_progress_s": round(t_detect - last_progress, 3),
-                    "localise_s": round(t_local - t_detect, 4),
-                    "culprit_ranks": culprits,
-                    "culprit_slots": [slots[r] for r in culprits],
-                    "world": world,
-                })
-                break
-        finally:
-            _kill_all(procs)
-            for f in logs:
-                f.close()
-        if result.ok or incident is None:
-            break
-        if pending is not None:  # progress never came back before this incident
-            pending.pop("_t_detect", None)
-            pending["resumed_after_s"] = None
-            emit(pending)
-            pending = None
-        if cfg.validate and len(slots) >= 2:
-            incident["validation"] = _validate_slots(slots[:world])
-        restart = resume_step(ckpt)
-        incident["restart_step"] = restart
-        incident["checkpoint_step"] = restart - 1 if restart > 0 else None  # last step held
-        incident["last_step_reached"] = max_step
-        incident["steps_lost"] = max(0, max_step - restart)
-        bad = set(incident["culprit_slots"])
-        slots_before = list(slots)
-        if not bad:
-            incident["action"] = "stop: no culprit localised"
-            result.incidents.append(incident)
-            emit(incident)
-            result.message = "hang without a localised culprit"
-            break
-        if cfg.world is None:
-            slots = [s for s in slots if s not in bad]
-            incident["action"] = f"excluded slots {sorted(bad)}, restarting on {len(slots)}"
-        else:  # the first spares take over the excluded slots' ranks
-            active, spares = slots[:world], [s for s in slots[world:] if s not in bad]
-            bad_ranks = [i for i, s in enumerate(active) if s in bad]
-            if len(spares) >= len(bad_ranks):
-                for i in bad_ranks:
-                    active[i] = spares.pop(0)
-                slots = active + spares
-                incident["action"] = ("excluded slots " + ", ".join(
-                    f"{slots_before[i]} (rank {i} -> spare slot {active[i]})" for i in bad_ranks))
-            else:
-                slots = [s for s in slots if s not in bad]  # the next attempt stops: no spare
-                incident["action"] = f"excluded slots {sorted(bad)}: no spare left"
-        incident["_t_detect"] = t_detect
-        result.incidents.append(incident)
-        pending = incident
-        if not slots:
-            result.message = "no slot left"
-            break
-    else:
-        result.message = f"gave up after {cfg.max_restarts} restarts"
-    if pending is not None:
-        pending.pop("_t_detect", None)
-        pending.setdefault("resumed_after_s", None)
-        emit(pending)
-    result.slots_in_service = slots
-    result.wall_s = time.monotonic() - t_start
-    write_text(out / "incidents.jsonl", "".join(json.dumps(i) + "\n" for i in result.incidents))
-    return result
+    """Run the command under watch until it finishes, restarting it after incidents; ``log``
+    gets every incident once it is complete."""
+    rec = Recovery(cfg, log, time.monotonic(), list(range(cfg.slots)))
+    rec.out.mkdir(parents=True, exist_ok=True)
+    rec.ckpt.mkdir(parents=True, exist_ok=True)
+    machine = AttemptMachine()
+    try:
+        while not machine.final:
+            machine.transition(STEPS[machine.state](rec))
+    finally:
+        rec.end_attempt()
+    return rec.finish()

@@ -1,0 +1,193 @@
+"""The records of the recovery driver (:mod:`stragglers.recover.driver`): incidents with their
+evidence, exclusions and the driver's result. Frozen; ``to_dict()`` gives the JSON of
+``RUN/incidents.jsonl`` and of ``stragglers run``'s stdout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from stragglers.detect.fr_hang import FRDiagnosis
+from stragglers.detect.hang import HangDiagnosis, LastOp
+
+__all__ = ["CrashEvidence", "DriverResult", "Exclusion", "FlightRecorderEvidence",
+           "HangEvidence", "HeartbeatEvidence", "Incident", "ValidationFlags"]
+
+NO_DUMP = ("no flight-recorder dump came (TORCH_FR_BUFFER_SIZE unset, or the job does not use "
+           "torch.distributed)")
+
+
+@dataclass(frozen=True)
+class HeartbeatEvidence:
+    """A hang as the heartbeats show it, and :func:`~stragglers.detect.hang.localize_hang`'s
+    diagnosis from the last ops of the ranks in a call."""
+
+    stale_heartbeat: tuple[int, ...]
+    alive_not_in_a_call: tuple[int, ...]
+    # a call in a group the dp x pp x tp topology does not describe: rank -> "op in group"
+    in_other_group_call: Mapping[int, str]
+    last_ops: Mapping[int, LastOp]
+    steps: Mapping[int, int | None]  # the step of every rank that beat
+    diagnosis: HangDiagnosis
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "stale_heartbeat": list(self.stale_heartbeat),
+            "alive_not_in_a_call": list(self.alive_not_in_a_call),
+            "in_other_group_call": {str(r): c for r, c in self.in_other_group_call.items()},
+            "last_ops": {str(r): {"op": o.op, "group": o.group, "seq": o.seq, "peer": o.peer}
+                         for r, o in sorted(self.last_ops.items())},
+            "steps": {str(r): s for r, s in sorted(self.steps.items())},
+            "diagnosis": [s.to_dict() for s in self.diagnosis.suspects],
+        }
+
+
+@dataclass(frozen=True)
+class FlightRecorderEvidence:
+    """A hang as the live ranks' flight-recorder dumps show it: their diagnosis, or none when
+    no dump came or the dumps could not be read (``error``)."""
+
+    diagnosis: FRDiagnosis | None = None
+    error: str | None = None
+
+    @property
+    def suspect_ranks(self) -> tuple[int, ...]:
+        return () if self.diagnosis is None else self.diagnosis.suspect_ranks
+
+    @property
+    def waited_for(self) -> bool:
+        """Whether the dumps name ranks that others wait for (not only a group stuck as a
+        whole)."""
+        return self.diagnosis is not None and any(s.kind != "stuck_collective"
+                                                  for s in self.diagnosis.suspects)
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.error is not None:
+            return {"error": self.error}
+        d = self.diagnosis
+        if d is None:
+            return {"dumps": 0, "note": NO_DUMP}
+        return {"dumps": d.dumps, "suspects": list(d.suspect_ranks), "silent": list(d.silent),
+                "groups": [g.to_dict() for g in d.groups],
+                "details": [s.to_dict() for s in d.suspects], "waited_for": self.waited_for}
+
+
+@dataclass(frozen=True)
+class HangEvidence:
+    """Both diagnoses of a hang; the dumps decide when they name ranks that others wait for,
+    or when the heartbeats name nobody (``by_flight_recorder``)."""
+
+    heartbeats: HeartbeatEvidence
+    flight_recorder: FlightRecorderEvidence
+    by_flight_recorder: bool
+
+    @property
+    def culprit_ranks(self) -> tuple[int, ...]:
+        if self.by_flight_recorder:
+            return self.flight_recorder.suspect_ranks
+        return self.heartbeats.diagnosis.suspect_ranks
+
+    def to_dict(self) -> dict[str, Any]:
+        out = self.heartbeats.to_dict()
+        out["flight_recorder"] = self.flight_recorder.to_dict()
+        out["localised_by"] = "flight_recorder" if self.by_flight_recorder else "heartbeats"
+        if self.by_flight_recorder:
+            out["heartbeat_suspects"] = list(self.heartbeats.diagnosis.suspect_ranks)
+        return out
+
+
+@dataclass(frozen=True)
+class CrashEvidence:
+    comm_error: tuple[int, ...]  # ranks that died because a peer went away
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"comm_error": list(self.comm_error)}
+
+
+@dataclass(frozen=True)
+class ValidationFlags:
+    """The validation passes and GEMM test over an attempt's slots, by slot."""
+
+    slow_links: tuple[tuple[int, int], ...]
+    slow_gemm_slots: tuple[int, ...]
+    gemm_ratio: Mapping[int, float]
+    link_ratio: Mapping[tuple[int, int], float]
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"slow_links": [list(link) for link in self.slow_links],
+                "slow_gemm_slots": list(self.slow_gemm_slots),
+                "gemm_ratio": {str(s): r for s, r in self.gemm_ratio.items()},
+                "link_ratio": {f"{a}->{b}": r for (a, b), r in self.link_ratio.items()},
+                "seconds": self.seconds}
+
+
+@dataclass(frozen=True)
+class Exclusion:
+    """The slots in service after the culprits' slots are taken out, and what was done."""
+
+    slots: tuple[int, ...]
+    action: str
+
+
+@dataclass(frozen=True)
+class Incident:
+    """A hang (``hang``, ``startup_hang``) or a crash, localised and acted on. Times in
+    seconds; ``resumed_after_s``: from detection until the restarted job completed a step
+    (None when it did not), written only when culprits were excluded."""
+
+    kind: str
+    evidence: HangEvidence | CrashEvidence
+    attempt: int
+    detected_at_s: float
+    since_last_progress_s: float
+    localise_s: float
+    culprit_ranks: tuple[int, ...]
+    culprit_slots: tuple[int, ...]
+    world: int
+    restart_step: int
+    checkpoint_step: int | None  # the last step the checkpoint holds
+    last_step_reached: int
+    steps_lost: int
+    action: str
+    exit_codes: Mapping[int, int] | None = None  # crash: rank -> exit status of the dead
+    validation: ValidationFlags | None = None
+    resumed_after_s: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind}
+        if self.exit_codes is not None:
+            out["exit_codes"] = {str(r): c for r, c in self.exit_codes.items()}
+        out.update(evidence=self.evidence.to_dict(), attempt=self.attempt,
+                   detected_at_s=self.detected_at_s,
+                   since_last_progress_s=self.since_last_progress_s,
+                   localise_s=self.localise_s, culprit_ranks=list(self.culprit_ranks),
+                   culprit_slots=list(self.culprit_slots), world=self.world)
+        if self.validation is not None:
+            out["validation"] = self.validation.to_dict()
+        out.update(restart_step=self.restart_step, checkpoint_step=self.checkpoint_step,
+                   last_step_reached=self.last_step_reached, steps_lost=self.steps_lost,
+                   action=self.action)
+        if self.culprit_slots:
+            out["resumed_after_s"] = self.resumed_after_s
+        return out
+
+
+@dataclass(frozen=True)
+class DriverResult:
+    """How the driver's run ended; ``message`` says why when it is not ``ok`` (or when the
+    processes of a finished job did not exit)."""
+
+    ok: bool
+    attempts: int
+    incidents: list[Incident]
+    slots_in_service: list[int]
+    wall_s: float
+    message: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The summary line of ``stragglers run`` (the incidents are the lines before it)."""
+        return {"ok": self.ok, "attempts": self.attempts, "incidents": len(self.incidents),
+                "slots_in_service": self.slots_in_service, "wall_s": round(self.wall_s, 3)}
