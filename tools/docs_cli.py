@@ -30,6 +30,16 @@ def _subcommands(parser: argparse.ArgumentParser) -> list[tuple[str, argparse.Ar
     return out
 
 
+def _aliases(parser: argparse.ArgumentParser) -> dict[int, list[str]]:
+    """The other names of each subcommand (argparse ``aliases``: deprecated names)."""
+    names: dict[int, list[str]] = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                names.setdefault(id(sub), []).append(name)
+    return {key: found[1:] for key, found in names.items() if len(found) > 1}
+
+
 def render() -> str:
     """The Markdown of every command's help, top-level first, nested commands after theirs."""
     os.environ["COLUMNS"] = "100"  # argparse wraps to the terminal: fix the width
@@ -42,14 +52,21 @@ def render() -> str:
     lines = ["Commands: " + ", ".join(f"[`{name}`](#stragglers-{name})" for name, _ in commands),
              "", "```text", parser.format_help().rstrip(), "```", ""]
 
-    def walk(prefix: str, sub: argparse.ArgumentParser, level: int) -> None:
-        lines.extend([f"{'#' * level} `{prefix}`", "", "```text", sub.format_help().rstrip(),
-                      "```", ""])
+    def walk(prefix: str, sub: argparse.ArgumentParser, level: int,
+             aliases: list[str]) -> None:
+        lines.extend([f"{'#' * level} `{prefix}`", ""])
+        parent = prefix.rsplit(" ", 1)[0]
+        lines.extend([f"Deprecated name: `{parent} {alias}` (removed in the next release)."
+                      for alias in aliases] + ([""] if aliases else []))
+        lines.extend(["```text", sub.format_help().rstrip(), "```", ""])
+        others = _aliases(sub)
         for name, child in _subcommands(sub):
-            walk(f"{prefix} {name}", child, min(level + 1, 4))
+            walk(f"{prefix} {name}", child, min(level + 1, 4), others.get(id(child), []))
+
+    top = _aliases(parser)
 
     for name, sub in commands:
-        walk(f"stragglers {name}", sub, 2)
+        walk(f"stragglers {name}", sub, 2, top.get(id(sub), []))
     return "\n".join(lines)
 
 
