@@ -10,7 +10,7 @@ line naming the option (``stragglers synth: error: argument --jitter: ...``)::
 
 The range factories (``finite_range``, ``int_range``) make a type for any other range; the
 composite types (``worker_factor``, ``prob_seconds``, ``rank_value``, ``rank_factor``,
-``span``, ``key_value``) check each part the same way.
+``slowdown_factors``, ``span``, ``key_value``) check each part the same way.
 """
 
 from __future__ import annotations
@@ -194,6 +194,18 @@ def rank_factor(text: str) -> tuple[int, float]:
     rank, fac = _pair(text, ":", "RANK:FACTOR")
     return (int(_part(non_negative_int, rank, "rank", text)),
             float(_part(slowdown_factor, fac, "factor", text)))
+
+
+def slowdown_factors(text: str) -> list[float]:
+    """Comma-separated factors >= 1 (``1.2,1.5,2.0``), at least one."""
+    try:
+        values = [slowdown_factor(s) for s in text.split(",") if s.strip()]
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(f"expected factors >= 1 like 1.2,1.5,2.0: {exc}"
+                                         ) from None
+    if not values:
+        raise argparse.ArgumentTypeError("no factor given")
+    return values
 
 
 def span(text: str) -> tuple[int, int]:
