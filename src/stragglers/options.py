@@ -8,7 +8,9 @@ line naming the option (``stragglers synth: error: argument --jitter: ...``)::
     p.add_argument("--jitter", type=non_negative_float, default=0.0)
     p.add_argument("--slow-worker", type=worker_factor, action="append", default=[])
 
-The composite types (``worker_factor``, ``prob_seconds``) check each part the same way.
+The range factories (``finite_range``, ``int_range``) make a type for any other range; the
+composite types (``worker_factor``, ``prob_seconds``, ``rank_value``, ``rank_factor``,
+``slowdown_factors``, ``span``, ``key_value``) check each part the same way.
 """
 
 from __future__ import annotations
@@ -108,6 +110,46 @@ def any_int(text: str) -> int:
     return _integer(text)
 
 
+def finite_range(low: float, *, inclusive: bool = True, high: float | None = None
+                 ) -> Callable[[str], float]:
+    """The type of a finite number ``>= low`` (``> low`` unless ``inclusive``), at most
+    ``high`` when given: ``finite_range(0, inclusive=False, high=3600)``."""
+    rng = f"{'>=' if inclusive else '>'} {low:g}" + ("" if high is None else f" and <= {high:g}")
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        ok = math.isfinite(value) and (value >= low if inclusive else value > low)
+        if not ok or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"expected a finite number {rng}, got {text!r}")
+        return value
+
+    return parse
+
+
+def int_range(low: int, high: int | None = None) -> Callable[[str], int]:
+    """The type of an integer ``>= low``, at most ``high`` when given: ``int_range(1, 256)``."""
+    rng = f">= {low}" + ("" if high is None else f" and <= {high}")
+
+    def parse(text: str) -> int:
+        value = _integer(text)
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"expected an integer {rng}, got {text!r}")
+        return value
+
+    return parse
+
+
+def port(text: str) -> int:
+    """A TCP port, 0-65535 (0: any free port)."""
+    value = _integer(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port 0-65535, got {text!r}")
+    return value
+
+
 def _pair(text: str, sep: str, shape: str) -> tuple[str, str]:
     parts = text.split(sep)
     if len(parts) != 2:
@@ -138,6 +180,47 @@ def prob_seconds(text: str) -> tuple[float, float]:
     p, sec = _pair(text, ":", "PROB:SECONDS")
     return (float(_part(probability, p, "probability", text)),
             float(_part(non_negative_float, sec, "seconds", text)))
+
+
+def rank_value(text: str) -> tuple[int, float]:
+    """``RANK:VALUE``: a rank (an integer >= 0) and a number > 0."""
+    rank, value = _pair(text, ":", "RANK:VALUE")
+    return (int(_part(non_negative_int, rank, "rank", text)),
+            float(_part(positive_float, value, "value", text)))
+
+
+def rank_factor(text: str) -> tuple[int, float]:
+    """``RANK:FACTOR``: a rank (an integer >= 0) and a slowdown factor >= 1."""
+    rank, fac = _pair(text, ":", "RANK:FACTOR")
+    return (int(_part(non_negative_int, rank, "rank", text)),
+            float(_part(slowdown_factor, fac, "factor", text)))
+
+
+def slowdown_factors(text: str) -> list[float]:
+    """Comma-separated factors >= 1 (``1.2,1.5,2.0``), at least one."""
+    try:
+        values = [slowdown_factor(s) for s in text.split(",") if s.strip()]
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(f"expected factors >= 1 like 1.2,1.5,2.0: {exc}"
+                                         ) from None
+    if not values:
+        raise argparse.ArgumentTypeError("no factor given")
+    return values
+
+
+def span(text: str) -> tuple[int, int]:
+    """``MIN-MAX``: two integers >= 0 (their order is the caller's to check)."""
+    lo, hi = _pair(text, "-", "MIN-MAX (integers)")
+    return (int(_part(non_negative_int, lo, "MIN", text)),
+            int(_part(non_negative_int, hi, "MAX", text)))
+
+
+def key_value(text: str) -> tuple[str, str]:
+    """``KEY=VALUE`` with a non-empty key (the value may be empty or hold ``=``)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, value
 
 
 def add_later(parser: argparse.ArgumentParser,

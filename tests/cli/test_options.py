@@ -40,3 +40,46 @@ def test_composites_name_the_part():
         with pytest.raises(argparse.ArgumentTypeError) as exc:
             func(text)
         assert needle in str(exc.value)
+
+
+def test_range_factories_name_the_range():
+    poll = options.finite_range(0, inclusive=False, high=3600)
+    assert poll("0.5") == 0.5 and poll("3600") == 3600.0
+    window = options.int_range(4)
+    jobs = options.int_range(1, 256)
+    assert window("4") == 4 and jobs("256") == 256
+    for func, text, needle in [
+            (poll, "nan", "expected a finite number > 0 and <= 3600, got 'nan'"),
+            (poll, "0", "expected a finite number > 0 and <= 3600"),
+            (poll, "3601", "expected a finite number > 0 and <= 3600"),
+            (options.finite_range(1.0), "-1", "expected a finite number >= 1, got '-1'"),
+            (poll, "x", "expected a number, got 'x'"),
+            (window, "2", "expected an integer >= 4, got '2'"),
+            (jobs, "100000", "expected an integer >= 1 and <= 256"),
+            (jobs, "1.5", "expected an integer, got '1.5'")]:
+        with pytest.raises(argparse.ArgumentTypeError) as exc:
+            func(text)
+        assert needle in str(exc.value)
+
+
+def test_more_composites():
+    assert options.rank_value("2:50") == (2, 50.0)
+    assert options.rank_factor("1:1.5") == (1, 1.5)
+    assert options.span("16-1024") == (16, 1024)
+    assert options.key_value("run=a=b") == ("run", "a=b")
+    assert options.slowdown_factors("1.2, 2,") == [1.2, 2.0]
+    assert options.port("0") == 0 and options.port("65535") == 65535
+    for func, text, needle in [
+            (options.rank_value, "-1:5", "rank in '-1:5'"),
+            (options.rank_value, "1:0", "value in '1:0'"),
+            (options.rank_factor, "1:0.5", "factor in '1:0.5'"),
+            (options.rank_factor, "1", "expected RANK:FACTOR"),
+            (options.span, "16", "expected MIN-MAX (integers)"),
+            (options.span, "a-4", "MIN in 'a-4'"),
+            (options.key_value, "=x", "expected KEY=VALUE"),
+            (options.slowdown_factors, ",", "no factor given"),
+            (options.slowdown_factors, "1.2,0.5", "expected factors >= 1 like 1.2,1.5,2.0"),
+            (options.port, "65536", "expected a port 0-65535")]:
+        with pytest.raises(argparse.ArgumentTypeError) as exc:
+            func(text)
+        assert needle in str(exc.value)

@@ -8,6 +8,7 @@ document (checked field by field, so that a broken file is a one-line user error
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ import numpy as np
 from stragglers.analysis.result import AnalysisResult
 from stragglers.analysis.workers import Worker
 from stragglers.errors import InputError
+from stragglers.inputs import read_text
 from stragglers.limits import check_limit
 from stragglers.viz.heatmap import plot_step_heatmap, plot_worker_heatmap
 
@@ -51,6 +53,22 @@ class HeatmapData:
             highlight=result.verdict.workers,
             steps=tuple(str(int(s)) for s in m.steps),
             per_step={"dp_rank": (m.attr_dp / m.ideal).T, "stage": (m.attr_stage / m.ideal).T})
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> HeatmapData:
+        """Read a result.json file written by ``stragglers analyze`` (:meth:`from_document`);
+        a file that is not one is an InputError that suggests giving ``--meta``."""
+        path = Path(path)
+        try:
+            doc = json.loads(read_text(path, "result.json"))
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path}: not a result.json: invalid JSON at line {exc.lineno} "
+                             "(give --meta to analyse a trace)") from None
+        except RecursionError:
+            raise InputError(f"{path}: not a result.json: nested too deeply") from None
+        except ValueError as exc:  # e.g. an integer literal too long to convert
+            raise InputError(f"{path}: not a result.json: {exc}") from None
+        return cls.from_document(doc, str(path))
 
     @classmethod
     def from_document(cls, doc: Any, source: str) -> HeatmapData:

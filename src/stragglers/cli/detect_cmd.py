@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
-import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import orjson
 
+from stragglers import options
 from stragglers.cli.defaults import DETECT_DEFAULT_METHOD as DEFAULT_METHOD
 from stragglers.cli.defaults import DETECT_METHODS as METHODS
 from stragglers.cli.defaults import WARMUP_MIN_ITERS as DEFAULT_MIN_ITERS
 from stragglers.errors import InputError
+from stragglers.jsonout import Output
 from stragglers.limits import LIMITS, check_limit, limit
 
 RECORDS_HELP = (
@@ -26,91 +26,25 @@ RECORDS_HELP = (
 )
 
 
-class _Output:
-    """Standard output under the error contract: a reader that goes away (``| head``) ends the
-    command quietly; an output that cannot be written (a full disk, ``> /dev/full``) is a
-    one-line error.  Either way standard output is then pointed at ``/dev/null`` so that the
-    interpreter's final flush cannot print a traceback."""
-
-    def __init__(self, stream: IO[str] | None = None) -> None:
-        self.stream = stream if stream is not None else sys.stdout
-        self.closed = False
-
-    def _fail(self, exc: OSError) -> None:
-        self.closed = True
-        try:
-            fd = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(fd, self.stream.fileno())
-            os.close(fd)
-        except (OSError, ValueError, AttributeError):  # not a real file (tests): nothing to do
-            pass
-        if isinstance(exc, BrokenPipeError):
-            return
-        raise InputError(f"<stdout>: cannot write the output ({exc.strerror or exc})") from None
-
-    def write(self, text: str) -> bool:
-        """Write and flush; False once the reader has gone away."""
-        if self.closed:
-            return False
-        try:
-            self.stream.write(text)
-            self.stream.flush()
-        except OSError as exc:
-            self._fail(exc)
-            return False
-        return True
-
-    def events(self, events: Iterable[dict[str, Any]]) -> bool:
-        """One JSON object per line."""
-        opt = orjson.OPT_SERIALIZE_NUMPY
-        return self.write("".join(orjson.dumps(ev, option=opt).decode() + "\n" for ev in events))
-
-
-def _finite(value: float, option: str, *, low: float, inclusive: bool = True,
-            high: float | None = None) -> float:
-    """``value`` must be a finite number ``>= low`` (``> low`` unless ``inclusive``)."""
-    ok = math.isfinite(value) and (value >= low if inclusive else value > low)
-    if high is not None:
-        ok = ok and value <= high
-    if not ok:
-        rng = f"{'>=' if inclusive else '>'} {low:g}"
-        if high is not None:
-            rng += f" and <= {high:g}"
-        raise InputError(f"{option}: expected a finite number {rng}, got {value}")
-    return value
-
-
-def _int_range(value: int, option: str, low: int, high: int | None = None) -> int:
-    if value < low or (high is not None and value > high):
-        rng = f">= {low}" + ("" if high is None else f" and <= {high}")
-        raise InputError(f"{option}: expected an integer {rng}, got {value}")
-    return value
-
-
-def _window(value: int) -> int:
-    _int_range(value, "--window", 4)
-    check_limit("period_window", value, "--window")
-    return value
-
-
 def _robust_options(p: argparse.ArgumentParser) -> None:
     """The robust detector's parameters, each with its unit (docs/detection.md)."""
     g = p.add_argument_group("detector parameters (--method robust; --threshold: every method)")
-    g.add_argument("--threshold", type=float, default=None,
+    g.add_argument("--threshold", default=None,
+                   type=options.finite_range(0.0, inclusive=False, high=9.0),
                    help="relative slowdown reported: 0.10 = iterations 10%% slower than "
                         "healthy (default 0.10)")
-    g.add_argument("--stall-iters", type=int, default=None,
+    g.add_argument("--stall-iters", type=options.non_negative_int, default=None,
                    help="a rise lasting at most this many iterations that returns is a spike "
                         "or stall, never an onset (default 12)")
-    g.add_argument("--stall-seconds", type=float, default=None,
+    g.add_argument("--stall-seconds", type=options.finite_range(0.0), default=None,
                    help="... and it must also last more than this many seconds of wall time "
                         "(default 0: iterations only)")
-    g.add_argument("--min-points", type=int, default=None,
+    g.add_argument("--min-points", type=options.positive_int, default=None,
                    help="fewest values behind an onset, change or recovery (default 3)")
-    g.add_argument("--ramp-iters", type=int, default=None,
+    g.add_argument("--ramp-iters", type=options.positive_int, default=None,
                    help="a rise that takes longer than this many iterations to reach the "
                         "threshold is a drift, not an onset (default 60)")
-    g.add_argument("--flap-window-iters", type=int, default=None,
+    g.add_argument("--flap-window-iters", type=options.positive_int, default=None,
                    help="3 onsets within this many iterations are one flapping event "
                         "(default 1000)")
 
@@ -125,8 +59,7 @@ def _detector_factory(args: argparse.Namespace) -> Callable[[], Any]:
 
     kwargs: dict[str, Any] = {}
     if args.threshold is not None:
-        kwargs["threshold"] = _finite(args.threshold, "--threshold", low=0.0, inclusive=False,
-                                      high=9.0)
+        kwargs["threshold"] = args.threshold
     for name in _ROBUST_ONLY:
         value = getattr(args, name)
         if value is None:
@@ -134,11 +67,6 @@ def _detector_factory(args: argparse.Namespace) -> Callable[[], Any]:
         opt = "--" + name.replace("_", "-")
         if args.method != "robust":
             raise InputError(f"{opt}: a parameter of --method robust, not of {args.method}")
-        if name == "stall_seconds":
-            value = _finite(value, opt, low=0.0)
-        else:
-            _int_range(value, opt, 1 if name in ("min_points", "ramp_iters",
-                                                  "flap_window_iters") else 0)
         kwargs[name] = value
     try:
         make_detector(args.method, **kwargs)
@@ -158,12 +86,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "per point."
         ),
     )
-    p.add_argument("--seed", type=int, action="append", default=None,
+    p.add_argument("--seed", type=options.non_negative_int, action="append", default=None,
                    help="corpus seed (default 0); --corpus jobs takes it several times")
     p.add_argument("--json", action="store_true",
                    help='print {method: {"accuracy", "fpr", "fnr", "mean_delay_iters"}} only')
-    p.add_argument("--jobs", type=int, default=None, help="worker processes (default: up to 4)")
-    p.add_argument("--scale", type=float, default=1.0,
+    p.add_argument("--jobs", type=options.int_range(1, 256), default=None,
+                   help="worker processes (default: up to 4)")
+    p.add_argument("--scale", type=options.finite_range(0.0, inclusive=False), default=1.0,
                    help="multiply the number of series per scenario (default 1.0)")
     p.add_argument("--family", default=None,
                    choices=("synthetic", "real", "semi-real", "all"),
@@ -187,7 +116,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--real-more", default=None, metavar="DIR",
                    help="--corpus jobs: folder of labelled real series "
                         "(../shared/real/iter-more: NAME.jsonl and labels.json)")
-    p.add_argument("--warmup", type=int, default=None, metavar="ITERS",
+    p.add_argument("--warmup", type=options.int_range(0, 10**9), default=None, metavar="ITERS",
                    help="--corpus jobs: the watcher's minimum warm-up in iterations "
                         "(default: each method's own, as watch: 20 for robust, "
                         f"{DEFAULT_MIN_ITERS} for the others)")
@@ -218,7 +147,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "with 'values' or 'iteration-time' is megatron-json, JSON lines are "
                         "jsonl, 'iteration N/ M |' lines are megatron-log); megatron-json is "
                         "read once, as with --once")
-    w.add_argument("--warmup", type=int, default=None,
+    w.add_argument("--warmup", type=options.non_negative_int, default=None,
                    help="minimum warm-up in iterations: the first iterations of each rank "
                         "and of every segment (restart, resume, gap), until the level settles "
                         "and at least this many, do not set the healthy level (default 20 "
@@ -231,12 +160,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "with the rules for real logs of the previous release; falcon: "
                         "BOCD+V as published; bocd, sliding_window: Falcon's baselines)")
     _robust_options(w)
-    w.add_argument("--poll", type=float, default=0.5, help="seconds between polls (default 0.5)")
-    w.add_argument("--idle-timeout", type=float, default=None,
+    w.add_argument("--poll", type=options.finite_range(0.0, inclusive=False, high=3600.0),
+                   default=0.5, help="seconds between polls (default 0.5)")
+    w.add_argument("--idle-timeout", type=options.finite_range(0.0), default=None,
                    help="stop following after this many seconds without new data")
-    w.add_argument("--window", type=int, default=1024,
+    w.add_argument("--window", type=options.int_range(4), default=1024,
                    help="calls per period-estimation window (default 1024)")
-    w.add_argument("--max-ranks", type=int, default=None,
+    w.add_argument("--max-ranks", type=options.positive_int, default=None,
                    help="follow at most this many distinct ranks; records of further ranks are "
                         f"counted, not followed (default {LIMITS['watch_ranks'].default:,}, "
                         "or STRAGGLERS_MAX_WATCH_RANKS)")
@@ -255,8 +185,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "times. " + RECORDS_HELP,
     )
     pp.add_argument("records", help="JSON-lines file with call records")
-    pp.add_argument("--window", type=int, default=1024, help="calls per window (default 1024)")
-    pp.add_argument("--threshold", type=float, default=0.95, help="ACF threshold (default 0.95)")
+    pp.add_argument("--window", type=options.int_range(4), default=1024,
+                    help="calls per window (default 1024)")
+    pp.add_argument("--threshold", type=options.finite_range(0.0, inclusive=False, high=1.0),
+                    default=0.95, help="ACF threshold (default 0.95)")
     pp.add_argument("--all", action="store_true", help="also print every iteration time")
     pp.epilog = ("One JSON line per rank (calls, calls_out_of_order - sorted by ts before the "
                  "analysis -, iterations, periods, median and mean iteration time); then "
@@ -270,8 +202,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "with receiver waits, name the senders whose data arrives late.",
     )
     pm.add_argument("records", help="JSON-lines file with message records")
-    pm.add_argument("--ranks", type=int, default=None, help="matrix size (default: max rank+1)")
-    pm.add_argument("--factor", type=float, default=1.5,
+    pm.add_argument("--ranks", type=options.positive_int, default=None,
+                    help="matrix size (default: max rank+1)")
+    pm.add_argument("--factor", type=options.finite_range(1.0), default=1.5,
                     help="a cell/row/column is slow above factor x matrix median (default 1.5)")
     pm.add_argument("--show", action="store_true", help="also print the matrix")
     pm.set_defaults(func=_matrix)
@@ -288,9 +221,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     help="JSON-lines file of last operations (not with --flight-recorder)")
     ph.add_argument("--flight-recorder", metavar="DIR", default=None,
                     help="folder of flight-recorder dumps (_dump_<rank> or <prefix><rank>)")
-    ph.add_argument("--dp", type=int, default=None, help="data-parallel size (records)")
-    ph.add_argument("--pp", type=int, default=None, help="pipeline-parallel size (records)")
-    ph.add_argument("--tp", type=int, default=1, help="tensor-parallel size (default 1)")
+    ph.add_argument("--dp", type=options.positive_int, default=None,
+                    help="data-parallel size (records)")
+    ph.add_argument("--pp", type=options.positive_int, default=None,
+                    help="pipeline-parallel size (records)")
+    ph.add_argument("--tp", type=options.positive_int, default=1,
+                    help="tensor-parallel size (default 1)")
     ph.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
     ph.set_defaults(func=_hang)
 
@@ -301,7 +237,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "one pass (Falcon Fig. 9).",
     )
     pl.add_argument("topology", choices=("ring", "tree"))
-    pl.add_argument("size", type=int, nargs="?", default=None, help="number of ranks")
+    pl.add_argument("size", type=options.any_int, nargs="?", default=None, help="number of ranks")
     pl.add_argument("--ranks", default=None,
                     help="comma-separated rank order instead of 0..size-1")
     pl.add_argument("--bidirectional", action="store_true", help="also the reverse directions")
@@ -312,166 +248,44 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 # -- detect-eval --------------------------------------------------------------------------------
 def _eval(args: argparse.Namespace) -> int:
     seeds = args.seed or [0]
-    for seed in seeds:
-        _int_range(seed, "--seed", 0, 2**63 - 1)
+    out = Output()
     if args.corpus == "jobs":
-        return _eval_jobs(args, seeds)
+        from stragglers.evaluation.detect_eval_jobs import (
+            evaluate_jobs,
+            evaluation_json,
+            evaluation_text,
+        )
+
+        if args.family is not None:
+            raise InputError("--family: only with --corpus series (--corpus jobs takes "
+                             "--real-dir and --real-more)")
+        ev = evaluate_jobs(seeds, scale=args.scale, methods=args.method or (), lofo=args.lofo,
+                           real_more=args.real_more, real_dir=args.real_dir, jobs=args.jobs,
+                           warmup=args.warmup)
+        if args.json:
+            out.write(json.dumps(evaluation_json(ev), indent=2, sort_keys=True) + "\n")
+        else:
+            out.write(evaluation_text(ev))
+        return 0
     for opt, given in (("--lofo", args.lofo), ("--method", args.method),
                        ("--real-more", args.real_more), ("--warmup", args.warmup is not None)):
         if given:
             raise InputError(f"{opt}: only with --corpus jobs")
     if len(seeds) > 1:
         raise InputError("--seed: the series corpus takes one seed (several: --corpus jobs)")
-    args.seed = seeds[0]
-    args.family = args.family or "synthetic"
-    from stragglers.evaluation.corpus import SCENARIOS, generate_corpus
-    from stragglers.evaluation.detect_eval import (
-        METHOD_ORDER,
-        evaluate,
-        format_tables,
-        metrics_json,
-        streaming_cost,
-    )
-    from stragglers.evaluation.realdata import (
-        RUNS,
-        SEMI_REAL_PER_RUN,
-        load_runs,
-        real_series,
-        semi_real_corpus,
-    )
+    from stragglers.evaluation.detect_eval import evaluate_series
 
-    _finite(args.scale, "--scale", low=0.0, inclusive=False)
-    if args.jobs is not None:
-        _int_range(args.jobs, "--jobs", 1, 256)
-    fams = ("synthetic", "real", "semi-real") if args.family == "all" else (args.family,)
-    n_series = 0
-    if "synthetic" in fams:
-        n_series += sum(max(1, int(round(count * args.scale))) for _, _, count in SCENARIOS)
-    per_run = max(1, int(round(SEMI_REAL_PER_RUN * args.scale)))
-    if "semi-real" in fams:
-        n_series += per_run * len(RUNS)
-    check_limit("eval_series", n_series, f"--scale {args.scale:g}")
-    corpus = []
-    runs = []
-    if "real" in fams or "semi-real" in fams:
-        if args.real_dir is None:
-            raise InputError(f"--family {args.family}: give --real-dir (the folder of the "
-                             "Megatron iteration-time runs, ../shared/real/megatron-iter)")
-        runs = load_runs(args.real_dir)
-    if "synthetic" in fams:
-        corpus += generate_corpus(args.seed, scale=args.scale)
-    if "real" in fams:
-        corpus += real_series(runs)
-    if "semi-real" in fams:
-        corpus += semi_real_corpus(runs, seed=args.seed, per_run=per_run)
-    out = _Output()
-    outcomes = evaluate(args.seed, corpus=corpus, jobs=args.jobs)
+    res = evaluate_series(seeds[0], scale=args.scale, family=args.family or "synthetic",
+                          real_dir=args.real_dir, jobs=args.jobs)
     if args.json:
-        doc: Any = metrics_json(outcomes)
-        if fams != ("synthetic",):
-            doc = {fam: metrics_json({m: [o for o in v if _family(o.family) == fam]
-                                      for m, v in outcomes.items()}) for fam in fams}
-        out.write(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+        out.write(json.dumps(res.to_dict(), indent=2, sort_keys=True) + "\n")
         return 0
-    text = format_tables(outcomes, args.seed) + "\n"
-    if runs:
-        text += _by_run(outcomes)
-    text += (f"\nCorpus: {len(corpus)} series, {sum(s.values.size for s in corpus)} "
-             f"iterations, {sum(len(s.events) for s in corpus)} labelled events\n"
-             "Streaming cost per new point (sequential, every 4th series):\n")
-    if not out.write(text):
+    if not out.write(res.text()):
         return 0
-    for m in METHOD_ORDER:
-        c = streaming_cost(corpus[::4], m)
-        if not out.write(f"  {m:<15} mean {c['mean_us']:6.1f} us   p99 {c['p99_us']:6.1f} us   "
-                         f"max {c['max_us']:8.1f} us   over {c['points']} points\n"):
+    for line in res.cost_lines():
+        if not out.write(line):
             return 0
     return 0
-
-
-def _eval_jobs(args: argparse.Namespace, seeds: list[int]) -> int:
-    """``detect-eval --corpus jobs``: the record-stream corpus through the watcher."""
-    from stragglers.detect.bocd import make_detector
-    from stragglers.evaluation.detect_eval_jobs import (
-        BASELINES,
-        FALLBACK_GRID,
-        default_grid,
-        evaluation_json,
-        evaluation_text,
-        load_real_megatron,
-        load_real_more,
-        run_evaluation,
-    )
-    from stragglers.evaluation.jobcorpus import scenario_counts
-
-    if args.family is not None:
-        raise InputError("--family: only with --corpus series (--corpus jobs takes "
-                         "--real-dir and --real-more)")
-    _finite(args.scale, "--scale", low=0.0, inclusive=False)
-    if args.jobs is not None:
-        _int_range(args.jobs, "--jobs", 1, 256)
-    warmup = None if args.warmup is None else _int_range(args.warmup, "--warmup", 0, 10**9)
-    if len(set(seeds)) != len(seeds):
-        raise InputError(f"--seed: seed {next(s for s in seeds if seeds.count(s) > 1)} "
-                         "given twice")
-    check_limit("eval_series", len(seeds) * sum(c for _, _, c in scenario_counts(args.scale)),
-                f"--scale {args.scale:g}")
-    tuned, grid = default_grid()
-    methods: list[str] = []
-    for item in args.method or []:
-        for m in item.split(","):
-            m = m.strip()
-            try:
-                make_detector(m)
-            except ValueError as exc:
-                raise InputError(f"--method: {exc}") from None
-            if m in methods:
-                raise InputError(f"--method: {m} given twice")
-            methods.append(m)
-    if not methods:
-        methods = [tuned, *BASELINES]
-    if args.lofo and methods[0] != tuned:
-        grid = FALLBACK_GRID if methods[0] == "sliding_window" else (("default", {}),)
-    real = []
-    if args.real_more is not None:
-        real += load_real_more(args.real_more)
-    if args.real_dir is not None:
-        real += load_real_megatron(args.real_dir)
-    ev = run_evaluation(seeds, args.scale, methods, grid=grid if args.lofo else None,
-                        real=real, jobs=args.jobs, warmup_iters=warmup)
-    out = _Output()
-    if args.json:
-        out.write(json.dumps(evaluation_json(ev), indent=2, sort_keys=True) + "\n")
-    else:
-        out.write(evaluation_text(ev))
-    return 0
-
-
-def _by_run(outcomes: dict[str, Any]) -> str:
-    """BOCD+V on the real-data families, split by the runs the defaults were tuned on and
-    the runs held out."""
-    from stragglers.evaluation.detect_eval import metrics_by_run
-    from stragglers.evaluation.realdata import HELD_OUT, TUNED
-
-    res = outcomes.get("bocd_verify")
-    if not res:
-        return ""
-    lines = []
-    for fam in ("semi-real", "real"):
-        for label, runs in (("tuned on", TUNED), ("held out", HELD_OUT)):
-            x = metrics_by_run(res, fam, runs)
-            if not x.total:
-                continue
-            lines.append(f"BOCD+V {fam:<9} {label} ({', '.join(runs)}): accuracy "
-                         f"{100.0 * x.correct / x.total:.1f} % ({x.correct}/{x.total}), "
-                         f"false alarms {x.false_positives}/{x.negatives} negative series, "
-                         f"spurious onsets {x.spurious_in_positives}, events missed "
-                         f"{x.false_negatives}/{x.positives}")
-    return "\n".join(lines) + "\n" if lines else ""
-
-
-def _family(name: str) -> str:
-    return name if name in ("real", "semi-real") else "synthetic"
 
 
 # -- watch --------------------------------------------------------------------------------------
@@ -480,15 +294,11 @@ def _watch(args: argparse.Namespace) -> int:
     from stragglers.detect.watch import Watcher
 
     paths = _watch_inputs(args.events)
-    _window(args.window)
-    poll = _finite(args.poll, "--poll", low=0.0, inclusive=False, high=3600.0)
-    idle = None
-    if args.idle_timeout is not None:
-        idle = _finite(args.idle_timeout, "--idle-timeout", low=0.0)
+    check_limit("period_window", args.window, "--window")
+    poll = args.poll
+    idle = args.idle_timeout
     max_ranks = limit("watch_ranks") if args.max_ranks is None else args.max_ranks
-    _int_range(max_ranks, "--max-ranks", 1)
     if args.warmup is not None:
-        _int_range(args.warmup, "--warmup", 0)
         check_limit("warmup_iters", args.warmup, "--warmup")
     factory = _detector_factory(args)
     fmt = args.input_format
@@ -515,7 +325,7 @@ def _watch(args: argparse.Namespace) -> int:
                       source=source, max_ranks=max_ranks,
                       input_format="jsonl" if fmt == "megatron-json" else fmt,
                       warmup_iters=args.warmup)
-    out = _Output()
+    out = Output()
     if fmt == "megatron-json":
         return _watch_iteration_json([(0, (path, 0))], watcher, out)
     follower = Follower(path, once=args.once, poll=poll, idle_timeout=idle,
@@ -524,7 +334,7 @@ def _watch(args: argparse.Namespace) -> int:
                  lambda _i, lines: watcher.process_lines(lines), [source])
 
 
-def _pump(batches: Iterable[tuple[int, Any]], watcher: Any, out: _Output,
+def _pump(batches: Iterable[tuple[int, Any]], watcher: Any, out: Output,
           process: Callable[[int, Any], list[dict[str, Any]]], names: list[str]) -> int:
     """Feed followed batches ``(file index, batch)`` to the watcher until the input ends or
     stdout closes; ``process(i, lines)`` handles the lines of file ``i`` (``names[i]``)."""
@@ -630,7 +440,7 @@ def _watch_many(args: argparse.Namespace, factory: Any, paths: list[str], fmt: s
                       tracker_kwargs={"window": args.window}, source=paths[0], max_ranks=max_ranks,
                       input_format="jsonl" if fmt == "megatron-json" else fmt,
                       warmup_iters=args.warmup, sources=len(paths))
-    out = _Output()
+    out = Output()
     if fmt == "megatron-json":
         return _watch_iteration_json(list(enumerate(zip(paths, ranks, strict=True))),
                                      watcher, out)
@@ -656,7 +466,7 @@ def _guess_format(path: str) -> str:
 
 
 def _watch_iteration_json(files: list[tuple[int, tuple[str, int]]], watcher: Any,
-                          out: _Output) -> int:
+                          out: Output) -> int:
     """``watch --format megatron-json``: each file's whole series at once (it is not
     appended to); ``files``: ``(file index, (path, rank))``. A file that is not an
     iteration-time document is one bad record, not fatal."""
@@ -682,113 +492,32 @@ def _watch_iteration_json(files: list[tuple[int, tuple[str, int]]], watcher: Any
 
 
 # -- detect period ------------------------------------------------------------------------------
-def _read(path: str) -> list[Any]:
-    from stragglers.detect.records import read_records
-
-    return read_records(path)
-
-
 def _period(args: argparse.Namespace) -> int:
-    import numpy as np
+    from stragglers.detect.period import rank_iterations
 
-    from stragglers.detect.period import CallEncoder, iteration_times
-    from stragglers.detect.records import CallRecord
-
-    _window(args.window)
-    _finite(args.threshold, "--threshold", low=0.0, inclusive=False, high=1.0)
-    records = _read(args.records)
-    calls = [r for r in records if isinstance(r, CallRecord)]
-    if not calls:
-        raise InputError(f"{args.records}: no call records")
-    skipped = _other_kinds(records, CallRecord)
-    by_rank: dict[int, list[CallRecord]] = {}
-    for r in calls:
-        by_rank.setdefault(r.rank, []).append(r)
-    out = _Output()
-    for rank, recs in sorted(by_rank.items()):
-        ts = np.array([r.ts for r in recs])
-        order = np.argsort(ts, kind="stable")
-        disordered = int(np.count_nonzero(np.diff(ts) < 0))
-        enc = CallEncoder()
-        codes = enc.encode([(recs[i].type, recs[i].size) for i in order])
-        its = iteration_times(ts[order], codes, window=args.window, threshold=args.threshold)
-        per = its.per_iteration()
-        row: dict[str, Any] = {
-            "rank": rank, "calls": len(recs), "calls_out_of_order": disordered,
-            "iterations": int(per.size),
-            "periods_calls": sorted({int(p) for p in its.period}),
-            "median_s": float(np.median(per)) if per.size else None,
-            "mean_s": float(per.mean()) if per.size else None,
-        }
-        if args.all:
-            row["iteration_s"] = [round(float(x), 9) for x in per]
-        if not out.write(json.dumps(row) + "\n"):
+    ranks, skipped = rank_iterations(args.records, args.window, args.threshold)
+    out = Output()
+    for rank in ranks:
+        if not out.write(json.dumps(rank.to_dict(all_times=args.all)) + "\n"):
             return 0
     if skipped:
         out.write(json.dumps({"skipped_records": skipped}) + "\n")
     return 0
 
 
-def _other_kinds(records: list[Any], wanted: type) -> dict[str, int]:
-    """Records of other kinds than the command reads, counted by kind (reported, not
-    silently dropped)."""
-    from stragglers.detect.records import CallRecord, IterationRecord, MessageRecord
-
-    names = {CallRecord: "call", IterationRecord: "iter", MessageRecord: "msg"}
-    counts: dict[str, int] = {}
-    for r in records:
-        if type(r) is not wanted:
-            counts[names[type(r)]] = counts.get(names[type(r)], 0) + 1
-    return dict(sorted(counts.items()))
-
-
 # -- detect matrix ------------------------------------------------------------------------------
 def _matrix(args: argparse.Namespace) -> int:
-    import numpy as np
+    from stragglers.detect.matrix import matrix_report
 
-    from stragglers.detect.matrix import classify_matrix, delay_matrix, late_senders
-    from stragglers.detect.records import MessageRecord
-
-    _finite(args.factor, "--factor", low=1.0)
-    if args.ranks is not None:
-        _int_range(args.ranks, "--ranks", 1)
-        check_limit("matrix_ranks", args.ranks, "--ranks")
-    records = _read(args.records)
-    msgs = [r for r in records if isinstance(r, MessageRecord)]
-    if not msgs:
-        raise InputError(f"{args.records}: no message records (fields src, dst, latency)")
-    top = max(max(r.src, r.dst) for r in msgs)
-    if args.ranks is not None and top >= args.ranks:
-        bad = next(r for r in msgs if max(r.src, r.dst) >= args.ranks)
-        field = "src" if bad.src >= args.ranks else "dst"
-        raise InputError(f"{args.records}: field '{field}': rank {max(bad.src, bad.dst)} is "
-                         f"outside --ranks {args.ranks}")
-    if args.ranks is None:
-        check_limit("matrix_ranks", top + 1, f"{args.records}: largest rank {top}")
-    try:
-        m = delay_matrix([r.src for r in msgs], [r.dst for r in msgs],
-                         [r.latency for r in msgs], args.ranks)
-    except ValueError as exc:
-        raise InputError(f"{args.records}: {exc}") from None
-    waits = [r for r in msgs if r.wait is not None]
-    res: dict[str, Any] = {
-        "skipped_records": _other_kinds(records, MessageRecord),
-        "ranks": int(m.shape[0]),
-        "median_latency_s": float(np.nanmedian(m)) if np.isfinite(m).any() else None,
-        "findings": [f.to_dict() for f in classify_matrix(m, args.factor)],
-        "late_senders": [f.to_dict() for f in late_senders(
-            [r.src for r in waits], [r.dst for r in waits], [float(r.wait or 0.0) for r in waits])],
-    }
-    if args.show:
-        res["matrix"] = [[None if math.isnan(v) else v for v in row] for row in m.tolist()]
-    _Output().write(json.dumps(res, indent=2) + "\n")
+    report = matrix_report(args.records, args.ranks, args.factor)
+    Output().write(json.dumps(report.to_dict(show=args.show), indent=2) + "\n")
     return 0
 
 
 # -- detect hang --------------------------------------------------------------------------------
 def _hang(args: argparse.Namespace) -> int:
     from stragglers.detect.hang import LastOp, Topology, localize_hang
-    from stragglers.detect.records import decode_json, iter_file_lines
+    from stragglers.detect.records import decode_json, iter_file_lines, rank_field, shown_value
 
     if args.flight_recorder is not None:
         if args.records is not None or args.dp is not None or args.pp is not None:
@@ -800,8 +529,6 @@ def _hang(args: argparse.Namespace) -> int:
     for name in ("dp", "pp"):
         if getattr(args, name) is None:
             raise InputError(f"--{name}: required with a records file")
-    for name in ("dp", "pp", "tp"):
-        _int_range(getattr(args, name), f"--{name}", 1)
     check_limit("topology_ranks", args.dp * args.pp * args.tp,
                 f"--dp {args.dp} x --pp {args.pp} x --tp {args.tp}")
     topo = Topology(dp=args.dp, pp=args.pp, tp=args.tp)
@@ -821,24 +548,24 @@ def _hang(args: argparse.Namespace) -> int:
         for key in ("rank", "op", "group"):
             if key not in obj:
                 raise InputError(f"{where}: field '{key}': missing")
-        ops_rank = _rank_field(obj, "rank", topo.size, where)
+        ops_rank = rank_field(obj, "rank", topo.size, where)
         op = obj["op"]
         if type(op) is not str or not op:
             raise InputError(f"{where}: field 'op': expected a non-empty string, got "
-                             f"{_shown(op)}")
+                             f"{shown_value(op)}")
         if obj["group"] not in ("tp", "dp", "pp"):
             raise InputError(f"{where}: field 'group': expected tp, dp or pp, got "
-                             f"{_shown(obj['group'])}")
-        peer = None if obj.get("peer") is None else _rank_field(obj, "peer", topo.size, where)
+                             f"{shown_value(obj['group'])}")
+        peer = None if obj.get("peer") is None else rank_field(obj, "peer", topo.size, where)
         seq = obj.get("seq")
         if seq is not None and (type(seq) is not int or not 0 <= seq < 2**63):
             raise InputError(f"{where}: field 'seq': expected an integer >= 0, got "
-                             f"{_shown(seq)}")
+                             f"{shown_value(seq)}")
         if ops_rank in ops:
             raise InputError(f"{where}: field 'rank': rank {ops_rank} appears twice")
         ops[ops_rank] = LastOp(op=op, group=obj["group"], peer=peer, seq=seq)
     diag = localize_hang(topo, ops)
-    out = _Output()
+    out = Output()
     if args.json:
         out.write(orjson.dumps(diag.to_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
         return 0
@@ -859,7 +586,7 @@ def _hang_fr(args: argparse.Namespace) -> int:
 
     record = read_flight_recorder(args.flight_recorder)
     diag = localize_fr_hang(record)
-    out = _Output()
+    out = Output()
     if args.json:
         out.write(orjson.dumps(diag.to_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
         return 0
@@ -885,68 +612,15 @@ def _hang_fr(args: argparse.Namespace) -> int:
     return 0
 
 
-def _shown(value: Any) -> str:
-    from stragglers.detect.records import shown_value
-
-    return shown_value(value)
-
-
-def _rank_field(obj: dict[str, Any], key: str, size: int, where: str) -> int:
-    v = obj[key]
-    if type(v) is not int or not 0 <= v < size:
-        raise InputError(f"{where}: field '{key}': expected an integer 0..{size - 1}, got "
-                         f"{_shown(v)}")
-    return v
-
-
 # -- detect plan --------------------------------------------------------------------------------
 def _plan(args: argparse.Namespace) -> int:
-    from stragglers.validate.plan import (
-        check_plan,
-        ring_edges,
-        ring_passes,
-        tree_edges,
-        tree_passes,
-    )
+    from stragglers.validate.plan import plan_passes
 
-    if args.ranks is not None:
-        items = [x for x in args.ranks.split(",") if x.strip()]
-        check_limit("topology_ranks", len(items), "--ranks")
-        try:
-            listed = [int(x) for x in items]
-        except ValueError:
-            raise InputError(
-                f"--ranks: expected comma-separated integers, got {args.ranks[:60]!r}"
-            ) from None
-        if any(r < 0 for r in listed):
-            raise InputError(f"--ranks: ranks must be >= 0, got {min(listed)}")
-        if args.size is not None and args.size != len(listed):
-            raise InputError(f"size {args.size} does not match --ranks ({len(listed)} ranks)")
-        order: list[int] | int = listed
-    elif args.size is None:
-        raise InputError("give the number of ranks or --ranks")
-    else:
-        _int_range(args.size, "size", 2)
-        check_limit("topology_ranks", args.size, f"size {args.size}")
-        order = args.size
-    try:
-        if args.topology == "ring":
-            passes = ring_passes(order, args.bidirectional)
-            edges = ring_edges(order)
-        else:
-            passes = tree_passes(order, args.bidirectional)
-            edges = tree_edges(order)
-    except ValueError as exc:
-        raise InputError(str(exc)) from None
-    required = edges + ([(b, a) for a, b in edges] if args.bidirectional else [])
-    problems = check_plan(passes, required)
-    if problems:  # pragma: no cover - the planner is verified by the tests
-        raise AssertionError("invalid plan: " + "; ".join(problems))
-    out = _Output()
+    passes = plan_passes(args.topology, args.size, args.ranks, args.bidirectional)
+    out = Output()
     if args.json:
         out.write(json.dumps({"topology": args.topology, "passes": passes}) + "\n")
         return 0
-    text = "".join(f"pass {k}: {', '.join(f'{a}->{b}' for a, b in p) or '(none)'}\n"
-                   for k, p in enumerate(passes, start=1))
-    out.write(text)
+    out.write("".join(f"pass {k}: {', '.join(f'{a}->{b}' for a, b in p) or '(none)'}\n"
+                      for k, p in enumerate(passes, start=1)))
     return 0

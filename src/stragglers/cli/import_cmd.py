@@ -3,13 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
 
-from stragglers.atomic import StagedDir, check_out_dir
 from stragglers.options import positive_int
-
-if TYPE_CHECKING:
-    from stragglers.trace.io import JobMeta
 
 KINETO_EPILOG = """\
 examples:
@@ -54,38 +49,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_kineto(args: argparse.Namespace) -> int:
-    from stragglers.kineto import import_kineto
-    from stragglers.trace.io import parse_steps, read_meta, write_meta, write_trace
+    from stragglers.kineto import import_to_folder
 
-    check_out_dir(args.out)
-    steps = parse_steps(args.steps)
-    meta = read_meta(args.meta)
-    if args.partial:
-        return _run_partial(args, meta, steps)
-    trace, report = import_kineto(args.dir, meta, annotations=args.annotations, steps=steps,
-                                  jobs=args.jobs)
-    with StagedDir(args.out) as stage:
-        write_meta(meta, stage.path("meta.yaml"))
-        write_trace(trace, stage.path("trace.parquet"))
-        stage.commit_last("trace.parquet")
-    for line in report.lines():
+    lines, files = import_to_folder(args.dir, args.meta, args.out,
+                                    annotations=args.annotations, steps=args.steps,
+                                    jobs=args.jobs, partial=args.partial)
+    for line in lines:
         print(line)
-    print(f"wrote {stage.final('trace.parquet')} and {stage.final('meta.yaml')}")
-    return 0
-
-
-def _run_partial(args: argparse.Namespace, meta: JobMeta, steps: tuple[int, int] | None) -> int:
-    import json
-
-    from stragglers.atomic import write_text
-    from stragglers.kineto import import_partial
-    from stragglers.kineto.partial import REPORT_NAME, report_lines
-
-    doc = import_partial(args.dir, meta, annotations=args.annotations, steps=steps,
-                         jobs=args.jobs)
-    with StagedDir(args.out) as stage:
-        write_text(stage.path(REPORT_NAME), json.dumps(doc, indent=1) + "\n")
-    for line in report_lines(doc):
-        print(line)
-    print(f"wrote {stage.final(REPORT_NAME)}")
+    print(f"wrote {' and '.join(str(f) for f in files)}")
     return 0

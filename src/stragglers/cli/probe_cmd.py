@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from stragglers.atomic import check_out_dir
 from stragglers.errors import InputError
-from stragglers.options import add_later, non_negative_int, positive_int, slowdown_factor
+from stragglers.options import add_later, non_negative_int, positive_int, slowdown_factors
 
 if TYPE_CHECKING:
     from stragglers.testbed.job import JobConfig
@@ -85,7 +85,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "analyzer's estimate S (paper §6). The job options set the base run.")
     p.add_argument("--cases", nargs="+", default=None,
                    help="cases to run (default: baseline slow last-stage seqlen gc)")
-    p.add_argument("--severities", default="1.2,1.5,2.0",
+    p.add_argument("--severities", type=slowdown_factors, default="1.2,1.5,2.0",
                    help="slow-worker factors, comma-separated (default: %(default)s)")
     p.add_argument("--json", action="store_true",
                    help="print the rows as JSON: case, measured, estimated, discrepancy, blamed")
@@ -181,13 +181,6 @@ def run_fidelity_cmd(args: argparse.Namespace) -> int:
         print("warning: `stragglers probe validate` is deprecated and will be removed in the "
               "next release; use `stragglers probe fidelity`", file=sys.stderr)
 
-    try:
-        severities = [slowdown_factor(s) for s in args.severities.split(",") if s.strip()]
-    except argparse.ArgumentTypeError as exc:
-        raise InputError(f"--severities: expected factors >= 1 like 1.2,1.5,2.0: {exc}"
-                         ) from None
-    if not severities:
-        raise InputError("--severities: no factor given")
     unknown = [c for c in args.cases or () if c not in CASES]
     if unknown:
         raise InputError(f"--cases: unknown case {unknown[0]!r}; expected some of "
@@ -197,7 +190,7 @@ def run_fidelity_cmd(args: argparse.Namespace) -> int:
         print(f"probe fidelity: writing the runs under {args.out_dir} (set --out-dir to "
               "choose)", file=sys.stderr)
     cfg = _config(args)
-    rows = run_fidelity(cfg, cfg.out_dir, args.cases or CASES, severities)
+    rows = run_fidelity(cfg, cfg.out_dir, args.cases or CASES, args.severities)
     if args.json:
         print(json.dumps([r.to_dict() for r in rows], indent=1))
     else:
@@ -231,11 +224,7 @@ def run_verdict_eval(args: argparse.Namespace) -> int:
                                  "runs are re-scored as they are)")
         if args.hog:
             raise InputError("--hog: not with --reanalyse (no job is run)")
-    config = VerdictConfig()
-    if args.verdict_config:
-        config = VerdictConfig.from_file(args.verdict_config, config)
-    if args.verdict:
-        config = VerdictConfig.from_assignments(args.verdict, config)
+    config = VerdictConfig.from_options(args.verdict_config, args.verdict)
     if args.reanalyse is not None:
         rows, unfinished = verdict_eval.reanalyse(args.reanalyse, config, args.split, only)
         if unfinished:

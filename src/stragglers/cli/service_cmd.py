@@ -8,9 +8,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from pathlib import Path
 
-from stragglers.errors import InputError
+from stragglers import options
 
 SERVE_EPILOG = """\
 examples:
@@ -37,45 +36,6 @@ exit codes: 0 ok (with --wait: analysed), 1 the analysis failed or --wait timed 
 """
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}"
-                                         ) from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}"
-                                         ) from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text}")
-    return value
-
-
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"expected a port 0-65535, got {value}")
-    return value
-
-
-def _label(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    return key, value
-
-
 def register(sub: argparse._SubParsersAction) -> None:
     fmt = argparse.RawDescriptionHelpFormatter
     p = sub.add_parser(
@@ -89,7 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="data folder: the SQLite database, uploaded traces, outputs")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on "
                    "(default: %(default)s)")
-    p.add_argument("--port", type=_port, default=8080,
+    p.add_argument("--port", type=options.port, default=8080,
                    help="port (default: %(default)s; 0 picks a free one)")
     p.add_argument("--db", metavar="URL",
                    help="database URL instead of DIR's SQLite: postgresql://USER@HOST/DB")
@@ -97,7 +57,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="file holding the bearer token (default: $STRAGGLERS_TOKEN)")
     p.add_argument("--alerts", metavar="FILE",
                    help="alert rules (YAML; see docs/guides/service.md)")
-    p.add_argument("--workers", type=_positive, default=max(1, (os.cpu_count() or 2) // 2),
+    p.add_argument("--workers", type=options.positive_int,
+                   default=max(1, (os.cpu_count() or 2) // 2),
                    help="analysis worker processes (default: half the CPUs, %(default)s)")
     p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
                    help="run validation and analyses on this Dask cluster instead of local "
@@ -107,11 +68,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="require the token for the dashboard and /metrics too")
     p.add_argument("--public-url", metavar="URL",
                    help="the server's URL as alert receivers should see it")
-    p.add_argument("--lease-s", type=_seconds, default=30.0, metavar="SECONDS",
+    p.add_argument("--lease-s", type=options.positive_float, default=30.0, metavar="SECONDS",
                    help="how long a claimed analysis is leased to this server without a "
                         "renewal (renewed every third of it; an expired lease is taken again "
                         "by any server on the database; default: %(default)s)")
-    p.add_argument("--metrics-stale-s", type=_seconds, default=3600.0, metavar="SECONDS",
+    p.add_argument("--metrics-stale-s", type=options.positive_float, default=3600.0,
+                   metavar="SECONDS",
                    help="/metrics leaves out jobs that sent no session or records for "
                         "this long (default: %(default)g)")
     p.add_argument("--log-level", default="info",
@@ -129,7 +91,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--token-file", metavar="FILE",
                    help="file holding the bearer token (default: $STRAGGLERS_TOKEN)")
     p.add_argument("--job", help="job name (default: the metadata's trial_name)")
-    p.add_argument("--label", type=_label, action="append", default=[], metavar="KEY=VALUE",
+    p.add_argument("--label", type=options.key_value, action="append", default=[],
+                   metavar="KEY=VALUE",
                    help="a label of the session (repeatable)")
     p.add_argument("--wait", type=float, metavar="SECONDS",
                    help="wait up to SECONDS for the analysis and print the session")
@@ -137,21 +100,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    from stragglers.atomic import check_out_dir
-    from stragglers.service.alert_rules import AlertConfig
-    from stragglers.service.auth import load_token
     from stragglers.service.server import serve
-    from stragglers.service.state import ServiceConfig
+    from stragglers.service.state import service_config
 
-    check_out_dir(args.data, "--data")
-    if args.db is not None and not args.db.startswith(("postgresql://", "sqlite:///")):
-        raise InputError(f"--db {args.db.split('://')[0]}://...: expected a postgresql:// "
-                         "or sqlite:/// URL")
-    config = ServiceConfig(
-        data=Path(args.data), token=load_token(args.token_file), db_url=args.db,
-        alerts=AlertConfig.from_file(args.alerts) if args.alerts else AlertConfig(),
-        workers=args.workers, private=args.private, lease_s=args.lease_s,
-        metrics_stale_s=args.metrics_stale_s, scheduler=args.scheduler)
+    config = service_config(args.data, args.token_file, db_url=args.db, alerts=args.alerts,
+                            workers=args.workers, private=args.private, lease_s=args.lease_s,
+                            metrics_stale_s=args.metrics_stale_s, scheduler=args.scheduler)
     return serve(config, args.host, args.port, args.public_url, args.log_level)
 
 

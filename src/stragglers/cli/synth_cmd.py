@@ -17,6 +17,7 @@ from stragglers.options import (
     positive_int,
     prob_seconds,
     slowdown_factor,
+    span,
     worker_factor,
 )
 
@@ -121,9 +122,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="with --fleet: proportions of worker, last_stage, sequence_length, "
                         "gc, communication, none, combination (normalised; default "
                         + ",".join(f"{k}={v:g}" for k, v in DEFAULT_MIX.items()) + ")")
-    p.add_argument("--fleet-workers", metavar="MIN-MAX", default="16-1024",
+    p.add_argument("--fleet-workers", metavar="MIN-MAX", type=span, default="16-1024",
                    help="with --fleet: range of workers (powers of two, default %(default)s)")
-    p.add_argument("--fleet-steps", metavar="MIN-MAX", default="6-10",
+    p.add_argument("--fleet-steps", metavar="MIN-MAX", type=span, default="6-10",
                    help="with --fleet: range of steps (default %(default)s)")
     p.set_defaults(func=run_synth)
 
@@ -133,17 +134,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "it and write result.json, heatmaps and timelines.")
     p.add_argument("--out", default="demo-out", help="output folder (default %(default)s)")
     p.set_defaults(func=run_demo)
-
-
-def _range(text: str, option: str) -> tuple[int, int]:
-    lo, sep, hi = text.partition("-")
-    try:
-        a, b = int(lo), int(hi)
-    except ValueError:
-        raise InputError(f"{option} {text!r}: expected MIN-MAX (integers)") from None
-    if not sep or len(lo) > 9 or len(hi) > 9:
-        raise InputError(f"{option} {text!r}: expected MIN-MAX (integers)")
-    return a, b
 
 
 def run_fleet_synth(args: argparse.Namespace) -> int:
@@ -158,9 +148,7 @@ def run_fleet_synth(args: argparse.Namespace) -> int:
     if given:
         raise InputError(f"--fleet draws each job's shape and causes: {given[0]} does not "
                          "apply (use --mix)")
-    lo, hi = _range(args.fleet_workers, "--fleet-workers")
-    slo, shi = _range(args.fleet_steps, "--fleet-steps")
-    shape = FleetShape(lo, hi, slo, shi)
+    shape = FleetShape(*args.fleet_workers, *args.fleet_steps)
     mix = parse_mix(args.mix) if args.mix else dict(DEFAULT_MIX)
     folders = write_fleet(args.fleet, args.out, args.seed, shape, mix)
     print(f"wrote {len(folders):,} jobs (seed {args.seed}) into {args.out}: "

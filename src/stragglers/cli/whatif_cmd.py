@@ -3,18 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from stragglers.atomic import StagedDir, check_out_dir
 from stragglers.errors import InputError
-from stragglers.inputs import read_text
-
-if TYPE_CHECKING:
-    from stragglers.analysis.verdict import VerdictConfig
+from stragglers.options import slowdown_factor
 
 # The analysis (pyarrow, pandas, matplotlib: about a second) is imported by the commands
 # that run it, not when the parser is built: `stragglers watch` and the other commands do not
@@ -42,16 +36,6 @@ def _add_input(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", metavar="A-B", help="analyse only steps A..B (inclusive)")
 
 
-def _threshold(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(value) or value < 1.0:
-        raise argparse.ArgumentTypeError(f"must be a finite slowdown of at least 1, got {text}")
-    return value
-
-
 def register(sub: argparse._SubParsersAction) -> None:
     fmt = argparse.RawDescriptionHelpFormatter
     p = sub.add_parser(
@@ -66,7 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", metavar="DIR",
                    help="output folder for result.json, heatmaps and timelines (default: "
                         "write no files)")
-    p.add_argument("--threshold", type=_threshold, default=None,
+    p.add_argument("--threshold", type=slowdown_factor, default=None,
                    help="slowdown below which the verdict is 'none' (default: 1.1; the same "
                         "as --verdict threshold=X)")
     p.add_argument("--verdict-config", metavar="FILE",
@@ -106,29 +90,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_heatmap)
 
 
-def verdict_config(args: argparse.Namespace) -> VerdictConfig:
-    """The verdict configuration from ``--verdict-config``, ``--verdict`` and
-    ``--threshold`` (in that order)."""
-    from stragglers.analysis.verdict import VerdictConfig
-
-    cfg = VerdictConfig()
-    if args.verdict_config:
-        cfg = VerdictConfig.from_file(args.verdict_config, cfg)
-    if args.verdict:
-        cfg = VerdictConfig.from_assignments(args.verdict, cfg)
-    if args.threshold is not None:
-        cfg = cfg.updated({"threshold": args.threshold}, "--threshold")
-    return cfg
-
-
 def run_analyze(args: argparse.Namespace) -> int:
     from stragglers.analysis import analyze_table, load_table
     from stragglers.analysis.outputs import write_outputs
     from stragglers.analysis.result import Skipped, summary
+    from stragglers.analysis.verdict import VerdictConfig
 
     if args.out is not None:
         check_out_dir(args.out)
-    config = verdict_config(args)
+    config = VerdictConfig.from_options(args.verdict_config, args.verdict, args.threshold)
     t0 = time.perf_counter()
     table = load_table(args.trace, args.meta, args.steps)
     timing = {"load": time.perf_counter() - t0}
@@ -176,17 +146,7 @@ def run_heatmap(args: argparse.Namespace) -> int:
         args.out = str(Path(args.input).parent)
     check_out_dir(args.out)
     if args.meta is None:
-        path = Path(args.input)
-        try:
-            doc = json.loads(read_text(path, "result.json"))
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{path}: not a result.json: invalid JSON at line {exc.lineno} "
-                             "(give --meta to analyse a trace)") from None
-        except RecursionError:
-            raise InputError(f"{path}: not a result.json: nested too deeply") from None
-        except ValueError as exc:  # e.g. an integer literal too long to convert
-            raise InputError(f"{path}: not a result.json: {exc}") from None
-        data = HeatmapData.from_document(doc, str(path))
+        data = HeatmapData.from_file(args.input)
     else:
         data = HeatmapData.of(analyze_table(load_table(args.input, args.meta, args.steps)
                                             ).result)

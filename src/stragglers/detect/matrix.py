@@ -20,19 +20,26 @@ exceeds ``factor`` times the median over all senders (and ``min_wait`` seconds).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from stragglers.detect.records import MessageRecord
+from stragglers.detect.records import MessageRecord, other_kinds, read_records
+from stragglers.errors import InputError
+from stragglers.limits import check_limit
 
 __all__ = [
     "MatrixFinding",
+    "MatrixReport",
     "SenderFinding",
     "classify_matrix",
     "delay_matrix",
     "late_senders",
+    "matrix_report",
 ]
 
 
@@ -147,3 +154,57 @@ def from_records(records: Iterable[MessageRecord], n_ranks: int | None = None
     senders = late_senders([r.src for r in waits], [r.dst for r in waits],
                            [r.wait for r in waits])  # type: ignore[misc]
     return m, classify_matrix(m), senders
+
+
+@dataclass(frozen=True)
+class MatrixReport:
+    """``stragglers detect matrix``: the delay matrix of a file's message records, its slow
+    cells, rows and columns, and the late senders."""
+
+    skipped: dict[str, int]  # records of other kinds, by kind
+    matrix: np.ndarray
+    findings: list[MatrixFinding]
+    late: list[SenderFinding]
+
+    def to_dict(self, show: bool = False) -> dict[str, Any]:
+        """The JSON document; ``show`` adds the matrix (null where no message was seen)."""
+        m = self.matrix
+        res: dict[str, Any] = {
+            "skipped_records": self.skipped,
+            "ranks": int(m.shape[0]),
+            "median_latency_s": float(np.nanmedian(m)) if np.isfinite(m).any() else None,
+            "findings": [f.to_dict() for f in self.findings],
+            "late_senders": [f.to_dict() for f in self.late],
+        }
+        if show:
+            res["matrix"] = [[None if math.isnan(v) else v for v in row] for row in m.tolist()]
+        return res
+
+
+def matrix_report(path: str | Path, ranks: int | None = None, factor: float = 1.5
+                  ) -> MatrixReport:
+    """Read the message records of a JSON-lines file and classify their delay matrix of
+    ``ranks`` ranks (default: the largest rank + 1; checked against its limit first)."""
+    if ranks is not None:
+        check_limit("matrix_ranks", ranks, "--ranks")
+    records = read_records(path)
+    msgs = [r for r in records if isinstance(r, MessageRecord)]
+    if not msgs:
+        raise InputError(f"{path}: no message records (fields src, dst, latency)")
+    top = max(max(r.src, r.dst) for r in msgs)
+    if ranks is not None and top >= ranks:
+        bad = next(r for r in msgs if max(r.src, r.dst) >= ranks)
+        field = "src" if bad.src >= ranks else "dst"
+        raise InputError(f"{path}: field '{field}': rank {max(bad.src, bad.dst)} is "
+                         f"outside --ranks {ranks}")
+    if ranks is None:
+        check_limit("matrix_ranks", top + 1, f"{path}: largest rank {top}")
+    try:
+        m = delay_matrix([r.src for r in msgs], [r.dst for r in msgs],
+                         [r.latency for r in msgs], ranks)
+    except ValueError as exc:
+        raise InputError(f"{path}: {exc}") from None
+    waits = [r for r in msgs if r.wait is not None]
+    late = late_senders([r.src for r in waits], [r.dst for r in waits],
+                        [float(r.wait or 0.0) for r in waits])
+    return MatrixReport(other_kinds(records, MessageRecord), m, classify_matrix(m, factor), late)

@@ -40,20 +40,28 @@ how the calls are chunked.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
+
+from stragglers.detect.records import CallRecord, other_kinds, read_records
+from stragglers.errors import InputError
+from stragglers.limits import check_limit
 
 __all__ = [
     "CallEncoder",
     "IterationTimes",
     "PeriodTracker",
+    "RankIterations",
     "acf",
     "choose_anchor",
     "find_motif",
     "find_period",
     "iteration_times",
+    "rank_iterations",
 ]
 
 
@@ -425,3 +433,54 @@ def iteration_times(ts: Sequence[float] | np.ndarray, codes: Sequence[int] | np.
                     **kwargs: int | float) -> IterationTimes:
     """Batch iteration times of one rank's call sequence (same result as streaming)."""
     return PeriodTracker(**kwargs).feed(ts, codes)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class RankIterations:
+    """One rank's iteration times from its calls (a line of ``stragglers detect period``)."""
+
+    rank: int
+    calls: int
+    calls_out_of_order: int  # calls with a ts before the previous one (sorted before use)
+    periods: tuple[int, ...]  # the distinct periods found, in calls
+    iteration_s: np.ndarray  # one time per iteration
+
+    def to_dict(self, all_times: bool = False) -> dict[str, Any]:
+        """The JSON line; ``all_times`` adds every iteration time (``iteration_s``)."""
+        per = self.iteration_s
+        row: dict[str, Any] = {
+            "rank": self.rank, "calls": self.calls, "calls_out_of_order": self.calls_out_of_order,
+            "iterations": int(per.size), "periods_calls": list(self.periods),
+            "median_s": float(np.median(per)) if per.size else None,
+            "mean_s": float(per.mean()) if per.size else None,
+        }
+        if all_times:
+            row["iteration_s"] = [round(float(x), 9) for x in per]
+        return row
+
+
+def rank_iterations(path: str | Path, window: int = 1024, threshold: float = 0.95
+                    ) -> tuple[Iterator[RankIterations], dict[str, int]]:
+    """The call records of a JSON-lines file, per rank by increasing rank (each computed when
+    it is asked for), and the records of other kinds counted by kind. The window is checked
+    against its limit and the file read (strictly) before this returns."""
+    check_limit("period_window", window, "--window")
+    records = read_records(path)
+    calls = [r for r in records if isinstance(r, CallRecord)]
+    if not calls:
+        raise InputError(f"{path}: no call records")
+    by_rank: dict[int, list[CallRecord]] = {}
+    for r in calls:
+        by_rank.setdefault(r.rank, []).append(r)
+
+    def each() -> Iterator[RankIterations]:
+        for rank, recs in sorted(by_rank.items()):
+            ts = np.array([r.ts for r in recs])
+            order = np.argsort(ts, kind="stable")
+            codes = CallEncoder().encode([(recs[i].type, recs[i].size) for i in order])
+            its = iteration_times(ts[order], codes, window=window, threshold=threshold)
+            yield RankIterations(rank, len(recs), int(np.count_nonzero(np.diff(ts) < 0)),
+                                 tuple(sorted({int(p) for p in its.period})),
+                                 its.per_iteration())
+
+    return each(), other_kinds(records, CallRecord)

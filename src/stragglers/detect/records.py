@@ -56,7 +56,8 @@ source, the line and the field.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -76,6 +77,8 @@ __all__ = [
     "iter_file_lines",
     "parse_line",
     "parse_record",
+    "other_kinds",
+    "rank_field",
     "read_records",
     "unknown_fields",
 ]
@@ -357,3 +360,19 @@ def read_records(path: str | Path) -> list[Record]:
                 check_limit("detect_records", len(out) + 1, f"{source}:{lineno}")
             out.append(rec)
     return out
+
+
+def other_kinds(records: Sequence[Record], wanted: type) -> dict[str, int]:
+    """Records of other kinds than ``wanted``, counted by kind (``call``, ``iter``, ``msg``):
+    what a command that reads one kind reports as skipped, rather than dropping silently."""
+    names = {CallRecord: "call", IterationRecord: "iter", MessageRecord: "msg"}
+    return dict(sorted(Counter(names[type(r)] for r in records if type(r) is not wanted).items()))
+
+
+def rank_field(obj: dict[str, Any], key: str, size: int, where: str) -> int:
+    """Field ``key`` of ``obj``, which must be a rank ``0..size-1`` (``where``: file:line)."""
+    v = obj[key]
+    if type(v) is not int or not 0 <= v < size:
+        raise InputError(f"{where}: field '{key}': expected an integer 0..{size - 1}, got "
+                         f"{shown_value(v)}")
+    return v

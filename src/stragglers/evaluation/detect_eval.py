@@ -33,20 +33,36 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 
 from stragglers.detect.bocd import Alarm, make_detector, run_detector
-from stragglers.evaluation.corpus import LOCATION_TOLERANCE, Series, generate_corpus
+from stragglers.errors import InputError
+from stragglers.evaluation.corpus import LOCATION_TOLERANCE, SCENARIOS, Series, generate_corpus
+from stragglers.evaluation.realdata import (
+    HELD_OUT,
+    RUNS,
+    SEMI_REAL_PER_RUN,
+    TUNED,
+    load_runs,
+    real_series,
+    semi_real_corpus,
+)
+from stragglers.limits import check_limit
 
 __all__ = [
     "METHOD_ORDER",
     "DetectionScores",
+    "SeriesEvaluation",
     "SeriesOutcome",
     "evaluate",
+    "evaluate_series",
+    "family_of",
+    "format_by_run",
     "format_tables",
     "score_series",
     "metrics_by_family",
@@ -344,3 +360,98 @@ def streaming_cost(corpus: Sequence[Series], method: str) -> dict[str, float]:
         "max_us": float(arr.max()) if arr.size else math.nan,
         "points": int(arr.size),
     }
+
+
+def family_of(name: str) -> str:
+    """The family a series is reported under: ``real``, ``semi-real`` or ``synthetic``."""
+    return name if name in REAL_FAMILIES else "synthetic"
+
+
+def format_by_run(outcomes: dict[str, list[SeriesOutcome]]) -> str:
+    """BOCD+V on the real-data families, split by the runs the defaults were tuned on and
+    the runs held out (lines ending in a newline; empty without such series)."""
+    res = outcomes.get("bocd_verify")
+    if not res:
+        return ""
+    lines = []
+    for fam in ("semi-real", "real"):
+        for label, runs in (("tuned on", TUNED), ("held out", HELD_OUT)):
+            x = metrics_by_run(res, fam, runs)
+            if not x.total:
+                continue
+            lines.append(f"BOCD+V {fam:<9} {label} ({', '.join(runs)}): accuracy "
+                         f"{100.0 * x.correct / x.total:.1f} % ({x.correct}/{x.total}), "
+                         f"false alarms {x.false_positives}/{x.negatives} negative series, "
+                         f"spurious onsets {x.spurious_in_positives}, events missed "
+                         f"{x.false_negatives}/{x.positives}")
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+@dataclass(frozen=True)
+class SeriesEvaluation:
+    """``stragglers detect-eval`` on the series corpus: every method's outcomes on the series
+    of the chosen families."""
+
+    seed: int
+    families: tuple[str, ...]  # of "synthetic", "real", "semi-real"
+    corpus: list[Series]
+    real_runs: bool  # real Megatron runs were read (the by-run split is reported)
+    outcomes: dict[str, list[SeriesOutcome]]
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{method: metrics}`` (:func:`metrics_json`); ``{family: {method: metrics}}``
+        when other families than the synthetic one are scored."""
+        if self.families == ("synthetic",):
+            return metrics_json(self.outcomes)
+        return {fam: metrics_json({m: [o for o in v if family_of(o.family) == fam]
+                                   for m, v in self.outcomes.items()})
+                for fam in self.families}
+
+    def text(self) -> str:
+        """The tables, the by-run split and the corpus size, up to the heading of
+        :meth:`cost_lines`."""
+        text = format_tables(self.outcomes, self.seed) + "\n"
+        if self.real_runs:
+            text += format_by_run(self.outcomes)
+        corpus = self.corpus
+        return text + (f"\nCorpus: {len(corpus)} series, {sum(s.values.size for s in corpus)} "
+                       f"iterations, {sum(len(s.events) for s in corpus)} labelled events\n"
+                       "Streaming cost per new point (sequential, every 4th series):\n")
+
+    def cost_lines(self) -> Iterator[str]:
+        """One line per method: its streaming cost (:func:`streaming_cost`), measured when
+        the line is asked for."""
+        for m in METHOD_ORDER:
+            c = streaming_cost(self.corpus[::4], m)
+            yield (f"  {m:<15} mean {c['mean_us']:6.1f} us   p99 {c['p99_us']:6.1f} us   "
+                   f"max {c['max_us']:8.1f} us   over {c['points']} points\n")
+
+
+def evaluate_series(seed: int = 0, *, scale: float = 1.0, family: str = "synthetic",
+                    real_dir: str | None = None, jobs: int | None = None) -> SeriesEvaluation:
+    """Build the corpus of ``family`` (``synthetic``, ``real``, ``semi-real`` or ``all``; the
+    real ones from the Megatron runs in ``real_dir``) for ``seed`` at ``scale``, its size
+    checked against its limit first, and run every method on it."""
+    fams = ("synthetic", "real", "semi-real") if family == "all" else (family,)
+    n_series = 0
+    if "synthetic" in fams:
+        n_series += sum(max(1, int(round(count * scale))) for _, _, count in SCENARIOS)
+    per_run = max(1, int(round(SEMI_REAL_PER_RUN * scale)))
+    if "semi-real" in fams:
+        n_series += per_run * len(RUNS)
+    check_limit("eval_series", n_series, f"--scale {scale:g}")
+    corpus: list[Series] = []
+    runs = []
+    if "real" in fams or "semi-real" in fams:
+        if real_dir is None:
+            raise InputError(f"--family {family}: give --real-dir (the folder of the "
+                             "Megatron iteration-time runs, ../shared/real/megatron-iter)")
+        runs = load_runs(real_dir)
+    if "synthetic" in fams:
+        corpus += generate_corpus(seed, scale=scale)
+    if "real" in fams:
+        corpus += real_series(runs)
+    if "semi-real" in fams:
+        corpus += semi_real_corpus(runs, seed=seed, per_run=per_run)
+    outcomes = evaluate(seed, corpus=corpus, jobs=jobs)
+    return SeriesEvaluation(seed, fams, corpus, bool(runs), outcomes)

@@ -57,7 +57,14 @@ from stragglers.detect.megatron import Gap, read_iteration_json, series_items
 from stragglers.detect.records import IterationRecord, RecordError, read_records
 from stragglers.detect.watch import Watcher
 from stragglers.errors import InputError
-from stragglers.evaluation.jobcorpus import EVENT_LOSS, FAMILIES, JobEvent, JobSeries
+from stragglers.evaluation.jobcorpus import (
+    EVENT_LOSS,
+    FAMILIES,
+    JobEvent,
+    JobSeries,
+    scenario_counts,
+)
+from stragglers.limits import check_limit
 
 __all__ = [
     "BASELINES",
@@ -71,6 +78,7 @@ __all__ = [
     "WatchResult",
     "choose_setting",
     "default_grid",
+    "evaluate_jobs",
     "evaluate_streams",
     "format_lofo",
     "format_plain",
@@ -756,3 +764,44 @@ def evaluation_json(ev: JobEvaluation) -> dict[str, Any]:
                             "delays": list(o.delays), "correct": o.correct} for o in v]
                        for r, v in ev.real.items()}
     return doc
+
+
+def _methods(items: Sequence[str]) -> list[str]:
+    """``--method`` given as repeated names or comma lists: each known, none twice."""
+    methods: list[str] = []
+    for item in items:
+        for m in item.split(","):
+            m = m.strip()
+            try:
+                make_detector(m)
+            except ValueError as exc:
+                raise InputError(f"--method: {exc}") from None
+            if m in methods:
+                raise InputError(f"--method: {m} given twice")
+            methods.append(m)
+    return methods
+
+
+def evaluate_jobs(seeds: Sequence[int], *, scale: float = 1.0, methods: Sequence[str] = (),
+                  lofo: bool = False, real_more: str | None = None, real_dir: str | None = None,
+                  jobs: int | None = None, warmup: int | None = None) -> JobEvaluation:
+    """``stragglers detect-eval --corpus jobs``: the seeds distinct, the corpus size within its
+    limit, ``methods`` as ``--method`` gives them (names or comma lists; default: the tuned
+    method and :data:`BASELINES`), the first one tuned leave-one-family-out with ``lofo``, and
+    the labelled real series of ``real_more`` and ``real_dir`` scored beside."""
+    if len(set(seeds)) != len(seeds):
+        raise InputError(f"--seed: seed {next(s for s in seeds if seeds.count(s) > 1)} "
+                         "given twice")
+    check_limit("eval_series", len(seeds) * sum(c for _, _, c in scenario_counts(scale)),
+                f"--scale {scale:g}")
+    tuned, grid = default_grid()
+    chosen = _methods(methods) or [tuned, *BASELINES]
+    if lofo and chosen[0] != tuned:
+        grid = FALLBACK_GRID if chosen[0] == "sliding_window" else (("default", {}),)
+    real: list[RealStream] = []
+    if real_more is not None:
+        real += load_real_more(real_more)
+    if real_dir is not None:
+        real += load_real_megatron(real_dir)
+    return run_evaluation(seeds, scale, chosen, grid=grid if lofo else None, real=real,
+                          jobs=jobs, warmup_iters=warmup)

@@ -26,7 +26,7 @@ from stragglers.trace.io import JobMeta, TraceColumns
 
 T = TypeVar("T")
 
-__all__ = ["ImportReport", "find_rank_files", "import_kineto", "import_partial",
+__all__ = ["ImportReport", "find_rank_files", "import_kineto", "import_partial", "import_to_folder",
            "load_patterns"]
 
 SUFFIXES = (".json", ".json.gz")
@@ -93,3 +93,33 @@ def import_partial(path: str | Path, meta: JobMeta, *, annotations: str | Path |
     patterns = load_patterns(annotations)
     ranks = _map_files(functools.partial(read_partial_rank, patterns=patterns), files, jobs)
     return partial_report(ranks, meta, str(path), steps)
+
+
+def import_to_folder(path: str | Path, meta_path: str | Path, out: str | Path, *,
+                     annotations: str | Path | None = None, steps: str | None = None,
+                     jobs: int | None = None, partial: bool = False
+                     ) -> tuple[list[str], list[Path]]:
+    """``stragglers import kineto``: read the metadata YAML and the steps ``A-B``, import the
+    traces of ``path`` and write ``OUT/trace.parquet`` and ``OUT/meta.yaml`` (with
+    ``partial``: ``OUT/partial-report.json``, :func:`import_partial`) atomically. Returns the
+    report's lines and the files written."""
+    import json
+
+    from stragglers.atomic import StagedDir, check_out_dir, write_text
+    from stragglers.kineto.partial import REPORT_NAME, report_lines
+    from stragglers.trace.io import parse_steps, read_meta, write_meta, write_trace
+
+    check_out_dir(out)
+    span = parse_steps(steps)
+    meta = read_meta(meta_path)
+    if partial:
+        doc = import_partial(path, meta, annotations=annotations, steps=span, jobs=jobs)
+        with StagedDir(out) as stage:
+            write_text(stage.path(REPORT_NAME), json.dumps(doc, indent=1) + "\n")
+        return report_lines(doc), [stage.final(REPORT_NAME)]
+    trace, report = import_kineto(path, meta, annotations=annotations, steps=span, jobs=jobs)
+    with StagedDir(out) as stage:
+        write_meta(meta, stage.path("meta.yaml"))
+        write_trace(trace, stage.path("trace.parquet"))
+        stage.commit_last("trace.parquet")
+    return report.lines(), [stage.final("trace.parquet"), stage.final("meta.yaml")]

@@ -7,8 +7,11 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
+from stragglers.atomic import check_out_dir
+from stragglers.errors import InputError
 from stragglers.service.alert_rules import AlertConfig
 from stragglers.service.alerts import Alerter
+from stragglers.service.auth import load_token
 from stragglers.service.datadir import DataDir
 from stragglers.service.dispatcher import Dispatcher, UploadChecker
 from stragglers.service.ingest import Ingest
@@ -33,6 +36,23 @@ class ServiceConfig:
     lease_s: float = 30.0
     metrics_stale_s: float = DEFAULT_STALE_S
     scheduler: str | None = None
+
+
+def service_config(data: str, token_file: str | None, *, db_url: str | None = None,
+                   alerts: str | None = None, workers: int = 2, private: bool = False,
+                   lease_s: float = 30.0, metrics_stale_s: float = DEFAULT_STALE_S,
+                   scheduler: str | None = None) -> ServiceConfig:
+    """The configuration of ``stragglers serve``: the data folder checked writable, the
+    database URL's scheme checked, the token read from ``token_file`` (or
+    ``$STRAGGLERS_TOKEN``) and the alert rules from the YAML file ``alerts``."""
+    check_out_dir(data, "--data")
+    if db_url is not None and not db_url.startswith(("postgresql://", "sqlite:///")):
+        raise InputError(f"--db {db_url.split('://')[0]}://...: expected a postgresql:// "
+                         "or sqlite:/// URL")
+    return ServiceConfig(data=Path(data), token=load_token(token_file), db_url=db_url,
+                         alerts=AlertConfig.from_file(alerts) if alerts else AlertConfig(),
+                         workers=workers, private=private, lease_s=lease_s,
+                         metrics_stale_s=metrics_stale_s, scheduler=scheduler)
 
 
 @dataclass

@@ -32,9 +32,19 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from stragglers.validate.plan import Pass, ring_edges, ring_passes, tree_edges, tree_passes
+from stragglers.errors import InputError
+from stragglers.limits import check_limit
+from stragglers.validate.plan import (
+    Pass,
+    parse_ranks,
+    ring_edges,
+    ring_passes,
+    tree_edges,
+    tree_passes,
+)
 
-__all__ = ["Transfer", "ValidationConfig", "ValidationRun", "run_validation", "rank_main"]
+__all__ = ["Transfer", "ValidationConfig", "ValidationRun", "checked_config", "run_validation",
+           "rank_main"]
 
 
 @dataclass(frozen=True)
@@ -201,6 +211,37 @@ def run_validation(cfg: ValidationConfig) -> ValidationRun:
     return ValidationRun(cfg, cfg.passes(), transfers, gemm,
                          2.0 * cfg.gemm_n ** 3 * cfg.gemm_iters, results[0]["backend"],
                          time.perf_counter() - t0)
+
+
+def checked_config(topology: str, ranks: str, *, transfer_bytes: int = 4 << 20,
+                   chunks: int = 8, repeats: int = 5, gemm_n: int = 256, gemm_iters: int = 8,
+                   bidirectional: bool = False, slow_link: tuple[int, float] | None = None,
+                   slow_gemm: tuple[int, float] | None = None, backend: str = "auto"
+                   ) -> ValidationConfig:
+    """The configuration of ``stragglers validate``: ``ranks`` as ``--ranks`` gives them
+    (:func:`~stragglers.validate.plan.parse_ranks`), the injected ranks among them, the sizes
+    within their limits and, for ``backend="nccl"``, a GPU per rank."""
+    order = parse_ranks(ranks)
+    world = max(order) + 1
+    for opt, inj in (("--inject-slow-link", slow_link), ("--inject-slow-gemm", slow_gemm)):
+        if inj is not None and inj[0] >= world:
+            raise InputError(f"{opt}: rank {inj[0]} is not one of the {world} ranks")
+    if chunks > transfer_bytes // 4:
+        raise InputError(f"--chunks: {chunks} chunks of a {transfer_bytes}-byte transfer are "
+                         "smaller than one float32")
+    check_limit("validate_bytes", transfer_bytes, "--bytes")
+    check_limit("validate_bytes", 4 * gemm_n ** 2, f"--gemm-n {gemm_n}")
+    if backend == "nccl":
+        import torch
+
+        if not torch.cuda.is_available() or torch.cuda.device_count() < world:
+            raise InputError(f"--backend nccl: needs {world} GPUs, "
+                             f"{torch.cuda.device_count() if torch.cuda.is_available() else 0} "
+                             "available")
+    return ValidationConfig(topology, order, world, transfer_bytes=transfer_bytes,
+                            chunks=chunks, repeats=repeats, gemm_n=gemm_n,
+                            gemm_iters=gemm_iters, bidirectional=bidirectional,
+                            slow_link=slow_link, slow_gemm=slow_gemm, backend=backend)
 
 
 def config_dict(cfg: ValidationConfig) -> dict[str, Any]:

@@ -30,9 +30,14 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
+from stragglers.errors import InputError
+from stragglers.limits import check_limit
+
 __all__ = [
     "Pass",
     "check_plan",
+    "parse_ranks",
+    "plan_passes",
     "ring_edges",
     "ring_passes",
     "tree_edges",
@@ -113,3 +118,69 @@ def check_plan(passes: Iterable[Pass], required: Iterable[tuple[int, int]]) -> l
                 f"edge {edge[0]}->{edge[1]}: covered {seen[edge]} times, required {req[edge]}"
             )
     return problems
+
+
+def plan_passes(topology: str, size: int | None = None, ranks: str | None = None,
+                bidirectional: bool = False) -> list[Pass]:
+    """The checked passes of ``stragglers detect plan``: a ``"ring"`` or ``"tree"`` of
+    ``size`` ranks, or over ``ranks`` (their comma-separated order; ``size``, when also
+    given, must be their number)."""
+    if ranks is not None:
+        items = [x for x in ranks.split(",") if x.strip()]
+        check_limit("topology_ranks", len(items), "--ranks")
+        try:
+            listed = [int(x) for x in items]
+        except ValueError:
+            raise InputError(
+                f"--ranks: expected comma-separated integers, got {ranks[:60]!r}") from None
+        if any(r < 0 for r in listed):
+            raise InputError(f"--ranks: ranks must be >= 0, got {min(listed)}")
+        if size is not None and size != len(listed):
+            raise InputError(f"size {size} does not match --ranks ({len(listed)} ranks)")
+        order: list[int] | int = listed
+    elif size is None:
+        raise InputError("give the number of ranks or --ranks")
+    else:
+        if size < 2:
+            raise InputError(f"size: expected an integer >= 2, got {size}")
+        check_limit("topology_ranks", size, f"size {size}")
+        order = size
+    try:
+        if topology == "ring":
+            passes = ring_passes(order, bidirectional)
+            edges = ring_edges(order)
+        else:
+            passes = tree_passes(order, bidirectional)
+            edges = tree_edges(order)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    required = edges + ([(b, a) for a, b in edges] if bidirectional else [])
+    problems = check_plan(passes, required)
+    if problems:  # pragma: no cover - the planner is verified by the tests
+        raise AssertionError("invalid plan: " + "; ".join(problems))
+    return passes
+
+
+def parse_ranks(text: str) -> tuple[int, ...]:
+    """``stragglers validate --ranks``: a number of ranks (``0..n-1``, at least 2) or their
+    comma-separated ring / heap order (distinct ranks >= 0), each checked against its limit."""
+    items = [x.strip() for x in text.split(",") if x.strip()]
+    if not items:
+        raise InputError("--ranks: expected a number of ranks or a comma-separated order")
+    check_limit("validate_ranks", len(items) if len(items) > 1 else 1, "--ranks")
+    try:
+        values = [int(x) for x in items]
+    except ValueError:
+        raise InputError(f"--ranks: expected integers, got {text[:60]!r}") from None
+    if len(values) == 1:
+        n = values[0]
+        if n < 2:
+            raise InputError(f"--ranks: a communicator needs at least 2 ranks, got {n}")
+        check_limit("validate_ranks", n, "--ranks")
+        return tuple(range(n))
+    if min(values) < 0:
+        raise InputError(f"--ranks: ranks must be >= 0, got {min(values)}")
+    if len(set(values)) != len(values):
+        raise InputError("--ranks: a rank appears twice")
+    check_limit("validate_ranks", max(values) + 1, f"--ranks (largest rank {max(values)})")
+    return tuple(values)

@@ -181,6 +181,21 @@ class VerdictConfig:
             changes[key.strip()] = value.strip()
         return (base or cls()).updated(changes, "--verdict")
 
+    @classmethod
+    def from_options(cls, file: str | None = None, assignments: list[str] | None = None,
+                     threshold: float | None = None) -> VerdictConfig:
+        """The defaults, then the YAML ``file`` (``--verdict-config``), the ``KEY=VALUE``
+        ``assignments`` (``--verdict``) and the ``threshold`` (``--threshold``), in that
+        order."""
+        cfg = cls()
+        if file:
+            cfg = cls.from_file(file, cfg)
+        if assignments:
+            cfg = cls.from_assignments(assignments, cfg)
+        if threshold is not None:
+            cfg = cfg.updated({"threshold": threshold}, "--threshold")
+        return cfg
+
 
 def _parse_number(text: str, key: str, source: str, want_int: bool) -> int | float:
     try:
