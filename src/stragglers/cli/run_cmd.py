@@ -4,13 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 
 from stragglers import options
-from stragglers.atomic import check_out_dir
-from stragglers.errors import InputError
-from stragglers.limits import check_limit
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -63,28 +59,12 @@ def _run(args: argparse.Namespace) -> int:
     command = list(args.train_command)
     if command and command[0] == "--":
         command = command[1:]
-    if not command:
-        raise InputError("give the training command after --")
-    if shutil.which(command[0]) is None:
-        raise InputError(f"command {command[0]!r}: not found or not executable")
-    check_limit("validate_ranks", args.slots, "--slots")
-    world = args.slots if args.world is None else args.world
-    option = "--slots" if args.world is None else "--world"
-    if world % (args.pp * args.tp):
-        raise InputError(f"{option} {world} is not a multiple of --pp {args.pp} x --tp "
-                         f"{args.tp}")
-    if world > args.slots:
-        raise InputError(f"--world {world} is more than --slots {args.slots}")
-    if args.heartbeat_s >= args.timeout_s:
-        raise InputError(f"--heartbeat-s {args.heartbeat_s:g} must be below --timeout-s "
-                         f"{args.timeout_s:g}")
-    check_out_dir(args.out, "--out")
-    check_out_dir(args.ckpt, "--ckpt")
     cfg = DriverConfig(tuple(command), args.slots, args.ckpt, args.out,
                        heartbeat_s=args.heartbeat_s, timeout_s=args.timeout_s,
                        startup_timeout_s=args.startup_timeout_s,
                        max_restarts=args.max_restarts, pp=args.pp, tp=args.tp, world=args.world,
                        validate=args.validate)
+    cfg.check()
 
     def log(incident: Incident) -> None:
         sys.stdout.write(json.dumps(incident.to_dict()) + "\n")

@@ -113,6 +113,32 @@ class DriverConfig:
     validate: bool = False  # run ring validation passes + GEMM test over the slots after a hang
     fr_wait_s: float = 3.0  # how long to wait for the flight-recorder dumps of a hang
 
+    def check(self) -> None:
+        """Refuse (:class:`InputError`, naming the ``stragglers run`` option) a configuration
+        the driver cannot run: no command, a command not found, a world that is not a
+        multiple of pp x tp or larger than the slots, heartbeats not faster than the hang
+        timeout, unusable output or checkpoint folders."""
+        from stragglers.atomic import check_out_dir
+        from stragglers.limits import check_limit
+
+        if not self.command:
+            raise InputError("give the training command after --")
+        if shutil.which(self.command[0]) is None:
+            raise InputError(f"command {self.command[0]!r}: not found or not executable")
+        check_limit("validate_ranks", self.slots, "--slots")
+        world = self.slots if self.world is None else self.world
+        option = "--slots" if self.world is None else "--world"
+        if world % (self.pp * self.tp):
+            raise InputError(f"{option} {world} is not a multiple of --pp {self.pp} x --tp "
+                             f"{self.tp}")
+        if world > self.slots:
+            raise InputError(f"--world {world} is more than --slots {self.slots}")
+        if self.heartbeat_s >= self.timeout_s:
+            raise InputError(f"--heartbeat-s {self.heartbeat_s:g} must be below --timeout-s "
+                             f"{self.timeout_s:g}")
+        check_out_dir(self.out_dir, "--out")
+        check_out_dir(self.ckpt_dir, "--ckpt")
+
 
 @dataclass(frozen=True)
 class Detection:
