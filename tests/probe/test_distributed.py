@@ -90,16 +90,16 @@ def test_aligned_spans_respect_causality(two_ranks: Path) -> None:
     rec0 = read_rank_file(two_ranks / "rank-00000.jsonl")
     rec1 = read_rank_file(two_ranks / "rank-00001.jsonl")
     t0, t1 = OffsetTrack(rec0.samples), OffsetTrack(rec1.samples)
-    sends = {s["step"]: s for s in rec0.spans}
-    recvs = {s["step"]: s for s in rec1.spans}
+    sends = {s.step: s for s in rec0.spans}
+    recvs = {s.step: s for s in rec1.spans}
     assert sorted(sends) == sorted(recvs) == [0, 1, 2, 3]
     for step, recv in recvs.items():
-        send_start = t0.align(sends[step]["start"])
-        recv_end = t1.align(recv["end"])
+        send_start = t0.align(sends[step].start)
+        recv_end = t1.align(recv.end)
         # the receive cannot end before the send starts; without alignment it would be
         # 123 s off; and it ends soon after the send (a 4 kB message on one machine)
         assert recv_end >= send_start - 1e-3
-        assert recv_end - t0.align(sends[step]["end"]) < 0.05
+        assert recv_end - t0.align(sends[step].end) < 0.05
 
 
 def test_hooks_record_calls(two_ranks: Path) -> None:

@@ -24,7 +24,7 @@ pytest.importorskip("torch")
 
 def _check_slowed_rank_found(out: Path, analysis: Path, trial: str) -> None:
     meta = load_meta(out / "meta.yaml")
-    assert (meta["trial_name"], meta["dp_size"], meta["pp_size"]) == (trial, 2, 1)
+    assert (meta.trial_name, meta.dp_size, meta.pp_size) == (trial, 2, 1)
     trace = pd.read_parquet(out / "trace.parquet")
     assert check_trace(trace, meta) == []
     assert sorted(trace["step"].unique()) == list(range(2, 20))  # steps 0-1: warm-up

@@ -39,7 +39,7 @@ def slow_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, 
 def test_the_trace_has_the_loop_layout(slow_run: tuple[Path, dict[str, Any]]) -> None:
     out, _ = slow_run
     meta = load_meta(out / "meta.yaml")
-    assert (meta["dp_size"], meta["pp_size"], meta["world_size"]) == (2, 1, 2)
+    assert (meta.dp_size, meta.pp_size, meta.world_size) == (2, 1, 2)
     trace = pd.read_parquet(out / "trace.parquet")
     assert check_trace(trace, meta) == []
     assert sorted(trace["step"].unique()) == list(range(2, 20))  # steps 0-1: warm-up

@@ -106,7 +106,7 @@ def test_without_merge_the_cli_merge_reads_the_files(tmp_path: Path) -> None:
     # docs/integrations.md: stragglers probe merge runs/ddp/probe --out runs/ddp
     assert main(["probe", "merge", str(run / "probe"), "--out", str(run)]) == 0
     meta = load_meta(run / "meta.yaml")
-    assert (meta["trial_name"], meta["dp_size"], meta["pp_size"]) == ("mine", 1, 1)
+    assert (meta.trial_name, meta.dp_size, meta.pp_size) == ("mine", 1, 1)
     assert sorted(_ops(run)["step"].unique()) == [0, 1]
 
 

@@ -122,7 +122,7 @@ def test_tensor_parallel_ranks_are_collapsed(tmp_path: Path) -> None:
     (tmp_path / "in" / "rank-00002.jsonl").write_text("\n".join(shifted) + "\n")
     meta = {"dp_size": 1, "pp_size": 2, "tp_size": 2}
     result = merge_dir(tmp_path / "in", meta)
-    assert result.meta["world_size"] == 4
+    assert result.meta.world_size == 4
     assert sorted(result.trace["rank"].unique()) == [0, 1]
 
 
@@ -281,4 +281,4 @@ def test_metadata_read_under_the_contract(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="not UTF-8"):
         merge_dir(tmp_path / "in", meta)
     meta.write_text("dp_size: 1\npp_size: 2\nlabels: {site: lab}\n")
-    assert load_meta(meta)["labels"] == {"site": "lab"}
+    assert load_meta(meta).labels == {"site": "lab"}

@@ -15,6 +15,7 @@ from stragglers.errors import InputError
 from stragglers.probe import JobLayout, PlannedGC, Probe, ProbeConfig, WorkerInfo
 from stragglers.probe.merge import build_trace, merge_dir, read_rank_file
 from stragglers.trace import read_trace
+from stragglers.trace.io import JobMeta
 
 from .synthetic import write_job
 
@@ -68,7 +69,7 @@ def test_forced_collection_inside_a_span_shows_in_its_gc_s(tmp_path: Path) -> No
         "forward-compute": fwd["gc_s"], "backward-compute": 0.0}
     # merged: the op's gc_s in the trace
     result = build_trace([read_rank_file(tmp_path / "rank-00000.jsonl")],
-                         {"dp_size": 1, "pp_size": 1, "vpp_size": 1}, check=False)
+                         JobMeta(dp_size=1, pp_size=1, vpp_size=1), check=False)
     merged = result.trace.set_index("optype")["gc_s"]
     assert merged["forward-compute"] == fwd["gc_s"] and merged["backward-compute"] == 0.0
 

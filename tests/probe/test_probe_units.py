@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from stragglers.callrecord import CallRecord
+from stragglers.detect.records import parse_line
 from stragglers.probe import JobLayout, PlannedGC, Probe, ProbeConfig, WorkerInfo
 from stragglers.probe.clock import ClockSample, OffsetTrack, clock_domain
 from stragglers.probe.ops import GC, OPTYPES, normalise_ids
@@ -160,3 +162,23 @@ def test_planned_gc_without_interval_keeps_automatic_gc(tmp_path: Path) -> None:
         assert gc.isenabled()
         assert planned.step(0) == 0
     assert planned.collections == 0
+
+
+def test_call_lines_read_back_as_the_records_written(tmp_path: Path) -> None:
+    """A call line the probe writes parses into the record it was written from, and that
+    record writes the same line again."""
+    probe = Probe(tmp_path, WorkerInfo(rank=3, world_size=4, dp_rank=1, stage=1),
+                  ProbeConfig(device="cpu", flush_interval_s=3600.0))
+    probe.start()
+    probe.begin_step(7)
+    probe.record_call("all_reduce", 4096, (1, 3), 1000.5, 1000.75)
+    probe.record_call("send", 4000, (0, 1, 2, 3), 1001.0, 1001.125, 2)
+    probe.end_step()
+    probe.close()
+    assert probe._samples[-1].offset == 0.0  # one process: rank 0's clock
+    lines = (tmp_path / "calls-rank-00003.jsonl").read_text().splitlines()
+    records = [parse_line(line) for line in lines]
+    assert records == [CallRecord(3, "all_reduce", 4096, 1000.5, "[1,3]", 0.25, step=7),
+                       CallRecord(3, "send", 4000, 1001.0, "[0,1,2,3]", 0.125, step=7, peer=2)]
+    assert [(r.step, r.peer) for r in records] == [(7, None), (7, 2)]
+    assert [json.dumps(r.to_dict()) for r in records] == lines

@@ -60,7 +60,7 @@ def test_merged_trace_is_well_formed(slow_run: dict[str, Any]) -> None:
     assert summary["dropped_steps"] == []
     assert summary["max_clock_rtt_s"] == 0.0  # one machine: one clock, nothing to measure
     meta = load_meta(summary["meta"])
-    assert (meta["dp_size"], meta["pp_size"], meta["world_size"]) == (2, 2, 4)
+    assert (meta.dp_size, meta.pp_size, meta.world_size) == (2, 2, 4)
     assert check_trace(trace, meta) == []
     per_worker = trace.groupby(["dp_rank", "stage", "step"]).size().unstack("step")
     assert (per_worker.nunique(axis=1) == 1).all()  # same op count every step

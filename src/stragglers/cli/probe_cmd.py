@@ -137,7 +137,7 @@ def run_merge(args: argparse.Namespace) -> int:
                        check=not args.no_check)
     out = Path(args.out)
     print(f"wrote {out / 'trace.parquet'} ({len(result.trace)} ops, {len(result.steps)} steps, "
-          f"{result.meta['dp_size']} x {result.meta['pp_size']} workers) and {out / 'meta.yaml'}")
+          f"{result.meta.dp_size} x {result.meta.pp_size} workers) and {out / 'meta.yaml'}")
     if result.dropped_steps:
         print(f"dropped {len(result.dropped_steps)} step(s) not finished by every worker: "
               f"{result.dropped_steps[:10]}", file=sys.stderr)

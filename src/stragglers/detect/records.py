@@ -7,7 +7,8 @@ holding ``3.0``, ``"3"`` or ``true`` is an error, and so is a number that is not
 Fields outside the schema are allowed (they are counted by ``watch``, see
 :func:`unknown_fields`).
 
-Call record (``"kind": "call"``): one communication call as an NCCL/gloo shim or a probe logs it.
+Call record (``"kind": "call"``): one communication call as an NCCL/gloo shim or a probe logs it
+(:class:`~stragglers.callrecord.CallRecord`, whose ``to_dict`` writes the line).
 
 ============  ========  ======================================================================
 field         type      meaning
@@ -20,8 +21,8 @@ field         type      meaning
                         global ranks as :mod:`stragglers.probe` writes it (named ``"[1,3]"``)
 ``duration``  number    optional transfer time of the call in seconds (>= 0)
 ``wait``      number    optional time spent waiting for peers before the transfer (>= 0)
-``step``      int >= 0  optional training step (written by the probe; not used)
-``peer``      int >= 0  optional peer rank of a point-to-point call (not used)
+``step``      int >= 0  optional training step (written by the probe; kept, not used)
+``peer``      int >= 0  optional peer rank of a point-to-point call (kept, not used)
 ============  ========  ======================================================================
 
 Iteration record (``"kind": "iter"``): a framework or probe that knows its iteration boundaries.
@@ -64,6 +65,7 @@ from typing import Any
 
 import orjson
 
+from stragglers.callrecord import CallRecord, rank_list_name
 from stragglers.errors import InputError
 from stragglers.limits import check_limit, limit
 
@@ -106,17 +108,6 @@ class RecordError(InputError):
         super().__init__(message)
         self.reason = reason
         self.iteration = iteration  # the job iteration the bad record stands for, when readable
-
-
-@dataclass(frozen=True, slots=True)
-class CallRecord:
-    rank: int
-    type: str
-    size: int
-    ts: float
-    group: str | None = None
-    duration: float | None = None
-    wait: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,7 +204,7 @@ class _Ctx:
         if type(v) is str and v:
             return v
         if type(v) is list and v and all(type(x) is int and 0 <= x <= INT_MAX for x in v):
-            return "[" + ",".join(str(x) for x in sorted(v)) + "]"
+            return rank_list_name(tuple(sorted(v)))
         raise self.fail("group", "a non-empty string or a non-empty list of ranks")
 
 
@@ -253,13 +244,13 @@ def parse_record(obj: Any, *, source: str = "<input>", line: int = 0) -> Record:
         return IterationRecord(rank=c.int_("rank"), iter=c.int_("iter"), ts=ts,  # type: ignore
                                duration=dur)
     if kind == "call":
-        c.int_("step", required=False)
-        c.int_("peer", required=False)
+        step = c.int_("step", required=False)
+        peer = c.int_("peer", required=False)
         return CallRecord(
             rank=c.int_("rank"), type=c.str_("type"), size=c.int_("size"),  # type: ignore[arg-type]
             ts=c.num("ts", nonneg=False),  # type: ignore[arg-type]
             group=c.group(), duration=c.num("duration", required=False),
-            wait=c.num("wait", required=False),
+            wait=c.num("wait", required=False), step=step, peer=peer,
         )
     if kind == "msg":
         return MessageRecord(

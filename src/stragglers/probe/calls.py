@@ -1,8 +1,8 @@
-"""Communication call records: what a hooked ``torch.distributed`` call queues in the probe,
-the JSON line it becomes in ``calls-rank-NNNNN.jsonl``, and the switch that keeps calls out
-of the log.
+"""Communication calls in the probe: what a hooked ``torch.distributed`` call queues, the
+:class:`~stragglers.callrecord.CallRecord` it becomes once its times are read (one line of
+``calls-rank-NNNNN.jsonl``), and the switch that keeps calls out of the log.
 
-:mod:`stragglers.probe.hooks` creates the records (through
+:mod:`stragglers.probe.hooks` queues the calls (through
 :meth:`~stragglers.probe.recorder.Probe.record_call`), the probe's flusher writes them; both
 import this module, which imports neither.
 """
@@ -10,11 +10,12 @@ import this module, which imports neither.
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
+
+from stragglers.callrecord import CallRecord, rank_list_name
 
 
 class EventStamp(NamedTuple):
@@ -30,10 +31,11 @@ Stamp = float | EventStamp
 
 
 @dataclass(slots=True)
-class CallRecord:
-    """One communication call: its type (the ``torch.distributed`` function name), message
-    size in bytes, the global ranks of its process group, the peer of a P2P call, the
-    training step it was made in (-1 before the first step), and its start and end."""
+class PendingCall:
+    """A communication call queued in the probe, its times not read yet: its type (the
+    ``torch.distributed`` function name), message size in bytes, the global ranks of its
+    process group, the peer of a P2P call, the training step it was made in (-1 before the
+    first step), and its start and end."""
 
     call_type: str
     size: int
@@ -43,17 +45,13 @@ class CallRecord:
     start: Stamp
     end: Stamp
 
-
-def call_line(rank: int, call: CallRecord, start: float, end: float, offset: float) -> str:
-    """The JSON line of ``call`` made by ``rank``, with its start and end (local clock,
-    seconds) and the rank's clock offset to rank 0 (see :mod:`stragglers.probe.hooks`)."""
-    rec: dict[str, Any] = {
-        "rank": rank, "type": call.call_type, "size": call.size, "ts": start + offset,
-        "duration": end - start, "group": list(call.group), "step": call.step,
-    }
-    if call.peer is not None:
-        rec["peer"] = call.peer
-    return json.dumps(rec)
+    def record(self, rank: int, start: float, end: float, offset: float) -> CallRecord:
+        """The record of this call made by ``rank``, with its start and end read (local
+        clock, seconds) and the rank's clock offset to rank 0 (see
+        :mod:`stragglers.probe.hooks`)."""
+        return CallRecord(rank, self.call_type, self.size, start + offset,
+                          rank_list_name(self.group), end - start, step=self.step,
+                          peer=self.peer)
 
 
 _state = threading.local()

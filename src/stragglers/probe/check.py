@@ -50,11 +50,11 @@ def _direction_ops(ops: Any, direction: str) -> tuple[Any, Any, Any]:
     return comp, recv, send
 
 
-def check_trace(trace: Any, meta: dict[str, Any], clock_tolerance: float = 1e-3,
+def check_trace(trace: Any, meta: JobMeta, clock_tolerance: float = 1e-3,
                 max_problems: int = 20) -> list[str]:
     """Return human-readable problems (empty when the trace fits the model)."""
     problems: list[str] = []
-    pp, vpp = int(meta["pp_size"]), int(meta["vpp_size"])
+    pp, vpp = meta.pp_size, meta.vpp_size
 
     def add(msg: str) -> bool:
         problems.append(msg)
@@ -66,7 +66,7 @@ def check_trace(trace: Any, meta: dict[str, Any], clock_tolerance: float = 1e-3,
     try:
         columns = trace_from_arrow(pa.Table.from_pandas(frame, preserve_index=False),
                                    "<merged trace>")
-        build_graph(build_table(columns, JobMeta.from_dict(dict(meta))))
+        build_graph(build_table(columns, meta))
     except InputError as exc:
         if add(f"the analyzer refuses the merged trace: {exc}"):
             return problems

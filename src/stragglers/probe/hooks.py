@@ -27,7 +27,7 @@ seen: code that bound a function with
 original, and methods of ``ProcessGroup`` objects are not wrapped. Calls nested inside a
 recorded call, and the probe's own clock alignment, are not recorded
 (:func:`stragglers.probe.calls.suppressed`). The record and its line format live in
-:mod:`stragglers.probe.calls`.
+:mod:`stragglers.callrecord`.
 """
 
 from __future__ import annotations

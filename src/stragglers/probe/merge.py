@@ -60,6 +60,35 @@ _DTYPES = {
 }
 
 
+@dataclass(frozen=True, slots=True)
+class RankHeader:
+    """What the merge takes from a rank file's header: the process's global rank, its
+    parallel coordinates, and whether it recorded GC time."""
+
+    rank: int
+    dp_rank: int
+    stage: int
+    tp_rank: int = 0
+    cp_rank: int = 0
+    gc_recorded: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SpanRecord:
+    """A checked span record: its step, op types, start and end on the rank's clock
+    (seconds), microbatch and model chunk (-1 when not given), seconds of GC inside it (None
+    when not recorded) and its line in the file."""
+
+    step: int
+    optypes: tuple[str, ...]
+    start: float
+    end: float
+    mb_id: int
+    mc: int
+    gc_s: float | None
+    line: int
+
+
 @dataclass
 class RankRecords:
     """What one rank file holds.
@@ -69,9 +98,20 @@ class RankRecords:
     """
 
     path: Path
-    header: dict[str, Any]
+    header: RankHeader
+    samples: list[ClockSample]
+    spans: list[SpanRecord]
+    step_ends: set[int]
+    incomplete: str | None = None
+
+
+@dataclass
+class _Reading:
+    """A rank file being read: the records so far (the header once seen)."""
+
+    header: RankHeader | None = None
     samples: list[ClockSample] = field(default_factory=list)
-    spans: list[dict[str, Any]] = field(default_factory=list)
+    spans: list[SpanRecord] = field(default_factory=list)
     step_ends: set[int] = field(default_factory=set)
     incomplete: str | None = None
 
@@ -81,7 +121,7 @@ class MergeResult:
     """A merged trace, its metadata, and what was left out."""
 
     trace: Any  # pandas.DataFrame
-    meta: dict[str, Any]
+    meta: JobMeta
     steps: list[int]
     dropped_steps: list[int]
     problems: list[str]
@@ -115,7 +155,7 @@ def _num(obj: dict[str, Any], key: str) -> float:
     return float(v)
 
 
-def _span(obj: dict[str, Any], lineno: int) -> dict[str, Any]:
+def _span(obj: dict[str, Any], lineno: int) -> SpanRecord:
     step = _int(obj, "step")
     optypes = obj.get("optypes")
     if not isinstance(optypes, list) or not optypes or not all(
@@ -138,26 +178,23 @@ def _span(obj: dict[str, Any], lineno: int) -> dict[str, Any]:
         if not 0.0 <= gc_s <= end - start:
             raise _RecordError(f"field 'gc_s' must be in [0, end - start = {end - start!r}] "
                                f"(GC seconds inside the span), got {gc_s!r}")
-    return {"step": step, "optypes": optypes, "start": start, "end": end,
-            "mb_id": _int(obj, "mb_id", -1, lo=-1), "mc": _int(obj, "mc", -1, lo=-1),
-            "gc_s": gc_s, "line": lineno}
+    return SpanRecord(step, tuple(optypes), start, end, _int(obj, "mb_id", -1, lo=-1),
+                      _int(obj, "mc", -1, lo=-1), gc_s, lineno)
 
 
-def _add_record(rec: RankRecords, obj: Any, lineno: int) -> None:
+def _add_record(rec: _Reading, obj: Any, lineno: int) -> None:
     if not isinstance(obj, dict):
         raise _RecordError(f"expected a JSON object, got {type(obj).__name__}")
     kind = obj.get("kind")
     if kind == "header":
-        if rec.header:
+        if rec.header is not None:
             raise _RecordError("a second header record")
-        for key in ("rank", "dp_rank", "stage"):
-            _int(obj, key)
-        for key in ("tp_rank", "cp_rank"):
-            _int(obj, key, 0)
-        rec.header = obj
+        rec.header = RankHeader(_int(obj, "rank"), _int(obj, "dp_rank"), _int(obj, "stage"),
+                                _int(obj, "tp_rank", 0), _int(obj, "cp_rank", 0),
+                                obj.get("gc_recorded") is True)
     elif kind == "span":
         span = _span(obj, lineno)
-        if rec.header.get("gc_recorded") is True and span["gc_s"] is None:
+        if rec.header is not None and rec.header.gc_recorded and span.gc_s is None:
             raise _RecordError("lacks field 'gc_s' (the header says GC time is recorded)")
         rec.spans.append(span)
     elif kind == "step_end":
@@ -180,7 +217,7 @@ def read_rank_file(path: str | os.PathLike[str]) -> RankRecords:
     so it is left out and described in :attr:`RankRecords.incomplete`.
     """
     path = check_file(path, "probe rank file")
-    rec = RankRecords(path, {})
+    rec = _Reading()
     pending: tuple[int, bytes] | None = None
 
     def handle(lineno: int, raw: bytes, last: bool) -> None:
@@ -211,17 +248,20 @@ def read_rank_file(path: str | os.PathLike[str]) -> RankRecords:
                          ) from None
     if pending is not None:
         handle(*pending, last=True)
-    if not rec.header:
+    if rec.header is None:
         raise InputError(f"{path}: no header record (is this a probe rank file?)")
-    return rec
+    return RankRecords(path, rec.header, rec.samples, rec.spans, rec.step_ends, rec.incomplete)
 
 
-def load_meta(source: str | os.PathLike[str] | dict[str, Any] | None,
-              in_dir: Path | None = None) -> dict[str, Any]:
+def load_meta(source: str | os.PathLike[str] | dict[str, Any] | JobMeta | None,
+              in_dir: Path | None = None) -> JobMeta:
     """Read and complete job metadata (defaults: tp/dsp/vpp 1, run_id 0, trial from the dir).
 
-    ``source=None`` uses ``job.yaml`` that rank 0 writes into the probe directory.
+    ``source=None`` uses ``job.yaml`` that rank 0 writes into the probe directory; a
+    :class:`~stragglers.trace.io.JobMeta` is taken as it is.
     """
+    if isinstance(source, JobMeta):
+        return source
     if source is None:
         if in_dir is None or not (in_dir / "job.yaml").exists():
             raise InputError("no --meta given and no job.yaml in the probe directory")
@@ -236,29 +276,34 @@ def load_meta(source: str | os.PathLike[str] | dict[str, Any] | None,
         raise InputError(f"{where}: expected a mapping with dp_size, pp_size, ...")
     if "trial_name" not in raw and "name" not in raw:
         raw["trial_name"] = in_dir.name if in_dir else "probe"
-    meta = JobMeta.from_dict(raw, source=where).to_dict()
-    return {key: meta[key] for key in META_KEYS} | (
-        {"labels": meta["labels"]} if meta.get("labels") else {})
+    return JobMeta.from_dict(raw, source=where)
 
 
-def _workers(records: Iterable[RankRecords], meta: dict[str, Any]
+def meta_mapping(meta: JobMeta) -> dict[str, Any]:
+    """The metadata as ``meta.yaml`` holds it: the keys of the reference files in their order,
+    and ``labels`` when there are any."""
+    return {key: getattr(meta, key) for key in META_KEYS} | (
+        {"labels": meta.labels} if meta.labels else {})
+
+
+def _workers(records: Iterable[RankRecords], meta: JobMeta
              ) -> dict[tuple[int, int], RankRecords]:
     chosen: dict[tuple[int, int], RankRecords] = {}
     for rec in records:
         h = rec.header
-        if int(h.get("tp_rank", 0)) != 0 or int(h.get("cp_rank", 0)) != 0:
+        if h.tp_rank != 0 or h.cp_rank != 0:
             continue
-        dp, stage = int(h["dp_rank"]), int(h["stage"])
-        if not (0 <= dp < meta["dp_size"] and 0 <= stage < meta["pp_size"]):
+        dp, stage = h.dp_rank, h.stage
+        if not (0 <= dp < meta.dp_size and 0 <= stage < meta.pp_size):
             raise InputError(
                 f"{rec.path}: worker dp_rank={dp} stage={stage} is outside dp_size="
-                f"{meta['dp_size']} pp_size={meta['pp_size']} of the metadata")
+                f"{meta.dp_size} pp_size={meta.pp_size} of the metadata")
         if (dp, stage) in chosen:
             raise InputError(
                 f"two rank files for worker dp_rank={dp} stage={stage}: "
                 f"{chosen[(dp, stage)].path.name} and {rec.path.name}")
         chosen[(dp, stage)] = rec
-    missing = [(d, s) for s in range(meta["pp_size"]) for d in range(meta["dp_size"])
+    missing = [(d, s) for s in range(meta.pp_size) for d in range(meta.dp_size)
                if (d, s) not in chosen]
     if missing:
         shown = ", ".join(f"dp_rank={d} stage={s}" for d, s in missing[:4])
@@ -270,15 +315,15 @@ def _gc_recorded(workers: dict[tuple[int, int], RankRecords]) -> bool:
     """Whether every worker's file records GC time (then the trace gets ``gc_s``); files
     that disagree are an error (the ranks ran with different ``record_gc``)."""
     files = sorted(workers.values(), key=lambda rec: rec.path.name)
-    recorded = [rec for rec in files if rec.header.get("gc_recorded") is True]
+    recorded = [rec for rec in files if rec.header.gc_recorded]
     if recorded and len(recorded) != len(files):
-        other = next(rec for rec in files if rec.header.get("gc_recorded") is not True)
+        other = next(rec for rec in files if not rec.header.gc_recorded)
         raise InputError(f"{recorded[0].path}: records GC time (gc_recorded) but {other.path} "
                          "does not: record every rank with the same ProbeConfig.record_gc")
     return bool(recorded)
 
 
-def build_trace(records: list[RankRecords], meta: dict[str, Any], check: bool = True
+def build_trace(records: list[RankRecords], meta: JobMeta, check: bool = True
                 ) -> MergeResult:
     """Turn parsed rank files into the merged trace (see the module docstring).
 
@@ -289,12 +334,12 @@ def build_trace(records: list[RankRecords], meta: dict[str, Any], check: bool = 
     import pandas as pd
 
     workers = _workers(records, meta)
-    pp, dp_size = meta["pp_size"], meta["dp_size"]
+    pp, dp_size = meta.pp_size, meta.dp_size
     gc_recorded = _gc_recorded(workers)
     all_steps: set[int] = set()
     complete: set[int] | None = None
     for rec in workers.values():
-        all_steps |= rec.step_ends | {int(s["step"]) for s in rec.spans}
+        all_steps |= rec.step_ends | {s.step for s in rec.spans}
         complete = set(rec.step_ends) if complete is None else complete & rec.step_ends
     steps = sorted(complete or set())
     dropped = sorted(all_steps - set(steps))
@@ -312,16 +357,16 @@ def build_trace(records: list[RankRecords], meta: dict[str, Any], check: bool = 
             max_rtt = max(max_rtt, max(s.rtt for s in rec.samples))
         rank = stage * dp_size + dp
         for order, span in enumerate(rec.spans):
-            step = int(span["step"])
+            step = span.step
             if step not in keep:
                 continue
-            start_local, end_local = span["start"], span["end"]
+            start_local, end_local = span.start, span.end
             start = track.align(start_local)
-            for optype in span["optypes"]:
-                mc, gmc, mb = normalise_ids(optype, span["mb_id"], span["mc"], stage, pp)
-                if optype in ("forward-compute", "backward-compute") and mc >= meta["vpp_size"]:
-                    raise InputError(f"{rec.path}: line {span['line']}: model chunk (field "
-                                     f"'mc') {mc} >= vpp_size {meta['vpp_size']} of the "
+            for optype in span.optypes:
+                mc, gmc, mb = normalise_ids(optype, span.mb_id, span.mc, stage, pp)
+                if optype in ("forward-compute", "backward-compute") and mc >= meta.vpp_size:
+                    raise InputError(f"{rec.path}: line {span.line}: model chunk (field "
+                                     f"'mc') {mc} >= vpp_size {meta.vpp_size} of the "
                                      "metadata")
                 cols["dp_rank"].append(dp)
                 cols["stage"].append(stage)
@@ -334,7 +379,7 @@ def build_trace(records: list[RankRecords], meta: dict[str, Any], check: bool = 
                 cols["mb_id"].append(mb)
                 cols["gmc"].append(gmc)
                 cols["order"].append(order)
-                cols["gc_s"].append(span["gc_s"])
+                cols["gc_s"].append(span.gc_s)
     frame = pd.DataFrame(cols)
     frame = frame.sort_values(["dp_rank", "stage", "step", "optype", "start", "order"],
                               kind="stable")
@@ -358,7 +403,7 @@ def build_trace(records: list[RankRecords], meta: dict[str, Any], check: bool = 
 
 def merge_dir(
     in_dir: str | os.PathLike[str],
-    meta: str | os.PathLike[str] | dict[str, Any] | None = None,
+    meta: str | os.PathLike[str] | dict[str, Any] | JobMeta | None = None,
     out_dir: str | os.PathLike[str] | None = None,
     strict: bool = True,
     check: bool = True,
@@ -388,7 +433,7 @@ def merge_dir(
         raise InputError(f"{src}: merged trace is inconsistent: {shown}{more}")
     if out_dir is not None:
         with StagedDir(out_dir) as stage:
-            write_job_yaml(result.meta, stage.path("meta.yaml"))
+            write_job_yaml(meta_mapping(result.meta), stage.path("meta.yaml"))
             result.trace.to_parquet(stage.path("trace.parquet"), index=False)
             stage.commit_last("trace.parquet")
     return result

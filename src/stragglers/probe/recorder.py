@@ -45,7 +45,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
-from stragglers.probe.calls import CallRecord, EventStamp, Stamp, call_line, suppressed
+from stragglers.probe.calls import EventStamp, PendingCall, Stamp, suppressed
 from stragglers.probe.clock import (
     ClockSample,
     OffsetTrack,
@@ -173,7 +173,7 @@ def span_gc_seconds(span: Span) -> float:
 
 
 #: What the probe queues for its flusher.
-Pending = CpuSpan | CudaSpan | CallRecord | StepEnd | ClockSample
+Pending = CpuSpan | CudaSpan | PendingCall | StepEnd | ClockSample
 
 
 def _checked_optypes(optype: str | tuple[str, ...]) -> tuple[str, ...]:
@@ -514,7 +514,7 @@ class Probe:
             with self._write_lock:
                 self._files.setdefault("calls", open(path, "w"))  # noqa: SIM115
         step = self._step if self._step is not None else -1
-        self._pending.append(CallRecord(call_type, size, group, peer, step, start, end))
+        self._pending.append(PendingCall(call_type, size, group, peer, step, start, end))
 
     # ------------------------------------------------------------------ internals
     def _on_gc(self, phase: str, info: dict[str, int]) -> None:
@@ -595,12 +595,12 @@ class Probe:
         pending = self._pending
         while pending:
             item = pending[0]
-            if isinstance(item, (CudaSpan, CallRecord)) and not self._completed(item, final):
+            if isinstance(item, (CudaSpan, PendingCall)) and not self._completed(item, final):
                 break
             pending.popleft()
             if isinstance(item, Span):
                 rank_lines.append(self._span_done(item))
-            elif isinstance(item, CallRecord):
+            elif isinstance(item, PendingCall):
                 call_lines.append(self._call_done(item))
             elif isinstance(item, StepEnd):
                 rank_lines.append(json.dumps({"kind": "step_end", "step": item.step,
@@ -614,7 +614,7 @@ class Probe:
             self._write("calls", call_lines)
 
     @staticmethod
-    def _completed(item: CudaSpan | CallRecord, final: bool) -> bool:
+    def _completed(item: CudaSpan | PendingCall, final: bool) -> bool:
         """Whether a record can be converted now: a CUDA one once its end event has
         completed (with ``final``, after waiting for it); a CPU call record always."""
         if isinstance(item, CudaSpan):
@@ -647,7 +647,7 @@ class Probe:
             record["gc_s"] = span_gc_seconds(span)
         return json.dumps(record)
 
-    def _call_done(self, call: CallRecord) -> str:
+    def _call_done(self, call: PendingCall) -> str:
         """The line of a finished call record. CUDA events are read against the anchor of
         the start event, then go back to the pool."""
         anchor = call.start.anchor if isinstance(call.start, EventStamp) else -1
@@ -655,7 +655,7 @@ class Probe:
         self._event_pool.extend(s.event for s in (call.start, call.end)
                                 if isinstance(s, EventStamp))
         offset = self._samples[-1].offset if self._samples else 0.0
-        return call_line(self.worker.rank, call, start, end, offset)
+        return json.dumps(call.record(self.worker.rank, start, end, offset).to_dict())
 
     def _seconds(self, stamp: Stamp, anchor: int) -> float:
         return self._event_time(stamp.event, anchor) if isinstance(stamp, EventStamp) else stamp
