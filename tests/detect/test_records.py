@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from stragglers.detect.records import (
@@ -112,3 +114,17 @@ def test_record_count_limit(tmp_path, monkeypatch) -> None:
     with pytest.raises(InputError, match=r"r.jsonl:4: 4 records of one input of a detect "
                        "command exceed the limit of 3"):
         read_records(p)
+
+
+def test_calls_before_the_first_step_are_read() -> None:
+    """The probe writes ``"step": -1`` for calls made before the first step (DDP's initial
+    broadcast); the reader takes them, and refuses a step below -1."""
+    from stragglers.probe.calls import PendingCall
+
+    written = PendingCall("broadcast", 64, (0, 1), None, -1, 1.0, 1.5)
+    record = written.record(rank=0, start=1.0, end=1.5, offset=0.0)
+    assert record.step == -1
+    c = parse_line(json.dumps(record.to_dict()))
+    assert isinstance(c, CallRecord) and c.step == -1 and c.type == "broadcast"
+    with pytest.raises(RecordError, match="field 'step'.*>= -1"):
+        parse_line('{"rank": 3, "type": "send", "size": 8, "ts": 1.5, "step": -2}')

@@ -21,7 +21,8 @@ field         type      meaning
                         global ranks as :mod:`stragglers.probe` writes it (named ``"[1,3]"``)
 ``duration``  number    optional transfer time of the call in seconds (>= 0)
 ``wait``      number    optional time spent waiting for peers before the transfer (>= 0)
-``step``      int >= 0  optional training step (written by the probe; kept, not used)
+``step``      int >= -1 optional training step (written by the probe, -1 before the first
+                        step; kept, not used)
 ``peer``      int >= 0  optional peer rank of a point-to-point call (kept, not used)
 ============  ========  ======================================================================
 
@@ -155,14 +156,14 @@ class _Ctx:
         return RecordError(f"{self.where}: field '{field}': expected {what}, got "
                            f"{_shown(self.obj, field)}")
 
-    def int_(self, field: str, required: bool = True) -> int | None:
+    def int_(self, field: str, required: bool = True, low: int = 0) -> int | None:
         v = self.obj.get(field)
         if v is None:
             if required:
-                raise self.fail(field, "an integer >= 0")
+                raise self.fail(field, f"an integer >= {low}")
             return None
-        if type(v) is not int or not 0 <= v <= INT_MAX:
-            raise self.fail(field, "an integer >= 0" if type(v) is not int or v < 0
+        if type(v) is not int or not low <= v <= INT_MAX:
+            raise self.fail(field, f"an integer >= {low}" if type(v) is not int or v < low
                             else f"an integer <= {INT_MAX}")
         return v
 
@@ -244,7 +245,7 @@ def parse_record(obj: Any, *, source: str = "<input>", line: int = 0) -> Record:
         return IterationRecord(rank=c.int_("rank"), iter=c.int_("iter"), ts=ts,  # type: ignore
                                duration=dur)
     if kind == "call":
-        step = c.int_("step", required=False)
+        step = c.int_("step", required=False, low=-1)  # -1: before the first step
         peer = c.int_("peer", required=False)
         return CallRecord(
             rank=c.int_("rank"), type=c.str_("type"), size=c.int_("size"),  # type: ignore[arg-type]
