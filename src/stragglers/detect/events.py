@@ -77,8 +77,8 @@ class LevelEvent:
     def event(self) -> str:
         return self.kind
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {
             "event": self.kind, "rank": self.rank, "iteration": self.iteration,
             "declared_iteration": self.declared_iteration, "job_iteration": self.job_iteration,
             "declared_job_iteration": self.declared_job_iteration, "ts": self.ts,
@@ -134,7 +134,7 @@ class JobEvent:
     severity: float
     ranks_followed: int | None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"event": "job", "kind": self.kind, "ranks": list(self.ranks),
                 "job_iteration": self.job_iteration,
                 "last_job_iteration": self.last_job_iteration, "ts": self.ts,
@@ -158,7 +158,7 @@ class SpikesEvent:
     iterations_lost: float
     largest_ratio: float
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"event": "spikes", "rank": self.rank, "line": self.line,
                 "job_iteration": self.job_iteration,
                 "last_job_iteration": self.last_job_iteration, "points": self.points,
@@ -179,7 +179,7 @@ class GapEvent:
     values: int
     restart: bool
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"event": "gap", "rank": self.rank, "line": self.line,
                 "job_iteration": self.job_iteration,
                 "last_job_iteration": self.last_job_iteration, "values": self.values,
@@ -203,7 +203,7 @@ class SuspectsEvent:
     def verdicts(self) -> tuple[str, ...]:
         return tuple(g.verdict for g in self.groups)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"event": "suspects", "onset_ranks": list(self.onset_ranks),
                 "job_iteration": self.job_iteration, "ts": self.ts, "line": self.line,
                 "profiled_calls": self.profiled_calls,
@@ -244,7 +244,7 @@ class SegmentEvent:
     previous_ts: float | None
     file: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"event": "segment", "reason": self.reason, "rank": self.rank,
                 "line": self.line, "job_iteration": self.job_iteration,
                 "previous_iteration": self.previous_iteration, "ts": self.ts,
@@ -264,7 +264,7 @@ class BadRecordEvent:
     error: str
     file: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"event": "bad_record", "reason": self.reason, "line": self.line,
                 "job_iteration": self.job_iteration,
                 "after_job_iteration": self.after_job_iteration, "error": self.error,
@@ -282,7 +282,7 @@ class BadInputEvent:
     error: str
     file: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"event": "bad_record", "reason": self.reason, "line": self.line,
                 "error": self.error, **_file(self.file)}
 
@@ -304,7 +304,7 @@ class HeldRecordEvent:
     def event(self) -> str:
         return self.reason
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"event": self.reason, "reason": self.reason, "line": self.line,
                 "rank": self.rank, "detail": self.detail,
                 "decided_by_line": self.decided_by_line, **_file(self.file)}
@@ -325,7 +325,7 @@ class SkippedEvent:
     def event(self) -> str:
         return self.reason
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"event": self.reason, "reason": self.reason, "line": self.line,
                 "rank": self.rank, "detail": self.detail, **_file(self.file)}
 
@@ -338,7 +338,7 @@ class RotatedEvent:
     file: str
     lines_read_before: int
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"event": "rotated", "file": self.file,
                 "lines_read_before": self.lines_read_before}
 
@@ -353,7 +353,7 @@ class TruncatedEvent:
     lines_read_before: int
     partial_bytes: int
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"event": "truncated", "file": self.file,
                 "bytes_read_before": self.bytes_read_before,
                 "lines_read_before": self.lines_read_before,
@@ -367,7 +367,7 @@ class FileMissingEvent:
     event: ClassVar[str] = "file_missing"
     file: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"event": "file_missing", "file": self.file}
 
 
@@ -380,7 +380,7 @@ class SpikeTotals:
     seconds_lost: float
     iterations_lost: float
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"spikes": self.spikes, "clusters": self.clusters,
                 "seconds_lost": self.seconds_lost, "iterations_lost": self.iterations_lost}
 
@@ -411,7 +411,7 @@ class SummaryEvent:
     iterations: Mapping[int, int]
     slow_ranks: tuple[int, ...]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "event": "summary", "lines": self.lines, "records": self.records,
             "bad": self.bad, "out_of_order": self.out_of_order,
