@@ -131,5 +131,5 @@ def test_detect_hang_names_the_ranks_megatron_waited_for(dumps: str, tmp_path: P
     folder = real(FLIGHT_RECORDER / dumps)
     doc = json.loads(run_doc("stragglers detect hang --flight-recorder "
                              f"../shared/real/flight-recorder/{dumps} --json", tmp_path).stdout)
-    assert set(doc["suspects"]) == _expected_missing(folder)
+    assert set(doc["suspect_ranks"]) == _expected_missing(folder)
     assert {g["desc"] for g in doc["groups"]} == {"EXPERT_MODEL_PARALLEL_GROUP"}

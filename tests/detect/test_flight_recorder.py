@@ -81,7 +81,7 @@ def test_real_dumps_through_the_cli(capsys: pytest.CaptureFixture[str]) -> None:
     folder = _real("lock_gil_2nd")
     assert main(["detect", "hang", "--flight-recorder", str(folder), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["suspects"] == [10, 15] and out["silent"] == []
+    assert out["suspect_ranks"] == [10, 15] and out["silent"] == []
     assert [(g["pg"], g["op"], g["waiting_for"]) for g in out["groups"]] == [
         ("73", "nccl:all_to_all", [10]), ("74", "nccl:all_to_all", [15])]
     assert main(["detect", "hang", "--flight-recorder", str(folder)]) == 0

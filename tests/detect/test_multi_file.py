@@ -195,7 +195,7 @@ def test_follow_two_growing_logs_one_rotated(tmp_path) -> None:
     w = Watcher(input_format="megatron-log", sources=2)
     followers = [Follower(str(paths[r]), poll=0.01, idle_timeout=60.0, yield_when_idle=True)
                  for r in (0, 1)]
-    events: list[dict] = []
+    events: list = []
     deadline = time.monotonic() + 120
     for i, batch in follow_files(followers, poll=0.01):
         if batch.notice is not None:
@@ -208,7 +208,7 @@ def test_follow_two_growing_logs_one_rotated(tmp_path) -> None:
         if sum(read.values()) >= total or time.monotonic() > deadline:
             break
     th.join()
-    events += w.finish()
+    events = [e.to_dict() for e in events + w.finish()]
     s = events[-1]
     assert read == {0: len(logs[0]), 1: len(logs[1])} and s["files"]["rotated"] == 1
     # between the rename and the new file a poll may find the path missing (counted)

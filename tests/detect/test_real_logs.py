@@ -199,13 +199,13 @@ def test_spikes_are_counted_and_a_slow_period_among_them_is_found() -> None:
     x[1500:1700] *= 1.3  # a real slow period (23 % loss) with the spikes going on
     lines = [json.dumps({"rank": 0, "iter": i, "duration": float(v)}) for i, v in enumerate(x)]
     w = Watcher(warmup_iters=0, spike_report_points=1000)
-    ev = w.process_lines(list(enumerate(lines, start=1))) + w.finish()
+    ev = [e.to_dict() for e in w.process_lines(list(enumerate(lines, start=1))) + w.finish()]
     alarms = [(e["event"], e["job_iteration"]) for e in ev
               if e["event"] in ("onset", "change", "recovery")]
     assert [a[0] for a in alarms] == ["onset", "recovery"]
     assert abs(alarms[0][1] - 1500) <= 3 and abs(alarms[1][1] - 1700) <= 3
     reports = [e for e in ev if e["event"] == "spikes"]
-    total = w.summary()["spikes"]
+    total = w.summary().to_dict()["spikes"]
     assert sum(r["spikes"] for r in reports) == total["spikes"]
     # every injected spike outside the slow period is counted once (spikes inside it are
     # measured against the slow level: 1.3x on top of 1.3x, most of them still count)
@@ -230,13 +230,13 @@ def test_recovery_after_a_warm_up_shift() -> None:
     x = 3.0 * level * np.exp(rng.normal(0, 0.01, level.size))
     lines = [json.dumps({"rank": 0, "iter": i, "duration": float(v)}) for i, v in enumerate(x)]
     w = Watcher(warmup_iters=50)
-    ev = w.process_lines(list(enumerate(lines, start=1))) + w.finish()
+    ev = [e.to_dict() for e in w.process_lines(list(enumerate(lines, start=1))) + w.finish()]
     alarms = [e for e in ev if e["event"] in ("onset", "change", "recovery", "speedup")]
     assert [e["event"] for e in alarms] == ["onset", "recovery"]
     onset, rec = alarms
     assert abs(onset["job_iteration"] - 480) <= 3 and abs(rec["job_iteration"] - 680) <= 3
     assert onset["healthy_s"] == pytest.approx(3.0, rel=0.02)  # not the warm-up level
-    s = w.summary()
+    s = w.summary().to_dict()
     assert 50 <= s["warmup_points"] <= 80 and s["slow_ranks"] == []
     assert int(s["warmup_ends"]["0"]) == s["warmup_points"]
 
@@ -280,14 +280,14 @@ def test_job_level_event_names_the_ranks_that_changed_together() -> None:
                 d *= 1.4
             lines.append(json.dumps({"rank": r, "iter": it, "duration": d}))
     w = Watcher(warmup_iters=0)
-    ev = w.process_lines(list(enumerate(lines, start=1))) + w.finish()
+    ev = [e.to_dict() for e in w.process_lines(list(enumerate(lines, start=1))) + w.finish()]
     jobs = [e for e in ev if e["event"] == "job"]
     assert [(e["kind"], e["ranks"]) for e in jobs] == [("onset", [0, 1, 2, 3]),
                                                         ("recovery", [0, 1, 2, 3])]
     assert abs(jobs[0]["job_iteration"] - 400) <= 3 and jobs[0]["ranks_followed"] == 8
     per_rank = sorted(e["rank"] for e in ev if e["event"] == "onset")
     assert per_rank == [0, 1, 2, 3, 6]  # the per-rank events are still there
-    assert w.summary()["job_events"] == {"onset": 1, "recovery": 1}
+    assert w.summary().to_dict()["job_events"] == {"onset": 1, "recovery": 1}
 
 
 # -- rotation -----------------------------------------------------------------------------------
@@ -311,7 +311,7 @@ def test_follow_a_megatron_log_through_rotation(tmp_path) -> None:
     th = threading.Thread(target=writer)
     th.start()
     w = Watcher(input_format="megatron-log", warmup_iters=0)
-    events: list[dict] = []
+    events: list = []
     got = 0
     deadline = time.monotonic() + 120
     for batch in Follower(str(p), poll=0.01, idle_timeout=60.0):
@@ -325,7 +325,7 @@ def test_follow_a_megatron_log_through_rotation(tmp_path) -> None:
         if got >= len(lines) or time.monotonic() > deadline:
             break
     th.join()
-    events += w.finish()
+    events = [e.to_dict() for e in events + w.finish()]
     s = events[-1]
     assert got == len(lines) and s["files"] == {"rotated": 1} and s["records"] == 600
     alarms = [(e["event"], e["job_iteration"]) for e in events

@@ -33,7 +33,7 @@ def _run(iters: np.ndarray, dur: np.ndarray, method: str = "robust", *,
     items = [(i + 1, IterationRecord(rank=rank, iter=int(it), duration=float(d),
                                      ts=None if ts is None else float(ts[i])))
              for i, (it, d) in enumerate(zip(iters, dur, strict=True))]
-    return w.process_items(items) + w.finish()
+    return [e.to_dict() for e in w.process_items(items) + w.finish()]
 
 
 def _kinds(events: list[dict], *kinds: str) -> list[tuple[str, int]]:
@@ -269,7 +269,7 @@ def test_several_ranks_one_slow_names_that_rank() -> None:
         for r in range(4):
             d = float(np.exp(_noise(rng, 1, 0.01))[0]) * (1.2 if r == 2 and i > 2000 else 1.0)
             items.append((len(items) + 1, IterationRecord(rank=r, iter=i, duration=d)))
-    ev = w.process_items(items) + w.finish()
+    ev = [e.to_dict() for e in w.process_items(items) + w.finish()]
     assert [(e["rank"], e["job_iteration"]) for e in ev if e["event"] in ALERTS] == [(2, 2001)]
 
 

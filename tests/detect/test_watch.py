@@ -45,7 +45,7 @@ def _iteration_lines(n_ranks: int = 2, slow_rank: int = 1, seed: int = 0) -> lis
 
 def _events(watcher: Watcher, lines: list[str]) -> list[dict]:
     out = watcher.process_lines(list(enumerate(lines, start=1)))
-    return out + watcher.finish()
+    return [e.to_dict() for e in out + watcher.finish()]
 
 
 def _alarms(events: list[dict]) -> list[tuple[str, int, int | None]]:
@@ -67,7 +67,7 @@ def test_iteration_records_onset_and_recovery() -> None:
     assert abs(onset["severity"] - 1 / 3) < 0.03
     assert onset["ts"] is not None and onset["line"] > 2 * 300
     assert abs(rec["iteration"] - 449) <= 2
-    s = w.summary()
+    s = w.summary().to_dict()
     assert s["records"] == 1200 and s["bad"] == 0 and s["iterations"] == {"0": 599, "1": 599}
     assert s["dropped"] == {} and s["segments"] == {} and s["slow_ranks"] == []
 
@@ -110,7 +110,7 @@ def test_call_records_period_onset_and_suspect_group() -> None:
     assert abs(sus["groups"][0]["transfer_ratio"] - 1.6 / 1.3) < 0.03
     recs = [e for e in ev if e["event"] == "recovery"]
     assert sorted(e["rank"] for e in recs) == [0, 1, 2, 3]
-    assert w.summary()["iterations"] == {str(r): 399 for r in range(4)}
+    assert w.summary().to_dict()["iterations"] == {str(r): 399 for r in range(4)}
 
 
 def test_bad_and_out_of_order_records_are_counted_by_reason() -> None:
@@ -125,13 +125,13 @@ def test_bad_and_out_of_order_records_are_counted_by_reason() -> None:
               '{"rank": "0", "iter": 60, "ts": 1.0}',  # a string is not converted
               '{"rank": 0, "iter": 60, "ts": 99.0, "duraton": 1}']  # misspelled field
     w = Watcher(report_limit=2)
-    ev = w.process_lines(list(enumerate(lines, start=1)))
+    ev = [e.to_dict() for e in w.process_lines(list(enumerate(lines, start=1)))]
     assert [e["event"] for e in ev] == ["bad_record", "out_of_order", "bad_record",
                                         "out_of_order"]
     assert ev[0]["line"] == 11 and "not valid JSON" in ev[0]["error"]
     assert ev[1]["line"] == 21 and "iteration 3 does not follow" in ev[1]["detail"]
     assert "field 'size'" in ev[2]["error"]
-    s = w.finish()[-1]
+    s = w.finish()[-1].to_dict()
     assert s["dropped"] == {"bad_field": 2, "not_json": 1, "not_object": 1, "out_of_order": 2}
     assert (s["bad"], s["out_of_order"]) == (4, 2)
     assert s["ignored"] == {"msg": 1} and s["unknown_fields"] == {"duraton": 1}
@@ -255,7 +255,7 @@ def test_many_distinct_ranks_stay_within_memory() -> None:
         "w.process_lines(lines[:10])\n"
         "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
         "w.process_lines(lines[10:])\n"
-        "s = w.finish()[-1]\n"
+        "s = w.finish()[-1].to_dict()\n"
         "assert s['dropped'] == {'rank_limit': 199_000}, s['dropped']\n"
         "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)\n"
     )
@@ -294,10 +294,10 @@ def _follow(path: Path, expected: int, on_line=None) -> tuple[list[str], list[di
     got: list[str] = []
     notices: list[dict] = []
     w = Watcher()
-    events: list[dict] = []
+    events: list = []
     for batch in Follower(str(path), poll=0.01, idle_timeout=60.0):
         if batch.notice is not None:
-            notices.append(batch.notice)
+            notices.append(batch.notice.to_dict())
             events += w.notice(batch.notice)
             continue
         got += [b.decode() for _, b in batch.lines if b is not None]
@@ -339,7 +339,7 @@ def test_follow_through_rotation(tmp_path) -> None:
     th.join()
     assert got == lines
     assert [n["event"] for n in notices] == ["rotated", "rotated"]
-    ev = w.finish()
+    ev = [e.to_dict() for e in w.finish()]
     s = ev[-1]
     assert s["dropped"] == {} and s["files"] == {"rotated": 2}
     assert s["iterations"] == {"0": 599, "1": 599}
@@ -368,7 +368,7 @@ def test_follow_through_truncation(tmp_path) -> None:
     assert got == lines
     assert [n["event"] for n in notices] == ["truncated"]
     assert notices[0]["lines_read_before"] == 600
-    s = w.finish()[-1]
+    s = w.finish()[-1].to_dict()
     assert s["files"] == {"truncated": 1} and s["dropped"] == {}
 
 
@@ -391,7 +391,7 @@ def test_follow_a_growing_file_with_partial_lines(tmp_path) -> None:
     got, notices, w = _follow(p, len(lines))
     th.join()
     assert got == lines and notices == []
-    assert [e["event"] for e in w.finish()] == ["summary"]
+    assert [e.to_dict()["event"] for e in w.finish()] == ["summary"]
     assert list(Follower("-", stdin=io.BytesIO(b"a\nb"))) [0].lines == [(1, b"a")]
 
 
@@ -474,7 +474,8 @@ def test_suspects_and_bad_records_carry_the_job_iteration() -> None:
     assert sus["job_iteration"] == onset["job_iteration"] and abs(onset["job_iteration"] - 300) <= 2
     bad = ['{"rank": 0, "iter": 7, "duration": "slow"}', "{not json"]
     w = Watcher()
-    ev = w.process_lines(list(enumerate(_iteration_lines(n_ranks=1)[:5] + bad, start=1)))
+    ev = [e.to_dict() for e in w.process_lines(
+        list(enumerate(_iteration_lines(n_ranks=1)[:5] + bad, start=1)))]
     assert [(e["event"], e["job_iteration"], e["after_job_iteration"]) for e in ev] == [
         ("bad_record", 7, 4), ("bad_record", None, 4)]
 

@@ -7,7 +7,7 @@ import json
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -18,6 +18,12 @@ from stragglers.cli.defaults import WARMUP_MIN_ITERS as DEFAULT_MIN_ITERS
 from stragglers.errors import InputError
 from stragglers.jsonout import Output
 from stragglers.limits import LIMITS, check_limit, limit
+
+if TYPE_CHECKING:  # the detectors are imported by the commands that use them (start-up)
+    from stragglers.detect.bocd import Detector
+    from stragglers.detect.events import WatchEvent
+    from stragglers.detect.follow import Batch
+    from stragglers.detect.watch import Watcher
 
 RECORDS_HELP = (
     "JSON-lines records: call {rank, type, size, ts[, group, duration, wait]}, "
@@ -53,7 +59,7 @@ _ROBUST_ONLY = ("stall_iters", "stall_seconds", "min_points", "ramp_iters",
                 "flap_window_iters")
 
 
-def _detector_factory(args: argparse.Namespace) -> Callable[[], Any]:
+def _detector_factory(args: argparse.Namespace) -> Callable[[], Detector]:
     """A detector factory for ``--method`` and the parameters given (checked once here)."""
     from stragglers.detect.bocd import make_detector
 
@@ -334,10 +340,12 @@ def _watch(args: argparse.Namespace) -> int:
                  lambda _i, lines: watcher.process_lines(lines), [source])
 
 
-def _pump(batches: Iterable[tuple[int, Any]], watcher: Any, out: Output,
-          process: Callable[[int, Any], list[dict[str, Any]]], names: list[str]) -> int:
+def _pump(batches: Iterable[tuple[int, Batch]], watcher: Watcher, out: Output,
+          process: Callable[[int, list[tuple[int, bytes | None]]], list[WatchEvent]],
+          names: list[str]) -> int:
     """Feed followed batches ``(file index, batch)`` to the watcher until the input ends or
-    stdout closes; ``process(i, lines)`` handles the lines of file ``i`` (``names[i]``)."""
+    stdout closes; ``process(i, lines)`` handles the lines of file ``i`` (``names[i]``).
+    The events are printed as JSON lines."""
     i = 0
     try:
         for i, batch in batches:
@@ -345,13 +353,13 @@ def _pump(batches: Iterable[tuple[int, Any]], watcher: Any, out: Output,
                 events = watcher.notice(batch.notice)
             else:
                 events = process(i, batch.lines)
-            if events and not out.events(events):
+            if events and not out.events(e.to_dict() for e in events):
                 return 0
     except KeyboardInterrupt:  # pragma: no cover - interactive
         pass
     except OSError as exc:
         raise InputError(f"{names[i]}: cannot read ({exc.strerror or exc})") from None
-    out.events(watcher.finish())
+    out.events(e.to_dict() for e in watcher.finish())
     return 0
 
 
@@ -429,7 +437,8 @@ def _file_ranks(paths: list[str]) -> list[int]:
     return ranks
 
 
-def _watch_many(args: argparse.Namespace, factory: Any, paths: list[str], fmt: str,
+def _watch_many(args: argparse.Namespace, factory: Callable[[], Detector], paths: list[str],
+                fmt: str,
                 poll: float, idle: float | None, max_ranks: int) -> int:
     """``watch`` on several files, one per rank (logs, JSON lines or iteration-time JSON)."""
     from stragglers.detect.follow import Follower, follow_files
@@ -465,7 +474,7 @@ def _guess_format(path: str) -> str:
     return guess_format(head)
 
 
-def _watch_iteration_json(files: list[tuple[int, tuple[str, int]]], watcher: Any,
+def _watch_iteration_json(files: list[tuple[int, tuple[str, int]]], watcher: Watcher,
                           out: Output) -> int:
     """``watch --format megatron-json``: each file's whole series at once (it is not
     appended to); ``files``: ``(file index, (path, rank))``. A file that is not an
@@ -485,9 +494,9 @@ def _watch_iteration_json(files: list[tuple[int, tuple[str, int]]], watcher: Any
         else:
             events = watcher.process_items(series_items(series, rank=rank), file_index=i,
                                            source=source)
-        if events and not out.events(events):
+        if events and not out.events(e.to_dict() for e in events):
             return 0
-    out.events(watcher.finish())
+    out.events(e.to_dict() for e in watcher.finish())
     return 0
 
 

@@ -1,6 +1,7 @@
 """Slow-iteration detection on an iteration-time series (Falcon-Detect §4.2).
 
-Three detectors share one streaming interface (:class:`Detector`: ``update(x) -> alarms``):
+The detectors share one streaming interface (:class:`Detector`: ``update(x) -> alarms``);
+besides the robust default (:mod:`stragglers.detect.robust`):
 
 ``bocd_verify``
     Bayesian online change-point detection followed by the verification step: a change point is
@@ -136,6 +137,7 @@ time and ``beta0 / alpha0`` is the expected squared relative jitter.
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -145,6 +147,7 @@ import numpy as np
 from scipy.special import gammaln
 
 from stragglers.detect.spikes import SPIKE_FACTOR
+from stragglers.detect.warmup import DEFAULT_MIN_ITERS
 
 __all__ = [
     "Alarm",
@@ -455,13 +458,56 @@ class Alarm:
 
 
 class Detector(Protocol):
-    """Streaming slow-iteration detector: one ``update`` per new iteration time."""
+    """Streaming slow-iteration detector of one rank: one ``update`` (or ``observe``) per new
+    iteration time.
+
+    A *segmented* detector takes job iteration numbers (:meth:`observe`) and restarts
+    (:meth:`new_segment` forgets its levels; the watcher warms up again, for
+    ``default_warmup_iters``); the others take positions only (``observe`` is ``update``)
+    and keep their state across a restart.  ``candidate_open``: the detector is weighing a
+    candidate stretch whose elevated points may yet become a level (not spikes yet)."""
 
     name: str
+    segmented: bool
+    default_warmup_iters: int
+
+    @property
+    def candidate_open(self) -> bool: ...
 
     def update(self, x: float) -> list[Alarm]:
         """Absorb one iteration time (seconds, > 0) and return the alarms it triggers."""
         ...
+
+    def observe(self, x: float, iteration: int, span: int = 1) -> list[Alarm]:
+        """``x`` seconds per iteration at job iteration ``iteration``, ``span`` iterations
+        after the previous point."""
+        ...
+
+    def new_segment(self) -> list[Alarm]:
+        """A restart or resume: the alarms that end an open episode."""
+        ...
+
+
+class _PositionsOnly(ABC):
+    """The :class:`Detector` interface of a detector that takes positions only: no
+    iteration numbers, no segments, no candidate stretch."""
+
+    segmented = False
+    default_warmup_iters = DEFAULT_MIN_ITERS
+
+    @property
+    def candidate_open(self) -> bool:
+        return False
+
+    @abstractmethod
+    def update(self, x: float) -> list[Alarm]:
+        """Absorb one iteration time (seconds, > 0) and return the alarms it triggers."""
+
+    def observe(self, x: float, iteration: int, span: int = 1) -> list[Alarm]:
+        return self.update(x)
+
+    def new_segment(self) -> list[Alarm]:
+        return []
 
 
 def robust_stats(values: np.ndarray, k: float = 4.0, floor: float = 0.01) -> tuple[float, float]:
@@ -559,7 +605,7 @@ class _Regime:
     defines_healthy: bool
 
 
-class BOCDVerifyDetector:
+class BOCDVerifyDetector(_PositionsOnly):
     """BOCD plus verification (Falcon's BOCD+V); see the module docstring for the exact rule."""
 
     name = "bocd_verify"
@@ -970,7 +1016,7 @@ class BOCDDetector(BOCDVerifyDetector):
 
 
 @dataclass
-class SlidingWindowDetector:
+class SlidingWindowDetector(_PositionsOnly):
     """Falcon's slide-window baseline (median of the last ``window`` points vs the median of the
     ``window`` points before them, ``threshold`` relative change).
 

@@ -3,7 +3,8 @@ truncation and rotation.
 
 :class:`Follower` yields :class:`Batch` es: the complete lines read so far, in order, with
 their line numbers (counted from 1 in each file, restarted when a truncated or rotated file
-is read from its start again), or one *notice* (a dict with key ``event``) about the file:
+is read from its start again), or one *notice* (:mod:`stragglers.detect.events`) about the
+file:
 
 ``rotated``
     the path now names another file (its inode changed, as with ``logrotate`` or
@@ -36,6 +37,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from stragglers.detect.events import (
+    FileMissingEvent,
+    FileNotice,
+    RotatedEvent,
+    TruncatedEvent,
+)
+
 __all__ = ["Batch", "Follower", "follow_files"]
 
 BLOCK = 1 << 20
@@ -47,7 +55,7 @@ class Batch:
     """Complete lines ``(lineno, bytes or None for a skipped over-long line)`` or a notice."""
 
     lines: list[tuple[int, bytes | None]] = field(default_factory=list)
-    notice: dict[str, Any] | None = None
+    notice: FileNotice | None = None
 
 
 class _Splitter:
@@ -186,8 +194,8 @@ class Follower:
         lost = self.split.reset()
         fh.seek(0)
         self.truncations += 1
-        return Batch(notice={"event": "truncated", "file": self.path, "bytes_read_before": pos,
-                             "lines_read_before": read_lines, "partial_bytes": lost})
+        return Batch(notice=TruncatedEvent(file=self.path, bytes_read_before=pos,
+                                           lines_read_before=read_lines, partial_bytes=lost))
 
     def _file(self) -> Iterator[Batch]:
         fh = open(self.path, "rb", buffering=0)  # noqa: SIM115 - closed in the finally below
@@ -222,7 +230,7 @@ class Follower:
                 if st is None:
                     if not missing:
                         missing = True
-                        yield Batch(notice={"event": "file_missing", "file": self.path})
+                        yield Batch(notice=FileMissingEvent(file=self.path))
                 elif (st.st_ino, st.st_dev) != (ident.st_ino, ident.st_dev):
                     # Rotated: the old file was read to its end above; now the new one.
                     missing = False
@@ -242,8 +250,8 @@ class Follower:
                         self.split.reset()
                         pos, head = 0, b""
                         idle_since = time.monotonic()
-                        yield Batch(notice={"event": "rotated", "file": self.path,
-                                            "lines_read_before": read_lines})
+                        yield Batch(notice=RotatedEvent(file=self.path,
+                                                        lines_read_before=read_lines))
                         continue
                 elif st.st_size < pos:
                     missing = False

@@ -78,11 +78,13 @@ class FRDiagnosis:
         return tuple(sorted({r for s in self.suspects for r in s.ranks}))
 
     def to_dict(self) -> dict[str, object]:
+        """``suspect_ranks`` and ``suspects`` (objects) as
+        :meth:`~stragglers.detect.hang.HangDiagnosis.to_dict` gives them, then the calls."""
         return {
-            "suspects": list(self.suspect_ranks),
+            "suspect_ranks": list(self.suspect_ranks),
+            "suspects": [s.to_dict() for s in self.suspects],
             "silent": list(self.silent),
             "groups": [g.to_dict() for g in self.groups],
-            "details": [s.to_dict() for s in self.suspects],
             "blocked": [g.to_dict() for g in self.blocked],
             "ranks": self.ranks,
             "dumps": self.dumps,

@@ -15,7 +15,8 @@ read far ahead of the others) only the slowest rank closes a group, or the end o
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+
+from stragglers.detect.events import JobEvent, LevelEvent
 
 __all__ = ["JobGrouper"]
 
@@ -29,7 +30,7 @@ class _Group:
         self.last = first
         self.window = window
         self.close_after = close_after
-        self.events: dict[int, dict[str, Any]] = {}
+        self.events: dict[int, tuple[int, LevelEvent]] = {}  # rank -> (job iteration, event)
 
 
 class JobGrouper:
@@ -43,25 +44,25 @@ class JobGrouper:
         self.open: list[_Group] = []
         self.emitted: Counter[str] = Counter()
 
-    def add(self, event: dict[str, Any], step: int) -> None:
-        """A per-rank event with a ``job_iteration``; ``step``: the rank's iteration step."""
-        kind = event["event"]
-        it = int(event["job_iteration"])
+    def add(self, event: LevelEvent, job_iteration: int, step: int) -> None:
+        """A per-rank event at ``job_iteration``; ``step``: the rank's iteration step."""
+        kind = event.kind
+        it = job_iteration
         for g in self.open:
             if g.kind == kind and abs(it - g.first) <= g.window:
-                g.events.setdefault(int(event["rank"]), event)
+                g.events.setdefault(event.rank, (it, event))
                 g.last = max(g.last, it)
                 return
         g = _Group(kind, it, self.window_points * step, self.close_points * step)
-        g.events[int(event["rank"])] = event
+        g.events[event.rank] = (it, event)
         self.open.append(g)
 
-    def close_due(self, progress: list[int]) -> list[dict[str, Any]]:
+    def close_due(self, progress: list[int]) -> list[JobEvent]:
         """Close the groups that every rank (``progress``: last iteration numbers) is past."""
         if not progress or not self.open:
             return []
         low, high = min(progress), max(progress)
-        out: list[dict[str, Any]] = []
+        out: list[JobEvent] = []
         keep = []
         for g in self.open:
             if low > g.last + g.close_after or (
@@ -72,23 +73,21 @@ class JobGrouper:
         self.open = keep
         return out
 
-    def close_all(self, followed: int | None = None) -> list[dict[str, Any]]:
+    def close_all(self, followed: int | None = None) -> list[JobEvent]:
         """Close every group (end of the input)."""
-        out: list[dict[str, Any]] = []
+        out: list[JobEvent] = []
         for g in self.open:
             out += self._emit(g, followed)
         self.open = []
         return out
 
-    def _emit(self, g: _Group, followed: int | None) -> list[dict[str, Any]]:
+    def _emit(self, g: _Group, followed: int | None) -> list[JobEvent]:
         if len(g.events) < 2:
             return []
-        evs = list(g.events.values())
-        stamps = [e["ts"] for e in evs if e.get("ts") is not None]
+        its = [it for it, _ in g.events.values()]
+        evs = [e for _, e in g.events.values()]
+        stamps = [e.ts for e in evs if e.ts is not None]
         self.emitted[g.kind] += 1
-        return [{"event": "job", "kind": g.kind, "ranks": sorted(g.events),
-                 "job_iteration": min(int(e["job_iteration"]) for e in evs),
-                 "last_job_iteration": max(int(e["job_iteration"]) for e in evs),
-                 "ts": min(stamps) if stamps else None,
-                 "severity": max(float(e["severity"]) for e in evs),
-                 "ranks_followed": followed}]
+        return [JobEvent(kind=g.kind, ranks=tuple(sorted(g.events)), job_iteration=min(its),
+                         last_job_iteration=max(its), ts=min(stamps) if stamps else None,
+                         severity=max(e.severity for e in evs), ranks_followed=followed)]

@@ -124,6 +124,7 @@ class RobustLevelDetector:
     """Streaming detector of one rank (``docs/detection.md``)."""
 
     name = "robust"
+    segmented = True  # takes job iteration numbers and restarts (observe, new_segment)
     default_warmup_iters = 20  # the watcher's warm-up before it, at every segment start
 
     def __init__(self, *, threshold: float = 0.10, stall_iters: int = 12,

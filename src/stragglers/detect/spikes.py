@@ -13,7 +13,7 @@ periodic ``spikes`` events (:meth:`SpikeCounter.report`) and in its summary.
 
 from __future__ import annotations
 
-from typing import Any
+from stragglers.detect.events import SpikesEvent
 
 __all__ = ["CLUSTER_GAP", "MAX_CLUSTER", "SPIKE_FACTOR", "SpikeCounter"]
 
@@ -98,18 +98,17 @@ class SpikeCounter:
         """The pending elevated points were the start of a new level."""
         self._pending = []
 
-    def report(self, rank: int, line: int, final: bool = False) -> dict[str, Any]:
+    def report(self, rank: int, line: int, final: bool = False) -> SpikesEvent:
         """The ``spikes`` event of the window, which then starts afresh (``final``: the
         input ended, a pending cluster counts)."""
         if final and self._pending:
             self._flush()
-        ev = {"event": "spikes", "rank": rank, "line": line,
-              "job_iteration": self.first_iter, "last_job_iteration": self.last_iter,
-              "points": self.points, "spikes": self.spikes_since,
-              "clusters": self.clusters_since,
-              "rate_per_100": round(100.0 * self.spikes_since / max(self.points, 1), 3),
-              "seconds_lost": round(self.seconds_since, 3),
-              "iterations_lost": round(self.iters_since, 3),
-              "largest_ratio": round(self.largest, 3)}
+        ev = SpikesEvent(
+            rank=rank, line=line, job_iteration=self.first_iter,
+            last_job_iteration=self.last_iter, points=self.points, spikes=self.spikes_since,
+            clusters=self.clusters_since,
+            rate_per_100=round(100.0 * self.spikes_since / max(self.points, 1), 3),
+            seconds_lost=round(self.seconds_since, 3), iterations_lost=round(self.iters_since, 3),
+            largest_ratio=round(self.largest, 3))
         self._window()
         return ev

@@ -41,8 +41,8 @@ that does not continue the rank is held back, and the next record of the rank de
 
 A record still held at the end of the input is counted as ``unconfirmed``.
 
-Events (one JSON object per line, key ``event``)
-------------------------------------------------
+Events (one JSON object per line, key ``event``; :mod:`stragglers.detect.events`)
+----------------------------------------------------------------------------------
 ``onset`` / ``change`` / ``recovery`` / ``speedup``
     a verified change of a rank's iteration time: ``rank``, ``iteration`` (estimated first
     iteration of the new regime, counted from the rank's first iteration time, warm-up
@@ -91,15 +91,30 @@ from __future__ import annotations
 import math
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import orjson
 
 from stragglers.detect.bocd import DEFAULT_METHOD, Alarm, Detector, make_detector
+from stragglers.detect.events import (
+    BadInputEvent,
+    BadRecordEvent,
+    FileNotice,
+    GapEvent,
+    HeldRecordEvent,
+    LevelEvent,
+    SegmentEvent,
+    SkippedEvent,
+    SpikeTotals,
+    SummaryEvent,
+    SuspectsEvent,
+    WatchEvent,
+)
 from stragglers.detect.jobs import JobGrouper
 from stragglers.detect.megatron import Gap, parse_log_line
-from stragglers.detect.narrow import narrow_down_records
+from stragglers.detect.narrow import GroupFinding, narrow_down_records
 from stragglers.detect.period import CallEncoder, PeriodTracker
 from stragglers.detect.records import (
     KNOWN_FIELDS,
@@ -111,7 +126,7 @@ from stragglers.detect.records import (
     parse_record,
 )
 from stragglers.detect.spikes import SpikeCounter
-from stragglers.detect.warmup import DEFAULT_MIN_ITERS, WarmUp
+from stragglers.detect.warmup import WarmUp
 from stragglers.limits import limit
 
 __all__ = ["Watcher"]
@@ -124,7 +139,7 @@ IDLE_S = 60.0  # wall time not explained by the iteration times that is a stop a
 IDLE_FACTOR = 10.0  # ... and at least this many times the iterations' own time
 UNKNOWN_NAMES = 32  # distinct unknown field names counted by name (then as "other")
 
-Event = dict[str, Any]
+Dropped = BadRecordEvent | BadInputEvent | HeldRecordEvent | SkippedEvent
 
 
 class _Rank:
@@ -165,7 +180,7 @@ class _Rank:
 
 
 class Watcher:
-    """Incremental state of ``stragglers watch``: feed lines, collect event dicts."""
+    """Incremental state of ``stragglers watch``: feed lines, collect events."""
 
     def __init__(
         self,
@@ -186,12 +201,12 @@ class Watcher:
             raise ValueError(f"input_format must be jsonl or megatron-log, got {input_format!r}")
         self.input_format = input_format
         self._factory = detector_factory or (lambda: make_detector(method))
-        # Detectors with iteration numbers and segments (RobustLevelDetector) get observe()
-        # and new_segment(), their own default warm-up, and a new warm-up at every segment.
+        # Segmented detectors (RobustLevelDetector) get their own default warm-up, a new
+        # warm-up at every segment, and segments for idle stretches too.
         probe = self._factory()
-        self._segmented = hasattr(probe, "observe") and hasattr(probe, "new_segment")
+        self._segmented = probe.segmented
         if warmup_iters is None:
-            warmup_iters = int(getattr(probe, "default_warmup_iters", DEFAULT_MIN_ITERS))
+            warmup_iters = probe.default_warmup_iters
         self.warmup_iters = int(warmup_iters)
         self.spike_report_points = int(spike_report_points)
         # Several input files (one per rank): the job groups wait for every file.
@@ -238,34 +253,35 @@ class Watcher:
     def out_of_order(self) -> int:
         return self.dropped["out_of_order"]
 
-    def _drop(self, reason: str, event: Event | None) -> list[Event]:
-        self.dropped[reason] += 1
-        kind = "bad_record" if reason in _BAD_REASONS else reason
-        if event is None:
-            return []
+    def _drop(self, event: Dropped) -> list[WatchEvent]:
+        """Count a skipped record (by its reason); report the first ``report_limit`` of each
+        kind of event."""
+        self.dropped[event.reason] += 1
+        kind = event.event
         self.reported[kind] += 1
         if self.reported[kind] <= self.report_limit:
             if self.sources > 1:
-                event = {**event, "file": self.source}
-            return [{"event": kind, "reason": reason, **event}]
+                event = replace(event, file=self.source)
+            return [event]
         return []
 
-    def _bad(self, exc: RecordError, lineno: int) -> list[Event]:
+    def _bad(self, exc: RecordError, lineno: int) -> list[WatchEvent]:
         """A line that is not a valid record: ``job_iteration`` is its own iteration number
         when it could be read, ``after_job_iteration`` the last one accepted before it."""
-        return self._drop(exc.reason, {"line": lineno, "job_iteration": exc.iteration,
-                                       "after_job_iteration": self._last_job_iter,
-                                       "error": str(exc)})
+        return self._drop(BadRecordEvent(reason=exc.reason, line=lineno,
+                                         job_iteration=exc.iteration,
+                                         after_job_iteration=self._last_job_iter,
+                                         error=str(exc)))
 
     # -- input --------------------------------------------------------------------------------
-    def process_line(self, text: bytes | str | None, lineno: int) -> list[Event]:
+    def process_line(self, text: bytes | str | None, lineno: int) -> list[WatchEvent]:
         """Handle one input line (``None``: a line too long to read); returns the events it
         produces (never raises on bad input)."""
         return self.process_lines([(lineno, text)])
 
     def process_lines(self, lines: Iterable[tuple[int, bytes | str | None]], *,
                       file_index: int = 0, source: str | None = None,
-                      rank: int = 0) -> list[Event]:
+                      rank: int = 0) -> list[WatchEvent]:
         """Handle a batch of ``(line number, text)``; returns the events, in input order.
 
         With several input files (``sources`` > 1), ``file_index`` says which file the lines
@@ -287,20 +303,20 @@ class Watcher:
         self._default_rank = rank
 
     def unreadable(self, exc: RecordError, *, file_index: int = 0,
-                   source: str | None = None) -> list[Event]:
+                   source: str | None = None) -> list[WatchEvent]:
         """A whole input that is not a record document (e.g. a file that is not Megatron's
         iteration-time JSON): one bad record at its line 1, counted, never fatal."""
         self._select(file_index, source, 0)
         self.lines += 1
-        return self._drop(exc.reason, {"line": 1, "error": str(exc)})
+        return self._drop(BadInputEvent(reason=exc.reason, line=1, error=str(exc)))
 
     def process_items(self, items: Iterable[tuple[int, IterationRecord | RecordError | Gap]],
-                      *, file_index: int = 0, source: str | None = None) -> list[Event]:
+                      *, file_index: int = 0, source: str | None = None) -> list[WatchEvent]:
         """Handle records already read (Megatron's iteration-time JSON): ``(position, record
         | error | gap)``; a gap counts one line per missing value.  ``file_index`` and
         ``source`` as for :meth:`process_lines` (the records carry their rank)."""
         self._select(file_index, source, 0)
-        events: list[Event] = []
+        events: list[WatchEvent] = []
         for pos, item in items:
             self._line = pos
             if type(item) is IterationRecord:
@@ -318,17 +334,18 @@ class Watcher:
             events += self.jobs.close_due(self._rank_progress())
         return events
 
-    def _log_lines(self, lines: Iterable[tuple[int, bytes | str | None]]) -> list[Event]:
-        events: list[Event] = []
+    def _log_lines(self, lines: Iterable[tuple[int, bytes | str | None]]) -> list[WatchEvent]:
+        events: list[WatchEvent] = []
         source = self.source
         cap = self.max_line_bytes
         for lineno, text in lines:
             self.lines += 1
             self._line = lineno
             if text is None or len(text) > cap:
-                events += self._drop("too_long", {
-                    "line": lineno, "error": f"{source}:{lineno}: line longer than the limit "
-                    f"of {cap:,} bytes (set STRAGGLERS_MAX_RECORD_BYTES to raise it)"})
+                events += self._drop(BadInputEvent(
+                    reason="too_long", line=lineno, error=f"{source}:{lineno}: line longer "
+                    f"than the limit of {cap:,} bytes (set STRAGGLERS_MAX_RECORD_BYTES to "
+                    "raise it)"))
                 continue
             try:
                 rec = parse_log_line(text, source=source, line=lineno,
@@ -344,7 +361,7 @@ class Watcher:
             events += self._iteration(rec, lineno)
         return events
 
-    def _gap(self, gap: Gap, pos: int) -> list[Event]:
+    def _gap(self, gap: Gap, pos: int) -> list[WatchEvent]:
         """Missing values of a Megatron series: counted; more than one in a row is a restart
         (the rank starts a new segment and a new warm-up)."""
         self.gaps += 1
@@ -354,16 +371,16 @@ class Watcher:
             return got
         st = got
         restart = gap.values >= 2
-        events: list[Event] = []
+        events: list[WatchEvent] = []
         if restart and st.last_iter is not None:
             st.last_iter, st.last_ts = None, None  # the next record starts a new segment
             events = self._new_segment(gap.rank, st, pos)
         self.reported["gap"] += 1
         if self.reported["gap"] > self.report_limit:
             return events
-        return events + [{"event": "gap", "rank": gap.rank, "line": pos,
-                          "job_iteration": gap.first_step, "last_job_iteration": gap.last_step,
-                          "values": gap.values, "restart": restart}]
+        return events + [GapEvent(rank=gap.rank, line=pos, job_iteration=gap.first_step,
+                                  last_job_iteration=gap.last_step, values=gap.values,
+                                  restart=restart)]
 
     def _rank_progress(self) -> list[int]:
         """The last iteration number of every rank that has iteration records; with several
@@ -373,8 +390,8 @@ class Watcher:
             return []
         return [st.last_iter for st in self.ranks.values() if st.last_iter is not None]
 
-    def _json_lines(self, lines: Iterable[tuple[int, bytes | str | None]]) -> list[Event]:
-        events: list[Event] = []
+    def _json_lines(self, lines: Iterable[tuple[int, bytes | str | None]]) -> list[WatchEvent]:
+        events: list[WatchEvent] = []
         source = self.source
         cap = self.max_line_bytes
         loads = orjson.loads
@@ -382,9 +399,10 @@ class Watcher:
             self.lines += 1
             self._line = lineno
             if text is None or len(text) > cap:
-                events += self._drop("too_long", {
-                    "line": lineno, "error": f"{source}:{lineno}: record longer than the limit "
-                    f"of {cap:,} bytes (set STRAGGLERS_MAX_RECORD_BYTES to raise it)"})
+                events += self._drop(BadInputEvent(
+                    reason="too_long", line=lineno, error=f"{source}:{lineno}: record longer "
+                    f"than the limit of {cap:,} bytes (set STRAGGLERS_MAX_RECORD_BYTES to "
+                    "raise it)"))
                 continue
             try:
                 obj = loads(text)
@@ -419,9 +437,9 @@ class Watcher:
                 self.ignored["msg"] += 1  # message records are for `stragglers detect matrix`
         return events
 
-    def notice(self, event: Event) -> list[Event]:
+    def notice(self, event: FileNotice) -> list[WatchEvent]:
         """A file event of the follower: counted and passed on."""
-        self.files[event["event"]] += 1
+        self.files[event.event] += 1
         return [event]
 
     def _unknown(self, obj: dict[str, Any], known: frozenset[str]) -> None:
@@ -430,14 +448,14 @@ class Watcher:
                 name = k if k in self.unknown or len(self.unknown) < UNKNOWN_NAMES else "other"
                 self.unknown[name] += 1
 
-    def _rank(self, rank: int, lineno: int) -> _Rank | list[Event]:
+    def _rank(self, rank: int, lineno: int) -> _Rank | list[WatchEvent]:
         st = self.ranks.get(rank)
         if st is None:
             if len(self.ranks) >= self.max_ranks:
-                return self._drop("rank_limit", {
-                    "line": lineno, "rank": rank,
-                    "detail": f"{len(self.ranks):,} ranks are followed already (limit "
-                    f"{self.max_ranks:,}: --max-ranks or STRAGGLERS_MAX_WATCH_RANKS)"})
+                return self._drop(SkippedEvent(
+                    reason="rank_limit", line=lineno, rank=rank,
+                    detail=f"{len(self.ranks):,} ranks are followed already (limit "
+                    f"{self.max_ranks:,}: --max-ranks or STRAGGLERS_MAX_WATCH_RANKS)"))
             st = self.ranks[rank] = _Rank()
         return st
 
@@ -459,7 +477,7 @@ class Watcher:
         return True
 
     def _held(self, st: _Rank, rank: int, lineno: int, kind: str,
-              detail: str, call: bool = False) -> list[Event]:
+              detail: str, call: bool = False) -> list[WatchEvent]:
         """Drop the held record as an outlier or out of order."""
         if call:
             line = st.pending_call_line
@@ -467,10 +485,10 @@ class Watcher:
         else:
             line = st.pending_line
             st.pending = None
-        return self._drop(kind, {"line": line, "rank": rank, "detail": detail,
-                                 "decided_by_line": lineno})
+        return self._drop(HeldRecordEvent(reason=kind, line=line, rank=rank, detail=detail,
+                                          decided_by_line=lineno))
 
-    def _iteration(self, rec: IterationRecord, lineno: int) -> list[Event]:
+    def _iteration(self, rec: IterationRecord, lineno: int) -> list[WatchEvent]:
         got = self._rank(rec.rank, lineno)
         if not isinstance(got, _Rank):
             return got
@@ -485,7 +503,7 @@ class Watcher:
             return []
         held = st.pending
         assert isinstance(held, IterationRecord)
-        events: list[Event]
+        events: list[WatchEvent]
         if self._continues(st, rec.iter, rec.ts, st.last_iter, st.last_ts):
             events = self._held(st, rec.rank, lineno, *_why_dropped(
                 held.iter, held.ts, st.last_iter, st.last_ts))
@@ -505,35 +523,34 @@ class Watcher:
         return events
 
     def _segment(self, rank: int, st: _Rank, reason: str, line: int, it: int | None,
-                 ts: float | None) -> list[Event]:
+                 ts: float | None) -> list[WatchEvent]:
         st.segments += 1
         self.segments[reason] += 1
-        ended: list[Event] = []
+        ended: list[WatchEvent] = []
         if reason == "restart" or self._segmented:
             ended = self._new_segment(rank, st, line)
-        return [{"event": "segment", "reason": reason, "rank": rank, "line": line,
-                 "job_iteration": it, "previous_iteration": st.last_iter, "ts": ts,
-                 "previous_ts": st.last_ts,
-                 **({"file": self.source} if self.sources > 1 else {})}, *ended]
+        return [SegmentEvent(reason=reason, rank=rank, line=line, job_iteration=it,
+                             previous_iteration=st.last_iter, ts=ts, previous_ts=st.last_ts,
+                             file=self.source if self.sources > 1 else None), *ended]
 
-    def _new_segment(self, rank: int, st: _Rank, line: int) -> list[Event]:
+    def _new_segment(self, rank: int, st: _Rank, line: int) -> list[WatchEvent]:
         """A restart, resume or gap: a new warm-up; a segmented detector forgets its levels
         (an open episode ends with a recovery noted ``segment``)."""
         if st.warm is not None:
             st.warm.rearm(self.warmup_iters if self._segmented else 0)
         det = st.detector
-        if not self._segmented or det is None:
+        if det is None:
             return []
-        events = []
-        for alarm in det.new_segment():  # type: ignore[attr-defined]
+        events: list[WatchEvent] = []
+        for alarm in det.new_segment():  # a detector that is not segmented keeps its state
             events.append(self._alarm_event(rank, st, alarm, line))
             st.slow = False
         return events
 
     def _accept_iter(self, rank: int, st: _Rank, rec: IterationRecord, lineno: int,
-                     new_segment: bool = False) -> list[Event]:
+                     new_segment: bool = False) -> list[WatchEvent]:
         dur = rec.duration
-        events: list[Event] = []
+        events: list[WatchEvent] = []
         if not new_segment:
             step = rec.iter - st.last_iter  # type: ignore[operator]
             st.last_step = step
@@ -554,17 +571,17 @@ class Watcher:
         if dur is None:
             return events
         if not dur > 0:
-            return events + self._drop("zero_duration", {
-                "line": lineno, "rank": rank,
-                "detail": f"iteration {rec.iter} has the same timestamp as the one before"})
+            return events + self._drop(SkippedEvent(
+                reason="zero_duration", line=lineno, rank=rank,
+                detail=f"iteration {rec.iter} has the same timestamp as the one before"))
         return events + self._point(rank, st, dur, rec.ts, rec.iter, lineno)
 
-    def _call(self, rec: CallRecord, lineno: int) -> list[Event]:
+    def _call(self, rec: CallRecord, lineno: int) -> list[WatchEvent]:
         got = self._rank(rec.rank, lineno)
         if not isinstance(got, _Rank):
             return got
         st = got
-        events: list[Event] = []
+        events: list[WatchEvent] = []
         last = st.last_call_ts
         if last is None:
             pass
@@ -582,9 +599,9 @@ class Watcher:
                 st.pending_call = None
                 st.segments += 1
                 self.segments["clock_step"] += 1
-                events = [{"event": "segment", "reason": "clock_step", "rank": rec.rank,
-                           "line": line, "job_iteration": None, "previous_iteration": None,
-                           "ts": held.ts, "previous_ts": last}]
+                events = [SegmentEvent(reason="clock_step", rank=rec.rank, line=line,
+                                       job_iteration=None, previous_iteration=None, ts=held.ts,
+                                       previous_ts=last)]
                 st.ts_offset += last - held.ts
                 events += self._accept_call(rec.rank, st, held, line)
             else:
@@ -594,9 +611,9 @@ class Watcher:
                 return events
         return events + self._accept_call(rec.rank, st, rec, lineno)
 
-    def _accept_call(self, rank: int, st: _Rank, rec: CallRecord, lineno: int) -> list[Event]:
+    def _accept_call(self, rank: int, st: _Rank, rec: CallRecord, lineno: int) -> list[WatchEvent]:
         st.last_call_ts = rec.ts
-        events: list[Event] = []
+        events: list[WatchEvent] = []
         if rec.group is not None and rec.duration is not None:
             self.profile.append(rec)
             if self._profiling and len(self.profile) >= self.profile_calls:
@@ -609,10 +626,10 @@ class Watcher:
         assert st.encoder is not None
         key = (rec.type, rec.size)
         if len(st.encoder) >= self.max_call_kinds and key not in st.encoder:
-            return events + self._drop("call_kinds_limit", {
-                "line": lineno, "rank": rank,
-                "detail": f"more than {self.max_call_kinds:,} distinct (type, size) call "
-                "signatures (set STRAGGLERS_MAX_CALL_KINDS to raise the limit)"})
+            return events + self._drop(SkippedEvent(
+                reason="call_kinds_limit", line=lineno, rank=rank,
+                detail=f"more than {self.max_call_kinds:,} distinct (type, size) call "
+                "signatures (set STRAGGLERS_MAX_CALL_KINDS to raise the limit)"))
         ts = rec.ts + st.ts_offset
         its = st.tracker.feed_one(ts, st.encoder.code(key))
         if its is not None:
@@ -623,8 +640,8 @@ class Watcher:
 
     # -- detection ----------------------------------------------------------------------------
     def _point(self, rank: int, st: _Rank, duration: float, end_ts: float | None,
-               job_iter: int | None, lineno: int) -> list[Event]:
-        events: list[Event] = []
+               job_iter: int | None, lineno: int) -> list[WatchEvent]:
+        events: list[WatchEvent] = []
         pos = st.seen
         st.seen += 1
         st.recent.append(duration)  # the typical iteration time, for the continuity checks
@@ -650,13 +667,10 @@ class Watcher:
         st.hist_iter[k] = -1 if job_iter is None else job_iter  # type: ignore[index]
         st.hist_ts[k] = math.nan if end_ts is None else end_ts  # type: ignore[index]
         st.points += 1
-        if self._segmented:
-            span = max(st.last_step, 1) if job_iter is not None else 1
-            alarms = det.observe(duration, it, span)  # type: ignore[attr-defined]
-        else:
-            alarms = det.update(duration)
+        span = max(st.last_step, 1) if job_iter is not None else 1
+        alarms = det.observe(duration, it, span)
         # While the detector weighs a candidate level, elevated points are not yet spikes.
-        hold = bool(getattr(det, "candidate_open", False))
+        hold = det.candidate_open
         if st.spikes.add(duration, st.typical, st.last_step if job_iter is not None else 1,
                          it, self.spike_report_points, hold=hold) and (
                              st.spikes.points >= self.spike_report_points):
@@ -669,22 +683,22 @@ class Watcher:
                 st.typical = alarm.level_after  # the new level is the typical time now
             ev = self._alarm_event(rank, st, alarm, lineno)
             events.append(ev)
-            if ev["job_iteration"] is not None:
-                self.jobs.add(ev, max(st.last_step, 1))
+            if ev.job_iteration is not None:
+                self.jobs.add(ev, ev.job_iteration, max(st.last_step, 1))
             if alarm.kind in ("onset", "flapping"):
                 st.slow = True
                 if not self._profiling:
                     self._profiling = True
                     self._onset_ranks = []
-                    self._onset_job_iter = ev["job_iteration"]
-                    self._onset_ts = ev["ts"]
+                    self._onset_job_iter = ev.job_iteration
+                    self._onset_ts = ev.ts
                     self.profile.clear()
                 self._onset_ranks.append(rank)
             elif alarm.kind == "recovery":
                 st.slow = False
         return events
 
-    def _alarm_event(self, rank: int, st: _Rank, a: Alarm, lineno: int) -> Event:
+    def _alarm_event(self, rank: int, st: _Rank, a: Alarm, lineno: int) -> LevelEvent:
         back = st.points - 1 - a.index
         ts: float | None = None
         job_iter: int | None = None
@@ -699,36 +713,32 @@ class Watcher:
             job_iter = None if j < 0 else j
         elif a.iteration is not None and st.uses_iter_records:
             job_iter = a.iteration  # older than the history: the detector's own number
-        extra = {("since_job_iteration" if k == "since" else k): v
-                 for k, v in a.extras().items()}
-        return {
-            "event": a.kind, "rank": rank, "iteration": position,
-            "declared_iteration": declared, "job_iteration": job_iter,
-            "declared_job_iteration": st.last_iter if st.uses_iter_records else None,
-            "ts": ts, "line": lineno,
-            "level_s": _rounded(a.level_after), "previous_s": _rounded(a.level_before),
-            "healthy_s": _rounded(a.healthy_level), "severity": round(a.severity, 4),
-            **extra,
-            **({"file": self.source} if self.sources > 1 else {}),
-        }
+        return LevelEvent(
+            kind=a.kind, rank=rank, iteration=position, declared_iteration=declared,
+            job_iteration=job_iter,
+            declared_job_iteration=st.last_iter if st.uses_iter_records else None,
+            ts=ts, line=lineno, level_s=_rounded(a.level_after),
+            previous_s=_rounded(a.level_before), healthy_s=_rounded(a.healthy_level),
+            severity=round(a.severity, 4), slow_fraction=a.slow_fraction, note=a.note,
+            since_job_iteration=a.since, file=self.source if self.sources > 1 else None)
 
-    def suspects(self) -> list[dict[str, Any]]:
+    def suspects(self) -> list[GroupFinding]:
         """Groups flagged by the recent call profile (empty without group profiles)."""
         if not self.profile:
             return []
         found = narrow_down_records(self.profile)
-        return [f.to_dict() for f in found if f.verdict in ("slow_transfer", "waiting_for_peer")]
+        return [f for f in found if f.verdict in ("slow_transfer", "waiting_for_peer")]
 
-    def _suspects_event(self) -> Event:
+    def _suspects_event(self) -> SuspectsEvent:
         self._profiling = False
-        return {"event": "suspects", "onset_ranks": sorted(set(self._onset_ranks)),
-                "job_iteration": self._onset_job_iter, "ts": self._onset_ts,
-                "line": self._line, "profiled_calls": len(self.profile),
-                "groups": self.suspects()}
+        return SuspectsEvent(onset_ranks=tuple(sorted(set(self._onset_ranks))),
+                             job_iteration=self._onset_job_iter, ts=self._onset_ts,
+                             line=self._line, profiled_calls=len(self.profile),
+                             groups=tuple(self.suspects()))
 
-    def finish(self) -> list[Event]:
+    def finish(self) -> list[WatchEvent]:
         """Events due at the end of the input: held records, pending suspects, the summary."""
-        events: list[Event] = self.jobs.close_all(len(self._rank_progress()))
+        events: list[WatchEvent] = [*self.jobs.close_all(len(self._rank_progress()))]
         for rank, st in self.ranks.items():
             if st.spikes.spikes_since or st.spikes.has_pending:
                 events.append(st.spikes.report(rank, self._line, final=True))
@@ -743,32 +753,28 @@ class Watcher:
             events.append(self._suspects_event())
         return [*events, self.summary()]
 
-    def summary(self) -> Event:
-        return {
-            "event": "summary", "lines": self.lines, "records": self.records,
-            "bad": self.bad, "out_of_order": self.out_of_order,
-            "dropped": dict(sorted(self.dropped.items())),
-            "ignored": dict(sorted(self.ignored.items())),
-            "unknown_fields": dict(sorted(self.unknown.items())),
-            "segments": dict(sorted(self.segments.items())),
-            "files": dict(sorted(self.files.items())),
-            "gaps": {"runs": self.gaps, "values": self.gap_values},
-            "warmup_points": self.warmup_points,
-            "warmup_ends": {str(r): v for r, v in sorted(self.warmup_ends.items())},
-            "spikes": _spike_totals(self.ranks.values()),
-            "job_events": dict(sorted(self.jobs.emitted.items())),
-            "inputs": self.sources,
-            "ranks": len(self.ranks),
-            "iterations": {str(r): st.seen for r, st in sorted(self.ranks.items())},
-            "slow_ranks": sorted(r for r, st in self.ranks.items() if st.slow),
-        }
+    def summary(self) -> SummaryEvent:
+        return SummaryEvent(
+            lines=self.lines, records=self.records, bad=self.bad,
+            out_of_order=self.out_of_order, dropped=dict(sorted(self.dropped.items())),
+            ignored=dict(sorted(self.ignored.items())),
+            unknown_fields=dict(sorted(self.unknown.items())),
+            segments=dict(sorted(self.segments.items())),
+            files=dict(sorted(self.files.items())), gap_runs=self.gaps,
+            gap_values=self.gap_values, warmup_points=self.warmup_points,
+            warmup_ends=dict(sorted(self.warmup_ends.items())),
+            spikes=_spike_totals(self.ranks.values()),
+            job_events=dict(sorted(self.jobs.emitted.items())), inputs=self.sources,
+            ranks=len(self.ranks),
+            iterations={r: st.seen for r, st in sorted(self.ranks.items())},
+            slow_ranks=tuple(sorted(r for r, st in self.ranks.items() if st.slow)))
 
 
 def _rounded(x: float) -> float | None:
     return round(x, 6) if x == x else None
 
 
-def _spike_totals(ranks: Iterable[_Rank]) -> dict[str, float | int]:
+def _spike_totals(ranks: Iterable[_Rank]) -> SpikeTotals:
     spikes = clusters = 0
     seconds = iters = 0.0
     for st in ranks:
@@ -776,8 +782,8 @@ def _spike_totals(ranks: Iterable[_Rank]) -> dict[str, float | int]:
         clusters += st.spikes.total_clusters
         seconds += st.spikes.total_seconds
         iters += st.spikes.total_iterations
-    return {"spikes": spikes, "clusters": clusters, "seconds_lost": round(seconds, 3),
-            "iterations_lost": round(iters, 3)}
+    return SpikeTotals(spikes=spikes, clusters=clusters, seconds_lost=round(seconds, 3),
+                       iterations_lost=round(iters, 3))
 
 
 _BAD_REASONS = frozenset({"not_json", "not_utf8", "bad_field", "not_object", "unknown_kind",

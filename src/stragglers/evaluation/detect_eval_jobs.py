@@ -53,6 +53,7 @@ import numpy as np
 import orjson
 
 from stragglers.detect.bocd import make_detector
+from stragglers.detect.events import LevelEvent, WatchEvent
 from stragglers.detect.megatron import Gap, read_iteration_json, series_items
 from stragglers.detect.records import IterationRecord, RecordError, read_records
 from stragglers.detect.watch import Watcher
@@ -232,18 +233,19 @@ class JobScores:
     us_per_point: float
 
 
-def _alert_of(ev: dict[str, Any], declared: int) -> Alert | None:
-    kind = ev.get("event")
+def _alert_of(ev: WatchEvent, declared: int) -> Alert | None:
+    if not isinstance(ev, LevelEvent):
+        return None
+    kind = ev.kind
     if kind == "change":
-        lv, prev = ev.get("level_s"), ev.get("previous_s")
-        if not (isinstance(lv, (int, float)) and isinstance(prev, (int, float)) and lv > prev):
+        lv, prev = ev.level_s, ev.previous_s
+        if not (lv is not None and prev is not None and lv > prev):
             return None
     elif kind not in ALERT_KINDS and kind != "recovery":
         return None
-    ji = ev.get("job_iteration")
-    rank = ev.get("rank")
-    return Alert(kind=str(kind), rank=rank if isinstance(rank, int) else None,
-                 job_iteration=ji if isinstance(ji, int) else declared, declared=declared)
+    ji = ev.job_iteration
+    return Alert(kind=kind, rank=ev.rank, job_iteration=ji if ji is not None else declared,
+                 declared=declared)
 
 
 def watch_stream(stream: Stream, method: str, params: Mapping[str, object] | None = None,
@@ -265,8 +267,7 @@ def watch_stream(stream: Stream, method: str, params: Mapping[str, object] | Non
         if declared > last:
             last = declared
         for ev in events:
-            kind = ev.get("event")
-            if kind == "drift":
+            if ev.event == "drift":
                 drifts += 1
                 continue
             a = _alert_of(ev, declared)
@@ -274,8 +275,7 @@ def watch_stream(stream: Stream, method: str, params: Mapping[str, object] | Non
                 continue
             (recoveries if a.kind == "recovery" else alerts).append(a)
     for ev in watcher.finish():
-        kind = ev.get("event")
-        if kind == "drift":
+        if ev.event == "drift":
             drifts += 1
         elif (a := _alert_of(ev, last)) is not None:
             (recoveries if a.kind == "recovery" else alerts).append(a)

@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from stragglers.atomic import write_text
+from stragglers.detect.events import LevelEvent
 from stragglers.detect.megatron import Gap
 from stragglers.detect.records import IterationRecord, RecordError
 from stragglers.detect.watch import Watcher
@@ -181,13 +182,15 @@ class LiveController:
         if not (math.isfinite(ref) and ref > 0):  # no compute measured in the window
             ref = float("nan")
         for ev in events:
-            self.emit({"record": "watch", **ev,
+            self.emit({"record": "watch", **ev.to_dict(),
                        "reference_s": round(ref, 6) if math.isfinite(ref) else None})
-            if ev.get("event") in LEVEL_KINDS and isinstance(ev.get("iteration"), int):
-                self.state.regime_from = self.state.first_fed + ev["iteration"]
-            if ev.get("event") in LEVEL_KINDS and math.isfinite(ref):
-                ev = {**ev, "level_s": ev["level_s"] * ref, "healthy_s": ev["healthy_s"] * ref}
-            add_event(self.stream, ev, f"watch event {ev.get('line')}", self.state.lines)
+            if not (isinstance(ev, LevelEvent) and ev.kind in LEVEL_KINDS):
+                add_event(self.stream, ev, "watch event", self.state.lines)
+                continue
+            self.state.regime_from = self.state.first_fed + ev.iteration
+            if math.isfinite(ref) and ev.level_s is not None and ev.healthy_s is not None:
+                ev = replace(ev, level_s=ev.level_s * ref, healthy_s=ev.healthy_s * ref)
+            add_event(self.stream, ev, f"watch event {ev.line}", self.state.lines)
         self.plan(changed=len(self.stream.events) > before)
 
     def recent(self) -> tuple[np.ndarray, int]:
@@ -301,7 +304,7 @@ class LiveController:
         self.follower.poll()
         self.advance()
         for ev in self.watcher.finish():
-            self.emit({"record": "watch", **ev})
+            self.emit({"record": "watch", **ev.to_dict()})
         end = {"record": "end", "steps_followed": self.state.points,
                "last_step": self.state.fed_until, "microbatches": self.state.microbatches,
                "actions": len(self.state.actions), "assignment": list(self.state.counts),

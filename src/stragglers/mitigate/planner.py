@@ -47,9 +47,10 @@ from typing import Any
 
 import numpy as np
 
+from stragglers.detect.events import LevelEvent, SuspectsEvent
 from stragglers.errors import InputError
 from stragglers.mitigate.costs import COMMUNICATION, COMPUTE, Strategy
-from stragglers.mitigate.events import EventStream, LevelEvent, SuspectsEvent
+from stragglers.mitigate.events import EventStream
 from stragglers.mitigate.microbatch import solve_microbatches
 from stragglers.mitigate.topology import consolidate
 from stragglers.trace.io import JobMeta
@@ -279,20 +280,22 @@ class _Planner:
             self.next_id += 1
 
     # -- events ----------------------------------------------------------------------------
-    def level(self, ev: LevelEvent) -> None:
+    def level(self, ev: LevelEvent, line: int) -> None:
         if ev.rank >= self.meta.world_size:
-            raise InputError(f"{self.source}:{ev.line}: field 'rank': rank {ev.rank} is outside "
+            raise InputError(f"{self.source}:{line}: field 'rank': rank {ev.rank} is outside "
                              f"the job's world_size {self.meta.world_size}")
+        level, healthy = ev.level_s, ev.healthy_s
+        assert level is not None and healthy is not None  # checked by add_event
         self.advance(ev.declared_iteration - 1)
         self.known = max(self.known, ev.declared_iteration)
-        slow_now = ev.kind in ("onset", "change", "flapping") and ev.level_s > ev.healthy_s
+        slow_now = ev.kind in ("onset", "change", "flapping") and level > healthy
         if slow_now:
             if self.ep is None:
                 self.ep = Episode(start=ev.iteration)
                 self.episodes.append(self.ep)
                 self.next_id = 0
                 self.seg_from, self.seg_d, self.seg_cum = [], [], []
-            self.slow[ev.rank] = (ev.level_s, ev.healthy_s)
+            self.slow[ev.rank] = (level, healthy)
             self.ep.ranks.add(ev.rank)
             self.set_slowdown(ev.iteration)
         elif ev.rank in self.slow:
@@ -323,9 +326,9 @@ def plan_mitigation(stream: EventStream, meta: JobMeta, strategies: tuple[Strate
         raise InputError(f"--microbatches: expected an integer >= 1, got {microbatches}")
     planner = _Planner(meta, strategies, microbatches, source)
     last = 0
-    for ev in stream.events:
+    for line, ev in stream.events:
         if isinstance(ev, LevelEvent):
-            planner.level(ev)
+            planner.level(ev, line)
             last = max(last, ev.declared_iteration)
         else:
             planner.suspects(ev)

@@ -1,15 +1,15 @@
 """The one adapter between the service and the streaming detector of
 :mod:`stragglers.detect.watch`: records of one job in, :class:`DetectionEvent` out.
 
-Only this module knows the watcher's interface (``Watcher.process_lines`` and its event
-dicts); when the detector changes, this is the module to adapt.
+Only this module knows the watcher's interface (``Watcher.process_lines`` and its events,
+:mod:`stragglers.detect.events`); when the detector changes, this is the module to adapt.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
+from stragglers.detect.events import HeldRecordEvent, LevelEvent, SuspectsEvent, WatchEvent
 from stragglers.detect.records import parse_line
 from stragglers.detect.watch import Watcher
 from stragglers.service.rows import DetectionEvent
@@ -39,7 +39,7 @@ class JobDetector:
         first = self._line + 1
         self._line += len(lines)
         events = self._watcher.process_lines(enumerate(lines, start=first))
-        return [_event(e) for e in events if e.get("event") in KEPT]
+        return [_event(e) for e in events if e.event in KEPT]
 
     def replay(self, lines: Sequence[str]) -> None:
         """Rebuild the state from records already handled (their events are discarded:
@@ -47,17 +47,15 @@ class JobDetector:
         self.feed(lines)
 
 
-def _num(value: Any) -> float | None:
-    return None if value is None else float(value)
-
-
-def _int(value: Any) -> int | None:
-    return None if value is None else int(value)
-
-
-def _event(e: dict[str, Any]) -> DetectionEvent:
-    return DetectionEvent(
-        kind=str(e["event"]), rank=_int(e.get("rank")), iteration=_int(e.get("iteration")),
-        ts=_num(e.get("ts")), severity=_num(e.get("severity")), level_s=_num(e.get("level_s")),
-        previous_s=_num(e.get("previous_s")),
-        detail={k: v for k, v in e.items() if k != "event"})
+def _event(e: WatchEvent) -> DetectionEvent:
+    """The stored form: the columns the service queries, and the event's JSON object
+    (without ``event``) as its detail."""
+    detail = e.to_dict()
+    del detail["event"]
+    if isinstance(e, LevelEvent):
+        return DetectionEvent(kind=e.kind, rank=e.rank, iteration=e.iteration, ts=e.ts,
+                              severity=e.severity, level_s=e.level_s, previous_s=e.previous_s,
+                              detail=detail)
+    return DetectionEvent(kind=e.event, rank=e.rank if isinstance(e, HeldRecordEvent) else None,
+                          iteration=None, ts=e.ts if isinstance(e, SuspectsEvent) else None,
+                          severity=None, level_s=None, previous_s=None, detail=detail)
