@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install system-deps demo docs test lint bench clean
+.PHONY: install system-deps demo docs test test-fast lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,13 @@ test: $(STAMP) system-deps docs
 	$(VENV)/bin/ruff check src tests bench tools
 	$(VENV)/bin/mypy
 	$(PY) -m pytest -q
+
+# The quick tier: lint, types and the tests not marked slow (no real processes, servers or
+# browsers; under 3 minutes on 2 cores). `make test` runs everything.
+test-fast: $(STAMP)
+	$(VENV)/bin/ruff check src tests bench tools
+	$(VENV)/bin/mypy
+	$(PY) -m pytest -q -m "not slow"
 
 bench: $(STAMP)
 	$(PY) bench/bench_whatif.py

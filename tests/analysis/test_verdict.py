@@ -233,6 +233,7 @@ def test_bad_config_files_are_one_line_errors(tmp_path, text, message):
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.slow
 def test_cli_settings_reach_the_result(tmp_path, capsys):
     trace, meta, _ = generate(SynthSpec(seed=3, **CASES["slow"]))
     from stragglers.synth import write_synth

@@ -46,6 +46,7 @@ def _analyze(job: Path, out: Path, limited: bool) -> subprocess.CompletedProcess
                           text=True, preexec_fn=_small_files if limited else None, timeout=300)
 
 
+@pytest.mark.slow
 def test_failed_analyze_leaves_the_earlier_result_whole(jobs: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     assert _analyze(jobs / "a", out, limited=False).returncode == 0
@@ -60,6 +61,7 @@ def test_failed_analyze_leaves_the_earlier_result_whole(jobs: Path, tmp_path: Pa
     assert _snapshot(out) == before  # same files, same bytes, not even touched
 
 
+@pytest.mark.slow
 def test_failed_analyze_into_a_new_folder_leaves_nothing(jobs: Path, tmp_path: Path) -> None:
     out = tmp_path / "new" / "out"
     done = _analyze(jobs / "a", out, limited=True)
@@ -67,6 +69,7 @@ def test_failed_analyze_into_a_new_folder_leaves_nothing(jobs: Path, tmp_path: P
     assert not (tmp_path / "new").exists()
 
 
+@pytest.mark.slow
 def test_failed_timeline_leaves_no_truncated_file(jobs: Path, tmp_path: Path) -> None:
     out = tmp_path / "tl"
     out.mkdir()
@@ -89,6 +92,7 @@ def test_outputs_get_the_mode_of_a_plain_open(tmp_path: Path) -> None:
     assert stat.S_IMODE((tmp_path / "o" / "result.json").stat().st_mode) == 0o640
 
 
+@pytest.mark.slow
 def test_analyze_without_out_writes_nothing(jobs: Path, tmp_path: Path) -> None:
     done = subprocess.run([*CLI, "analyze", str(jobs / "a" / "trace.parquet"), "--meta",
                            str(jobs / "a" / "meta.yaml")], capture_output=True, text=True,

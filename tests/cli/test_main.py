@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from stragglers.cli import main
 
 
@@ -24,6 +26,7 @@ def test_subcommand_named_in_errors(capsys, tmp_path):
     assert capsys.readouterr().err.startswith("stragglers probe merge: error: ")
 
 
+@pytest.mark.slow
 def test_closed_stdout_pipe_ends_quietly(tmp_path):
     """`stragglers analyze ... --json | true`: the reader is gone before anything is printed
     (``true`` exits at once; the analysis takes a second): exit 141 (as SIGPIPE), nothing on

@@ -79,6 +79,7 @@ def test_watch_finds_the_labelled_slow_period_of_a_real_run(tmp_path: Path) -> N
 
 
 # -- (b) a torch.profiler trace into import kineto ----------------------------------------------
+@pytest.mark.slow
 def test_import_kineto_then_analyze(tmp_path: Path) -> None:
     real(DDP_W1)
     printed = run_doc(
@@ -94,6 +95,7 @@ def test_import_kineto_then_analyze(tmp_path: Path) -> None:
     assert "verdict: none" in summary and res["trustworthy"] is True
 
 
+@pytest.mark.slow
 def test_import_kineto_of_one_rank_of_two_needs_partial(tmp_path: Path) -> None:
     real(DDP_RANK0_OF_2)
     (tmp_path / "ddp2.yaml").write_text("dp_size: 2\npp_size: 1\n")

@@ -54,6 +54,7 @@ def test_analyze_steps_and_json(job, tmp_path, capsys):
     assert "no step in 7-9" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_timeline_and_heatmap_commands(job, tmp_path, capsys):
     assert main(["timeline", str(job / "trace.parquet"), "--meta", str(job / "meta.yaml"),
                  "--out", str(tmp_path), "--steps", "0-0", "--which", "no-delay"]) == 0
@@ -75,6 +76,7 @@ def test_synth_rejects_bad_specs(tmp_path, capsys):
     assert main(["synth", "--gc", "half", "--out", str(tmp_path)]) == 2
 
 
+@pytest.mark.slow
 def test_console_script_help_and_demo(tmp_path):
     exe = Path(sys.executable).with_name("stragglers")
     for cmd in (["--help"], ["analyze", "--help"], ["synth", "--help"]):

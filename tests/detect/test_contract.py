@@ -173,6 +173,7 @@ def _cli() -> list[str]:
             "sys.exit(main())"]
 
 
+@pytest.mark.slow
 def test_one_shot_output_errors(tmp_path) -> None:
     calls = [{"rank": r, "type": "ar", "size": 8, "ts": i * 1.0 + r} for i in range(4000)
              for r in range(3)]

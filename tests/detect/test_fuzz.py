@@ -26,6 +26,7 @@ import os
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -153,6 +154,7 @@ def _check_one_shot(argv: list[str], path: str) -> None:
         assert path in lines[0]
 
 
+@pytest.mark.slow
 @FUZZ
 @given(st.one_of(mutated(_iter_rows(40)), mutated(_call_rows(12)), mutated(_msg_rows(2))))
 def test_watch_accounts_for_every_line(data: bytes) -> None:

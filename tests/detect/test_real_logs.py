@@ -335,6 +335,7 @@ def test_follow_a_megatron_log_through_rotation(tmp_path) -> None:
 
 
 # -- evaluation families ------------------------------------------------------------------------
+@pytest.mark.slow
 def test_detect_eval_real_family(capsys) -> None:
     """The six real runs after warm-up: no false alarm, the three labelled episodes found."""
     _real(MIXTRAL)
@@ -381,6 +382,7 @@ def test_a_minor_event_is_optional_in_the_scores() -> None:
     assert not outside.correct and outside.spurious == 1
 
 
+@pytest.mark.slow
 def test_slow_periods_right_after_spikes_are_declared_within_10_points() -> None:
     """Semi-real series of the tuned runs (real noise with injected slow periods and spikes,
     seed 2): every slow period of >= 15 % loss is declared within 10 points of its known

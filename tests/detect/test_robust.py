@@ -249,12 +249,14 @@ def _noise_regime(seed: int) -> tuple[np.ndarray, np.ndarray]:
     return it, np.exp(e * np.where(it > 3000, 0.06, 0.01))
 
 
+@pytest.mark.slow
 def test_a_noise_regime_that_gets_noisier_raises_nothing() -> None:
     for seed in range(10):
         it, x = _noise_regime(seed)
         assert _kinds(_run(it, x), *ALERTS) == []
 
 
+@pytest.mark.slow
 def test_the_previous_default_raises_onsets_when_the_noise_gets_noisier() -> None:
     alarms = sum(bool(_kinds(_run(*_noise_regime(seed), "bocd_verify"), *ALERTS))
                  for seed in range(10))

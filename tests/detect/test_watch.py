@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from stragglers.cli import main
 from stragglers.detect.follow import Follower
@@ -244,6 +245,7 @@ def test_ranks_beyond_the_limit_are_counted_not_followed() -> None:
     assert s["dropped"] == {"rank_limit": 100} and s["ranks"] == 2
 
 
+@pytest.mark.slow
 def test_many_distinct_ranks_stay_within_memory() -> None:
     """200,000 distinct ranks with one record each: most are refused; memory stays small."""
     code = (
@@ -400,6 +402,7 @@ def _cli() -> list[str]:
             "sys.exit(main())"]
 
 
+@pytest.mark.slow
 def test_closed_output_pipe_ends_quietly(tmp_path) -> None:
     """`stragglers watch f | head -1`: the reader goes away; no traceback, exit 0."""
     p = tmp_path / "many.jsonl"

@@ -151,6 +151,7 @@ def test_every_shell_or_python_block_of_the_guides_is_run_or_says_why_not() -> N
     assert not unmarked, f"blocks neither run nor marked 'not run': {unmarked}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", sorted(PAGES))
 def test_page_snippets_run(page: str, tmp_path: Path) -> None:
     snippets = PAGES[page]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from stragglers.cli import main
 from stragglers.detect.bocd import Alarm
@@ -78,6 +79,7 @@ def test_scoring_rules() -> None:
     assert m.mean_delay_iters == 4.5  # (6 + 3) / 2
 
 
+@pytest.mark.slow
 def test_detect_eval_json_shape(capsys) -> None:
     assert main(["detect-eval", "--json", "--scale", "0.01", "--jobs", "1", "--seed", "5"]) == 0
     res = json.loads(capsys.readouterr().out)

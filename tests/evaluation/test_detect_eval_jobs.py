@@ -160,6 +160,7 @@ def small_corpus(monkeypatch) -> None:
     monkeypatch.setattr(jobcorpus, "SERIES_ITERS", (1000, 1200))
 
 
+@pytest.mark.slow
 def test_evaluate_streams_serial_and_parallel_agree(monkeypatch) -> None:
     monkeypatch.setattr(jobcorpus, "SERIES_ITERS", (800, 1000))
     streams = [generate_series(0, "greyhound", "injected", 0),
@@ -176,6 +177,7 @@ def test_evaluate_streams_serial_and_parallel_agree(monkeypatch) -> None:
         evaluate_streams(streams, [Run("x", "nope")])
 
 
+@pytest.mark.slow
 def test_run_evaluation_lofo_small(small_corpus) -> None:
     fams = ("ckpt_stall", "flapping", "sampled")
     ev = run_evaluation([0, 1], 0.04, ["sliding_window", "bocd_verify"],
@@ -236,6 +238,7 @@ def test_cli_errors_exit_2_with_one_line(capsys, argv, message) -> None:
     assert "\n" not in err and message in err
 
 
+@pytest.mark.slow
 def test_cli_jobs_lofo_json(capsys, small_corpus) -> None:
     assert main(["detect-eval", "--corpus", "jobs", "--lofo", "--jobs", "2",
                  "--method", "sliding_window,bocd_verify", "--seed", "3", "--json"]) == 0

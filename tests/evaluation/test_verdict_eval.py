@@ -178,6 +178,7 @@ def test_case_record_types_are_checked() -> None:
         EvalCase.from_dict({**MATRIX[0].to_dict(), "split": "x"}, "r.json")
 
 
+@pytest.mark.slow
 def test_smoke_one_real_case_kept_and_reanalysed(tmp_path: Path,
                                                  capsys: pytest.CaptureFixture) -> None:
     """One small case end to end: run, keep, score; re-scoring the kept run gives the same

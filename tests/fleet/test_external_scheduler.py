@@ -15,6 +15,8 @@ import pytest
 
 from stragglers.cli import main
 
+pytestmark = pytest.mark.slow  # real processes or long runs (`pytest -m "not slow"` skips them)
+
 BIN = Path(sys.executable).parent
 
 

@@ -22,6 +22,7 @@ def _rows(jobs: list, keys: list[str], store: RowStore) -> dict[str, dict]:
     return {r.job: r.row.to_dict() for r in gather(jobs, keys, store)}
 
 
+@pytest.mark.slow
 def test_dask_rows_equal_sequential_rows_exactly(small_fleet: Path, tmp_path: Path) -> None:
     jobs = discover([str(small_fleet)])
     assert len(jobs) == 12
@@ -56,6 +57,7 @@ def test_row_matches_the_analyze_command(small_fleet: Path, tmp_path: Path,
         assert list(row.step_slowdown) == list(doc["step_slowdown"].values())
 
 
+@pytest.mark.slow
 def test_corrupt_trace_is_reported_and_skipped(small_fleet: Path, tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     fleet = tmp_path / "fleet"
@@ -79,6 +81,7 @@ def test_corrupt_trace_is_reported_and_skipped(small_fleet: Path, tmp_path: Path
     assert "job-00003" in (out / "report.html").read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_interrupted_run_resumes_without_recomputing(small_fleet: Path, tmp_path: Path) -> None:
     """Interrupt a run on a 2-process local cluster after 4 rows; the re-run computes only
     the rest and leaves the stored rows untouched."""
@@ -104,6 +107,7 @@ def test_interrupted_run_resumes_without_recomputing(small_fleet: Path, tmp_path
     assert again.computed == 0 and again.reused == 12
 
 
+@pytest.mark.slow
 def test_cli_outputs(small_fleet: Path, tmp_path: Path,
                      capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "study"

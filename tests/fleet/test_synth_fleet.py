@@ -71,6 +71,7 @@ def test_cli_writes_truth_per_job(tmp_path: Path, capsys: pytest.CaptureFixture[
                  str(tmp_path / "g")]) == 2
 
 
+@pytest.mark.slow
 def test_confusion_matrix_on_a_fixed_fleet(tmp_path: Path) -> None:
     """80 jobs of seed 2 (the strengths were tuned on seed 1): >= 95% of verdicts name the
     injected (primary) cause."""

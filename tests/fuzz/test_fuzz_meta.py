@@ -7,12 +7,15 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.fuzz.harness import FUZZ, CliWorker, check_contract
 from tests.fuzz.mutations import BYTE_DAMAGE, JSON_VALUES, SCALARS, damage_bytes
+
+pytestmark = pytest.mark.slow  # real processes or long runs (`pytest -m "not slow"` skips them)
 
 KEYS = ["dp_size", "pp_size", "tp_size", "dsp_size", "vpp_size", "world_size", "trial_name",
         "run_id", "labels", "name"]

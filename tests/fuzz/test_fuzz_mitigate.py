@@ -7,6 +7,7 @@ import json
 import tempfile
 from pathlib import Path
 
+import pytest
 import yaml
 from hypothesis import given
 from hypothesis import strategies as st
@@ -20,6 +21,8 @@ from tests.fuzz.mutations import (
     damage_bytes,
     json_line,
 )
+
+pytestmark = pytest.mark.slow  # real processes or long runs (`pytest -m "not slow"` skips them)
 
 EVENTS = [
     {"event": "onset", "rank": 5, "iteration": 10, "declared_iteration": 12,

@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from hypothesis import given
 from hypothesis import strategies as st
@@ -19,6 +20,8 @@ from hypothesis import strategies as st
 from tests.fuzz.harness import FUZZ, CliWorker, check_contract
 from tests.fuzz.mutations import BYTE_DAMAGE, JSON_VALUES, RAW_TOKENS, damage_bytes, json_line
 from tests.probe.synthetic import write_job
+
+pytestmark = pytest.mark.slow  # real processes or long runs (`pytest -m "not slow"` skips them)
 
 TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=30)
 FIELDS = ["kind", "step", "optypes", "start", "end", "mb_id", "mc", "rank", "dp_rank", "stage",

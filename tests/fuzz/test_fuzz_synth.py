@@ -8,10 +8,13 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.fuzz.harness import FUZZ, CliWorker, check_contract
+
+pytestmark = pytest.mark.slow  # real processes or long runs (`pytest -m "not slow"` skips them)
 
 TOKENS = st.sampled_from(["nan", "inf", "-inf", "-1", "0", "0.5", "1", "1.5", "2", "3",
                           "1e9", "1e308", "9" * 40, "-0", "x", "", "1,1", "0,0:2", "0,1:1.5",

@@ -14,6 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -30,6 +31,8 @@ from tests.fuzz.mutations import (
     json_line,
     set_value,
 )
+
+pytestmark = pytest.mark.slow  # real processes or long runs (`pytest -m "not slow"` skips them)
 
 COLUMNS = list(REQUIRED_COLUMNS)
 

@@ -18,6 +18,8 @@ from stragglers import analysis
 from stragglers.kineto import import_kineto
 from stragglers.trace.io import read_meta, read_trace, write_trace
 
+pytestmark = pytest.mark.slow  # real processes (`pytest -m "not slow"` skips them)
+
 SLOW_RANK = 1
 
 

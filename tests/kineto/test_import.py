@@ -100,6 +100,7 @@ def test_host_clocks_are_aligned_on_shared_collectives(tmp_path: Path) -> None:
     assert_same_ops(got, trace)
 
 
+@pytest.mark.slow
 def test_cli_import_then_analyze(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     trace, meta = job(slow=(0, 1, 1.6))
     folder = write_profiler_job(trace, meta, tmp_path / "prof", gzip_ranks=(1,))

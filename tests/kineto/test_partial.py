@@ -139,6 +139,7 @@ def real() -> Path:
                           probe=REAL / "kineto-more" / "D_hta_dfidx_rank1of2" / "meta.yaml")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(PARTIAL_REAL))
 def test_real_partial_traces_give_a_report(real: Path, name: str, tmp_path: Path) -> None:
     text = PARTIAL_REAL[name]

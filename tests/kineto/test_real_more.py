@@ -37,6 +37,7 @@ def more() -> Path:
     return require_shared(MORE, "real profiler traces", probe=MORE / TORCHREC / "meta.yaml")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", COMPLETE)
 def test_complete_world_size_1_jobs_simulate_their_own_step(more: Path, name: str) -> None:
     folder = more / name
@@ -47,6 +48,7 @@ def test_complete_world_size_1_jobs_simulate_their_own_step(more: Path, name: st
     assert result.trustworthy
 
 
+@pytest.mark.slow
 def test_dp_only_torchrec_rank_with_pp_size_2_is_refused(more: Path) -> None:
     with pytest.raises(InputError, match=r"control.json.gz: metadata field 'pp_size' is 2, "
                                          r"but rank 3 \(dp rank 3, stage 0\) records no "

@@ -46,6 +46,7 @@ def raw_events(path: Path) -> list[dict]:
     return json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
 
 
+@pytest.mark.slow
 def test_ddp_rank0_steps_annotations_and_old_nccl_kernels(real: Path) -> None:
     raw = raw_events(real / DDP)
     ev = read_rank_file(real / DDP, default_patterns())

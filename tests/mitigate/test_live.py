@@ -91,6 +91,7 @@ JOB = ["--dp", "2", "--pp", "1", "--steps", str(5 + 2 * K), "--warmup-steps", "5
        "--microbatches", "8", "--micro-batch-size", "4", "--gc-interval", "0"]
 
 
+@pytest.mark.slow
 def test_live_s2_action_reduces_the_step_time(tmp_path: Path) -> None:
     """The controller detects the slow replica, gives it fewer micro-batches, and the job's
     median step time after the action is clearly below the median of its slow steps before

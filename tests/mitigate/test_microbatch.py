@@ -38,6 +38,7 @@ times_st = st.lists(
     min_size=1, max_size=5)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(times=times_st, extra=st.integers(0, 9))
 def test_optimal_against_brute_force(times: list[float], extra: int) -> None:

@@ -16,6 +16,8 @@ import torch.multiprocessing as mp  # noqa: E402
 from stragglers.probe import CommHooks, Probe, ProbeConfig, WorkerInfo  # noqa: E402
 from stragglers.probe.merge import read_rank_file  # noqa: E402
 
+pytestmark = pytest.mark.slow  # real processes (`pytest -m "not slow"` skips them)
+
 SKEW = {0: 0.0, 1: 123.456}  # rank 1's clock runs 123.456 s ahead of rank 0's
 
 

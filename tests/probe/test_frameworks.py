@@ -19,6 +19,8 @@ from stragglers.probe.merge import load_meta
 
 from .integration import need, result, run_doc
 
+pytestmark = pytest.mark.slow  # real processes or long runs (`pytest -m "not slow"` skips them)
+
 pytest.importorskip("torch")
 
 

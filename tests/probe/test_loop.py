@@ -18,6 +18,8 @@ from stragglers.probe.merge import load_meta
 
 from .integration import result, run_doc
 
+pytestmark = pytest.mark.slow  # real processes (`pytest -m "not slow"` skips them)
+
 pytest.importorskip("torch")
 
 RUN = "SLOW_RANK=1 torchrun --standalone --nproc-per-node 2 docs/snippets/ddp_loop.py runs/ddp"

@@ -36,6 +36,7 @@ def _ops(out: Path) -> pd.DataFrame:
     return trace.assign(optype=trace["optype"].astype(str))
 
 
+@pytest.mark.slow
 def test_spans_in_step_order(tmp_path: Path) -> None:
     model, opt = _setup()
     probe = attach(model, tmp_path / "run", config=ProbeConfig(first_step=1))

@@ -140,6 +140,7 @@ def test_meta_errors(tmp_path: Path) -> None:
         merge_dir(tmp_path, {"dp_size": 1, "pp_size": 2})
 
 
+@pytest.mark.slow
 def test_check_finds_a_missing_op_and_boundary_violations(tmp_path: Path) -> None:
     meta = load_meta(write_job(tmp_path / "in", dp=2))
     trace = merge_dir(tmp_path / "in", meta).trace

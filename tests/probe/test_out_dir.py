@@ -69,6 +69,7 @@ def test_example_cli_refuses_before_spawning(tmp_path: Path, capsys) -> None:
     assert "argument --slow-factor: expected a finite number" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_validate_without_out_dir_writes_into_a_reported_temporary_folder(
         tmp_path: Path, capsys, monkeypatch) -> None:
     pytest.importorskip("torch")

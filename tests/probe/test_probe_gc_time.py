@@ -32,6 +32,7 @@ def _spans(path: Path) -> list[dict]:
     return [r for r in records if r["kind"] == "span"]
 
 
+@pytest.mark.slow
 def test_forced_collection_inside_a_span_shows_in_its_gc_s(tmp_path: Path) -> None:
     was_enabled = gc.isenabled()
     gc.disable()  # no automatic collection: the forced one is the only GC
@@ -74,6 +75,7 @@ def test_forced_collection_inside_a_span_shows_in_its_gc_s(tmp_path: Path) -> No
     assert merged["forward-compute"] == fwd["gc_s"] and merged["backward-compute"] == 0.0
 
 
+@pytest.mark.slow
 def test_planned_gc_spans_carry_their_collection(tmp_path: Path) -> None:
     probe = Probe(tmp_path, WorkerInfo(0, 1, 0, 0), ProbeConfig(device="cpu"))
     probe.start()
@@ -92,6 +94,7 @@ def test_planned_gc_spans_carry_their_collection(tmp_path: Path) -> None:
     assert sum(s["gc_s"] for s in gc_spans) <= planned.pause_s
 
 
+@pytest.mark.slow
 def test_record_gc_off(tmp_path: Path) -> None:
     probe = Probe(tmp_path, WorkerInfo(0, 1, 0, 0), ProbeConfig(device="cpu", record_gc=False))
     probe.start()

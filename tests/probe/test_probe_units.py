@@ -131,6 +131,7 @@ def test_disabled_probe_writes_nothing(tmp_path: Path) -> None:
     assert not (tmp_path / "p").exists()
 
 
+@pytest.mark.slow
 def test_planned_gc_collects_at_fixed_steps_and_records_every_step(tmp_path: Path) -> None:
     was_enabled = gc.isenabled()
     probe = Probe(tmp_path, WorkerInfo(0, 1, 0, 0), ProbeConfig(device="cpu"))

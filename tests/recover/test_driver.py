@@ -42,6 +42,7 @@ def _check_continuous(out: Path, steps: int) -> None:
     assert by_step[steps - 1][-1]["loss"] < 0.1 * by_step[0][0]["loss"]  # it trains
 
 
+@pytest.mark.slow
 def test_a_frozen_rank_inside_the_allreduce_is_excluded(tmp_path: Path,
                                                         capsys: pytest.CaptureFixture[str]
                                                         ) -> None:
@@ -77,6 +78,7 @@ def test_a_frozen_rank_inside_the_allreduce_is_excluded(tmp_path: Path,
     _check_continuous(out, 16)
 
 
+@pytest.mark.slow
 def test_a_rank_that_never_reaches_the_call_then_a_crash(tmp_path: Path) -> None:
     cfg = DriverConfig((sys.executable, "-m", "stragglers.testbed.toyjob", "--steps", "20",
                         "--ckpt-every", "4", "--hang-slot", "2", "--hang-at-step", "6",
@@ -101,6 +103,7 @@ def test_a_rank_that_never_reaches_the_call_then_a_crash(tmp_path: Path) -> None
     _check_continuous(tmp_path / "out", 20)
 
 
+@pytest.mark.slow
 def test_gives_up_when_slots_run_out(tmp_path: Path) -> None:
     cfg = DriverConfig((sys.executable, "-m", "stragglers.testbed.toyjob", "--steps", "8",
                         "--crash-slot", "0", "--crash-at-step", "2"),

@@ -54,6 +54,7 @@ def _resumed(tmp: Path) -> dict[str, Any]:
     return summary
 
 
+@pytest.mark.slow
 def test_a_rank_frozen_inside_a_collective_is_replaced_by_a_spare(
         tmp_path: Path, uninterrupted: list[float]) -> None:
     cfg = DriverConfig(_job_args(tmp_path, "--hang-rank", "1", "--hang-step", "5",
@@ -89,6 +90,7 @@ def test_a_rank_frozen_inside_a_collective_is_replaced_by_a_spare(
     assert summary["losses"] == pytest.approx(uninterrupted[4:], rel=1e-5, abs=1e-6)
 
 
+@pytest.mark.slow
 def test_a_crash_is_recovered(tmp_path: Path, uninterrupted: list[float],
                               capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["run", "--slots", "5", "--world", "4", "--pp", "2", "--heartbeat-s", "0.2",
@@ -108,6 +110,7 @@ def test_a_crash_is_recovered(tmp_path: Path, uninterrupted: list[float],
     assert resumed["losses"] == pytest.approx(uninterrupted[2:], rel=1e-5, abs=1e-6)
 
 
+@pytest.mark.slow
 def test_no_spare_left_stops_with_a_clear_message(tmp_path: Path) -> None:
     cfg = DriverConfig(_job_args(tmp_path, "--crash-rank", "0", "--crash-step", "1"),
                        slots=4, world=4, pp=2, ckpt_dir=str(tmp_path / "ck"),
@@ -118,6 +121,7 @@ def test_no_spare_left_stops_with_a_clear_message(tmp_path: Path) -> None:
     assert [i.to_dict()["culprit_slots"] for i in res.incidents] == [[0]]
 
 
+@pytest.mark.slow
 def test_resume_with_another_layout_is_one_line_exit_2(tmp_path: Path) -> None:
     ck = tmp_path / "ck"
     ck.mkdir()
@@ -160,6 +164,7 @@ def test_bad_injections_are_refused(extra: dict[str, Any], message: str,
         JobConfig(out_dir=str(tmp_path), **{**SMALL, **extra}).check()
 
 
+@pytest.mark.slow
 def test_a_world_that_is_not_dp_x_pp_stops_the_driver(tmp_path: Path) -> None:
     """--world 2 for a dp 2 x pp 2 job: every rank refuses (one line, exit 2) and the driver
     stops instead of blaming and excluding slots."""

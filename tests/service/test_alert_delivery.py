@@ -16,6 +16,8 @@ import pytest
 from tests.service.alertmanager import Alertmanager, alertmanager_bin
 from tests.service.helpers import HangingReceiver, Job, Receiver, Server, in_ci, poll
 
+pytestmark = pytest.mark.slow  # real processes or long runs (`pytest -m "not slow"` skips them)
+
 
 @pytest.fixture
 def hanging() -> Iterator[HangingReceiver]:

@@ -13,6 +13,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.service.helpers import Job, Receiver, Server
 
+pytestmark = pytest.mark.slow  # real processes or long runs (`pytest -m "not slow"` skips them)
+
 
 def _alerts_file(tmp_path: Path, receiver: Receiver) -> Path:
     p = tmp_path / "alerts.yaml"

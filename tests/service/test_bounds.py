@@ -11,9 +11,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import pytest
 
 from stragglers.service.datadir import DOWNLOADS
 from tests.service.helpers import TOKEN, Job, Server, named_children, peak_rss_bytes, poll
+
+pytestmark = pytest.mark.slow  # real processes or long runs (`pytest -m "not slow"` skips them)
 
 MB = 2**20
 

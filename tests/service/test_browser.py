@@ -12,6 +12,8 @@ import pytest
 
 from tests.service.helpers import Job, Server
 
+pytestmark = pytest.mark.slow  # real processes or long runs (`pytest -m "not slow"` skips them)
+
 
 def test_dashboard_heatmap_renders_and_hover_shows_values(page, server_factory,
                                                            slow_job: Job, tmp_path: Path):

@@ -33,6 +33,8 @@ from stragglers.service.store import Store, sqlite_url
 from tests.service.helpers import CLI, Job, Receiver, Server, in_ci, make_job, poll
 from tests.service.postgres import PostgresServer
 
+pytestmark = pytest.mark.slow  # real processes or long runs (`pytest -m "not slow"` skips them)
+
 BIN = Path(sys.executable).parent
 RAN_ON = re.compile(r"analyse_session (\w+) ran on dask worker (\S+) \(host \S+, pid (\d+)\)")
 

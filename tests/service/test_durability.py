@@ -21,6 +21,8 @@ import pytest
 from tests.service.helpers import TOKEN, Job, Receiver, Server, in_ci, named_children, poll
 from tests.service.postgres import PostgresServer
 
+pytestmark = pytest.mark.slow  # real processes or long runs (`pytest -m "not slow"` skips them)
+
 CRASH = "STRAGGLERS_CRASH_AT"
 
 

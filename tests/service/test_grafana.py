@@ -103,6 +103,7 @@ def _slow_down(server: Server) -> None:
     assert [e["event"] for e in r.json()["events"]] == ["onset"]
 
 
+@pytest.mark.slow
 def test_every_metric_the_dashboard_names_is_exported(served: Server):
     _slow_down(served)
     text = served.get("/metrics").text
@@ -122,6 +123,7 @@ def _until(what: str, check: Any, timeout: float = 120.0) -> Any:
     return poll(check, what, timeout, every=0.5)
 
 
+@pytest.mark.slow
 def test_a_real_prometheus_runs_every_dashboard_query(served: Server):
     if prometheus_bin() is None:
         reason = "prometheus not found (install Debian's prometheus: `make system-deps`)"

@@ -7,6 +7,8 @@ from __future__ import annotations
 import time
 import uuid
 
+import pytest
+
 from stragglers.service.overview import fresh, job_views
 from stragglers.service.rows import AnalysisSummary, DetectionEvent, NewSession
 from stragglers.service.store import Store
@@ -31,6 +33,7 @@ def _event(kind: str, rank: int, ts: float | None, severity: float | None = 0.3
                           level_s=1.4, previous_s=1.0, detail={})
 
 
+@pytest.mark.slow
 def test_job_views(store: Store):  # noqa: F811 - the fixture
     _session(store, "sess", {"cluster": "a"}, 1.5, "worker", ("1,1", "0,1"))
     _session(store, "sess", {"cluster": "b"}, 1.0, "none", ())  # the latest: its labels

@@ -22,6 +22,7 @@ def _job(out: Path, **push: str) -> JobConfig:
                      heads=2, seq_len=32, vocab_size=128, gc_interval=0, **push)
 
 
+@pytest.mark.slow
 def test_rank0_merges_and_pushes_the_session(tmp_path: Path, server_factory: Any,
                                              token_file: Path) -> None:
     server = server_factory()
@@ -42,6 +43,7 @@ def test_rank0_merges_and_pushes_the_session(tmp_path: Path, server_factory: Any
     assert "probe-push" in json.dumps(jobs)
 
 
+@pytest.mark.slow
 def test_a_server_that_is_down_costs_the_job_nothing(tmp_path: Path) -> None:
     token = tmp_path / "token"
     token.write_text(TOKEN + "\n")

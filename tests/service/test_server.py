@@ -17,6 +17,8 @@ from stragglers.analysis import analyze_files
 from tests.conftest import reference_dir
 from tests.service.helpers import CLI, TOKEN, Job, make_job
 
+pytestmark = pytest.mark.slow  # real processes or long runs (`pytest -m "not slow"` skips them)
+
 
 def _files(data: Path, sub: str) -> list[str]:
     folder = data / sub

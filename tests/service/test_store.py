@@ -79,6 +79,7 @@ def _summary(slowdown: float, cause: str = "worker") -> AnalysisSummary:
                            step_time=0.5, analysis_s=0.1)
 
 
+@pytest.mark.slow
 def test_migrations_create_exactly_the_tables_schema(store: Store):
     with store.engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn), metadata)
@@ -178,6 +179,7 @@ def test_events_and_job_sorting(store: Store):
     assert [j.name for j in store.jobs("slowdown", descending=False)] == ["a", "c", "b", "e"]
 
 
+@pytest.mark.slow
 def test_a_server_on_postgresql_analyses_and_shows_a_session(postgres: str, server_factory,
                                                               slow_job):
     url = fresh_database(postgres)
@@ -195,6 +197,7 @@ def test_a_server_on_postgresql_analyses_and_shows_a_session(postgres: str, serv
     assert f"{doc['result']['slowdown']:.4f}" in server.get("/jobs/on-postgres").text
 
 
+@pytest.mark.slow
 def test_a_claim_whose_server_is_gone_is_retaken_when_its_lease_expires(store: Store):
     """Defect 3: a claim committed by a server that then lost it (its commit answer cut off,
     or the server gone) left the session 'running' until a restart."""

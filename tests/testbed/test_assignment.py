@@ -36,6 +36,7 @@ def _record(out: Path, rank: int = 0) -> dict:
     return json.loads((out / "workers" / f"worker-{rank:05d}.json").read_text())
 
 
+@pytest.mark.slow
 def test_uneven_assignment_keeps_loss_and_gradients(tmp_path: Path) -> None:
     """[M, M] and [M + 1, M - 1] on dp 2 x pp 2 (gloo, real processes): the same loss, and the
     same gradient on every stage and optimizer shard (up to float summation order)."""
@@ -55,6 +56,7 @@ def test_uneven_assignment_keeps_loss_and_gradients(tmp_path: Path) -> None:
         torch.testing.assert_close(g_moved[name], g_even[name], rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_assignment_without_global_indexing_would_differ(tmp_path: Path) -> None:
     """The control of the test above: the gradient does depend on which samples run (a
     different seed = other samples), so equal gradients are not a tautology."""
@@ -67,6 +69,7 @@ def test_assignment_without_global_indexing_would_differ(tmp_path: Path) -> None
     assert any(not torch.allclose(g_a[k], g_b[k], rtol=1e-3) for k in g_a)
 
 
+@pytest.mark.slow
 def test_bad_action_file_is_counted_and_ignored(tmp_path: Path) -> None:
     """A file that sums to the wrong total: logged, counted, ignored; the job trains on with
     the even split, its losses those of a run without an action file."""

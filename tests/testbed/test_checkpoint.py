@@ -16,6 +16,7 @@ SMALL = dict(dp=2, pp=2, warmup_steps=1, hidden=32, heads=2, seq_len=16, vocab_s
              microbatches=2, micro_batch_size=2, gc_interval=0, probe=False)
 
 
+@pytest.mark.slow
 def test_resume_continues_the_loss_curve(tmp_path: Path) -> None:
     """The losses of steps K..2K after a resume are those of the uninterrupted run."""
     whole = run_job(JobConfig(out_dir=str(tmp_path / "whole"), steps=6, **SMALL))
@@ -32,6 +33,7 @@ def test_resume_continues_the_loss_curve(tmp_path: Path) -> None:
     assert second["losses"][0] != pytest.approx(whole["losses"][0], rel=1e-3)
 
 
+@pytest.mark.slow
 def test_resume_without_checkpoint_starts_at_zero(tmp_path: Path) -> None:
     """--resume with an empty folder (no `latest` yet) trains from step 0."""
     summary = run_job(JobConfig(out_dir=str(tmp_path / "o"), steps=3,
@@ -39,6 +41,7 @@ def test_resume_without_checkpoint_starts_at_zero(tmp_path: Path) -> None:
     assert summary["first_step"] == 0 and len(summary["losses"]) == 3
 
 
+@pytest.mark.slow
 def test_resume_with_permuted_ranks(tmp_path: Path) -> None:
     """After a restart with the roles reversed (rank r takes position 3 - r, so each rank
     loads another role's checkpoint and holds another optimizer shard), the losses are those

@@ -26,6 +26,7 @@ def _sequence(frame: pd.DataFrame) -> list[tuple[str, int]]:
     return [(str(o), int(s)) for o, s in zip(ordered["optype"], ordered["seq_id"], strict=True)]
 
 
+@pytest.mark.slow
 def test_structure_matches_the_reference_trace(tmp_path: Path, ref_dir: Path) -> None:
     """dp 1 x pp 4, 4 microbatches: each stage records the reference's ops in its order."""
     cfg = JobConfig(out_dir=str(tmp_path), dp=1, pp=4, steps=4, warmup_steps=2, hidden=64,
@@ -51,6 +52,7 @@ def test_structure_matches_the_reference_trace(tmp_path: Path, ref_dir: Path) ->
         assert gc_row["start_ts"] >= (compute["start_ts"] + compute["duration"]).max()
 
 
+@pytest.mark.slow
 def test_merged_trace_is_well_formed(slow_run: dict[str, Any]) -> None:
     summary, cfg = slow_run["summary"], slow_run["cfg"]
     trace = pd.read_parquet(summary["trace"])
@@ -74,6 +76,7 @@ def test_merged_trace_is_well_formed(slow_run: dict[str, Any]) -> None:
     assert summary["loss_last"] < summary["loss_first"] - 0.3
 
 
+@pytest.mark.slow
 def test_comm_hooks_logged_the_jobs_calls(slow_run: dict[str, Any]) -> None:
     import json
 
@@ -89,6 +92,7 @@ def test_comm_hooks_logged_the_jobs_calls(slow_run: dict[str, Any]) -> None:
     assert {c["size"] for c in sends} == {cfg.micro_batch_size * cfg.seq_len * cfg.hidden * 4}
 
 
+@pytest.mark.slow
 def test_analyzer_accepts_the_trace_without_warnings(slow_run: dict[str, Any]) -> None:
     summary = slow_run["summary"]
     with warnings.catch_warnings():
@@ -115,6 +119,7 @@ def test_ratio_standard_error_of_known_step_times() -> None:
     assert _ratio_standard_error(summary) == pytest.approx(0.1414214 / 2.1 / np.sqrt(2))
 
 
+@pytest.mark.slow
 def test_slow_worker_is_blamed_and_slowdown_matches(slow_run: dict[str, Any]) -> None:
     summary, cfg, out = slow_run["summary"], slow_run["cfg"], slow_run["out"]
     measured = summary["mean_injected_step_s"] / summary["mean_clean_step_s"]
@@ -154,6 +159,7 @@ def test_slow_worker_is_blamed_and_slowdown_matches(slow_run: dict[str, Any]) ->
     assert clean_scores[slow] - others < 0.25 * lead, (clean_scores, scores)
 
 
+@pytest.mark.slow
 def test_last_stage_imbalance_is_classified(last_stage_run: dict[str, Any]) -> None:
     summary = last_stage_run["summary"]
     result = analysis.analyze_files(summary["trace"], summary["meta"]).to_document()
@@ -164,6 +170,7 @@ def test_last_stage_imbalance_is_classified(last_stage_run: dict[str, Any]) -> N
     assert fwd[1] > 1.5 * fwd[0]
 
 
+@pytest.mark.slow
 def test_cli_merge_reproduces_the_jobs_trace(slow_run: dict[str, Any], tmp_path: Path) -> None:
     from stragglers.cli import main
 

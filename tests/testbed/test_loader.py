@@ -136,6 +136,7 @@ def test_empty_micro_batch_is_refused_before_the_run(tmp_path: Path) -> None:
         check_config(cfg)
 
 
+@pytest.mark.slow
 def test_cli_refuses_a_bad_rebalance_in_one_line(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "stragglers.testbed.job",
                            "--out-dir", str(tmp_path / "o"), "--rebalance", "sorted"],
@@ -146,6 +147,7 @@ def test_cli_refuses_a_bad_rebalance_in_one_line(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_real_runs_train_the_same_and_record_lengths(tmp_path: Path) -> None:
     """In-order and greedy runs see the same samples with the same loss weights: the same
     losses (the partition changes only float rounding); the greedy run (ranks pinned to CPUs)

@@ -48,6 +48,7 @@ def assert_one_line(code: int, err: str, *needles: str) -> None:
         assert n in err, (n, err)
 
 
+@pytest.mark.slow
 def test_good_input_exits_0(job, capsys, tmp_path):
     code, err = analyze(job["trace"], job["meta"], capsys, tmp_path)
     assert code == 0 and err == ""
@@ -371,6 +372,7 @@ def test_free_form_keys_live_under_labels(job, tmp_path):
         read_meta(meta)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("text,needle", [
     ("vpp_size: 2\n", "the metadata says vpp_size 2 but the compute ops of stage 0 have "
                       "field 'mc' in {0} only"),

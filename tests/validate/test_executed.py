@@ -26,6 +26,7 @@ from stragglers.validate.plan import tree_edges
 pytest.importorskip("torch")
 
 
+@pytest.mark.slow
 def test_ring_names_the_slow_link_and_the_slow_gemm_rank(capsys: pytest.CaptureFixture[str]
                                                          ) -> None:
     code = main(["validate", "ring", "--ranks", "0,2,1,3", "--bytes", "2000000",
@@ -44,6 +45,7 @@ def test_ring_names_the_slow_link_and_the_slow_gemm_rank(capsys: pytest.CaptureF
     assert len(rep["passes"]) == 2
 
 
+@pytest.mark.slow
 def test_tree_both_directions_names_a_leaf_sender() -> None:
     """Heap tree over 5 ranks: 1->0, 2->0, 3->1, 4->1 and back; rank 4's sends are capped:
     4->1 is slow, 1->4 is not."""
@@ -60,6 +62,7 @@ def test_tree_both_directions_names_a_leaf_sender() -> None:
     assert rep.slow_gemm_ranks == [0]
 
 
+@pytest.mark.slow
 def test_no_fault_no_gemm_outlier() -> None:
     """Without injection the GEMM test (serial turns, best repeat) flags nobody."""
     cfg = ValidationConfig("ring", (0, 1, 2), 3, transfer_bytes=1_000_000, repeats=4,

@@ -126,6 +126,7 @@ def test_plot_worker_heatmap_writes_bounded_png(tmp_path: Path):
     assert 200 <= h <= MAX_H_PX and 400 <= w <= MAX_W_PX
 
 
+@pytest.mark.slow
 def test_16x1024_heatmap_is_unannotated_and_capped(tmp_path: Path):
     # (its drawing time is measured by bench/bench_whatif.py, not asserted here)
     rng = np.random.default_rng(0)

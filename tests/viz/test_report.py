@@ -25,6 +25,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_report_is_written_with_the_other_outputs(demo: Path) -> None:
     doc = json.loads((demo / "result.json").read_text())
     assert doc["outputs"]["report"] == str(demo / "report.html")
@@ -43,6 +44,7 @@ def test_report_is_written_with_the_other_outputs(demo: Path) -> None:
     assert "timeline-original.json" in html and "ui.perfetto.dev" in html
 
 
+@pytest.mark.slow
 def test_report_loads_nothing_from_anywhere(demo: Path) -> None:
     html = (demo / "report.html").read_text()
     csp = re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]+)">', html)
@@ -55,6 +57,7 @@ def test_report_loads_nothing_from_anywhere(demo: Path) -> None:
     assert "@import" not in html and "url(" not in html
 
 
+@pytest.mark.slow
 def test_report_renders_offline_in_chromium(page, demo: Path, tmp_path: Path) -> None:
     from PIL import Image
 
