@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
 from stragglers.detect.narrow import GroupFinding
@@ -47,6 +47,18 @@ __all__ = [
 
 def _file(file: str | None) -> dict[str, str]:
     return {} if file is None else {"file": file}
+
+
+def _as_json(obj: Any, event: bool = True) -> dict[str, object]:
+    """``event`` first (when ``event``), then the dataclass fields in their order, tuples as
+    lists; ``file`` only when known."""
+    out: dict[str, object] = {"event": obj.event} if event else {}
+    for f in fields(obj):
+        value = getattr(obj, f.name)
+        if f.name == "file" and value is None:
+            continue
+        out[f.name] = list(value) if isinstance(value, tuple) else value
+    return out
 
 
 @dataclass(frozen=True)
@@ -135,10 +147,7 @@ class JobEvent:
     ranks_followed: int | None
 
     def to_dict(self) -> dict[str, object]:
-        return {"event": "job", "kind": self.kind, "ranks": list(self.ranks),
-                "job_iteration": self.job_iteration,
-                "last_job_iteration": self.last_job_iteration, "ts": self.ts,
-                "severity": self.severity, "ranks_followed": self.ranks_followed}
+        return _as_json(self)
 
 
 @dataclass(frozen=True)
@@ -159,12 +168,7 @@ class SpikesEvent:
     largest_ratio: float
 
     def to_dict(self) -> dict[str, object]:
-        return {"event": "spikes", "rank": self.rank, "line": self.line,
-                "job_iteration": self.job_iteration,
-                "last_job_iteration": self.last_job_iteration, "points": self.points,
-                "spikes": self.spikes, "clusters": self.clusters,
-                "rate_per_100": self.rate_per_100, "seconds_lost": self.seconds_lost,
-                "iterations_lost": self.iterations_lost, "largest_ratio": self.largest_ratio}
+        return _as_json(self)
 
 
 @dataclass(frozen=True)
@@ -180,10 +184,7 @@ class GapEvent:
     restart: bool
 
     def to_dict(self) -> dict[str, object]:
-        return {"event": "gap", "rank": self.rank, "line": self.line,
-                "job_iteration": self.job_iteration,
-                "last_job_iteration": self.last_job_iteration, "values": self.values,
-                "restart": self.restart}
+        return _as_json(self)
 
 
 @dataclass(frozen=True)
@@ -245,10 +246,7 @@ class SegmentEvent:
     file: str | None = None
 
     def to_dict(self) -> dict[str, object]:
-        return {"event": "segment", "reason": self.reason, "rank": self.rank,
-                "line": self.line, "job_iteration": self.job_iteration,
-                "previous_iteration": self.previous_iteration, "ts": self.ts,
-                "previous_ts": self.previous_ts, **_file(self.file)}
+        return _as_json(self)
 
 
 @dataclass(frozen=True)
@@ -265,10 +263,7 @@ class BadRecordEvent:
     file: str | None = None
 
     def to_dict(self) -> dict[str, object]:
-        return {"event": "bad_record", "reason": self.reason, "line": self.line,
-                "job_iteration": self.job_iteration,
-                "after_job_iteration": self.after_job_iteration, "error": self.error,
-                **_file(self.file)}
+        return _as_json(self)
 
 
 @dataclass(frozen=True)
@@ -283,8 +278,7 @@ class BadInputEvent:
     file: str | None = None
 
     def to_dict(self) -> dict[str, object]:
-        return {"event": "bad_record", "reason": self.reason, "line": self.line,
-                "error": self.error, **_file(self.file)}
+        return _as_json(self)
 
 
 @dataclass(frozen=True)
@@ -305,9 +299,7 @@ class HeldRecordEvent:
         return self.reason
 
     def to_dict(self) -> dict[str, object]:
-        return {"event": self.reason, "reason": self.reason, "line": self.line,
-                "rank": self.rank, "detail": self.detail,
-                "decided_by_line": self.decided_by_line, **_file(self.file)}
+        return _as_json(self)
 
 
 @dataclass(frozen=True)
@@ -326,8 +318,7 @@ class SkippedEvent:
         return self.reason
 
     def to_dict(self) -> dict[str, object]:
-        return {"event": self.reason, "reason": self.reason, "line": self.line,
-                "rank": self.rank, "detail": self.detail, **_file(self.file)}
+        return _as_json(self)
 
 
 @dataclass(frozen=True)
@@ -339,8 +330,7 @@ class RotatedEvent:
     lines_read_before: int
 
     def to_dict(self) -> dict[str, object]:
-        return {"event": "rotated", "file": self.file,
-                "lines_read_before": self.lines_read_before}
+        return _as_json(self)
 
 
 @dataclass(frozen=True)
@@ -354,10 +344,7 @@ class TruncatedEvent:
     partial_bytes: int
 
     def to_dict(self) -> dict[str, object]:
-        return {"event": "truncated", "file": self.file,
-                "bytes_read_before": self.bytes_read_before,
-                "lines_read_before": self.lines_read_before,
-                "partial_bytes": self.partial_bytes}
+        return _as_json(self)
 
 
 @dataclass(frozen=True)
@@ -368,7 +355,7 @@ class FileMissingEvent:
     file: str
 
     def to_dict(self) -> dict[str, object]:
-        return {"event": "file_missing", "file": self.file}
+        return _as_json(self)
 
 
 @dataclass(frozen=True)
@@ -381,8 +368,7 @@ class SpikeTotals:
     iterations_lost: float
 
     def to_dict(self) -> dict[str, object]:
-        return {"spikes": self.spikes, "clusters": self.clusters,
-                "seconds_lost": self.seconds_lost, "iterations_lost": self.iterations_lost}
+        return _as_json(self, event=False)
 
 
 @dataclass(frozen=True)
