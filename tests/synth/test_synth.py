@@ -164,6 +164,21 @@ def test_jsonl_matches_parquet(tmp_path):
     assert ra["attribution"] == rb["attribution"]
 
 
+def test_synthesize_returns_what_truth_json_holds(tmp_path):
+    import json
+
+    from stragglers.synth import synthesize
+
+    job = synthesize(SynthSpec(dp=2, pp=2, microbatches=2, steps=2, heavy_last_stage=1.2,
+                               slow_workers=[(1, 0, 1.5)], seq_len_sigma=0.3), tmp_path)
+    truth = json.loads(job.files["truth"].read_text(encoding="utf-8"))
+    assert (job.n_ops, job.n_workers) == (truth["n_ops"], truth["n_workers"])
+    assert [[c.cause, list(c.workers)] for c in job.injected] == [
+        [c["cause"], c["workers"]] for c in truth["expected"]["causes"]]
+    assert job.summary().splitlines()[1] == (
+        "injected: worker 1,0; last_stage 0,1 1,1; sequence_length")
+
+
 def test_large_discrepancy_is_untrustworthy():
     a, _ = analyse(dp=2, pp=2, microbatches=4, steps=4, launch_gap_prob=0.8, launch_gap=0.05)
     r = a.result.to_document()

@@ -1,16 +1,19 @@
 """The output folder of an analysis: result.json, heatmaps, timelines and report.html (one
 self-contained page, :mod:`stragglers.viz.report`), written all together or not at all
-(:class:`stragglers.atomic.StagedDir`), result.json last."""
+(:class:`stragglers.atomic.StagedDir`), result.json last; and the folders of heatmaps or
+timelines alone (``stragglers heatmap``, ``stragglers timeline``)."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
-from stragglers.analysis.engine import WhatIfEngine
+from stragglers.analysis.engine import WhatIfEngine, prepare
 from stragglers.analysis.heatmaps import HeatmapData, write_heatmaps
 from stragglers.analysis.result import AnalysisResult, Skipped
+from stragglers.analysis.runner import analyze_files, load_table
 from stragglers.analysis.timelines import TIMELINE_MAX_OPS, timeline_ops, write_timeline
 from stragglers.atomic import StagedDir, write_text
 from stragglers.viz.report import REPORT_FILE, render_report
@@ -52,3 +55,29 @@ def write_outputs(engine: WhatIfEngine, result: AnalysisResult, out: str | Path,
         write_text(stage.path(RESULT_FILE), json.dumps(doc, indent=1, allow_nan=False))
         stage.commit_last(RESULT_FILE)
     return done
+
+
+def write_timeline_files(trace_path: str | Path, meta_path: str | Path, out: str | Path,
+                         which: Sequence[str] = ("original", "ideal"),
+                         steps: str | tuple[int, int] | None = None) -> list[tuple[str, Path]]:
+    """Write the ``which`` timelines of a trace into ``out`` (together or not at all); their
+    output keys (``timeline_original``, ...) and paths, in ``which`` order."""
+    engine = prepare(load_table(trace_path, meta_path, steps))
+    with StagedDir(out) as stage:
+        for name in which:
+            write_timeline(engine, name, stage.path(f"timeline-{name}.json"))
+    return [(f"timeline_{name}", stage.final(f"timeline-{name}.json")) for name in which]
+
+
+def write_heatmap_files(source: str | Path, out: str | Path, meta_path: str | Path | None = None,
+                        steps: str | tuple[int, int] | None = None) -> dict[str, Path]:
+    """Draw the heatmaps of a result.json ``source``, or of the analysis of the trace
+    ``source`` with its ``meta_path``, into ``out`` (together or not at all); their paths by
+    output key."""
+    if meta_path is None:
+        data = HeatmapData.from_file(source)
+    else:
+        data = HeatmapData.of(analyze_files(source, meta_path, steps))
+    with StagedDir(out) as stage:
+        files = write_heatmaps(data, stage.staging)
+    return {name: stage.final(path.name) for name, path in files.items()}

@@ -55,9 +55,17 @@ def load_table(trace_path: str | Path, meta_path: str | Path,
 
 def analyze_files(trace_path: str | Path, meta_path: str | Path,
                   steps: str | tuple[int, int] | None = None, exact_workers: bool = True,
-                  config: VerdictConfig | None = None) -> AnalysisResult:
-    """Analyse a trace file with its metadata."""
+                  config: VerdictConfig | None = None, out: str | Path | None = None,
+                  timelines: tuple[str, ...] = ("original", "ideal")) -> AnalysisResult:
+    """Analyse a trace file with its metadata; with ``out``, also write result.json, the
+    heatmaps, ``timelines`` and report.html there
+    (:func:`~stragglers.analysis.outputs.write_outputs`)."""
     t0 = time.perf_counter()
     table = load_table(trace_path, meta_path, steps)
     load = time.perf_counter() - t0
-    return analyze_table(table, exact_workers, config, {"load": load}).result
+    analysis = analyze_table(table, exact_workers, config, {"load": load})
+    if out is None:
+        return analysis.result
+    from stragglers.analysis.outputs import write_outputs  # matplotlib, jinja2: only to write
+
+    return write_outputs(analysis.engine, analysis.result, out, timelines)

@@ -8,7 +8,6 @@ import sys
 
 from stragglers import options
 from stragglers.atomic import check_out_dir
-from stragglers.errors import InputError
 
 EPILOG = """\
 examples:
@@ -57,29 +56,18 @@ def _progress(done: int, total: int, failed: int) -> None:
 
 
 def run_fleet_cmd(args: argparse.Namespace) -> int:
-    from stragglers.fleet.discover import discover
-    from stragglers.fleet.execute import open_client, run_dask, run_sequential
-    from stragglers.fleet.rowstore import RowStore
-    from stragglers.fleet.study import gather, write_study
+    from stragglers.fleet.study import run_study
 
     check_out_dir(args.out)
-    if args.scheduler is not None and not args.scheduler.strip():
-        raise InputError("--scheduler: empty address")
-    jobs = discover(args.inputs)
-    store = RowStore(args.out)
-    progress = None if args.no_progress else _progress
-    if args.sequential:
-        keys, run = run_sequential(jobs, store, args.exact_sw, progress)
-    else:
-        with open_client(args.scheduler, args.workers) as client:
-            keys, run = run_dask(jobs, store, client, args.exact_sw, progress)
-    result = write_study(gather(jobs, keys, store), args.out, run)
+    study = run_study(args.inputs, args.out, args.scheduler, args.workers, args.sequential,
+                      args.exact_sw, None if args.no_progress else _progress)
+    stats, files, run = study.outputs.stats, study.outputs.files, study.run
     if args.json:
-        print(json.dumps(result.stats.summary()))
+        print(json.dumps(stats.summary()))
     else:
-        for line in result.stats.headlines():
+        for line in stats.headlines():
             print(line)
-        print(f"computed {run.computed} jobs, reused {run.reused} from {store.root} "
-              f"({run.wall_s:.1f} s); wrote {', '.join(str(f) for f in result.files[:1])}, "
-              f"report.html and {len(result.files) - 3} figures in {args.out}")
+        print(f"computed {run.computed} jobs, reused {run.reused} from {study.store} "
+              f"({run.wall_s:.1f} s); wrote {', '.join(str(f) for f in files[:1])}, "
+              f"report.html and {len(files) - 3} figures in {args.out}")
     return 0

@@ -10,12 +10,10 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from stragglers.atomic import check_out_dir
-from stragglers.errors import InputError
 from stragglers.options import add_later, non_negative_int, positive_int, slowdown_factors
 
 if TYPE_CHECKING:
-    from stragglers.testbed.job import JobConfig
+    from stragglers.evaluation.verdict_eval import EvalRow
 
 EPILOG = """\
 examples:
@@ -132,7 +130,6 @@ def run_merge(args: argparse.Namespace) -> int:
     """``stragglers probe merge``."""
     from stragglers.probe.merge import merge_dir
 
-    check_out_dir(args.out)
     result = merge_dir(args.dir, args.meta, args.out, strict=not args.lenient,
                        check=not args.no_check)
     out = Path(args.out)
@@ -149,20 +146,11 @@ def run_merge(args: argparse.Namespace) -> int:
     return 0
 
 
-def _config(args: argparse.Namespace) -> JobConfig:
-    from stragglers.testbed.job import config_from_args
-
-    try:
-        return config_from_args(args)
-    except ValueError as exc:
-        raise InputError(str(exc)) from exc
-
-
 def run_example(args: argparse.Namespace) -> int:
     """``stragglers probe example``."""
-    from stragglers.testbed.job import run_job
+    from stragglers.testbed.job import config_from_args, run_job
 
-    summary = run_job(_config(args))
+    summary = run_job(config_from_args(args))
     keys = ("mean_step_s", "median_step_s", "loss_first", "loss_last", "timer", "device",
             "trace", "meta")
     print(json.dumps({k: summary.get(k) for k in keys}, indent=1))
@@ -175,22 +163,19 @@ DEPRECATED_FIDELITY = "validate"
 
 def run_fidelity_cmd(args: argparse.Namespace) -> int:
     """``stragglers probe fidelity`` (and its deprecated name ``probe validate``)."""
-    from stragglers.evaluation.fidelity import CASES, format_table, run_fidelity
+    from stragglers.evaluation.fidelity import check_cases, format_table, run_fidelity
+    from stragglers.testbed.job import config_from_args
 
     if getattr(args, "probe_command", None) == DEPRECATED_FIDELITY:
         print("warning: `stragglers probe validate` is deprecated and will be removed in the "
               "next release; use `stragglers probe fidelity`", file=sys.stderr)
-
-    unknown = [c for c in args.cases or () if c not in CASES]
-    if unknown:
-        raise InputError(f"--cases: unknown case {unknown[0]!r}; expected some of "
-                         f"{', '.join(CASES)}")
+    cases = check_cases(args.cases)  # before a temporary folder is made
     if not args.out_dir:  # never the current folder: a fresh temporary one, reported
         args.out_dir = tempfile.mkdtemp(prefix="stragglers-fidelity-")
         print(f"probe fidelity: writing the runs under {args.out_dir} (set --out-dir to "
               "choose)", file=sys.stderr)
-    cfg = _config(args)
-    rows = run_fidelity(cfg, cfg.out_dir, args.cases or CASES, args.severities)
+    cfg = config_from_args(args)
+    rows = run_fidelity(cfg, cfg.out_dir, cases, args.severities)
     if args.json:
         print(json.dumps([r.to_dict() for r in rows], indent=1))
     else:
@@ -198,60 +183,31 @@ def run_fidelity_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
+def _progress(row: EvalRow) -> None:
+    print(f"{row.name}: {row.cause} {' '.join(row.workers[:3])} conf {row.confidence:.2f} "
+          f"({'right' if row.right else 'WRONG'}; {row.wall_s or 0:.0f} s)", file=sys.stderr,
+          flush=True)
+
+
 def run_verdict_eval(args: argparse.Namespace) -> int:
     """``stragglers probe verdict-eval``."""
-    from dataclasses import replace
-
-    from stragglers.analysis.verdict import VerdictConfig
     from stragglers.evaluation import verdict_eval
-    from stragglers.limits import check_limit
 
-    only = None
-    if args.only is not None:
-        only = [n.strip() for n in args.only.split(",") if n.strip()]
-        if not only:
-            raise InputError("--only: no case name given")
     if args.list:
-        for case in verdict_eval.select(verdict_eval.MATRIX, args.split, only):
+        for case in verdict_eval.list_cases(args.split, args.only):
             print(f"{case.name:28s} {case.split:5s} dp {case.dp} x pp {case.pp}  "
                   f"{case.injected()}")
         return 0
-    check_limit("hog_processes", args.hog, "--hog")
-    if args.reanalyse is not None:
-        for opt in ("keep", "steps", "warmup_steps"):
-            if getattr(args, opt) is not None:
-                raise InputError(f"--{opt.replace('_', '-')}: not with --reanalyse (the kept "
-                                 "runs are re-scored as they are)")
-        if args.hog:
-            raise InputError("--hog: not with --reanalyse (no job is run)")
-    config = VerdictConfig.from_options(args.verdict_config, args.verdict)
-    if args.reanalyse is not None:
-        rows, unfinished = verdict_eval.reanalyse(args.reanalyse, config, args.split, only)
-        if unfinished:
-            print(f"probe verdict-eval: {len(unfinished)} folder(s) in {args.reanalyse} hold "
-                  f"no finished run, not scored: {', '.join(unfinished[:10])}",
-                  file=sys.stderr)
-    else:
-        base = verdict_eval.BASE_JOB
-        base = replace(base, steps=args.steps if args.steps is not None else base.steps,
-                       warmup_steps=(args.warmup_steps if args.warmup_steps is not None
-                                     else base.warmup_steps), force=args.force)
-        if base.steps <= base.warmup_steps:
-            raise InputError(f"--steps ({base.steps}) must exceed --warmup-steps "
-                             f"({base.warmup_steps})")
-        if args.keep is not None:
-            check_out_dir(args.keep, "--keep")
-        cases = verdict_eval.select(verdict_eval.MATRIX, args.split, only)
-
-        def progress(row: verdict_eval.EvalRow) -> None:
-            print(f"{row.name}: {row.cause} {' '.join(row.workers[:3])} conf "
-                  f"{row.confidence:.2f} ({'right' if row.right else 'WRONG'}; "
-                  f"{row.wall_s or 0:.0f} s)", file=sys.stderr, flush=True)
-
-        rows = verdict_eval.run_matrix(cases, base, config, args.hog, args.keep, args.force,
-                                       progress)
+    outcome = verdict_eval.evaluate(
+        args.split, args.only, hog=args.hog, keep=args.keep, force=args.force,
+        reanalyse_dir=args.reanalyse, steps=args.steps, warmup_steps=args.warmup_steps,
+        verdict_config=args.verdict_config, verdict=args.verdict, progress=_progress)
+    if outcome.unfinished:
+        print(f"probe verdict-eval: {len(outcome.unfinished)} folder(s) in {args.reanalyse} "
+              f"hold no finished run, not scored: {', '.join(outcome.unfinished[:10])}",
+              file=sys.stderr)
     if args.json:
-        print(json.dumps([r.to_dict() for r in rows], indent=1))
+        print(json.dumps([r.to_dict() for r in outcome.rows], indent=1))
     else:
-        print(verdict_eval.format_report(rows))
+        print(verdict_eval.format_report(outcome.rows))
     return 0

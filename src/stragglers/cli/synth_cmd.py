@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from stragglers.atomic import check_out_dir
@@ -157,37 +155,23 @@ def run_fleet_synth(args: argparse.Namespace) -> int:
 
 
 def run_synth(args: argparse.Namespace) -> int:
-    from stragglers.synth import write_synth
+    from stragglers.synth import synthesize
 
     check_out_dir(args.out)
     if args.fleet is not None:
         return run_fleet_synth(args)
-    spec = spec_from_args(args)
-    paths = write_synth(spec, args.out, args.format)
-    truth = json.loads(Path(paths["truth"]).read_text(encoding="utf-8"))
-    print(f"wrote {truth['n_ops']:,} ops of {truth['n_workers']} workers: "
-          + ", ".join(f"{k} {v}" for k, v in paths.items()))
-    print("injected: " + "; ".join(f"{c['cause']} {' '.join(c['workers'])}".strip()
-                                   for c in truth["expected"]["causes"]))
+    print(synthesize(spec_from_args(args), args.out, args.format).summary())
     return 0
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from stragglers.analysis import analyze_table, load_table
-    from stragglers.analysis.outputs import write_outputs
     from stragglers.analysis.result import Skipped, summary
-    from stragglers.synth import SynthSpec, write_synth
+    from stragglers.synth.demo import write_demo
 
-    out = Path(args.out)
-    spec = SynthSpec(dp=4, pp=4, microbatches=8, steps=12, jitter=0.01, seed=7, name="demo",
-                     slow_workers=[(1, 1, 1.8)], heavy_last_stage=1.25)
-    paths = write_synth(spec, out / "input")
-    print(f"generated {paths['trace']} (dp 4 x pp 4, 8 microbatches, 12 steps) with a slow "
-          "worker (dp 1, stage 1, x1.8) and a heavy last stage (x1.25)\n")
-    analysis = analyze_table(load_table(paths["trace"], paths["meta"]))
-    result = write_outputs(analysis.engine, analysis.result, out)
-    print(summary(result))
+    done = write_demo(args.out)
+    print(done.generated() + "\n")
+    print(summary(done.result))
     print()
-    for name, f in result.outputs.items():
+    for name, f in done.result.outputs.items():
         print(f"{name}: skipped: {f.reason}" if isinstance(f, Skipped) else f"{name}: {f}")
     return 0

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 
-from stragglers.atomic import StagedDir, check_out_dir
+from stragglers.atomic import check_out_dir
 from stragglers.errors import InputError
 from stragglers.options import slowdown_factor
 
@@ -91,23 +90,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_analyze(args: argparse.Namespace) -> int:
-    from stragglers.analysis import analyze_table, load_table
-    from stragglers.analysis.outputs import write_outputs
+    from stragglers.analysis import analyze_files
     from stragglers.analysis.result import Skipped, summary
     from stragglers.analysis.verdict import VerdictConfig
 
-    if args.out is not None:
+    if args.out is not None:  # never into the current folder unasked
         check_out_dir(args.out)
     config = VerdictConfig.from_options(args.verdict_config, args.verdict, args.threshold)
-    t0 = time.perf_counter()
-    table = load_table(args.trace, args.meta, args.steps)
-    timing = {"load": time.perf_counter() - t0}
-    analysis = analyze_table(table, exact_workers=not args.no_exact, config=config,
-                             timing=timing)
-    which: tuple[str, ...] = () if args.no_timelines else ("original", "ideal")
-    result = analysis.result
-    if args.out is not None:  # never into the current folder unasked
-        result = write_outputs(analysis.engine, result, args.out, timelines=which)
+    result = analyze_files(args.trace, args.meta, args.steps, exact_workers=not args.no_exact,
+                           config=config, out=args.out,
+                           timelines=() if args.no_timelines else ("original", "ideal"))
     if args.json:
         print(result.to_json())
         return 0
@@ -118,26 +110,17 @@ def run_analyze(args: argparse.Namespace) -> int:
 
 
 def run_timeline(args: argparse.Namespace) -> int:
-    from stragglers.analysis import load_table
-    from stragglers.analysis.engine import prepare
-    from stragglers.analysis.timelines import write_timeline
+    from stragglers.analysis.outputs import write_timeline_files
 
     check_out_dir(args.out)
-    engine = prepare(load_table(args.trace, args.meta, args.steps))
-    written = []
-    with StagedDir(args.out) as stage:
-        for which in args.which:
-            name = f"timeline-{which}.json"
-            write_timeline(engine, which, stage.path(name))
-            written.append((f"timeline_{which}", stage.final(name)))
-    for name, path in written:
+    for name, path in write_timeline_files(args.trace, args.meta, args.out, args.which,
+                                           args.steps):
         print(f"{name}: {path}")
     return 0
 
 
 def run_heatmap(args: argparse.Namespace) -> int:
-    from stragglers.analysis import analyze_table, load_table
-    from stragglers.analysis.heatmaps import HeatmapData, write_heatmaps
+    from stragglers.analysis.outputs import write_heatmap_files
 
     if args.out is None:
         if args.meta is not None:
@@ -145,14 +128,6 @@ def run_heatmap(args: argparse.Namespace) -> int:
                              "beside a result.json only)")
         args.out = str(Path(args.input).parent)
     check_out_dir(args.out)
-    if args.meta is None:
-        data = HeatmapData.from_file(args.input)
-    else:
-        data = HeatmapData.of(analyze_table(load_table(args.input, args.meta, args.steps)
-                                            ).result)
-    with StagedDir(args.out) as stage:
-        files = write_heatmaps(data, stage.staging)
-        written = [(name, stage.final(p.name)) for name, p in files.items()]
-    for name, final in written:
-        print(f"{name}: {final}")
+    for name, path in write_heatmap_files(args.input, args.out, args.meta, args.steps).items():
+        print(f"{name}: {path}")
     return 0

@@ -159,6 +159,16 @@ def run_case(case: str, base: JobConfig, out_dir: Path, severity: float = 1.5,
     return row, {"summary": summary, "result": result}
 
 
+def check_cases(cases: Sequence[str] | None) -> tuple[str, ...]:
+    """The cases to run: ``cases`` (``--cases``), or all of :data:`CASES` when None; an
+    unknown name is an :class:`~stragglers.errors.InputError`."""
+    unknown = [c for c in cases or () if c not in CASES]
+    if unknown:
+        raise InputError(f"--cases: unknown case {unknown[0]!r}; expected some of "
+                         f"{', '.join(CASES)}")
+    return tuple(cases or CASES)
+
+
 def run_fidelity(base: JobConfig, out_dir: str | Path, cases: Sequence[str] = CASES,
                  severities: Sequence[float] = DEFAULT_SEVERITIES) -> list[FidelityRow]:
     """Run the selected cases (``slow`` once per severity) and return the table rows.

@@ -25,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from types import TracebackType
@@ -33,8 +33,9 @@ from typing import Any
 
 from stragglers.analysis.verdict import Cause, VerdictConfig
 from stragglers.analysis.workers import Worker
-from stragglers.atomic import write_text
+from stragglers.atomic import check_out_dir, write_text
 from stragglers.errors import InputError
+from stragglers.limits import check_limit
 from stragglers.probe.outdir import claim_out_dir
 from stragglers.testbed.job import JobConfig, run_job
 
@@ -213,6 +214,21 @@ def select(cases: Sequence[EvalCase], split: str = "all",
             raise InputError(f"--only: no case named {name!r} in the matrix (see --list)")
     return [c for c in cases if (split == "all" or c.split == split)
             and (not only or c.name in only)]
+
+
+def _only(names: str | None) -> list[str] | None:
+    """The case names of a comma-separated ``--only`` (None: every case)."""
+    if names is None:
+        return None
+    only = [n.strip() for n in names.split(",") if n.strip()]
+    if not only:
+        raise InputError("--only: no case name given")
+    return only
+
+
+def list_cases(split: str = "all", only: str | None = None) -> list[EvalCase]:
+    """The cases of :data:`MATRIX` in ``split``, restricted to the comma-separated ``only``."""
+    return select(MATRIX, split, _only(only))
 
 
 class CpuHog:
@@ -451,6 +467,50 @@ def reanalyse(folder: str | Path, config: VerdictConfig, split: str = "all",
                               float(wall) if isinstance(wall, int | float) else None,
                               float(load) if isinstance(load, int | float) else None))
     return rows, unfinished
+
+
+@dataclass(frozen=True)
+class EvalOutcome:
+    """The scored runs, and the kept folders that hold no finished run (re-scoring only)."""
+
+    rows: tuple[EvalRow, ...]
+    unfinished: tuple[str, ...] = ()
+
+
+def evaluate(split: str = "all", only: str | None = None, *, hog: int = 0,
+             keep: str | None = None, force: bool = False, reanalyse_dir: str | None = None,
+             steps: int | None = None, warmup_steps: int | None = None,
+             verdict_config: str | None = None, verdict: Sequence[str] = (),
+             progress: Callable[[EvalRow], None] | None = None) -> EvalOutcome:
+    """``probe verdict-eval``: check the options (as one-line
+    :class:`~stragglers.errors.InputError`), then run the cases of ``split`` and ``only``
+    (comma-separated) on :data:`BASE_JOB` with ``steps``/``warmup_steps`` and score them
+    (:func:`run_matrix`), or re-score the runs kept in ``reanalyse_dir`` (:func:`reanalyse`),
+    with the verdict settings of the ``verdict_config`` file and ``verdict`` KEY=VALUEs."""
+    names = _only(only)
+    check_limit("hog_processes", hog, "--hog")
+    if reanalyse_dir is not None:
+        for option, value in (("keep", keep), ("steps", steps),
+                              ("warmup-steps", warmup_steps)):
+            if value is not None:
+                raise InputError(f"--{option}: not with --reanalyse (the kept runs are "
+                                 "re-scored as they are)")
+        if hog:
+            raise InputError("--hog: not with --reanalyse (no job is run)")
+    config = VerdictConfig.from_options(verdict_config, list(verdict))
+    if reanalyse_dir is not None:
+        rows, unfinished = reanalyse(reanalyse_dir, config, split, names)
+        return EvalOutcome(tuple(rows), tuple(unfinished))
+    base = replace(BASE_JOB, steps=BASE_JOB.steps if steps is None else steps,
+                   warmup_steps=BASE_JOB.warmup_steps if warmup_steps is None else warmup_steps,
+                   force=force)
+    if base.steps <= base.warmup_steps:
+        raise InputError(f"--steps ({base.steps}) must exceed --warmup-steps "
+                         f"({base.warmup_steps})")
+    if keep is not None:
+        check_out_dir(keep, "--keep")
+    cases = select(MATRIX, split, names)
+    return EvalOutcome(tuple(run_matrix(cases, base, config, hog, keep, force, progress)))
 
 
 # -- scoring ----------------------------------------------------------------------------------

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stragglers.atomic import StagedDir
-from stragglers.fleet.discover import JobInput
-from stragglers.fleet.execute import RunStats
+from stragglers.errors import InputError
+from stragglers.fleet.discover import JobInput, discover
+from stragglers.fleet.execute import Progress, RunStats, open_client, run_dask, run_sequential
 from stragglers.fleet.figures import render_html, write_figures
 from stragglers.fleet.parquet import NamedRow, write_table
 from stragglers.fleet.rowstore import RowStore
@@ -24,6 +25,15 @@ class StudyOutputs:
     stats: FleetStats
     rows: tuple[NamedRow, ...]
     files: tuple[Path, ...]
+
+
+@dataclass(frozen=True)
+class Study:
+    """What :func:`run_study` wrote, what the run did and the row store's folder."""
+
+    outputs: StudyOutputs
+    run: RunStats
+    store: Path
 
 
 def gather(jobs: Sequence[JobInput], keys: Sequence[str], store: RowStore
@@ -49,3 +59,21 @@ def write_study(rows: Sequence[NamedRow], out: str | Path,
         stage.commit_last("summary.json")
         names = ["fleet.parquet", *figures, "report.html", "summary.json"]
     return StudyOutputs(stats, tuple(rows), tuple(stage.final(n) for n in names))
+
+
+def run_study(inputs: list[str], out: str | Path, scheduler: str | None = None,
+              workers: int = 2, sequential: bool = False, exact_sw: bool = False,
+              progress: Progress | None = None) -> Study:
+    """The study: discover the jobs of ``inputs``, analyse those not in ``out``'s row store
+    (in this process with ``sequential``, else on the Dask cluster at ``scheduler`` or on an
+    embedded one of ``workers`` workers), then :func:`write_study` every job's row."""
+    if scheduler is not None and not scheduler.strip():
+        raise InputError("--scheduler: empty address")
+    jobs = discover(inputs)
+    store = RowStore(out)
+    if sequential:
+        keys, run = run_sequential(jobs, store, exact_sw, progress)
+    else:
+        with open_client(scheduler, workers) as client:
+            keys, run = run_dask(jobs, store, client, exact_sw, progress)
+    return Study(write_study(gather(jobs, keys, store), out, run), run, store.root)

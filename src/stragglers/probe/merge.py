@@ -417,11 +417,11 @@ def merge_dir(
     """
     from stragglers.probe.settings import write_job_yaml
 
+    if out_dir is not None:  # first: a bad output folder is reported before any work
+        check_out_dir(out_dir)
     src = Path(in_dir)
     if not src.is_dir():
         raise InputError(f"{src}: not a directory")
-    if out_dir is not None:
-        check_out_dir(out_dir)
     files = sorted(src.glob("rank-*.jsonl"))
     if not files:
         raise InputError(f"{src}: no rank-*.jsonl probe files")

@@ -1,5 +1,5 @@
 """Synthetic traces produced by the analyzer's own dependency rules."""
 
-from stragglers.synth.generator import SynthSpec, generate, write_synth
+from stragglers.synth.generator import SynthJob, SynthSpec, generate, synthesize, write_synth
 
-__all__ = ["SynthSpec", "generate", "write_synth"]
+__all__ = ["SynthJob", "SynthSpec", "generate", "synthesize", "write_synth"]

@@ -13,7 +13,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -329,8 +329,33 @@ def generate(spec: SynthSpec) -> tuple[TraceColumns, JobMeta, dict[str, Any]]:
     return trace, spec.meta(), truth
 
 
-def write_synth(spec: SynthSpec, out: str | Path, fmt: str = "parquet",
-                extra_truth: dict[str, Any] | None = None) -> dict[str, Path]:
+class Injected(NamedTuple):
+    """One injected cause of the ground truth and the workers to blame (``"dp,stage"``)."""
+
+    cause: str
+    workers: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SynthJob:
+    """What :func:`synthesize` wrote: the files (``trace``, ``meta``, ``truth``), the size of
+    the trace and the injected causes."""
+
+    files: dict[str, Path]
+    n_ops: int
+    n_workers: int
+    injected: tuple[Injected, ...]
+
+    def summary(self) -> str:
+        """Two lines: the files written, and the causes injected with their workers."""
+        return (f"wrote {self.n_ops:,} ops of {self.n_workers} workers: "
+                + ", ".join(f"{k} {v}" for k, v in self.files.items()) + "\n"
+                + "injected: " + "; ".join(f"{c.cause} {' '.join(c.workers)}".strip()
+                                           for c in self.injected))
+
+
+def synthesize(spec: SynthSpec, out: str | Path, fmt: str = "parquet",
+               extra_truth: dict[str, Any] | None = None) -> SynthJob:
     """Generate and write ``trace.parquet`` (or ``.jsonl``), ``meta.yaml``, ``truth.json``
     (with the keys of ``extra_truth`` added: a fleet job's primary cause and strengths).
 
@@ -346,4 +371,13 @@ def write_synth(spec: SynthSpec, out: str | Path, fmt: str = "parquet",
         (stage.path(names["truth"])).write_text(json.dumps(truth, indent=1))
         write_trace(trace, stage.path(names["trace"]))
         stage.commit_last(names["trace"])
-    return {key: stage.final(name) for key, name in names.items()}
+    return SynthJob(files={key: stage.final(name) for key, name in names.items()},
+                    n_ops=truth["n_ops"], n_workers=truth["n_workers"],
+                    injected=tuple(Injected(c["cause"], tuple(c["workers"]))
+                                   for c in truth["expected"]["causes"]))
+
+
+def write_synth(spec: SynthSpec, out: str | Path, fmt: str = "parquet",
+                extra_truth: dict[str, Any] | None = None) -> dict[str, Path]:
+    """:func:`synthesize`, returning only the paths of the files written (by key)."""
+    return synthesize(spec, out, fmt, extra_truth).files

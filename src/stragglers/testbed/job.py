@@ -717,9 +717,13 @@ def add_job_arguments(parser: argparse.ArgumentParser, out_dir_required: bool = 
 
 
 def config_from_args(args: argparse.Namespace) -> JobConfig:
-    """Build a :class:`JobConfig` from parsed :func:`add_job_arguments` options."""
+    """Build a :class:`JobConfig` from parsed :func:`add_job_arguments` options; a bad
+    combination is an :class:`~stragglers.errors.InputError`."""
     cfg = JobConfig(**{f.name: getattr(args, f.name) for f in fields(JobConfig)})
-    cfg.check()
+    try:
+        cfg.check()
+    except ValueError as exc:
+        raise InputError(str(exc)) from exc
     return cfg
 
 
@@ -729,7 +733,7 @@ def main(argv: list[str] | None = None) -> int:
     add_job_arguments(parser)
     try:
         cfg = config_from_args(parser.parse_args(argv))
-    except ValueError as exc:  # one line, exit 2 (the project's error contract)
+    except InputError as exc:  # one line, exit 2 (the project's error contract)
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return 2
     if "LOCAL_RANK" in os.environ and "WORLD_SIZE" in os.environ:
