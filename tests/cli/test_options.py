@@ -83,3 +83,21 @@ def test_more_composites():
         with pytest.raises(argparse.ArgumentTypeError) as exc:
             func(text)
         assert needle in str(exc.value)
+
+
+def test_rank_lists_and_cost_coefficients():
+    assert options.rank_list("1, 6,,-1") == [1, 6, -1]  # which ranks exist: the job's to say
+    assert options.rank_list("") == []
+    assert options.rank_pair("2,3") == (2, 3)
+    assert options.cost_coefficients("1e-8,2e-5,0.005") == (1e-8, 2e-5, 0.005)
+    for func, text, needle in [
+            (options.rank_list, "1,x", "rank 2 'x' is not an integer"),
+            (options.rank_pair, "1", "expected two ranks A,B, got 1"),
+            (options.rank_pair, "1,2,3", "expected two ranks A,B, got 3"),
+            (options.cost_coefficients, "0,1", "expected A,B,C (three numbers), got '0,1'"),
+            (options.cost_coefficients, "1,x,0", "b 'x' is not a number"),
+            (options.cost_coefficients, "1,1,nan", "c must be a finite number >= 0"),
+            (options.cost_coefficients, "0,0,1", "a and b are both 0")]:
+        with pytest.raises(argparse.ArgumentTypeError) as exc:
+            func(text)
+        assert needle in str(exc.value)
