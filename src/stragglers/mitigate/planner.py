@@ -44,7 +44,7 @@ import bisect
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -74,7 +74,7 @@ class PlannedSplit:
     group_factors: list[float]  # per DP group: its slowest rank's level_s / healthy_s
     predicted_slowdown_s_per_iter: float  # left after the assignment
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"assignment": list(self.assignment), "microbatches": self.microbatches,
                 "group_factors": list(self.group_factors),
                 "predicted_slowdown_s_per_iter": self.predicted_slowdown_s_per_iter}
@@ -88,7 +88,7 @@ class PlannedConsolidation:
     moves: list[Move]
     rank_permutation: list[int]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"note": self.note, "moves": [mv.to_dict() for mv in self.moves],
                 "rank_permutation": list(self.rank_permutation)}
 
@@ -102,7 +102,7 @@ class DecisionDetails:
     consolidation: PlannedConsolidation | None = None
     whatif: Prediction | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         out = {} if self.split is None else self.split.to_dict()
         if self.consolidation is not None:
             out["consolidation"] = self.consolidation.to_dict()
@@ -140,7 +140,7 @@ class Decision:
     expected_step_s: float
     details: DecisionDetails = field(default_factory=DecisionDetails)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"iteration": self.iteration, "strategy": self.strategy, "action": self.action,
                 "why": self.why, "root_cause": self.root_cause,
                 "slow_ranks": list(self.slow_ranks), "slow_iterations": self.slow_iterations,
@@ -164,7 +164,7 @@ class Episode:
     skipped: list[Skip] = field(default_factory=list)
     impact_s: float = 0.0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"start": self.start, "end": self.end, "root_cause": self.root_cause,
                 "ranks": sorted(self.ranks), "accumulated_slowdown_s": round(self.impact_s, 6),
                 "decisions": [d.to_dict() for d in self.decisions],
@@ -207,7 +207,7 @@ class Plan:
                 f"{k} {v}" for k, v in self.ignored_events.items()))
         return "\n".join(lines)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"decisions": [d.to_dict() for d in self.decisions],
                 "episodes": [ep.to_dict() for ep in self.episodes],
                 "end_iteration": self.end_iteration,

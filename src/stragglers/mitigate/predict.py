@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -59,7 +59,7 @@ class PredictedSplit:
     microbatches_per_group: int
     assignment: list[int]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"group_times_s": list(self.group_times_s),
                 "microbatches_per_group": self.microbatches_per_group,
                 "assignment": list(self.assignment)}
@@ -72,7 +72,7 @@ class PredictedMoves:
     worker_factors: list[list[float]]
     moves: list[Move]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"worker_factors": [list(row) for row in self.worker_factors],
                 "moves": [mv.to_dict() for mv in self.moves]}
 
@@ -101,7 +101,7 @@ class Prediction:
             lines.extend("  " + mv.describe() for mv in self.details.moves)
         return "\n".join(lines)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         out = {"action": self.action, "before_s": self.before_s, "after_s": self.after_s,
                "gain": self.gain}
         return out if self.details is None else {**out, **self.details.to_dict()}

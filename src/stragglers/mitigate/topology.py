@@ -26,7 +26,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -50,7 +49,7 @@ class Move:
         return (f"worker {self.worker}: (dp {self.src[0]}, stage {self.src[1]}) -> "
                 f"(dp {self.dst[0]}, stage {self.dst[1]})")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"worker": self.worker, "from": list(self.src), "to": list(self.dst)}
 
 
@@ -64,7 +63,7 @@ class ConsolidationDetails:
     stages_after: list[int]
     swaps: list[list[int]]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"slow_workers": list(self.slow_workers),
                 "stages_before": list(self.stages_before),
                 "stages_after": list(self.stages_after),
@@ -80,8 +79,8 @@ class LinkDetails:
     workers: list[int]
     swaps: list[list[int]] | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"link": list(self.link), "workers": list(self.workers)}
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {"link": list(self.link), "workers": list(self.workers)}
         if self.swaps is not None:
             out["swaps"] = [list(s) for s in self.swaps]
         return out
@@ -118,7 +117,7 @@ class TopologyPlan:
         """The note, then one line per worker moved."""
         return "\n".join([self.note, *("  " + mv.describe() for mv in self.moves)])
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"kind": self.kind, "note": self.note, "dp_size": self.dp_size,
                 "pp_size": self.pp_size, "moves": [mv.to_dict() for mv in self.moves],
                 "worker_position": self.position.tolist(),
