@@ -10,7 +10,8 @@ line naming the option (``stragglers synth: error: argument --jitter: ...``)::
 
 The range factories (``finite_range``, ``int_range``) make a type for any other range; the
 composite types (``worker_factor``, ``prob_seconds``, ``rank_value``, ``rank_factor``,
-``slowdown_factors``, ``span``, ``key_value``) check each part the same way.
+``slowdown_factors``, ``span``, ``key_value``, ``rank_list``, ``rank_pair``,
+``cost_coefficients``) check each part the same way.
 """
 
 from __future__ import annotations
@@ -221,6 +222,49 @@ def key_value(text: str) -> tuple[str, str]:
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
     return key, value
+
+
+def rank_list(text: str) -> list[int]:
+    """``R1,R2,...``: integers (empty items skipped; which ranks exist is the job's to
+    check)."""
+    out = []
+    for i, tok in enumerate(t for t in text.split(",") if t.strip()):
+        try:
+            out.append(int(tok))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"rank {i + 1} {tok[:40]!r} is not an integer"
+                                             ) from None
+    return out
+
+
+def rank_pair(text: str) -> tuple[int, int]:
+    """``A,B``: the two ranks of a link (integers, as :func:`rank_list`)."""
+    ranks = rank_list(text)
+    if len(ranks) != 2:
+        raise argparse.ArgumentTypeError(f"expected two ranks A,B, got {len(ranks)}")
+    return ranks[0], ranks[1]
+
+
+def cost_coefficients(text: str) -> tuple[float, float, float]:
+    """``A,B,C``: the coefficients of a micro-batch cost ``a*sum L^2 + b*sum L + c``, finite
+    numbers >= 0, ``a`` and ``b`` not both 0."""
+    parts = text.split(",")
+    if len(parts) != 3:
+        raise argparse.ArgumentTypeError(f"expected A,B,C (three numbers), got {text[:60]!r}")
+    vals = []
+    for name, tok in zip("abc", parts, strict=True):
+        try:
+            v = float(tok)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} {tok[:40]!r} is not a number") from None
+        if not math.isfinite(v) or v < 0:
+            raise argparse.ArgumentTypeError(f"{name} must be a finite number >= 0, got "
+                                             f"{tok[:40]!r}")
+        vals.append(v)
+    if vals[0] == 0 and vals[1] == 0:
+        raise argparse.ArgumentTypeError("a and b are both 0: every sequence would cost "
+                                         "nothing")
+    return vals[0], vals[1], vals[2]
 
 
 def add_later(parser: argparse.ArgumentParser,

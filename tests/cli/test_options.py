@@ -69,6 +69,9 @@ def test_more_composites():
     assert options.key_value("run=a=b") == ("run", "a=b")
     assert options.slowdown_factors("1.2, 2,") == [1.2, 2.0]
     assert options.port("0") == 0 and options.port("65535") == 65535
+    assert options.rank_list("1, 6,,-1") == [1, 6, -1]  # which ranks exist: the job's to say
+    assert options.rank_list("") == [] and options.rank_pair("2,3") == (2, 3)
+    assert options.cost_coefficients("1e-8,2e-5,0.005") == (1e-8, 2e-5, 0.005)
     for func, text, needle in [
             (options.rank_value, "-1:5", "rank in '-1:5'"),
             (options.rank_value, "1:0", "value in '1:0'"),
@@ -79,7 +82,14 @@ def test_more_composites():
             (options.key_value, "=x", "expected KEY=VALUE"),
             (options.slowdown_factors, ",", "no factor given"),
             (options.slowdown_factors, "1.2,0.5", "expected factors >= 1 like 1.2,1.5,2.0"),
-            (options.port, "65536", "expected a port 0-65535")]:
+            (options.port, "65536", "expected a port 0-65535"),
+            (options.rank_list, "1,x", "rank 2 'x' is not an integer"),
+            (options.rank_pair, "1", "expected two ranks A,B, got 1"),
+            (options.rank_pair, "1,2,3", "expected two ranks A,B, got 3"),
+            (options.cost_coefficients, "0,1", "expected A,B,C (three numbers), got '0,1'"),
+            (options.cost_coefficients, "1,x,0", "b 'x' is not a number"),
+            (options.cost_coefficients, "1,1,nan", "c must be a finite number >= 0"),
+            (options.cost_coefficients, "0,0,1", "a and b are both 0")]:
         with pytest.raises(argparse.ArgumentTypeError) as exc:
             func(text)
         assert needle in str(exc.value)

@@ -62,7 +62,7 @@ def test_escalation_at_break_even(tmp_path) -> None:
     assert s2.accumulated_slowdown_s == pytest.approx(5.0) and s2.slow_iterations == 10
     # one slow DP group of four x1.5, 8 micro-batches each: the slow group gets 6 (9 units),
     # the others 26 (9, 9, 8): step 9/8 of healthy instead of 12/8
-    assert s2.details["assignment"] == [9, 6, 9, 8]
+    assert s2.details.split.assignment == [9, 6, 9, 8]
     assert s2.expected_step_s == pytest.approx(1.125)
     assert s2.expected_gain_s_per_iter == pytest.approx(0.375)
     assert plan.decisions[3].expected_gain_s_per_iter == pytest.approx(0.5)  # S4 removes all
@@ -103,7 +103,7 @@ def test_change_and_two_ranks(tmp_path) -> None:
         ("S1", 100), ("S2", 106), ("S3", 161)]
     assert plan.decisions[1].slow_ranks == (1, 6)
     # ranks 1 and 6 are DP groups 1 and 2: both lighter
-    assert plan.decisions[1].details["group_factors"] == [1.0, 1.5, 2.0, 1.0]
+    assert plan.decisions[1].details.split.group_factors == [1.0, 1.5, 2.0, 1.0]
 
 
 @settings(max_examples=60, deadline=None)
@@ -138,11 +138,11 @@ def test_root_cause_and_no_room(tmp_path) -> None:
     plan = _plan(tmp_path, comm, end=500)
     assert [d.strategy for d in plan.decisions] == ["S1", "S3"]
     assert plan.episodes[0].root_cause == "communication"
-    assert "does not act on a communication" in plan.episodes[0].skipped[0]["why"]
+    assert "does not act on a communication" in plan.episodes[0].skipped[0].why
     everyone = [_ev("onset", r, 0, 1.5) for r in range(4)]  # every DP group slow
     plan = _plan(tmp_path, everyone, end=500)
     assert [d.strategy for d in plan.decisions] == ["S1", "S3"]
-    assert "every DP group" in plan.episodes[0].skipped[0]["why"]
+    assert "every DP group" in plan.episodes[0].skipped[0].why
 
 
 def test_plan_cli(tmp_path, capsys) -> None:
@@ -205,8 +205,8 @@ def test_s3_decision_carries_the_consolidation(tmp_path) -> None:
     # stage, so S3 packs them into stage 0 (the lower one): 6 swaps with worker 0
     plan = _plan(tmp_path, [_ev("onset", 1, 0, 1.5), _ev("onset", 6, 0, 1.5)], end=400)
     s3 = next(d for d in plan.decisions if d.strategy == "S3")
-    moves = s3.details["consolidation"]["moves"]
-    assert {(m["worker"], tuple(m["to"])) for m in moves} == {(6, (0, 0)), (0, (2, 1))}
+    moves = s3.details.consolidation.moves
+    assert {(m.worker, tuple(m.dst)) for m in moves} == {(6, (0, 0)), (0, (2, 1))}
 
 
 def test_plan_from_real_watch_output(tmp_path, capsys) -> None:
@@ -247,5 +247,5 @@ def test_s2_skipped_when_whole_microbatches_cannot_help(tmp_path) -> None:
     # slow group (7 x 1.05 = 7.35) would put one more on another (9): no better than 8.4
     plan = _plan(tmp_path, [_ev("onset", 1, 0, 1.05)], end=2000)
     assert [d.strategy for d in plan.decisions] == ["S1", "S3"]
-    assert plan.episodes[0].skipped[0]["strategy"] == "S2"
-    assert "no expected gain" in plan.episodes[0].skipped[0]["why"]
+    assert plan.episodes[0].skipped[0].strategy == "S2"
+    assert "no expected gain" in plan.episodes[0].skipped[0].why

@@ -31,12 +31,12 @@ def test_s2_prediction_matches_the_rebalanced_job() -> None:
     engine, _, measured_slow = _job([(1, s, 2.0) for s in range(PP)])
     _, _, healthy = _job([])
     pred = predict_microbatch(engine)
-    assert pred.details["microbatches_per_group"] == MB
-    assert pred.details["assignment"][1] == 9 and sum(pred.details["assignment"]) == 64
+    assert pred.details.microbatches_per_group == MB
+    assert pred.details.assignment[1] == 9 and sum(pred.details.assignment) == 64
     assert pred.before_s == pytest.approx(measured_slow, rel=1e-9)
     # truth: a job whose groups' computes take m_i / 16 of their time per slot
     factors = [(2.0 if d == 1 else 1.0) * m / MB
-               for d, m in enumerate(pred.details["assignment"])]
+               for d, m in enumerate(pred.details.assignment)]
     assert min(factors) > 1.0  # expressible as injected slow workers
     _, _, truth = _job([(d, s, f) for d, f in enumerate(factors) for s in range(PP)])
     assert pred.after_s == pytest.approx(truth, rel=1e-6)

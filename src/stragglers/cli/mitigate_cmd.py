@@ -4,20 +4,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import re
-from dataclasses import replace
-from typing import TYPE_CHECKING
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Protocol
 
-from stragglers.errors import InputError
-from stragglers.limits import check_limit
-from stragglers.options import non_negative_int, positive_float, positive_int
+from stragglers.options import (
+    cost_coefficients,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    rank_list,
+    rank_pair,
+)
 
-if TYPE_CHECKING:  # the libraries are imported by the commands that use them (start-up)
-    import numpy as np
-
-    from stragglers.mitigate.planner import Plan
-    from stragglers.mitigate.seqlen import CostModel
+# the libraries (numpy, scipy, the simulator) are imported by the commands that use them
+# (start-up of every other command)
 
 MICROBATCH_EPILOG = """\
 examples:
@@ -26,58 +28,6 @@ examples:
 @FILE holds the times separated by commas, spaces or newlines. The assignment minimises the
 slowest group's time max m_i*t_i (then the spread max - min); it is provably optimal.
 """
-
-_SEP = re.compile(r"[,\s]+")
-
-
-def parse_times(text: str, what: str = "time", limit_name: str = "mitigate_groups"
-                ) -> tuple[np.ndarray, str]:
-    """The numbers of ``--times`` (or ``--lengths``): ``x1,x2,...`` or ``@FILE``; and their
-    source."""
-    import numpy as np
-
-    from stragglers.inputs import read_text
-
-    option = f"--{what}s"
-    if text.startswith("@"):
-        path = text[1:]
-        body = read_text(path, f"{what}s file")
-        source = path
-    else:
-        body, source = text, option
-    values: list[float] = []
-    for lineno, line in enumerate(body.splitlines() or [""], start=1):
-        tokens = [tok for tok in _SEP.split(line.strip()) if tok]
-        check_limit(limit_name, len(values) + len(tokens), source)
-        for tok in tokens:
-            where = f"{source}: line {lineno}" if source != option else source
-            try:
-                value = float(tok)
-            except ValueError:
-                raise InputError(f"{where}: {what} {len(values) + 1} {tok[:40]!r} is not a "
-                                 "number") from None
-            if not math.isfinite(value) or value <= 0:
-                raise InputError(f"{where}: {what} {len(values) + 1} {tok[:40]!r} must be a "
-                                 "finite number > 0")
-            values.append(value)
-    return np.asarray(values, dtype=np.float64), source
-
-
-def _microbatch(args: argparse.Namespace) -> int:
-    from stragglers.mitigate.microbatch import solve_microbatches
-
-    times, source = parse_times(args.times)
-    res = solve_microbatches(times, args.microbatches, source=source)
-    if args.json:
-        print(json.dumps(res.to_dict()))
-        return 0
-    even = args.microbatches / times.size
-    print(f"{times.size} DP groups, {args.microbatches} micro-batches: makespan "
-          f"{res.makespan:.6g} s (even split: {even * times.max():.6g} s or more), spread "
-          f"{res.spread:.6g} s, solved in {res.solve_s * 1e3:.3f} ms")
-    print("assignment: " + ",".join(str(int(m)) for m in res.assignment))
-    return 0
-
 
 PLAN_EPILOG = """\
 examples:
@@ -88,176 +38,6 @@ costs.yaml changes the defaults per strategy, e.g.  S2: {overhead_s: 2}  S4: {en
 (defaults: S1 ignore 0 s, S2 microbatch 5 s, S3 topology 60 s, S4 restart 1800 s).
 """
 
-
-def _predict_decisions(plan: Plan, trace: str, meta: str) -> None:
-    """Add the what-if prediction from the job's trace to each S2 / S3 decision."""
-    from stragglers.analysis.engine import prepare
-    from stragglers.analysis.runner import load_table
-    from stragglers.mitigate.predict import predict_decision
-
-    engine = prepare(load_table(trace, meta))
-    for ep in plan.episodes:
-        for i, d in enumerate(ep.decisions):
-            pred = predict_decision(engine, d)
-            if pred is not None:
-                ep.decisions[i] = replace(d, details={**d.details, "whatif": pred.to_dict()})
-
-
-def _plan(args: argparse.Namespace) -> int:
-    from stragglers.mitigate.costs import load_costs
-    from stragglers.mitigate.events import read_events
-    from stragglers.mitigate.planner import plan_mitigation
-    from stragglers.trace.io import read_meta
-
-    meta = read_meta(args.meta)
-    strategies = load_costs(args.costs)
-    stream = read_events(args.events)
-    plan = plan_mitigation(stream, meta, strategies, microbatches=args.microbatches,
-                           source=args.events)
-    if args.trace is not None:
-        _predict_decisions(plan, args.trace, args.meta)
-    if args.json:
-        print(json.dumps(plan.to_dict()))
-        return 0
-    print(f"{len(plan.episodes)} fail-slow episode(s), {len(plan.decisions)} decision(s), "
-          f"events up to iteration {plan.end_iteration}")
-    for i, ep in enumerate(plan.episodes):
-        end = "end of input" if ep.end is None else ep.end
-        print(f"episode {i}: iterations {ep.start}..{end}, {ep.root_cause}, ranks "
-              f"{sorted(ep.ranks)}, accumulated slowdown {ep.impact_s:.6g} s")
-        for d in ep.decisions:
-            print(f"  iteration {d.iteration}: {d.strategy} {d.action}: expected gain "
-                  f"{d.expected_gain_s_per_iter:.6g} s/iter (step {d.expected_step_s:.6g} s); "
-                  f"{d.why}")
-            if "whatif" in d.details:
-                w = d.details["whatif"]
-                print(f"    what-if from the trace: step {w['before_s']:.6g} s -> "
-                      f"{w['after_s']:.6g} s ({w['gain'] * 100:.1f}% saved)")
-        for sk in ep.skipped:
-            print(f"  {sk['strategy']} skipped: {sk['why']}")
-    if plan.ignored_events:
-        print("events not used: " + ", ".join(f"{k} {v}" for k, v in
-                                               plan.ignored_events.items()))
-    return 0
-
-
-def _rank_list(text: str, option: str) -> list[int]:
-    out = []
-    for i, tok in enumerate(t for t in text.split(",") if t.strip()):
-        try:
-            out.append(int(tok))
-        except ValueError:
-            raise InputError(f"{option}: rank {i + 1} {tok[:40]!r} is not an integer") from None
-    return out
-
-
-def _topology(args: argparse.Namespace) -> int:
-    from stragglers.mitigate.topology import consolidate, reassign_link
-    from stragglers.trace.io import read_meta
-
-    meta = read_meta(args.meta)
-    if args.slow_ranks is not None:
-        check_limit("topology_ranks", args.slow_ranks.count(",") + 1, "--slow-ranks")
-        plan = consolidate(meta, _rank_list(args.slow_ranks, "--slow-ranks"))
-    else:
-        pair = _rank_list(args.slow_link, "--slow-link")
-        if len(pair) != 2:
-            raise InputError(f"--slow-link: expected two ranks A,B, got {len(pair)}")
-        plan = reassign_link(meta, pair[0], pair[1])
-    if args.json:
-        print(json.dumps(plan.to_dict()))
-        return 0
-    print(plan.note)
-    for mv in plan.moves:
-        print(f"  worker {mv['worker']}: (dp {mv['from'][0]}, stage {mv['from'][1]}) -> "
-              f"(dp {mv['to'][0]}, stage {mv['to'][1]})")
-    return 0
-
-
-def _predict(args: argparse.Namespace) -> int:
-    from stragglers.analysis.engine import prepare
-    from stragglers.analysis.runner import load_table
-    from stragglers.mitigate.predict import predict_microbatch, predict_permutation
-    from stragglers.mitigate.topology import consolidate
-
-    table = load_table(args.trace, args.meta, args.steps)
-    engine = prepare(table)
-    if args.slow_ranks is not None:
-        check_limit("topology_ranks", args.slow_ranks.count(",") + 1, "--slow-ranks")
-        plan = consolidate(table.meta, _rank_list(args.slow_ranks, "--slow-ranks"))
-        pred = predict_permutation(engine, plan)
-    else:
-        pred = predict_microbatch(engine)
-    if args.json:
-        print(json.dumps(pred.to_dict()))
-        return 0
-    print(f"{pred.action}: mean step time {pred.before_s:.6g} s -> {pred.after_s:.6g} s "
-          f"predicted ({pred.gain * 100:.1f}% saved; no-delay timeline)")
-    if "assignment" in pred.details:
-        print("assignment: " + ",".join(str(m) for m in pred.details["assignment"]))
-    for mv in pred.details.get("moves", []):
-        print(f"  worker {mv['worker']}: (dp {mv['from'][0]}, stage {mv['from'][1]}) -> "
-              f"(dp {mv['to'][0]}, stage {mv['to'][1]})")
-    return 0
-
-
-def _fit_cost(args: argparse.Namespace) -> int:
-    from stragglers.mitigate.lengths import read_lengths
-    from stragglers.mitigate.seqlen import fit_from_trace
-    from stragglers.trace.io import read_trace
-
-    lengths = read_lengths(args.lengths)
-    fit = fit_from_trace(read_trace(args.trace), lengths, args.stage)
-    if args.json:
-        print(json.dumps(fit.to_dict()))
-        return 0
-    m = fit.model
-    print(f"micro-batch compute = {m.a:.6g} * sum L^2 + {m.b:.6g} * sum L + {m.c:.6g} s "
-          f"(R^2 {m.r2:.4f}, {fit.microbatches} micro-batches of stage {args.stage})")
-    if fit.trace_only or fit.lengths_only:
-        print(f"not matched: {fit.trace_only} micro-batches of the trace without lengths, "
-              f"{fit.lengths_only} lengths without a micro-batch in the trace")
-    return 0
-
-
-def _model(text: str) -> CostModel:
-    parts = text.split(",")
-    if len(parts) != 3:
-        raise InputError(f"--model: expected A,B,C (three numbers), got {text[:60]!r}")
-    vals = []
-    for name, tok in zip("abc", parts, strict=True):
-        try:
-            v = float(tok)
-        except ValueError:
-            raise InputError(f"--model: {name} {tok[:40]!r} is not a number") from None
-        if not math.isfinite(v) or v < 0:
-            raise InputError(f"--model: {name} must be a finite number >= 0, got {tok[:40]!r}")
-        vals.append(v)
-    if vals[0] == 0 and vals[1] == 0:
-        raise InputError("--model: a and b are both 0: every sequence would cost nothing")
-    from stragglers.mitigate.seqlen import CostModel
-
-    return CostModel(vals[0], vals[1], vals[2])
-
-
-def _rebalance(args: argparse.Namespace) -> int:
-    from stragglers.mitigate.seqlen import in_order, rebalance
-
-    lengths, source = parse_times(args.lengths, what="length", limit_name="seqlen_sequences")
-    model = _model(args.model)
-    part = rebalance(lengths, model, args.dp, args.microbatches, args.max_tokens)
-    base = in_order(lengths, model, args.dp, args.microbatches)
-    if args.json:
-        print(json.dumps({"batches": [[m.tolist() for m in r] for r in part.batches],
-                          "rank_cost": part.rank_cost.tolist(), "makespan": part.makespan,
-                          "in_order_makespan": base.makespan}))
-        return 0
-    print(f"{lengths.size} sequences over {args.dp} DP ranks x {args.microbatches} "
-          f"micro-batches: slowest rank {part.makespan:.6g} s (in order: "
-          f"{base.makespan:.6g} s; mean {part.rank_cost.mean():.6g} s)")
-    return 0
-
-
 RUN_EPILOG = """\
 example (the job polls the action file the controller writes):
   stragglers probe example --out-dir runs/ex --steps 400 --action-file runs/ex.action.json &
@@ -267,10 +47,57 @@ exits 0 when the job has written its final worker records.
 """
 
 
-def _run(args: argparse.Namespace) -> int:
-    import sys
-    from pathlib import Path
+class _Result(Protocol):
+    def to_dict(self) -> Mapping[str, object]: ...
 
+    def summary(self) -> str: ...
+
+
+def _print(result: _Result, as_json: bool) -> int:
+    """Print ``result`` as one JSON object or as its summary."""
+    print(json.dumps(result.to_dict()) if as_json else result.summary())
+    return 0
+
+
+def _microbatch(args: argparse.Namespace) -> int:
+    from stragglers.mitigate.microbatch import assign_times
+
+    return _print(assign_times(args.times, args.microbatches), args.json)
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from stragglers.mitigate.planner import plan_files
+
+    return _print(plan_files(args.events, args.meta, args.costs, args.microbatches,
+                             args.trace), args.json)
+
+
+def _topology(args: argparse.Namespace) -> int:
+    from stragglers.mitigate.topology import plan_topology
+
+    return _print(plan_topology(args.meta, args.slow_ranks, args.slow_link), args.json)
+
+
+def _predict(args: argparse.Namespace) -> int:
+    from stragglers.mitigate.predict import predict_trace
+
+    return _print(predict_trace(args.trace, args.meta, args.steps, args.slow_ranks), args.json)
+
+
+def _fit_cost(args: argparse.Namespace) -> int:
+    from stragglers.mitigate.seqlen import fit_files
+
+    return _print(fit_files(args.trace, args.lengths, args.stage), args.json)
+
+
+def _rebalance(args: argparse.Namespace) -> int:
+    from stragglers.mitigate.seqlen import CostModel, rebalance_lengths
+
+    return _print(rebalance_lengths(args.lengths, CostModel(*args.model), args.dp,
+                                    args.microbatches, args.max_tokens), args.json)
+
+
+def _run(args: argparse.Namespace) -> int:
     from stragglers.mitigate.costs import load_costs
     from stragglers.mitigate.live import LiveConfig, run_live
 
@@ -328,8 +155,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "fewest stages (interior first), or a slow DP link made a PP link.")
     tp.add_argument("--meta", required=True, help="job metadata (dp_size, pp_size, tp_size)")
     what = tp.add_mutually_exclusive_group(required=True)
-    what.add_argument("--slow-ranks", metavar="R1,R2,...", help="ranks of slow workers")
-    what.add_argument("--slow-link", metavar="A,B", help="the two ranks of a slow link")
+    what.add_argument("--slow-ranks", type=rank_list, metavar="R1,R2,...",
+                      help="ranks of slow workers")
+    what.add_argument("--slow-link", type=rank_pair, metavar="A,B",
+                      help="the two ranks of a slow link")
     tp.add_argument("--json", action="store_true",
                     help="print moves, worker_position and rank_permutation as JSON")
     tp.set_defaults(func=_topology)
@@ -341,7 +170,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     pr.add_argument("trace", help="trace (parquet or JSON lines)")
     pr.add_argument("--meta", required=True, help="job metadata")
     pr.add_argument("--steps", help="step range A:B of the trace to use")
-    pr.add_argument("--slow-ranks", metavar="R1,R2,...",
+    pr.add_argument("--slow-ranks", type=rank_list, metavar="R1,R2,...",
                     help="predict the consolidation of these ranks instead of S2")
     pr.add_argument("--json", action="store_true", help="print the prediction as JSON")
     pr.set_defaults(func=_predict)
@@ -390,7 +219,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "micro-batch).")
     rb.add_argument("--lengths", required=True, metavar="L1,L2,...|@FILE",
                     help="sequence lengths of the global batch")
-    rb.add_argument("--model", required=True, metavar="A,B,C", help="the cost model")
+    rb.add_argument("--model", required=True, type=cost_coefficients, metavar="A,B,C",
+                    help="the cost model")
     rb.add_argument("--dp", required=True, type=positive_int, help="DP ranks")
     rb.add_argument("--microbatches", required=True, type=positive_int,
                     help="micro-batches per DP rank")

@@ -15,7 +15,6 @@ taken is stale and ignored. ``step`` (integer >= 0) is the first step it applies
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from stragglers.errors import InputError
 from stragglers.inputs import int_field, json_object
@@ -33,7 +32,7 @@ class MicrobatchAction:
     step: int
     assignment: tuple[int, ...]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"schema": ACTION_SCHEMA, "seq": self.seq, "step": self.step,
                 "kind": "microbatch", "assignment": list(self.assignment)}
 

@@ -51,7 +51,7 @@ class Strategy:
     causes: frozenset[str]
     enabled: bool = True
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"name": self.name, "action": self.action, "overhead_s": self.overhead_s,
                 "effectiveness": self.effectiveness, "causes": sorted(self.causes),
                 "enabled": self.enabled}

@@ -43,7 +43,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -99,13 +98,13 @@ class _State:
     handled: set[tuple[int, str]] = field(default_factory=set)
     acted: set[int] = field(default_factory=set)  # episodes in which S2 wrote an action
     reverted: set[int] = field(default_factory=set)
-    actions: list[dict[str, Any]] = field(default_factory=list)
+    actions: list[dict[str, object]] = field(default_factory=list)
 
 
 class LiveController:
     """One live loop (see the module docstring); ``emit`` receives every record."""
 
-    def __init__(self, cfg: LiveConfig, emit: Callable[[dict[str, Any]], None]) -> None:
+    def __init__(self, cfg: LiveConfig, emit: Callable[[dict[str, object]], None]) -> None:
         self.cfg, self.emit = cfg, emit
         if cfg.action_path.exists() and not cfg.force:
             raise InputError(f"{cfg.action_path}: the action file exists already (a previous "
@@ -130,7 +129,7 @@ class LiveController:
         return seq if isinstance(seq, int) and not isinstance(seq, bool) and seq > 0 else 0
 
     # -- the loop -----------------------------------------------------------------------
-    def run(self) -> dict[str, Any]:
+    def run(self) -> dict[str, object]:
         """Poll until the job finishes; returns the ``end`` record."""
         last_progress = time.monotonic()
         while True:
@@ -242,7 +241,7 @@ class LiveController:
                            "action": action})
 
     def decide(self, episode: int, d: Decision) -> None:
-        rec: dict[str, Any] = {"record": "decision", "episode": episode,
+        rec: dict[str, object] = {"record": "decision", "episode": episode,
                                "job_step": self.state.fed_until, **d.to_dict()}
         if d.action == "microbatch":
             action = self.solve_and_write(f"{d.strategy} at iteration {d.iteration}")
@@ -271,7 +270,7 @@ class LiveController:
         per_group = np.nanmax(per_mb.reshape(meta.pp_size, meta.dp_size, -1), axis=0)
         return np.asarray(np.nanmedian(per_group, axis=1), dtype=np.float64)
 
-    def solve_and_write(self, why: str) -> dict[str, Any] | None:
+    def solve_and_write(self, why: str) -> dict[str, object] | None:
         """Solve S2 from the measured times; write the action file unless nothing changes."""
         meta = self.follower.meta
         assert meta is not None
@@ -299,7 +298,7 @@ class LiveController:
         self.emit({"record": "action", **record})
         return record
 
-    def finish(self) -> dict[str, Any]:
+    def finish(self) -> dict[str, object]:
         """The job has finished: last steps, the watcher's end, the ``end`` record."""
         self.follower.poll()
         self.advance()
@@ -315,7 +314,7 @@ class LiveController:
         return end
 
 
-def run_live(cfg: LiveConfig, emit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+def run_live(cfg: LiveConfig, emit: Callable[[dict[str, object]], None]) -> dict[str, object]:
     """Wait for the job's probe files, then run the loop until the job ends."""
     ctl = LiveController(cfg, emit)
     return ctl.run()

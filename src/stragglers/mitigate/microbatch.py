@@ -40,15 +40,19 @@ products give them (the brute-force tests compare the same products).
 
 from __future__ import annotations
 
+import math
+import re
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from stragglers.errors import InputError
+from stragglers.inputs import read_text
 from stragglers.limits import check_limit, limit
 
-__all__ = ["Assignment", "check_times", "solve_microbatches"]
+__all__ = ["Assignment", "TimesAssignment", "assign_times", "check_times", "parse_numbers",
+           "solve_microbatches"]
 
 #: Largest M accepted: micro-batch counts and their products with times stay exact in float64.
 MAX_MICROBATCHES = 2**50
@@ -69,6 +73,68 @@ class Assignment:
     def to_dict(self) -> dict[str, object]:
         return {"assignment": self.assignment.tolist(), "makespan": self.makespan,
                 "spread": self.spread, "solve_s": self.solve_s}
+
+
+@dataclass(frozen=True)
+class TimesAssignment:
+    """``mitigate microbatch``: the times per micro-batch given and their optimal split."""
+
+    times: np.ndarray  # seconds per micro-batch of each DP group
+    microbatches: int
+    result: Assignment
+
+    def summary(self) -> str:
+        """Makespan against the even split, spread, solve time; then the assignment."""
+        r, n = self.result, self.times.size
+        even = self.microbatches / n
+        return (f"{n} DP groups, {self.microbatches} micro-batches: makespan "
+                f"{r.makespan:.6g} s (even split: {even * self.times.max():.6g} s or more), "
+                f"spread {r.spread:.6g} s, solved in {r.solve_s * 1e3:.3f} ms\n"
+                "assignment: " + ",".join(str(int(m)) for m in r.assignment))
+
+    def to_dict(self) -> dict[str, object]:
+        return self.result.to_dict()
+
+
+_SEP = re.compile(r"[,\s]+")
+
+
+def parse_numbers(text: str, what: str = "time", limit_name: str = "mitigate_groups"
+                  ) -> tuple[np.ndarray, str]:
+    """The numbers of ``--times`` (or ``--lengths``, ``what="length"``): ``x1,x2,...`` or
+    ``@FILE`` (separated by commas, spaces or newlines), each finite and > 0; and their
+    source (the option or the file)."""
+    option = f"--{what}s"
+    if text.startswith("@"):
+        path = text[1:]
+        body = read_text(path, f"{what}s file")
+        source = path
+    else:
+        body, source = text, option
+    values: list[float] = []
+    for lineno, line in enumerate(body.splitlines() or [""], start=1):
+        tokens = [tok for tok in _SEP.split(line.strip()) if tok]
+        check_limit(limit_name, len(values) + len(tokens), source)
+        for tok in tokens:
+            where = f"{source}: line {lineno}" if source != option else source
+            try:
+                value = float(tok)
+            except ValueError:
+                raise InputError(f"{where}: {what} {len(values) + 1} {tok[:40]!r} is not a "
+                                 "number") from None
+            if not math.isfinite(value) or value <= 0:
+                raise InputError(f"{where}: {what} {len(values) + 1} {tok[:40]!r} must be a "
+                                 "finite number > 0")
+            values.append(value)
+    return np.asarray(values, dtype=np.float64), source
+
+
+def assign_times(text: str, microbatches: int) -> TimesAssignment:
+    """``mitigate microbatch``: the optimal split of ``microbatches`` micro-batches for the
+    times of ``text`` (``t1,t2,...`` or ``@FILE``, as :func:`parse_numbers`)."""
+    times, source = parse_numbers(text)
+    return TimesAssignment(times, microbatches,
+                           solve_microbatches(times, microbatches, source=source))
 
 
 def check_times(times: np.ndarray, microbatches: int, source: str = "--times") -> np.ndarray:

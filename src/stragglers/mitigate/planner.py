@@ -43,21 +43,83 @@ from __future__ import annotations
 import bisect
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from stragglers.detect.events import LevelEvent, SuspectsEvent
 from stragglers.errors import InputError
-from stragglers.mitigate.costs import COMMUNICATION, COMPUTE, Strategy
-from stragglers.mitigate.events import EventStream
+from stragglers.mitigate.costs import COMMUNICATION, COMPUTE, Strategy, load_costs
+from stragglers.mitigate.events import EventStream, read_events
 from stragglers.mitigate.microbatch import solve_microbatches
-from stragglers.mitigate.topology import consolidate
-from stragglers.trace.io import JobMeta
+from stragglers.mitigate.topology import Move, consolidate
+from stragglers.trace.io import JobMeta, read_meta
 
-__all__ = ["Decision", "Episode", "Plan", "plan_mitigation"]
+if TYPE_CHECKING:  # the what-if simulator is imported only when predictions are asked for
+    from stragglers.mitigate.predict import Prediction
+
+__all__ = ["Decision", "DecisionDetails", "Episode", "Plan", "PlannedConsolidation",
+           "PlannedSplit", "Skip", "plan_files", "plan_mitigation"]
 
 _EPS = 1e-9  # relative tolerance of the break-even test (sums of float slowdowns)
+
+
+@dataclass(frozen=True)
+class PlannedSplit:
+    """S2's expected micro-batch assignment for the slow ranks' slowdown factors."""
+
+    assignment: list[int]
+    microbatches: int  # of the whole global batch
+    group_factors: list[float]  # per DP group: its slowest rank's level_s / healthy_s
+    predicted_slowdown_s_per_iter: float  # left after the assignment
+
+    def to_dict(self) -> dict[str, object]:
+        return {"assignment": list(self.assignment), "microbatches": self.microbatches,
+                "group_factors": list(self.group_factors),
+                "predicted_slowdown_s_per_iter": self.predicted_slowdown_s_per_iter}
+
+
+@dataclass(frozen=True)
+class PlannedConsolidation:
+    """S3's consolidation plan (:func:`~.topology.consolidate`) of the slow ranks."""
+
+    note: str
+    moves: list[Move]
+    rank_permutation: list[int]
+
+    def to_dict(self) -> dict[str, object]:
+        return {"note": self.note, "moves": [mv.to_dict() for mv in self.moves],
+                "rank_permutation": list(self.rank_permutation)}
+
+
+@dataclass(frozen=True)
+class DecisionDetails:
+    """What backs a decision: S2's assignment, S3's consolidation (computation fail-slow),
+    and the what-if prediction from the job's trace when asked for."""
+
+    split: PlannedSplit | None = None
+    consolidation: PlannedConsolidation | None = None
+    whatif: Prediction | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        out = {} if self.split is None else self.split.to_dict()
+        if self.consolidation is not None:
+            out["consolidation"] = self.consolidation.to_dict()
+        if self.whatif is not None:
+            out["whatif"] = self.whatif.to_dict()
+        return out
+
+
+@dataclass(frozen=True)
+class Skip:
+    """A candidate strategy passed over in an episode, and why."""
+
+    strategy: str
+    why: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"strategy": self.strategy, "why": self.why}
 
 
 @dataclass(frozen=True)
@@ -76,9 +138,9 @@ class Decision:
     slowdown_s_per_iter: float
     expected_gain_s_per_iter: float
     expected_step_s: float
-    details: dict[str, Any] = field(default_factory=dict)
+    details: DecisionDetails = field(default_factory=DecisionDetails)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"iteration": self.iteration, "strategy": self.strategy, "action": self.action,
                 "why": self.why, "root_cause": self.root_cause,
                 "slow_ranks": list(self.slow_ranks), "slow_iterations": self.slow_iterations,
@@ -86,7 +148,8 @@ class Decision:
                 "overhead_s": self.overhead_s,
                 "slowdown_s_per_iter": round(self.slowdown_s_per_iter, 6),
                 "expected_gain_s_per_iter": round(self.expected_gain_s_per_iter, 6),
-                "expected_step_s": round(self.expected_step_s, 6), "details": self.details}
+                "expected_step_s": round(self.expected_step_s, 6),
+                "details": self.details.to_dict()}
 
 
 @dataclass
@@ -98,13 +161,14 @@ class Episode:
     root_cause: str = COMPUTE
     ranks: set[int] = field(default_factory=set)
     decisions: list[Decision] = field(default_factory=list)
-    skipped: list[dict[str, str]] = field(default_factory=list)
+    skipped: list[Skip] = field(default_factory=list)
     impact_s: float = 0.0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"start": self.start, "end": self.end, "root_cause": self.root_cause,
                 "ranks": sorted(self.ranks), "accumulated_slowdown_s": round(self.impact_s, 6),
-                "decisions": [d.to_dict() for d in self.decisions], "skipped": self.skipped}
+                "decisions": [d.to_dict() for d in self.decisions],
+                "skipped": [sk.to_dict() for sk in self.skipped]}
 
 
 @dataclass
@@ -120,7 +184,30 @@ class Plan:
     def decisions(self) -> list[Decision]:
         return [d for ep in self.episodes for d in ep.decisions]
 
-    def to_dict(self) -> dict[str, Any]:
+    def summary(self) -> str:
+        """The plan in lines: episodes, their decisions (with the what-if prediction when
+        there is one) and skipped strategies, and the events not used."""
+        lines = [f"{len(self.episodes)} fail-slow episode(s), {len(self.decisions)} "
+                 f"decision(s), events up to iteration {self.end_iteration}"]
+        for i, ep in enumerate(self.episodes):
+            end = "end of input" if ep.end is None else ep.end
+            lines.append(f"episode {i}: iterations {ep.start}..{end}, {ep.root_cause}, ranks "
+                         f"{sorted(ep.ranks)}, accumulated slowdown {ep.impact_s:.6g} s")
+            for d in ep.decisions:
+                lines.append(f"  iteration {d.iteration}: {d.strategy} {d.action}: expected "
+                             f"gain {d.expected_gain_s_per_iter:.6g} s/iter (step "
+                             f"{d.expected_step_s:.6g} s); {d.why}")
+                w = d.details.whatif
+                if w is not None:
+                    lines.append(f"    what-if from the trace: step {w.before_s:.6g} s -> "
+                                 f"{w.after_s:.6g} s ({w.gain * 100:.1f}% saved)")
+            lines.extend(f"  {sk.strategy} skipped: {sk.why}" for sk in ep.skipped)
+        if self.ignored_events:
+            lines.append("events not used: " + ", ".join(
+                f"{k} {v}" for k, v in self.ignored_events.items()))
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, object]:
         return {"decisions": [d.to_dict() for d in self.decisions],
                 "episodes": [ep.to_dict() for ep in self.episodes],
                 "end_iteration": self.end_iteration,
@@ -215,16 +302,15 @@ class _Planner:
                 return "every DP group has a slow rank: no room to move micro-batches"
         return None
 
-    def expected(self, s: Strategy) -> tuple[float, dict[str, Any]]:
+    def expected(self, s: Strategy) -> tuple[float, DecisionDetails]:
         """Expected gain (s per iteration) of ``s`` now, and its details."""
         d = self.slowdown()
         if s.action == "topology" and self.ep is not None and self.ep.root_cause == COMPUTE:
             plan = consolidate(self.meta, sorted(self.slow), source=self.source)
-            return s.effectiveness * d, {"consolidation": {
-                "note": plan.note, "moves": plan.moves,
-                "rank_permutation": plan.rank_permutation().tolist()}}
+            return s.effectiveness * d, DecisionDetails(consolidation=PlannedConsolidation(
+                plan.note, plan.moves, plan.rank_permutation().tolist()))
         if s.action != "microbatch":
-            return s.effectiveness * d, {}
+            return s.effectiveness * d, DecisionDetails()
         worst = max(self.slow.items(), key=lambda kv: kv[1][0] - kv[1][1])
         healthy = worst[1][1]
         factor = np.ones(self.meta.dp_size)
@@ -235,10 +321,9 @@ class _Planner:
         res = solve_microbatches(factor, total, source=f"{self.source}: slowdown factors "
                                  "of the DP groups (level_s / healthy_s)")
         after = healthy * (res.makespan / self.microbatches - 1.0)
-        details = {"assignment": res.assignment.tolist(), "microbatches": total,
-                   "group_factors": [round(float(f), 6) for f in factor],
-                   "predicted_slowdown_s_per_iter": round(max(after, 0.0), 6)}
-        return max(d - after, 0.0), details
+        split = PlannedSplit(res.assignment.tolist(), total,
+                             [round(float(f), 6) for f in factor], round(max(after, 0.0), 6))
+        return max(d - after, 0.0), DecisionDetails(split=split)
 
     def advance(self, upto: int) -> None:
         """Apply every candidate whose break-even falls at or before iteration ``upto``."""
@@ -246,7 +331,7 @@ class _Planner:
             s = self.candidates[self.next_id]
             why_not = self.applicable(s)
             if why_not is not None:
-                self.ep.skipped.append({"strategy": s.name, "why": why_not})
+                self.ep.skipped.append(Skip(s.name, why_not))
                 self.next_id += 1
                 continue
             n = self.break_even(s.overhead_s)
@@ -263,9 +348,9 @@ class _Planner:
                        f"at iteration {n}")
             gain, details = self.expected(s)
             if gain <= 0 and s.overhead_s > 0:
-                self.ep.skipped.append({"strategy": s.name, "why": (
+                self.ep.skipped.append(Skip(s.name, (
                     f"no expected gain at iteration {at} (it would cost {s.overhead_s:g} s "
-                    "for nothing; S2: whole micro-batches cannot absorb this slowdown)")})
+                    "for nothing; S2: whole micro-batches cannot absorb this slowdown)")))
                 self.next_id += 1
                 continue
             d = self.slowdown()
@@ -339,3 +424,19 @@ def plan_mitigation(stream: EventStream, meta: JobMeta, strategies: tuple[Strate
         planner.close(end)
     return Plan(episodes=planner.episodes, end_iteration=end, strategies=strategies,
                 ignored_events=dict(sorted(stream.ignored.items())))
+
+
+def plan_files(events: str | Path, meta: str | Path, costs: str | Path | None = None,
+               microbatches: int = 8, trace: str | Path | None = None) -> Plan:
+    """``mitigate plan``: the plan for the watch events of the file ``events``, for the job of
+    the metadata file ``meta``, with the strategies' overheads of ``costs`` (the defaults when
+    None); with ``trace``, each S2 / S3 decision carries its what-if prediction from it."""
+    job = read_meta(meta)
+    strategies = load_costs(costs)
+    plan = plan_mitigation(read_events(events), job, strategies, microbatches=microbatches,
+                           source=str(events))
+    if trace is not None:
+        from stragglers.mitigate.predict import predict_plan  # the simulator, when asked for
+
+        predict_plan(plan, trace, meta)
+    return plan

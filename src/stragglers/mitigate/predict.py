@@ -28,21 +28,53 @@ on the no-delay timeline; "before" is the trace's own values on that timeline.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from stragglers.analysis.engine import WhatIfEngine
+from stragglers.analysis.engine import WhatIfEngine, prepare
+from stragglers.analysis.runner import load_table
 from stragglers.analysis.scenarios import Scenario
 from stragglers.errors import InputError
 from stragglers.mitigate.microbatch import solve_microbatches
-from stragglers.mitigate.planner import Decision
-from stragglers.mitigate.topology import TopologyPlan, consolidate
+from stragglers.mitigate.topology import Move, TopologyPlan, consolidate
 from stragglers.trace import schema
 
-__all__ = ["Prediction", "predict_decision", "predict_microbatch", "predict_permutation",
-           "predict_rebalance", "worker_compute"]
+if TYPE_CHECKING:  # the planner imports this module only when asked for predictions
+    from stragglers.mitigate.planner import Decision, Plan
+
+__all__ = ["PredictedMoves", "PredictedSplit", "Prediction", "predict_decision",
+           "predict_microbatch", "predict_permutation", "predict_plan", "predict_rebalance",
+           "predict_trace", "worker_compute"]
+
+
+@dataclass(frozen=True)
+class PredictedSplit:
+    """What S2's prediction used: each DP group's time per micro-batch, the micro-batches
+    per group in the trace and the assignment simulated."""
+
+    group_times_s: list[float]
+    microbatches_per_group: int
+    assignment: list[int]
+
+    def to_dict(self) -> dict[str, object]:
+        return {"group_times_s": list(self.group_times_s),
+                "microbatches_per_group": self.microbatches_per_group,
+                "assignment": list(self.assignment)}
+
+
+@dataclass(frozen=True)
+class PredictedMoves:
+    """What S3's prediction used: each worker's compute factor (dp x pp) and the moves."""
+
+    worker_factors: list[list[float]]
+    moves: list[Move]
+
+    def to_dict(self) -> dict[str, object]:
+        return {"worker_factors": [list(row) for row in self.worker_factors],
+                "moves": [mv.to_dict() for mv in self.moves]}
 
 
 @dataclass(frozen=True)
@@ -52,16 +84,27 @@ class Prediction:
     action: str
     before_s: float
     after_s: float
-    details: dict[str, Any] = field(default_factory=dict)
+    details: PredictedSplit | PredictedMoves | None = None
 
     @property
     def gain(self) -> float:
         """Fraction of the step time saved."""
         return 1.0 - self.after_s / self.before_s
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"action": self.action, "before_s": self.before_s, "after_s": self.after_s,
-                "gain": self.gain, **self.details}
+    def summary(self) -> str:
+        """The step times, then the assignment or the moves."""
+        lines = [f"{self.action}: mean step time {self.before_s:.6g} s -> {self.after_s:.6g} s "
+                 f"predicted ({self.gain * 100:.1f}% saved; no-delay timeline)"]
+        if isinstance(self.details, PredictedSplit):
+            lines.append("assignment: " + ",".join(str(m) for m in self.details.assignment))
+        elif isinstance(self.details, PredictedMoves):
+            lines.extend("  " + mv.describe() for mv in self.details.moves)
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, object]:
+        out = {"action": self.action, "before_s": self.before_s, "after_s": self.after_s,
+               "gain": self.gain}
+        return out if self.details is None else {**out, **self.details.to_dict()}
 
 
 def _compute_nodes(engine: WhatIfEngine) -> np.ndarray:
@@ -101,8 +144,7 @@ def predict_microbatch(engine: WhatIfEngine) -> Prediction:
     compute = _compute_nodes(engine)
     values[compute] *= scale[None, :, None]
     return Prediction("microbatch", _mean_step(engine, None), _mean_step(engine, values),
-                      {"group_times_s": t.tolist(), "microbatches_per_group": m,
-                       "assignment": res.assignment.tolist()})
+                      PredictedSplit(t.tolist(), m, res.assignment.tolist()))
 
 
 def predict_permutation(engine: WhatIfEngine, plan: TopologyPlan) -> Prediction:
@@ -123,7 +165,7 @@ def predict_permutation(engine: WhatIfEngine, plan: TopologyPlan) -> Prediction:
         nodes = compute & (t.node_stage == s)
         values[nodes] *= scale[None, :, s, None]
     return Prediction(plan.kind, _mean_step(engine, None), _mean_step(engine, values),
-                      {"worker_factors": np.round(factor, 6).tolist(), "moves": plan.moves})
+                      PredictedMoves(np.round(factor, 6).tolist(), plan.moves))
 
 
 def predict_rebalance(engine: WhatIfEngine, before_cost: np.ndarray, after_cost: np.ndarray
@@ -160,3 +202,25 @@ def predict_decision(engine: WhatIfEngine, decision: Decision) -> Prediction | N
         plan = consolidate(engine.table.meta, list(decision.slow_ranks), source="decision")
         return predict_permutation(engine, plan)
     return None
+
+
+def predict_trace(trace: str | Path, meta: str | Path, steps: str | None = None,
+                  slow_ranks: list[int] | None = None) -> Prediction:
+    """``mitigate predict``: the step time after S2 (default) or after the consolidation of
+    ``slow_ranks``, from the trace (steps ``A:B`` of it when given) and its metadata."""
+    table = load_table(trace, meta, steps)
+    engine = prepare(table)
+    if slow_ranks is not None:
+        return predict_permutation(engine, consolidate(table.meta, slow_ranks))
+    return predict_microbatch(engine)
+
+
+def predict_plan(plan: Plan, trace: str | Path, meta: str | Path) -> None:
+    """Add the what-if prediction from the job's trace to each S2 / S3 decision of ``plan``
+    (in place: its episodes' decisions are replaced)."""
+    engine = prepare(load_table(trace, meta))
+    for ep in plan.episodes:
+        for i, d in enumerate(ep.decisions):
+            pred = predict_decision(engine, d)
+            if pred is not None:
+                ep.decisions[i] = replace(d, details=replace(d.details, whatif=pred))

@@ -24,17 +24,19 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 from scipy.optimize import nnls
 
 from stragglers.errors import InputError
-from stragglers.mitigate.lengths import MicrobatchLengths
+from stragglers.mitigate.lengths import MicrobatchLengths, read_lengths
+from stragglers.mitigate.microbatch import parse_numbers
 from stragglers.trace import schema
-from stragglers.trace.io import TraceColumns
+from stragglers.trace.io import TraceColumns, read_trace
 
-__all__ = ["CostModel", "Fit", "Partition", "fit_cost_model", "fit_from_trace",
-           "microbatch_compute", "rebalance"]
+__all__ = ["CostModel", "Fit", "Partition", "Rebalancing", "fit_cost_model", "fit_files",
+           "fit_from_trace", "in_order", "microbatch_compute", "rebalance", "rebalance_lengths"]
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,17 @@ class Fit:
     microbatches: int  # fitted: in the trace and in the lengths
     trace_only: int  # micro-batches of the trace without lengths
     lengths_only: int  # lengths of micro-batches the trace (on that stage) does not have
+    stage: int  # the pipeline stage fitted
+
+    def summary(self) -> str:
+        """The model, its R^2 and what it was fitted on; what could not be matched."""
+        m = self.model
+        text = (f"micro-batch compute = {m.a:.6g} * sum L^2 + {m.b:.6g} * sum L + {m.c:.6g} s "
+                f"(R^2 {m.r2:.4f}, {self.microbatches} micro-batches of stage {self.stage})")
+        if self.trace_only or self.lengths_only:
+            text += (f"\nnot matched: {self.trace_only} micro-batches of the trace without "
+                     f"lengths, {self.lengths_only} lengths without a micro-batch in the trace")
+        return text
 
     def to_dict(self) -> dict[str, float | int]:
         return {"a": self.model.a, "b": self.model.b, "c": self.model.c, "r2": self.model.r2,
@@ -127,7 +140,14 @@ def fit_from_trace(trace: TraceColumns, lengths: MicrobatchLengths, stage: int) 
                          "are step, dp_rank and mb_id)")
     model = fit_cost_model(lengths.sum_sq[l_sel], lengths.sum_len[l_sel], durations[t_sel])
     return Fit(model, int(t_sel.size), int(keys.shape[0] - t_sel.size),
-               int(lengths.keys.shape[0] - l_sel.size))
+               int(lengths.keys.shape[0] - l_sel.size), stage)
+
+
+def fit_files(trace: str | Path, lengths: str | Path, stage: int) -> Fit:
+    """``mitigate fit-cost``: the cost model of ``stage`` fitted from the trace file and the
+    lengths file (:func:`~.lengths.read_lengths`)."""
+    per_microbatch = read_lengths(lengths)
+    return fit_from_trace(read_trace(trace), per_microbatch, stage)
 
 
 @dataclass(frozen=True)
@@ -218,3 +238,34 @@ def in_order(lengths: np.ndarray | list[int], model: CostModel, dp: int,
     arr = _check(np.asarray(lengths), dp, microbatches)
     slot = np.arange(arr.size) * (dp * microbatches) // arr.size
     return _assemble(arr, model, slot // microbatches, slot % microbatches, dp, microbatches)
+
+
+@dataclass(frozen=True)
+class Rebalancing:
+    """``mitigate rebalance``: the greedy partition of a global batch and, for comparison,
+    the in-order one a plain loader gives."""
+
+    sequences: int
+    partition: Partition
+    in_order: Partition
+
+    def summary(self) -> str:
+        dp, microbatches = self.partition.microbatch_cost.shape
+        return (f"{self.sequences} sequences over {dp} DP ranks x {microbatches} "
+                f"micro-batches: slowest rank {self.partition.makespan:.6g} s (in order: "
+                f"{self.in_order.makespan:.6g} s; mean {self.partition.rank_cost.mean():.6g} s)")
+
+    def to_dict(self) -> dict[str, object]:
+        part = self.partition
+        return {"batches": [[m.tolist() for m in r] for r in part.batches],
+                "rank_cost": part.rank_cost.tolist(), "makespan": part.makespan,
+                "in_order_makespan": self.in_order.makespan}
+
+
+def rebalance_lengths(text: str, model: CostModel, dp: int, microbatches: int,
+                      max_tokens: float | None = None) -> Rebalancing:
+    """``mitigate rebalance``: :func:`rebalance` and :func:`in_order` of the sequence lengths
+    of ``text`` (``L1,L2,...`` or ``@FILE``, as :func:`~.microbatch.parse_numbers`)."""
+    lengths, _ = parse_numbers(text, what="length", limit_name="seqlen_sequences")
+    return Rebalancing(lengths.size, rebalance(lengths, model, dp, microbatches, max_tokens),
+                       in_order(lengths, model, dp, microbatches))

@@ -24,16 +24,66 @@ move together: tensor parallelism stays inside a node).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from stragglers.errors import InputError
 from stragglers.limits import check_limit
-from stragglers.trace.io import JobMeta
+from stragglers.trace.io import JobMeta, read_meta
 
-__all__ = ["TopologyPlan", "consolidate", "reassign_link"]
+__all__ = ["ConsolidationDetails", "LinkDetails", "Move", "TopologyPlan", "consolidate",
+           "plan_topology", "reassign_link"]
+
+
+@dataclass(frozen=True)
+class Move:
+    """A worker that changes position: (dp, stage) before and after."""
+
+    worker: int
+    src: tuple[int, int]
+    dst: tuple[int, int]
+
+    def describe(self) -> str:
+        return (f"worker {self.worker}: (dp {self.src[0]}, stage {self.src[1]}) -> "
+                f"(dp {self.dst[0]}, stage {self.dst[1]})")
+
+    def to_dict(self) -> dict[str, object]:
+        return {"worker": self.worker, "from": list(self.src), "to": list(self.dst)}
+
+
+@dataclass(frozen=True)
+class ConsolidationDetails:
+    """What a consolidation changes: the slow workers, their stages before and after, and the
+    swaps (pairs of worker indices) that do it."""
+
+    slow_workers: list[int]
+    stages_before: list[int]
+    stages_after: list[int]
+    swaps: list[list[int]]
+
+    def to_dict(self) -> dict[str, object]:
+        return {"slow_workers": list(self.slow_workers),
+                "stages_before": list(self.stages_before),
+                "stages_after": list(self.stages_after),
+                "swaps": [list(s) for s in self.swaps]}
+
+
+@dataclass(frozen=True)
+class LinkDetails:
+    """A link reassignment: the link's ranks, their workers and the swap (None: nothing
+    to move)."""
+
+    link: list[int]
+    workers: list[int]
+    swaps: list[list[int]] | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {"link": list(self.link), "workers": list(self.workers)}
+        if self.swaps is not None:
+            out["swaps"] = [list(s) for s in self.swaps]
+        return out
 
 
 @dataclass(frozen=True)
@@ -46,7 +96,7 @@ class TopologyPlan:
     position: np.ndarray  # new worker index of each old worker index
     kind: str  # consolidation | link
     note: str
-    details: dict[str, Any] = field(default_factory=dict)
+    details: ConsolidationDetails | LinkDetails
 
     def where(self, worker: int) -> tuple[int, int]:
         """(dp, stage) of old worker ``worker`` after the plan."""
@@ -54,21 +104,25 @@ class TopologyPlan:
         return p % self.dp_size, p // self.dp_size
 
     @property
-    def moves(self) -> list[dict[str, Any]]:
-        moved = np.flatnonzero(self.position != np.arange(self.position.size))
-        return [{"worker": int(w), "from": [int(w) % self.dp_size, int(w) // self.dp_size],
-                 "to": list(self.where(int(w)))} for w in moved]
+    def moves(self) -> list[Move]:
+        moved = np.flatnonzero(self.position != np.arange(self.position.size)).tolist()
+        return [Move(w, (w % self.dp_size, w // self.dp_size), self.where(w)) for w in moved]
 
     def rank_permutation(self) -> np.ndarray:
         """New rank of each old rank."""
         ranks = np.arange(self.position.size * self.inner)
         return self.position[ranks // self.inner] * self.inner + ranks % self.inner
 
-    def to_dict(self) -> dict[str, Any]:
+    def summary(self) -> str:
+        """The note, then one line per worker moved."""
+        return "\n".join([self.note, *("  " + mv.describe() for mv in self.moves)])
+
+    def to_dict(self) -> dict[str, object]:
         return {"kind": self.kind, "note": self.note, "dp_size": self.dp_size,
-                "pp_size": self.pp_size, "moves": self.moves,
+                "pp_size": self.pp_size, "moves": [mv.to_dict() for mv in self.moves],
                 "worker_position": self.position.tolist(),
-                "rank_permutation": self.rank_permutation().tolist(), **self.details}
+                "rank_permutation": self.rank_permutation().tolist(),
+                **self.details.to_dict()}
 
 
 def _workers(meta: JobMeta, ranks: list[int], source: str) -> tuple[int, np.ndarray]:
@@ -86,6 +140,7 @@ def _workers(meta: JobMeta, ranks: list[int], source: str) -> tuple[int, np.ndar
 def consolidate(meta: JobMeta, slow_ranks: list[int], source: str = "--slow-ranks"
                 ) -> TopologyPlan:
     """Pack the workers of ``slow_ranks`` into the fewest stages, interior first."""
+    check_limit("topology_ranks", len(slow_ranks), source)
     inner, slow = _workers(meta, slow_ranks, source)
     dp, pp = meta.dp_size, meta.pp_size
     n = dp * pp
@@ -113,9 +168,8 @@ def consolidate(meta: JobMeta, slow_ranks: list[int], source: str = "--slow-rank
     note = (f"{slow.size} slow worker(s) in {len(before)} stage(s) -> {len(after)} "
             f"(minimum {need}), {len(pairs)} swap(s)")
     return TopologyPlan(dp, pp, inner, position, "consolidation", note,
-                        {"slow_workers": slow.tolist(), "stages_before": before,
-                         "stages_after": after,
-                         "swaps": [[int(a), int(b)] for a, b in pairs]})
+                        ConsolidationDetails(slow.tolist(), before, after,
+                                             [[int(a), int(b)] for a, b in pairs]))
 
 
 def reassign_link(meta: JobMeta, rank_a: int, rank_b: int, source: str = "--slow-link"
@@ -127,7 +181,7 @@ def reassign_link(meta: JobMeta, rank_a: int, rank_b: int, source: str = "--slow
     position = np.arange(n)
     a, b = rank_a // inner, rank_b // inner
     (da, sa), (db, sb) = (a % dp, a // dp), (b % dp, b // dp)
-    details: dict[str, Any] = {"link": [int(rank_a), int(rank_b)], "workers": [a, b]}
+    swaps = None
     if a == b:
         note = "both ranks are in one worker (tensor parallel, inside a node): nothing to move"
     elif da == db and abs(sa - sb) == 1:
@@ -140,8 +194,21 @@ def reassign_link(meta: JobMeta, rank_a: int, rank_b: int, source: str = "--slow
         target_stage = sa + 1 if sa + 1 < pp else sa - 1
         c = target_stage * dp + da  # the worker whose place b takes
         position[b], position[c] = c, b
-        details["swaps"] = [[b, c]]
+        swaps = [[b, c]]
         note = (f"DP edge (stage {sa}, dp {da} <-> dp {db}) -> PP edge (dp {da}, stages "
                 f"{min(sa, target_stage)} <-> {max(sa, target_stage)}): swap workers {b} and "
                 f"{c}")
-    return TopologyPlan(dp, pp, inner, position, "link", note, details)
+    return TopologyPlan(dp, pp, inner, position, "link", note,
+                        LinkDetails([int(rank_a), int(rank_b)], [a, b], swaps))
+
+
+def plan_topology(meta_path: str | Path, slow_ranks: list[int] | None = None,
+                  slow_link: tuple[int, int] | None = None) -> TopologyPlan:
+    """``mitigate topology``: the consolidation of ``slow_ranks``, else the reassignment of
+    ``slow_link``, for the job of the metadata file ``meta_path``."""
+    meta = read_meta(meta_path)
+    if slow_ranks is not None:
+        return consolidate(meta, slow_ranks)
+    if slow_link is None:
+        raise InputError("give the slow ranks or the slow link")
+    return reassign_link(meta, *slow_link)

@@ -70,7 +70,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from stragglers.atomic import write_text
 from stragglers.detect.flight_recorder import read_flight_recorder
@@ -78,7 +78,7 @@ from stragglers.detect.fr_hang import localize_fr_hang
 from stragglers.detect.hang import GROUP_KINDS, LastOp, Topology, localize_hang
 from stragglers.errors import InputError
 from stragglers.recover.attempt import AttemptMachine, AttemptState
-from stragglers.recover.heartbeat import read_beats
+from stragglers.recover.heartbeat import Beat, read_beats
 from stragglers.recover.incidents import (
     CrashEvidence,
     DriverResult,
@@ -148,7 +148,7 @@ class Detection:
     t_detect: float  # time.monotonic()
     last_progress: float  # time.monotonic() of the last step any rank advanced
     failed: tuple[int, ...]  # the ranks that had exited non-zero
-    beats: Mapping[int, dict[str, Any]]  # the heartbeats read then
+    beats: Mapping[int, Beat]  # the heartbeats read then
 
 
 @dataclass(frozen=True)
@@ -177,9 +177,9 @@ class Attempt:
     detection: Detection | None = None
     localisation: Localisation | None = None
 
-    def observe(self, beats: Mapping[int, dict[str, Any]], now: float) -> None:
+    def observe(self, beats: Mapping[int, Beat], now: float) -> None:
         """Take the ranks' steps from their heartbeats; a change of any is progress."""
-        steps = tuple(int(beats[r]["step"]) if r in beats else -1 for r in range(self.world))
+        steps = tuple(beats[r].step if r in beats else -1 for r in range(self.world))
         self.max_step = max(self.max_step, *steps)
         if steps != self.steps:
             self.steps = steps
@@ -306,7 +306,7 @@ def _kill_all(procs: Sequence[subprocess.Popen[bytes]]) -> None:
         p.wait()
 
 
-def _heartbeat_evidence(beats: Mapping[int, dict[str, Any]], world: int, now: float,
+def _heartbeat_evidence(beats: Mapping[int, Beat], world: int, now: float,
                         stale_s: float, pp: int, tp: int) -> HeartbeatEvidence:
     last_ops: dict[int, LastOp] = {}
     stale, computing = [], []
@@ -315,26 +315,21 @@ def _heartbeat_evidence(beats: Mapping[int, dict[str, Any]], world: int, now: fl
     untracked: dict[int, str] = {}
     for r in range(world):
         b = beats.get(r)
-        if b is None or now - float(b.get("ts", 0.0)) > stale_s:
+        if b is None or now - b.ts > stale_s:
             stale.append(r)
             continue
-        group = b.get("group")
-        if b.get("op") and group in GROUP_KINDS:
-            seq = b.get("seq")
-            peer = b.get("peer")
-            last_ops[r] = LastOp(str(b["op"]), str(group),
-                                 peer=peer if isinstance(peer, int) else None,
-                                 seq=seq if isinstance(seq, int) else None)
-        elif b.get("op"):  # a call in a group the dp x pp x tp topology does not describe
-            untracked[r] = f"{b.get('op')} in {group}"
+        if b.op is not None and b.group in GROUP_KINDS:
+            last_ops[r] = LastOp(b.op, str(b.group), peer=b.peer, seq=b.seq)
+        elif b.op is not None:  # a call in a group the dp x pp x tp topology does not describe
+            untracked[r] = f"{b.op} in {b.group}"
         else:
             computing.append(r)
     diagnosis = localize_hang(Topology(dp=world // (pp * tp), pp=pp, tp=tp), last_ops)
     return HeartbeatEvidence(tuple(stale), tuple(computing), untracked, last_ops,
-                             {r: b.get("step") for r, b in beats.items()}, diagnosis)
+                             {r: b.step for r, b in beats.items()}, diagnosis)
 
 
-def _flight_recorder_evidence(hb_dir: Path, beats: Mapping[int, dict[str, Any]], world: int,
+def _flight_recorder_evidence(hb_dir: Path, beats: Mapping[int, Beat], world: int,
                               stale_s: float, wait_s: float) -> FlightRecorderEvidence:
     """Ask the live ranks for their flight-recorder dumps, wait for them (at most ``wait_s``)
     and localise the hang from them (:mod:`stragglers.detect.fr_hang`); ranks without a dump
@@ -342,7 +337,7 @@ def _flight_recorder_evidence(hb_dir: Path, beats: Mapping[int, dict[str, Any]],
     (hb_dir / "dump-request").write_text("")
     now = time.time()
     live = [r for r in range(world)
-            if r in beats and now - float(beats[r].get("ts", 0.0)) <= stale_s]
+            if r in beats and now - beats[r].ts <= stale_s]
     folder = hb_dir / "fr"
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
@@ -448,7 +443,7 @@ def poll(rec: Recovery) -> AttemptState:
         rec.ok = True
         return AttemptState.DONE
     failed = [r for r, c in enumerate(codes) if c not in (None, 0)]
-    if not failed and all(beats.get(r, {}).get("status") == "done" for r in range(a.world)):
+    if not failed and all(r in beats and beats[r].status == "done" for r in range(a.world)):
         # training is over: the processes are tearing down (which can take a while on a
         # loaded machine), not hung; give them the start-up allowance to exit
         if now - a.last_progress > cfg.startup_timeout_s:
@@ -510,7 +505,7 @@ def diagnose_crash(rec: Recovery) -> AttemptState:
     time.sleep(min(0.5, 2 * cfg.poll_s))  # let the peers' errors land
     beats = read_beats(a.hb_dir)
     dead = {r: c for r, c in enumerate(p.poll() for p in a.procs) if c not in (None, 0)}
-    culprits = tuple(r for r in dead if beats.get(r, {}).get("status") != "comm_error")
+    culprits = tuple(r for r in dead if r not in beats or beats[r].status != "comm_error")
     culprits = culprits or a.detection.failed
     a.localisation = Localisation(culprits,
                                   CrashEvidence(tuple(r for r in dead if r not in culprits)),

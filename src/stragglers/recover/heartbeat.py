@@ -13,7 +13,8 @@ The driver (``stragglers run``) starts each rank with ``STRAGGLERS_HEARTBEAT_DIR
 A background thread writes ``hb-<rank>.json`` (atomically) every ``interval`` seconds and at
 every change: ``{rank, slot, pid, step, op, group, seq, peer, status, beat, ts}`` where
 ``beat`` counts the writes. A rank that is alive but blocked in a call keeps beating with the
-call it is in; a rank whose process is stuck stops beating. When the driver drops a
+call it is in; a rank whose process is stuck stops beating. The driver reads them back with
+:func:`read_beats`, as :class:`Beat` records. When the driver drops a
 ``dump-request`` file into the folder, the thread also writes the rank's PyTorch
 flight-recorder dump (gloo or NCCL) to ``fr/_dump_<rank>``. Gloo's recorder leaves its
 ``pg_config`` empty; the heartbeat fills it from the process's own group registry (name,
@@ -28,10 +29,11 @@ import os
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Heartbeat", "read_beats"]
+__all__ = ["Beat", "Heartbeat", "read_beats"]
 
 
 class Heartbeat:
@@ -154,15 +156,48 @@ def _with_pg_config(data: bytes) -> bytes:
     return pickle.dumps(obj)
 
 
-def read_beats(folder: str | os.PathLike[str]) -> dict[int, dict[str, Any]]:
+@dataclass(frozen=True)
+class Beat:
+    """A rank's latest heartbeat as the driver reads it (the fields of ``hb-<rank>.json`` it
+    uses)."""
+
+    rank: int
+    step: int  # -1 before the first step
+    status: str | None  # starting | running | done | comm_error | ...
+    op: str | None  # the call the rank is in; None: computing
+    group: str | None  # the call's group (tp, dp, pp, or another the job names)
+    seq: int | None
+    peer: int | None
+    ts: float  # time.time() of the write (0 when absent)
+
+    @classmethod
+    def from_dict(cls, obj: object) -> Beat | None:
+        """The beat of a parsed file; None when it is not one (no integer rank, a step or
+        time that is not a number)."""
+        if not isinstance(obj, dict) or not isinstance(obj.get("rank"), int):
+            return None
+        try:
+            step, ts = int(obj["step"]), float(obj.get("ts", 0.0))
+        except (KeyError, TypeError, ValueError, OverflowError):
+            return None
+        status, op, group = obj.get("status"), obj.get("op"), obj.get("group")
+        seq, peer = obj.get("seq"), obj.get("peer")
+        return cls(obj["rank"], step, status if isinstance(status, str) else None,
+                   str(op) if op else None, None if group is None else str(group),
+                   seq if isinstance(seq, int) else None,
+                   peer if isinstance(peer, int) else None, ts)
+
+
+def read_beats(folder: str | os.PathLike[str]) -> dict[int, Beat]:
     """The latest heartbeat of every rank in ``folder`` (files that cannot be parsed, being
     replaced at that moment, are skipped until the next read)."""
-    out: dict[int, dict[str, Any]] = {}
+    out: dict[int, Beat] = {}
     for p in Path(folder).glob("hb-*.json"):
         try:
             obj = json.loads(p.read_text())
         except (OSError, ValueError):
             continue
-        if isinstance(obj, dict) and isinstance(obj.get("rank"), int):
-            out[obj["rank"]] = obj
+        beat = Beat.from_dict(obj)
+        if beat is not None:
+            out[beat.rank] = beat
     return out
