@@ -61,6 +61,13 @@ def _as_json(obj: Any, event: bool = True) -> dict[str, object]:
     return out
 
 
+class _Fields:
+    """An event whose JSON object is ``event`` and then its fields (see :func:`_as_json`)."""
+
+    def to_dict(self) -> dict[str, object]:
+        return _as_json(self)
+
+
 @dataclass(frozen=True)
 class LevelEvent:
     """A verified change of a rank's iteration time: ``kind`` is ``onset``, ``change``,
@@ -133,7 +140,7 @@ class LevelEvent:
 
 
 @dataclass(frozen=True)
-class JobEvent:
+class JobEvent(_Fields):
     """Several ranks changed at once (:mod:`stragglers.detect.jobs`); ``kind``: the kind of
     their level events."""
 
@@ -146,12 +153,9 @@ class JobEvent:
     severity: float
     ranks_followed: int | None
 
-    def to_dict(self) -> dict[str, object]:
-        return _as_json(self)
-
 
 @dataclass(frozen=True)
-class SpikesEvent:
+class SpikesEvent(_Fields):
     """Spikes of a rank over a report window (:mod:`stragglers.detect.spikes`)."""
 
     event: ClassVar[str] = "spikes"
@@ -167,12 +171,9 @@ class SpikesEvent:
     iterations_lost: float
     largest_ratio: float
 
-    def to_dict(self) -> dict[str, object]:
-        return _as_json(self)
-
 
 @dataclass(frozen=True)
-class GapEvent:
+class GapEvent(_Fields):
     """Missing values of a Megatron iteration-time series (``restart``: more than one)."""
 
     event: ClassVar[str] = "gap"
@@ -182,9 +183,6 @@ class GapEvent:
     last_job_iteration: int
     values: int
     restart: bool
-
-    def to_dict(self) -> dict[str, object]:
-        return _as_json(self)
 
 
 @dataclass(frozen=True)
@@ -232,7 +230,7 @@ class SuspectsEvent:
 
 
 @dataclass(frozen=True)
-class SegmentEvent:
+class SegmentEvent(_Fields):
     """A confirmed restart, iteration jump, clock step or idle stretch of a rank."""
 
     event: ClassVar[str] = "segment"
@@ -245,12 +243,9 @@ class SegmentEvent:
     previous_ts: float | None
     file: str | None = None
 
-    def to_dict(self) -> dict[str, object]:
-        return _as_json(self)
-
 
 @dataclass(frozen=True)
-class BadRecordEvent:
+class BadRecordEvent(_Fields):
     """A line that is not a valid record (``event`` ``bad_record``): its own iteration number
     when it could be read, and the last one accepted before it."""
 
@@ -262,12 +257,9 @@ class BadRecordEvent:
     error: str
     file: str | None = None
 
-    def to_dict(self) -> dict[str, object]:
-        return _as_json(self)
-
 
 @dataclass(frozen=True)
-class BadInputEvent:
+class BadInputEvent(_Fields):
     """A line too long to read, or a whole input that is not a record document (``event``
     ``bad_record``)."""
 
@@ -277,12 +269,9 @@ class BadInputEvent:
     error: str
     file: str | None = None
 
-    def to_dict(self) -> dict[str, object]:
-        return _as_json(self)
-
 
 @dataclass(frozen=True)
-class HeldRecordEvent:
+class HeldRecordEvent(_Fields):
     """A record held back as a discontinuity and then dropped (``reason``, also its
     ``event``: ``out_of_order``, ``outlier`` or ``unconfirmed``); ``decided_by_line``: the
     line that decided it."""
@@ -298,12 +287,9 @@ class HeldRecordEvent:
     def event(self) -> str:
         return self.reason
 
-    def to_dict(self) -> dict[str, object]:
-        return _as_json(self)
-
 
 @dataclass(frozen=True)
-class SkippedEvent:
+class SkippedEvent(_Fields):
     """A record skipped for a limit or a value (``reason``, also its ``event``:
     ``rank_limit``, ``call_kinds_limit``, ``zero_duration``)."""
 
@@ -317,24 +303,18 @@ class SkippedEvent:
     def event(self) -> str:
         return self.reason
 
-    def to_dict(self) -> dict[str, object]:
-        return _as_json(self)
-
 
 @dataclass(frozen=True)
-class RotatedEvent:
+class RotatedEvent(_Fields):
     """The followed path names another file now (:class:`~stragglers.detect.follow.Follower`)."""
 
     event: ClassVar[str] = "rotated"
     file: str
     lines_read_before: int
 
-    def to_dict(self) -> dict[str, object]:
-        return _as_json(self)
-
 
 @dataclass(frozen=True)
-class TruncatedEvent:
+class TruncatedEvent(_Fields):
     """The followed file shrank or was rewritten: read again from its start."""
 
     event: ClassVar[str] = "truncated"
@@ -343,19 +323,13 @@ class TruncatedEvent:
     lines_read_before: int
     partial_bytes: int
 
-    def to_dict(self) -> dict[str, object]:
-        return _as_json(self)
-
 
 @dataclass(frozen=True)
-class FileMissingEvent:
+class FileMissingEvent(_Fields):
     """The followed path disappeared."""
 
     event: ClassVar[str] = "file_missing"
     file: str
-
-    def to_dict(self) -> dict[str, object]:
-        return _as_json(self)
 
 
 @dataclass(frozen=True)

@@ -101,8 +101,9 @@ class SeriesOutcome:
 
 
 @dataclass(frozen=True)
-class DetectionScores:
-    """Aggregate scores of one method (rates are fractions in [0, 1])."""
+class Rates:
+    """Accuracy and error rates over series (fractions in [0, 1]) with their counts, shared
+    by both detection evaluations."""
 
     accuracy: float
     fpr: float
@@ -114,6 +115,12 @@ class DetectionScores:
     negatives: int
     false_negatives: int
     positives: int
+
+
+@dataclass(frozen=True)
+class DetectionScores(Rates):
+    """Aggregate scores of one method on the synthetic corpus."""
+
     spurious_in_positives: int
     target_events: int
     target_within: int

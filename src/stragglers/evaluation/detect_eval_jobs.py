@@ -58,6 +58,7 @@ from stragglers.detect.megatron import Gap, read_iteration_json, series_items
 from stragglers.detect.records import IterationRecord, RecordError, read_records
 from stragglers.detect.watch import Watcher
 from stragglers.errors import InputError
+from stragglers.evaluation.detect_eval import Rates
 from stragglers.evaluation.jobcorpus import (
     EVENT_LOSS,
     FAMILIES,
@@ -209,19 +210,9 @@ class JobOutcome:
 
 
 @dataclass(frozen=True)
-class JobScores:
-    """Aggregate of outcomes (rates are fractions)."""
+class JobScores(Rates):
+    """Aggregate of outcomes on the job corpus (rates are fractions)."""
 
-    accuracy: float
-    fpr: float
-    fnr: float
-    mean_delay_iters: float
-    correct: int
-    total: int
-    false_positives: int
-    negatives: int
-    false_negatives: int
-    positives: int
     events: int
     detected: int
     big_events: int
