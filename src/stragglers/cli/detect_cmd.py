@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-from collections.abc import Callable, Iterable
-from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -21,9 +19,6 @@ from stragglers.limits import LIMITS, check_limit, limit
 
 if TYPE_CHECKING:  # the detectors are imported by the commands that use them (start-up)
     from stragglers.detect.bocd import Detector
-    from stragglers.detect.events import WatchEvent
-    from stragglers.detect.follow import Batch
-    from stragglers.detect.watch import Watcher
 
 RECORDS_HELP = (
     "JSON-lines records: call {rank, type, size, ts[, group, duration, wait]}, "
@@ -296,208 +291,17 @@ def _eval(args: argparse.Namespace) -> int:
 
 # -- watch --------------------------------------------------------------------------------------
 def _watch(args: argparse.Namespace) -> int:
-    from stragglers.detect.follow import Follower
-    from stragglers.detect.watch import Watcher
+    from stragglers.detect.watch_files import WatchSettings, watch_files, watch_inputs
 
-    paths = _watch_inputs(args.events)
+    paths = watch_inputs(args.events)
     check_limit("period_window", args.window, "--window")
-    poll = args.poll
-    idle = args.idle_timeout
-    max_ranks = limit("watch_ranks") if args.max_ranks is None else args.max_ranks
     if args.warmup is not None:
         check_limit("warmup_iters", args.warmup, "--warmup")
-    factory = _detector_factory(args)
-    fmt = args.input_format
-    stdin = None
-    if paths == ["-"]:
-        from stragglers.detect.follow import peek_stdin
-        from stragglers.detect.megatron import guess_format
-
-        stdin = peek_stdin()
-        if fmt == "auto":
-            fmt = guess_format(stdin.head)
-    elif fmt == "auto":
-        fmts = {p: _guess_format(p) for p in paths}
-        fmt = fmts[paths[0]]
-        for p, f in fmts.items():
-            if f != fmt:
-                raise InputError(f"{p}: its format is {f} but {paths[0]}'s is {fmt}; watch "
-                                 "reads several files of one format (give --format)")
-    if len(paths) > 1:
-        return _watch_many(args, factory, paths, fmt, poll, idle, max_ranks)
-    path = paths[0]
-    source = "<stdin>" if path == "-" else path
-    watcher = Watcher(detector_factory=factory, tracker_kwargs={"window": args.window},
-                      source=source, max_ranks=max_ranks,
-                      input_format="jsonl" if fmt == "megatron-json" else fmt,
-                      warmup_iters=args.warmup)
-    out = Output()
-    if fmt == "megatron-json":
-        return _watch_iteration_json([(0, (path, 0))], watcher, out)
-    follower = Follower(path, once=args.once, poll=poll, idle_timeout=idle,
-                        max_line_bytes=watcher.max_line_bytes, stdin=stdin)
-    return _pump(((0, batch) for batch in follower), watcher, out,
-                 lambda _i, lines: watcher.process_lines(lines), [source])
-
-
-def _pump(batches: Iterable[tuple[int, Batch]], watcher: Watcher, out: Output,
-          process: Callable[[int, list[tuple[int, bytes | None]]], list[WatchEvent]],
-          names: list[str]) -> int:
-    """Feed followed batches ``(file index, batch)`` to the watcher until the input ends or
-    stdout closes; ``process(i, lines)`` handles the lines of file ``i`` (``names[i]``).
-    The events are printed as JSON lines."""
-    i = 0
-    try:
-        for i, batch in batches:
-            if batch.notice is not None:
-                events = watcher.notice(batch.notice)
-            else:
-                events = process(i, batch.lines)
-            if events and not out.events(e.to_dict() for e in events):
-                return 0
-    except KeyboardInterrupt:  # pragma: no cover - interactive
-        pass
-    except OSError as exc:
-        raise InputError(f"{names[i]}: cannot read ({exc.strerror or exc})") from None
-    out.events(e.to_dict() for e in watcher.finish())
-    return 0
-
-
-_GLOB = frozenset("*?[")
-
-
-def _watch_inputs(args: list[str]) -> list[str]:
-    """The files to watch: the arguments, a folder's files (sorted; hidden files skipped) or a
-    glob pattern's matches (when the pattern is not itself a file); each checked readable."""
-    import glob
-
-    paths: list[str] = []
-    for a in args:
-        if a == "-":
-            if len(args) > 1:
-                raise InputError("-: standard input cannot be watched with other files")
-            return ["-"]
-        p = Path(a)
-        if p.is_dir():
-            found = sorted(str(q) for q in p.iterdir()
-                           if not q.name.startswith(".") and q.is_file())
-            if not found:
-                raise InputError(f"{p}: is a folder without files to watch")
-            paths += found
-        elif not p.exists() and _GLOB & set(a):
-            found = sorted(q for q in glob.glob(a) if Path(q).is_file())
-            if not found:
-                raise InputError(f"{a}: no file matches the pattern")
-            paths += found
-        else:
-            paths.append(a)
-    check_limit("watch_ranks", len(paths), "watch: input files")
-    seen: set[str] = set()
-    for a in paths:
-        p = Path(a)
-        if not p.exists():
-            raise InputError(f"{p}: no such file")
-        if p.is_dir():
-            raise InputError(f"{p}: is a folder, expected a JSON-lines file")
-        if not os.access(p, os.R_OK):
-            raise InputError(f"{p}: cannot read the file (permission denied)")
-        key = os.path.realpath(p)
-        if key in seen:
-            raise InputError(f"{p}: given twice")
-        seen.add(key)
-    return paths
-
-
-def _file_ranks(paths: list[str]) -> list[int]:
-    """The rank of each file: the last number of its name
-    (:func:`~stragglers.detect.megatron.rank_from_name`), else the first ``torchrun`` prefix
-    in its first 64 KiB (:func:`~stragglers.detect.megatron.rank_from_content`); one line
-    naming the file when neither tells, or when two files name the same rank."""
-    from stragglers.detect.megatron import rank_from_content, rank_from_name
-
-    ranks: list[int] = []
-    owner: dict[int, str] = {}
-    for p in paths:
-        r = rank_from_name(p)
-        if r is None:
-            try:
-                with open(p, "rb") as fh:
-                    r = rank_from_content(fh.read(1 << 16))
-            except OSError as exc:
-                raise InputError(f"{p}: cannot read the file ({exc.strerror or exc})") from None
-        if r is None:
-            raise InputError(f"{p}: cannot tell the rank of this log (no number in its name "
-                             "and no [rankN]: prefix in its first 64 KiB); name the files of "
-                             "several ranks with the rank as their last number, e.g. "
-                             "train_rank3.log")
-        if r in owner:
-            raise InputError(f"{p}: names rank {r}, as {owner[r]} does (one file per rank)")
-        owner[r] = p
-        ranks.append(r)
-    return ranks
-
-
-def _watch_many(args: argparse.Namespace, factory: Callable[[], Detector], paths: list[str],
-                fmt: str,
-                poll: float, idle: float | None, max_ranks: int) -> int:
-    """``watch`` on several files, one per rank (logs, JSON lines or iteration-time JSON)."""
-    from stragglers.detect.follow import Follower, follow_files
-    from stragglers.detect.watch import Watcher
-
-    ranks = _file_ranks(paths) if fmt != "jsonl" else [0] * len(paths)
-    watcher = Watcher(detector_factory=factory,
-                      tracker_kwargs={"window": args.window}, source=paths[0], max_ranks=max_ranks,
-                      input_format="jsonl" if fmt == "megatron-json" else fmt,
-                      warmup_iters=args.warmup, sources=len(paths))
-    out = Output()
-    if fmt == "megatron-json":
-        return _watch_iteration_json(list(enumerate(zip(paths, ranks, strict=True))),
-                                     watcher, out)
-    followers = [Follower(p, once=args.once, poll=poll, idle_timeout=idle,
-                          max_line_bytes=watcher.max_line_bytes, yield_when_idle=True)
-                 for p in paths]
-    return _pump(follow_files(followers, poll), watcher, out,
-                 lambda i, lines: watcher.process_lines(lines, file_index=i, source=paths[i],
-                                                        rank=ranks[i]), paths)
-
-
-def _guess_format(path: str) -> str:
-    """``--format auto``: the format from the first 64 KiB of a file (standard input: from
-    its first block, read by :func:`~stragglers.detect.follow.peek_stdin`)."""
-    from stragglers.detect.megatron import guess_format
-
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(1 << 16)
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read the file ({exc.strerror or exc})") from None
-    return guess_format(head)
-
-
-def _watch_iteration_json(files: list[tuple[int, tuple[str, int]]], watcher: Watcher,
-                          out: Output) -> int:
-    """``watch --format megatron-json``: each file's whole series at once (it is not
-    appended to); ``files``: ``(file index, (path, rank))``. A file that is not an
-    iteration-time document is one bad record, not fatal."""
-    from stragglers.detect.megatron import read_iteration_json, series_items
-    from stragglers.detect.records import RecordError
-
-    several = len(files) > 1
-    for i, (path, rank) in files:
-        if path == "-":
-            raise InputError("--format megatron-json: give a file, not standard input")
-        source = path if several else None
-        try:
-            series = read_iteration_json(path)
-        except RecordError as exc:
-            events = watcher.unreadable(exc, file_index=i, source=source)
-        else:
-            events = watcher.process_items(series_items(series, rank=rank), file_index=i,
-                                           source=source)
-        if events and not out.events(e.to_dict() for e in events):
-            return 0
-    out.events(e.to_dict() for e in watcher.finish())
-    return 0
+    max_ranks = limit("watch_ranks") if args.max_ranks is None else args.max_ranks
+    settings = WatchSettings(input_format=args.input_format, window=args.window,
+                             warmup=args.warmup, max_ranks=max_ranks, once=args.once,
+                             poll=args.poll, idle_timeout=args.idle_timeout)
+    return watch_files(paths, _detector_factory(args), settings)
 
 
 # -- detect period ------------------------------------------------------------------------------
@@ -525,8 +329,7 @@ def _matrix(args: argparse.Namespace) -> int:
 
 # -- detect hang --------------------------------------------------------------------------------
 def _hang(args: argparse.Namespace) -> int:
-    from stragglers.detect.hang import LastOp, Topology, localize_hang
-    from stragglers.detect.records import decode_json, iter_file_lines, rank_field, shown_value
+    from stragglers.detect.hang import Topology, hang_report, localize_hang, read_last_ops
 
     if args.flight_recorder is not None:
         if args.records is not None or args.dp is not None or args.pp is not None:
@@ -541,57 +344,19 @@ def _hang(args: argparse.Namespace) -> int:
     check_limit("topology_ranks", args.dp * args.pp * args.tp,
                 f"--dp {args.dp} x --pp {args.pp} x --tp {args.tp}")
     topo = Topology(dp=args.dp, pp=args.pp, tp=args.tp)
-    ops: dict[int, LastOp] = {}
-    path = args.records
-    cap = limit("record_bytes")
-    for i, raw in iter_file_lines(path):
-        if not raw.strip():
-            continue
-        where = f"{path}:{i}"
-        if len(raw) > cap:
-            raise InputError(f"{where}: record of {len(raw):,} bytes exceeds the limit of "
-                             f"{cap:,} (set STRAGGLERS_MAX_RECORD_BYTES to raise it)")
-        obj = decode_json(raw, where)
-        if type(obj) is not dict:
-            raise InputError(f"{where}: expected a JSON object")
-        for key in ("rank", "op", "group"):
-            if key not in obj:
-                raise InputError(f"{where}: field '{key}': missing")
-        ops_rank = rank_field(obj, "rank", topo.size, where)
-        op = obj["op"]
-        if type(op) is not str or not op:
-            raise InputError(f"{where}: field 'op': expected a non-empty string, got "
-                             f"{shown_value(op)}")
-        if obj["group"] not in ("tp", "dp", "pp"):
-            raise InputError(f"{where}: field 'group': expected tp, dp or pp, got "
-                             f"{shown_value(obj['group'])}")
-        peer = None if obj.get("peer") is None else rank_field(obj, "peer", topo.size, where)
-        seq = obj.get("seq")
-        if seq is not None and (type(seq) is not int or not 0 <= seq < 2**63):
-            raise InputError(f"{where}: field 'seq': expected an integer >= 0, got "
-                             f"{shown_value(seq)}")
-        if ops_rank in ops:
-            raise InputError(f"{where}: field 'rank': rank {ops_rank} appears twice")
-        ops[ops_rank] = LastOp(op=op, group=obj["group"], peer=peer, seq=seq)
+    ops = read_last_ops(args.records, topo)
     diag = localize_hang(topo, ops)
     out = Output()
     if args.json:
         out.write(orjson.dumps(diag.to_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
         return 0
-    lines = [f"topology dp={topo.dp} pp={topo.pp} tp={topo.tp}: {len(ops)} ranks logged, "
-             f"{len(diag.silent)} silent {list(diag.silent)}"]
-    if not diag.suspects:
-        lines.append("no suspect: nobody waits for a silent rank or a stuck group")
-    for sus in diag.suspects:
-        lines.append(f"suspect {list(sus.ranks)} [{sus.kind}], waited on by {sus.waited_on_by} "
-                     f"ranks: {sus.reason}")
-    out.write("\n".join(lines) + "\n")
+    out.write(hang_report(topo, len(ops), diag))
     return 0
 
 
 def _hang_fr(args: argparse.Namespace) -> int:
     from stragglers.detect.flight_recorder import read_flight_recorder
-    from stragglers.detect.fr_hang import localize_fr_hang
+    from stragglers.detect.fr_hang import fr_hang_report, localize_fr_hang
 
     record = read_flight_recorder(args.flight_recorder)
     diag = localize_fr_hang(record)
@@ -599,25 +364,7 @@ def _hang_fr(args: argparse.Namespace) -> int:
     if args.json:
         out.write(orjson.dumps(diag.to_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
         return 0
-    other = diag.ignored_files
-    shown = ", ".join(other[:4]) + (", ..." if len(other) > 4 else "")
-    lines = [f"{record.source}: {diag.dumps} dumps of {diag.ranks} ranks, "
-             f"{len(diag.silent)} silent {list(diag.silent)}"
-             + (f"; {len(other)} other files not read ({shown})" if other else "")]
-    if not diag.suspects:
-        lines.append("no suspect: nobody waits for a silent or lagging rank")
-    lines.append(f"suspects: {list(diag.suspect_ranks)}")
-    if diag.groups:
-        lines.append(f"{'PG':<6} | {'description':<40} | {'op':<28} | {'seq':>8} | "
-                     f"{'size':<16} | {'dtype':<9} | waiting for")
-        for g in diag.groups:
-            lines.append(f"{g.pg:<6} | {g.desc:<40} | {g.op:<28} | {g.seq:>8} | "
-                         f"{g.size:<16} | {g.dtype:<9} | {list(g.waiting_for)}")
-    for sus in diag.suspects:
-        lines.append(f"suspect {list(sus.ranks)} [{sus.kind}], waited on by {sus.waited_on_by} "
-                     f"ranks: {sus.reason}")
-    lines.extend(f"note: {n}" for n in diag.notes)
-    out.write("\n".join(lines) + "\n")
+    out.write(fr_hang_report(record, diag))
     return 0
 
 

@@ -39,7 +39,7 @@ from scipy.sparse.csgraph import connected_components
 from stragglers.detect.flight_recorder import FlightRecord, FREntry, GroupInfo, GroupStatus
 from stragglers.detect.hang import Suspect, waiter_counts
 
-__all__ = ["BlockedCall", "FRDiagnosis", "localize_fr_hang"]
+__all__ = ["BlockedCall", "FRDiagnosis", "fr_hang_report", "localize_fr_hang"]
 
 
 @dataclass(frozen=True)
@@ -329,3 +329,27 @@ def _stuck_groups(groups: Mapping[str, GroupInfo], by_gr: Mapping[tuple[str, int
                     f"#{e.seq}: the collective itself does not progress (suspect its links or "
                     "NCCL)")))
     return out
+
+
+def fr_hang_report(record: FlightRecord, diag: FRDiagnosis) -> str:
+    """The text report of ``stragglers detect hang --flight-recorder``."""
+    other = diag.ignored_files
+    shown = ", ".join(other[:4]) + (", ..." if len(other) > 4 else "")
+    lines = [f"{record.source}: {diag.dumps} dumps of {diag.ranks} ranks, "
+             f"{len(diag.silent)} silent {list(diag.silent)}"
+             + (f"; {len(other)} other files not read ({shown})" if other else "")]
+    if not diag.suspects:
+        lines.append("no suspect: nobody waits for a silent or lagging rank")
+    lines.append(f"suspects: {list(diag.suspect_ranks)}")
+    if diag.groups:
+        lines.append(f"{'PG':<6} | {'description':<40} | {'op':<28} | {'seq':>8} | "
+                     f"{'size':<16} | {'dtype':<9} | waiting for")
+        for g in diag.groups:
+            lines.append(f"{g.pg:<6} | {g.desc:<40} | {g.op:<28} | {g.seq:>8} | "
+                         f"{g.size:<16} | {g.dtype:<9} | {list(g.waiting_for)}")
+    for sus in diag.suspects:
+        lines.append(f"suspect {list(sus.ranks)} [{sus.kind}], waited on by {sus.waited_on_by} "
+                     f"ranks: {sus.reason}")
+    lines.extend(f"note: {n}" for n in diag.notes)
+    return "\n".join(lines) + "\n"
+

@@ -33,7 +33,12 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
-__all__ = ["HangDiagnosis", "LastOp", "Suspect", "Topology", "localize_hang"]
+from stragglers.detect.records import decode_json, iter_file_lines, rank_field, shown_value
+from stragglers.errors import InputError
+from stragglers.limits import limit
+
+__all__ = ["HangDiagnosis", "LastOp", "Suspect", "Topology", "hang_report", "localize_hang",
+           "read_last_ops"]
 
 GROUP_KINDS = ("tp", "dp", "pp")
 
@@ -343,3 +348,53 @@ def _describe_waiters(topology: Topology, last_ops: Mapping[int, LastOp], target
                  else f"{op.op} in {topology.group_name(w, op.group)}")
         parts.append(f"{w}: {where}")
     return "; ".join(parts)
+
+
+def read_last_ops(path: str, topo: Topology) -> dict[int, LastOp]:
+    """The last operation of each rank from a JSON-lines file, one object a rank: ``rank``,
+    ``op`` (a non-empty string), ``group`` (``tp``, ``dp`` or ``pp``), optional ``peer`` and
+    ``seq``; an :class:`~stragglers.errors.InputError` names the line and the field."""
+    ops: dict[int, LastOp] = {}
+    cap = limit("record_bytes")
+    for i, raw in iter_file_lines(path):
+        if not raw.strip():
+            continue
+        where = f"{path}:{i}"
+        if len(raw) > cap:
+            raise InputError(f"{where}: record of {len(raw):,} bytes exceeds the limit of "
+                             f"{cap:,} (set STRAGGLERS_MAX_RECORD_BYTES to raise it)")
+        obj = decode_json(raw, where)
+        if type(obj) is not dict:
+            raise InputError(f"{where}: expected a JSON object")
+        for key in ("rank", "op", "group"):
+            if key not in obj:
+                raise InputError(f"{where}: field '{key}': missing")
+        ops_rank = rank_field(obj, "rank", topo.size, where)
+        op = obj["op"]
+        if type(op) is not str or not op:
+            raise InputError(f"{where}: field 'op': expected a non-empty string, got "
+                             f"{shown_value(op)}")
+        if obj["group"] not in ("tp", "dp", "pp"):
+            raise InputError(f"{where}: field 'group': expected tp, dp or pp, got "
+                             f"{shown_value(obj['group'])}")
+        peer = None if obj.get("peer") is None else rank_field(obj, "peer", topo.size, where)
+        seq = obj.get("seq")
+        if seq is not None and (type(seq) is not int or not 0 <= seq < 2**63):
+            raise InputError(f"{where}: field 'seq': expected an integer >= 0, got "
+                             f"{shown_value(seq)}")
+        if ops_rank in ops:
+            raise InputError(f"{where}: field 'rank': rank {ops_rank} appears twice")
+        ops[ops_rank] = LastOp(op=op, group=obj["group"], peer=peer, seq=seq)
+    return ops
+
+
+def hang_report(topo: Topology, logged: int, diag: HangDiagnosis) -> str:
+    """The text report of ``stragglers detect hang`` (``logged``: ranks with a last op)."""
+    lines = [f"topology dp={topo.dp} pp={topo.pp} tp={topo.tp}: {logged} ranks logged, "
+             f"{len(diag.silent)} silent {list(diag.silent)}"]
+    if not diag.suspects:
+        lines.append("no suspect: nobody waits for a silent rank or a stuck group")
+    for sus in diag.suspects:
+        lines.append(f"suspect {list(sus.ranks)} [{sus.kind}], waited on by {sus.waited_on_by} "
+                     f"ranks: {sus.reason}")
+    return "\n".join(lines) + "\n"
