@@ -6,7 +6,7 @@ The tasks get paths, not bytes: the Dask workers must see the server's data fold
 same path (a shared file system, as in docs/guides/service.md, "Past one machine"). A task
 whose Dask worker died is retried by Dask on another worker (the scheduler's
 ``distributed.scheduler.allowed-failures``); when Dask gives up (``KilledWorker``) the
-analysis counts one attempt, as a dead local worker process does. A task that could not
+analysis counts one attempt, as a dead local task process does. A task that could not
 run because the scheduler went away is no attempt: the session goes back to the queue.
 """
 

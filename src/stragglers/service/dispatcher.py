@@ -1,24 +1,24 @@
-"""The analysis queue: worker process pools and the loop that feeds them from the store.
+"""The analysis queue: task process pools and the loop that feeds them from the store.
 
 * :class:`UploadChecker` checks uploads in its own process pool, so that an upload waits for
   its own validation only, never behind queued analyses.
 * :class:`Dispatcher` claims queued sessions from the store (the durable queue) as leases,
-  analyses each in a worker process and records the outcome. It wakes when an upload is
+  analyses each in a task process and records the outcome. It wakes when an upload is
   queued and polls the store every second besides, and renews the leases of its running
   sessions every third of the lease. A graceful stop gives the running sessions back to the
   queue; after a ``kill -9`` they are queued again when the server starts (SQLite) or taken
   again when their lease expires (PostgreSQL). Neither counts as an attempt: an attempt
-  counts when the analysis ends (done, failed) or its worker process dies; a session whose
+  counts when the analysis ends (done, failed) or its task process dies; a session whose
   worker died ``max_attempts`` times is failed with the reason.
 
 Both run their tasks on an :class:`Executor`: a :class:`LocalPool` of this server's worker
 processes, or (``serve --scheduler``) the workers of a Dask cluster
 (:class:`stragglers.service.cluster.DaskExecutor`). The lease and attempt logic is the same
-for both: a worker process that dies is an attempt (:class:`WorkerDied`), a task the
+for both: a task process that dies is an attempt (:class:`WorkerDied`), a task the
 executor could not run (the scheduler went away) is not (:class:`ExecutorLost`).
 
 The event loop only awaits futures and threads: every store call runs in a thread, every
-analysis in a worker process.
+analysis in a task process.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ class ExecutorLost(Exception):
 
 
 class Executor(Protocol):
-    """Where validation and analyses run: :class:`LocalPool` (worker processes of this
+    """Where validation and analyses run: :class:`LocalPool` (task processes of this
     server) or :class:`DaskExecutor` (the workers of a Dask cluster)."""
 
     where: str
@@ -75,7 +75,7 @@ class Executor(Protocol):
     async def start(self) -> None: ...
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
-        """``fn(*args)`` on a worker; raises :class:`WorkerDied` when the worker process
+        """``fn(*args)`` on a worker; raises :class:`WorkerDied` when the task process
         died, :class:`ExecutorLost` when the task could not be run, else what ``fn``
         raised."""
         ...
@@ -113,7 +113,7 @@ class LocalPool:
             raise WorkerDied(f"a {self.role} process died") from None
 
     def close(self) -> None:
-        # the worker processes die with this process (see init_task_process)
+        # the task processes die with this process (see init_task_process)
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
@@ -147,7 +147,7 @@ class UploadChecker:
 
 
 class Dispatcher:
-    """Feeds queued sessions to the analysis worker processes."""
+    """Feeds queued sessions to the analysis task processes."""
 
     def __init__(self, store: Store, data: DataDir, workers: int,
                  finished: Callable[[SessionRow], None], poll_s: float = 1.0,

@@ -1,4 +1,4 @@
-"""Session uploads: stage the files, validate them in a worker process, then queue the
+"""Session uploads: stage the files, check them in a task process, then queue the
 session durably — or refuse the upload with the checker's one-line message and leave
 nothing behind.
 

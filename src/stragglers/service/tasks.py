@@ -1,4 +1,4 @@
-"""What runs in the service's worker processes: validating an upload and analysing a
+"""What runs in the service's task processes: checking an upload and analysing a
 session. Nothing here runs on the server's event loop; both functions take and return
 plain picklable values (paths as strings, frozen dataclasses)."""
 
