@@ -211,7 +211,7 @@ def test_outcome_of_a_lost_lease_is_not_recorded(pg: PostgresServer) -> None:
             workers=("1,1",), step_time=0.5, analysis_s=0.1)
         assert a.finish_done(sid, summary) is None
         assert a.finish_failed(sid, "late") is None
-        assert a.worker_died(sid, 3) is False
+        assert a.task_died(sid, 3) is False
         row = b.finish_done(sid, summary)
         assert row is not None and row.status == "done" and row.attempts == 1
         assert a.session(sid).attempts == 1

@@ -250,10 +250,10 @@ def test_restarts_do_not_count_attempts_but_dead_workers_do(store: Store):
     assert store.session(sid).attempts == 0
     for n in (1, 2):
         store.claim(1, 3)
-        assert store.worker_died(sid, 3) is False
+        assert store.task_died(sid, 3) is False
         assert store.session(sid).status == QUEUED and store.session(sid).attempts == n
     store.claim(1, 3)
-    assert store.worker_died(sid, 3) is True
+    assert store.task_died(sid, 3) is True
     row = store.session(sid)
     assert row.status == FAILED and "3 attempts" in row.error and store.job("j").failed == 1
     assert store.retry(sid) == FAILED  # the status it had: queued again

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from stragglers.errors import InputError
-from stragglers.service.dispatcher import ExecutorLost, WorkerDied, log
+from stragglers.service.dispatcher import ExecutorLost, TaskDied, log
 
 T = TypeVar("T")
 #: How long ``serve --scheduler`` waits for the scheduler and for its first worker.
@@ -92,7 +92,7 @@ class DaskExecutor:
             fut.cancel()
             raise
         except KilledWorker as exc:
-            raise WorkerDied(f"the Dask workers running it died ({exc})") from None
+            raise TaskDied(f"the Dask workers running it died ({exc})") from None
         except (OSError, TimeoutError) as exc:
             raise ExecutorLost(f"the Dask scheduler {self.scheduler} went away "
                                f"({type(exc).__name__}: {exc})") from None

@@ -14,7 +14,7 @@
 Both run their tasks on an :class:`Executor`: a :class:`LocalPool` of this server's worker
 processes, or (``serve --scheduler``) the workers of a Dask cluster
 (:class:`stragglers.service.cluster.DaskExecutor`). The lease and attempt logic is the same
-for both: a task process that dies is an attempt (:class:`WorkerDied`), a task the
+for both: a task process that dies is an attempt (:class:`TaskDied`), a task the
 executor could not run (the scheduler went away) is not (:class:`ExecutorLost`).
 
 The event loop only awaits futures and threads: every store call runs in a thread, every
@@ -57,7 +57,7 @@ VALIDATE = "smon-validate"
 T = TypeVar("T")
 
 
-class WorkerDied(Exception):
+class TaskDied(Exception):
     """The process running a task died (killed, out of memory): an attempt."""
 
 
@@ -75,7 +75,7 @@ class Executor(Protocol):
     async def start(self) -> None: ...
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
-        """``fn(*args)`` on a worker; raises :class:`WorkerDied` when the task process
+        """``fn(*args)`` on a worker; raises :class:`TaskDied` when the task process
         died, :class:`ExecutorLost` when the task could not be run, else what ``fn``
         raised."""
         ...
@@ -110,7 +110,7 @@ class LocalPool:
         except BrokenProcessPool:
             if self._pool is pool:
                 self._pool = _pool(self.workers, self.role)
-            raise WorkerDied(f"a {self.role} process died") from None
+            raise TaskDied(f"a {self.role} process died") from None
 
     def close(self) -> None:
         # the task processes die with this process (see init_task_process)
@@ -136,7 +136,7 @@ class UploadChecker:
             try:
                 return await self.executor.run(check_upload, trace, meta, trace_name,
                                                meta_name)
-            except (WorkerDied, ExecutorLost):
+            except (TaskDied, ExecutorLost):
                 # a validation process died (killed, out of memory): once more
                 log.error("upload validation: its worker (process or Dask) was lost; trying again")
         raise InputError(f"{trace_name}: the validation process died twice (out of memory?)")
@@ -257,8 +257,8 @@ class Dispatcher:
         except InputError as exc:
             row = await asyncio.to_thread(self.store.finish_failed, s.id, str(exc))
             log.warning("session %s (job %s): failed: %s", s.id, s.job, exc)
-        except WorkerDied as exc:
-            failed = await asyncio.to_thread(self.store.worker_died, s.id, self.max_attempts)
+        except TaskDied as exc:
+            failed = await asyncio.to_thread(self.store.task_died, s.id, self.max_attempts)
             log.error("session %s (job %s): %s; %s", s.id, s.job, exc,
                       "failed" if failed else "queued again")
             return

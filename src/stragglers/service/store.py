@@ -287,7 +287,7 @@ class Store:
         LOCKED`` in the claim's transaction, so concurrent servers never take one twice.
 
         A session whose ``attempts`` reached ``max_attempts`` is failed instead (attempts
-        count analyses whose worker died, see :meth:`worker_died`).
+        count analyses whose worker died, see :meth:`task_died`).
         """
         now = time.time()
         claimed: list[str] = []
@@ -314,15 +314,18 @@ class Store:
                 return []
             return self._sessions(conn, sessions.c.id.in_(claimed), sessions.c.created_at)
 
+    def _leased(self, session_ids: Sequence[str]) -> Any:
+        """This server's running sessions among ``session_ids`` (it holds their lease)."""
+        return and_(sessions.c.id.in_(list(session_ids)), sessions.c.status == RUNNING,
+                    sessions.c.lease_owner == self.owner)
+
     def renew(self, session_ids: Sequence[str]) -> int:
         """Extend this owner's leases of ``session_ids`` (the dispatcher's heartbeat)."""
         if not session_ids:
             return 0
         with self._write() as conn:
-            res = conn.execute(update(sessions).where(and_(
-                sessions.c.id.in_(list(session_ids)), sessions.c.status == RUNNING,
-                sessions.c.lease_owner == self.owner))
-                .values(lease_until=time.time() + self.lease_s))
+            res = conn.execute(update(sessions).where(self._leased(session_ids))
+                               .values(lease_until=time.time() + self.lease_s))
         return int(res.rowcount or 0)
 
     def release(self, session_ids: Sequence[str]) -> int:
@@ -331,20 +334,17 @@ class Store:
         if not session_ids:
             return 0
         with self._write() as conn:
-            res = conn.execute(update(sessions).where(and_(
-                sessions.c.id.in_(list(session_ids)), sessions.c.status == RUNNING,
-                sessions.c.lease_owner == self.owner))
-                .values(status=QUEUED, started_at=None, lease_owner=None, lease_until=None))
+            res = conn.execute(update(sessions).where(self._leased(session_ids)).values(
+                status=QUEUED, started_at=None, lease_owner=None, lease_until=None))
         return int(res.rowcount or 0)
 
-    def worker_died(self, session_id: str, max_attempts: int) -> bool:
-        """Count an attempt of a session whose worker process died: queue it again, or fail
+    def task_died(self, session_id: str, max_attempts: int) -> bool:
+        """Count an attempt of a session whose task process died: queue it again, or fail
         it with the reason after ``max_attempts``. Returns True when it failed."""
         now = time.time()
         with self._write() as conn:
-            q = select(sessions.c.attempts, sessions.c.job_id).where(and_(
-                sessions.c.id == session_id, sessions.c.status == RUNNING,
-                sessions.c.lease_owner == self.owner))
+            q = select(sessions.c.attempts, sessions.c.job_id).where(
+                self._leased([session_id]))
             if self.dialect == "postgresql":
                 q = q.with_for_update()
             row = conn.execute(q).first()
