@@ -10,6 +10,7 @@ Bounded loops with generous deadlines; nothing asserts on time.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -373,22 +374,37 @@ def test_sqlite_servers_do_not_share_a_folder(server_factory: Any, tmp_path: Pat
     assert r.returncode == 2 and "another server is using this folder" in r.stderr
 
 
+@contextlib.contextmanager
+def _hung_dask_analysis(server_factory: Any, job: Job, folder: Path, name: str
+                        ) -> Iterator[tuple[DaskCluster, Any, Path, str]]:
+    """A server on a Dask cluster whose worker hangs (stops itself) in the analysis of the
+    session just uploaded: ``(cluster, server, data folder, session id)``; the hung process
+    is killed and the cluster stopped at the end."""
+    _need("dask", (BIN / "dask").exists())
+    cluster = DaskCluster(folder / name, None,
+                          {"STRAGGLERS_CRASH_AT": "analysis-started:1:stop"}).start()
+    data = folder / "data"
+    try:
+        server = server_factory(data=data, args=("--scheduler", cluster.address))
+        r = server.upload(job.trace, job.meta, job=name)
+        assert r.status_code == 202, r.text
+        sid = r.json()["session"]
+        poll(lambda: _hung_children(cluster.worker_pid), "the Dask worker hung", timeout=300,
+             every=0.1)
+        yield cluster, server, data, sid
+    finally:
+        for pid in _hung_children(cluster.worker_pid):
+            os.kill(pid, signal.SIGKILL)
+        cluster.stop()
+
+
 def test_a_server_stop_during_a_dask_analysis_is_no_attempt(server_factory: Any,
                                                             slow_job: Job,
                                                             tmp_path: Path) -> None:
     """The Dask worker hangs (stops itself) in the analysis; the server is stopped
     gracefully: the session goes back to the queue without an attempt."""
-    _need("dask", (BIN / "dask").exists())
-    cluster = DaskCluster(tmp_path / "hung", None,
-                          {"STRAGGLERS_CRASH_AT": "analysis-started:1:stop"}).start()
-    data = tmp_path / "data"
-    try:
-        server = server_factory(data=data, args=("--scheduler", cluster.address))
-        r = server.upload(slow_job.trace, slow_job.meta, job="hung")
-        assert r.status_code == 202, r.text
-        sid = r.json()["session"]
-        poll(lambda: _hung_children(cluster.worker_pid), "the Dask worker hung", timeout=300,
-             every=0.1)
+    with _hung_dask_analysis(server_factory, slow_job, tmp_path, "hung") as (_, server, data,
+                                                                             sid):
         assert server.get(f"/api/v1/sessions/{sid}").json()["status"] == "running"
         server.stop()
         assert server.log is not None
@@ -399,27 +415,14 @@ def test_a_server_stop_during_a_dask_analysis_is_no_attempt(server_factory: Any,
             assert row is not None and row.status == "queued" and row.attempts == 0, row
         finally:
             store.close()
-    finally:
-        for pid in _hung_children(cluster.worker_pid):
-            os.kill(pid, signal.SIGKILL)
-        cluster.stop()
 
 
 def test_a_lost_scheduler_gives_the_session_back_without_an_attempt(
         server_factory: Any, slow_job: Job, tmp_path: Path) -> None:
     """The scheduler is killed while its worker analyses a session: the task is cancelled
     by the client, and the session goes back to the queue without an attempt."""
-    _need("dask", (BIN / "dask").exists())
-    cluster = DaskCluster(tmp_path / "lost", None,
-                          {"STRAGGLERS_CRASH_AT": "analysis-started:1:stop"}).start()
-    data = tmp_path / "data"
-    try:
-        server = server_factory(data=data, args=("--scheduler", cluster.address))
-        r = server.upload(slow_job.trace, slow_job.meta, job="lost")
-        assert r.status_code == 202, r.text
-        sid = r.json()["session"]
-        poll(lambda: _hung_children(cluster.worker_pid), "the Dask worker hung", timeout=300,
-             every=0.1)
+    with _hung_dask_analysis(server_factory, slow_job, tmp_path, "lost") as (cluster, server,
+                                                                             _, sid):
         cluster.procs[0].kill()  # the scheduler
         cluster.procs[0].wait(60)
         assert server.log is not None
@@ -429,10 +432,6 @@ def test_a_lost_scheduler_gives_the_session_back_without_an_attempt(
         doc = server.get(f"/api/v1/sessions/{sid}").json()
         assert doc["status"] in ("queued", "running") and doc["attempts"] == 0, doc
         assert server.get("/healthz").status_code == 200
-    finally:
-        for pid in _hung_children(cluster.worker_pid):
-            os.kill(pid, signal.SIGKILL)
-        cluster.stop()
 
 
 def _hung_children(parent: int) -> list[int]:
