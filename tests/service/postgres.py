@@ -12,7 +12,8 @@ import shutil
 import socket
 import subprocess
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -58,6 +59,10 @@ class PostgresServer:
         self._run(self.initdb, "-D", str(self.data), "-A", "trust", "-U", "smon",
                   "-E", "UTF8", "--no-sync")
         self.resume()
+        return self.url
+
+    @property
+    def url(self) -> str:
         return f"postgresql://smon@127.0.0.1:{self.port}/postgres"
 
     def halt(self) -> None:
@@ -75,3 +80,25 @@ class PostgresServer:
             self._run(self.pg_ctl, "-D", str(self.data), "-m", "immediate", "-w", "stop")
         finally:
             shutil.rmtree(self.root, ignore_errors=True)
+
+
+@contextmanager
+def running_postgres(what: str) -> Iterator[PostgresServer]:
+    """A started throw-away server, stopped at the end; when PostgreSQL is not installed,
+    ``what`` is skipped (and fails under ``CI=true``)."""
+    import pytest
+
+    from tests.service.helpers import in_ci
+
+    try:
+        server = PostgresServer()
+    except FileNotFoundError as exc:
+        if in_ci():
+            pytest.fail(f"{what} need initdb in CI: {exc}")
+        pytest.skip(f"{what} skipped: {exc}")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+

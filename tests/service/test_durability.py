@@ -18,8 +18,8 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.service.helpers import TOKEN, Job, Receiver, Server, in_ci, named_children, poll
-from tests.service.postgres import PostgresServer
+from tests.service.helpers import TOKEN, Job, Receiver, Server, named_children, poll
+from tests.service.postgres import PostgresServer, running_postgres
 
 pytestmark = pytest.mark.slow  # real processes or long runs (`pytest -m "not slow"` skips them)
 
@@ -218,15 +218,8 @@ def test_the_push_client_sends_records_with_a_key_and_retries(server_factory):
 
 @pytest.fixture
 def pg() -> Iterator[PostgresServer]:
-    try:
-        server = PostgresServer()
-    except FileNotFoundError as exc:
-        if in_ci():
-            pytest.fail(f"PostgreSQL tests need initdb in CI: {exc}")
-        pytest.skip(f"PostgreSQL tests skipped: {exc}")
-    server.start()
-    yield server
-    server.stop()
+    with running_postgres("PostgreSQL tests") as server:
+        yield server
 
 
 def test_database_down_gives_json_503_and_healthz_says_so(pg: PostgresServer, server_factory,

@@ -25,23 +25,16 @@ from stragglers.service.rows import (
 )
 from stragglers.service.store import Store, sqlite_url
 from stragglers.service.tables import metadata
-from tests.service.helpers import in_ci, poll
-from tests.service.postgres import PostgresServer
+from tests.service.helpers import poll
+from tests.service.postgres import running_postgres
 
 _counter = itertools.count()
 
 
 @pytest.fixture(scope="module")
 def postgres() -> Iterator[str]:
-    try:
-        server = PostgresServer()
-    except FileNotFoundError as exc:
-        if in_ci():
-            pytest.fail(f"PostgreSQL store tests need initdb in CI: {exc}")
-        pytest.skip(f"PostgreSQL store tests skipped: {exc}")
-    url = server.start()
-    yield url
-    server.stop()
+    with running_postgres("PostgreSQL store tests") as server:
+        yield server.url
 
 
 def fresh_database(base: str) -> str:
