@@ -374,7 +374,7 @@ def read_last_ops(path: str, topo: Topology) -> dict[int, LastOp]:
         if type(op) is not str or not op:
             raise InputError(f"{where}: field 'op': expected a non-empty string, got "
                              f"{shown_value(op)}")
-        if obj["group"] not in ("tp", "dp", "pp"):
+        if obj["group"] not in GROUP_KINDS:
             raise InputError(f"{where}: field 'group': expected tp, dp or pp, got "
                              f"{shown_value(obj['group'])}")
         peer = None if obj.get("peer") is None else rank_field(obj, "peer", topo.size, where)

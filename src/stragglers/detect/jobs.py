@@ -30,7 +30,13 @@ class _Group:
         self.last = first
         self.window = window
         self.close_after = close_after
-        self.events: dict[int, tuple[int, LevelEvent]] = {}  # rank -> (job iteration, event)
+        self.events: dict[int, LevelEvent] = {}  # rank -> its event (job iteration known)
+
+
+def _job_iteration(event: LevelEvent) -> int:
+    if event.job_iteration is None:
+        raise ValueError("a job-level group needs events with a job iteration")
+    return event.job_iteration
 
 
 class JobGrouper:
@@ -44,17 +50,18 @@ class JobGrouper:
         self.open: list[_Group] = []
         self.emitted: Counter[str] = Counter()
 
-    def add(self, event: LevelEvent, job_iteration: int, step: int) -> None:
-        """A per-rank event at ``job_iteration``; ``step``: the rank's iteration step."""
+    def add(self, event: LevelEvent, step: int) -> None:
+        """A per-rank event whose ``job_iteration`` is known; ``step``: the rank's iteration
+        step."""
         kind = event.kind
-        it = job_iteration
+        it = _job_iteration(event)
         for g in self.open:
             if g.kind == kind and abs(it - g.first) <= g.window:
-                g.events.setdefault(event.rank, (it, event))
+                g.events.setdefault(event.rank, event)
                 g.last = max(g.last, it)
                 return
         g = _Group(kind, it, self.window_points * step, self.close_points * step)
-        g.events[event.rank] = (it, event)
+        g.events[event.rank] = event
         self.open.append(g)
 
     def close_due(self, progress: list[int]) -> list[JobEvent]:
@@ -84,8 +91,8 @@ class JobGrouper:
     def _emit(self, g: _Group, followed: int | None) -> list[JobEvent]:
         if len(g.events) < 2:
             return []
-        its = [it for it, _ in g.events.values()]
-        evs = [e for _, e in g.events.values()]
+        evs = list(g.events.values())
+        its = [_job_iteration(e) for e in evs]
         stamps = [e.ts for e in evs if e.ts is not None]
         self.emitted[g.kind] += 1
         return [JobEvent(kind=g.kind, ranks=tuple(sorted(g.events)), job_iteration=min(its),

@@ -144,16 +144,18 @@ def late_senders(src: Sequence[int], dst: Sequence[int], wait: Sequence[float], 
     return out
 
 
-def from_records(records: Iterable[MessageRecord], n_ranks: int | None = None
+def from_records(records: Iterable[MessageRecord], n_ranks: int | None = None,
+                 factor: float = 1.5
                  ) -> tuple[np.ndarray, list[MatrixFinding], list[SenderFinding]]:
-    """Delay matrix, its findings and the late senders from message records."""
+    """Delay matrix, its findings (:func:`classify_matrix` with ``factor``) and the late
+    senders from message records."""
     recs = list(records)
     m = delay_matrix([r.src for r in recs], [r.dst for r in recs], [r.latency for r in recs],
                      n_ranks)
     waits = [r for r in recs if r.wait is not None]
     senders = late_senders([r.src for r in waits], [r.dst for r in waits],
-                           [r.wait for r in waits])  # type: ignore[misc]
-    return m, classify_matrix(m), senders
+                           [float(r.wait or 0.0) for r in waits])
+    return m, classify_matrix(m, factor), senders
 
 
 @dataclass(frozen=True)
@@ -200,11 +202,7 @@ def matrix_report(path: str | Path, ranks: int | None = None, factor: float = 1.
     if ranks is None:
         check_limit("matrix_ranks", top + 1, f"{path}: largest rank {top}")
     try:
-        m = delay_matrix([r.src for r in msgs], [r.dst for r in msgs],
-                         [r.latency for r in msgs], ranks)
+        m, findings, late = from_records(msgs, ranks, factor)
     except ValueError as exc:
         raise InputError(f"{path}: {exc}") from None
-    waits = [r for r in msgs if r.wait is not None]
-    late = late_senders([r.src for r in waits], [r.dst for r in waits],
-                        [float(r.wait or 0.0) for r in waits])
-    return MatrixReport(other_kinds(records, MessageRecord), m, classify_matrix(m, factor), late)
+    return MatrixReport(other_kinds(records, MessageRecord), m, findings, late)

@@ -684,7 +684,7 @@ class Watcher:
             ev = self._alarm_event(rank, st, alarm, lineno)
             events.append(ev)
             if ev.job_iteration is not None:
-                self.jobs.add(ev, ev.job_iteration, max(st.last_step, 1))
+                self.jobs.add(ev, max(st.last_step, 1))
             if alarm.kind in ("onset", "flapping"):
                 st.slow = True
                 if not self._profiling:

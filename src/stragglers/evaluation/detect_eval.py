@@ -35,7 +35,7 @@ import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -341,11 +341,6 @@ def metrics_json(outcomes: dict[str, list[SeriesOutcome]]
             "mean_delay_iters": None if math.isnan(x.mean_delay_iters) else x.mean_delay_iters,
         }
     return res
-
-
-def metrics_dict(x: DetectionScores) -> dict[str, float | int]:
-    """All fields of a :class:`DetectionScores` as a plain dict."""
-    return asdict(x)
 
 
 def streaming_cost(corpus: Sequence[Series], method: str) -> dict[str, float]:

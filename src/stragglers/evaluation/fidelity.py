@@ -174,11 +174,9 @@ def run_fidelity(base: JobConfig, out_dir: str | Path, cases: Sequence[str] = CA
     """Run the selected cases (``slow`` once per severity) and return the table rows.
 
     ``out_dir`` must be new, empty or a folder stragglers created (``base.force`` overrides,
-    see :func:`~stragglers.testbed.job.claim_out_dir`); each case runs in a subfolder.
+    see :func:`~stragglers.probe.outdir.claim_out_dir`); each case runs in a subfolder.
     """
-    for case in cases:
-        if case not in CASES:
-            raise InputError(f"unknown fidelity case {case!r}; expected one of {CASES}")
+    check_cases(cases)
     out = claim_out_dir(out_dir, base.force, "--out-dir", ("fidelity.json",))
     rows: list[FidelityRow] = []
     baseline_mean: float | None = None
