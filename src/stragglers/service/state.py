@@ -17,7 +17,7 @@ from stragglers.service.dispatcher import Dispatcher, UploadChecker
 from stragglers.service.ingest import Ingest
 from stragglers.service.overview import RecordActivity
 from stragglers.service.prometheus import DEFAULT_STALE_S, Telemetry
-from stragglers.service.store import Store
+from stragglers.service.store import LEASE_S, Store
 from stragglers.service.streams import RecordStreams
 
 
@@ -33,14 +33,14 @@ class ServiceConfig:
     validators: int = 1
     private: bool = False
     public_url: str = "http://127.0.0.1:8080"
-    lease_s: float = 30.0
+    lease_s: float = LEASE_S
     metrics_stale_s: float = DEFAULT_STALE_S
     scheduler: str | None = None
 
 
 def service_config(data: str, token_file: str | None, *, db_url: str | None = None,
                    alerts: str | None = None, workers: int = 2, private: bool = False,
-                   lease_s: float = 30.0, metrics_stale_s: float = DEFAULT_STALE_S,
+                   lease_s: float = LEASE_S, metrics_stale_s: float = DEFAULT_STALE_S,
                    scheduler: str | None = None) -> ServiceConfig:
     """The configuration of ``stragglers serve``: the data folder checked writable, the
     database URL's scheme checked, the token read from ``token_file`` (or

@@ -3,9 +3,10 @@
 migrations when the store is opened.
 
 The ``sessions`` table is also the durable analysis queue: a session row is committed
-(``queued``) before the upload is acknowledged; a worker claims it (``running``); its result
-is committed as ``done`` or ``failed``. Sessions found ``running`` when a server starts were
-interrupted (the server was killed) and are queued again.
+(``queued``) before the upload is acknowledged; a server claims it under a lease
+(``running``); its result is committed as ``done`` or ``failed``. A running session whose
+lease expired (its server was killed or cut off) is claimed again; on SQLite, where one
+server owns the data folder, the sessions found running at start are queued again.
 
 Writes are serialised by one lock per store when the database is SQLite (one writer at a
 time is all SQLite allows; readers in WAL mode never wait for it).
@@ -287,7 +288,7 @@ class Store:
         LOCKED`` in the claim's transaction, so concurrent servers never take one twice.
 
         A session whose ``attempts`` reached ``max_attempts`` is failed instead (attempts
-        count analyses whose worker died, see :meth:`task_died`).
+        count analyses whose task process died, see :meth:`task_died`).
         """
         now = time.time()
         claimed: list[str] = []
@@ -373,10 +374,12 @@ class Store:
                 return None
             if row.status != FAILED:
                 return str(row.status)
-            conn.execute(update(sessions).where(and_(
+            res = conn.execute(update(sessions).where(and_(
                 sessions.c.id == session_id, sessions.c.status == FAILED)).values(
                 status=QUEUED, error=None, attempts=0, started_at=None, finished_at=None,
                 lease_owner=None, lease_until=None))
+            if not res.rowcount:  # another server's retry queued it between the two reads
+                return QUEUED
             conn.execute(update(jobs).where(jobs.c.id == row.job_id)
                          .values(failed=jobs.c.failed - 1))
         return FAILED
@@ -386,11 +389,6 @@ class Store:
         with self._read() as conn:
             return int(conn.execute(select(func.count()).select_from(sessions)
                                     .where(sessions.c.status == QUEUED)).scalar_one())
-
-    def ping(self) -> None:
-        """A round trip to the database (raises when it cannot be reached)."""
-        with self._read() as conn:
-            conn.execute(select(1)).scalar_one()
 
     def _mine(self, session_id: str) -> Any:
         """A session whose outcome this server may record: not finished, and not leased to

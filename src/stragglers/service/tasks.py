@@ -26,7 +26,7 @@ _PR_SET_NAME = 15
 
 
 def init_task_process(role: str = "smon-worker") -> None:
-    """Worker process start: die with the server (Linux: the kernel sends SIGKILL when the
+    """Task process start: die with the server (Linux: the kernel sends SIGKILL when the
     parent exits, even by kill -9), so that an analysis never outlives the server that
     claimed it; draw without a display. The process is named ``role`` (``ps -o comm``:
     ``smon-analysis`` or ``smon-validate``)."""
