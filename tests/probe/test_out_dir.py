@@ -1,4 +1,4 @@
-"""Output folders of `probe example` / `probe validate`: never a user's folder without
+"""Output folders of `probe example` / `probe fidelity`: never a user's folder without
 --force, never the current folder unasked."""
 
 from __future__ import annotations
@@ -102,3 +102,4 @@ def test_probe_fidelity_is_the_name_and_validate_a_deprecated_alias(capsys) -> N
     assert main(["probe", "validate", "--cases", "nope"]) == 2
     err = capsys.readouterr().err
     assert "`stragglers probe validate` is deprecated" in err and "probe fidelity" in err
+    assert "unknown case 'nope'" in err  # the alias runs the same command

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from stragglers.analysis import analyze_table
@@ -175,6 +176,11 @@ def test_synthesize_returns_what_truth_json_holds(tmp_path):
     assert (job.n_ops, job.n_workers) == (truth["n_ops"], truth["n_workers"])
     assert [[c.cause, list(c.workers)] for c in job.injected] == [
         [c["cause"], c["workers"]] for c in truth["expected"]["causes"]]
+    # and against the spec itself: 2 x 2 workers, the written trace's ops, the three causes
+    trace = pd.read_parquet(job.files["trace"])
+    assert job.n_workers == 4 and job.n_ops == len(trace)
+    assert [(c.cause, tuple(c.workers)) for c in job.injected] == [
+        ("worker", ("1,0",)), ("last_stage", ("0,1", "1,1")), ("sequence_length", ())]
     assert job.summary().splitlines()[1] == (
         "injected: worker 1,0; last_stage 0,1 1,1; sequence_length")
 

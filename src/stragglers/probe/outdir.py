@@ -31,13 +31,9 @@ def claim_out_dir(out_dir: str | os.PathLike[str], force: bool, option: str,
     without the marker is refused unless ``force`` (then it is marked and the same names are
     deleted; nothing else in it is touched).
     """
-    out = check_out_dir(out_dir, option)
-    if out.exists() and not (out / OUT_MARKER).is_file() and any(out.iterdir()):
-        if not force:
-            raise InputError(
-                f"{option} {out}: the folder is not empty and was not created by stragglers "
-                f"(no {OUT_MARKER} in it); choose a new or empty folder, or pass --force to "
-                f"reuse it (its {', '.join(outputs)} are then replaced)")
+    out = check_unclaimed(out_dir, force, option,
+                          f"pass --force to reuse it (its {', '.join(outputs)} are then "
+                          "replaced)")
     for name in outputs:
         target = out / name
         if target.is_dir() and not target.is_symlink():
@@ -50,15 +46,17 @@ def claim_out_dir(out_dir: str | os.PathLike[str], force: bool, option: str,
     return out
 
 
-def check_unclaimed(out_dir: str | os.PathLike[str], force: bool, option: str) -> Path:
-    """Refuse (:class:`~stragglers.errors.InputError`) an output folder that is not new,
-    empty, or one stragglers created (it holds the marker), unless ``force``. Reads only, so
-    every rank of a job can run it before rank 0 changes anything."""
+def check_unclaimed(out_dir: str | os.PathLike[str], force: bool, option: str,
+                    hint: str = "pass force=True") -> Path:
+    """Refuse (:class:`~stragglers.errors.InputError`, ending with ``hint``) an output folder
+    that is not new, empty, or one stragglers created (it holds the marker), unless
+    ``force``. Reads only, so every rank of a job can run it before rank 0 changes
+    anything."""
     out = check_out_dir(out_dir, option)
     if (out.exists() and not force and not (out / OUT_MARKER).is_file()
             and any(out.iterdir())):
         raise InputError(f"{option} {out}: the folder is not empty and was not created by "
                          f"stragglers (no {OUT_MARKER} in it); choose a new or empty folder, "
-                         "or pass force=True")
+                         f"or {hint}")
     return out
 

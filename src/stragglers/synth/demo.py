@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from stragglers.analysis import analyze_table, load_table
-from stragglers.analysis.outputs import write_outputs
+from stragglers.analysis import analyze_files
 from stragglers.analysis.result import AnalysisResult
 from stragglers.synth.generator import SynthJob, SynthSpec, synthesize
 
@@ -33,5 +32,4 @@ def write_demo(out: str | Path) -> Demo:
     spec = SynthSpec(dp=4, pp=4, microbatches=8, steps=12, jitter=0.01, seed=7, name="demo",
                      slow_workers=[(1, 1, 1.8)], heavy_last_stage=1.25)
     job = synthesize(spec, Path(out) / "input")
-    analysis = analyze_table(load_table(job.files["trace"], job.files["meta"]))
-    return Demo(job, write_outputs(analysis.engine, analysis.result, out))
+    return Demo(job, analyze_files(job.files["trace"], job.files["meta"], out=out))

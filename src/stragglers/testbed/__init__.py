@@ -7,5 +7,5 @@
 
 The testbed imports the library only; the formats it shares with it (the action file
 :mod:`stragglers.mitigate.action`, the checkpoint marker :mod:`stragglers.recover.marker`, the
-output-folder claim :mod:`stragglers.probe.outdir`, call records) live in the library.
+output-folder claim :mod:`stragglers.probe.outdir`) live in the library.
 """
