@@ -166,6 +166,23 @@ def _part(parse: Callable[[str], float | int], text: str, what: str, whole: str
         raise argparse.ArgumentTypeError(f"{what} in {whole!r}: {exc}") from None
 
 
+def loader_delay(text: str) -> tuple[int, float, float]:
+    """``D:SECONDS[:PROB]``: a DP rank (integer >= 0), a delay > 0 and a probability in
+    (0, 1] (default 1: every step)."""
+    shape = "D:SECONDS[:PROB]"
+    parts = text.split(":")
+    if len(parts) not in (2, 3):
+        raise argparse.ArgumentTypeError(f"expected {shape}, got {text!r}")
+    d = int(_part(non_negative_int, parts[0], "DP rank", text))
+    sec = float(_part(finite_range(0.0, inclusive=False), parts[1], "seconds", text))
+    prob = 1.0
+    if len(parts) == 3:
+        prob = float(_part(probability, parts[2], "probability", text))
+        if prob == 0:
+            raise argparse.ArgumentTypeError(f"probability in {text!r}: must be above 0")
+    return d, sec, prob
+
+
 def worker_factor(text: str) -> tuple[int, int, float]:
     """``D,S:FACTOR``: DP rank, stage (integers >= 0) and a factor > 0."""
     shape = "DP,STAGE:FACTOR"

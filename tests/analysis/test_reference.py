@@ -11,7 +11,13 @@ from stragglers.analysis import analyze_files
 RTOL = 1e-6
 
 
-@pytest.fixture(scope="module", params=["AR", "ST"])
+#: The study's traces, and the two made from them with launch delays (a slow data loader).
+CASES = ["AR", "ST", "loader", "loadersome"]
+#: Made from which trace: their blocking figures are that trace's.
+SOURCE = {"AR": "AR", "ST": "ST", "loader": "AR", "loadersome": "ST"}
+
+
+@pytest.fixture(scope="module", params=CASES)
 def case(request, ref_dir):
     name = request.param
     result = analyze_files(ref_dir / f"trace-{name}.parquet", ref_dir / f"meta-{name}.yaml"
@@ -38,6 +44,34 @@ def test_headline(case):
     assert close(r["discrepancy"], ref["launch_slowdown"])
     assert close(r["waste"], 1 - 1 / ref["blocking_slowdown"])
     assert r["trustworthy"]
+
+
+@pytest.mark.parametrize("by", ["dp_rank", "stage", "optype"])
+def test_launch_attribution(case, by):
+    """The published launch attribution (``launch_decompose``), overall and per step; null
+    where the discrepancy is below 1.03 (AR, ST)."""
+    _, r, ref, _, _ = case
+    theirs = ref[f"launch_decompose_by_{by}"]
+    if theirs is None:
+        assert r["launch_attribution"] is None
+        assert r["launch_attribution_per_step"] is None
+        return
+    assert_map(r["launch_attribution"][by], theirs, f"launch {by}")
+    per_step = {st: d[by] for st, d in r["launch_attribution_per_step"].items()}
+    theirs_ps = ref[f"launch_decompose_by_{by}_per_step"]
+    assert set(per_step) == set(theirs_ps)
+    for st in theirs_ps:
+        assert_map(per_step[st], theirs_ps[st], f"launch {by} step {st}")
+
+
+def test_launch_blocking_unchanged(case, ref_dir):
+    """Launch delays leave the blocking figures alone: a trace made with a slow data loader
+    has the S, attributions, M_W and M_S of the trace it was made from."""
+    name, r, ref, _, _ = case
+    src = json.loads((ref_dir / f"result-{SOURCE[name]}.json").read_text())
+    assert close(r["slowdown"], src["blocking_slowdown"])
+    for by in ("dp_rank", "stage", "optype"):
+        assert_map(r["attribution"][by], src[f"blocking_decompose_by_{by}"], by)
 
 
 def test_step_times(case):
@@ -70,7 +104,7 @@ def test_characterisation(case):
 def test_verdicts(case):
     name, r, _, _, _ = case
     v = r["verdict"]
-    if name == "AR":
+    if SOURCE[name] == "AR":
         assert v["cause"] == "worker"
         assert v["workers"] == ["0,0"]
         top = max(r["attribution"]["worker"].items(), key=lambda kv: kv[1])
@@ -83,6 +117,7 @@ def test_verdicts(case):
 
 def test_exact_worker_slowdown_ar(case):
     name, r, _, _, _ = case
+    name = SOURCE[name]
     sw = r["attribution"]["worker"]
     assert r["attribution"]["worker_method"] == "exact"
     # The exact S_w of the slowed worker is at least the min approximation and close to S.
@@ -90,3 +125,25 @@ def test_exact_worker_slowdown_ar(case):
                                                                     else "1,3"] - 1e-12
     if name == "AR":
         assert abs(sw["0,0"] - r["slowdown"]) < 0.02
+
+
+#: The data loader of each launch-delay trace: (worker it delays, share of the steps).
+LOADER = {"loader": ("0,0", 1.0), "loadersome": ("1,0", 11 / 32)}
+
+
+def test_host_time_named(case):
+    """The slow data loader is named, with the worker and its first-op share, beside the
+    blocking cause; the discrepancy it explains no longer makes the result untrustworthy."""
+    name, r, _, _, _ = case
+    v = r["verdict"]
+    host = next(h for h in v["hypotheses"] if h["cause"] == "host")
+    if name not in LOADER:
+        assert not host["applicable"]
+        assert all(c["cause"] != "host" for c in v["contributing"])
+        return
+    worker, _ = LOADER[name]
+    assert host["applicable"] and host["workers"] == [worker]
+    assert host["gates"]["first_op_share"] > 0.8
+    assert host["gates"]["residual_discrepancy"] < 1.01
+    assert [c["workers"] for c in v["contributing"] if c["cause"] == "host"] == [[worker]]
+    assert r["trustworthy"] and r["untrustworthy_reasons"] == []

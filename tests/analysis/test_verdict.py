@@ -194,12 +194,12 @@ def test_hypotheses_are_listed_in_the_result_with_the_config():
     trace, meta, _ = generate(SynthSpec(seed=3, **CASES["slow"]))
     doc = analyze_table(build_table(trace, meta),
                         config=VerdictConfig(pause_factor=2.0)).result.to_document()
-    assert doc["schema_version"] == "1.3"
+    assert doc["schema_version"] == "1.4"
     assert doc["verdict_config"]["pause_factor"] == 2.0
     assert doc["verdict_config"] == VerdictConfig(pause_factor=2.0).to_dict()
     causes = [h["cause"] for h in doc["verdict"]["hypotheses"]]
     assert causes == ["worker", "last_stage", "sequence_length", "gc", "pauses",
-                      "communication"]
+                      "communication", "host"]
     parts = doc["verdict"]["confidence_parts"]
     assert doc["verdict"]["confidence"] == pytest.approx(
         parts["agreement"] * parts["strength"] * parts["trust"], abs=1e-4)

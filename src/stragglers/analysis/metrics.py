@@ -17,6 +17,8 @@ from types import MappingProxyType
 import numpy as np
 
 from stragglers.analysis.engine import WhatIfEngine
+from stragglers.analysis.healthy import HealthyReference, healthy_reference
+from stragglers.analysis.launch import LAUNCH_THRESHOLD, LaunchAttribution, compute_launch
 from stragglers.analysis.scenarios import Scenario, removal_and_addition
 from stragglers.analysis.workers import Worker, worker_mask, workers_by_flat_index
 from stragglers.trace import schema
@@ -134,6 +136,10 @@ class Metrics:
     ranks: np.ndarray
     m_w: Characterisation
     m_s: Characterisation
+    #: Launch attribution (§5): None below a discrepancy of :data:`LAUNCH_THRESHOLD`.
+    launch: LaunchAttribution | None = None
+    #: The ideal timeline over healthy peers (S_h, docs/model-extensions.md E4).
+    healthy: HealthyReference | None = None
 
     @property
     def dp(self) -> int:
@@ -150,6 +156,12 @@ class Metrics:
     @property
     def slowdown(self) -> float:
         return float(self.nodelay.mean() / self.ideal.mean())
+
+    @property
+    def slowdown_healthy(self) -> float:
+        """S_h: the no-delay timeline against the ideal one over healthy peers (S when it
+        was not computed)."""
+        return self.slowdown if self.healthy is None else self.healthy.slowdown(self.nodelay)
 
     @property
     def waste(self) -> float:
@@ -276,8 +288,12 @@ def compute_metrics(engine: WhatIfEngine, exact_workers: bool = True) -> Metrics
     s_stage = attr_stage.mean(axis=1) / ideal.mean()
     score = np.minimum(s_dp[:, None], s_stage[None, :])
     mw_workers = top_workers(score, table.ranks)
+    actual = _frozen(table.step_times())
+    launch = (compute_launch(engine, nodelay, actual)
+              if actual.mean() / nodelay.mean() >= LAUNCH_THRESHOLD else None)
     return Metrics(
-        steps=_frozen(table.steps), actual=_frozen(table.step_times()),
+        steps=_frozen(table.steps), actual=actual, launch=launch,
+        healthy=healthy_reference(engine),
         nodelay=nodelay, ideal=ideal, attr_dp=attr_dp, attr_stage=attr_stage,
         attr_optype=MappingProxyType({k: _frozen(times[f"optype {k}"]) for k in keys}),
         worker_exact=worker_exact, ranks=_frozen(table.ranks.copy()),

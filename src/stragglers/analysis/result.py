@@ -4,7 +4,7 @@
 the heatmaps take; :meth:`AnalysisResult.to_document` is the one place where it becomes the
 versioned JSON document.
 
-Schema ``1.3`` (keys marked * are fixed for other tools to rely on; 1.1 adds to 1.0 the
+Schema ``1.4`` (keys marked * are fixed for other tools to rely on; 1.1 adds to 1.0 the
 cause values ``pauses`` and ``unexplained``, ``verdict_config``, ``caveats``,
 ``untrustworthy_reasons``, ``verdict.hypotheses``, ``verdict.weak`` and
 ``verdict.confidence_parts``; 1.2 adds ``verdict.leading`` and fills ``verdict.hypotheses``
@@ -12,15 +12,27 @@ and ``verdict.signals`` for a ``none`` verdict too; 1.3 changes the meaning of `
 in ``verdict.hypotheses``, ``verdict.contributing`` and ``verdict.leading``: it was the
 larger of ``rem`` and ``add`` (unbounded), it is now the removal share ``rem`` bounded to
 [0, 1], by which the verdict ranks causes; it adds ``rem`` and ``add`` to
-``contributing`` and ``leading`` and ``tie_margin`` to ``verdict_config``; no fixed key
-changed and nothing was removed):
+``contributing`` and ``leading`` and ``tie_margin`` to ``verdict_config``; 1.4 adds
+``launch_attribution`` and ``launch_attribution_per_step`` (the published launch
+attribution), ``slowdown_healthy`` and ``healthy_reference`` (S against healthy peers), the
+cause ``host`` (with its entry in ``verdict.hypotheses``) and the worker gate
+``within_noise``, and narrows ``trustworthy``: a discrepancy above 5% that the launch
+attribution locates is host time, reported by the ``host`` hypothesis, not a reason; no
+fixed key changed its type and nothing was removed):
 
-* ``schema_version``\\*: ``"1.3"``.
+* ``schema_version``\\*: ``"1.4"``.
 * ``job``\\*: the job metadata (dp_size, pp_size, tp_size, dsp_size, vpp_size,
   world_size, trial_name, run_id).
 * ``source``: the trace file; ``steps``: the step ids analysed, in order.
 * ``slowdown``\\* (S, Eq. 1), ``discrepancy``\\* (mean actual / mean no-delay step time),
-  ``waste``\\* (1 − 1/S), ``trustworthy``\\* (|discrepancy − 1| ≤ 5% and no caveat);
+  ``waste``\\* (1 − 1/S), ``trustworthy``\\* (no caveat, and |discrepancy − 1| ≤ 5% or
+  the launch attribution locates the excess: one worker, DP rank or stage whose host time
+  stands out from its peers', or the step's first op on every worker, whose launch delays
+  alone leave at most 5% of it);
+  ``slowdown_healthy``: S_h, the no-delay timeline against the ideal one taken over
+  healthy peers (compute-like op types without the workers that are slower than their DP
+  peers beyond the noise); ``healthy_reference``: ``ideal_step_time``, ``step_time``
+  (``{step: seconds}``) and ``excluded`` (``{optype: ["d,s", ...]}``);
   ``untrustworthy_reasons``: why not, one sentence each; ``caveats``: problems of the trace
   found while reading it (e.g. coarse timestamps), each of which makes it untrustworthy.
 * ``step_time``\\*: ``actual``, ``no_delay``, ``ideal``: each ``{step: seconds}``.
@@ -29,6 +41,12 @@ changed and nothing was removed):
   (``{"dp,stage": S_w}``, exact unless ``worker_method`` says ``min-approximation``);
   ``meaningful`` is false when S < 1.03 (the paper does not attribute then).
 * ``attribution_per_step``\\*: ``{step: {"dp_rank"|"stage"|"optype": {key: S}}}``.
+* ``launch_attribution``: null below a discrepancy of 1.03 (as published), else
+  ``dp_rank``, ``stage``, ``optype`` (``first-op`` included: each stage's first op of the
+  step) as ``{key: S^launch}`` — the mean step time with only that group's launch delays
+  put back into the no-delay timeline over the mean no-delay step time — and ``worker``
+  for the candidate workers (the DP ranks × stages that stand out);
+  ``launch_attribution_per_step``: ``{step: {"dp_rank"|"stage"|"optype": {key: S}}}``.
 * ``worker_score``: the published min(S_dp, S_stage) approximation, ``{"dp,stage": S}``.
 * ``m_w``\\*, ``m_s``\\*: ``rem``, ``add``, ``t_ori``, ``t_ideal``, ``t_rem``, ``t_add``,
   ``workers``. ``m_comm``, ``m_gc``, ``m_suspects``, ``m_seq`` (equal microbatches),
@@ -37,7 +55,7 @@ changed and nothing was removed):
   ``pauses``: the compute ops counted as pauses and where they are.
 * ``fb_signal``: forward/backward correlation of the same microbatch and forward spread.
 * ``verdict``\\*: ``cause`` (worker, last_stage, sequence_length, gc, pauses,
-  communication, unexplained, none), ``workers`` (``"dp,stage"``), ``confidence`` (0-1),
+  communication, host, unexplained, none), ``workers`` (``"dp,stage"``), ``confidence`` (0-1),
   ``evidence`` (sentences), ``contributing`` (``{cause, share, rem, add, workers}``),
   ``weak``,
   ``confidence_parts`` (``agreement``, ``strength``, ``trust``: confidence is their
@@ -67,25 +85,56 @@ from typing import Any
 import numpy as np
 
 from stragglers.analysis.engine import WhatIfEngine
+from stragglers.analysis.launch import HostGroup, critical_group, first_op_group, located
 from stragglers.analysis.metrics import ATTRIBUTION_THRESHOLD, Characterisation, Metrics
 from stragglers.analysis.verdict import Cause, Finding, Verdict
 from stragglers.analysis.workers import Worker
 from stragglers.trace.io import JobMeta
 
-SCHEMA_VERSION = "1.3"
+SCHEMA_VERSION = "1.4"
 #: Above this relative simulation discrepancy a result is not trustworthy (paper §6).
 DISCREPANCY_LIMIT = 0.05
 
 
+def discrepancy_located(metrics: Metrics) -> HostGroup | None:
+    """The group whose launch delays account for a discrepancy above the limit (leaving at
+    most :data:`DISCREPANCY_LIMIT` of it), or None (also when the discrepancy is within)."""
+    return located(metrics.launch, metrics.dp, metrics.pp, DISCREPANCY_LIMIT)
+
+
 def untrustworthy_reasons(metrics: Metrics, caveats: tuple[str, ...]) -> tuple[str, ...]:
-    """Why a result is not trustworthy (empty when it is)."""
+    """Why a result is not trustworthy (empty when it is). A discrepancy above the limit
+    that the launch attribution locates (one worker, DP rank or stage, or every worker's
+    step start, leaves at most the limit) is host time, reported as such, not a reason."""
     reasons = list(caveats)
     disc = metrics.discrepancy
+    if disc > 1.0 + DISCREPANCY_LIMIT and discrepancy_located(metrics) is not None:
+        return tuple(reasons)
     if not abs(disc - 1.0) <= DISCREPANCY_LIMIT:
+        where = _spread(metrics)
         reasons.append(f"the simulation discrepancy is {100 * (disc - 1):+.1f}% (limit "
                        f"±{100 * DISCREPANCY_LIMIT:.0f}%): the trace has launch gaps or "
-                       "dependencies the model does not explain")
+                       f"dependencies the model does not explain{where}")
     return tuple(reasons)
+
+
+def _spread(metrics: Metrics) -> str:
+    """Where the launch gaps of an unexplained discrepancy are (the critical path's group
+    and the step's first op), or nothing without a launch attribution."""
+    la = metrics.launch
+    if la is None:
+        return ""
+    crit = critical_group(la, metrics.dp, metrics.pp)
+    first = first_op_group(la, metrics.dp, metrics.pp)
+    parts = []
+    if crit is not None:
+        parts.append(f"the most on {crit.kind.replace('_', ' ')} {crit.key}, "
+                     f"{crit.share(la):.0%} of it"
+                     + ("" if la.stands_out(crit.kind, crit.key)
+                        else ", though its host time per step is not above its peers'"))
+    if first is not None:
+        parts.append(f"before the step's first op {first.share(la):.0%}")
+    return f" (launch attribution: {'; '.join(parts)})" if parts else ""
 
 
 @dataclass(frozen=True)
@@ -140,6 +189,8 @@ class AnalysisResult:
     caveats: tuple[str, ...] = ()
     timing: Mapping[str, float] = field(default_factory=dict)
     outputs: Mapping[str, str | Skipped] = field(default_factory=dict)
+    #: Host name of each worker, [dp_rank][stage], where the trace records it (else None).
+    hosts: tuple[tuple[str | None, ...], ...] | None = None
 
     @property
     def slowdown(self) -> float:
@@ -156,6 +207,13 @@ class AnalysisResult:
     @property
     def trustworthy(self) -> bool:
         return not self.untrustworthy_reasons
+
+    def worker_label(self, dp_rank: int, stage: int) -> str:
+        """A worker as the on-call knows it: "d,s (rank R)", with its host where the trace
+        names one."""
+        rank = int(self.metrics.ranks[dp_rank, stage])
+        host = self.hosts[dp_rank][stage] if self.hosts is not None else None
+        return f"{dp_rank},{stage} (rank {rank}{' on ' + host if host else ''})"
 
     # -- the document ---------------------------------------------------------------------
     def to_document(self) -> dict[str, Any]:
@@ -188,6 +246,8 @@ class AnalysisResult:
             "slowdown": m.slowdown,
             "discrepancy": m.discrepancy,
             "waste": m.waste,
+            "slowdown_healthy": m.slowdown_healthy,
+            "healthy_reference": _healthy(m),
             "trustworthy": not reasons,
             "untrustworthy_reasons": list(reasons),
             "caveats": list(self.caveats),
@@ -207,6 +267,8 @@ class AnalysisResult:
                      "stage": {str(s): float(st_ps[s, i]) for s in range(pp)},
                      "optype": {k: float(x[i]) for k, x in opt_ps.items()}}
                 for i, st in enumerate(steps)},
+            "launch_attribution": _launch(m),
+            "launch_attribution_per_step": _launch_per_step(m, steps),
             "worker_score": grid(score),
             "m_w": _characterisation(m.m_w),
             "m_s": _characterisation(m.m_s),
@@ -232,6 +294,42 @@ class AnalysisResult:
     def to_json(self) -> str:
         """The document as JSON text (strict: no NaN or infinity)."""
         return json.dumps(self.to_document(), indent=1, allow_nan=False)
+
+
+def _healthy(m: Metrics) -> dict[str, Any] | None:
+    """``healthy_reference``: the ideal step time over healthy peers and the workers left
+    out of each op type's ideal value."""
+    h = m.healthy
+    if h is None:
+        return None
+    return {"ideal_step_time": float(h.ideal.mean()),
+            "step_time": {str(int(s)): float(x) for s, x in zip(m.steps, h.ideal, strict=True)},
+            "excluded": {k: _keys(ws) for k, ws in h.excluded.items()}}
+
+
+def _launch(m: Metrics) -> dict[str, Any] | None:
+    """``launch_attribution``: S^launch by DP rank, stage, op type (``first-op`` included)
+    and candidate worker; None below the discrepancy at which it is computed."""
+    la = m.launch
+    if la is None:
+        return None
+    return {"dp_rank": {str(d): float(x) for d, x in enumerate(la.s_dp)},
+            "stage": {str(s): float(x) for s, x in enumerate(la.s_stage)},
+            "optype": la.s_optype,
+            "worker": {w.key: x for w, x in la.s_worker.items()}}
+
+
+def _launch_per_step(m: Metrics, steps: list[str]) -> dict[str, Any] | None:
+    la = m.launch
+    if la is None:
+        return None
+    base = la.nodelay
+    dp_ps, st_ps = la.dp / base, la.stage / base
+    opt_ps = {k: t / base for k, t in la.optype.items()}
+    return {st: {"dp_rank": {str(d): float(dp_ps[d, i]) for d in range(dp_ps.shape[0])},
+                 "stage": {str(s): float(st_ps[s, i]) for s in range(st_ps.shape[0])},
+                 "optype": {k: float(x[i]) for k, x in opt_ps.items()}}
+            for i, st in enumerate(steps)}
 
 
 def _keys(workers: tuple[Worker, ...]) -> list[str]:
@@ -275,13 +373,18 @@ def _brief(f: Finding) -> dict[str, Any]:
             "workers": _keys(f.workers)}
 
 
+#: S_h is printed beside S where the two differ by more than this (relative).
+HEALTHY_PRINT = 0.01
+
+
 def summary(result: AnalysisResult) -> str:
     """A short human summary for stdout."""
     job, m, v = result.job, result.metrics, result.verdict
     sw = m.worker_slowdown
     pp = m.pp
     flat = np.argsort(-sw.ravel(), kind="stable")[:3]
-    worst_w = [(f"{i // pp},{i % pp}", float(sw.ravel()[i])) for i in flat]
+    worst_w = [(result.worker_label(int(i) // pp, int(i) % pp), float(sw.ravel()[i]))
+               for i in flat]
     worst_t = sorted(m.s_optype.items(), key=lambda kv: -kv[1])[:3]
     lines = [
         f"job {job.trial_name} (dp {job.dp_size} x pp {job.pp_size} x tp {job.tp_size}, vpp "
@@ -290,14 +393,34 @@ def summary(result: AnalysisResult) -> str:
         f"discrepancy = {m.discrepancy:.4f}"
         + ("" if result.trustworthy else "  [UNTRUSTWORTHY]"),
     ]
+    s_h = m.slowdown_healthy
+    if abs(s_h / m.slowdown - 1.0) > HEALTHY_PRINT:
+        out = sorted({w for ws in (m.healthy.excluded.values() if m.healthy else ())
+                      for w in ws})
+        lines.append(f"slowdown vs healthy peers S_h = {s_h:.4f}  (the ideal taken without "
+                     f"{'workers ' + ', '.join(w.key for w in out[:6]) if out else 'outliers'}"
+                     "; S counts them in the ideal)")
     lines += [f"  untrustworthy: {r}" for r in result.untrustworthy_reasons]
+    la = m.launch
+    if la is not None:
+        parts = [(f"DP rank {d}", float(x)) for d, x in enumerate(la.s_dp)]
+        parts += [(f"stage {s}", float(x)) for s, x in enumerate(la.s_stage)] if pp > 1 else []
+        parts += [(k, x) for k, x in la.s_optype.items()]
+        parts.sort(key=lambda kv: -kv[1])
+        lines.append("host time (launch attribution, S^launch): "
+                     + ", ".join(f"{k}: {x:.3f}" for k, x in parts[:4]))
     lines.append(f"verdict: {v.cause.value}"
                  + (f" ({', '.join(w.key for w in v.workers[:8])})" if v.workers else "")
                  + f"  confidence {v.confidence:.2f}")
     lines += [f"  - {e}" for e in v.evidence]
+    if v.workers:
+        lines.append("  workers: " + "; ".join(
+            f"{w.key} = {result.worker_label(w.dp_rank, w.stage)}" for w in v.workers[:8]))
     if v.contributing:
-        lines.append("contributing: " + ", ".join(f"{f.cause.value} ({f.share:.0%})"
-                                                  for f in v.contributing))
+        lines.append("contributing: " + ", ".join(
+            f"{f.cause.value} ({f.share:.0%}"
+            + (" of the discrepancy)" if f.cause == Cause.HOST else ")")
+            for f in v.contributing))
     tested = [f for f in v.findings if f.applicable and f.m is not None]
     if tested:
         lines.append("causes that apply (removed when fixed alone / caused alone): " + ", ".join(
@@ -305,7 +428,7 @@ def summary(result: AnalysisResult) -> str:
     lines.append("worst workers (dp,stage: S_w): "
                  + ", ".join(f"{k}: {s:.3f}" for k, s in worst_w))
     lines.append("worst op types (S_t): " + ", ".join(f"{k}: {s:.3f}" for k, s in worst_t))
-    lines.append(f"M_W = {m.m_w.rem:.3f}  M_S = {m.m_s.rem:.3f}")
+    lines.append(f"M_W = {m.m_w.rem:.3f}" + (f"  M_S = {m.m_s.rem:.3f}" if pp > 1 else ""))
     return "\n".join(lines)
 
 

@@ -10,6 +10,7 @@ from stragglers.cli.defaults import FLEET_DEFAULT_MIX as DEFAULT_MIX
 from stragglers.cli.defaults import SYNTH_MAX_SIGMA as MAX_SIGMA
 from stragglers.errors import InputError
 from stragglers.options import (
+    loader_delay,
     non_negative_float,
     non_negative_int,
     positive_int,
@@ -32,6 +33,7 @@ examples:
   stragglers synth --gc 0.15:0.5 --gc-in-compute --gc-recorded --out gc-rec/
   stragglers synth --slow-link 0,1:50 --out link/  # dp 0, stage 1 <-> 2 transfers x50
   stragglers synth --launch-gaps 0.3:0.005 --out gaps/
+  stragglers synth --slow-loader 1:0.1:0.3 --out loader/  # dp 1 starts 0.1 s late in 30% of steps
   stragglers synth --fleet 1000 --seed 1 --out fleet/   # 1,000 jobs, see stragglers.synth.fleet
   stragglers synth --fleet 100 --mix none=1,worker=1,gc=1 --fleet-workers 8-32 --out f/
 Writes trace.parquet (or .jsonl), meta.yaml and truth.json (the injected causes and the
@@ -55,6 +57,7 @@ def spec_from_args(args: argparse.Namespace) -> SynthSpec:
     spec.gc_recorded = args.gc_recorded
     if args.launch_gaps:
         spec.launch_gap_prob, spec.launch_gap = args.launch_gaps
+    spec.slow_loaders = list(args.slow_loader)
     check_spec(spec)
     return spec
 
@@ -110,6 +113,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="P2P transfers between stage S and S+1 of DP rank D x FACTOR (> 1)")
     p.add_argument("--launch-gaps", metavar="PROB:SECONDS", type=prob_seconds,
                    help="CPU launch gaps of SECONDS before compute ops with PROB")
+    p.add_argument("--slow-loader", action="append", default=[], metavar="D:SECONDS[:PROB]",
+                   type=loader_delay,
+                   help="a slow data loader on DP rank D: its step starts SECONDS late (host "
+                        "time before stage 0's first forward), in every step or with PROB "
+                        "(repeatable)")
     p.add_argument("--format", choices=("parquet", "jsonl"), default="parquet")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--fleet", type=positive_int, metavar="N",
@@ -140,6 +148,7 @@ def run_fleet_synth(args: argparse.Namespace) -> int:
     given = [flag for flag, on in (("--slow-worker", args.slow_worker),
                                    ("--slow-link", args.slow_link), ("--gc", args.gc),
                                    ("--launch-gaps", args.launch_gaps),
+                                   ("--slow-loader", args.slow_loader),
                                    ("--seq-len-sigma", args.seq_len_sigma),
                                    ("--heavy-last-stage", args.heavy_last_stage != 1.0),
                                    ("--format jsonl", args.format != "parquet")) if on]

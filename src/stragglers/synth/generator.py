@@ -60,6 +60,10 @@ class SynthSpec:
     * ``slow_links``: ``[(dp, stage, factor)]`` P2P transfers between stage and stage+1
       of that DP rank × factor (both directions);
     * ``launch_gap_prob``/``launch_gap``: CPU launch gaps before compute ops;
+    * ``slow_loaders``: ``[(dp, seconds, prob)]`` a slow data loader on DP rank ``dp``: in
+      each step, with probability ``prob``, stage 0's first forward compute of that rank
+      launches ``seconds`` late (host time: the launch delay the published ``loader`` and
+      ``loadersome`` reference traces were made with);
     * ``jitter``: multiplicative log-normal noise on every duration.
     """
 
@@ -83,6 +87,7 @@ class SynthSpec:
     slow_links: list[tuple[int, int, float]] = field(default_factory=list)
     launch_gap_prob: float = 0.0
     launch_gap: float = 0.005
+    slow_loaders: list[tuple[int, float, float]] = field(default_factory=list)
     name: str = "synth"
 
     def meta(self) -> JobMeta:
@@ -104,6 +109,9 @@ class SynthSpec:
         if self.gc_prob > 0:
             unrecorded = self.gc_in_compute and not self.gc_recorded
             causes.append({"cause": "pauses" if unrecorded else "gc", "workers": []})
+        if self.slow_loaders:
+            causes.append({"cause": "host",
+                           "workers": [f"{d},0" for d, _, _ in self.slow_loaders]})
         if self.slow_links:
             causes.append({"cause": "communication", "workers": sorted(
                 {f"{d},{s}" for d, s, _ in self.slow_links}
@@ -163,6 +171,16 @@ def check_spec(spec: SynthSpec) -> None:
         raise InputError("--gc-in-compute: needs --gc PROB:SECONDS")
     if spec.gc_recorded and spec.gc_prob == 0:
         raise InputError("--gc-recorded: needs --gc PROB:SECONDS")
+    loaders: set[int] = set()
+    for d, sec, prob in spec.slow_loaders:
+        where = f"--slow-loader {d}:{sec}:{prob}"
+        if not 0 <= d < spec.dp:
+            raise InputError(f"{where}: DP rank outside dp {spec.dp}")
+        number(where + " seconds", sec, 0.0, lo_open=True)
+        number(where + " probability", prob, 0.0, 1.0, lo_open=True)
+        if d in loaders:
+            raise InputError(f"{where}: DP rank {d} is given twice")
+        loaders.add(d)
     for flag, items, last in (("--slow-worker", spec.slow_workers, spec.pp),
                               ("--slow-link", spec.slow_links, spec.pp - 1)):
         seen: set[tuple[int, int]] = set()
@@ -294,6 +312,13 @@ def generate(spec: SynthSpec) -> tuple[TraceColumns, JobMeta, dict[str, Any]]:
         gaps = (rng.random(size=(n, dp, st)) < spec.launch_gap_prob) * spec.launch_gap
         gaps[~compute] = 0.0
         delay = gaps
+    if spec.slow_loaders:
+        first = np.flatnonzero((sched.node_stage == 0) & (sched.node_seq == 0) & (
+            sched.node_optype == schema.OPTYPE_CODE[schema.FORWARD_COMPUTE]))
+        delay = np.zeros((n, dp, st)) if delay is None else delay
+        for d_rank, sec, prob in spec.slow_loaders:
+            late = rng.random(size=st) < prob
+            delay[first, d_rank] += np.where(late, sec, 0.0)
 
     def values(idx: np.ndarray) -> np.ndarray:
         return val[idx][:, None]

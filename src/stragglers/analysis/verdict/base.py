@@ -24,6 +24,7 @@ class Cause(StrEnum):
     GC = "gc"
     PAUSES = "pauses"
     COMMUNICATION = "communication"
+    HOST = "host"
     UNEXPLAINED = "unexplained"
     NONE = "none"
 
@@ -51,9 +52,14 @@ class Finding:
     gates: Mapping[str, Signal] = field(default_factory=dict)
     evidence: str = ""
     why_not: str | None = None
+    #: The share of a finding without an Eq. 5 what-if (``host``: the share of the
+    #: discrepancy its launch delays explain); None: from ``m``.
+    fixed_share: float | None = None
 
     @property
     def share(self) -> float:
+        if self.fixed_share is not None:
+            return self.fixed_share
         return 0.0 if self.m is None else self.m.share
 
 

@@ -53,6 +53,7 @@ from stragglers.analysis.verdict.base import NONE_SHARE, Cause, Finding, Hypothe
 from stragglers.analysis.verdict.config import VerdictConfig
 from stragglers.analysis.verdict.context import VerdictContext
 from stragglers.analysis.verdict.hypotheses import ALL
+from stragglers.analysis.verdict.hypotheses.host import HostEvidence, test_host
 from stragglers.analysis.workers import Worker, names
 
 
@@ -123,37 +124,71 @@ def _choose(candidates: Sequence[Finding], cfg: VerdictConfig) -> Finding:
     return candidates[int(_winner(share, add, cfg.tie_margin)[0])]
 
 
-def _bootstrap(metrics: Metrics, candidates: Sequence[Finding], chosen: Cause,
-               cfg: VerdictConfig, lead: tuple[Worker, ...] = ()) -> float:
-    """Share of step resamples in which the rule picks ``chosen`` again."""
+@dataclass(frozen=True)
+class _Resamples:
+    """The rule applied to each resample of the steps: ``below`` (B,) the blocking problem
+    stays below the threshold; ``winner`` (B,) the position of the blocking candidate the
+    rule picks; ``host`` (B,) the host cause wins (its time beats the blocking winner's, or
+    the blocking problem is below the threshold, and the discrepancy reaches it)."""
+
+    below: np.ndarray
+    winner: np.ndarray
+    host: np.ndarray
+
+
+def _resample(metrics: Metrics, candidates: Sequence[Finding], cfg: VerdictConfig,
+              lead: tuple[Worker, ...], host: HostEvidence | None) -> _Resamples | None:
+    """The rule on ``bootstrap`` resamples of the steps (None when there are none)."""
     n = len(metrics.steps)
     if cfg.bootstrap == 0 or n == 0:
-        return 1.0
+        return None
     rng = np.random.default_rng(cfg.seed)
     index = rng.integers(0, n, size=(cfg.bootstrap, n))
     below = _problem_size(metrics, lead, index) < cfg.threshold
+    winner = np.zeros(cfg.bootstrap, dtype=np.int64)
+    best_time = np.zeros(cfg.bootstrap)
+    if candidates:
+        parts = [f.m.resampled(index) if f.m is not None else
+                 (np.zeros(cfg.bootstrap), np.full(cfg.bootstrap, np.nan)) for f in candidates]
+        shares = np.stack([p[0] for p in parts])
+        winner = _winner(shares, np.stack([p[1] for p in parts]), cfg.tie_margin)
+        gap = metrics.nodelay[index].mean(axis=1) - metrics.ideal[index].mean(axis=1)
+        best_time = shares[winner, np.arange(cfg.bootstrap)] * np.maximum(gap, 0.0)
+    host_wins = np.zeros(cfg.bootstrap, dtype=bool)
+    if host is not None and host.finding.applicable:
+        disc = metrics.actual[index].mean(axis=1) / metrics.nodelay[index].mean(axis=1)
+        host_wins = (disc >= cfg.threshold) & (below | (host.explained(metrics, index)
+                                                        > best_time))
+    return _Resamples(below, winner, host_wins)
+
+
+def _agreement(r: _Resamples | None, chosen: Cause, candidates: Sequence[Finding]) -> float:
+    """Share of the resamples in which the rule picks ``chosen`` again."""
+    if r is None:
+        return 1.0
     if chosen == Cause.NONE:
-        return float(below.mean())
+        return float((r.below & ~r.host).mean())
+    if chosen == Cause.HOST:
+        return float(r.host.mean())
     if not candidates:
-        return float((~below).mean())
-    parts = [f.m.resampled(index) if f.m is not None else
-             (np.zeros(cfg.bootstrap), np.full(cfg.bootstrap, np.nan)) for f in candidates]
-    winner = _winner(np.stack([p[0] for p in parts]), np.stack([p[1] for p in parts]),
-                     cfg.tie_margin)
+        return float((~r.below & ~r.host).mean())
     pos = next(i for i, f in enumerate(candidates) if f.cause == chosen)
-    return float(((~below) & (winner == pos)).mean())
+    return float(((~r.below) & (r.winner == pos) & ~r.host).mean())
 
 
 #: How the evidence names each cause in a sentence about several.
 _LABELS = {Cause.WORKER: "", Cause.LAST_STAGE: "the last stage",
            Cause.SEQUENCE_LENGTH: "sequence length", Cause.GC: "garbage collection",
-           Cause.PAUSES: "pauses", Cause.COMMUNICATION: "communication"}
+           Cause.PAUSES: "pauses", Cause.COMMUNICATION: "communication",
+           Cause.HOST: "host time"}
 
 
 def label(f: Finding) -> str:
     """A cause in words ("sequence length", "the last stage", "worker 2,1")."""
     if f.cause == Cause.WORKER:
         return f"worker{'s' if len(f.workers) > 1 else ''} {names(f.workers, 3)}"
+    if f.cause == Cause.HOST:
+        return f"host time on {names(f.workers, 3)}"
     return _LABELS.get(f.cause, f.cause.value)
 
 
@@ -230,29 +265,53 @@ def decide(engine: WhatIfEngine, metrics: Metrics, config: VerdictConfig | None 
     s = metrics.slowdown
     trust = 1.0 if trusted else cfg.untrustworthy_factor
     head = f"slowdown S = {s:.3f} ({100 * metrics.waste:.1f}% of GPU time wasted)"
-    findings = tuple(_explains_some(h.test(ctx)) for h in hypotheses)
+    blocking = tuple(_explains_some(h.test(ctx)) for h in hypotheses)
+    host = test_host(metrics, cfg)
+    findings = (*blocking, host.finding)
     # S compares with every op at the job-wide mean, which in a small job carries a good
     # part of one straggler's own excess; a worker that stands out with S_w above the
     # threshold is a problem even when S is not.
-    worker = next((f for f in findings if f.cause == Cause.WORKER and f.applicable), None)
+    worker = next((f for f in blocking if f.cause == Cause.WORKER and f.applicable), None)
     lead = worker.workers if worker is not None else ()
     size = float(_problem_size(metrics, lead, None)[0])
     signals = MappingProxyType(_signals(ctx, findings))
-    candidates = [f for f in findings if f.applicable and f.m is not None]
+    candidates = [f for f in blocking if f.applicable and f.m is not None]
+    host_on = host.finding.applicable and metrics.discrepancy >= cfg.threshold
+    resamples = _resample(metrics, candidates, cfg, lead, host)
+    chosen = _choose(candidates, cfg) if candidates else None
+    gap = float(metrics.nodelay.mean() - metrics.ideal.mean())
+    blocking_time = 0.0 if chosen is None or size < cfg.threshold else chosen.share * gap
+    host_time = float(host.explained(metrics)[0])
+    if host_on and host_time > blocking_time:
+        return _host_verdict(host.finding, chosen if blocking_time > 0 else None, metrics,
+                             findings, signals, cfg, trusted,
+                             _agreement(resamples, Cause.HOST, candidates))
+    host_line = _host_line(host, metrics)
     if size < cfg.threshold:
-        agreement = _bootstrap(metrics, (), Cause.NONE, cfg, lead)
-        below: list[str] = [
-            f"slowdown S = {s:.3f} is below the threshold {cfg.threshold:.2f}: no straggler "
-            f"problem worth acting on ({100 * (1 - 1 / max(s, 1e-12)):.1f}% of GPU time)"]
+        agreement = _agreement(resamples, Cause.NONE, candidates)
+        if trusted:
+            first = (f"slowdown S = {s:.3f} is below the threshold {cfg.threshold:.2f}: no "
+                     f"straggler problem worth acting on ({100 * (1 - 1 / max(s, 1e-12)):.1f}% "
+                     "of GPU time)")
+        else:
+            first = (f"slowdown S = {s:.3f} is below the threshold {cfg.threshold:.2f} in the "
+                     "recorded ops, but the result is untrustworthy (see why): time the trace "
+                     "does not show may hide a straggler")
+        below: list[str] = [first]
         # Named only where the paper would attribute (problem size >= 1.03) and the
         # hypothesis explains most of it: the jitter of a healthy job has no cause.
-        top = _choose(candidates, cfg) if candidates else None
+        top = chosen
         leading = (top if top is not None and size >= ATTRIBUTION_THRESHOLD
                    and top.share >= cfg.explain else None)
+        if leading is None and host.finding.applicable:
+            leading = host.finding
         if leading is not None:
             below.append(f"below the threshold, the largest part is '{leading.cause.value}' "
                          f"(fixing it alone removes {portion(leading.share)} of the "
-                         f"slowdown): {leading.evidence}")
+                         f"{'discrepancy' if leading.cause == Cause.HOST else 'slowdown'}): "
+                         f"{leading.evidence}")
+        elif host_line:
+            below.append(host_line)
         below.append(_confidence_line(Cause.NONE, agreement, 1.0, trusted, cfg))
         return Verdict(Cause.NONE, (), agreement * trust, tuple(below), findings, (), False,
                        agreement, 1.0, trusted, cfg, signals, leading=leading)
@@ -260,21 +319,26 @@ def decide(engine: WhatIfEngine, metrics: Metrics, config: VerdictConfig | None 
         head += (f"; below the threshold {cfg.threshold:.2f}, but worker(s) "
                  f"{', '.join(w.key for w in lead)} alone slow the ideal job by "
                  f"{100 * (size - 1):.1f}% (exact S_w)")
-    if not candidates:
+    if chosen is None:
         return _unexplained(head, "no hypothesis applies: " + "; ".join(
             f"{f.cause.value}: {f.why_not}" for f in findings if f.why_not), findings, trusted,
             cfg, signals)
-    chosen = _choose(candidates, cfg)
     weak = chosen.share < cfg.explain
     strength = min(1.0, max(0.0, chosen.share / cfg.explain)) if cfg.explain > 0 else 1.0
-    agreement = _bootstrap(metrics, candidates, chosen.cause, cfg, lead)
+    agreement = _agreement(resamples, chosen.cause, candidates)
     contributing = tuple(f for f in candidates
                          if f is not chosen and f.share >= cfg.contribute)
+    total = float(metrics.actual.mean() - metrics.ideal.mean())
+    if host.finding.applicable and total > 0 and host_time / total >= cfg.contribute:
+        contributing += (host.finding,)
     lines = [head]
-    lines += [x for x in (_overlap_line(chosen, contributing, cfg),
+    lines += [x for x in (_overlap_line(chosen, [f for f in contributing
+                                                 if f.cause != Cause.HOST], cfg),
                           _tie_line(chosen, candidates, cfg)) if x]
     lines.append(chosen.evidence)
     lines += ["also: " + f.evidence for f in contributing]
+    if host_line and host.finding not in contributing:
+        lines.append(host_line)
     if weak:
         lines.append(f"no hypothesis explains {cfg.explain:.0%} of the slowdown: weak verdict")
     lines.append(_confidence_line(chosen.cause, agreement, strength, trusted, cfg))
@@ -287,6 +351,36 @@ def decide(engine: WhatIfEngine, metrics: Metrics, config: VerdictConfig | None 
             f"trust {trust:g}): {chosen.evidence}"), findings, trusted, cfg, signals)
     return Verdict(chosen.cause, chosen.workers, confidence, tuple(lines), findings,
                    contributing, weak, agreement, strength, trusted, cfg, signals)
+
+
+def _host_line(host: HostEvidence, metrics: Metrics) -> str | None:
+    """One line on the host time when the discrepancy is large and no group explains it (the
+    host finding does not apply): where it is not, so that nobody reads it as a worker."""
+    f = host.finding
+    if f.applicable or metrics.launch is None:
+        return None
+    return f"host time (simulation discrepancy {metrics.discrepancy:.3f}): {f.why_not}"
+
+
+def _host_verdict(host: Finding, blocking: Finding | None, metrics: Metrics,
+                  findings: tuple[Finding, ...], signals: Mapping[str, Any],
+                  cfg: VerdictConfig, trusted: bool, agreement: float) -> Verdict:
+    """The ``host`` verdict: launch delays of one group make the job slower than anything
+    in its recorded ops; the blocking cause, if any, is listed as contributing."""
+    trust = 1.0 if trusted else cfg.untrustworthy_factor
+    disc = metrics.discrepancy
+    strength = min(1.0, max(0.0, host.share / cfg.explain)) if cfg.explain > 0 else 1.0
+    lines = [f"host time: the job runs {disc:.3f}x slower than its recorded work explains "
+             f"(simulation discrepancy; S = {metrics.slowdown:.3f} in the recorded ops)",
+             host.evidence]
+    contributing: tuple[Finding, ...] = ()
+    if blocking is not None and blocking.share >= cfg.contribute:
+        contributing = (blocking,)
+        lines.append("also, in the recorded ops: " + blocking.evidence)
+    lines.append(_confidence_line(Cause.HOST, agreement, strength, trusted, cfg))
+    confidence = max(0.0, min(1.0, agreement * strength * trust))
+    return Verdict(Cause.HOST, host.workers, confidence, tuple(lines), findings, contributing,
+                   host.share < cfg.explain, agreement, strength, trusted, cfg, signals)
 
 
 #: A confidence below this prints as 0.00: the verdict names no cause then.

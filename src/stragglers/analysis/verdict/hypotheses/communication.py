@@ -15,7 +15,10 @@ class CommunicationHypothesis:
     """All communication ops (P2P, DP collectives, layernorm/embedding all-reduce, clip):
     their share is M_comm. Transfer durations exclude the time spent waiting for peers
     (whatif-model.md §3), so a slow worker does not show here. Blamed: the workers whose
-    communication runs longest above its ideal (at least half the worst one's excess)."""
+    communication runs longest above its ideal (at least half the worst one's excess) and,
+    with DP peers, whose communication time per step exceeds its peers' on the same stage
+    beyond the step-to-step noise (:attr:`VerdictContext.comm_beyond_noise`): communication
+    that is slow on every worker alike (a loaded machine, a slow fabric) blames nobody."""
 
     cause = Cause.COMMUNICATION
 
@@ -31,7 +34,9 @@ class CommunicationHypothesis:
             gates={"comm_excess_max_s": float(ctx.comm_excess.max())},
             evidence=f"communication ops explain {portion(m.share)} of the slowdown (M_comm: rem "
                      f"{m.rem:.2f}, add {m.add:.2f})"
-                     + (f"; longest above ideal on {names(workers)}" if workers else ""))
+                     + (f"; longest above ideal on {names(workers)}" if workers else
+                        "; on every worker alike (no worker's communication stands out from "
+                        "its peers' beyond the noise)"))
 
     @staticmethod
     def _workers(ctx: VerdictContext, limit: int = 8) -> tuple[Worker, ...]:
@@ -41,5 +46,6 @@ class CommunicationHypothesis:
         pp = ex.shape[1]
         flat = ex.ravel()
         order = np.argsort(-flat, kind="stable")[:limit]
+        out = ctx.comm_beyond_noise.ravel()
         return tuple(Worker(int(i) // pp, int(i) % pp) for i in order
-                     if flat[i] >= 0.5 * flat.max())
+                     if flat[i] >= 0.5 * flat.max() and out[i])

@@ -35,8 +35,10 @@ def suspect_workers(ctx: VerdictContext) -> list[Worker]:
 
 
 class WorkerHypothesis:
-    """Workers that stand out from their peers by exact S_w (:func:`suspect_workers`) and
-    are *steadily* slow in their own work: a suspect whose excess time above the ideal lies
+    """Workers that stand out from their peers by exact S_w (:func:`suspect_workers`), whose
+    own work per step exceeds their DP peers' beyond the step-to-step noise (a paired t-test
+    over the steps, :attr:`VerdictContext.beyond_noise`), and that are *steadily* slow in
+    their own work: a suspect whose excess time above the ideal lies
     mostly (over half) in communication ops is the end of a slow link (see
     ``communication``); one whose excess comes mostly (over ``sporadic_limit``) from sporadic
     pauses is a paused worker, not a slow one (see ``pauses``); with one DP
@@ -49,9 +51,12 @@ class WorkerHypothesis:
         cfg, dp, pp = ctx.config, ctx.dp, ctx.pp
         suspects = suspect_workers(ctx)
         sw = ctx.metrics.worker_slowdown
-        paused, structural, linked = [], [], []
+        paused, structural, linked, noise = [], [], [], []
         steady = []
         for w in suspects:
+            if not ctx.beyond_noise[w.dp_rank, w.stage]:
+                noise.append(w)
+                continue
             own = ctx.worker_excess[w.dp_rank, w.stage]
             sporadic = ctx.pauses.excess[w.dp_rank, w.stage] / own if own > 0 else 0.0
             comm = ctx.comm_excess[w.dp_rank, w.stage] / own if own > 0 else 0.0
@@ -68,6 +73,7 @@ class WorkerHypothesis:
                  "paused_suspects": [w.key for w in paused[:16]],
                  "structural_last_stage": [w.key for w in structural],
                  "communication_bound": [w.key for w in linked[:16]],
+                 "within_noise": [w.key for w in noise[:16]],
                  "max_s_w": float(sw.max()), "method": ctx.metrics.worker_method}
         limit = max(1, int(cfg.max_suspect_fraction * dp * pp))
         if not steady:
@@ -79,6 +85,9 @@ class WorkerHypothesis:
                 why = f"the workers that stand out ({names(paused)}) are slow by sporadic pauses"
             elif structural:
                 why = "with one DP rank the slow last stage is the stage, not a worker"
+            elif noise:
+                why = (f"the workers that stand out ({names(noise)}) are not slower than their "
+                       "DP peers beyond the step-to-step noise")
             return not_applicable(self.cause, why, gates)
         if len(steady) > limit:
             return not_applicable(self.cause, f"{len(steady)} workers stand out: too many "
