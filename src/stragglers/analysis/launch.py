@@ -266,7 +266,16 @@ def _pick(groups: list[HostGroup], la: LaunchAttribution) -> HostGroup | None:
         return None
     rank = {"worker": 0, "dp_rank": 1, "stage": 1}
     near = [i for i in range(len(groups)) if gain[i] >= SPECIFIC_SHARE * best]
-    return groups[min(near, key=lambda i: (rank[groups[i].kind], -gain[i]))]
+    top = groups[min(near, key=lambda i: (rank[groups[i].kind], -gain[i]))]
+    # Others of its kind whose delays alone do about as much (two slow loaders that are
+    # late together: either one alone slows the job as much as both) are named with it.
+    alike = [groups[i] for i in sorted(near, key=lambda i: -gain[i])
+             if groups[i].kind == top.kind and groups[i] is not top]
+    if not alike:
+        return top
+    workers = tuple(dict.fromkeys(w for g in (top, *alike) for w in g.workers))
+    return HostGroup(top.kind, ",".join(g.key for g in (top, *alike)) if top.kind != "worker"
+                     else top.key, workers, top.times)
 
 
 def host_group(la: LaunchAttribution, dp: int, pp: int) -> HostGroup | None:
@@ -294,13 +303,34 @@ def first_op_group(la: LaunchAttribution, dp: int, pp: int) -> HostGroup | None:
                      tuple(Worker(d, s) for d in range(dp) for s in range(pp)), t)
 
 
+#: Host time is common to every DP rank when no group stands out and the largest DP rank's
+#: host seconds per step are at most this times the smallest's.
+COMMON_RATIO = 2.0
+
+
+def common_overhead(la: LaunchAttribution, dp: int, pp: int) -> HostGroup | None:
+    """Every worker as one group when the host time is common overhead: no worker, DP rank
+    or stage stands out from its peers (:func:`host_group` finds none) and the DP ranks'
+    host seconds per step are within :data:`COMMON_RATIO` of each other. Such gaps slow the
+    job (those on the critical path) but blame nobody. None otherwise."""
+    if host_group(la, dp, pp) is not None:
+        return None
+    per_rank = la.host_seconds.sum(axis=1).mean(axis=1)  # (dp,)
+    low, high = float(per_rank.min()), float(per_rank.max())
+    if dp > 1 and (low <= 0 or high > COMMON_RATIO * low):
+        return None
+    everyone = tuple(Worker(d, s) for d in range(dp) for s in range(pp))
+    return HostGroup("common", "every worker", everyone, la.actual)
+
+
 def located(la: LaunchAttribution | None, dp: int, pp: int, limit: float) -> HostGroup | None:
-    """The group whose launch delays alone account for the discrepancy, leaving at most
-    ``limit`` of it (relative), or None: one worker / DP rank / stage (a host straggler), or
-    the step's first op on every worker (slow data loading everywhere)."""
+    """What accounts for the discrepancy, or None: a group whose launch delays alone leave
+    at most ``limit`` of it (relative) — one worker / DP rank / stage whose host time stands
+    out (a host straggler), or the step's first op on every worker (slow data loading
+    everywhere) — or host time common to every worker (:func:`common_overhead`)."""
     if la is None:
         return None
-    for g in (host_group(la, la.dp.shape[0], la.stage.shape[0]), first_op_group(la, dp, pp)):
+    for g in (host_group(la, dp, pp), first_op_group(la, dp, pp)):
         if g is not None and g.residual(la) <= 1.0 + limit:
             return g
-    return None
+    return common_overhead(la, dp, pp)

@@ -59,7 +59,8 @@ class SynthSpec:
       compute read as ``pauses``, not ``gc``;
     * ``slow_links``: ``[(dp, stage, factor)]`` P2P transfers between stage and stage+1
       of that DP rank × factor (both directions);
-    * ``launch_gap_prob``/``launch_gap``: CPU launch gaps before compute ops;
+    * ``launch_gap_prob``/``launch_gap``: CPU launch gaps before compute ops (of the DP
+      ranks ``launch_gap_ranks`` only, when given);
     * ``slow_loaders``: ``[(dp, seconds, prob)]`` a slow data loader on DP rank ``dp``: in
       each step, with probability ``prob``, stage 0's first forward compute of that rank
       launches ``seconds`` late (host time: the launch delay the published ``loader`` and
@@ -87,6 +88,7 @@ class SynthSpec:
     slow_links: list[tuple[int, int, float]] = field(default_factory=list)
     launch_gap_prob: float = 0.0
     launch_gap: float = 0.005
+    launch_gap_ranks: list[int] | None = None
     slow_loaders: list[tuple[int, float, float]] = field(default_factory=list)
     name: str = "synth"
 
@@ -311,6 +313,8 @@ def generate(spec: SynthSpec) -> tuple[TraceColumns, JobMeta, dict[str, Any]]:
         compute = np.isin(sched.node_optype, [schema.OPTYPE_CODE[t] for t in schema.COMPUTE_TYPES])
         gaps = (rng.random(size=(n, dp, st)) < spec.launch_gap_prob) * spec.launch_gap
         gaps[~compute] = 0.0
+        if spec.launch_gap_ranks is not None:
+            gaps[:, ~np.isin(np.arange(dp), spec.launch_gap_ranks)] = 0.0
         delay = gaps
     if spec.slow_loaders:
         first = np.flatnonzero((sched.node_stage == 0) & (sched.node_seq == 0) & (

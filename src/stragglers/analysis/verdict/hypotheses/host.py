@@ -20,6 +20,7 @@ from stragglers.analysis.launch import (
     FIRST_OP,
     LAUNCH_THRESHOLD,
     HostGroup,
+    common_overhead,
     critical_group,
     host_group,
 )
@@ -47,7 +48,7 @@ class HostEvidence:
 
 def _where(group: HostGroup) -> str:
     if group.kind == "worker":
-        return f"worker {group.key}"
+        return f"worker{'s' if len(group.workers) > 1 else ''} {names(group.workers, 4)}"
     if group.kind == "dp_rank":
         return f"DP rank {group.key} (workers {names(group.workers, 4)})"
     return f"stage {group.key} (workers {names(group.workers, 4)})"
@@ -71,12 +72,16 @@ def test_host(metrics: Metrics, cfg: VerdictConfig) -> HostEvidence:
     gates["first_op_share"] = first_share
     if group is None:
         crit = critical_group(la, metrics.dp, metrics.pp)
+        common = common_overhead(la, metrics.dp, metrics.pp) is not None
+        gates["common_overhead"] = common
         why = "no worker's launch delays slow the job"
         if crit is not None:
-            why = (f"no worker's host time stands out from its peers' (launch gaps on every "
-                   f"worker alike: common host overhead); the part on the critical path, "
-                   f"{_where(crit)}'s, explains {portion(crit.share(la))} of the "
-                   f"{100 * (disc - 1):.1f}% discrepancy")
+            why = ("no worker's host time stands out from its peers' "
+                   + ("(launch gaps on every worker alike: common host overhead, which slows "
+                      "the job but blames nobody)" if common else
+                      "beyond the noise, though it differs between DP ranks")
+                   + f"; the part on the critical path, {_where(crit)}'s, explains "
+                   f"{portion(crit.share(la))} of the {100 * (disc - 1):.1f}% discrepancy")
         return HostEvidence(not_applicable(cause, why, gates), None)
     share = group.share(la)
     s_launch = float(group.times.mean() / la.nodelay.mean())
@@ -93,7 +98,8 @@ def test_host(metrics: Metrics, cfg: VerdictConfig) -> HostEvidence:
                 "(data loading, batch preparation, a late step start)" if first_share >= 0.5
                 else f"; the step's first op accounts for {portion(first_share)} of it (the "
                 "rest is launch gaps inside the step: CPU or Python stalls)")
-    evidence = (f"host time: {where} launches its work late; its launch delays alone make the "
+    verb = "launch" if len(group.workers) > 1 else "launches"
+    evidence = (f"host time: {where} {verb} work late; the launch delays alone make the "
                 f"job {s_launch:.3f}x "
                 f"slower than its recorded work ({portion(share)} of the "
                 f"{100 * (disc - 1):.1f}% simulation discrepancy){at_start}")
