@@ -11,6 +11,9 @@
   :class:`LoopProbe`: ``with probe.step():`` around each step; :mod:`stragglers.probe.loop`);
   :mod:`stragglers.probe.lightning` and :mod:`stragglers.probe.hf` do it for Lightning and
   the Hugging Face ``Trainer``.
+* :func:`attach_pipeline` records a ``torch.distributed.pipelining`` job (a
+  ``PipelineStage`` with ``Schedule1F1B`` or ``ScheduleGPipe``) per stage and microbatch
+  (:mod:`stragglers.probe.pipelining`).
 * :func:`merge_dir` turns a directory of rank files into ``trace.parquet`` + ``meta.yaml``.
 * :mod:`stragglers.testbed.job` is a real GPT-style 1F1B pipeline + DP training job.
 
@@ -22,6 +25,7 @@ from stragglers.probe.gcplan import PlannedGC
 from stragglers.probe.hooks import CommHooks
 from stragglers.probe.loop import LoopProbe, attach
 from stragglers.probe.merge import MergeResult, merge_dir
+from stragglers.probe.pipelining import PipelineProbe, attach_pipeline
 from stragglers.probe.recorder import Probe, probe_session
 from stragglers.probe.settings import JobLayout, ProbeConfig, WorkerInfo
 
@@ -31,12 +35,14 @@ __all__ = [
     "JobLayout",
     "LoopProbe",
     "MergeResult",
+    "PipelineProbe",
     "OffsetTrack",
     "PlannedGC",
     "Probe",
     "ProbeConfig",
     "WorkerInfo",
     "attach",
+    "attach_pipeline",
     "measure_offset",
     "merge_dir",
     "probe_session",

@@ -392,7 +392,15 @@ def attach(model: Any, out_dir: str | os.PathLike[str], *, config: ProbeConfig |
     ``merge=False`` leaves the merge to ``stragglers probe merge OUT_DIR/probe --out
     OUT_DIR`` (needed when the ranks do not share a file system). ``out_dir`` must be new,
     empty, or written by stragglers before (``force=True`` reuses another folder). Call on
-    every rank after ``init_process_group``, before the first forward."""
+    every rank after ``init_process_group``, before the first forward. A
+    ``torch.distributed.pipelining`` stage or schedule is refused (``TypeError``): record it
+    with :func:`stragglers.probe.attach_pipeline`."""
+    from stragglers.probe.pipelining import is_pipelining_object
+
+    if is_pipelining_object(model):
+        raise TypeError(f"stragglers.probe.attach: {type(model).__name__} is a "
+                        "torch.distributed.pipelining object; record a pipeline with "
+                        "stragglers.probe.attach_pipeline(stage, schedule, out_dir)")
     return make_loop_probe(out_dir, config=config, trial_name=trial_name, merge=merge,
                            force=force).install(model)
 
