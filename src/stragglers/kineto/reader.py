@@ -36,6 +36,7 @@ from typing import IO, Any, NoReturn
 
 import ijson
 import numpy as np
+import orjson
 
 from stragglers.errors import InputError
 from stragglers.kineto.jsonstream import EventSyntaxError, iter_event_batches
@@ -135,6 +136,9 @@ class RankEvents:
     ignored: Counter[str] = field(default_factory=Counter)
     names_unmatched: Counter[str] = field(default_factory=Counter)
     skipped: bool = False  # a collapsed (TP/CP) rank: only its header was read
+    #: ``baseTimeNanoseconds``: the event times are microseconds after it (None: absent, the
+    #: times are the profiler clock's own)
+    base_ns: int | None = None
 
 
 class _Cols:
@@ -396,11 +400,14 @@ class _CountingReader:
         return chunk
 
 
-def _header(path: Path) -> tuple[Any, Any]:
-    """``distributedInfo`` and ``host_name``, parsed from the top-level keys before
-    ``traceEvents`` (where the profiler writes them); ``(None, None)`` when absent there."""
+def _header(path: Path) -> tuple[Any, Any, Any]:
+    """``distributedInfo``, ``host_name`` and ``baseTimeNanoseconds``, parsed from the
+    top-level keys before ``traceEvents`` (where the profiler writes the first two; Kineto
+    writes the base after the events, PyTorch's Python exporter before); ``None`` when absent
+    there."""
     info: Any = None
     host: Any = None
+    base: Any = None
     fh = _open(path)
     with fh:
         builder: Any = None
@@ -418,7 +425,34 @@ def _header(path: Path) -> tuple[Any, Any]:
                 builder.event(event, value)
             elif prefix == "host_name" and event == "string":
                 host = value
-    return info, host
+            elif prefix == "baseTimeNanoseconds" and event != "map_key":
+                base = value if event in ("number", "string", "boolean", "null") else [value]
+    return info, host, base
+
+
+def _base_ns(value: Any, where: str) -> int | None:
+    """``baseTimeNanoseconds``: a non-negative integer (or absent)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InputError(f"{where}: field 'baseTimeNanoseconds' must be a non-negative "
+                         f"integer, got {value!r:.60}")
+    return value
+
+
+def _trailer_base(trailer: list[bytes], p: Path) -> Any:
+    """``baseTimeNanoseconds`` among the top-level keys after the events array."""
+    text = trailer[0].strip() if trailer else b""
+    if text == b"}":
+        return None
+    if not text.startswith(b",") or not text.endswith(b"}"):
+        raise InputError(f"{p}: not a complete JSON file: it ends after the traceEvents "
+                         "array (truncated?)")
+    try:
+        doc = orjson.loads(b"{" + text[1:])
+    except orjson.JSONDecodeError as exc:
+        raise InputError(f"{p}: not valid JSON after the traceEvents array ({exc})") from None
+    return doc.get("baseTimeNanoseconds") if isinstance(doc, dict) else None
 
 
 def read_rank_file(path: str | Path, patterns: Patterns,
@@ -433,8 +467,9 @@ def read_rank_file(path: str | Path, patterns: Patterns,
     max_events = limit("kineto_events")
     skipped = False
     counting: _CountingReader | None = None
+    base: Any = None
     try:
-        info, host = _header(p)
+        info, host, base = _header(p)
         if info is None:  # not before traceEvents: look for it anywhere (a second pass)
             with _open(p) as fh:
                 info = next(iter(ijson.items(_CountingReader(fh, p), "distributedInfo",
@@ -448,13 +483,16 @@ def read_rank_file(path: str | Path, patterns: Patterns,
         else:
             with _open(p) as fh:
                 counting = _CountingReader(fh, p)
-                for batch in iter_event_batches(counting):
+                trailer: list[bytes] = []
+                for batch in iter_event_batches(counting, trailer):
                     if reader.n + batch.count > max_events:
                         check_limit("kineto_events", reader.n + batch.count, str(p))
                     for ev, i in zip(batch.events, batch.index.tolist(), strict=True):
                         reader.event(ev, i)
                     reader.ignored.update(batch.skipped)
                     reader.n += batch.count
+            if base is None:
+                base = _trailer_base(trailer, p)
     except OSError as exc:
         raise InputError(f"{p}: cannot read the trace file ({exc.strerror or exc})") from None
     except ijson.JSONError as exc:
@@ -494,6 +532,7 @@ def read_rank_file(path: str | Path, patterns: Patterns,
         k_kind=k.np("kind").astype(np.int8), k_group=k.np("group"), k_peer=k.np("peer"),
         k_idx=k.np("idx"), groups=groups, ignored=reader.ignored,
         names_unmatched=reader.unmatched, skipped=skipped,
+        base_ns=_base_ns(base, str(p)),
     )
 
 
