@@ -9,10 +9,17 @@ Rules (the mapping table of docs/guides/kineto.md):
   kernels for communication types) when the trace has GPU kernels and some were launched,
   else its CPU range. Same-type annotations nested in one another count once (outermost);
 * communication not inside an annotated communication op: each ``record_param_comms`` (the
-  ``nccl:*`` range inside it gives the collective name when it lacks one), each backend range
-  (``nccl:*``, ``gloo:*``) outside one, and each NCCL kernel launched outside both; its time
-  is the span of its kernels (else the CPU range); its type is decided job-wide
-  (:mod:`stragglers.kineto.assemble`) from the collective, the group and the peer;
+  ``nccl:*`` range inside it, else its kernel, gives the collective name when it lacks one),
+  each backend range (``nccl:*``, ``gloo:*``) outside one, and each NCCL kernel launched
+  outside both; its time is the span of its kernels (else the CPU range); its type is decided
+  job-wide (:mod:`stragglers.kineto.assemble`) from the collective, the group and the peer. A
+  ``record_param_comms`` named ``wait``, or naming no collective and launching no kernel, is
+  a wait, not communication: counted, not an op;
+* an all-to-all launched inside a forward/backward annotation (extension E2) is an op of its
+  own and cuts the annotation into pieces of its compute kernels; the time of every compute op
+  from kernels is their span less the time the kernels of those all-to-alls run (the model
+  places the all-to-all between compute ops: no GPU instant is charged to both), and a piece
+  after an all-to-all starts no earlier than that all-to-all ends (:func:`_compute_time`);
 * without forward/backward annotations, compute is segmented: the rank's compute kernels of a
   step, in GPU order, are cut wherever the launching thread changes between the autograd
   thread (backward) and any other (forward), and at each point-to-point kernel; each piece is
@@ -64,6 +71,8 @@ class RankOps:
     a2a_in_compute: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
     #: a communication call's sequence number in its process group (``Seq``), else -1
     seq: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    #: a communication call's message (``In/Out msg nelems``, ``dtype``) as one number, else -1
+    msg: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     #: the file's ``baseTimeNanoseconds`` (its times are microseconds after it), or None
     base_ns: int | None = None
 
@@ -297,7 +306,6 @@ def rank_ops(ev: RankEvents) -> RankOps:
             no_kind = cc_kind[parent] < 0
             cc_kind[parent[no_kind]] = ev.cc_kind[aa[ok]][no_kind]
             cc_keep[aa[ok]] = False
-    cc_kind = np.where(cc_kind < 0, COMM_CODE["other"], cc_kind).astype(np.int8)
 
     # communication inside an annotated communication op is that op
     def inside_comm_annotation(t: np.ndarray) -> np.ndarray:
@@ -325,13 +333,20 @@ def rank_ops(ev: RankEvents) -> RankOps:
         ok = (i >= 0) & (k_launch[mk][sel] <= c_end[cs[np.clip(i, 0, None)]])
         owner[sel[ok]] = cs[np.clip(i, 0, None)][ok]
     got = owner >= 0
+    c_kind = cc_kind[cci].astype(np.int8)  # -1: no collective name yet
+    c_kernel = np.zeros(cci.size, bool)  # the call launched NCCL kernels
     if got.any():
         lo = np.full(cci.size, np.inf)
         hi = np.full(cci.size, -np.inf)
         np.minimum.at(lo, owner[got], k_ts[mk][got])
         np.maximum.at(hi, owner[got], k_end[mk][got])
         has = np.isfinite(lo)
+        c_kernel = has
         c_start[has], c_stop[has] = lo[has], hi[has]
+        # a kernel names the collective when neither the call nor a backend range does
+        k_k = np.full(cci.size, -1)
+        np.maximum.at(k_k, owner[got], k_kind[mk][got])
+        c_kind = np.where(c_kind < 0, k_k, c_kind).astype(np.int8)
         # a kernel carries the group and peer when the CPU call does not
         g_k = np.full(cci.size, -1)
         p_k = np.full(cci.size, -1)
@@ -342,10 +357,22 @@ def rank_ops(ev: RankEvents) -> RankOps:
         cg, cp = cc_group[cci], cc_peer[cci]
         cc_group[cci] = np.where(cg < 0, g_k, cg)
         cc_peer[cci] = np.where(cp < 0, p_k, cp)
-        if has_gpu:
-            n_no = int((~has).sum())
-            if n_no:
-                counts["communication calls without an NCCL kernel (CPU time used)"] += n_no
+    # not communication: a wait for a collective to complete (record_param_comms named
+    # 'wait'), or a call that names no collective and launched no kernel (a bare
+    # record_param_comms: work waits in traces that do not name them)
+    c_wait = c_kind == COMM_CODE["wait"]
+    c_bare = (c_kind < 0) & ~c_kernel
+    if c_wait.any():
+        counts["wait calls (record_param_comms 'wait': waits for a collective to complete, "
+               "not communication)"] += int(c_wait.sum())
+    if c_bare.any():
+        counts["record_param_comms calls naming no collective and launching no kernel "
+               "(e.g. work waits; not communication)"] += int(c_bare.sum())
+    c_kind = np.where(c_kind < 0, COMM_CODE["other"], c_kind).astype(np.int8)
+    if has_gpu:
+        n_no = int((~c_kernel & ~c_wait & ~c_bare).sum())
+        if n_no:
+            counts["communication calls without an NCCL kernel (CPU time used)"] += n_no
     lone = mk[~got]
     f_code, b_code = schema.OPTYPE_CODE[schema.FORWARD_COMPUTE], \
         schema.OPTYPE_CODE[schema.BACKWARD_COMPUTE]
@@ -357,7 +384,7 @@ def rank_ops(ev: RankEvents) -> RankOps:
     l_a2a = np.zeros(lone.size, bool)
     split = np.zeros(a_type.size, bool)
     if has_gpu and compute_ann.any():
-        c_a2a = (cc_kind[cci] == a2a) & _inside(a_ts[compute_ann], a_end[compute_ann], c_ts)
+        c_a2a = (c_kind == a2a) & _inside(a_ts[compute_ann], a_end[compute_ann], c_ts)
         l_a2a = (k_kind[lone] == a2a) & _inside(a_ts[compute_ann], a_end[compute_ann],
                                                  k_launch[lone])
         cut_t = np.r_[c_ts[c_a2a], k_launch[lone][l_a2a]]
@@ -422,7 +449,7 @@ def rank_ops(ev: RankEvents) -> RankOps:
     # --- assemble
     n_a, n_c, n_l, n_s = a_type.size, cci.size, lone.size, seg_type.size
     optype = np.r_[a_type, np.full(n_c + n_l, UNRESOLVED, np.int8), seg_type].astype(np.int8)
-    comm = np.r_[np.full(n_a, -1, np.int8), cc_kind[cci], k_kind[lone],
+    comm = np.r_[np.full(n_a, -1, np.int8), c_kind, k_kind[lone],
                  np.full(n_s, -1, np.int8)].astype(np.int8)
     group = np.r_[np.full(n_a, -1), cc_group[cci], k_group[lone], np.full(n_s, -1)]
     peer = np.r_[np.full(n_a, -1), cc_peer[cci], k_peer[lone], np.full(n_s, -1)]
@@ -433,11 +460,13 @@ def rank_ops(ev: RankEvents) -> RankOps:
     mb = np.r_[a_mb, np.full(n_c + n_l + n_s, -1)]
     idx = np.r_[a_idx, ev.cc_idx[cci], k_idx[lone], np.full(n_s, -1)]
     seq = np.r_[np.full(n_a, -1), ev.cc_seq[cci], np.full(n_l + n_s, -1)]
+    msg = np.r_[np.full(n_a, -1), ev.cc_msg[cci], np.full(n_l + n_s, -1)]
+    not_comm = np.r_[np.zeros(n_a, bool), c_wait | c_bare, np.zeros(n_l + n_s, bool)]
     step = step_of(cpu_t)
-    out = step < 0
+    out = (step < 0) & ~not_comm
     if out.any():
         counts["operations outside every ProfilerStep range (not used)"] += int(out.sum())
-    keep_op = ~out
+    keep_op = ~out & ~not_comm
     return RankOps(
         path=ev.path, rank=ev.rank, world_size=ev.world_size, host=ev.host,
         pg_config=list(ev.pg_config), optype=optype[keep_op], comm=comm[keep_op],
@@ -446,4 +475,4 @@ def rank_ops(ev: RankEvents) -> RankOps:
         mb=mb[keep_op].astype(np.int64), idx=idx[keep_op].astype(np.int64),
         groups=ev.groups, steps=np.sort(ev.step_n), counts=counts, segmented=segmented,
         a2a_in_compute=in_compute[keep_op], seq=seq[keep_op].astype(np.int64),
-        base_ns=ev.base_ns)
+        msg=msg[keep_op].astype(np.int64), base_ns=ev.base_ns)

@@ -55,7 +55,7 @@ CHUNK = 1 << 20
 #: Communication kinds (codes are the index).
 COMM_KINDS: tuple[str, ...] = (
     "allreduce", "allgather", "reducescatter", "send", "recv", "sendrecv", "broadcast",
-    "alltoall", "barrier", "reduce", "gather", "scatter", "other",
+    "alltoall", "barrier", "reduce", "gather", "scatter", "other", "wait",
 )
 COMM_CODE = {k: i for i, k in enumerate(COMM_KINDS)}
 _KIND_ALIASES = {
@@ -120,6 +120,9 @@ class RankEvents:
     cc_idx: np.ndarray
     cc_rpc: np.ndarray  # True: record_param_comms; False: backend annotation
     cc_seq: np.ndarray  # record_param_comms' sequence number in its group (args.Seq), or -1
+    #: record_param_comms' message (``In msg nelems``, ``Out msg nelems``, ``dtype``) as one
+    #: number, the same on every rank for the same message; -1 when none is recorded
+    cc_msg: np.ndarray
     # CUDA runtime launches
     rt_corr: np.ndarray
     rt_ts: np.ndarray
@@ -209,7 +212,7 @@ class _Reader:
         self.ann = _Cols({"type": "b", "mb": "q", "ts": "d", "end": "d", "tid": "q",
                           "idx": "q"})
         self.cc = _Cols({"kind": "b", "group": "q", "peer": "q", "ts": "d", "end": "d",
-                         "tid": "q", "idx": "q", "rpc": "b", "seq": "q"})
+                         "tid": "q", "idx": "q", "rpc": "b", "seq": "q", "msg": "q"})
         self.rt = _Cols({"corr": "q", "ts": "d", "tid": "q"})
         self.k = _Cols({"corr": "q", "ts": "d", "end": "d", "kind": "b", "group": "q",
                         "peer": "q", "idx": "q"})
@@ -340,7 +343,8 @@ class _Reader:
             self.cc.add(kind=kind, group=self.group_id(args, where),
                         peer=self.peer(args, kind, where), ts=ts,
                         end=ts + _num(ev, "dur", where), tid=_int(ev.get("tid"), where, "tid"),
-                        idx=i, rpc=1, seq=-1 if seq is None else _int(seq, where, "Seq"))
+                        idx=i, rpc=1, seq=-1 if seq is None else _int(seq, where, "Seq"),
+                        msg=_msg_key(args))
             return
         if cat == "user_annotation":
             if type(name) is not str:
@@ -357,7 +361,7 @@ class _Reader:
                 self.steps.add(n=extra, ts=ts, end=end)
             elif code == -3:
                 self.cc.add(kind=extra, group=-1, peer=-1, ts=ts, end=end, tid=tid, idx=i, rpc=0,
-                            seq=-1)
+                            seq=-1, msg=-1)
             else:
                 self.ann.add(type=code, mb=extra, ts=ts, end=end, tid=tid, idx=i)
             return
@@ -374,6 +378,18 @@ class _Reader:
                 raise InputError(f"{self.where(i)}: field '{field_name}' must be "
                                  f"{words[kind]}, got {value!r:.60}")
         raise AssertionError("_bad called without a bad field")  # pragma: no cover
+
+
+def _msg_key(args: dict[str, Any]) -> int:
+    """The message of a ``record_param_comms`` call as one number (CRC-32 of its element
+    counts and type, the same in every process; older traces: its input shapes and types),
+    or -1 when the call records none."""
+    parts = (args.get("In msg nelems"), args.get("Out msg nelems"), args.get("dtype"))
+    if all(v is None for v in parts):
+        parts = (args.get("Input Dims"), args.get("Input type"))
+        if all(v is None for v in parts):
+            return -1
+    return zlib.crc32("|".join(str(v) for v in parts).encode())
 
 
 def _finite(v: Any) -> bool:
@@ -526,7 +542,7 @@ def read_rank_file(path: str | Path, patterns: Patterns,
         ann_end=a.np("end"), ann_tid=a.np("tid"), ann_idx=a.np("idx"),
         cc_kind=c.np("kind").astype(np.int8), cc_group=c.np("group"), cc_peer=c.np("peer"),
         cc_ts=c.np("ts"), cc_end=c.np("end"), cc_tid=c.np("tid"), cc_idx=c.np("idx"),
-        cc_rpc=c.np("rpc").astype(bool), cc_seq=c.np("seq"),
+        cc_rpc=c.np("rpc").astype(bool), cc_seq=c.np("seq"), cc_msg=c.np("msg"),
         rt_corr=r.np("corr"), rt_ts=r.np("ts"), rt_tid=r.np("tid"),
         k_corr=k.np("corr"), k_ts=k.np("ts"), k_end=k.np("end"),
         k_kind=k.np("kind").astype(np.int8), k_group=k.np("group"), k_peer=k.np("peer"),
