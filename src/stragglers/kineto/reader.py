@@ -384,7 +384,8 @@ def _msg_key(args: dict[str, Any]) -> int:
     """The message of a ``record_param_comms`` call as one number (CRC-32 of its element
     counts and type, the same in every process; older traces: its input shapes and types),
     or -1 when the call records none."""
-    parts = (args.get("In msg nelems"), args.get("Out msg nelems"), args.get("dtype"))
+    parts: tuple[Any, ...] = (args.get("In msg nelems"), args.get("Out msg nelems"),
+                              args.get("dtype"))
     if all(v is None for v in parts):
         parts = (args.get("Input Dims"), args.get("Input type"))
         if all(v is None for v in parts):
