@@ -24,7 +24,7 @@ import pytest
 from stragglers.analysis import analyze_table
 from stragglers.kineto import import_kineto
 from stragglers.trace import build_table, schema
-from stragglers.trace.io import JobMeta
+from stragglers.trace.io import JobMeta, TraceColumns
 
 MAIN, AUTOGRAD = 100, 200
 A2A_KERNEL = "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclWorkElem)"
@@ -54,7 +54,10 @@ class Events:
                             "args": {"correlation": self.corr, "stream": stream}})
 
 
-def rank_file(folder: Path, rank: int, slow_until: float) -> None:
+def rank_file(folder: Path, rank: int, slow_until: float,
+              beside: tuple[float, float] | None = None) -> None:
+    """``beside``: one more compute kernel [start, end] (us from the step's start), launched
+    after the all-to-all call on a second stream, running while the all-to-all waits."""
     e = Events()
     for step in range(2):
         o = 10_000.0 * step + 1_000_000.0
@@ -66,6 +69,8 @@ def rank_file(folder: Path, rank: int, slow_until: float) -> None:
         e.cpu("user_annotation", "nccl:all_to_all", o + 5.1, 0.8)
         a2a_start = o + (600 if rank == 0 else slow_until)
         e.kernel(A2A_KERNEL, o + 5.5, a2a_start, o + 2100, stream=21)
+        if beside is not None:
+            e.kernel("embedding_bag", o + 6, o + beside[0], o + beside[1], stream=9)
         e.kernel("gemm_c", o + 7, o + 2100, o + 2350)
         e.kernel("gemm_d", o + 8, o + 2350, o + 2600)
         e.cpu("user_annotation", "## backward ##", o + 12, 5, tid=AUTOGRAD)
@@ -120,3 +125,103 @@ def test_the_rank_late_at_the_all_to_all_is_blamed_not_its_waiter(dlrm: Path) ->
     assert doc["worker_score"]["0,0"] < doc["worker_score"]["1,0"]
     scores = doc["attribution"]["worker"]
     assert max(scores, key=scores.get) == "1,0"
+
+
+# --- issue 28 item 1: a compute kernel beside the all-to-all. One 20 us kernel, launched
+# after the all-to-all call, runs while the all-to-all waits (rank 0: 700-720 inside its
+# all-to-all 600-2100; rank 1: 2020-2040 inside 2000-2100). Before, the compute piece after
+# the cut was its kernels' span, 700-2600 on rank 0: the wait for rank 1 became rank 0's
+# compute and rank 0 was blamed.
+
+
+@pytest.fixture()
+def dlrm_beside(tmp_path: Path) -> Path:
+    folder = tmp_path / "prof"
+    folder.mkdir()
+    rank_file(folder, 0, slow_until=600, beside=(700, 720))
+    rank_file(folder, 1, slow_until=2000, beside=(2020, 2040))
+    return folder
+
+
+def _forward_us(trace: TraceColumns, rank: int) -> list[tuple[float, float]]:
+    """(start, end) of the forward compute ops of ``rank`` in step 0, us from the step."""
+    fwd = (trace.rank == rank) & (trace.step == 0) & (
+        trace.optype == schema.OPTYPE_CODE[schema.FORWARD_COMPUTE])
+    o = np.argsort(trace.start_ts[fwd])
+    start = (trace.start_ts[fwd][o] - 1.0) * 1e6
+    return [(round(s, 3), round(s + d * 1e6, 3))
+            for s, d in zip(start.tolist(), trace.duration[fwd][o].tolist(), strict=True)]
+
+
+def test_a_compute_kernel_beside_the_all_to_all_is_not_its_wait(dlrm_beside: Path) -> None:
+    trace, _ = import_kineto(dlrm_beside, META, jobs=1)
+    # the 20 us run inside the all-to-all: the piece after it is 2100-2600 on both ranks
+    assert _forward_us(trace, 0) == [(100.0, 600.0), (2100.0, 2600.0)]
+    assert _forward_us(trace, 1) == [(100.0, 2000.0), (2100.0, 2600.0)]
+
+
+def test_a_compute_kernel_beside_the_all_to_all_does_not_flip_the_blame(
+        dlrm_beside: Path) -> None:
+    trace, _ = import_kineto(dlrm_beside, META, jobs=1)
+    a = analyze_table(build_table(trace, META)).result
+    doc = a.to_document()
+    assert abs(doc["discrepancy"] - 1.0) < 1e-6
+    sw = a.metrics.worker_slowdown
+    assert sw[1, 0] > 1.2
+    assert sw[0, 0] == pytest.approx(1.0, abs=1e-6)
+    scores = doc["attribution"]["worker"]
+    assert max(scores, key=scores.get) == "1,0"
+
+
+def _one_rank(folder: Path, kernels: list[tuple[str, float, float, float, int]],
+              a2a: tuple[float, float] | None) -> None:
+    """One rank of a dp-2 job, one step: a forward annotation (CPU 1-40) launching
+    ``kernels`` (name, launch, start, end, stream) and, at CPU time 10, an all-to-all whose
+    kernel runs ``a2a``; then backward and the optimizer. The second rank is the same."""
+    for rank in (0, 1):
+        e = Events()
+        o = 1_000_000.0
+        e.cpu("user_annotation", "ProfilerStep#0", o, 9000)
+        e.cpu("user_annotation", "## forward ##", o + 1, 39)
+        for name, launch, start, end, stream in kernels:
+            e.kernel(name, o + launch, o + start, o + end, stream=stream)
+        if a2a is not None:
+            e.cpu("cpu_op", "record_param_comms", o + 10, 1,
+                  args={"Collective name": "all_to_all"})
+            e.kernel(A2A_KERNEL, o + 10.5, o + a2a[0], o + a2a[1], stream=21)
+        e.cpu("user_annotation", "## backward ##", o + 50, 5, tid=AUTOGRAD)
+        e.kernel("gemm_bwd", o + 51, o + 3000, o + 3500, tid=AUTOGRAD)
+        e.cpu("user_annotation", "Optimizer.step#SGD.step", o + 60, 5)
+        e.kernel("sgd", o + 61, o + 3500, o + 3600)
+        doc = {"schemaVersion": 1,
+               "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": 2},
+               "traceEvents": e.events}
+        (folder / f"rank-{rank}.json").write_text(json.dumps(doc))
+
+
+@pytest.mark.parametrize(("kernels", "a2a", "forward"), [
+    # no all-to-all: the forward is the span of its kernels, two streams overlapping and an
+    # idle gap included (the gap is the rank's own CPU-side time, as in a host-timed span)
+    ([("a", 2, 100, 400, 7), ("b", 3, 300, 500, 9), ("c", 4, 800, 900, 7)], None,
+     [(100, 900)]),
+    # before the all-to-all: 100-500; after it: a kernel beside it (1200-1300, inside
+    # 600-2000) and one that outlasts it (1900-2300): 2000-2300 is compute, and the piece
+    # starts when the all-to-all ends
+    ([("a", 2, 100, 500, 7), ("b", 12, 1200, 1300, 9), ("c", 13, 1900, 2300, 7)],
+     (600, 2000), [(100, 500), (2000, 2300)]),
+    # a kernel launched before the call that runs into the all-to-all: only its part
+    # before the all-to-all is compute; after it, one kernel 2500-2600 (the piece is its
+    # kernels' span: the gap after the all-to-all is the next op's launch delay)
+    ([("a", 2, 100, 500, 7), ("b", 3, 450, 700, 9), ("c", 13, 2500, 2600, 7)],
+     (600, 2000), [(100, 600), (2500, 2600)]),
+    # every kernel after the call runs inside the all-to-all: a piece of length 0 at its end
+    ([("a", 2, 100, 500, 7), ("b", 12, 900, 1000, 9)], (600, 2000),
+     [(100, 500), (2000, 2000)]),
+])
+def test_compute_pieces_exclude_the_all_to_all_time(
+        tmp_path: Path, kernels: list[tuple[str, float, float, float, int]],
+        a2a: tuple[float, float] | None, forward: list[tuple[float, float]]) -> None:
+    _one_rank(tmp_path, kernels, a2a)
+    trace, _ = import_kineto(tmp_path, META, jobs=1)
+    for rank in (0, 1):
+        assert _forward_us(trace, rank) == [(float(a), float(b)) for a, b in forward]

@@ -30,9 +30,14 @@ def test_events_match_json_loads(chunk: int, indent: int | None,
                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(jsonstream, "CHUNK", chunk)
     doc = {"schemaVersion": 1, "deviceProperties": [{"name": "[{A100}]"}],
-           "distributedInfo": {"rank": 0}, "traceEvents": EVENTS, "traceName": "x"}
+           "distributedInfo": {"rank": 0}, "traceEvents": EVENTS, "traceName": "x]",
+           "baseTimeNanoseconds": 1711964646000000000}
     data = json.dumps(doc, indent=indent).encode()
-    batches = list(jsonstream.iter_event_batches(io.BytesIO(data)))
+    trailer: list[bytes] = []
+    batches = list(jsonstream.iter_event_batches(io.BytesIO(data), trailer))
+    # the keys after the array come back whole, whatever the chunk boundaries
+    assert json.loads(b"{" + trailer[0].strip()[1:]) == {
+        "traceName": "x]", "baseTimeNanoseconds": 1711964646000000000}
     got = [e for b in batches for e in b.events]
     index = [i for b in batches for i in b.index.tolist()]
     assert index == KEPT

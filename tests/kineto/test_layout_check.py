@@ -125,3 +125,66 @@ def test_tensor_parallel_job_with_group_ranks_but_no_pg_config_imports(tmp_path:
     got, report = import_kineto(folder, meta, jobs=1)
     assert report.ranks_collapsed == [1, 3, 5, 7]
     assert np.unique(got.rank).tolist() == [0, 2, 4, 6]
+
+
+def gloo_p2p(folder: Path, keep_peer_ranks: tuple[int, ...] = ()) -> None:
+    """Record the point-to-point transfers as gloo does: ``gloo:send`` / ``gloo:recv`` ranges
+    without a peer (no ``record_param_comms`` with ``Dst Rank`` / ``Src Rank``, no NCCL
+    kernel), except on ``keep_peer_ranks``."""
+    for path in folder.iterdir():
+        doc = json.loads(path.read_text())
+        if doc["distributedInfo"]["rank"] in keep_peer_ranks:
+            continue
+        events = []
+        for ev in doc["traceEvents"]:
+            args = ev.get("args", {})
+            if ev.get("name") == "record_param_comms" and args.get("Collective name") in (
+                    "send", "recv"):
+                continue
+            if ev.get("cat") == "kernel" and "SendRecv" in ev["name"]:
+                continue
+            if ev.get("name") in ("nccl:send", "nccl:recv"):
+                ev["name"] = ev["name"].replace("nccl:", "gloo:")
+            events.append(ev)
+        doc["traceEvents"] = events
+        path.write_text(json.dumps(doc))
+
+
+def test_pipeline_whose_transfers_name_no_peer_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """Issue 28 item 4: a dp 1 x pp 2 job under gloo (P2P without peers). The transfers
+    cannot be typed, so they are dropped (and counted); before, the pipeline check still
+    counted them and the import went on with independent stages (on this job: S 1.21 and
+    discrepancy 1.20, against S 1.11 and 1.00 for the job's own trace)."""
+    trace, meta, _ = generate(SynthSpec(dp=1, pp=2, microbatches=3, steps=3, seed=1,
+                                        slow_workers=[(0, 1, 1.6)]))
+    folder = write_profiler_job(spread_steps(trace), meta, tmp_path / "prof")
+    gloo_p2p(folder)
+    with pytest.raises(InputError) as err:
+        import_kineto(folder, meta, jobs=1)
+    assert str(err.value) == (
+        f"{folder / 'rank-0.json'}: metadata field 'pp_size' is 2, but none of the 18 "
+        "send/recv calls of rank 0 (dp rank 0, stage 0) names its peer ('Dst Rank' / "
+        "'Src Rank'; e.g. gloo:send ranges): the pipeline stages cannot be linked (name "
+        "them with record_function ranges forward-send, forward-recv, backward-send, "
+        "backward-recv, or record them under NCCL)")
+    text = run_cli(tmp_path, folder, meta, capsys)
+    assert text.count("\n") == 1 and "the pipeline stages cannot be linked" in text
+
+
+def test_peerless_transfers_beside_linked_ones_are_counted(tmp_path: Path) -> None:
+    """Transfers without a peer on a worker whose other transfers have one (Megatron's
+    batched P2P: the SendRecv kernel of a batch) are dropped and counted; the pipeline
+    check counts only the linked ones."""
+    trace, meta, _ = generate(SynthSpec(dp=1, pp=2, microbatches=3, steps=3, seed=1))
+    folder = write_profiler_job(spread_steps(trace), meta, tmp_path / "prof")
+    for path in folder.iterdir():  # one more gloo:send without a peer per step
+        doc = json.loads(path.read_text())
+        steps = [e for e in doc["traceEvents"] if str(e.get("name")).startswith("ProfilerStep")]
+        doc["traceEvents"] += [{"ph": "X", "cat": "user_annotation", "name": "gloo:send",
+                                "pid": 1, "tid": 100, "ts": s["ts"] + 0.5, "dur": 0.2,
+                                "args": {}} for s in steps]
+        path.write_text(json.dumps(doc))
+    _, report = import_kineto(folder, meta, jobs=1)
+    # two ranks, four ProfilerSteps each (the last one, truncated, is dropped after typing)
+    assert report.counts["send calls without a peer rank"] == 2 * 4

@@ -21,9 +21,17 @@ clock alignment, seq_id/mb_id, and the trace columns.
 * A step is used when every worker has it complete. A step of a rank without the optimizer op
   that its other steps have (the last ``ProfilerStep``, cut by the end of profiling) is
   dropped and reported; a step complete on some workers and missing on others is an error.
-* Clocks: when the rank files come from different hosts (``host_name``), each host's clock is
-  shifted by the median difference of the ends of the DP collectives and clip all-reduces it
-  shares with the first host (a collective ends at the same moment on all its members).
+* Clocks: every file's times are put on one clock first: Kineto writes them as microseconds
+  after the file's ``baseTimeNanoseconds``, which is the same on every rank unless the job
+  started across Kineto's rounding boundary; the ranks with a later base are shifted by the
+  difference (reported). Then, when the rank files come from different hosts
+  (``host_name``), each host's clock is shifted by the median difference of the ends of the
+  DP collectives, clip all-reduces and all-to-alls it shares with the first host (a
+  collective ends at the same moment on all its members); a host that shares none is
+  reported, not shifted. Nothing re-bases a rank or a step: each op keeps its time on that
+  clock, so a rank that starts a step late (data loading, a slow host) starts its first op
+  late, which the model reads as that op's launch delay (its start − the step's earliest
+  start over all ranks).
 """
 
 from __future__ import annotations
@@ -37,7 +45,7 @@ from stragglers.errors import InputError
 from stragglers.kineto.consistency import check_layout
 from stragglers.kineto.layout import CLASSES as _CLASSES
 from stragglers.kineto.layout import JobLayout, Position, position
-from stragglers.kineto.rankops import UNRESOLVED, RankOps
+from stragglers.kineto.rankops import UNRESOLVED, RankOps, base_offsets_us
 from stragglers.kineto.reader import COMM_CODE, COMM_KINDS
 from stragglers.trace import schema
 from stragglers.trace.io import JobMeta, TraceColumns
@@ -57,6 +65,11 @@ class ImportReport:
     ops: int = 0
     counts: Counter[str] = field(default_factory=Counter)
     clock_shift_s: dict[str, float] = field(default_factory=dict)
+    #: seconds added to the times of ranks whose baseTimeNanoseconds is later than the
+    #: smallest (rank -> s; only ranks with a shift)
+    base_shift_s: dict[int, float] = field(default_factory=dict)
+    #: hosts whose clock could not be aligned (no collective shared with the first host)
+    unaligned_hosts: list[str] = field(default_factory=list)
     segmented_ranks: list[int] = field(default_factory=list)
     position_source: str = ""
 
@@ -74,8 +87,17 @@ class ImportReport:
             out.append(f"no forward/backward annotations on rank(s) "
                        f"{_ranges(self.segmented_ranks)}: compute segmented between P2P "
                        "kernels, backward = autograd thread")
+        by_shift: dict[float, list[int]] = {}
+        for rank, shift in sorted(self.base_shift_s.items()):
+            by_shift.setdefault(shift, []).append(rank)
+        for shift, ranks in sorted(by_shift.items()):
+            out.append(f"times of rank(s) {_ranges(ranks)} put on the job's clock: "
+                       f"{shift:+.6f} s (baseTimeNanoseconds later than the earliest file's)")
         for host, shift in self.clock_shift_s.items():
             out.append(f"clock of host {host} shifted by {shift * 1e3:+.3f} ms")
+        for host in self.unaligned_hosts:
+            out.append(f"clock of host {host} not aligned: it shares no DP collective, clip "
+                       "all-reduce or all-to-all with the first host (times taken as they are)")
         for what, n in sorted(self.counts.items()):
             out.append(f"not used: {n:,} {what}")
         return out
@@ -220,6 +242,8 @@ def assemble(all_ops: list[RankOps], meta: JobMeta, source: str,
                                         ("dp", "stage", "rank", "step", "optype", "start",
                                          "end", "mb", "host")}
     hosts: list[str] = []
+    offset = base_offsets_us([ops for ops, _ in per.values()])
+    report.base_shift_s = {r: v * 1e-6 for r, v in offset.items() if v}
     for (d, s), (ops, code) in sorted(per.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         use = (code >= 0) & np.isin(ops.step, step_list)
         n_out = int(((code >= 0) & ~use).sum())
@@ -231,8 +255,8 @@ def assemble(all_ops: list[RankOps], meta: JobMeta, source: str,
         cols["rank"].append(np.full(n, ops.rank))
         cols["step"].append(ops.step[use])
         cols["optype"].append(code[use])
-        cols["start"].append(ops.start[use])
-        cols["end"].append(ops.end[use])
+        cols["start"].append(ops.start[use] + offset[ops.rank])
+        cols["end"].append(ops.end[use] + offset[ops.rank])
         cols["mb"].append(ops.mb[use])
         host = ops.host or ""
         if host not in hosts:
@@ -273,12 +297,15 @@ def _align_clocks(c: dict[str, np.ndarray], start_s: np.ndarray, dur_s: np.ndarr
         return
     import pandas as pd  # only for jobs on several hosts (start-up)
 
-    shared = np.isin(c["optype"], [_OC[t] for t in schema.DP_COLLECTIVES] + [_OC[schema.CLIP]])
+    shared = np.isin(c["optype"], [_OC[t] for t in schema.DP_COLLECTIVES]
+                     + [_OC[schema.CLIP], _OC[schema.ALL_TO_ALL]])
     end = start_s + dur_s
     # the k-th shared collective of a type in a step, by start time, on each worker; a DP
-    # collective is shared within its stage, the clip all-reduce by every stage
+    # collective (and an all-to-all: synchronised across the DP ranks of a stage) is shared
+    # within its stage, the clip all-reduce by every stage
     idx = np.flatnonzero(shared)
     if not idx.size:
+        report.unaligned_hosts = [h or f"#{i}" for i, h in enumerate(hosts) if i]
         return
     stage = np.where(c["optype"] == _OC[schema.CLIP], -1, c["stage"])
     order = idx[np.lexsort((start_s[idx], c["optype"][idx], c["step"][idx], c["stage"][idx],
@@ -302,3 +329,5 @@ def _align_clocks(c: dict[str, np.ndarray], start_s: np.ndarray, dur_s: np.ndarr
         sel = c["host"] == h
         start_s[sel] -= shift
         report.clock_shift_s[hosts[h] or f"#{h}"] = shift
+    report.unaligned_hosts = [hosts[h] or f"#{h}" for h in range(1, len(hosts))
+                              if h not in shifts]

@@ -9,8 +9,10 @@ what contradicts it; nothing is dropped on a layout the trace does not support:
   joins neighbouring stages of one DP rank (or ranks of one worker: TP/CP traffic); a peer
   elsewhere, or outside the job, contradicts the layout;
 * **pipeline**: with ``pp_size > 1`` every traced worker sends or receives point-to-point
-  (a ``send``/``recv``/``SendRecv`` call or kernel, or a P2P annotation); a worker with none
-  shows no pipeline parallelism (e.g. a data-parallel-only job imported with ``pp_size 2``);
+  through a transfer the import keeps (a ``send``/``recv`` call or kernel that names its peer,
+  or a P2P annotation); a worker with none shows no pipeline parallelism (e.g. a
+  data-parallel-only job imported with ``pp_size 2``), and a worker whose transfers all lack
+  a peer (gloo's ``gloo:send`` ranges) cannot be linked to its neighbours: both refused;
 * **tensor/context parallelism**: with ``tp_size * dsp_size > 1`` the ranks of a worker other
   than its TP/CP index 0 are collapsed into it and their files are not read. That needs
   evidence in the trace: a ``TENSOR_MODEL_PARALLEL_GROUP`` / ``CONTEXT_PARALLEL_GROUP`` /
@@ -39,6 +41,7 @@ _NAMED_GROUP_RE = re.compile(r"^(TENSOR_MODEL|CONTEXT|DATA|PIPELINE_MODEL)_PARAL
 P2P_OPTYPES = np.array([schema.OPTYPE_CODE[t] for t in (
     schema.FORWARD_SEND, schema.FORWARD_RECV, schema.BACKWARD_SEND, schema.BACKWARD_RECV)])
 P2P_KINDS = np.array([COMM_CODE["send"], COMM_CODE["recv"], COMM_CODE["sendrecv"]])
+_DIRECTED = np.array([COMM_CODE["send"], COMM_CODE["recv"]])
 _DP, _TP = CLASSES.index("dp"), CLASSES.index("tp")
 
 
@@ -109,14 +112,24 @@ def _check_peers(ops: RankOps, lay: JobLayout, meta: JobMeta) -> None:
 
 
 def _check_pipeline(ops: RankOps, lay: JobLayout, meta: JobMeta) -> None:
-    has = np.isin(ops.optype, P2P_OPTYPES) | ((ops.optype == UNRESOLVED)
-                                              & np.isin(ops.comm, P2P_KINDS))
-    if has.any():
+    """Only the transfers the import keeps link the stages: P2P annotations, and send/recv
+    calls or kernels that name their peer. Those without one (gloo's ``gloo:send`` ranges,
+    a batch's ``SendRecv`` kernel) are dropped and counted (:mod:`.assemble`)."""
+    p2p = (ops.optype == UNRESOLVED) & np.isin(ops.comm, P2P_KINDS)
+    linked = np.isin(ops.optype, P2P_OPTYPES) | (
+        p2p & np.isin(ops.comm, _DIRECTED) & (ops.peer >= 0))
+    if linked.any():
         return
+    where = f"{ops.path}: metadata field 'pp_size' is {meta.pp_size}, but"
+    if p2p.any():
+        raise InputError(
+            f"{where} none of the {int(p2p.sum())} send/recv calls of {_where(lay, ops.rank)} "
+            "names its peer ('Dst Rank' / 'Src Rank'; e.g. gloo:send ranges): the pipeline "
+            "stages cannot be linked (name them with record_function ranges forward-send, "
+            "forward-recv, backward-send, backward-recv, or record them under NCCL)")
     raise InputError(
-        f"{ops.path}: metadata field 'pp_size' is {meta.pp_size}, but {_where(lay, ops.rank)} "
-        "records no send/recv (no point-to-point call, kernel or annotation): the trace shows "
-        "no pipeline parallelism")
+        f"{where} {_where(lay, ops.rank)} records no send/recv (no point-to-point call, kernel "
+        "or annotation): the trace shows no pipeline parallelism")
 
 
 def _inner_evidence(by_rank: dict[int, RankOps], known: dict[int, Position], lay: JobLayout,

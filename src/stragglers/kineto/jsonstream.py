@@ -192,8 +192,10 @@ def _scan(buf: bytes, n0: int) -> tuple[Batch | None, int, bool]:
     return Batch(events, n0 + kept, skipped, n), last, bool(end_arr.size)
 
 
-def iter_event_batches(fh: Readable) -> Iterator[Batch]:
-    """Yield the used events of the ``traceEvents`` array, in batches, in file order."""
+def iter_event_batches(fh: Readable, trailer: list[bytes] | None = None) -> Iterator[Batch]:
+    """Yield the used events of the ``traceEvents`` array, in batches, in file order. With
+    ``trailer`` (a list), the bytes after the array (the top-level keys that follow it, up
+    to ``MAX_HEADER``) are appended to it once the array has ended."""
     buf = _find_array_start(fh)
     n = 0
     while True:
@@ -202,6 +204,8 @@ def iter_event_batches(fh: Readable) -> Iterator[Batch]:
             yield batch
             n += batch.count
         if ended:
+            if trailer is not None:
+                trailer.append(_rest(buf[used + 1:], fh))
             return
         buf = buf[used:]
         chunk = fh.read(CHUNK)
@@ -209,3 +213,16 @@ def iter_event_batches(fh: Readable) -> Iterator[Batch]:
             raise EventSyntaxError("the file ends inside the traceEvents array "
                                    "(truncated?)", n)
         buf += chunk
+
+
+def _rest(tail: bytes, fh: Readable) -> bytes:
+    """``tail`` and the rest of ``fh``: the part of the file after the events array."""
+    parts = [tail]
+    size = len(tail)
+    while size <= MAX_HEADER:
+        chunk = fh.read(CHUNK)
+        if not chunk:
+            return b"".join(parts)
+        parts.append(chunk)
+        size += len(chunk)
+    raise EventSyntaxError(f"more than {MAX_HEADER:,} bytes after the traceEvents array", -1)

@@ -5,7 +5,8 @@ which needs every worker.
 Nothing is claimed about ranks not traced: a wait is only measured against traced ranks.
 
 The report, ``OUT/partial-report.json`` (written atomically), schema ``stragglers.partial-report``
-version 1; times in microseconds on the traces' clock::
+version 1; times in microseconds on the job's clock (the files' ``baseTimeNanoseconds`` and
+the first traced host's clock, as in the full import)::
 
     {"schema": "stragglers.partial-report", "version": 1,
      "label": "PARTIAL JOB ...",            # what the report is, and is not
@@ -21,7 +22,7 @@ version 1; times in microseconds on the traces' clock::
                       "arrived_last": [r, ...],
                       "arrivals": [{"rank", "start_us", "end_us", "wait_us",
                                     "waited_for": [r, ...]}]}],
-     "unmatched": [{"group", "step", "reason", "calls": {rank: n}}],
+     "unmatched": [{"group", "kind", "step", "reason", "calls": {rank: n}}],
      "clock_shift_us": {host: shift}, "not_used": {what: count}}
 
 * **Per step and rank** (``steps``): the step's window is the span of its GPU kernels (a kernel
@@ -31,12 +32,19 @@ version 1; times in microseconds on the traces' clock::
   runs: ``compute + communication + idle = span``. A trace without GPU kernels uses the CPU
   ranges of its operations (``breakdown_source``). A rank's last step without the optimizer
   op its other steps have (cut by the end of profiling) is not used (``not_used``).
-* **Collectives** (``collectives``, point-to-point calls excluded): matched across the traced
-  ranks by process group (its ranks, size and description, as the trace records them) and
-  sequence number (``Seq``) when every call of the group has one, else by step and call order
-  (the k-th call of the group in step N on each rank). A group whose number of calls in a step
-  differs between traced ranks cannot be matched by call order: it is listed in ``unmatched``
-  with the counts. A rank arrives when its kernel of the collective starts (start skew); its
+* **Collectives** (``collectives``, point-to-point calls and waits excluded: a
+  ``record_param_comms`` named ``wait``, or naming nothing and launching no kernel, is not a
+  collective): matched across the traced ranks by their identity as the trace records it:
+  process group (its ranks, size and description), collective, message where every member
+  sends the same one (all-reduce, broadcast, reduce, barrier, all-gather, reduce-scatter:
+  ``In/Out msg nelems`` and ``dtype``, else ``Input Dims`` / ``Input type``), then sequence
+  number (``Seq``) when every call of the group has one, else step and call order among the
+  rank's calls of that group, collective and message (the k-th in step N on each rank). An
+  identity whose number of calls in a step differs between traced ranks cannot be matched
+  by call order: it is listed in ``unmatched`` with the counts. A collective of a group whose
+  ranks are known but which is not found on each traced member is counted (``not_used``).
+  The layout is checked as in the full import (:func:`.consistency.check_layout`). A rank
+  arrives when its kernel of the collective starts (start skew); its
   ``wait_us`` is the time until the last traced rank arrived, ``waited_for`` the traced ranks
   that arrived after it (later by more than ``tie_us``), ``arrived_last`` the traced ranks that
   arrived last. A collective with one traced member has no wait (null): the time of its
@@ -58,17 +66,11 @@ import numpy as np
 
 from stragglers.errors import InputError
 from stragglers.kineto.assemble import _ranges
-from stragglers.kineto.consistency import (
-    P2P_KINDS,
-    P2P_OPTYPES,
-    _check_peers,
-    _check_pipeline,
-    _check_positions,
-)
+from stragglers.kineto.consistency import P2P_KINDS, P2P_OPTYPES, check_layout
 from stragglers.kineto.layout import JobLayout, Position, position
 from stragglers.kineto.patterns import Patterns
-from stragglers.kineto.rankops import COMM_OPTYPE_CODES, RankOps, rank_ops
-from stragglers.kineto.reader import COMM_KINDS, Group, RankEvents, read_rank_file
+from stragglers.kineto.rankops import COMM_OPTYPE_CODES, RankOps, base_offsets_us, rank_ops
+from stragglers.kineto.reader import COMM_CODE, COMM_KINDS, Group, RankEvents, read_rank_file
 from stragglers.trace import schema
 from stragglers.trace.io import JobMeta
 
@@ -80,6 +82,9 @@ LABEL = ("PARTIAL JOB: a per-rank report of the traced ranks only; no slowdown S
          "and nothing is claimed about ranks that were not traced")
 
 _COLS = ("compute_us", "communication_us", "overlap_us", "idle_us", "span_us")
+#: Collectives whose message (element counts, type) is the same on every member.
+_SAME_MESSAGE = np.array([COMM_CODE[k] for k in ("allreduce", "broadcast", "reduce", "barrier",
+                                                 "allgather", "reducescatter")])
 
 
 @dataclass
@@ -135,9 +140,8 @@ def step_table(ev: RankEvents, ops: RankOps) -> StepTable:
         i = np.searchsorted(s_ts, launch, "right") - 1
         ok = linked & (i >= 0) & (launch <= s_end[np.clip(i, 0, None)]) if s_ts.size \
             else np.zeros(launch.shape, bool)
-        if (~linked).any():
-            counts["GPU kernels without a CUDA launch record (not in the breakdown)"] += int(
-                (~linked).sum())
+        # kernels without a launch record are counted once, by rank_ops ("not used"): they
+        # are in neither the ops nor the breakdown
         outside = linked & ~ok
         if outside.any():
             counts["GPU kernels launched outside every ProfilerStep (not in the breakdown)"] \
@@ -203,12 +207,9 @@ def partial_report(ranks: list[PartialRank], meta: JobMeta, source: str,
         by_rank[ops.rank] = pr
         known[ops.rank] = position(ops.rank, ops.pg_config, meta, ops.path)
     lay = JobLayout(meta, known)
-    ops_by_rank = {r: pr.ops for r, pr in by_rank.items()}
-    _check_positions(ops_by_rank, known)
-    for r in sorted(by_rank):
-        _check_peers(by_rank[r].ops, lay, meta)
-        if meta.pp_size > 1 and known[r].inner == 0:
-            _check_pipeline(by_rank[r].ops, lay, meta)
+    # the layout against the traces, as in the full import (TP/CP evidence included: the
+    # positions reported depend on it)
+    check_layout({r: pr.ops for r, pr in by_rank.items()}, known, lay, meta)
     opt = schema.OPTYPE_CODE[schema.OPTIMIZER]
     # --- steps used per rank
     used: dict[int, np.ndarray] = {}
@@ -234,7 +235,8 @@ def partial_report(ranks: list[PartialRank], meta: JobMeta, source: str,
     # --- collectives of every traced rank, one row per call
     keys: dict[tuple[Any, ...], int] = {}
     cols: dict[str, list[np.ndarray]] = {k: [] for k in
-                                        ("rank", "g", "kind", "step", "seq", "start", "end")}
+                                        ("rank", "g", "kind", "step", "seq", "msg", "start",
+                                         "end")}
     kinds = list(COMM_KINDS)
     for r, pr in sorted(by_rank.items()):
         ops = pr.ops
@@ -260,23 +262,40 @@ def partial_report(ranks: list[PartialRank], meta: JobMeta, source: str,
             m = ann & (ops.optype == code)
             g = np.where(m, gid, g)
             kind = np.where(m, kinds.index(schema.OPTYPES[code]), kind)
-        seq = ops.seq if ops.seq.size == ops.step.size else np.full(ops.step.size, -1)
-        for name, v in (("rank", np.full(ops.step.size, r)), ("g", g), ("kind", kind),
-                        ("step", ops.step), ("seq", seq), ("start", ops.start),
+        n_ops = ops.step.size
+        seq = ops.seq if ops.seq.size == n_ops else np.full(n_ops, -1)
+        msg = ops.msg if ops.msg.size == n_ops else np.full(n_ops, -1)
+        for name, v in (("rank", np.full(n_ops, r)), ("g", g), ("kind", kind),
+                        ("step", ops.step), ("seq", seq), ("msg", msg), ("start", ops.start),
                         ("end", ops.end)):
             cols[name].append(np.asarray(v)[sel])
     c = {k: np.concatenate(v) if v else np.zeros(0) for k, v in cols.items()}
     rank, g, kind, step = (c[k].astype(np.int64) for k in ("rank", "g", "kind", "step"))
     seq = c["seq"].astype(np.int64)
-    start, end = c["start"].astype(float), c["end"].astype(float)
+    # every file's times on one clock (baseTimeNanoseconds), as in the full import
+    base = base_offsets_us([pr.ops for pr in by_rank.values()])
+    traced_arr = np.array(sorted(by_rank), dtype=np.int64)
+    base_arr = np.array([base[int(r)] for r in traced_arr])
+    rank_base = base_arr[np.searchsorted(traced_arr, rank)] if rank.size else np.zeros(0)
+    start = c["start"].astype(float) + rank_base
+    end = c["end"].astype(float) + rank_base
     key_list = sorted(keys, key=keys.__getitem__)
-    # by sequence number where every call of the group has one, else by step and call order
+    # A collective's identity: its process group, the collective, its message where every
+    # member sends the same one (all-reduce, broadcast, reduce, barrier, all-gather,
+    # reduce-scatter: ``In/Out msg nelems`` and ``dtype``), and its sequence number in the
+    # group (``Seq``) where every call of the group has one, else the step and the call's
+    # position among the rank's calls of the same group, collective and message.
+    msg = np.where(np.isin(kind, _SAME_MESSAGE), c["msg"].astype(np.int64), -1)
     n_g = len(keys)
     no_seq = np.bincount(g, weights=(seq < 0).astype(float), minlength=n_g) > 0
     by_seq = ~no_seq[g] if g.size else np.zeros(0, bool)
-    order = np.lexsort((start, step, g, rank))
-    ident = np.stack([rank[order], g[order], step[order]]) if order.size else np.zeros((3, 0))
-    new = np.r_[True, (ident[:, 1:] != ident[:, :-1]).any(axis=0)] if order.size else \
+    ident = np.stack([g, kind, msg]) if g.size else np.zeros((3, 0), np.int64)
+    _, what = np.unique(ident, axis=1, return_inverse=True)  # (group, kind, message)
+    what = what.reshape(-1)
+    order = np.lexsort((start, step, what, rank))
+    run = np.stack([rank[order], what[order], step[order]]) if order.size else \
+        np.zeros((3, 0))
+    new = np.r_[True, (run[:, 1:] != run[:, :-1]).any(axis=0)] if order.size else \
         np.zeros(0, bool)
     first = np.maximum.accumulate(np.where(new, np.arange(order.size), 0)) if order.size else \
         np.zeros(0, np.int64)
@@ -284,34 +303,39 @@ def partial_report(ranks: list[PartialRank], meta: JobMeta, source: str,
     k[order] = np.arange(order.size) - first
     m_step = np.where(by_seq, -1, step)
     m_pos = np.where(by_seq, seq, k)
-    # call-order groups whose call counts differ between ranks: unmatched
+    # call-order identities whose call counts differ between ranks in a step: unmatched
     unmatched: list[dict[str, Any]] = []
     ok = np.ones(g.size, bool)
     if g.size:
-        gs = np.stack([g, step, rank])
-        u, inv, n_calls = np.unique(gs, axis=1, return_inverse=True, return_counts=True)
+        u, inv, n_calls = np.unique(np.stack([what, step, rank]), axis=1, return_inverse=True,
+                                    return_counts=True)
         inv = inv.reshape(-1)
-        pair = u[0] * (int(step.max()) + 1 - int(step.min())) + (u[1] - int(step.min()))
-        _, p_inv = np.unique(pair, return_inverse=True)
+        _, p_first, p_inv = np.unique(u[:2], axis=1, return_index=True, return_inverse=True)
         p_inv = p_inv.reshape(-1)
-        lo = np.full(p_inv.max() + 1, np.iinfo(np.int64).max)
-        hi = np.zeros(p_inv.max() + 1, np.int64)
+        lo = np.full(p_first.size, np.iinfo(np.int64).max)
+        hi = np.zeros(p_first.size, np.int64)
         np.minimum.at(lo, p_inv, n_calls)
         np.maximum.at(hi, p_inv, n_calls)
-        bad_pair = (lo != hi) & no_seq[u[0]][np.unique(p_inv, return_index=True)[1]]
+        what_g = np.zeros(int(what.max()) + 1, np.int64)
+        what_g[what] = g
+        what_k = np.zeros(int(what.max()) + 1, np.int64)
+        what_k[what] = kind
+        bad_pair = (lo != hi) & no_seq[what_g[u[0, p_first]]]
         ok = ~bad_pair[p_inv[inv]]
-        for pi in np.flatnonzero(bad_pair).tolist():  # one entry per (group, step): a few
+        for pi in np.flatnonzero(bad_pair).tolist():  # one entry per (identity, step): a few
             cols_p = np.flatnonzero(p_inv == pi)
+            w = int(u[0, cols_p[0]])
             unmatched.append({
-                "group": _group_json(key_list[int(u[0, cols_p[0]])]),
-                "step": int(u[1, cols_p[0]]),
-                "reason": "the traced ranks made different numbers of calls in this group "
-                          "and step (no sequence numbers): call order cannot match them",
+                "group": _group_json(key_list[int(what_g[w])]),
+                "kind": kinds[int(what_k[w])], "step": int(u[1, cols_p[0]]),
+                "reason": "the traced ranks made different numbers of calls of this "
+                          "collective in this group and step (no sequence numbers): call "
+                          "order cannot match them",
                 "calls": {str(int(u[2, i])): int(n_calls[i]) for i in cols_p.tolist()}})
         if (~ok).any():
             counts["collective calls not matched (see unmatched)"] += int((~ok).sum())
     # --- match
-    mk = np.stack([g, m_step, m_pos])[:, ok] if g.size else np.zeros((3, 0), np.int64)
+    mk = np.stack([what, m_step, m_pos])[:, ok] if g.size else np.zeros((3, 0), np.int64)
     idx = np.flatnonzero(ok)
     coll_keys, cid = np.unique(mk, axis=1, return_inverse=True)
     cid = cid.reshape(-1)
@@ -330,12 +354,18 @@ def partial_report(ranks: list[PartialRank], meta: JobMeta, source: str,
     wait = np.where(multi, last[cid] - s, np.nan)
     is_last = multi & (s >= last[cid] - TIE_US)
     kmin = np.full(n_c, np.iinfo(np.int64).max)
-    kmax = np.full(n_c, -1)
     np.minimum.at(kmin, cid, kind[idx])
-    np.maximum.at(kmax, cid, kind[idx])
-    if (kmin != kmax).any():
-        counts["matched calls of different collectives (kinds differ; kind of the first)"] += \
-            int((kmin != kmax).sum())
+    # a collective of a group whose ranks are known must be found on each traced member
+    c_group = np.zeros(n_c, np.int64)
+    c_group[cid] = g[idx]
+    expect = np.array([np.isin(traced_arr, key[1]).sum()
+                       if key[0] == "pg" and key[1] is not None else 0
+                       for key in key_list], dtype=np.int64)  # one per process group
+    short = members < expect[c_group]
+    if short.any():
+        counts["collectives not found on every traced member of their group (call counts, "
+               "messages or steps differ; waits measured among the members found)"] += \
+            int(short.sum())
     # --- per-rank totals
     traced = sorted(by_rank)
     ri = np.searchsorted(traced, rank[idx])
@@ -355,8 +385,9 @@ def partial_report(ranks: list[PartialRank], meta: JobMeta, source: str,
         pr, p = by_rank[r], known[r]
         t = pr.table
         m = np.isin(t.step, used[r])
-        rows = np.stack([t.step[m], t.start[m], t.end[m], t.end[m] - t.start[m], t.compute[m],
-                         t.comm[m], t.overlap[m], t.idle[m]], axis=1).tolist()
+        at = base[r] - shifts.get(pr.ops.host or "", 0.0)  # on the first host's clock
+        rows = np.stack([t.step[m], t.start[m] + at, t.end[m] + at, t.end[m] - t.start[m],
+                         t.compute[m], t.comm[m], t.overlap[m], t.idle[m]], axis=1).tolist()
         steps_json += [{"rank": r, "step": int(row[0]), "start_us": row[1], "end_us": row[2],
                         "span_us": row[3], "compute_us": row[4], "communication_us": row[5],
                         "overlap_us": row[6], "idle_us": row[7]} for row in rows]
@@ -371,8 +402,8 @@ def partial_report(ranks: list[PartialRank], meta: JobMeta, source: str,
             "wait_us": float(own_wait[j]), "caused_wait_us": float(caused[j]),
             "single_traced_collectives": int(n_single[j]),
             "single_traced_us": float(t_single[j])})
-    colls = _collectives_json(coll_keys, cid, rank[idx], s, e, wait, is_last, kmin, key_list,
-                              kinds, by_seq[idx])
+    colls = _collectives_json(coll_keys, cid, rank[idx], s, e, wait, is_last, kmin, c_group,
+                              key_list, kinds, by_seq[idx])
     return {
         "schema": SCHEMA, "version": VERSION, "label": LABEL, "source": source,
         "world_size": meta.world_size, "traced_ranks": traced,
@@ -408,7 +439,7 @@ def _clock_shifts(by_rank: dict[int, PartialRank], rank: np.ndarray, cid: np.nda
 
 def _collectives_json(coll_keys: np.ndarray, cid: np.ndarray, rank: np.ndarray, s: np.ndarray,
                       e: np.ndarray, wait: np.ndarray, is_last: np.ndarray, kind: np.ndarray,
-                      key_list: list[tuple[Any, ...]], kinds: list[str],
+                      group: np.ndarray, key_list: list[tuple[Any, ...]], kinds: list[str],
                       by_seq: np.ndarray) -> list[dict[str, Any]]:
     """The collectives in time order, each with its arrivals in arrival order (output)."""
     if not cid.size:
@@ -428,10 +459,11 @@ def _collectives_json(coll_keys: np.ndarray, cid: np.ndarray, rank: np.ndarray, 
                         "wait_us": float(wait[i]) if multi else None,
                         "waited_for": [int(rank[q]) for q in later.tolist()
                                        if s[q] > s[i] + TIE_US] if multi else None})
-        gk, st, ps = (int(x) for x in coll_keys[:, c])
+        _, st, ps = (int(x) for x in coll_keys[:, c])
         seq_matched = bool(by_seq[rows[0]])
         out.append({
-            "id": len(out), "kind": kinds[int(kind[c])], "group": _group_json(key_list[gk]),
+            "id": len(out), "kind": kinds[int(kind[c])],
+            "group": _group_json(key_list[int(group[c])]),
             "step": None if seq_matched else st, "seq": ps if seq_matched else None,
             "call": None if seq_matched else ps,
             "matched_by": "seq" if seq_matched else "step and call order",

@@ -9,10 +9,17 @@ Rules (the mapping table of docs/guides/kineto.md):
   kernels for communication types) when the trace has GPU kernels and some were launched,
   else its CPU range. Same-type annotations nested in one another count once (outermost);
 * communication not inside an annotated communication op: each ``record_param_comms`` (the
-  ``nccl:*`` range inside it gives the collective name when it lacks one), each backend range
-  (``nccl:*``, ``gloo:*``) outside one, and each NCCL kernel launched outside both; its time
-  is the span of its kernels (else the CPU range); its type is decided job-wide
-  (:mod:`stragglers.kineto.assemble`) from the collective, the group and the peer;
+  ``nccl:*`` range inside it, else its kernel, gives the collective name when it lacks one),
+  each backend range (``nccl:*``, ``gloo:*``) outside one, and each NCCL kernel launched
+  outside both; its time is the span of its kernels (else the CPU range); its type is decided
+  job-wide (:mod:`stragglers.kineto.assemble`) from the collective, the group and the peer. A
+  ``record_param_comms`` named ``wait``, or naming no collective and launching no kernel, is
+  a wait, not communication: counted, not an op;
+* an all-to-all launched inside a forward/backward annotation (extension E2) is an op of its
+  own and cuts the annotation into pieces of its compute kernels; the time of every compute op
+  from kernels is their span less the time the kernels of those all-to-alls run (the model
+  places the all-to-all between compute ops: no GPU instant is charged to both), and a piece
+  after an all-to-all starts no earlier than that all-to-all ends (:func:`_compute_time`);
 * without forward/backward annotations, compute is segmented: the rank's compute kernels of a
   step, in GPU order, are cut wherever the launching thread changes between the autograd
   thread (backward) and any other (forward), and at each point-to-point kernel; each piece is
@@ -64,6 +71,10 @@ class RankOps:
     a2a_in_compute: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
     #: a communication call's sequence number in its process group (``Seq``), else -1
     seq: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    #: a communication call's message (``In/Out msg nelems``, ``dtype``) as one number, else -1
+    msg: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    #: the file's ``baseTimeNanoseconds`` (its times are microseconds after it), or None
+    base_ns: int | None = None
 
     @classmethod
     def skipped_rank(cls, ev: RankEvents) -> RankOps:
@@ -72,34 +83,94 @@ class RankOps:
         return cls(path=ev.path, rank=ev.rank, world_size=ev.world_size, host=ev.host,
                    pg_config=list(ev.pg_config), optype=e8, comm=e8, group=e64, peer=e64,
                    start=np.zeros(0), end=np.zeros(0), step=e64, mb=e64, idx=e64, groups=[],
-                   steps=e64, skipped=True)
+                   steps=e64, skipped=True, base_ns=ev.base_ns)
+
+
+def base_offsets_us(all_ops: list[RankOps]) -> dict[int, float]:
+    """Per rank: microseconds to add to its times to put every file on one clock. Kineto
+    writes the times as microseconds after the file's ``baseTimeNanoseconds`` (a time
+    rounded down per process, the same on every rank unless the job started across a
+    rounding boundary); a file without it has times on the profiler clock itself (base 0).
+    The offsets are relative to the smallest base, so that they are 0 in the usual case."""
+    base = {o.rank: o.base_ns or 0 for o in all_ops}
+    low = min(base.values(), default=0)
+    return {r: (b - low) / 1000.0 for r, b in base.items()}
+
+
+def _launched(lo_t: np.ndarray, hi_t: np.ndarray,
+              launch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The kernels launched in each window [lo, hi] (``launch`` sorted): one row per (window,
+    kernel), the window's index and the kernel's position in ``launch``. Vectorised."""
+    lo = np.searchsorted(launch, lo_t, "left")
+    hi = np.searchsorted(launch, hi_t, "right")
+    lengths = np.maximum(hi - lo, 0)
+    owner = np.repeat(np.arange(lo.size), lengths)
+    pos = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths) \
+        + np.repeat(lo, lengths)
+    return owner, pos
 
 
 def _spans(lo_t: np.ndarray, hi_t: np.ndarray, launch: np.ndarray, kstart: np.ndarray,
            kend: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For each window [lo, hi]: min start and max end of the kernels launched in it, and
     whether there was any (``launch`` sorted)."""
-    lo = np.searchsorted(launch, lo_t, "left")
-    hi = np.searchsorted(launch, hi_t, "right")
-    has = hi > lo
-    start = np.full(lo_t.shape, np.nan)
-    end = np.full(lo_t.shape, np.nan)
-    if has.any():
-        start[has] = _range_reduce(np.minimum, kstart, lo[has], hi[has])
-        end[has] = _range_reduce(np.maximum, kend, lo[has], hi[has])
+    owner, pos = _launched(lo_t, hi_t, launch)
+    start = np.full(lo_t.shape, np.inf)
+    end = np.full(lo_t.shape, -np.inf)
+    np.minimum.at(start, owner, kstart[pos])
+    np.maximum.at(end, owner, kend[pos])
+    has = np.isfinite(start)
+    start[~has] = np.nan
+    end[~has] = np.nan
     return start, end, has
 
 
-def _range_reduce(ufunc: np.ufunc, values: np.ndarray, lo: np.ndarray,
-                  hi: np.ndarray) -> np.ndarray:
-    """ufunc over values[lo:hi] for each (non-empty) range, vectorised."""
-    lengths = hi - lo
-    owner = np.repeat(np.arange(lo.size), lengths)
-    pos = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths) \
-        + np.repeat(lo, lengths)
-    out = np.full(lo.size, np.inf if ufunc is np.minimum else -np.inf)
-    ufunc.at(out, owner, values[pos])
-    return out
+def _union(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The union of intervals as disjoint intervals, sorted."""
+    if not start.size:
+        return np.zeros(0), np.zeros(0)
+    o = np.argsort(start, kind="stable")
+    s, e = start[o], end[o]
+    run = np.maximum.accumulate(e)
+    new = np.r_[True, s[1:] > run[:-1]]
+    first = np.flatnonzero(new)
+    return s[first], np.maximum.reduceat(e, first)
+
+
+def _compute_time(owner: np.ndarray, kstart: np.ndarray, kend: np.ndarray, n: int,
+                  cover: tuple[np.ndarray, np.ndarray]
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The time of ``n`` compute ops from their kernels (``owner``: the op of each kernel):
+    the span of the kernels less the time inside ``cover`` (disjoint sorted intervals: the
+    kernels of the all-to-alls that the model places between compute ops). Returns the
+    first instant of the span outside the cover, the length, and whether the op has
+    kernels; an op whose span lies inside the cover gets length 0 at its span's end."""
+    first = np.full(n, np.nan)
+    has = np.bincount(owner, minlength=n) > 0
+    lo = np.full(n, np.inf)
+    hi = np.full(n, -np.inf)
+    np.minimum.at(lo, owner, kstart)
+    np.maximum.at(hi, owner, kend)
+    lo, hi = lo[has], hi[has]
+    cs, ce = cover
+    length = np.zeros(n)
+    if cs.size:
+        cum = np.r_[0.0, np.cumsum(ce - cs)]
+
+        def covered_until(t: np.ndarray) -> np.ndarray:
+            i = np.searchsorted(cs, t, "right") - 1
+            ic = np.clip(i, 0, None)
+            return np.where(i >= 0, cum[ic] + np.clip(t - cs[ic], 0.0, ce[ic] - cs[ic]), 0.0)
+
+        i = np.searchsorted(cs, lo, "right") - 1
+        ic = np.clip(i, 0, None)
+        in_cover = (i >= 0) & (lo < ce[ic])
+        first[has] = np.where(in_cover, np.minimum(ce[ic], hi), lo)
+        length[has] = np.maximum(hi - lo - (covered_until(hi) - covered_until(lo)), 0.0)
+    else:
+        first[has] = lo
+        length[has] = hi - lo
+    return first, length, has
 
 
 def _inside(lo_t: np.ndarray, hi_t: np.ndarray, t: np.ndarray) -> np.ndarray:
@@ -138,31 +209,33 @@ class _Pieces:
 
     annotation: np.ndarray  # index of the annotation it comes from
     launch: np.ndarray  # CPU launch of its first kernel
-    start: np.ndarray  # GPU span of its kernels
+    start: np.ndarray  # its time (:func:`_compute_time`)
     end: np.ndarray
 
 
 def _pieces(ann: np.ndarray, a_ts: np.ndarray, a_end: np.ndarray, cuts: np.ndarray,
-            launch: np.ndarray, kstart: np.ndarray, kend: np.ndarray) -> _Pieces:
+            cut_end: np.ndarray, launch: np.ndarray, kstart: np.ndarray, kend: np.ndarray,
+            cover: tuple[np.ndarray, np.ndarray]) -> _Pieces:
     """The compute kernels launched inside each annotation of ``ann`` (``launch`` sorted),
-    grouped by the cut times (sorted) before their launch: each group is one piece, its time
-    the span of its kernels. Vectorised over every kernel of every annotation."""
-    lo = np.searchsorted(launch, a_ts[ann], "left")
-    hi = np.searchsorted(launch, a_end[ann], "right")
-    lengths = hi - lo
-    owner = np.repeat(np.arange(ann.size), lengths)
-    pos = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths) \
-        + np.repeat(lo, lengths)
+    grouped by the cut times (sorted; ``cut_end``: the end of the all-to-all of each cut)
+    before their launch: each group is one piece, timed by the span of its kernels less
+    ``cover`` (:func:`_compute_time`), and starting no earlier than the all-to-all before it
+    ends (the model's order and dependency: ``compute k → all-to-all → compute k+1``).
+    Vectorised over every kernel of every annotation."""
+    owner, pos = _launched(a_ts[ann], a_end[ann], launch)
     label = np.searchsorted(cuts, launch[pos], "right")
     key = owner * (cuts.size + 1) + label
     uniq, piece = np.unique(key, return_inverse=True)
-    start = np.full(uniq.size, np.inf)
-    end = np.full(uniq.size, -np.inf)
     first = np.full(uniq.size, np.inf)
-    np.minimum.at(start, piece, kstart[pos])
-    np.maximum.at(end, piece, kend[pos])
     np.minimum.at(first, piece, launch[pos])
-    return _Pieces(ann[uniq // (cuts.size + 1)], first, start, end)
+    start, length, _ = _compute_time(piece, kstart[pos], kend[pos], uniq.size, cover)
+    a_of = ann[uniq // (cuts.size + 1)]
+    after = uniq % (cuts.size + 1) - 1  # the cut before the piece, if in its annotation
+    follows = (after >= 0) & (cuts[np.clip(after, 0, None)] >= a_ts[a_of]) if cuts.size \
+        else np.zeros(uniq.size, bool)
+    if follows.any():
+        start[follows] = np.maximum(start[follows], cut_end[after[follows]])
+    return _Pieces(a_of, first, start, start + length)
 
 
 def rank_ops(ev: RankEvents) -> RankOps:
@@ -209,13 +282,11 @@ def rank_ops(ev: RankEvents) -> RankOps:
     a_ts, a_end, a_idx = ev.ann_ts[keep], ev.ann_end[keep], ev.ann_idx[keep]
     a_comm = np.isin(a_type, COMM_OPTYPE_CODES)
     a_start, a_stop = a_ts.copy(), a_end.copy()
-    if has_gpu:
-        for sel, mask in ((c_sel, ~a_comm), (m_sel, a_comm)):
-            if not mask.any():
-                continue
-            st, en, has = _spans(a_ts[mask], a_end[mask], k_launch[sel], k_ts[sel], k_end[sel])
-            ms = np.flatnonzero(mask)
-            a_start[ms[has]], a_stop[ms[has]] = st[has], en[has]
+    if has_gpu and a_comm.any():  # communication annotations: the span of their NCCL kernels
+        st, en, has = _spans(a_ts[a_comm], a_end[a_comm], k_launch[m_sel], k_ts[m_sel],
+                             k_end[m_sel])
+        ms = np.flatnonzero(a_comm)
+        a_start[ms[has]], a_stop[ms[has]] = st[has], en[has]
 
     # --- communication on the CPU: backend ranges inside a record_param_comms merge into it
     cc_kind, cc_group, cc_peer = ev.cc_kind.copy(), ev.cc_group, ev.cc_peer
@@ -235,7 +306,6 @@ def rank_ops(ev: RankEvents) -> RankOps:
             no_kind = cc_kind[parent] < 0
             cc_kind[parent[no_kind]] = ev.cc_kind[aa[ok]][no_kind]
             cc_keep[aa[ok]] = False
-    cc_kind = np.where(cc_kind < 0, COMM_CODE["other"], cc_kind).astype(np.int8)
 
     # communication inside an annotated communication op is that op
     def inside_comm_annotation(t: np.ndarray) -> np.ndarray:
@@ -263,13 +333,20 @@ def rank_ops(ev: RankEvents) -> RankOps:
         ok = (i >= 0) & (k_launch[mk][sel] <= c_end[cs[np.clip(i, 0, None)]])
         owner[sel[ok]] = cs[np.clip(i, 0, None)][ok]
     got = owner >= 0
+    c_kind = cc_kind[cci].astype(np.int8)  # -1: no collective name yet
+    c_kernel = np.zeros(cci.size, bool)  # the call launched NCCL kernels
     if got.any():
         lo = np.full(cci.size, np.inf)
         hi = np.full(cci.size, -np.inf)
         np.minimum.at(lo, owner[got], k_ts[mk][got])
         np.maximum.at(hi, owner[got], k_end[mk][got])
         has = np.isfinite(lo)
+        c_kernel = has
         c_start[has], c_stop[has] = lo[has], hi[has]
+        # a kernel names the collective when neither the call nor a backend range does
+        k_k = np.full(cci.size, -1)
+        np.maximum.at(k_k, owner[got], k_kind[mk][got])
+        c_kind = np.where(c_kind < 0, k_k, c_kind).astype(np.int8)
         # a kernel carries the group and peer when the CPU call does not
         g_k = np.full(cci.size, -1)
         p_k = np.full(cci.size, -1)
@@ -280,10 +357,22 @@ def rank_ops(ev: RankEvents) -> RankOps:
         cg, cp = cc_group[cci], cc_peer[cci]
         cc_group[cci] = np.where(cg < 0, g_k, cg)
         cc_peer[cci] = np.where(cp < 0, p_k, cp)
-        if has_gpu:
-            n_no = int((~has).sum())
-            if n_no:
-                counts["communication calls without an NCCL kernel (CPU time used)"] += n_no
+    # not communication: a wait for a collective to complete (record_param_comms named
+    # 'wait'), or a call that names no collective and launched no kernel (a bare
+    # record_param_comms: work waits in traces that do not name them)
+    c_wait = c_kind == COMM_CODE["wait"]
+    c_bare = (c_kind < 0) & ~c_kernel
+    if c_wait.any():
+        counts["wait calls (record_param_comms 'wait': waits for a collective to complete, "
+               "not communication)"] += int(c_wait.sum())
+    if c_bare.any():
+        counts["record_param_comms calls naming no collective and launching no kernel "
+               "(e.g. work waits; not communication)"] += int(c_bare.sum())
+    c_kind = np.where(c_kind < 0, COMM_CODE["other"], c_kind).astype(np.int8)
+    if has_gpu:
+        n_no = int((~c_kernel & ~c_wait & ~c_bare).sum())
+        if n_no:
+            counts["communication calls without an NCCL kernel (CPU time used)"] += n_no
     lone = mk[~got]
     f_code, b_code = schema.OPTYPE_CODE[schema.FORWARD_COMPUTE], \
         schema.OPTYPE_CODE[schema.BACKWARD_COMPUTE]
@@ -295,17 +384,36 @@ def rank_ops(ev: RankEvents) -> RankOps:
     l_a2a = np.zeros(lone.size, bool)
     split = np.zeros(a_type.size, bool)
     if has_gpu and compute_ann.any():
-        c_a2a = (cc_kind[cci] == a2a) & _inside(a_ts[compute_ann], a_end[compute_ann], c_ts)
+        c_a2a = (c_kind == a2a) & _inside(a_ts[compute_ann], a_end[compute_ann], c_ts)
         l_a2a = (k_kind[lone] == a2a) & _inside(a_ts[compute_ann], a_end[compute_ann],
                                                  k_launch[lone])
-        cuts = np.sort(np.r_[c_ts[c_a2a], k_launch[lone][l_a2a]])
+        cut_t = np.r_[c_ts[c_a2a], k_launch[lone][l_a2a]]
+        cut_order = np.argsort(cut_t, kind="stable")
+        cuts = cut_t[cut_order]
+        cut_end = np.r_[c_stop[c_a2a], k_end[lone][l_a2a]][cut_order]
         if cuts.size:
             inside = np.searchsorted(cuts, a_end, "right") - np.searchsorted(cuts, a_ts, "left")
             split = compute_ann & (inside > 0)
             counts["compute annotations as a whole (cut at the all-to-all calls inside them "
                    "into compute ops of their kernels)"] += int(split.sum())
-    pieces = _pieces(np.flatnonzero(split), a_ts, a_end, cuts if split.any() else np.zeros(0),
-                     k_launch[c_sel], k_ts[c_sel], k_end[c_sel])
+    # the kernels of those all-to-alls: their time is never compute (the model places the
+    # all-to-all between the compute ops; a compute kernel running beside it, or the wait of
+    # a rank that arrived early, is not charged to compute)
+    a2a_k = np.r_[mk[got][c_a2a[owner[got]]], lone[l_a2a]].astype(np.int64)
+    cover = _union(k_ts[a2a_k], k_end[a2a_k])
+    # compute-like annotations (whole): the span of the compute kernels launched inside them
+    # less the all-to-all time above, else the CPU range
+    timed = ~a_comm & ~split
+    if has_gpu and timed.any():
+        ms = np.flatnonzero(timed)
+        k_own, k_pos = _launched(a_ts[ms], a_end[ms], k_launch[c_sel])
+        first, length, has = _compute_time(k_own, k_ts[c_sel][k_pos], k_end[c_sel][k_pos],
+                                           ms.size, cover)
+        a_start[ms[has]], a_stop[ms[has]] = first[has], first[has] + length[has]
+    pieces = _pieces(np.flatnonzero(split), a_ts, a_end,
+                     cuts if split.any() else np.zeros(0),
+                     cut_end if split.any() else np.zeros(0),
+                     k_launch[c_sel], k_ts[c_sel], k_end[c_sel], cover)
     whole = ~split
     a_type, a_mb, a_ts_k, a_start, a_stop, a_idx = (
         np.r_[a_type[whole], a_type[pieces.annotation]].astype(np.int8),
@@ -333,17 +441,15 @@ def rank_ops(ev: RankEvents) -> RankOps:
                     | (n_p2p[1:] != n_p2p[:-1])] if cs.size else np.zeros(0, bool)
         seg = np.cumsum(cut) - 1
         n_seg = int(seg[-1]) + 1 if cs.size else 0
-        seg_start = np.full(n_seg, np.inf)
-        seg_end = np.full(n_seg, -np.inf)
-        np.minimum.at(seg_start, seg, k_ts[cs])
-        np.maximum.at(seg_end, seg, k_end[cs])
+        seg_start, seg_len, _ = _compute_time(seg, k_ts[cs], k_end[cs], n_seg, cover)
+        seg_end = seg_start + seg_len
         first = np.flatnonzero(cut)
         seg_type = np.where(back[first], b_code, f_code).astype(np.int8)
         seg_launch = k_launch[cs][first]
     # --- assemble
     n_a, n_c, n_l, n_s = a_type.size, cci.size, lone.size, seg_type.size
     optype = np.r_[a_type, np.full(n_c + n_l, UNRESOLVED, np.int8), seg_type].astype(np.int8)
-    comm = np.r_[np.full(n_a, -1, np.int8), cc_kind[cci], k_kind[lone],
+    comm = np.r_[np.full(n_a, -1, np.int8), c_kind, k_kind[lone],
                  np.full(n_s, -1, np.int8)].astype(np.int8)
     group = np.r_[np.full(n_a, -1), cc_group[cci], k_group[lone], np.full(n_s, -1)]
     peer = np.r_[np.full(n_a, -1), cc_peer[cci], k_peer[lone], np.full(n_s, -1)]
@@ -354,11 +460,13 @@ def rank_ops(ev: RankEvents) -> RankOps:
     mb = np.r_[a_mb, np.full(n_c + n_l + n_s, -1)]
     idx = np.r_[a_idx, ev.cc_idx[cci], k_idx[lone], np.full(n_s, -1)]
     seq = np.r_[np.full(n_a, -1), ev.cc_seq[cci], np.full(n_l + n_s, -1)]
+    msg = np.r_[np.full(n_a, -1), ev.cc_msg[cci], np.full(n_l + n_s, -1)]
+    not_comm = np.r_[np.zeros(n_a, bool), c_wait | c_bare, np.zeros(n_l + n_s, bool)]
     step = step_of(cpu_t)
-    out = step < 0
+    out = (step < 0) & ~not_comm
     if out.any():
         counts["operations outside every ProfilerStep range (not used)"] += int(out.sum())
-    keep_op = ~out
+    keep_op = ~out & ~not_comm
     return RankOps(
         path=ev.path, rank=ev.rank, world_size=ev.world_size, host=ev.host,
         pg_config=list(ev.pg_config), optype=optype[keep_op], comm=comm[keep_op],
@@ -366,4 +474,5 @@ def rank_ops(ev: RankEvents) -> RankOps:
         start=start[keep_op], end=end[keep_op], step=step[keep_op].astype(np.int64),
         mb=mb[keep_op].astype(np.int64), idx=idx[keep_op].astype(np.int64),
         groups=ev.groups, steps=np.sort(ev.step_n), counts=counts, segmented=segmented,
-        a2a_in_compute=in_compute[keep_op], seq=seq[keep_op].astype(np.int64))
+        a2a_in_compute=in_compute[keep_op], seq=seq[keep_op].astype(np.int64),
+        msg=msg[keep_op].astype(np.int64), base_ns=ev.base_ns)

@@ -36,6 +36,7 @@ from typing import IO, Any, NoReturn
 
 import ijson
 import numpy as np
+import orjson
 
 from stragglers.errors import InputError
 from stragglers.kineto.jsonstream import EventSyntaxError, iter_event_batches
@@ -54,7 +55,7 @@ CHUNK = 1 << 20
 #: Communication kinds (codes are the index).
 COMM_KINDS: tuple[str, ...] = (
     "allreduce", "allgather", "reducescatter", "send", "recv", "sendrecv", "broadcast",
-    "alltoall", "barrier", "reduce", "gather", "scatter", "other",
+    "alltoall", "barrier", "reduce", "gather", "scatter", "other", "wait",
 )
 COMM_CODE = {k: i for i, k in enumerate(COMM_KINDS)}
 _KIND_ALIASES = {
@@ -119,6 +120,9 @@ class RankEvents:
     cc_idx: np.ndarray
     cc_rpc: np.ndarray  # True: record_param_comms; False: backend annotation
     cc_seq: np.ndarray  # record_param_comms' sequence number in its group (args.Seq), or -1
+    #: record_param_comms' message (``In msg nelems``, ``Out msg nelems``, ``dtype``) as one
+    #: number, the same on every rank for the same message; -1 when none is recorded
+    cc_msg: np.ndarray
     # CUDA runtime launches
     rt_corr: np.ndarray
     rt_ts: np.ndarray
@@ -135,6 +139,9 @@ class RankEvents:
     ignored: Counter[str] = field(default_factory=Counter)
     names_unmatched: Counter[str] = field(default_factory=Counter)
     skipped: bool = False  # a collapsed (TP/CP) rank: only its header was read
+    #: ``baseTimeNanoseconds``: the event times are microseconds after it (None: absent, the
+    #: times are the profiler clock's own)
+    base_ns: int | None = None
 
 
 class _Cols:
@@ -205,7 +212,7 @@ class _Reader:
         self.ann = _Cols({"type": "b", "mb": "q", "ts": "d", "end": "d", "tid": "q",
                           "idx": "q"})
         self.cc = _Cols({"kind": "b", "group": "q", "peer": "q", "ts": "d", "end": "d",
-                         "tid": "q", "idx": "q", "rpc": "b", "seq": "q"})
+                         "tid": "q", "idx": "q", "rpc": "b", "seq": "q", "msg": "q"})
         self.rt = _Cols({"corr": "q", "ts": "d", "tid": "q"})
         self.k = _Cols({"corr": "q", "ts": "d", "end": "d", "kind": "b", "group": "q",
                         "peer": "q", "idx": "q"})
@@ -336,7 +343,8 @@ class _Reader:
             self.cc.add(kind=kind, group=self.group_id(args, where),
                         peer=self.peer(args, kind, where), ts=ts,
                         end=ts + _num(ev, "dur", where), tid=_int(ev.get("tid"), where, "tid"),
-                        idx=i, rpc=1, seq=-1 if seq is None else _int(seq, where, "Seq"))
+                        idx=i, rpc=1, seq=-1 if seq is None else _int(seq, where, "Seq"),
+                        msg=_msg_key(args))
             return
         if cat == "user_annotation":
             if type(name) is not str:
@@ -353,7 +361,7 @@ class _Reader:
                 self.steps.add(n=extra, ts=ts, end=end)
             elif code == -3:
                 self.cc.add(kind=extra, group=-1, peer=-1, ts=ts, end=end, tid=tid, idx=i, rpc=0,
-                            seq=-1)
+                            seq=-1, msg=-1)
             else:
                 self.ann.add(type=code, mb=extra, ts=ts, end=end, tid=tid, idx=i)
             return
@@ -370,6 +378,19 @@ class _Reader:
                 raise InputError(f"{self.where(i)}: field '{field_name}' must be "
                                  f"{words[kind]}, got {value!r:.60}")
         raise AssertionError("_bad called without a bad field")  # pragma: no cover
+
+
+def _msg_key(args: dict[str, Any]) -> int:
+    """The message of a ``record_param_comms`` call as one number (CRC-32 of its element
+    counts and type, the same in every process; older traces: its input shapes and types),
+    or -1 when the call records none."""
+    parts: tuple[Any, ...] = (args.get("In msg nelems"), args.get("Out msg nelems"),
+                              args.get("dtype"))
+    if all(v is None for v in parts):
+        parts = (args.get("Input Dims"), args.get("Input type"))
+        if all(v is None for v in parts):
+            return -1
+    return zlib.crc32("|".join(str(v) for v in parts).encode())
 
 
 def _finite(v: Any) -> bool:
@@ -396,11 +417,14 @@ class _CountingReader:
         return chunk
 
 
-def _header(path: Path) -> tuple[Any, Any]:
-    """``distributedInfo`` and ``host_name``, parsed from the top-level keys before
-    ``traceEvents`` (where the profiler writes them); ``(None, None)`` when absent there."""
+def _header(path: Path) -> tuple[Any, Any, Any]:
+    """``distributedInfo``, ``host_name`` and ``baseTimeNanoseconds``, parsed from the
+    top-level keys before ``traceEvents`` (where the profiler writes the first two; Kineto
+    writes the base after the events, PyTorch's Python exporter before); ``None`` when absent
+    there."""
     info: Any = None
     host: Any = None
+    base: Any = None
     fh = _open(path)
     with fh:
         builder: Any = None
@@ -418,7 +442,34 @@ def _header(path: Path) -> tuple[Any, Any]:
                 builder.event(event, value)
             elif prefix == "host_name" and event == "string":
                 host = value
-    return info, host
+            elif prefix == "baseTimeNanoseconds" and event != "map_key":
+                base = value if event in ("number", "string", "boolean", "null") else [value]
+    return info, host, base
+
+
+def _base_ns(value: Any, where: str) -> int | None:
+    """``baseTimeNanoseconds``: a non-negative integer (or absent)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InputError(f"{where}: field 'baseTimeNanoseconds' must be a non-negative "
+                         f"integer, got {value!r:.60}")
+    return value
+
+
+def _trailer_base(trailer: list[bytes], p: Path) -> Any:
+    """``baseTimeNanoseconds`` among the top-level keys after the events array."""
+    text = trailer[0].strip() if trailer else b""
+    if text == b"}":
+        return None
+    if not text.startswith(b",") or not text.endswith(b"}"):
+        raise InputError(f"{p}: not a complete JSON file: it ends after the traceEvents "
+                         "array (truncated?)")
+    try:
+        doc = orjson.loads(b"{" + text[1:])
+    except orjson.JSONDecodeError as exc:
+        raise InputError(f"{p}: not valid JSON after the traceEvents array ({exc})") from None
+    return doc.get("baseTimeNanoseconds") if isinstance(doc, dict) else None
 
 
 def read_rank_file(path: str | Path, patterns: Patterns,
@@ -433,8 +484,9 @@ def read_rank_file(path: str | Path, patterns: Patterns,
     max_events = limit("kineto_events")
     skipped = False
     counting: _CountingReader | None = None
+    base: Any = None
     try:
-        info, host = _header(p)
+        info, host, base = _header(p)
         if info is None:  # not before traceEvents: look for it anywhere (a second pass)
             with _open(p) as fh:
                 info = next(iter(ijson.items(_CountingReader(fh, p), "distributedInfo",
@@ -448,13 +500,16 @@ def read_rank_file(path: str | Path, patterns: Patterns,
         else:
             with _open(p) as fh:
                 counting = _CountingReader(fh, p)
-                for batch in iter_event_batches(counting):
+                trailer: list[bytes] = []
+                for batch in iter_event_batches(counting, trailer):
                     if reader.n + batch.count > max_events:
                         check_limit("kineto_events", reader.n + batch.count, str(p))
                     for ev, i in zip(batch.events, batch.index.tolist(), strict=True):
                         reader.event(ev, i)
                     reader.ignored.update(batch.skipped)
                     reader.n += batch.count
+            if base is None:
+                base = _trailer_base(trailer, p)
     except OSError as exc:
         raise InputError(f"{p}: cannot read the trace file ({exc.strerror or exc})") from None
     except ijson.JSONError as exc:
@@ -488,12 +543,13 @@ def read_rank_file(path: str | Path, patterns: Patterns,
         ann_end=a.np("end"), ann_tid=a.np("tid"), ann_idx=a.np("idx"),
         cc_kind=c.np("kind").astype(np.int8), cc_group=c.np("group"), cc_peer=c.np("peer"),
         cc_ts=c.np("ts"), cc_end=c.np("end"), cc_tid=c.np("tid"), cc_idx=c.np("idx"),
-        cc_rpc=c.np("rpc").astype(bool), cc_seq=c.np("seq"),
+        cc_rpc=c.np("rpc").astype(bool), cc_seq=c.np("seq"), cc_msg=c.np("msg"),
         rt_corr=r.np("corr"), rt_ts=r.np("ts"), rt_tid=r.np("tid"),
         k_corr=k.np("corr"), k_ts=k.np("ts"), k_end=k.np("end"),
         k_kind=k.np("kind").astype(np.int8), k_group=k.np("group"), k_peer=k.np("peer"),
         k_idx=k.np("idx"), groups=groups, ignored=reader.ignored,
         names_unmatched=reader.unmatched, skipped=skipped,
+        base_ns=_base_ns(base, str(p)),
     )
 
 
