@@ -14,7 +14,10 @@ step per optimizer step (with ``accumulate_grad_batches`` several batches, one m
 each); ``forward-compute`` runs from ``on_train_batch_start`` to ``on_before_backward`` (the
 training step with its loss), ``backward-compute`` from there to the last parameter
 gradient, and the optimizer span starts at ``on_before_optimizer_step`` (Lightning runs the
-optimizer with a closure, so the optimizer's own pre-hook comes before the forward). Needs
+optimizer with a closure, so the optimizer's own pre-hook comes before the forward). The
+batch is fetched before ``on_train_batch_start``, outside the spans: a rank that loads slowly
+starts its step late (the launch delay of its first op), and the others wait for it in the
+gradient synchronisation. Needs
 the ``lightning`` package (``pip install 'stragglers[lightning]'``), imported only by this
 module.
 """
@@ -42,7 +45,12 @@ class StragglersCallback(CallbackProbe, pl.Callback):
 
     def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
         """Start the probe (a collective) and hook the strategy's (DDP-wrapped) module."""
-        self.start_probe().install(trainer.strategy.model, forward_hooks=False)
+        # No collective wrappers: Lightning's only collective between two batches (the
+        # SIGTERM broadcast) comes before it fetches the next batch, and the step's first
+        # span starts after the fetch; timing the broadcast would turn the fetch into a gap
+        # inside the step instead of the launch delay of the step's first op.
+        self.start_probe().install(trainer.strategy.model, forward_hooks=False,
+                                   collectives=False)
 
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any,
                              batch_idx: int) -> None:
