@@ -10,6 +10,7 @@ CI=true: CI installs the ``lightning`` and ``hf`` extras)."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -18,7 +19,7 @@ import pytest
 from stragglers.probe.check import check_trace
 from stragglers.probe.merge import load_meta
 
-from .integration import check_slow_loader, need, result, run_doc
+from .integration import REPO, check_slow_loader, need, result, run, run_doc, tool
 
 pytestmark = pytest.mark.slow  # real processes or long runs (`pytest -m "not slow"` skips them)
 
@@ -84,5 +85,34 @@ def test_hf_slow_loader_is_the_late_start_of_its_rank(tmp_path: Path,
     run_doc("SLOW_LOADER_RANK=1 SLOW_LOADER_MS=130 torchrun --standalone --nproc-per-node 2 "
             "docs/snippets/hf_trainer.py runs/hf-loader", tmp_path)
     out = tmp_path / "hf-loader" / "stragglers"
+    assert check_trace(pd.read_parquet(out / "trace.parquet"), load_meta(out / "meta.yaml")) == []
+    check_slow_loader(out / "trace.parquet", "params-all-gather")
+
+
+def _with_batchnorm(snippet: str, out: Path) -> Path:
+    """The snippet with a BatchNorm layer after its first Linear: buffers that DDP broadcasts
+    from rank 0 before every forward (every rank waits there for the last one)."""
+    text = (REPO / "docs" / "snippets" / snippet).read_text()
+    layers = "nn.Linear(512, 1024), nn.ReLU()"
+    assert layers in text
+    out.write_text(text.replace(layers, "nn.Linear(512, 1024), nn.BatchNorm1d(1024), nn.ReLU()"))
+    return out
+
+
+@pytest.mark.parametrize("snippet", ["ddp_loop.py", "lightning_ddp.py"])
+def test_a_slow_loader_with_ddp_buffers_is_not_compute(tmp_path: Path, snippet: str) -> None:
+    """With buffers, DDP broadcasts them before each forward: rank 0 waits there for the rank
+    that loads slowly. That broadcast is timed (``params-all-gather``, from the DDP module's
+    forward call to its inner module's), not left inside rank 0's forward span (where rank 0
+    would look like a slow worker)."""
+    if snippet.startswith("lightning"):
+        need("lightning", "lightning")
+        cmd = [sys.executable]
+    else:
+        cmd = [*tool("torchrun"), "--standalone", "--nproc-per-node", "2"]
+    script = _with_batchnorm(snippet, tmp_path / snippet)
+    run([*cmd, str(script), str(tmp_path / "out")],
+        {"SLOW_LOADER_RANK": "1", "SLOW_LOADER_MS": "130"})
+    out = tmp_path / "out"
     assert check_trace(pd.read_parquet(out / "trace.parquet"), load_meta(out / "meta.yaml")) == []
     check_slow_loader(out / "trace.parquet", "params-all-gather")

@@ -5,6 +5,7 @@ of one rank."""
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
 import time
@@ -117,3 +118,33 @@ def test_close_puts_the_functions_back(tmp_path: Path) -> None:
     assert dist.all_reduce is not before[0]
     probe.close()
     assert (dist.all_reduce, c10d.all_gather, dist.barrier) == before
+
+
+@pytest.mark.parametrize("broadcast", [True, False])
+def test_a_ddp_buffer_broadcast_before_the_forward_is_timed(tmp_path: Path,
+                                                            broadcast: bool) -> None:
+    """A DDP module with buffers (BatchNorm) broadcasts them before each forward: from its
+    forward call to its inner module's is that collective, and the forward span starts at
+    the inner module; with ``forward_sync_buffers=False`` (``broadcast_buffers`` before torch
+    2.13) there is none."""
+    torch.manual_seed(0)
+    inner = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 2))
+    ddp = nn.parallel.DistributedDataParallel
+    flag = ("forward_sync_buffers" if "forward_sync_buffers" in
+            inspect.signature(ddp.__init__).parameters else "broadcast_buffers")  # torch 2.13
+    model = ddp(inner, **{flag: broadcast})
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    probe = attach(model, tmp_path / "run", config=ProbeConfig(first_step=0))
+    for _ in range(3):
+        with probe.step():
+            _train(model, opt)
+    probe.close()
+    assert probe.steps_recorded == 3
+    trace = _trace(tmp_path / "run")
+    gather = trace[trace["optype"] == "params-all-gather"].set_index("step")
+    if not broadcast:
+        assert gather.empty
+        return
+    fwd = trace[trace["optype"] == "forward-compute"].set_index("step")
+    assert list(gather.index) == [0, 1, 2]
+    assert ((gather["start_ts"] + gather["duration"]) <= fwd["start_ts"]).all()

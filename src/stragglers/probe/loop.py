@@ -39,7 +39,10 @@ Every rank is one worker of a pure data-parallel job: ``(dp_rank, stage) = (rank
   rank waits there for the last one to arrive, so its start on each rank is that rank's
   arrival, and the analyzer synchronises it across DP ranks (it is the model's DP collective
   before the forward). A step whose count of such collectives (0 or 1) differs from the first
-  recorded step's is left out, with a warning;
+  recorded step's is left out, with a warning. A ``DistributedDataParallel`` module that
+  broadcasts its buffers (BatchNorm statistics) before each forward makes every rank wait
+  there too: then the forward hooks go on its inner module, and the time from the DDP
+  module's forward call to the inner forward (the broadcast) is that collective;
 * ``gc``, ``layernorm-grads-all-reduce`` and ``embedding-grads-all-reduce``: zero-length
   local markers at the end of the last backward, where the analyzer's step model expects
   them (GC time is measured inside every span: ``gc_s``). No ``optimizer-clip-main-grad``:
@@ -122,6 +125,12 @@ class LoopProbe:
         self.steps_discarded = 0
         self._handles: list[Any] = []
         self._watch: CollectiveWatch | None = None
+        #: A DDP module that broadcasts its buffers before each forward, the mark of its
+        #: forward call in the open step, and whether the forward is to begin at the inner
+        #: module's next forward call (:meth:`forward_begin_at_model`).
+        self._ddp: Any = None
+        self._ddp_entry: Mark | None = None
+        self._forward_pending = False
         self._step_no = 0
         self._open = False
         self._recording = False
@@ -164,9 +173,16 @@ class LoopProbe:
         if collectives and self._watch is None and self.probe.enabled:
             self._watch = CollectiveWatch(self.probe, self.collective_done,
                                           self._before_forward).install()
+        target = model
+        self._ddp = buffer_syncing_ddp(model) if self.probe.enabled else None
+        if self._ddp is not None:  # its buffer broadcast is timed (module docstring)
+            target = self._ddp.module
+            self._handles.append(self._ddp.register_forward_pre_hook(self._on_ddp_pre))
+            if not forward_hooks:
+                self._handles.append(target.register_forward_pre_hook(self._on_inner_pre))
         if forward_hooks:
-            self._handles.append(model.register_forward_pre_hook(self._on_forward_pre))
-            self._handles.append(model.register_forward_hook(self._on_forward))
+            self._handles.append(target.register_forward_pre_hook(self._on_forward_pre))
+            self._handles.append(target.register_forward_hook(self._on_forward))
         for param in model.parameters():
             if param.requires_grad:
                 self._handles.append(param.register_post_accumulate_grad_hook(self._on_grad))
@@ -187,7 +203,40 @@ class LoopProbe:
             self._watch = None
 
     def _on_forward_pre(self, module: Any, args: Any) -> None:
+        self._buffer_sync_done()
         self.forward_begin(module.training)
+
+    def _on_ddp_pre(self, module: Any, args: Any) -> None:
+        self._ddp_entry = (self.probe.mark() if self._recording and self._before_forward()
+                           else None)
+
+    def _on_inner_pre(self, module: Any, args: Any) -> None:
+        self._buffer_sync_done()
+        if self._forward_pending:
+            self._forward_pending = False
+            self.forward_begin(module.training)
+
+    def _buffer_sync_done(self) -> None:
+        """The DDP module's inner forward starts: from the DDP module's forward call to
+        here, it broadcast its buffers (when it does), a collective before the forward."""
+        entry, self._ddp_entry = self._ddp_entry, None
+        if entry is not None and self._ddp.will_sync_module_buffers():
+            self.collective_done(entry, self.probe.mark())
+
+    @property
+    def times_buffer_sync(self) -> bool:
+        """Whether :meth:`install` found a DDP module that broadcasts its buffers before each
+        forward (a framework that calls :meth:`forward_begin` itself then calls
+        :meth:`forward_begin_at_model` instead, so that the broadcast is not in the span)."""
+        return self._ddp is not None
+
+    def forward_begin_at_model(self) -> None:
+        """Begin the forward at the DDP module's next inner forward call (after its buffer
+        broadcast) rather than now; without such a module (:attr:`times_buffer_sync`), now."""
+        if self._ddp is None:
+            self.forward_begin()
+        else:
+            self._forward_pending = True
 
     def _on_forward(self, module: Any, args: Any, output: Any) -> None:
         self.forward_end(output)
@@ -316,6 +365,8 @@ class LoopProbe:
                 self.steps_discarded += 1
         self._recording = False
         self._pre = None
+        self._ddp_entry = None
+        self._forward_pending = False
         self.probe.end_step()
         self._step_no += 1
 
@@ -400,6 +451,18 @@ class LoopProbe:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def buffer_syncing_ddp(model: Any) -> Any:
+    """``model`` when it is a ``DistributedDataParallel`` module that broadcasts its buffers
+    before each forward (``will_sync_module_buffers()``: buffers, and ``forward_sync_buffers``
+    or, before torch 2.13, ``broadcast_buffers``), else None."""
+    sync = getattr(model, "will_sync_module_buffers", None)
+    if not callable(sync) or getattr(model, "module", None) is None:
+        return None
+    from torch.nn.parallel import DistributedDataParallel
+
+    return model if isinstance(model, DistributedDataParallel) and sync() else None
 
 
 def _rank_and_world() -> tuple[int, int]:

@@ -19,7 +19,9 @@ later), calls over a subgroup, calls nested in a seen one, the probe's own clock
 (:func:`stragglers.probe.calls.suppressed`), and C++ collectives that do not go through these
 functions (DDP's gradient buckets, its buffer broadcast). Code that bound a function before
 :meth:`CollectiveWatch.install` (``from torch.distributed import all_gather``) keeps the
-original.
+original. Other wrappers of the same functions
+(:class:`~stragglers.probe.hooks.CommHooks`) must be installed and uninstalled in nested
+order: :meth:`CollectiveWatch.uninstall` puts back what it found.
 """
 
 from __future__ import annotations
