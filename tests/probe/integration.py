@@ -129,6 +129,8 @@ def check_slow_loader(trace_file: Path, wait_span: str,
     assert float(pd.Series(lag).median()) >= 0.8 * delay_s, lag
     assert lag.min() >= 0.5 * delay_s, lag
     per_step = trace.groupby(["optype", "dp_rank", "step"])["duration"].sum()
+    medians = per_step.groupby(["optype", "dp_rank"]).median().unstack("dp_rank")
+    assert wait_span in medians.index, f"no {wait_span}; median durations:\n{medians}"
     wait = per_step[wait_span].unstack("dp_rank")
     assert float((wait[0] - wait[1]).median()) >= 0.6 * delay_s, wait
     compute = (per_step["forward-compute"] + per_step["backward-compute"]).unstack("dp_rank")
