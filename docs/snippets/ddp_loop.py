@@ -3,7 +3,8 @@
     torchrun --standalone --nproc-per-node 2 docs/snippets/ddp_loop.py runs/ddp
     stragglers analyze runs/ddp/trace.parquet --meta runs/ddp/meta.yaml --out runs/ddp/analysis
 
-With SLOW_RANK=1 in the environment rank 1's forward sleeps: a straggler to find.
+With SLOW_RANK=1 in the environment rank 1's forward sleeps: a straggler to find. With
+SLOW_LOADER_RANK=1 rank 1's data loader sleeps SLOW_LOADER_MS (default 130) ms per batch.
 """
 
 import os
@@ -33,12 +34,18 @@ class Net(nn.Module):
         return self.layers(x)
 
 
+def load_batch() -> tuple[torch.Tensor, torch.Tensor]:
+    if os.environ.get("SLOW_LOADER_RANK") == str(rank):
+        time.sleep(float(os.environ.get("SLOW_LOADER_MS", "130")) / 1e3)  # a slow data loader
+    return torch.randn(512, 512), torch.randint(0, 10, (512,))
+
+
 model = nn.parallel.DistributedDataParallel(Net())
 optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 probe = stragglers.probe.attach(model, out_dir=sys.argv[1])  # 1. attach
 
 for step in range(20):
-    x, y = torch.randn(512, 512), torch.randint(0, 10, (512,))
+    x, y = load_batch()
     with probe.step():  # 2. around each training step
         loss = nn.functional.cross_entropy(model(x), y)
         loss.backward()

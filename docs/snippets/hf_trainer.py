@@ -5,7 +5,8 @@
         --out runs/hf/analysis
 
 A tiny GPT-2 built from a config (nothing is downloaded) on random tokens. With SLOW_RANK=1
-in the environment rank 1's first transformer block sleeps: a straggler to find.
+in the environment rank 1's first transformer block sleeps: a straggler to find. With
+SLOW_LOADER_RANK=1 rank 1's data loader sleeps SLOW_LOADER_MS (default 130) ms per batch.
 """
 
 import os
@@ -13,7 +14,8 @@ import sys
 import time
 
 import torch
-from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
+from transformers import (GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments,
+                          default_data_collator)
 
 from stragglers.probe.hf import StragglersCallback
 
@@ -25,6 +27,12 @@ class RandomTokens(torch.utils.data.Dataset):
     def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
         ids = torch.randint(0, 64, (64,), generator=torch.Generator().manual_seed(i))
         return {"input_ids": ids, "labels": ids}
+
+
+def collate(samples: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    if os.environ.get("SLOW_LOADER_RANK") == os.environ.get("RANK"):
+        time.sleep(float(os.environ.get("SLOW_LOADER_MS", "130")) / 1e3)  # a slow data loader
+    return default_data_collator(samples)
 
 
 if __name__ == "__main__":
@@ -40,5 +48,6 @@ if __name__ == "__main__":
         model.transformer.h[0].register_forward_pre_hook(
             lambda *_: time.sleep(0.3))  # the demo's slow GPU
     trainer = Trainer(model=model, args=args, train_dataset=RandomTokens(),
+                      data_collator=collate,
                       callbacks=[StragglersCallback(f"{sys.argv[1]}/stragglers")])  # added
     trainer.train()

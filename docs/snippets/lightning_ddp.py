@@ -3,7 +3,8 @@
     python docs/snippets/lightning_ddp.py runs/pl      # Lightning starts the 2 processes
     stragglers analyze runs/pl/trace.parquet --meta runs/pl/meta.yaml --out runs/pl/analysis
 
-With SLOW_RANK=1 in the environment rank 1's training step sleeps: a straggler to find.
+With SLOW_RANK=1 in the environment rank 1's training step sleeps: a straggler to find. With
+SLOW_LOADER_RANK=1 rank 1's data loader sleeps SLOW_LOADER_MS (default 130) ms per batch.
 """
 
 import os
@@ -13,7 +14,7 @@ import time
 import lightning.pytorch as L
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader, TensorDataset, default_collate
 
 from stragglers.probe.lightning import StragglersCallback
 
@@ -33,6 +34,12 @@ class Model(L.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.01)
 
 
+def collate(samples: list[tuple[torch.Tensor, ...]]) -> list[torch.Tensor]:
+    if os.environ.get("SLOW_LOADER_RANK") == str(torch.distributed.get_rank()):
+        time.sleep(float(os.environ.get("SLOW_LOADER_MS", "130")) / 1e3)  # a slow data loader
+    return default_collate(samples)
+
+
 if __name__ == "__main__":
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -43,4 +50,4 @@ if __name__ == "__main__":
         logger=False, enable_checkpointing=False, enable_progress_bar=False,
         enable_model_summary=False,
     )
-    trainer.fit(Model(), DataLoader(data, batch_size=512))
+    trainer.fit(Model(), DataLoader(data, batch_size=512, collate_fn=collate))

@@ -103,3 +103,36 @@ def result(folder: Path) -> dict[str, Any]:
     """The result.json that ``stragglers analyze ... --out FOLDER`` wrote."""
     doc: dict[str, Any] = json.loads((folder / "result.json").read_text())
     return doc
+
+
+#: The slow data loader of the snippets' runs (``SLOW_LOADER_MS``), seconds.
+LOADER_DELAY_S = 0.130
+
+
+def check_slow_loader(trace_file: Path, wait_span: str,
+                      delay_s: float = LOADER_DELAY_S) -> list[float]:
+    """Check the merged trace of a 2-rank run whose rank 1 loads each batch ``delay_s`` late
+    (``SLOW_LOADER_RANK=1``) and return rank 1's first-op start minus rank 0's, per step.
+
+    Rank 1 starts each step late on the common clock: its first op starts at least
+    0.8 x ``delay_s`` after rank 0's (median over the steps; at least 0.5 x in every step: a
+    margin for a loaded 2-core machine, where rank 0 may lose the CPU for a few tens of
+    milliseconds). Rank 0 waits for it in ``wait_span`` (a DP-synchronised collective), not
+    in its compute: its median ``wait_span`` lasts at least 0.6 x ``delay_s`` longer than
+    rank 1's, and neither rank's compute (forward + backward) holds the delay."""
+    import pandas as pd
+
+    trace = pd.read_parquet(trace_file)
+    trace["optype"] = trace["optype"].astype(str)
+    first = trace.groupby(["step", "dp_rank"])["start_ts"].min().unstack()
+    lag = (first[1] - first[0]).to_numpy()
+    assert float(pd.Series(lag).median()) >= 0.8 * delay_s, lag
+    assert lag.min() >= 0.5 * delay_s, lag
+    per_step = trace.groupby(["optype", "dp_rank", "step"])["duration"].sum()
+    medians = per_step.groupby(["optype", "dp_rank"]).median().unstack("dp_rank")
+    assert wait_span in medians.index, f"no {wait_span}; median durations:\n{medians}"
+    wait = per_step[wait_span].unstack("dp_rank")
+    assert float((wait[0] - wait[1]).median()) >= 0.6 * delay_s, wait
+    compute = (per_step["forward-compute"] + per_step["backward-compute"]).unstack("dp_rank")
+    assert abs(float((compute[0] - compute[1]).median())) < 0.3 * delay_s, compute
+    return [round(float(x), 4) for x in lag]

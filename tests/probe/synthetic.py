@@ -47,12 +47,13 @@ STEP_PERIOD = 0.2
 
 def write_job(out: Path, dp: int = 1, steps: int = 3, skew: dict[int, float] | None = None,
               unfinished: dict[int, int] | None = None, record_offsets: bool = True,
-              first_step: int = 5) -> dict[str, Any]:
+              first_step: int = 5, hosts: dict[int, str] | None = None) -> dict[str, Any]:
     """Write ``rank-*.jsonl`` files of a dp x 2 job; returns the metadata mapping.
 
     ``skew[rank]`` adds seconds to that rank's local clock; with ``record_offsets`` the files
     carry the matching offsets (``-skew``). ``unfinished[rank] = step`` leaves out that
-    step's ``step_end`` record on that rank (a step interrupted by a crash).
+    step's ``step_end`` record on that rank (a step interrupted by a crash). ``hosts[rank]``
+    is the host name of that rank's header (none by default).
     """
     out.mkdir(parents=True, exist_ok=True)
     skew = skew or {}
@@ -66,6 +67,8 @@ def write_job(out: Path, dp: int = 1, steps: int = 3, skew: dict[int, float] | N
                 "kind": "header", "version": 1, "rank": rank, "world_size": 2 * dp,
                 "dp_rank": d, "stage": stage, "tp_rank": 0, "cp_rank": 0, "timer": "monotonic",
             }]
+            if hosts is not None and rank in hosts:
+                lines[0]["host"] = hosts[rank]
             offset = -shift if record_offsets else 0.0
             lines.append({"kind": "clock", "local": base + shift, "offset": offset, "rtt": 0.0})
             for i in range(steps):

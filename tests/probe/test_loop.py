@@ -16,7 +16,7 @@ import pytest
 from stragglers.probe.check import check_trace
 from stragglers.probe.merge import load_meta
 
-from .integration import result, run_doc
+from .integration import check_slow_loader, result, run_doc
 
 pytestmark = pytest.mark.slow  # real processes (`pytest -m "not slow"` skips them)
 
@@ -26,6 +26,10 @@ RUN = "SLOW_RANK=1 torchrun --standalone --nproc-per-node 2 docs/snippets/ddp_lo
 ANALYZE = ("stragglers analyze runs/ddp/trace.parquet --meta runs/ddp/meta.yaml "
            "--out runs/ddp/analysis")
 RUN_HEALTHY = "torchrun --standalone --nproc-per-node 2 docs/snippets/ddp_loop.py runs/ddp-healthy"
+RUN_LOADER = ("SLOW_LOADER_RANK=1 SLOW_LOADER_MS=130 torchrun --standalone --nproc-per-node 2 "
+              "docs/snippets/ddp_loop.py runs/ddp-loader")
+ANALYZE_LOADER = ("stragglers analyze runs/ddp-loader/trace.parquet --meta "
+                  "runs/ddp-loader/meta.yaml --out runs/ddp-loader/analysis")
 ANALYZE_HEALTHY = ("stragglers analyze runs/ddp-healthy/trace.parquet --meta "
                    "runs/ddp-healthy/meta.yaml --out runs/ddp-healthy/analysis")
 
@@ -73,3 +77,16 @@ def test_a_healthy_run_has_no_worker_verdict(tmp_path: Path,
     scores = res["attribution"]["worker"]
     slow = slow_run[1]["attribution"]["worker"]
     assert abs(scores["1,0"] - scores["0,0"]) < 0.5 * (slow["1,0"] - slow["0,0"]), scores
+
+
+def test_a_slow_loader_is_the_late_start_of_its_rank(tmp_path: Path) -> None:
+    """Rank 1 loads each batch 130 ms late (outside ``with probe.step():``): on the common
+    clock its first op starts that much after rank 0's, and rank 0 waits in the gradient
+    synchronisation; the page's analysis command runs on the trace."""
+    run_doc(RUN_LOADER, tmp_path)
+    out = tmp_path / "ddp-loader"
+    meta = load_meta(out / "meta.yaml")
+    assert check_trace(pd.read_parquet(out / "trace.parquet"), meta) == []
+    check_slow_loader(out / "trace.parquet", "grads-reduce-scatter")
+    run_doc(ANALYZE_LOADER, tmp_path)
+    assert result(out / "analysis")["slowdown"] >= 1.0

@@ -283,3 +283,42 @@ def test_metadata_read_under_the_contract(tmp_path: Path) -> None:
         merge_dir(tmp_path / "in", meta)
     meta.write_text("dp_size: 1\npp_size: 2\nlabels: {site: lab}\n")
     assert load_meta(meta).labels == {"site": "lab"}
+
+
+def test_merge_fills_host_from_each_rank_files_header(tmp_path: Path) -> None:
+    """Each worker's rows carry the host its rank file's header names (ranks 0 and 2 on
+    host a, 1 and 3 on host b), read back as the op table's worker names."""
+    from stragglers.trace import build_table, read_meta, read_trace
+
+    hosts = {0: "host-a", 1: "host-b", 2: "host-a", 3: "host-b"}
+    meta = write_job(tmp_path / "in", dp=2, hosts=hosts)
+    result = merge_dir(tmp_path / "in", meta, tmp_path / "out")
+    assert result.problems == []
+    trace = pd.read_parquet(tmp_path / "out" / "trace.parquet")
+    assert tuple(trace.columns) == (*TRACE_COLUMNS, "host")
+    pairs = trace[["rank", "host"]].astype({"host": str}).drop_duplicates()
+    assert dict(zip(pairs["rank"], pairs["host"], strict=True)) == hosts
+    table = build_table(read_trace(tmp_path / "out" / "trace.parquet"),
+                        read_meta(tmp_path / "out" / "meta.yaml"))
+    assert table.worker_name(1, 1) == "rank 3 (host-b)"
+    assert table.worker_name(0, 1) == "rank 2 (host-a)"
+
+
+def test_merge_without_host_names_writes_no_host_column(tmp_path: Path) -> None:
+    meta = write_job(tmp_path / "in", dp=2)
+    merge_dir(tmp_path / "in", meta, tmp_path / "out")
+    assert "host" not in pd.read_parquet(tmp_path / "out" / "trace.parquet").columns
+
+
+def test_merge_refuses_rank_files_that_disagree_on_host(tmp_path: Path) -> None:
+    meta = write_job(tmp_path / "in", dp=2, hosts={0: "a", 1: "a", 2: "b"})
+    with pytest.raises(InputError, match=r"rank-00003.jsonl: line 1: the header lacks field "
+                                         r"'host', which rank-00000.jsonl has"):
+        merge_dir(tmp_path / "in", meta)
+
+
+def test_merge_refuses_a_host_that_is_not_a_string(tmp_path: Path) -> None:
+    meta = write_job(tmp_path / "in", dp=2, hosts={0: "a", 1: "a", 2: "b", 3: 7})  # type: ignore[dict-item]
+    with pytest.raises(InputError, match=r"rank-00003.jsonl: line 1: field 'host' must be a "
+                                         r"non-empty string, got 7"):
+        merge_dir(tmp_path / "in", meta)

@@ -15,7 +15,11 @@ The callback drives a :class:`~stragglers.probe.loop.LoopProbe` (see
 forward), forward hooks on the model the ``Trainer`` was given (the DDP wrapper calls it),
 the backward from the gradient of the model's output (its loss) to the last parameter
 gradient, the gradient synchronisation (and the ``Trainer``'s gradient clipping) up to the
-optimizer step, timed by ``torch.optim`` hooks. Needs the ``transformers`` package (``pip
+optimizer step, timed by ``torch.optim`` hooks. The ``Trainer`` fetches the step's batches
+before ``on_step_begin``, then all-gathers their token count (``average_tokens_across_devices``,
+on by default): every rank waits there for the slowest loader, so that collective is timed
+(``params-all-gather``, :mod:`stragglers.probe.prestep`) and a rank that loads slowly shows
+as the late start of that op (its launch delay). Needs the ``transformers`` package (``pip
 install 'stragglers[hf]'``), imported only by this module.
 """
 

@@ -12,9 +12,14 @@ The callback drives a :class:`~stragglers.probe.loop.LoopProbe` (see
 :mod:`stragglers.probe.loop` for what each span is) from Lightning's hooks: one training
 step per optimizer step (with ``accumulate_grad_batches`` several batches, one micro-batch
 each); ``forward-compute`` runs from ``on_train_batch_start`` to ``on_before_backward`` (the
-training step with its loss), ``backward-compute`` from there to the last parameter
+training step with its loss; with a DDP module that broadcasts its buffers before each
+forward, from its inner module's forward call, after the broadcast, which is timed as
+``params-all-gather``), ``backward-compute`` from there to the last parameter
 gradient, and the optimizer span starts at ``on_before_optimizer_step`` (Lightning runs the
-optimizer with a closure, so the optimizer's own pre-hook comes before the forward). Needs
+optimizer with a closure, so the optimizer's own pre-hook comes before the forward). The
+batch is fetched before ``on_train_batch_start``, outside the spans: a rank that loads slowly
+starts its step late (the launch delay of its first op), and the others wait for it in the
+gradient synchronisation. Needs
 the ``lightning`` package (``pip install 'stragglers[lightning]'``), imported only by this
 module.
 """
@@ -42,13 +47,21 @@ class StragglersCallback(CallbackProbe, pl.Callback):
 
     def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
         """Start the probe (a collective) and hook the strategy's (DDP-wrapped) module."""
-        self.start_probe().install(trainer.strategy.model, forward_hooks=False)
+        # No collective wrappers: Lightning's only collective between two batches (the
+        # SIGTERM broadcast) comes before it fetches the next batch, and the step's first
+        # span starts after the fetch; timing the broadcast would turn the fetch into a gap
+        # inside the step instead of the launch delay of the step's first op.
+        self.start_probe().install(trainer.strategy.model, forward_hooks=False,
+                                   collectives=False)
 
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any,
                              batch_idx: int) -> None:
         if self.loop is not None:
             self.loop.begin_step()
-            self.loop.forward_begin(pl_module.training)
+            if self.loop.times_buffer_sync:  # the forward starts after DDP's broadcast
+                self.loop.forward_begin_at_model()
+            else:
+                self.loop.forward_begin(pl_module.training)
 
     def on_before_backward(self, trainer: Any, pl_module: Any, loss: Any) -> None:
         if self.loop is not None:

@@ -32,6 +32,17 @@ Every rank is one worker of a pure data-parallel job: ``(dp_rank, stage) = (rank
 * ``optimizer``: ``torch.optim`` step pre- and post-hooks (global: every optimizer, also
   inside ``GradScaler.step`` or a framework's wrapper; several optimizers in one step give one
   span from the first start to the last end);
+* ``params-all-gather`` (only where the loop runs one): the last collective over all ranks
+  that the rank ran after the previous step and before this step's first forward (the
+  ``Trainer``'s all-gather of the token count, a ``dist.all_reduce`` of the user's), timed by
+  wrappers of the ``torch.distributed`` functions (:mod:`stragglers.probe.prestep`): every
+  rank waits there for the last one to arrive, so its start on each rank is that rank's
+  arrival, and the analyzer synchronises it across DP ranks (it is the model's DP collective
+  before the forward). A step whose count of such collectives (0 or 1) differs from the first
+  recorded step's is left out, with a warning. A ``DistributedDataParallel`` module that
+  broadcasts its buffers (BatchNorm statistics) before each forward makes every rank wait
+  there too: then the forward hooks go on its inner module, and the time from the DDP
+  module's forward call to the inner forward (the broadcast) is that collective;
 * ``gc``, ``layernorm-grads-all-reduce`` and ``embedding-grads-all-reduce``: zero-length
   local markers at the end of the last backward, where the analyzer's step model expects
   them (GC time is measured inside every span: ``gc_s``). No ``optimizer-clip-main-grad``:
@@ -39,8 +50,10 @@ Every rank is one worker of a pure data-parallel job: ``(dp_rank, stage) = (rank
   (its end must not precede the latest start over the DP ranks); gradient clipping between
   ``backward()`` and the optimizer step is counted in the gradient synchronisation span.
 
-Time outside these spans (data loading, the loss, logging) appears as launch delay, which the
-analyzer reports as simulation discrepancy. A step whose hooks did not all fire (no forward,
+Time outside these spans (data loading, the loss, logging) is launch delay: the time a rank
+spends before its first op of a step (loading its batch, say) is the launch delay of that op,
+on the job's common clock (every rank's clock is aligned with rank 0's), and the analyzer's
+launch attribution names the rank it slows. A step whose hooks did not all fire (no forward,
 a backward without forward, no optimizer step) is left out of the trace on that rank, and so
 out of the merged trace. The framework callbacks (:mod:`stragglers.probe.lightning`,
 :mod:`stragglers.probe.hf`) drive the same :class:`LoopProbe`.
@@ -63,8 +76,10 @@ from stragglers.probe.ops import (
     GRADS_REDUCE_SCATTER,
     LAYERNORM_ALL_REDUCE,
     OPTIMIZER,
+    PARAMS_ALL_GATHER,
 )
 from stragglers.probe.outdir import check_unclaimed, claim_out_dir
+from stragglers.probe.prestep import CollectiveWatch
 from stragglers.probe.recorder import Mark, Probe
 from stragglers.probe.settings import JobLayout, ProbeConfig, WorkerInfo
 
@@ -109,9 +124,20 @@ class LoopProbe:
         self.steps_recorded = 0
         self.steps_discarded = 0
         self._handles: list[Any] = []
+        self._watch: CollectiveWatch | None = None
+        #: A DDP module that broadcasts its buffers before each forward, the mark of its
+        #: forward call in the open step, and whether the forward is to begin at the inner
+        #: module's next forward call (:meth:`forward_begin_at_model`).
+        self._ddp: Any = None
+        self._ddp_entry: Mark | None = None
+        self._forward_pending = False
         self._step_no = 0
         self._open = False
         self._recording = False
+        #: The last collective before the open (or next) step's first forward, and whether
+        #: the first recorded step had one (the count every recorded step must have).
+        self._pre: tuple[Mark, Mark] | None = None
+        self._pre_expected: bool | None = None
         self._reset()
 
     # ------------------------------------------------------------------ per-step state
@@ -138,13 +164,25 @@ class LoopProbe:
 
     # ------------------------------------------------------------------ hooks
     def install(self, model: Any, *, forward_hooks: bool = True,
-                optimizer_hooks: bool = True) -> LoopProbe:
+                optimizer_hooks: bool = True, collectives: bool = True) -> LoopProbe:
         """Register the hooks: forward (pre-)hooks on ``model``, a post-accumulate-grad hook
-        on each of its parameters that requires grad, and (``optimizer_hooks``) global
-        ``torch.optim`` step pre/post hooks. Call it before the first forward."""
+        on each of its parameters that requires grad, (``optimizer_hooks``) global
+        ``torch.optim`` step pre/post hooks and (``collectives``) the wrappers of the
+        ``torch.distributed`` collectives that time a collective before a step's first
+        forward. Call it on the training thread, before the first forward."""
+        if collectives and self._watch is None and self.probe.enabled:
+            self._watch = CollectiveWatch(self.probe, self.collective_done,
+                                          self._before_forward).install()
+        target = model
+        self._ddp = buffer_syncing_ddp(model) if self.probe.enabled else None
+        if self._ddp is not None:  # its buffer broadcast is timed (module docstring)
+            target = self._ddp.module
+            self._handles.append(self._ddp.register_forward_pre_hook(self._on_ddp_pre))
+            if not forward_hooks:
+                self._handles.append(target.register_forward_pre_hook(self._on_inner_pre))
         if forward_hooks:
-            self._handles.append(model.register_forward_pre_hook(self._on_forward_pre))
-            self._handles.append(model.register_forward_hook(self._on_forward))
+            self._handles.append(target.register_forward_pre_hook(self._on_forward_pre))
+            self._handles.append(target.register_forward_hook(self._on_forward))
         for param in model.parameters():
             if param.requires_grad:
                 self._handles.append(param.register_post_accumulate_grad_hook(self._on_grad))
@@ -160,9 +198,45 @@ class LoopProbe:
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
+        if self._watch is not None:
+            self._watch.uninstall()
+            self._watch = None
 
     def _on_forward_pre(self, module: Any, args: Any) -> None:
+        self._buffer_sync_done()
         self.forward_begin(module.training)
+
+    def _on_ddp_pre(self, module: Any, args: Any) -> None:
+        self._ddp_entry = (self.probe.mark() if self._recording and self._before_forward()
+                           else None)
+
+    def _on_inner_pre(self, module: Any, args: Any) -> None:
+        self._buffer_sync_done()
+        if self._forward_pending:
+            self._forward_pending = False
+            self.forward_begin(module.training)
+
+    def _buffer_sync_done(self) -> None:
+        """The DDP module's inner forward starts: from the DDP module's forward call to
+        here, it broadcast its buffers (when it does), a collective before the forward."""
+        entry, self._ddp_entry = self._ddp_entry, None
+        if entry is not None and self._ddp.will_sync_module_buffers():
+            self.collective_done(entry, self.probe.mark())
+
+    @property
+    def times_buffer_sync(self) -> bool:
+        """Whether :meth:`install` found a DDP module that broadcasts its buffers before each
+        forward (a framework that calls :meth:`forward_begin` itself then calls
+        :meth:`forward_begin_at_model` instead, so that the broadcast is not in the span)."""
+        return self._ddp is not None
+
+    def forward_begin_at_model(self) -> None:
+        """Begin the forward at the DDP module's next inner forward call (after its buffer
+        broadcast) rather than now; without such a module (:attr:`times_buffer_sync`), now."""
+        if self._ddp is None:
+            self.forward_begin()
+        else:
+            self._forward_pending = True
 
     def _on_forward(self, module: Any, args: Any, output: Any) -> None:
         self.forward_end(output)
@@ -177,6 +251,19 @@ class LoopProbe:
         self.optimizer_end()
 
     # ------------------------------------------------------------------ events
+    def _before_forward(self) -> bool:
+        """Whether the loop is between steps, or in a step before its first forward."""
+        return not self._open or (not self._fwd and self._fwd_start is None)
+
+    def collective_done(self, start: Mark, end: Mark) -> None:
+        """A collective over all ranks ran from ``start`` to ``end`` (two
+        :meth:`~stragglers.probe.recorder.Probe.mark`) before the step's first forward: the
+        last one before the forward is recorded as the step's ``params-all-gather``. Called
+        by the wrappers :meth:`install` puts on ``torch.distributed``; a framework whose
+        collective they cannot see calls it itself."""
+        if self._before_forward():
+            self._pre = (start, end)
+
     def _close_backward(self, at: Mark) -> None:
         """End the open backward at the last gradient seen (else at ``at``)."""
         if self._bwd_start is not None:
@@ -270,15 +357,31 @@ class LoopProbe:
             return
         self._open = False
         if self._recording:
-            if self._complete():
+            if self._complete() and self._pre_consistent():
                 self._record()
                 self.steps_recorded += 1
             else:
                 self.probe.discard_step()
                 self.steps_discarded += 1
         self._recording = False
+        self._pre = None
+        self._ddp_entry = None
+        self._forward_pending = False
         self.probe.end_step()
         self._step_no += 1
+
+    def _pre_consistent(self) -> bool:
+        """Whether the step has a collective before its forward if and only if the first
+        recorded step had one (every step must have the same ops); warns when not."""
+        has = self._pre is not None
+        if self._pre_expected is None:
+            self._pre_expected = has
+        if has == self._pre_expected:
+            return True
+        log.warning("stragglers: step %d %s a collective before its first forward, unlike the "
+                    "first recorded step: the step is left out of the trace", self._step_no,
+                    "ran" if has else "did not run")
+        return False
 
     def _complete(self) -> bool:
         return (not self._broken and self._fwd_start is None and self._bwd_start is None
@@ -287,6 +390,8 @@ class LoopProbe:
 
     def _record(self) -> None:
         probe = self.probe
+        if self._pre is not None:
+            probe.add_span(PARAMS_ALL_GATHER, *self._pre, mc=0)
         for mb, (a, b) in enumerate(self._fwd):
             probe.add_span(FORWARD_COMPUTE, a, b, mb_id=mb, mc=0)
         for mb, (a, b) in enumerate(self._bwd):
@@ -310,6 +415,7 @@ class LoopProbe:
             yield self
         except BaseException:
             self._recording = False
+            self._pre = None
             self.probe.discard_step()
             self._open = False
             self._step_no += 1
@@ -345,6 +451,18 @@ class LoopProbe:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def buffer_syncing_ddp(model: Any) -> Any:
+    """``model`` when it is a ``DistributedDataParallel`` module that broadcasts its buffers
+    before each forward (``will_sync_module_buffers()``: buffers, and ``forward_sync_buffers``
+    or, before torch 2.13, ``broadcast_buffers``), else None."""
+    sync = getattr(model, "will_sync_module_buffers", None)
+    if not callable(sync) or getattr(model, "module", None) is None:
+        return None
+    from torch.nn.parallel import DistributedDataParallel
+
+    return model if isinstance(model, DistributedDataParallel) and sync() else None
 
 
 def _rank_and_world() -> tuple[int, int]:

@@ -4,7 +4,8 @@ Input: a directory with one ``rank-NNNNN.jsonl`` per process (written by
 :class:`~stragglers.probe.Probe`) and the job metadata (parallel degrees). Output:
 ``trace.parquet`` with the columns ``dp_rank, stage, rank, step, optype, start_ts, duration,
 seq_id, mc, mb_id, gmc`` (and ``gc_s``, seconds of garbage collection inside each op, when
-every rank recorded it: ``ProbeConfig.record_gc``) and ``meta.yaml`` with ``trial_name,
+every rank recorded it: ``ProbeConfig.record_gc``; and ``host``, the host name each rank
+file's header gives, when every worker's file gives one) and ``meta.yaml`` with ``trial_name,
 run_id, dp_size, dsp_size, pp_size, tp_size, vpp_size, world_size``.
 
 What merging does:
@@ -63,7 +64,8 @@ _DTYPES = {
 @dataclass(frozen=True, slots=True)
 class RankHeader:
     """What the merge takes from a rank file's header: the process's global rank, its
-    parallel coordinates, and whether it recorded GC time."""
+    parallel coordinates, whether it recorded GC time, and its host name (None when the
+    header has none)."""
 
     rank: int
     dp_rank: int
@@ -71,6 +73,7 @@ class RankHeader:
     tp_rank: int = 0
     cp_rank: int = 0
     gc_recorded: bool = False
+    host: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,9 +192,13 @@ def _add_record(rec: _Reading, obj: Any, lineno: int) -> None:
     if kind == "header":
         if rec.header is not None:
             raise _RecordError("a second header record")
+        host = obj.get("host")
+        if host is not None and (not isinstance(host, str) or not host):
+            raise _RecordError(f"field 'host' must be a non-empty string, got "
+                               f"{repr(host)[:40]}")
         rec.header = RankHeader(_int(obj, "rank"), _int(obj, "dp_rank"), _int(obj, "stage"),
                                 _int(obj, "tp_rank", 0), _int(obj, "cp_rank", 0),
-                                obj.get("gc_recorded") is True)
+                                obj.get("gc_recorded") is True, host)
     elif kind == "span":
         span = _span(obj, lineno)
         if rec.header is not None and rec.header.gc_recorded and span.gc_s is None:
@@ -323,6 +330,18 @@ def _gc_recorded(workers: dict[tuple[int, int], RankRecords]) -> bool:
     return bool(recorded)
 
 
+def _hosts_named(workers: dict[tuple[int, int], RankRecords]) -> bool:
+    """Whether every worker's file names its host (then the trace gets ``host``); files
+    that disagree are an error (some headers name the host, others do not)."""
+    files = sorted(workers.values(), key=lambda rec: rec.path.name)
+    named = [rec for rec in files if rec.header.host is not None]
+    if named and len(named) != len(files):
+        other = next(rec for rec in files if rec.header.host is None)
+        raise InputError(f"{other.path}: line 1: the header lacks field 'host', which "
+                         f"{named[0].path.name} has: merge rank files of one probe run")
+    return bool(named)
+
+
 def build_trace(records: list[RankRecords], meta: JobMeta, check: bool = True
                 ) -> MergeResult:
     """Turn parsed rank files into the merged trace (see the module docstring).
@@ -336,6 +355,7 @@ def build_trace(records: list[RankRecords], meta: JobMeta, check: bool = True
     workers = _workers(records, meta)
     pp, dp_size = meta.pp_size, meta.dp_size
     gc_recorded = _gc_recorded(workers)
+    hosts_named = _hosts_named(workers)
     all_steps: set[int] = set()
     complete: set[int] | None = None
     for rec in workers.values():
@@ -392,6 +412,13 @@ def build_trace(records: list[RankRecords], meta: JobMeta, check: bool = True
     trace = trace.astype(_DTYPES | ({"gc_s": "float64"} if gc_recorded else {}))
     trace["optype"] = pd.Categorical(trace["optype"],
                                      categories=[t for t in OPTYPES if t in set(trace["optype"])])
+    if hosts_named:  # per worker: one host name per rank file, looked up by (dp, stage)
+        names = sorted({rec.header.host or "" for rec in workers.values()})
+        code = np.zeros((dp_size, pp), dtype=np.int32)
+        for (dp, stage), rec in workers.items():
+            code[dp, stage] = names.index(rec.header.host or "")
+        trace["host"] = pd.Categorical.from_codes(
+            code[trace["dp_rank"].to_numpy(), trace["stage"].to_numpy()], categories=names)
     from stragglers.probe.check import check_trace
 
     problems = check_trace(trace, meta, clock_tolerance=1e-3 + max_rtt) if check else []

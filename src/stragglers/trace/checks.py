@@ -108,6 +108,18 @@ def check_rows(trace: TraceColumns, meta: JobMeta) -> list[str]:
             f"{trace.source}: field 'rank' {r} is used by two workers (dp_rank, stage) = "
             f"{divmod(int(ws[0]), meta.pp_size)} and {divmod(int(ws[1]), meta.pp_size)}"
         )
+    if trace.host is not None:  # one host per worker
+        host_of = np.empty(meta.n_workers, dtype=trace.host.dtype)
+        host_of[worker] = trace.host
+        bad = trace.host != host_of[worker]
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            r = int(np.flatnonzero((worker == worker[i]) & ~bad)[0])
+            raise InputError(
+                f"{trace.source}: field 'host' differs within one worker (dp_rank "
+                f"{trace.dp_rank[i]}, stage {trace.stage[i]}): "
+                f"{trace.host_names[int(trace.host[i])]!r} at {trace.where(i)}, "
+                f"{trace.host_names[int(trace.host[r])]!r} at {trace.where(r)}")
     return _compute_caveats(trace, is_compute) + timestamp_precision(trace, is_compute)
 
 

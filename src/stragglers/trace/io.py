@@ -195,7 +195,8 @@ class TraceColumns:
     messages can name the file's own row or line (:meth:`where`). ``start_resolution`` is
     the resolution of ``start_ts`` known from the file's column type (1 s when it stored
     integers; 0 when only the float type limits it). ``gc_s`` is the optional column of
-    GC seconds inside each op (None when the file has none).
+    GC seconds inside each op (None when the file has none). ``host`` the optional column of
+    host names, as codes (int32) into ``host_names`` (None when the file has none).
     """
 
     dp_rank: np.ndarray
@@ -214,6 +215,8 @@ class TraceColumns:
     row_index: np.ndarray | None = None
     start_resolution: float = 0.0
     gc_s: np.ndarray | None = None
+    host: np.ndarray | None = None
+    host_names: tuple[str, ...] = ()
 
     def __len__(self) -> int:
         return int(self.dp_rank.shape[0])
@@ -224,7 +227,9 @@ class TraceColumns:
         base = np.arange(len(self)) if self.row_index is None else self.row_index
         return TraceColumns(source=self.source, fmt=self.fmt, row_index=base[index],
                             start_resolution=self.start_resolution,
-                            gc_s=None if self.gc_s is None else self.gc_s[index], **cols)
+                            gc_s=None if self.gc_s is None else self.gc_s[index],
+                            host=None if self.host is None else self.host[index],
+                            host_names=self.host_names, **cols)
 
     def file_row(self, i: int) -> int:
         """Index, in the file, of row ``i``."""
@@ -247,6 +252,8 @@ class TraceColumns:
             out[name] = OPTYPES[int(v)] if name == "optype" else v.item()
         if self.gc_s is not None:
             out["gc_s"] = self.gc_s[i].item()
+        if self.host is not None:
+            out["host"] = self.host_names[int(self.host[i])]
         return out
 
     def to_arrow(self) -> pa.Table:
@@ -256,7 +263,12 @@ class TraceColumns:
         if self.gc_s is not None:
             cols["gc_s"] = self.gc_s
         arrays = [opt if name == "optype" else _numeric_array(v) for name, v in cols.items()]
-        return pa.Table.from_arrays(arrays, names=list(cols))
+        names = list(cols)
+        if self.host is not None:
+            arrays.append(pa.DictionaryArray.from_arrays(_numeric_array(self.host),
+                                                         _string_array(self.host_names)))
+            names.append("host")
+        return pa.Table.from_arrays(arrays, names=names)
 
 
 # pa.array() and pa.table() import pandas (about 0.25 s) to check their argument: the
@@ -380,8 +392,38 @@ def trace_from_arrow(table: pa.Table, source: str, fmt: str = "parquet") -> Trac
     gc_s = None
     if "gc_s" in table.column_names and table.column("gc_s").null_count < table.num_rows:
         gc_s = _column_to_numpy(table, "gc_s", "float", source, fmt)  # all null: absent (JSON)
+    host: np.ndarray | None = None
+    host_names: tuple[str, ...] = ()
+    if "host" in table.column_names and table.column("host").null_count < table.num_rows:
+        host, host_names = _host_column(table, source, fmt)  # all null: absent (JSON)
     return TraceColumns(source=source, fmt=fmt, start_resolution=_resolution(table.schema),
-                        gc_s=gc_s, **cols)
+                        gc_s=gc_s, host=host, host_names=host_names, **cols)
+
+
+def _host_column(table: pa.Table, source: str, fmt: str = "parquet"
+                 ) -> tuple[np.ndarray, tuple[str, ...]]:
+    """The ``host`` column as codes (int32) into its distinct names: strings (plain or
+    dictionary-encoded), none empty; an error names the file, the field and the row."""
+    col = table.column("host")
+    t = col.type.value_type if pa.types.is_dictionary(col.type) else col.type
+    if not _is_string(t):
+        example = _short(col[0].as_py()) if len(col) else "-"
+        raise InputError(f"{source}: column 'host' must hold strings but has Arrow type "
+                         f"{col.type} (e.g. row 0: {example})")
+    if pa.types.is_dictionary(col.type):
+        col = col.cast(t)
+    if col.null_count:
+        i = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
+        raise InputError(f"{source}: column 'host' is empty at {_where(fmt, source, i)}: "
+                         f"{_fmt_row(table, i)}")
+    try:
+        col.validate(full=True)
+    except pa.ArrowInvalid:
+        raise InputError(f"{source}: column 'host' holds bytes that are not UTF-8 text"
+                         ) from None
+    enc = pc.dictionary_encode(col).combine_chunks()
+    codes = np.asarray(enc.indices.to_numpy(zero_copy_only=False)).astype(np.int32)
+    return codes, tuple(enc.dictionary.to_pylist())
 
 
 def _resolution(schema: pa.Schema) -> float:
@@ -428,12 +470,38 @@ def _read_parquet(p: Path) -> TraceColumns:
         raise InputError(f"{p}: the trace has no rows")
     check_limit("trace_rows", num_rows, str(p))
     present = {name: kind for name, kind in OPTIONAL_COLUMNS.items()
-               if name in schema.names}
+               if name in schema.names and name != "host"}
     cols = {name: _read_column(pf, p, name, kind, num_rows)
             for name, kind in (REQUIRED_COLUMNS | present).items()}
     gc_s = cols.pop("gc_s", None)
+    host, host_names = _read_host(pf, p, num_rows) if "host" in schema.names else (None, ())
     return TraceColumns(source=str(p), fmt="parquet", row_index=None,
-                        start_resolution=_resolution(schema), gc_s=gc_s, **cols)
+                        start_resolution=_resolution(schema), gc_s=gc_s, host=host,
+                        host_names=host_names, **cols)
+
+
+def _read_host(pf: pq.ParquetFile, p: Path, num_rows: int
+               ) -> tuple[np.ndarray, tuple[str, ...]]:
+    """The ``host`` column of a parquet trace (:func:`_host_column`); an error that names a
+    row shows the whole row."""
+    try:
+        table = pf.read(columns=["host"])
+    except _ARROW_READ_ERRORS as exc:
+        raise InputError(f"{p}: column 'host' cannot be read ({_first_line(exc)})") from None
+    if table.num_rows != num_rows:
+        raise InputError(f"{p}: column 'host' has {table.num_rows} rows, the file "
+                         f"declares {num_rows} (a damaged file)")
+    try:
+        return _host_column(table, str(p))
+    except InputError as exc:
+        if "row" not in str(exc) or "Arrow type" in str(exc):
+            raise
+        try:
+            whole = pq.read_table(p, columns=[*REQUIRED_COLUMNS, "host"])
+        except _ARROW_READ_ERRORS:
+            raise exc from None
+        _host_column(whole, str(p))
+        raise
 
 
 def _read_column(pf: pq.ParquetFile, p: Path, name: str, kind: str,
@@ -640,7 +708,7 @@ def write_trace(trace: TraceColumns, path: str | Path) -> Path:
     table = trace.to_arrow()
     if p.suffix.lower() in (".jsonl", ".ndjson"):
         rows = table.cast(pa.schema([
-            pa.field(n, pa.string() if n == "optype" else table.schema.field(n).type)
+            pa.field(n, pa.string() if n in ("optype", "host") else table.schema.field(n).type)
             for n in table.column_names])).to_pylist()
         with p.open("w") as fh:
             for r in rows:

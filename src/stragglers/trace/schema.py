@@ -23,8 +23,9 @@ REQUIRED_COLUMNS: dict[str, str] = {
 }
 
 #: Columns a trace may have, with their kind: ``gc_s`` is the seconds of garbage collection
-#: recorded inside the op (0 <= gc_s <= duration; the probes' GC callbacks, or synth).
-OPTIONAL_COLUMNS: dict[str, str] = {"gc_s": "float"}
+#: recorded inside the op (0 <= gc_s <= duration; the probes' GC callbacks, or synth);
+#: ``host`` the name of the machine the worker ran on (one per worker; the probe merge).
+OPTIONAL_COLUMNS: dict[str, str] = {"gc_s": "float", "host": "str"}
 
 #: Metadata keys (job YAML) and whether they are integers.
 META_INT_KEYS: tuple[str, ...] = (

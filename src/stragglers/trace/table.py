@@ -27,7 +27,8 @@ class OpTable:
     Node attributes (``node_*``) are indexed by node; ``start`` and ``duration`` have shape
     ``(n_nodes, dp_size, n_steps)`` in seconds, in the trace's float precision; ``steps``
     are the trace's step ids in increasing order; ``ranks[d, s]`` is the global rank of
-    worker (d, s).
+    worker (d, s), ``hosts[d, s]`` the name of its machine (None when the trace has no
+    ``host`` column).
     """
 
     meta: JobMeta
@@ -48,6 +49,9 @@ class OpTable:
     #: One-line reasons, found while reading and validating the trace, that make any result
     #: from it untrustworthy (e.g. coarse timestamp precision); empty for a clean trace.
     caveats: list[str] = field(default_factory=list)
+    #: Host name of each worker, shape (dp, pp) (object array of str), when the trace has
+    #: the ``host`` column; else None.
+    hosts: np.ndarray | None = None
 
     @property
     def n_nodes(self) -> int:
@@ -60,6 +64,20 @@ class OpTable:
     def node_name(self, n: int) -> str:
         return (f"{OPTYPES[int(self.node_optype[n])]} seq {int(self.node_seq[n])} "
                 f"on stage {int(self.node_stage[n])}")
+
+    def worker_name(self, dp_rank: int, stage: int) -> str:
+        """How a person finds worker (``dp_rank``, ``stage``): its global rank and, when the
+        trace names it, its host: ``"rank 3 (host-a)"``, else ``"rank 3"``."""
+        name = f"rank {int(self.ranks[dp_rank, stage])}"
+        if self.hosts is not None:
+            name += f" ({self.hosts[dp_rank, stage]})"
+        return name
+
+    def worker_names(self) -> dict[str, str]:
+        """:meth:`worker_name` of every worker, keyed as result documents key workers
+        (``"dp_rank,stage"``)."""
+        dp, pp = self.ranks.shape
+        return {f"{d},{s}": self.worker_name(d, s) for s in range(pp) for d in range(dp)}
 
     def step_times(self) -> np.ndarray:
         """Actual step time per step: latest end − earliest start over all ops."""
@@ -205,6 +223,11 @@ def build_table(trace: TraceColumns, meta: JobMeta) -> OpTable:
 
     ranks = np.empty((dp, pp), dtype=np.int64)
     ranks[trace.dp_rank, trace.stage] = trace.rank
+    hosts = None
+    if trace.host is not None:  # one host per worker (check_rows)
+        codes = np.empty((dp, pp), dtype=np.int64)
+        codes[trace.dp_rank, trace.stage] = trace.host
+        hosts = np.asarray(trace.host_names, dtype=object)[codes]
     return OpTable(
         meta=meta, source=trace.source, steps=steps,
         node_stage=trace.stage[first_row].astype(np.int64),
@@ -213,6 +236,7 @@ def build_table(trace: TraceColumns, meta: JobMeta) -> OpTable:
         node_mc=node_mc.astype(np.int64), node_gmc=node_gmc.astype(np.int64),
         node_mb=trace.mb_id[first_row].astype(np.int64),
         start=start, duration=dur, ranks=ranks, gc_seconds=gc_seconds, caveats=caveats,
+        hosts=hosts,
     )
 
 

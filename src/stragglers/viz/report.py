@@ -8,6 +8,12 @@ anywhere: the heatmaps and bars are inline SVG, the style is inline and allowed 
 in a Content-Security-Policy that forbids every other source (``default-src 'none'``), and
 there is no script (cells carry ``<title>`` tooltips). It opens from a file:// URL and as an
 e-mail attachment alike.
+
+Workers are keyed ``"dp_rank,stage"`` in result documents. A document's optional
+``worker_names`` maps those keys to how a person finds the worker, its global rank and host
+(``"rank 3 (host-a)"``, :meth:`stragglers.trace.table.OpTable.worker_names`): where present,
+the page names them beside the key wherever it names a worker (the verdict, the hypotheses,
+the worker heatmap's tooltips).
 """
 
 from __future__ import annotations
@@ -48,18 +54,36 @@ def stylesheet() -> str:
     return resources.files("stragglers.viz").joinpath("static/style.css").read_text("utf-8")
 
 
+def worker_names(doc: dict[str, Any], source: str) -> dict[str, str]:
+    """The document's optional ``worker_names`` (see the module docstring); empty when it
+    has none. Anything but a mapping of strings to strings is an error naming the field."""
+    raw = doc.get("worker_names")
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise InputError(f"{source}: field 'worker_names' must map 'dp_rank,stage' to names, "
+                         f"got {type(raw).__name__}")
+    for key, value in raw.items():
+        if not isinstance(value, str):
+            raise InputError(f"{source}: field 'worker_names[{key!r}]' must be a string, got "
+                             f"{type(value).__name__}")
+    return dict(raw)
+
+
 def analysis_context(doc: dict[str, Any] | None, source: str, titles: bool = False
                      ) -> dict[str, Any]:
     """What the ``analysis`` macro draws from a result document: the document, the worker
-    grid, the per-step grids and the op-type bars (or the reason the heatmaps cannot be
-    drawn). ``titles``: every cell of the per-step grids carries a ``<title>`` tooltip."""
+    grid, the per-step grids, the op-type bars (or the reason the heatmaps cannot be
+    drawn) and the workers' names (``names``: :func:`worker_names`). ``titles``: every cell
+    of the per-step grids carries a ``<title>`` tooltip."""
     if doc is None:
         return {"doc": None}
     try:
+        names = worker_names(doc, source)
         data = HeatmapData.from_document(doc, source)
     except InputError as exc:
         return {"doc": doc, "heatmap_error": str(exc)}
-    return {"doc": doc, "worker_grid": worker_grid(data),
+    return {"doc": doc, "names": names, "worker_grid": worker_grid(data, names),
             "step_grids": [g for g in (step_grid(data, "dp_rank", titles),
                                        step_grid(data, "stage", titles)) if g is not None],
             "bars": optype_bars(doc)}

@@ -10,7 +10,7 @@ without it.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,9 +97,11 @@ def _vmax(values: np.ndarray) -> float:
 
 def _rects(values: np.ndarray, w: float, h: float, vmax: float, x_attr: str, y_attr: str,
            x_names: Sequence[str], y_names: Sequence[str], tip: str,
-           marks: frozenset[tuple[int, int]] = frozenset(), titles: bool = False) -> Markup:
+           marks: frozenset[tuple[int, int]] = frozenset(), titles: bool = False,
+           cell_names: Sequence[Sequence[str]] | None = None) -> Markup:
     """The cells' SVG, built in one pass (a Jinja loop is too slow for 10^4 cells).
-    ``tip`` is a format string with ``{x}``, ``{y}`` and ``{v}``."""
+    ``tip`` is a format string with ``{x}``, ``{y}``, ``{v}`` and (``cell_names[y][x]``,
+    when given) ``{n}``."""
     n_y, n_x = values.shape
     fill = fills(values, vmax)
     xs = [f"{i * w:g}" for i in range(n_x)]
@@ -112,7 +114,8 @@ def _rects(values: np.ndarray, w: float, h: float, vmax: float, x_attr: str, y_a
         row_v, row_f = values[j].tolist(), fill[j].tolist()
         for i in range(n_x):
             v = f"{row_v[i]:.4f}"
-            text = tip.format(x=xn[i], y=yn[j], v=v)
+            n = str(escape(cell_names[j][i])) if cell_names is not None else ""
+            text = tip.format(x=xn[i], y=yn[j], v=v, n=n)
             cls = "cell mark" if (i, j) in marks else "cell"
             title = f"<title>{text}</title>" if titles else ""
             out.append(f'<rect class="{cls}" x="{xs[i]}" y="{ys[j]}" {size} '
@@ -121,16 +124,24 @@ def _rects(values: np.ndarray, w: float, h: float, vmax: float, x_attr: str, y_a
     return Markup("\n".join(out))
 
 
-def worker_grid(data: HeatmapData) -> Grid:
-    """The DP × PP worker heatmap (x: DP rank, y: stage) of S_w."""
+def worker_grid(data: HeatmapData, names: Mapping[str, str] | None = None) -> Grid:
+    """The DP × PP worker heatmap (x: DP rank, y: stage) of S_w; ``names`` (a result
+    document's ``worker_names``: ``"dp_rank,stage"`` to ``"rank 3 (host-a)"``) adds each
+    worker's name to its tooltip."""
     values = np.asarray(data.worker, dtype=float)  # (pp, dp)
     vmax = _vmax(values)
     w = max(4.0, min(48.0, MAX_WIDTH / data.dp))
     h = max(14.0, min(40.0, 320 / data.pp))
     dps, stages = [str(i) for i in range(data.dp)], [str(i) for i in range(data.pp)]
     marks = frozenset((m.dp_rank, m.stage) for m in data.highlight)
-    rects = _rects(values, w, h, vmax, "dp", "stage", dps, stages,
-                   "DP rank {x}, stage {y}: S_w = {v}", marks, titles=True)
+    cell_names = None
+    tip = "DP rank {x}, stage {y}: S_w = {v}"
+    if names:
+        cell_names = [[names.get(f"{d},{s}", "") for d in range(data.dp)]
+                      for s in range(data.pp)]
+        tip = "DP rank {x}, stage {y}, {n}: S_w = {v}"
+    rects = _rects(values, w, h, vmax, "dp", "stage", dps, stages, tip, marks, titles=True,
+                   cell_names=cell_names)
     return Grid(id="worker-heatmap", title=f"worker slowdown S_w ({data.method})",
                 x_title="DP rank", y_title="stage", n_x=data.dp, n_y=data.pp, w=w, h=h,
                 values=values, rects=rects, x_labels=_labels(data.dp, w, dps),
