@@ -131,7 +131,7 @@ def test_summary_and_document():
     text = summary(r)
     assert "verdict: host (1,0)" in text
     assert "host time (launch attribution, S^launch): DP rank 1:" in text
-    assert "1,0 = 1,0 (rank 1)" in text
+    assert "1,0 = rank 1" in text
     assert "M_S" not in text  # one stage: no last-stage figure
     doc = r.to_document()
     assert doc["launch_attribution"]["dp_rank"]["1"] == pytest.approx(r.discrepancy, rel=0.01)

@@ -185,11 +185,19 @@ def test_synthesize_returns_what_truth_json_holds(tmp_path):
         "injected: worker 1,0; last_stage 0,1 1,1; sequence_length")
 
 
-def test_large_discrepancy_is_untrustworthy():
-    a, _ = analyse(dp=2, pp=2, microbatches=4, steps=4, launch_gap_prob=0.8, launch_gap=0.05)
+def test_large_discrepancy_is_untrustworthy_unless_located():
+    """Launch gaps on three DP ranks of four: nothing locates them (no rank stands out from
+    the median, they are not common to every rank): untrustworthy. The same gaps on every
+    rank are common host overhead: the discrepancy is explained, the result trusted."""
+    a, _ = analyse(dp=4, pp=1, steps=8, jitter=0.01, seed=1, launch_gap_prob=0.2,
+                   launch_gap=0.08, launch_gap_ranks=[0, 1, 2])
     r = a.result.to_document()
     assert r["discrepancy"] > 1.05
     assert r["trustworthy"] is False
+    a, _ = analyse(dp=2, pp=2, microbatches=4, steps=4, launch_gap_prob=0.8, launch_gap=0.05)
+    r = a.result.to_document()
+    assert r["discrepancy"] > 1.05
+    assert r["trustworthy"] is True
 
 
 # --- issue 8: unchecked options, sizes, atomic output ---------------------------------------

@@ -40,8 +40,14 @@ def test_the_job_names_worker_1_1(job: dict[str, Any]) -> None:
     assert re.fullmatch(r"rank (\d) \(node-(\d)\)", rank)
 
 
+def test_the_analysis_writes_the_names(job: dict[str, Any]) -> None:
+    assert job["doc"]["worker_names"] == job["names"]
+
+
 def test_without_names_the_page_shows_worker_keys_only(job: dict[str, Any]) -> None:
-    html = render_report(job["doc"])
+    """A document without ``worker_names`` (written before schema 1.4) renders as before."""
+    doc = {k: v for k, v in job["doc"].items() if k != "worker_names"}
+    html = render_report(doc)
     assert "Verdict: worker (1,1)" in html
     assert '<p class="workers">' not in html and "node-" not in html
     assert not re.search(r"(?<!DP )\brank \d", html)
@@ -49,8 +55,7 @@ def test_without_names_the_page_shows_worker_keys_only(job: dict[str, Any]) -> N
 
 
 def test_names_are_shown_wherever_a_worker_is_named(job: dict[str, Any]) -> None:
-    doc = {**job["doc"], "worker_names": job["names"]}
-    html = render_report(doc)
+    html = render_report(job["doc"])
     name = job["names"]["1,1"]
     assert "Verdict: worker (1,1)" in html
     assert f'<p class="workers">worker: 1,1 · {name}</p>' in html

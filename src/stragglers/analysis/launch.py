@@ -63,6 +63,10 @@ class LaunchAttribution:
     worker: Mapping[Worker, np.ndarray]
     #: (dp, pp, n_steps): each worker's launch delays summed per step (its host time).
     host_seconds: np.ndarray
+    #: Step times with only the launch delays of the ops that wait for nothing in the step
+    #: (each worker's step start: its first op, where ``first-op`` is a later one, e.g. a
+    #: collective before the forward) put back; an addition of ours, not published.
+    step_start: np.ndarray | None = None
 
     def stands_out(self, kind: str, key: str) -> bool:
         """Whether a group's own host time per step exceeds its peers' beyond the noise (a
@@ -180,6 +184,8 @@ def compute_launch(engine: WhatIfEngine, nodelay: np.ndarray, actual: np.ndarray
     groups = [LaunchGroup(f"dp_rank {d}", dp_ranks=np.arange(dp) == d) for d in range(dp)]
     groups += [LaunchGroup(f"stage {s}", nodes=stage == s) for s in range(pp)]
     groups += [LaunchGroup(f"optype {k}", nodes=keys == k) for k in present]
+    roots = np.array([not d for d in engine.graph.deps], dtype=bool)
+    groups.append(LaunchGroup("step start", nodes=roots))
     times = simulate_launch(engine, groups)
     by_dp = np.stack([times[f"dp_rank {d}"] for d in range(dp)])
     by_stage = np.stack([times[f"stage {s}"] for s in range(pp)])
@@ -198,7 +204,7 @@ def compute_launch(engine: WhatIfEngine, nodelay: np.ndarray, actual: np.ndarray
     host = np.zeros((pp, dp, engine.n_steps))
     np.add.at(host, stage, engine.derived.delay)
     return LaunchAttribution(
-        host_seconds=_frozen(host.transpose(1, 0, 2)),
+        host_seconds=_frozen(host.transpose(1, 0, 2)), step_start=_frozen(times["step start"]),
         nodelay=nodelay, actual=actual, dp=_frozen(by_dp), stage=_frozen(by_stage),
         optype=MappingProxyType({k: _frozen(times[f"optype {k}"]) for k in present}),
         worker=MappingProxyType(worker_times))
@@ -295,12 +301,14 @@ def critical_group(la: LaunchAttribution, dp: int, pp: int) -> HostGroup | None:
 
 
 def first_op_group(la: LaunchAttribution, dp: int, pp: int) -> HostGroup | None:
-    """The step's first op on every worker as a group (None when the trace has none)."""
-    t = la.optype.get(FIRST_OP)
-    if t is None:
+    """The step's start on every worker as a group: the published ``first-op`` or the ops
+    that wait for nothing in the step (:attr:`LaunchAttribution.step_start`), whichever
+    explains more (None when the trace has neither)."""
+    everyone = tuple(Worker(d, s) for d in range(dp) for s in range(pp))
+    options = [t for t in (la.optype.get(FIRST_OP), la.step_start) if t is not None]
+    if not options:
         return None
-    return HostGroup(FIRST_OP, FIRST_OP,
-                     tuple(Worker(d, s) for d in range(dp) for s in range(pp)), t)
+    return HostGroup(FIRST_OP, FIRST_OP, everyone, max(options, key=lambda t: float(t.mean())))
 
 
 #: Host time is common to every DP rank when no group stands out and the largest DP rank's

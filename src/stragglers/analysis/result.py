@@ -48,6 +48,8 @@ fixed key changed its type and nothing was removed):
   for the candidate workers (the DP ranks × stages that stand out);
   ``launch_attribution_per_step``: ``{step: {"dp_rank"|"stage"|"optype": {key: S}}}``.
 * ``worker_score``: the published min(S_dp, S_stage) approximation, ``{"dp,stage": S}``.
+* ``worker_names``: ``{"dp,stage": "rank R (host)"}``, each worker's global rank and, where
+  the trace has the ``host`` column, its host.
 * ``m_w``\\*, ``m_s``\\*: ``rem``, ``add``, ``t_ori``, ``t_ideal``, ``t_rem``, ``t_add``,
   ``workers``. ``m_comm``, ``m_gc``, ``m_suspects``, ``m_seq`` (equal microbatches),
   ``m_pause`` (pauses cut back / alone): the same for the verdict's what-ifs, null when the
@@ -189,8 +191,9 @@ class AnalysisResult:
     caveats: tuple[str, ...] = ()
     timing: Mapping[str, float] = field(default_factory=dict)
     outputs: Mapping[str, str | Skipped] = field(default_factory=dict)
-    #: Host name of each worker, [dp_rank][stage], where the trace records it (else None).
-    hosts: tuple[tuple[str | None, ...], ...] | None = None
+    #: How a person finds each worker, by ``"dp,stage"``: its global rank and, where the
+    #: trace records it, its host (:meth:`~stragglers.trace.table.OpTable.worker_names`).
+    worker_names: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def slowdown(self) -> float:
@@ -210,10 +213,11 @@ class AnalysisResult:
 
     def worker_label(self, dp_rank: int, stage: int) -> str:
         """A worker as the on-call knows it: "d,s (rank R)", with its host where the trace
-        names one."""
-        rank = int(self.metrics.ranks[dp_rank, stage])
-        host = self.hosts[dp_rank][stage] if self.hosts is not None else None
-        return f"{dp_rank},{stage} (rank {rank}{' on ' + host if host else ''})"
+        names one ("d,s (rank R (host))")."""
+        name = self.worker_names.get(f"{dp_rank},{stage}")
+        if name is None:
+            name = f"rank {int(self.metrics.ranks[dp_rank, stage])}"
+        return f"{dp_rank},{stage} ({name})"
 
     # -- the document ---------------------------------------------------------------------
     def to_document(self) -> dict[str, Any]:
@@ -270,6 +274,7 @@ class AnalysisResult:
             "launch_attribution": _launch(m),
             "launch_attribution_per_step": _launch_per_step(m, steps),
             "worker_score": grid(score),
+            "worker_names": dict(self.worker_names),
             "m_w": _characterisation(m.m_w),
             "m_s": _characterisation(m.m_s),
             "m_comm": legacy(Cause.COMMUNICATION),
@@ -415,7 +420,8 @@ def summary(result: AnalysisResult) -> str:
     lines += [f"  - {e}" for e in v.evidence]
     if v.workers:
         lines.append("  workers: " + "; ".join(
-            f"{w.key} = {result.worker_label(w.dp_rank, w.stage)}" for w in v.workers[:8]))
+            f"{w.key} = {result.worker_names.get(w.key) or 'rank ' + str(int(m.ranks[w]))}"
+            for w in v.workers[:8]))
     if v.contributing:
         lines.append("contributing: " + ", ".join(
             f"{f.cause.value} ({f.share:.0%}"

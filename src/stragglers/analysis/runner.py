@@ -41,7 +41,7 @@ def analyze_table(table: OpTable, exact_workers: bool = True,
     timing.update({"model": t1 - t0, "metrics": t2 - t1, "verdict": t3 - t2})
     result = AnalysisResult(job=table.meta, source=table.source, metrics=metrics,
                             verdict=verdict, counts=Counts.of(engine), caveats=caveats,
-                            timing=timing)
+                            timing=timing, worker_names=table.worker_names())
     return Analysis(engine, result)
 
 

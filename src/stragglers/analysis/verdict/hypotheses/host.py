@@ -17,11 +17,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from stragglers.analysis.launch import (
-    FIRST_OP,
     LAUNCH_THRESHOLD,
     HostGroup,
     common_overhead,
     critical_group,
+    first_op_group,
     host_group,
 )
 from stragglers.analysis.metrics import Metrics
@@ -65,10 +65,8 @@ def test_host(metrics: Metrics, cfg: VerdictConfig) -> HostEvidence:
             cause, f"the simulation discrepancy {disc:.3f} is below {LAUNCH_THRESHOLD} (launch "
             "attribution is not computed)", gates), None)
     group = host_group(la, metrics.dp, metrics.pp)
-    first = la.s_optype.get(FIRST_OP)
-    gap = float(la.actual.mean() - la.nodelay.mean())
-    first_share = (min(1.0, max(0.0, (first - 1.0) * float(la.nodelay.mean()) / gap))
-                   if first is not None and gap > 0 else 0.0)
+    start = first_op_group(la, metrics.dp, metrics.pp)
+    first_share = 0.0 if start is None else start.share(la)
     gates["first_op_share"] = first_share
     if group is None:
         crit = critical_group(la, metrics.dp, metrics.pp)
