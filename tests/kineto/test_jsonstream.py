@@ -61,3 +61,25 @@ def test_scalars_in_the_array_are_parsed_for_the_reader_to_refuse() -> None:
 def test_errors(data: bytes, message: str) -> None:
     with pytest.raises(jsonstream.EventSyntaxError, match=message):
         list(jsonstream.iter_event_batches(io.BytesIO(data)))
+
+
+@pytest.mark.parametrize("chunk", [3, 17, 64, 1 << 20])
+@pytest.mark.parametrize("indent", [None, 2])
+def test_second_pass_parses_only_cpu_ops_without_their_args(
+        chunk: int, indent: int | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(jsonstream, "CHUNK", chunk)
+    events = [*EVENTS,
+              {"ph": "X", "cat": "cpu_op", "name": "args", "args": "args", "ts": 6, "dur": 1},
+              {"ph": "X", "args": {"args": {"z": [1, {"q": "}"}]}}, "cat": "cpu_op",
+               "name": "c10d::allreduce_", "tid": 1, "ts": 7, "dur": 2},
+              {"ph": "X", "cat": "cpu_op", "name": "aten::add_", "args": [1, 2], "ts": 8,
+               "dur": 3}]
+    data = json.dumps({"traceEvents": events}, indent=indent).encode()
+    batches = list(jsonstream.iter_event_batches(io.BytesIO(data),
+                                                 only=frozenset({b"cpu_op"})))
+    got = [e for b in batches for e in b.events]
+    want = [e | ({"args": {}} if isinstance(e.get("args"), dict) else {})
+            for e in json.loads(data)["traceEvents"] if e.get("cat") == "cpu_op"]
+    assert got == want
+    assert [i for b in batches for i in b.index.tolist()] == [1, 2, 6, 7, 8]
+    assert sum(b.count for b in batches) == len(events)

@@ -72,6 +72,9 @@ class ImportReport:
     unaligned_hosts: list[str] = field(default_factory=list)
     segmented_ranks: list[int] = field(default_factory=list)
     position_source: str = ""
+    #: seconds of CPU-timed compute annotations spent in communication (not compute), per
+    #: rank (only ranks with some)
+    comm_in_compute_s: dict[int, float] = field(default_factory=dict)
 
     def lines(self) -> list[str]:
         out = [f"read {self.files} rank file(s); workers from ranks "
@@ -87,6 +90,11 @@ class ImportReport:
             out.append(f"no forward/backward annotations on rank(s) "
                        f"{_ranges(self.segmented_ranks)}: compute segmented between P2P "
                        "kernels, backward = autograd thread")
+        if self.comm_in_compute_s:
+            out.append(f"CPU-timed compute on rank(s) {_ranges(sorted(self.comm_in_compute_s))}"
+                       f": {sum(self.comm_in_compute_s.values()) * 1e3:,.3f} ms in "
+                       "communication on its thread (collective calls, waits) not counted "
+                       "as compute")
         by_shift: dict[float, list[int]] = {}
         for rank, shift in sorted(self.base_shift_s.items()):
             by_shift.setdefault(shift, []).append(rank)
@@ -211,6 +219,8 @@ def assemble(all_ops: list[RankOps], meta: JobMeta, source: str,
         report.counts.update(ops.counts)
         if ops.segmented:
             report.segmented_ranks.append(ops.rank)
+        if ops.comm_in_compute_us > 0:
+            report.comm_in_compute_s[ops.rank] = ops.comm_in_compute_us / 1e6
         code = _resolve_comm(ops, lay, report.counts)
         per[key] = (ops, code)
         with_opt = set(np.unique(ops.step[code == opt]).tolist())

@@ -31,6 +31,7 @@ SKIP_CATEGORIES = frozenset({b"cpu_op", b"ac2g", b"fwdbwd", b"gpu_memcpy", b"gpu
                              b"overhead", b"cuda_profiler_range", b"cpu_instant_event"})
 _CAT = b'"cat"'
 _RPC = b"record_param_comms"
+_ARGS = b'"args"'
 _WIDTH = 24
 
 
@@ -110,9 +111,11 @@ def _find_array_start(fh: Readable) -> bytes:
                                    f"first {MAX_HEADER:,} bytes", -1)
 
 
-def _scan(buf: bytes, n0: int) -> tuple[Batch | None, int, bool]:
+def _scan(buf: bytes, n0: int, only: frozenset[bytes] | None = None
+          ) -> tuple[Batch | None, int, bool]:
     """Parse the complete events at the start of ``buf``; returns the batch, the bytes
-    consumed and whether the array ended."""
+    consumed and whether the array ended. With ``only``, the events of those categories
+    are parsed and all others skipped (not counted by category)."""
     b = np.frombuffer(buf, np.uint8)
     q = _valid_quotes(b)
     s = np.flatnonzero((b == 123) | (b == 125) | (b == 91) | (b == 93) | (b == 44))
@@ -147,7 +150,7 @@ def _scan(buf: bytes, n0: int) -> tuple[Batch | None, int, bool]:
         return Batch(events, np.arange(n0, n0 + len(events)), Counter(), len(events)), last, \
             bool(end_arr.size)
     n = starts.size
-    keep = np.ones(n, bool)
+    keep = np.ones(n, bool) if only is None else np.zeros(n, bool)
     skipped: Counter[str] = Counter()
     cat = _find_all(b[:last], _CAT)
     if cat.size and n:
@@ -165,9 +168,11 @@ def _scan(buf: bytes, n0: int) -> tuple[Batch | None, int, bool]:
         idx = np.minimum(v0[:, None] + np.arange(_WIDTH), len(buf) - 1)
         vals = np.where(np.arange(_WIDTH) < width[:, None], b[idx], 0).astype(np.uint8)
         names, inv = np.unique(vals.view(f"S{_WIDTH}").ravel(), return_inverse=True)
+        if only is not None:
+            keep[owner[np.array([nm in only for nm in names.tolist()], bool)[inv]]] = True
         skip_name = np.array([nm in SKIP_CATEGORIES for nm in names.tolist()], bool)
         skip = skip_name[inv]
-        if skip.any():
+        if only is None and skip.any():
             rpc = np.zeros(n, bool)
             hits = _find_all(b[:last], _RPC)
             if hits.size:
@@ -178,8 +183,15 @@ def _scan(buf: bytes, n0: int) -> tuple[Batch | None, int, bool]:
             for code, count in zip(*np.unique(inv[skip], return_counts=True), strict=True):
                 skipped[names[code].decode("utf-8", "replace")] += int(count)
     kept = np.flatnonzero(keep)
-    body = b",".join([buf[a: e + 1] for a, e in zip(starts[kept].tolist(),
-                                                     ends[kept].tolist(), strict=True)])
+    if only is None:
+        body = b",".join([buf[a: e + 1] for a, e in zip(starts[kept].tolist(),
+                                                         ends[kept].tolist(), strict=True)])
+    else:  # the second pass needs no arguments: an event's "args" object is left out
+        lo, hi = _args_objects(buf, b, q, s, ch, depth, last, starts, n)
+        body = b",".join([buf[a: c] + b'"args":{}' + buf[d + 1: e + 1] if c >= 0 else
+                          buf[a: e + 1] for a, e, c, d in
+                          zip(starts[kept].tolist(), ends[kept].tolist(),
+                              lo[kept].tolist(), hi[kept].tolist(), strict=True)])
     try:
         events = orjson.loads(b"[" + body + b"]")
     except orjson.JSONDecodeError:
@@ -192,14 +204,46 @@ def _scan(buf: bytes, n0: int) -> tuple[Batch | None, int, bool]:
     return Batch(events, n0 + kept, skipped, n), last, bool(end_arr.size)
 
 
-def iter_event_batches(fh: Readable, trailer: list[bytes] | None = None) -> Iterator[Batch]:
+def _args_objects(buf: bytes, b: np.ndarray, q: np.ndarray, s: np.ndarray, ch: np.ndarray,
+                  depth: np.ndarray, last: int, starts: np.ndarray, n: int
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Per event: the byte range [lo, hi] from its top-level ``"args"`` key to the end of
+    its object value (-1 where it has none). Vectorised."""
+    lo = np.full(n, -1)
+    hi = np.full(n, -1)
+    key = _find_all(b[:last], _ARGS)
+    if not key.size or not n:
+        return lo, hi
+    k = np.searchsorted(q, key)
+    ok = k + 1 < q.size
+    k, key = k[ok], key[ok]
+    ok = (q[k] == key) & (k % 2 == 0) & (q[k + 1] == key + len(_ARGS) - 1)
+    key = key[ok]
+    i = np.searchsorted(s, key + len(_ARGS))  # the first structural byte after the key
+    ok = i < s.size
+    key, i = key[ok], i[ok]
+    ok = (ch[i] == 123) & (depth[i] == 2)  # an object, the value of an event's own key
+    key, i = key[ok], i[ok]
+    top = np.flatnonzero(depth == 1)  # its end: the first byte back at the event's level
+    j = np.searchsorted(top, i, "right")
+    ok = j < top.size
+    key, j = key[ok], top[j[ok]]
+    owner = np.searchsorted(starts, key, "right") - 1
+    lo[owner], hi[owner] = key, s[j]
+    return lo, hi
+
+
+def iter_event_batches(fh: Readable, trailer: list[bytes] | None = None,
+                       only: frozenset[bytes] | None = None) -> Iterator[Batch]:
     """Yield the used events of the ``traceEvents`` array, in batches, in file order. With
     ``trailer`` (a list), the bytes after the array (the top-level keys that follow it, up
-    to ``MAX_HEADER``) are appended to it once the array has ended."""
+    to ``MAX_HEADER``) are appended to it once the array has ended. With ``only`` (a set of
+    categories), only the events of those categories are parsed (a second pass for what the
+    first one skipped)."""
     buf = _find_array_start(fh)
     n = 0
     while True:
-        batch, used, ended = _scan(buf, n)
+        batch, used, ended = _scan(buf, n, only)
         if batch is not None:
             yield batch
             n += batch.count

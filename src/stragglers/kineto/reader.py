@@ -12,7 +12,12 @@ what the importer uses is kept, as typed arrays (8 bytes per number). What is ke
   backend annotations (``nccl:all_reduce``, ``gloo:recv``, ...);
 * GPU kernels (NCCL ones with their collective and group), and the CUDA runtime launches
   (correlation id → CPU time and thread) that tie each kernel to the CPU;
-* thread names (the autograd thread tells backward from forward).
+* thread names (the autograd thread tells backward from forward);
+* in a file without GPU kernels whose compute annotations overlap a communication call, a
+  second pass reads the CPU ops of the threads that run those annotations (their
+  times, and whether each is a collective call or wait: ``c10d::*``,
+  ``_c10d_functional::*``, ``record_param_comms``): what a CPU-timed compute op spends in
+  communication is not compute (:mod:`stragglers.kineto.rankops`).
 
 Everything else is counted by category (``ignored``) and reported by the importer.
 
@@ -58,6 +63,16 @@ COMM_KINDS: tuple[str, ...] = (
     "alltoall", "barrier", "reduce", "gather", "scatter", "other", "wait",
 )
 COMM_CODE = {k: i for i, k in enumerate(COMM_KINDS)}
+#: Optypes timed as compute (by their compute kernels, else their CPU range less the time
+#: their thread spends in communication).
+COMPUTE_LIKE = frozenset({schema.FORWARD_COMPUTE, schema.BACKWARD_COMPUTE, schema.OPTIMIZER,
+                          schema.GC})
+COMPUTE_LIKE_CODES = np.array(sorted(schema.OPTYPE_CODE[t] for t in COMPUTE_LIKE),
+                              dtype=np.int8)
+#: CPU op names of collective calls and waits (the dispatcher's c10d ops, functional
+#: collectives, the profiler's record of a collective)
+COMM_CPU_OP_PREFIXES = ("c10d::", "_c10d_functional::", "c10d_functional::",
+                        "record_param_comms")
 _KIND_ALIASES = {
     "all_reduce": "allreduce", "allreduce_coalesced": "allreduce",
     "all_reduce_coalesced": "allreduce",
@@ -142,6 +157,14 @@ class RankEvents:
     #: ``baseTimeNanoseconds``: the event times are microseconds after it (None: absent, the
     #: times are the profiler clock's own)
     base_ns: int | None = None
+    #: CPU ops of the threads of the compute annotations, read (``cpu_read``) only in a file
+    #: without GPU kernels whose compute annotations overlap a communication call:
+    #: start, end, thread, and whether the op is a collective call or wait
+    cpu_read: bool = False
+    cpu_ts: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    cpu_end: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    cpu_tid: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    cpu_comm: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
 
 
 class _Cols:
@@ -367,6 +390,32 @@ class _Reader:
             return
         self.ignored[str(cat)] += 1
 
+    def cpu_ops(self, fh: IO[bytes], tids: set[int]) -> _Cols:
+        """Second pass: the CPU ops of threads ``tids`` (start, end, thread, collective call
+        or wait). Only the ``cpu_op`` events are parsed."""
+        cols = _Cols({"ts": "d", "end": "d", "tid": "q", "comm": "b"})
+        c_ts, c_end, c_tid, c_comm = (cols.cols[k].append for k in ("ts", "end", "tid", "comm"))
+        prefixes = COMM_CPU_OP_PREFIXES
+        for batch in iter_event_batches(_CountingReader(fh, self.path),
+                                        only=frozenset({b"cpu_op"})):
+            for ev, i in zip(batch.events, batch.index.tolist(), strict=True):
+                if type(ev) is not dict or ev.get("ph") != "X" or ev.get("cat") != "cpu_op":
+                    continue
+                tid = ev.get("tid")
+                if tid not in tids:
+                    continue
+                ts: Any
+                dur: Any
+                name: Any
+                ts, dur, name = ev.get("ts"), ev.get("dur"), ev.get("name")
+                if not _finite(ts) or not _finite(dur) or type(name) is not str:
+                    self._bad(ev, i, ("ts", ts, float), ("dur", dur, float), ("name", name, str))
+                c_ts(ts)
+                c_end(ts + dur)
+                c_tid(tid)
+                c_comm(name.startswith(prefixes))
+        return cols
+
     def _bad(self, ev: dict[str, Any], i: int, *checks: tuple[str, Any, type]) -> NoReturn:
         """Raise for the first field of ``checks`` that has the wrong type."""
         words = {int: "an integer", float: "a number", str: "a string", dict: "an object"}
@@ -485,6 +534,7 @@ def read_rank_file(path: str | Path, patterns: Patterns,
     skipped = False
     counting: _CountingReader | None = None
     base: Any = None
+    cpu: _Cols | None = None
     try:
         info, host, base = _header(p)
         if info is None:  # not before traceEvents: look for it anywhere (a second pass)
@@ -510,6 +560,10 @@ def read_rank_file(path: str | Path, patterns: Patterns,
                     reader.n += batch.count
             if base is None:
                 base = _trailer_base(trailer, p)
+            tids = _cpu_timed_threads(reader)
+            if tids:
+                with _open(p) as fh:
+                    cpu = reader.cpu_ops(fh, tids)
     except OSError as exc:
         raise InputError(f"{p}: cannot read the trace file ({exc.strerror or exc})") from None
     except ijson.JSONError as exc:
@@ -534,7 +588,7 @@ def read_rank_file(path: str | Path, patterns: Patterns,
         raise InputError(f"{p}: field 'traceEvents' missing or empty: not a profiler trace")
     groups = [g for g, _ in sorted(reader.groups.items(), key=lambda kv: kv[1])]
     s, a, c, r, k = reader.steps, reader.ann, reader.cc, reader.rt, reader.k
-    return RankEvents(
+    out = RankEvents(
         path=str(p), rank=rank, world_size=world,
         host=host if isinstance(host, str) else None,
         pg_config=pg_config, n_events=reader.n, threads=reader.threads,
@@ -551,6 +605,32 @@ def read_rank_file(path: str | Path, patterns: Patterns,
         names_unmatched=reader.unmatched, skipped=skipped,
         base_ns=_base_ns(base, str(p)),
     )
+    if cpu is not None:
+        out.cpu_read = True
+        out.cpu_ts, out.cpu_end = cpu.np("ts"), cpu.np("end")
+        out.cpu_tid, out.cpu_comm = cpu.np("tid"), cpu.np("comm").astype(bool)
+    return out
+
+
+def _cpu_timed_threads(reader: _Reader) -> set[int]:
+    """The threads whose CPU ops the importer needs: in a file without GPU kernels (its
+    compute annotations are timed by their CPU range), those of the compute annotations that
+    overlap a communication call (record_param_comms, nccl:*/gloo:* ranges, on any thread
+    of the rank). Empty when none."""
+    if len(reader.k.cols["ts"]) or not len(reader.cc.cols["end"]):
+        return set()
+    a = reader.ann
+    types, ts, end, tid = a.np("type"), a.np("ts"), a.np("end"), a.np("tid")
+    compute = np.isin(types, COMPUTE_LIKE_CODES)
+    if not compute.any():
+        return set()
+    ts, end, tid = ts[compute], end[compute], tid[compute]
+    c_ts, c_end = reader.cc.np("ts"), reader.cc.np("end")
+    order = np.argsort(c_ts, kind="stable")
+    run_end = np.maximum.accumulate(c_end[order])  # latest end of the calls started so far
+    n = np.searchsorted(c_ts[order], end, "left")  # the calls started before each range ends
+    overlaps = (n > 0) & (run_end[np.clip(n - 1, 0, None)] > ts)
+    return {int(t) for t in np.unique(tid[overlaps])}
 
 
 def _json_error(exc: BaseException) -> str:
