@@ -165,3 +165,19 @@ def test_an_op_type_in_one_side_only_is_said_and_compared_with_no_excess() -> No
     row = next(r for r in diff.optypes if r.key == "gc")
     assert row.s_a == blame.optype["gc"] and row.s_b is None and row.excess_b == 0.0
     assert not diff.changed
+
+
+def test_a_step_time_change_that_no_part_explains_alone_is_said() -> None:
+    """B's work and straggling each grew by 0.6% of the step time (below the 1% floor), the
+    step time by 1.2%: changed, but nothing is named."""
+    a = side(seed=0)
+    grow = 0.006 * float(a.actual.mean())
+    b = dataclasses.replace(a, ideal=a.ideal + grow, nodelay=a.nodelay + 2 * grow,
+                            actual=a.actual + 2 * grow)
+    diff = compare(a, b)
+    assert diff.changed and diff.changes == ()
+    assert diff.figure("step_time").significant
+    assert not diff.figure("ideal_step_time").significant
+    assert not diff.figure("straggling").significant
+    assert diff.conclusion.startswith("step time 2.144 s -> 2.169 s (+1.2%), beyond the "
+                                      "steps' spread, but no part of it")

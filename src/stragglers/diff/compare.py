@@ -225,11 +225,28 @@ class Diff:
     def figure(self, name: str) -> Figure:
         return next(f for f in self.figures if f.name == name)
 
+    #: The figures whose change alone makes a diff "changed" (the step time, with and
+    #: without launch delays); their parts are ranked changes when they pass.
+    HEADLINE = ("step_time", "step_time_no_delay")
+
+    def _moved_figures(self) -> list[Figure]:
+        return [f for f in self.figures
+                if f.name in self.HEADLINE and f.test is not None and f.test.significant]
+
     @property
     def changed(self) -> bool:
-        """True when something changed beyond the noise: a ranked change, or the step time."""
-        step = self.figure("step_time").test
-        return bool(self.changes) or bool(step is not None and step.significant)
+        """True when something changed beyond the noise: a ranked change, or the step time
+        (with or without launch delays)."""
+        return bool(self.changes) or bool(self._moved_figures())
+
+    @staticmethod
+    def _head(f: Figure) -> str:
+        t = f.test
+        assert t is not None
+        rel = t.relative
+        name = "step time" if f.name == "step_time" else "step time without launch delays"
+        return (f"{name} {t.a:.4g} s -> {t.b:.4g} s"
+                + (f" ({rel:+.1%})" if rel is not None else ""))
 
     @property
     def conclusion(self) -> str:
@@ -237,19 +254,17 @@ class Diff:
         step = self.figure("step_time")
         t = step.test
         assert t is not None
-        rel = t.relative
-        head = (f"step time {t.a:.4g} s -> {t.b:.4g} s"
-                + (f" ({rel:+.1%})" if rel is not None else ""))
         if not self.changed:
             why = ("below the floor of "
                    f"{self.settings.min_change:.0%}" if abs(t.delta) < self.floor
                    else "within the steps' spread")
             p = "" if t.p_value is None else f", p = {t.p_value:.2g}"
-            return f"no change: {head}, {why}{p}; nothing moved beyond the noise"
+            return f"no change: {self._head(step)}, {why}{p}; nothing moved beyond the noise"
         if not self.changes:
-            return (f"{head}, beyond the steps' spread, spread over the job: no op type, "
-                    "stage or worker explains it alone")
-        return f"{head}; {self.changes[0].text}"
+            return (f"{self._head(self._moved_figures()[0])}, beyond the steps' spread, but "
+                    "no part of it (the work, the straggling, the host time) and no op type, "
+                    "stage or worker explains it alone beyond the floor")
+        return f"{self._head(step)}; {self.changes[0].text}"
 
 
 # -- the comparison -----------------------------------------------------------------------
