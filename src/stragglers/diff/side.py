@@ -25,7 +25,7 @@ from stragglers.analysis.result import AnalysisResult
 from stragglers.analysis.workers import Worker
 from stragglers.errors import InputError
 from stragglers.inputs import read_text
-from stragglers.limits import check_limit
+from stragglers.limits import check_limit, limit
 from stragglers.trace import schema
 from stragglers.trace.io import JobMeta
 from stragglers.trace.table import OpTable
@@ -33,6 +33,9 @@ from stragglers.trace.table import OpTable
 #: The result.json schema major version this module reads (1.0 to 1.4 and later 1.x).
 RESULT_MAJOR = 1
 RESULT_FILE = "result.json"
+#: The largest slowdown (S, S_w, S_t, S^launch, ...) a result.json may hold: beyond it the
+#: document is broken (and its products with step times would overflow).
+MAX_SLOWDOWN = 1e6
 #: The trace file names looked for in a folder, in this order, and its metadata beside it.
 TRACE_FILES = ("trace.parquet", "trace.jsonl")
 META_FILE = "meta.yaml"
@@ -197,7 +200,9 @@ class _Reader:
             raise self.fail(where, f"must be an object, got {type(value).__name__}")
         return value
 
-    def number(self, value: Any, where: str) -> float:
+    def number(self, value: Any, where: str, hi: float = MAX_SLOWDOWN) -> float:
+        """A finite number in [0, ``hi``] (every number the diff reads is a slowdown, a
+        step time or a confidence: none is negative)."""
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise self.fail(where, f"must be a number, got {value!r:.40}")
         try:
@@ -206,15 +211,19 @@ class _Reader:
             raise self.fail(where, "is too large a number") from None
         if not math.isfinite(x):
             raise self.fail(where, f"must be finite, got {x}")
+        if not 0.0 <= x <= hi:
+            raise self.fail(where, f"must be between 0 and {hi:g}, got {x:g}")
         return x
 
-    def numbers(self, obj: Any, keys: list[str], where: str) -> np.ndarray:
-        """``obj[k]`` for every ``k`` of ``keys``, as an array (each a finite number)."""
+    def numbers(self, obj: Any, keys: list[str], where: str, hi: float = MAX_SLOWDOWN
+                ) -> np.ndarray:
+        """``obj[k]`` for every ``k`` of ``keys``, as an array (each :meth:`number`)."""
         obj = self.mapping(obj, where)
         missing = [k for k in keys if k not in obj]
         if missing:
             raise self.fail(f"{where}[{missing[0]!r}]", "is missing")
-        return np.array([self.number(obj[k], f"{where}[{k!r}]") for k in keys], dtype=float)
+        return np.array([self.number(obj[k], f"{where}[{k!r}]", hi) for k in keys],
+                        dtype=float)
 
     def scores(self, obj: Any, where: str) -> dict[str, float]:
         obj = self.mapping(obj, where)
@@ -258,10 +267,12 @@ def read_side(doc: Any, source: str) -> Side:
     check_limit("table_cells", len(raw_steps) * (dp + pp), f"{source}: steps x (dp + pp)")
     keys = [str(s) for s in raw_steps]
     st = r.mapping(r.get(doc, "step_time", "step_time"), "step_time")
-    actual, nodelay, ideal = (r.numbers(r.get(st, k, f"step_time.{k}"), keys, f"step_time.{k}")
-                              for k in ("actual", "no_delay", "ideal"))
-    if not (ideal > 0).all():
-        raise r.fail("step_time.ideal", "must be positive in every step")
+    longest = float(limit("timestamp_seconds"))
+    actual, nodelay, ideal = (r.numbers(r.get(st, k, f"step_time.{k}"), keys, f"step_time.{k}",
+                                        longest) for k in ("actual", "no_delay", "ideal"))
+    for name, times in (("actual", actual), ("no_delay", nodelay), ("ideal", ideal)):
+        if not (times > 0).all():
+            raise r.fail(f"step_time.{name}", "must be positive in every step")
     att = r.mapping(r.get(doc, "attribution", "attribution"), "attribution")
     blame = _blame(r, doc, att, dp, pp, keys)
     names = doc.get("worker_names") or {}
@@ -274,7 +285,7 @@ def read_side(doc: Any, source: str) -> Side:
     wlist = verdict.get("workers", [])
     if not isinstance(wlist, list):
         raise r.fail("verdict.workers", "must be a list of workers 'dp,stage'")
-    confidence = r.number(verdict.get("confidence", 0.0), "verdict.confidence")
+    confidence = r.number(verdict.get("confidence", 0.0), "verdict.confidence", 1.0)
     healthy = doc.get("slowdown_healthy")
     trust = doc.get("trustworthy", True)
     if not isinstance(trust, bool):

@@ -6,6 +6,8 @@ says.
 
 from __future__ import annotations
 
+import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,7 +51,10 @@ def welch_p(xa: np.ndarray, xb: np.ndarray) -> float | None:
         return 1.0 if abs(mb - ma) <= 1e-9 * max(abs(ma), abs(mb), 1e-300) else 0.0
     from scipy import stats
 
-    return float(stats.ttest_ind(xb, xa, equal_var=False).pvalue)
+    with warnings.catch_warnings():  # nearly identical values: the floor decides anyway
+        warnings.simplefilter("ignore", RuntimeWarning)
+        p = float(stats.ttest_ind(xb, xa, equal_var=False).pvalue)
+    return p if math.isfinite(p) else (1.0 if abs(mb - ma) <= 0 else 0.0)
 
 
 def shift(xa: np.ndarray, xb: np.ndarray, alpha: float, floor: float) -> Shift:
