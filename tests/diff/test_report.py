@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from markupsafe import escape
 
 from stragglers.diff import compare, to_document
@@ -45,3 +46,24 @@ def test_bars_grow_right_and_shrink_left() -> None:
     assert (x.label, x.x, x.width, x.fill) == ("x", 180, 180, "#d62828")
     assert (y.label, y.x + y.width, y.width, y.fill) == ("y", 180, 90, "#2a9d8f")
     assert z.fill == "#bbbbbb"
+
+
+@pytest.mark.slow
+def test_the_page_renders_offline_in_chromium(page, tmp_path) -> None:
+    from stragglers.diff.outputs import write_diff
+
+    diff = compare(side(seed=0), side(seed=1, slow_workers=[(1, 2, 1.5)]))
+    files = write_diff(diff, tmp_path / "d")
+    url = files["report"].as_uri()
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(url)
+    assert page.locator("#conclusion h2").inner_text() == diff.conclusion
+    # the inline stylesheet applied (its hash is allowed; anything else would be blocked)
+    assert page.evaluate("getComputedStyle(document.querySelector('header'))"
+                         ".backgroundColor") == "rgb(43, 45, 66)"
+    cell = page.locator('#worker-heatmap-b rect[data-dp="1"][data-stage="2"]')
+    assert cell.get_attribute("class") == "cell mark"
+    assert requests == [url] and errors == []
