@@ -33,6 +33,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "validate_cmd",
     "run_cmd",
     "fleet_cmd",
+    "diff_cmd",
 )
 
 EXIT_OK = 0
