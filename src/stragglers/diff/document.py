@@ -7,10 +7,11 @@ figure does not exist on that side.
 * ``schema_version``\\*: ``"1.0"``; ``kind``\\*: ``"stragglers.diff"``.
 * ``conclusion``\\*: one sentence: ``"no change: ..."``, or the step time's change and
   the largest change; ``changed``\\*: false exactly when the conclusion is "no change".
-* ``a``\\*, ``b``\\*: each input: ``source`` (as given), ``kind`` (``result.json``,
-  ``trace``, or ``analysis`` for an analysis passed in process without its op table), ``job`` (``trial_name``, ``dp_size``, ``pp_size``, ``tp_size``,
-  ``vpp_size``), ``steps`` (count), ``verdict`` (``cause``, ``workers``, ``confidence``),
-  ``trustworthy``, ``worker_names`` (``{"dp,stage": "rank R (host)"}``).
+* ``a``\\*, ``b``\\*: each input: ``source`` (as given), ``kind`` (``result.json``, ``trace``,
+  or ``analysis`` for an analysis passed in process without its op table), ``job``
+  (``trial_name``, ``dp_size``, ``pp_size``, ``tp_size``, ``vpp_size``), ``steps`` (count),
+  ``verdict`` (``cause``, ``workers``, ``confidence``), ``trustworthy``, ``worker_names``
+  (``{"dp,stage": "rank R (host)"}``).
 * ``settings``: ``alpha`` (the per-step tests' significance level), ``min_change`` (the
   smallest change reported, a fraction of A's mean step time) and ``floor_s`` (it in
   seconds).
