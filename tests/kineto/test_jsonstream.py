@@ -1,6 +1,7 @@
 """The chunked event scanner against ``json.loads`` on tricky inputs, with chunk boundaries
 everywhere (tiny chunks): strings holding quotes, backslashes and brackets, nested values,
-a header before the array and keys after it, skipped categories counted."""
+a header before the array and keys after it, skipped categories counted (but for
+``record_param_comms`` CPU ops and device<->host copies)."""
 
 from __future__ import annotations
 
@@ -20,8 +21,12 @@ EVENTS = [
     {"ph": "M", "name": "thread_name", "tid": 5, "args": {"name": "pt_autograd_0 \"q\""}},
     {"ph": "X", "cat": "user_annotation", "name": "## forward ##", "ts": 5, "dur": 1,
      "args": {"cat": "cpu_op"}},
+    {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD (Device -> Device)", "ts": 6,
+     "dur": 1, "args": {"correlation": 8, "stream": 7}},
+    {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoH (Device -> Pinned)", "ts": 7,
+     "dur": 1, "args": {"correlation": 9, "stream": 60}},
 ]
-KEPT = [0, 2, 4, 5]
+KEPT = [0, 2, 4, 5, 7]
 
 
 @pytest.mark.parametrize("chunk", [3, 17, 64, 1 << 20])
@@ -43,7 +48,7 @@ def test_events_match_json_loads(chunk: int, indent: int | None,
     assert index == KEPT
     assert got == [json.loads(data)["traceEvents"][i] for i in KEPT]
     skipped = sum((b.skipped for b in batches), start=jsonstream.Counter())
-    assert skipped == {"cpu_op": 1, "ac2g": 1}
+    assert skipped == {"cpu_op": 1, "ac2g": 1, "gpu_memcpy": 1}
     assert sum(b.count for b in batches) == len(EVENTS)
 
 
@@ -81,5 +86,5 @@ def test_second_pass_parses_only_cpu_ops_without_their_args(
     want = [e | ({"args": {}} if isinstance(e.get("args"), dict) else {})
             for e in json.loads(data)["traceEvents"] if e.get("cat") == "cpu_op"]
     assert got == want
-    assert [i for b in batches for i in b.index.tolist()] == [1, 2, 6, 7, 8]
+    assert [i for b in batches for i in b.index.tolist()] == [1, 2, 8, 9, 10]
     assert sum(b.count for b in batches) == len(events)

@@ -75,6 +75,9 @@ class ImportReport:
     #: seconds of CPU-timed compute annotations spent in communication (not compute), per
     #: rank (only ranks with some)
     comm_in_compute_s: dict[int, float] = field(default_factory=dict)
+    #: communication calls without NCCL kernels timed on the GPU by their device<->host
+    #: copies, per rank (only ranks with some)
+    copy_timed: dict[int, int] = field(default_factory=dict)
 
     def lines(self) -> list[str]:
         out = [f"read {self.files} rank file(s); workers from ranks "
@@ -95,6 +98,12 @@ class ImportReport:
                        f": {sum(self.comm_in_compute_s.values()) * 1e3:,.3f} ms in "
                        "communication on its thread (collective calls, waits) not counted "
                        "as compute")
+        if self.copy_timed:
+            out.append(f"communication without NCCL kernels on rank(s) "
+                       f"{_ranges(sorted(self.copy_timed))}: {sum(self.copy_timed.values()):,} "
+                       "calls timed on the GPU by their device<->host copies (CUDA tensors "
+                       "through the host, e.g. gloo): from the end of the copies to the host "
+                       "to the end of the copies back")
         by_shift: dict[float, list[int]] = {}
         for rank, shift in sorted(self.base_shift_s.items()):
             by_shift.setdefault(shift, []).append(rank)
@@ -221,6 +230,8 @@ def assemble(all_ops: list[RankOps], meta: JobMeta, source: str,
             report.segmented_ranks.append(ops.rank)
         if ops.comm_in_compute_us > 0:
             report.comm_in_compute_s[ops.rank] = ops.comm_in_compute_us / 1e6
+        if ops.copy_timed:
+            report.copy_timed[ops.rank] = ops.copy_timed
         code = _resolve_comm(ops, lay, report.counts)
         per[key] = (ops, code)
         with_opt = set(np.unique(ops.step[code == opt]).tolist())

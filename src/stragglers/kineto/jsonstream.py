@@ -5,10 +5,10 @@ with vectorised byte scans (numpy: string quotes, escapes, bracket depth outside
 each event's top-level ``"cat"`` value is read from the bytes, and only the events of the
 categories the importer uses are parsed (``orjson``, all of a chunk at once); the others are
 counted by category without building Python objects (most of a profiler trace: CPU ops,
-flow arrows, memory copies). The incomplete tail of a chunk is carried into the next one.
-Memory stays at a few chunks whatever the file size; any JSON layout works (Kineto's indented
-one, or minified). Events whose category is not used are checked for string and bracket
-structure only.
+flow arrows, memory copies other than device<->host ones). The incomplete tail of a chunk is
+carried into the next one. Memory stays at a few chunks whatever the file size; any JSON
+layout works (Kineto's indented one, or minified). Events whose category is not used are
+checked for string and bracket structure only.
 """
 
 from __future__ import annotations
@@ -24,13 +24,16 @@ import orjson
 CHUNK = 8 << 20
 #: The part of the file before the events array (header keys) may not exceed this.
 MAX_HEADER = 64 << 20
-#: Categories never used by the importer: counted, not parsed (``cpu_op`` is parsed only
-#: for ``record_param_comms``).
+#: Categories never used by the importer: counted, not parsed (except the events of
+#: :data:`PARSE_IF`).
 SKIP_CATEGORIES = frozenset({b"cpu_op", b"ac2g", b"fwdbwd", b"gpu_memcpy", b"gpu_memset",
                              b"gpu_user_annotation", b"python_function", b"Trace",
                              b"overhead", b"cuda_profiler_range", b"cpu_instant_event"})
+#: Events of these skipped categories that hold one of the byte strings are parsed all the
+#: same: ``record_param_comms`` CPU ops, device<->host memory copies.
+PARSE_IF: dict[bytes, tuple[bytes, ...]] = {b"cpu_op": (b"record_param_comms",),
+                                            b"gpu_memcpy": (b"DtoH", b"HtoD")}
 _CAT = b'"cat"'
-_RPC = b"record_param_comms"
 _ARGS = b'"args"'
 _WIDTH = 24
 
@@ -173,12 +176,15 @@ def _scan(buf: bytes, n0: int, only: frozenset[bytes] | None = None
         skip_name = np.array([nm in SKIP_CATEGORIES for nm in names.tolist()], bool)
         skip = skip_name[inv]
         if only is None and skip.any():
-            rpc = np.zeros(n, bool)
-            hits = _find_all(b[:last], _RPC)
-            if hits.size:
-                rpc[np.searchsorted(starts, hits, "right") - 1] = True
-            is_cpu = np.array([nm == b"cpu_op" for nm in names.tolist()], bool)[inv]
-            skip &= ~(is_cpu & rpc[owner])
+            for category, patterns in PARSE_IF.items():
+                of_cat = np.array([nm == category for nm in names.tolist()], bool)[inv]
+                if not (skip & of_cat).any():
+                    continue
+                hit = np.zeros(n, bool)
+                for pattern in patterns:
+                    at = np.searchsorted(starts, _find_all(b[:last], pattern), "right") - 1
+                    hit[at[at >= 0]] = True
+                skip &= ~(of_cat & hit[owner])
             keep[owner[skip]] = False
             for code, count in zip(*np.unique(inv[skip], return_counts=True), strict=True):
                 skipped[names[code].decode("utf-8", "replace")] += int(count)

@@ -12,7 +12,11 @@ Rules (the mapping table of docs/guides/kineto.md):
   ``nccl:*`` range inside it, else its kernel, gives the collective name when it lacks one),
   each backend range (``nccl:*``, ``gloo:*``) outside one, and each NCCL kernel launched
   outside both; its time is the span of its kernels (else the CPU range); its type is decided
-  job-wide (:mod:`stragglers.kineto.assemble`) from the collective, the group and the peer. A
+  job-wide (:mod:`stragglers.kineto.assemble`) from the collective, the group and the peer.
+  A call without NCCL kernels whose data lives on the GPU (gloo with CUDA tensors: it has
+  device<->host copies, :func:`_copies_of_calls`) is timed on the GPU clock from its data:
+  from the end of its copies to the host (or its CPU start, if later) to the end of its
+  copies back (or its CPU end, without any). A
   ``record_param_comms`` named ``wait``, or naming no collective and launching no kernel, is
   a wait, not communication: counted, not an op;
 * an all-to-all launched inside a forward/backward annotation (extension E2) is an op of its
@@ -40,7 +44,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from stragglers.kineto.reader import COMM_CODE, COMPUTE_LIKE, Group, RankEvents
+from stragglers.kineto.reader import COMM_CODE, COMPUTE_LIKE, DTOH, HTOD, Group, RankEvents
 from stragglers.trace import schema
 
 COMM_OPTYPE_CODES = np.array([schema.OPTYPE_CODE[t] for t in schema.OPTYPES
@@ -82,6 +86,9 @@ class RankOps:
     base_ns: int | None = None
     #: microseconds of CPU-timed compute annotations spent in communication (not compute)
     comm_in_compute_us: float = 0.0
+    #: communication calls without NCCL kernels timed on the GPU by their device<->host
+    #: copies (gloo with CUDA tensors)
+    copy_timed: int = 0
 
     @classmethod
     def skipped_rank(cls, ev: RankEvents) -> RankOps:
@@ -240,6 +247,79 @@ def _thread_comm_cover(ev: RankEvents, tid: int) -> tuple[np.ndarray, np.ndarray
     return _union(np.r_[comm_s, start], np.r_[comm_e, np.minimum(g_e[best], e_e)])
 
 
+def _call_of(c_ts: np.ndarray, c_end: np.ndarray, c_tid: np.ndarray, launch: np.ndarray,
+             tid: np.ndarray) -> np.ndarray:
+    """For each launch (time ``launch`` on thread ``tid``): the call it was made inside (the
+    latest call of that thread started before it, when it has not ended), or -1."""
+    owner = np.full(launch.size, -1)
+    for t in np.unique(tid).tolist() if launch.size else []:  # one pass per thread: a handful
+        cs = np.flatnonzero(c_tid == t)
+        if not cs.size:
+            continue
+        cs = cs[np.argsort(c_ts[cs])]
+        sel = np.flatnonzero(tid == t)
+        i = np.searchsorted(c_ts[cs], launch[sel], "right") - 1
+        ok = (i >= 0) & (launch[sel] <= c_end[cs[np.clip(i, 0, None)]])
+        owner[sel[ok]] = cs[np.clip(i, 0, None)][ok]
+    return owner
+
+
+def _copies_of_calls(ev: RankEvents, rc: np.ndarray, rts: np.ndarray, rtid: np.ndarray,
+                     c_ts: np.ndarray, c_end: np.ndarray, c_tid: np.ndarray,
+                     counts: Counter[str]) -> np.ndarray:
+    """The communication call of each device<->host copy of the file (-1: none, -2: no
+    launch record) (``rc``, ``rts``, ``rtid``: the runtime launches sorted by correlation
+    id). A copy launched inside a call on the call's thread is that call's (gloo copies a
+    collective's result back to the GPU on its worker thread, inside the ``gloo:*`` range).
+    A device-to-host copy launched elsewhere (gloo's copy of the input to the host is launched
+    by the caller, e.g. DDP's ``c10d::allreduce_`` on the autograd thread, before the worker
+    thread runs the collective) is the call of the next copy launched inside a call on the
+    same stream, in GPU order (gloo takes a fresh stream per collective and copies in and out
+    on it), when it was launched before that call ended. Vectorised over the copies."""
+    n = ev.m_corr.size
+    if not n:
+        return np.zeros(0, np.int64)
+    j = np.clip(np.searchsorted(rc, ev.m_corr), 0, max(rc.size - 1, 0))
+    linked = (rc[j] == ev.m_corr) if rc.size else np.zeros(n, bool)
+    if (~linked).any():
+        counts["gpu_memcpy events without a CUDA launch record (not used)"] += int(
+            (~linked).sum())
+    launch = np.where(linked, rts[j] if rc.size else 0.0, np.nan)
+    tid = np.where(linked, rtid[j] if rc.size else -1, -1)
+    call = np.where(linked, _call_of(c_ts, c_end, c_tid, launch, tid), -2)
+    # device-to-host copies launched outside a call: the call of the next owned copy of
+    # their stream
+    order = np.lexsort((ev.m_ts, ev.m_stream))
+    own = call[order]
+    pos = np.where(own >= 0, np.arange(n), n)
+    nxt = np.minimum.accumulate(pos[::-1])[::-1]  # the next owned copy (n: none)
+    nc = np.clip(nxt, 0, n - 1)
+    nxt_call = own[nc]
+    ok = (nxt < n) & (ev.m_stream[order][nc] == ev.m_stream[order]) & (own == -1) \
+        & (ev.m_dir[order] == DTOH)
+    ok &= launch[order] <= c_end[np.clip(nxt_call, 0, None)]
+    call[order[ok]] = nxt_call[ok]
+    return call
+
+
+def _copy_times(m_call: np.ndarray, m_end: np.ndarray, m_dir: np.ndarray,
+                n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per call (``n``): the latest end of its device-to-host copies (its data is ready on the
+    host: it arrives), of its host-to-device copies (the result is back on the GPU: it
+    ends), NaN where it has none, and whether it has any copy."""
+    has = np.zeros(n, bool)
+    got = m_call >= 0
+    has[m_call[got]] = True
+    ready = np.full(n, -np.inf)
+    back = np.full(n, -np.inf)
+    d, h = got & (m_dir == DTOH), got & (m_dir == HTOD)
+    np.maximum.at(ready, m_call[d], m_end[d])
+    np.maximum.at(back, m_call[h], m_end[h])
+    ready[~np.isfinite(ready)] = np.nan
+    back[~np.isfinite(back)] = np.nan
+    return ready, back, has
+
+
 def _inside(lo_t: np.ndarray, hi_t: np.ndarray, t: np.ndarray) -> np.ndarray:
     """Mask of times ``t`` inside any of the intervals [lo, hi]."""
     if not lo_t.size or not t.size:
@@ -311,6 +391,8 @@ def rank_ops(ev: RankEvents) -> RankOps:
         if cat == "cpu_op" and ev.cpu_read:
             counts["cpu_op events (not ops; in CPU-only traces those of the compute ranges' "
                    "threads time them)"] += n
+        elif cat == "gpu_memcpy":
+            counts["gpu_memcpy events other than device<->host copies"] += n
         else:
             counts[f"{cat} events (a category the importer does not use)"] += n
     n_names = sum(ev.names_unmatched.values())
@@ -393,16 +475,7 @@ def rank_ops(ev: RankEvents) -> RankOps:
     mk = m_sel
     mk_absorbed = inside_comm_annotation(k_launch[mk])
     mk = mk[~mk_absorbed]
-    owner = np.full(mk.size, -1)
-    for tid in np.unique(k_tid[mk]) if mk.size else []:
-        cs = np.flatnonzero(c_tid == tid)
-        if not cs.size:
-            continue
-        cs = cs[np.argsort(c_ts[cs])]
-        sel = np.flatnonzero(k_tid[mk] == tid)
-        i = np.searchsorted(c_ts[cs], k_launch[mk][sel], "right") - 1
-        ok = (i >= 0) & (k_launch[mk][sel] <= c_end[cs[np.clip(i, 0, None)]])
-        owner[sel[ok]] = cs[np.clip(i, 0, None)][ok]
+    owner = _call_of(c_ts, c_end, c_tid, k_launch[mk], k_tid[mk])
     got = owner >= 0
     c_kind = cc_kind[cci].astype(np.int8)  # -1: no collective name yet
     c_kernel = np.zeros(cci.size, bool)  # the call launched NCCL kernels
@@ -440,8 +513,23 @@ def rank_ops(ev: RankEvents) -> RankOps:
         counts["record_param_comms calls naming no collective and launching no kernel "
                "(e.g. work waits; not communication)"] += int(c_bare.sum())
     c_kind = np.where(c_kind < 0, COMM_CODE["other"], c_kind).astype(np.int8)
+    # a call without NCCL kernels whose data lives on the GPU (gloo with CUDA tensors): timed
+    # on the GPU by its device<->host copies
+    m_call = _copies_of_calls(ev, rc, rts, rtid, c_ts, c_end, c_tid, counts)
+    by_copies = np.zeros(cci.size, bool)
+    if m_call.size:
+        by_copies = ~c_kernel & ~c_wait & ~c_bare
+        start_m, end_m, has_m = _copy_times(m_call, ev.m_end, ev.m_dir, cci.size)
+        by_copies &= has_m
+        c_stop = np.where(by_copies, np.where(np.isnan(end_m), c_end, end_m), c_stop)
+        c_start = np.where(by_copies, np.minimum(np.fmax(c_ts, start_m), c_stop), c_start)
+        used = (m_call >= 0) & by_copies[np.clip(m_call, 0, None)]
+        n_unused = int(((m_call > -2) & ~used).sum())
+        if n_unused:
+            counts["gpu_memcpy events (device<->host copies not of a communication call "
+                   "without an NCCL kernel: not used)"] += n_unused
     if has_gpu:
-        n_no = int((~c_kernel & ~c_wait & ~c_bare).sum())
+        n_no = int((~c_kernel & ~c_wait & ~c_bare & ~by_copies).sum())
         if n_no:
             counts["communication calls without an NCCL kernel (CPU time used)"] += n_no
     lone = mk[~got]
@@ -558,4 +646,5 @@ def rank_ops(ev: RankEvents) -> RankOps:
         groups=ev.groups, steps=np.sort(ev.step_n), counts=counts, segmented=segmented,
         a2a_in_compute=in_compute[keep_op], seq=seq[keep_op].astype(np.int64),
         msg=msg[keep_op].astype(np.int64), base_ns=ev.base_ns,
-        comm_in_compute_us=comm_in_compute)
+        comm_in_compute_us=comm_in_compute,
+        copy_timed=int(by_copies[keep_op[n_a:n_a + n_c]].sum()))

@@ -12,6 +12,10 @@ what the importer uses is kept, as typed arrays (8 bytes per number). What is ke
   backend annotations (``nccl:all_reduce``, ``gloo:recv``, ...);
 * GPU kernels (NCCL ones with their collective and group), and the CUDA runtime launches
   (correlation id → CPU time and thread) that tie each kernel to the CPU;
+* device↔host memory copies (``gpu_memcpy`` named ``DtoH`` / ``HtoD``: time, stream,
+  correlation id): a collective without NCCL kernels on CUDA tensors (gloo) copies its data
+  through the host, and is timed by them (:mod:`stragglers.kineto.rankops`); other copies
+  (device to device, ...) are counted;
 * thread names (the autograd thread tells backward from forward);
 * in a file without GPU kernels whose compute annotations overlap a communication call, a
   second pass reads the CPU ops of the threads that run those annotations (their
@@ -63,6 +67,9 @@ COMM_KINDS: tuple[str, ...] = (
     "alltoall", "barrier", "reduce", "gather", "scatter", "other", "wait",
 )
 COMM_CODE = {k: i for i, k in enumerate(COMM_KINDS)}
+#: Directions of the memory copies kept (``gpu_memcpy`` events named ``Memcpy DtoH ...`` /
+#: ``Memcpy HtoD ...``; the others are counted, not kept).
+DTOH, HTOD = 1, 2
 #: Optypes timed as compute (by their compute kernels, else their CPU range less the time
 #: their thread spends in communication).
 COMPUTE_LIKE = frozenset({schema.FORWARD_COMPUTE, schema.BACKWARD_COMPUTE, schema.OPTIMIZER,
@@ -151,6 +158,12 @@ class RankEvents:
     k_peer: np.ndarray
     k_idx: np.ndarray
     groups: list[Group]
+    # device-to-host (DTOH) and host-to-device (HTOD) memory copies on the GPU
+    m_corr: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    m_ts: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    m_end: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    m_dir: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int8))
+    m_stream: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     ignored: Counter[str] = field(default_factory=Counter)
     names_unmatched: Counter[str] = field(default_factory=Counter)
     skipped: bool = False  # a collapsed (TP/CP) rank: only its header was read
@@ -239,6 +252,7 @@ class _Reader:
         self.rt = _Cols({"corr": "q", "ts": "d", "tid": "q"})
         self.k = _Cols({"corr": "q", "ts": "d", "end": "d", "kind": "b", "group": "q",
                         "peer": "q", "idx": "q"})
+        self.m = _Cols({"corr": "q", "ts": "d", "end": "d", "dir": "b", "stream": "q"})
         # bound appends of the hot columns (runtime launches and kernels)
         self.rt_corr, self.rt_ts, self.rt_tid = (self.rt.cols[k].append
                                                  for k in ("corr", "ts", "tid"))
@@ -328,6 +342,23 @@ class _Reader:
             self.rt_tid(tid)
             return
         name: Any = ev.get("name")
+        if cat == "gpu_memcpy":
+            if type(name) is not str:
+                self._bad(ev, i, ("name", name, str))
+            direction = DTOH if "DtoH" in name else HTOD if "HtoD" in name else 0
+            if not direction:
+                self.ignored[cat] += 1
+                return
+            args = ev.get("args")
+            ts, dur = ev.get("ts"), ev.get("dur")
+            corr = args.get("correlation") if type(args) is dict else None
+            stream = args.get("stream", ev.get("tid")) if type(args) is dict else None
+            if type(corr) is not int or type(stream) is not int or not _finite(ts) \
+                    or not _finite(dur):
+                self._bad(ev, i, ("args", args, dict), ("args.correlation", corr, int),
+                          ("args.stream", stream, int), ("ts", ts, float), ("dur", dur, float))
+            self.m.add(corr=corr, ts=ts, end=ts + dur, dir=direction, stream=stream)
+            return
         if cat == "kernel":
             args = ev.get("args")
             ts, dur = ev.get("ts"), ev.get("dur")
@@ -587,7 +618,7 @@ def read_rank_file(path: str | Path, patterns: Patterns,
     if not skipped and reader.n == 0:
         raise InputError(f"{p}: field 'traceEvents' missing or empty: not a profiler trace")
     groups = [g for g, _ in sorted(reader.groups.items(), key=lambda kv: kv[1])]
-    s, a, c, r, k = reader.steps, reader.ann, reader.cc, reader.rt, reader.k
+    s, a, c, r, k, m = reader.steps, reader.ann, reader.cc, reader.rt, reader.k, reader.m
     out = RankEvents(
         path=str(p), rank=rank, world_size=world,
         host=host if isinstance(host, str) else None,
@@ -601,7 +632,9 @@ def read_rank_file(path: str | Path, patterns: Patterns,
         rt_corr=r.np("corr"), rt_ts=r.np("ts"), rt_tid=r.np("tid"),
         k_corr=k.np("corr"), k_ts=k.np("ts"), k_end=k.np("end"),
         k_kind=k.np("kind").astype(np.int8), k_group=k.np("group"), k_peer=k.np("peer"),
-        k_idx=k.np("idx"), groups=groups, ignored=reader.ignored,
+        k_idx=k.np("idx"), groups=groups,
+        m_corr=m.np("corr"), m_ts=m.np("ts"), m_end=m.np("end"),
+        m_dir=m.np("dir").astype(np.int8), m_stream=m.np("stream"), ignored=reader.ignored,
         names_unmatched=reader.unmatched, skipped=skipped,
         base_ns=_base_ns(base, str(p)),
     )
