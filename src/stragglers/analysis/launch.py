@@ -17,7 +17,7 @@ from types import MappingProxyType
 import numpy as np
 
 from stragglers.analysis.engine import WhatIfEngine
-from stragglers.analysis.healthy import slow_beyond_noise
+from stragglers.analysis.healthy import blame_beyond_noise
 from stragglers.analysis.workers import Worker
 from stragglers.sim import simulate
 from stragglers.sim.simulator import BATCH_BYTES
@@ -76,8 +76,10 @@ class LaunchAttribution:
     step_start: np.ndarray | None = None
 
     def stands_out(self, kind: str, key: str) -> bool:
-        """Whether a group's own host time per step exceeds its peers' beyond the noise (a
-        paired one-sided t-test over the steps, as S_h's): a worker against its stage's other
+        """Whether a group's own host time per step exceeds its peers' beyond the noise, as a
+        blamed worker's work must (:func:`~stragglers.analysis.healthy.blame_beyond_noise`:
+        a paired one-sided t-test over the steps and at least the peers' step-to-step
+        spread): a worker against its stage's other
         DP ranks, a DP rank against the others, a stage against the others. True where there
         are no peers (one worker, or one step)."""
         h = self.host_seconds
@@ -86,12 +88,12 @@ class LaunchAttribution:
             d, s = (int(x) for x in key.split(","))
             if dp < 2:
                 return self.stands_out("stage", str(s))
-            return bool(slow_beyond_noise(h[:, s][None])[0, d]) if ns > 1 else True
+            return bool(blame_beyond_noise(h[:, s][None])[0, d]) if ns > 1 else True
         if kind == "dp_rank":
-            return bool(slow_beyond_noise(h.sum(axis=1)[None])[0, int(key)]) if (
+            return bool(blame_beyond_noise(h.sum(axis=1)[None])[0, int(key)]) if (
                 dp > 1 and ns > 1) else True
         if kind == "stage":
-            return bool(slow_beyond_noise(h.sum(axis=0)[None])[0, int(key)]) if (
+            return bool(blame_beyond_noise(h.sum(axis=0)[None])[0, int(key)]) if (
                 pp > 1 and ns > 1) else True
         return True
 

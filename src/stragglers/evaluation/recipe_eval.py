@@ -29,6 +29,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -61,6 +62,12 @@ CONFIDENT = 0.8
 HEALTHY_LIMIT = 0.5
 #: The longest one training run may take (seconds) before it is killed and reported.
 RUN_TIMEOUT = 900
+#: Each run's run-queue waits per rank (:class:`SchedSampler`), beside its log.
+SCHED_FILE = "run-queue.json"
+#: A rank whose training thread waited on the run queue this share of the recorded steps'
+#: time more than every other rank's was slowed by the machine: a straggler of its own
+#: (by the verdict's threshold, 1.1: at least 10% slower), whatever was injected.
+CONTENTION = 0.10
 #: The folder the snippets are read from, relative to the current folder.
 SNIPPETS = Path("docs") / "snippets"
 #: The environment variables of the snippets' injections: never inherited by a run.
@@ -215,6 +222,11 @@ class RecipeRow:
     leading: str | None = None
     leading_workers: tuple[str, ...] = ()
     summary: str = ""
+    #: The worker of the rank the machine slowed (its training thread waited on the run
+    #: queue :data:`CONTENTION` of the recorded steps' time more than the other's), or None;
+    #: ``run_queue``: each rank's share of that time spent waiting (None: not measured).
+    contended: str | None = None
+    run_queue: dict[str, float] | None = None
 
     @property
     def slowed(self) -> bool:
@@ -257,9 +269,12 @@ class RecipeRow:
 
     @property
     def healthy_blame(self) -> bool | None:
-        """Healthy runs: a worker named with confidence ≥ :data:`HEALTHY_LIMIT`."""
+        """Healthy runs: a worker named with confidence ≥ :data:`HEALTHY_LIMIT`, other than
+        the one the machine slowed (naming that one first is right: it was a straggler)."""
         if self.slowed:
             return None
+        if self.contended is not None and self.workers[:1] == (self.contended,):
+            return False
         return self.names_worker and self.confidence >= HEALTHY_LIMIT
 
     @property
@@ -295,6 +310,7 @@ def row_of(case: RunCase, result: AnalysisResult, hog: int, wall_s: float | None
     from stragglers.analysis.result import summary
 
     v = result.verdict
+    cont = contention(Path(run_dir))
     return RecipeRow(
         name=case.name, recipe=case.recipe, condition=case.condition, index=case.index,
         cause=v.cause.value, workers=tuple(w.key for w in v.workers),
@@ -304,7 +320,9 @@ def row_of(case: RunCase, result: AnalysisResult, hog: int, wall_s: float | None
         wall_s=wall_s, load_1m=load_1m, run_dir=run_dir, evidence=tuple(v.evidence),
         leading=None if v.leading is None else v.leading.cause.value,
         leading_workers=() if v.leading is None else tuple(w.key for w in v.leading.workers),
-        summary=summary(result))
+        summary=summary(result),
+        contended=None if cont is None or cont["rank"] is None else f"{cont['rank']},0",
+        run_queue=None if cont is None else {k: round(x, 4) for k, x in cont["share"].items()})
 
 
 def score_run(case: RunCase, run_dir: Path, config: VerdictConfig, hog: int,
@@ -401,8 +419,9 @@ def targets(rows: Iterable[RecipeRow]) -> list[Target]:
                f"{CONFIDENT}", len(slowed), sum(bool(r.late_first_confident) for r in slowed)),
         Target(f"slowed runs: the rank that only waits ({WAITER}) never blamed", len(slowed),
                sum(not r.waiter_blamed for r in slowed)),
-        Target(f"healthy runs: no worker named with confidence >= {HEALTHY_LIMIT}",
-               len(healthy), sum(not r.healthy_blame for r in healthy)),
+        Target(f"healthy runs: no worker named with confidence >= {HEALTHY_LIMIT} (but the "
+               "rank the machine slowed)", len(healthy),
+               sum(not r.healthy_blame for r in healthy)),
     ]
 
 
@@ -435,8 +454,9 @@ def format_report(rows: Sequence[RecipeRow], with_misses: bool = True) -> str:
     """The table, every run, the targets and (``with_misses``) the summary of each run that
     misses a target, as markdown."""
     out = [format_table(rows), "",
-           "| run | verdict | conf | S | S_h | discrepancy | trustworthy | load | wall s |",
-           "|" + " --- |" * 9]
+           "| run | verdict | conf | S | S_h | discrepancy | trustworthy | run queue 0 / 1 "
+           "| load | wall s |",
+           "|" + " --- |" * 10]
     for r in rows:
         verdict = r.cause + (f" [{' '.join(r.workers[:3])}]" if r.workers else "")
         if r.leading is not None:
@@ -444,10 +464,14 @@ def format_report(rows: Sequence[RecipeRow], with_misses: bool = True) -> str:
                 f" [{' '.join(r.leading_workers[:3])}]" if r.leading_workers else "") + ")"
         load = "-" if r.load_1m is None else f"{r.load_1m:.1f}"
         wall = "-" if r.wall_s is None else f"{r.wall_s:.0f}"
+        rq = "-" if r.run_queue is None else " / ".join(
+            f"{100 * r.run_queue.get(k, float('nan')):.0f}%" for k in ("0", "1"))
+        if r.contended is not None:
+            rq += f" (machine slowed {r.contended})"
         out.append(f"| {r.name}{' (MISS)' if r.misses else ''} | {verdict} | "
                    f"{r.confidence:.2f} | {r.slowdown:.3f} | {r.slowdown_healthy:.3f} | "
-                   f"{r.discrepancy:.3f} | {'yes' if r.trustworthy else 'no'} | {load} | "
-                   f"{wall} |")
+                   f"{r.discrepancy:.3f} | {'yes' if r.trustworthy else 'no'} | {rq} | "
+                   f"{load} | {wall} |")
     loads = [r.load_1m for r in rows if r.load_1m is not None]
     hogs = sorted({r.hog for r in rows})
     out += ["", f"runs: {len(rows)}; 1-minute load average at the runs' start: "
@@ -456,6 +480,13 @@ def format_report(rows: Sequence[RecipeRow], with_misses: bool = True) -> str:
             + f"; CPU hog processes: {', '.join(map(str, hogs)) or '-'}", ""]
     out += [f"- [{'x' if t.holds else ' '}] {t.text}: {_pct(t.met, t.runs)}"
             for t in targets(rows)]
+    slowed_by_machine = [r for r in rows if not r.slowed and r.contended is not None]
+    if slowed_by_machine:
+        named = sum(r.workers[:1] == (r.contended,) for r in slowed_by_machine)
+        out.append(f"- healthy runs in which the machine slowed a rank (its training thread "
+                   f"waited on the run queue >= {CONTENTION:.0%} of the steps' time more than "
+                   f"the other's): {len(slowed_by_machine)}; that rank named first: {named} "
+                   "(counted as right)")
     missed = [r for r in rows if r.misses]
     if with_misses and missed:
         out += ["", f"Runs that miss a target ({len(missed)}), as `stragglers analyze` "
@@ -515,6 +546,127 @@ def _fresh(run_dir: Path) -> None:
     shutil.rmtree(run_dir)
 
 
+class SchedSampler:
+    """Independent truth about CPU contention: how long each rank's training thread (its
+    process's main thread) waited on a run queue — runnable, not running
+    (``/proc/PID/schedstat``, second field) — sampled every ``period`` s over the processes
+    of one run (its first process and every descendant). A process's rank is its
+    environment's ``RANK``, else ``LOCAL_RANK`` (one node); the run's first process is rank 0
+    for a recipe started with ``python`` (Lightning's), the launcher for torchrun.
+    ``series``: ``(CLOCK_MONOTONIC seconds, {rank: waited seconds})`` per sample, on the
+    clock the probes stamp their spans with. Linux only; without ``/proc`` it is empty."""
+
+    def __init__(self, root: int, root_rank: int | None, period: float = 0.2) -> None:
+        self.root, self.root_rank, self.period = root, root_rank, period
+        self._rank: dict[int, int | None] = {}
+        self.series: list[tuple[float, dict[int, float]]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> SchedSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _rank_of(self, pid: int) -> int | None:
+        if pid not in self._rank:
+            rank = self.root_rank if pid == self.root else None
+            try:
+                env = dict(item.split(b"=", 1) for item in
+                           Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+                           if b"=" in item)
+                for key in (b"LOCAL_RANK", b"RANK"):  # RANK wins where both are set
+                    if key in env:
+                        rank = int(env[key])
+            except (OSError, ValueError):
+                pass
+            self._rank[pid] = rank
+        return self._rank[pid]
+
+    def _processes(self) -> list[int]:
+        """The run's first process and every process descended from it."""
+        parent: dict[int, int] = {}
+        for entry in os.scandir("/proc"):
+            if entry.name.isdigit():
+                try:
+                    stat = Path(f"/proc/{entry.name}/stat").read_text()
+                    parent[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+                except (OSError, ValueError, IndexError):
+                    continue
+        out, frontier = [self.root], [self.root]
+        while frontier:
+            frontier = [p for p, pp in parent.items() if pp in frontier]
+            out += frontier
+        return out
+
+    def _sample(self) -> None:
+        now = time.monotonic()
+        waited: dict[int, float] = {}
+        for pid in self._processes():
+            rank = self._rank_of(pid)
+            if rank is None:
+                continue
+            try:
+                waited[rank] = int(Path(f"/proc/{pid}/schedstat").read_text().split()[1]) / 1e9
+            except (OSError, ValueError, IndexError):
+                continue
+        if waited:
+            self.series.append((now, waited))
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._sample()
+            self._stop.wait(self.period)
+
+
+def _spans_window(run_dir: Path) -> tuple[float, float] | None:
+    """The recorded steps' first span start and last span end (CLOCK_MONOTONIC seconds) from
+    the probe's rank files under ``run_dir``, or None without them."""
+    lo, hi = float("inf"), float("-inf")
+    for f in run_dir.rglob("rank-*.jsonl"):
+        with open(f) as fh:
+            for line in fh:
+                if '"kind": "span"' not in line:
+                    continue
+                try:
+                    rec = json.loads(line)
+                    lo, hi = min(lo, float(rec["start"])), max(hi, float(rec["end"]))
+                except (ValueError, KeyError, TypeError):
+                    continue
+    return (lo, hi) if lo < hi else None
+
+
+def contention(run_dir: Path) -> dict[str, Any] | None:
+    """From a run's :data:`SCHED_FILE` and its probe files: over the recorded steps, each
+    rank's training thread's run-queue wait as a share of the window (``share``), and the
+    rank that waited more than every other by :data:`CONTENTION` of the window or more
+    (``rank``, else None). None when either file is missing."""
+    path = run_dir / SCHED_FILE
+    window = _spans_window(run_dir)
+    if not path.is_file() or window is None:
+        return None
+    series = json.loads(path.read_text()).get("series", [])
+    lo, hi = window
+
+    if not series:
+        return None
+    # The samples around the window: the latest at or before its start, the earliest at or
+    # after its end (a sampling period of extra time at most on each side).
+    start = next((w for ts, w in reversed(series) if ts <= lo), series[0][1])
+    end = next((w for ts, w in series if ts >= hi), series[-1][1])
+    share = {r: (end[r] - start.get(r, 0.0)) / (hi - lo) for r in end}
+    rank = None
+    if len(share) > 1:
+        top = max(share, key=lambda r: share[r])
+        others = max(v for r, v in share.items() if r != top)
+        if share[top] - others >= CONTENTION:
+            rank = top
+    return {"window_s": hi - lo, "share": share, "rank": rank}
+
+
 def run_one(case: RunCase, run_dir: Path, hog: int,
             timeout: float = RUN_TIMEOUT) -> tuple[int | None, float, float, str]:
     """Run one case into ``run_dir`` (``hog`` busy loops beside it); returns the exit code
@@ -530,17 +682,22 @@ def run_one(case: RunCase, run_dir: Path, hog: int,
         proc = subprocess.Popen(recipe.argv(run_dir), env=run_env(condition),
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, start_new_session=True)
-        try:
-            output, _ = proc.communicate(timeout=timeout)
-            code = proc.returncode
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)  # the run's own session: its workers too
-            output, _ = proc.communicate()
-            code = None
+        with SchedSampler(proc.pid, 0 if recipe.launcher == "python" else None) as sched:
+            try:
+                output, _ = proc.communicate(timeout=timeout)
+                code = proc.returncode
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)  # the run's own session: its workers too
+                output, _ = proc.communicate()
+                code = None
     wall = time.perf_counter() - t0
     run_dir.mkdir(parents=True, exist_ok=True)
     write_text(run_dir / LOG_FILE, f"$ {condition.shown()} {recipe.shown(str(run_dir))}\n"
                f"# exit {code}, {wall:.1f} s, load {load:.2f}\n{output}")
+    waited = {"clock": "CLOCK_MONOTONIC",
+              "series": [[round(t, 4), {str(r): round(x, 5) for r, x in sorted(w.items())}]
+                         for t, w in sched.series]}
+    write_text(run_dir / SCHED_FILE, json.dumps(waited) + "\n")
     return code, wall, load, output
 
 
