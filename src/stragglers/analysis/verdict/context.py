@@ -333,6 +333,23 @@ class VerdictContext:
             dropped_steady=int((kept & ~pause).sum()), steady_workers=steady_w)
 
     @cached_property
+    def pause_blamed(self) -> tuple[Worker, ...]:
+        """The workers hit by pauses (most excess first) whose pause time per step exceeds
+        their DP peers' beyond the noise (:func:`~stragglers.analysis.healthy.
+        blame_beyond_noise`): sporadic stalls that hit every worker alike (uncoordinated GC,
+        a loaded machine) blame nobody. With one DP rank every worker hit."""
+        pz = self.pauses
+        if self.dp < 2 or self.engine.n_steps < 2 or pz.count == 0:
+            return pz.workers
+        c = pz.nodes
+        vc = self.engine.derived.value[c].astype(np.float64)
+        excess = np.where(pz.pause, vc - pz.typical[:, :, None], 0.0)
+        per_step = np.zeros((self.pp, self.dp, self.engine.n_steps))
+        np.add.at(per_step, self.engine.table.node_stage[c], excess)
+        out = blame_beyond_noise(per_step).T  # (dp, pp)
+        return tuple(w for w in pz.workers if out[w.dp_rank, w.stage])
+
+    @cached_property
     def pause_whatif(self) -> Characterisation | None:
         """M of the pauses: rem cuts them back to their worker's typical time; add puts only
         them (their original values) into the ideal timeline. None without pauses."""
