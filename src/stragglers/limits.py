@@ -78,6 +78,8 @@ LIMITS: dict[str, Limit] = {lim.name: lim for lim in (
     Limit("kineto_bytes", 16 * 2**30, "bytes of one uncompressed profiler trace (import kineto)"),
     Limit("kineto_events", 100_000_000, "events of one profiler trace (import kineto)"),
     Limit("kineto_files", 65_536, "rank files of one profiler trace folder (import kineto)"),
+    Limit("kineto_event_bytes", 8 * 2**20, "bytes of one event of a profiler trace, or of "
+          "its keys before or after the events array (import kineto)"),
     Limit("fleet_jobs", 1_000_000, "jobs of a fleet study or a synthetic fleet"),
     Limit("records_bytes", 8 * 2**20, "bytes of one batch of records posted to "
           "`stragglers serve`"),

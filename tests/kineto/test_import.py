@@ -202,15 +202,19 @@ def test_missing_step_on_one_rank_is_named(tmp_path: Path,
     (lambda b: b[: len(b) // 2], "ends inside the traceEvents array (truncated?)"),
     (lambda b: b.replace(b'"traceEvents": [', b'"traceEvents": 5, "x": [', 1),
      "field 'traceEvents' missing"),
-    (lambda b: b"\xff\xfe" + b, "not valid JSON near traceEvents[0]"),
+    (lambda b: b"\xff\xfe" + b, "bytes that are not UTF-8 (byte 0: invalid start byte) "
+     "before the traceEvents array"),
+    (lambda b: b.replace(b'{"schemaVersion": 1,', b'{"schemaVersion": 1 2,', 1),
+     "not valid JSON (Expecting ',' delimiter at character 20) before the traceEvents "
+     "array"),
     (lambda b: b[: b.index(b'"traceName"')],
      "not a complete JSON file: it ends after the traceEvents array (truncated?)"),
     (lambda b: b.replace(b'"traceName"', b'"baseTimeNanoseconds": "1e18", "traceName"'),
      "field 'baseTimeNanoseconds' must be a non-negative integer, got '1e18'"),
     (lambda b: b.replace(b'{"schemaVersion": 1,', b'{"baseTimeNanoseconds": -5,', 1),
      "field 'baseTimeNanoseconds' must be a non-negative integer, got -5"),
-], ids=["gzip", "truncated", "no-events", "not-json", "truncated-after-events", "base-string",
-        "base-negative"])
+], ids=["gzip", "truncated", "no-events", "not-utf8", "not-json", "truncated-after-events",
+        "base-string", "base-negative"])
 def test_damaged_files_end_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture,
                                        damage, expect: str) -> None:
     trace, meta = job()

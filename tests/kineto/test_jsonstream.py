@@ -52,10 +52,14 @@ def test_events_match_json_loads(chunk: int, indent: int | None,
     assert sum(b.count for b in batches) == len(EVENTS)
 
 
-def test_scalars_in_the_array_are_parsed_for_the_reader_to_refuse() -> None:
-    data = b'{"traceEvents": [{"ph": "X"}, 5]}'
-    got = [e for b in jsonstream.iter_event_batches(io.BytesIO(data)) for e in b.events]
-    assert got == [{"ph": "X"}, 5]
+@pytest.mark.parametrize("value,kind", [(b"5", "a number"), (b' "x"', "a string"),
+                                        (b"\n [[{}]]", "an array"), (b"null", "null")])
+def test_values_other_than_objects_are_refused_unparsed(value: bytes, kind: str) -> None:
+    data = b'{"traceEvents": [{"ph": "X"}, ' + value + b', {"ph": "X"}]}'
+    with pytest.raises(jsonstream.EventSyntaxError,
+                       match=f"each event must be a JSON object, got {kind}") as exc:
+        list(jsonstream.iter_event_batches(io.BytesIO(data)))
+    assert exc.value.index == 1
 
 
 @pytest.mark.parametrize("data,message", [

@@ -47,6 +47,7 @@ from stragglers.kineto.layout import CLASSES as _CLASSES
 from stragglers.kineto.layout import JobLayout, Position, position
 from stragglers.kineto.rankops import UNRESOLVED, RankOps, base_offsets_us
 from stragglers.kineto.reader import COMM_CODE, COMM_KINDS
+from stragglers.limits import LIMITS, limit
 from stragglers.trace import schema
 from stragglers.trace.io import JobMeta, TraceColumns
 
@@ -285,8 +286,14 @@ def assemble(all_ops: list[RankOps], meta: JobMeta, source: str,
         cols["host"].append(np.full(n, hosts.index(host)))
     c = {k: np.concatenate(v) for k, v in cols.items()}
     start_s = c["start"] * 1e-6
-    dur_s = np.maximum(c["end"] - c["start"], 0.0) * 1e-6
+    span = c["end"] - c["start"]
+    n_neg = int(np.count_nonzero(span < 0))
+    if n_neg:  # the input's durations are not negative (reader): a computed op's pieces
+        report.counts["ops whose computed end precedes their start (written with duration "
+                      "0)"] += n_neg
+    dur_s = np.maximum(span, 0.0) * 1e-6
     _align_clocks(c, start_s, dur_s, hosts, report)
+    _check_times(c, start_s, dur_s, {ops.rank: ops.path for ops, _ in per.values()})
     optype = c["optype"].astype(np.int8)
     worker = c["dp"] * meta.pp_size + c["stage"]
     order = np.lexsort((start_s, optype, c["step"], worker))
@@ -309,6 +316,24 @@ def assemble(all_ops: list[RankOps], meta: JobMeta, source: str,
         mc=mc.astype(np.int16), mb_id=mb.astype(np.int32), gmc=gmc.astype(np.int32),
         source=source)
     return trace.take(order), report
+
+
+def _check_times(c: dict[str, np.ndarray], start_s: np.ndarray, dur_s: np.ndarray,
+                 paths: dict[int, str]) -> None:
+    """The ops' times on the job's clock within the plausibility bounds of a trace
+    (``timestamp_seconds``, ``op_seconds``; the events' own are checked by the reader, but
+    a base time or a clock shift can move them beyond), or an error naming the rank file:
+    such a trace would be refused by the analysis anyway."""
+    for name, bad in (("timestamp_seconds", ~(np.abs(start_s) <= limit("timestamp_seconds"))),
+                      ("op_seconds", ~(dur_s <= limit("op_seconds")))):
+        if bad.any():
+            i = int(np.argmax(bad))
+            lim = LIMITS[name]
+            what = (f"starts at {start_s[i]:.6g} s" if name == "timestamp_seconds" else
+                    f"lasts {dur_s[i]:.6g} s")
+            raise InputError(f"{paths[int(c['rank'][i])]}: an op of step {int(c['step'][i])} "
+                             f"{what} once the files are on one clock, beyond "
+                             f"{limit(name):,} s ({lim.what}; set {lim.env} to raise it)")
 
 
 def _align_clocks(c: dict[str, np.ndarray], start_s: np.ndarray, dur_s: np.ndarray,
