@@ -12,12 +12,16 @@ examples:
   stragglers import kineto traces/ --meta job.yaml --out imported/ --steps 10-19
   stragglers analyze imported/trace.parquet --meta imported/meta.yaml
   stragglers import kineto rank0.json.gz --meta job.yaml --out report/ --partial
+  stragglers import kineto /shared/traces --meta job.yaml --out imported/ \
+      --scheduler tcp://sched:8786
 DIR holds one trace per rank (*.json or *.json.gz, as torch.profiler writes them); the rank
 comes from each file's distributedInfo. META.yaml gives the job's layout (dp_size, pp_size,
 tp_size, ...). Everything not turned into an op is counted and reported. With only some
 ranks traced, --partial writes OUT/partial-report.json: per rank and step compute,
 communication and idle time, each collective's waits among the traced ranks and who arrived
-last (no slowdown S, nothing about ranks not traced).
+last (no slowdown S, nothing about ranks not traced). With --scheduler, each rank file is
+parsed by a worker of that Dask cluster (the workers read the files at the same absolute
+path: a shared file system) and only its ops come back; the result is the same.
 """
 
 
@@ -40,8 +44,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     k.add_argument("--annotations", metavar="FILE",
                    help="YAML {optype: [regex, ...]} replacing the default annotation "
                         "patterns of the types it names")
-    k.add_argument("--jobs", type=positive_int, default=None,
-                   help="rank files parsed in parallel (default: one per CPU core)")
+    where = k.add_mutually_exclusive_group()
+    where.add_argument("--jobs", type=positive_int, default=None,
+                       help="rank files parsed in parallel (default: one per CPU core)")
+    where.add_argument("--scheduler", metavar="ADDRESS",
+                       help="parse the rank files on this Dask cluster (tcp://host:port; "
+                            "the workers must see DIR at the same absolute path)")
     k.add_argument("--partial", action="store_true",
                    help="only some ranks traced: write a per-rank report "
                         "(OUT/partial-report.json) instead of the trace")
@@ -53,7 +61,8 @@ def run_kineto(args: argparse.Namespace) -> int:
 
     lines, files = import_to_folder(args.dir, args.meta, args.out,
                                     annotations=args.annotations, steps=args.steps,
-                                    jobs=args.jobs, partial=args.partial)
+                                    jobs=args.jobs, partial=args.partial,
+                                    scheduler=args.scheduler)
     for line in lines:
         print(line)
     print(f"wrote {' and '.join(str(f) for f in files)}")

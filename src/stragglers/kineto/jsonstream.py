@@ -69,44 +69,51 @@ class Batch:
     count: int  # events of the chunk, parsed or skipped
 
 
-def _positions(b: np.ndarray, values: tuple[int, ...], q: np.ndarray | None = None
-               ) -> np.ndarray:
-    """Positions of the bytes of ``b`` equal to one of ``values`` (with ``q``, the valid
-    quotes: only those outside strings), found block by block and kept as 32-bit integers
-    (a buffer below 2 GiB): a buffer of nothing but such bytes costs 4 bytes each, not the
-    8 of an int64 index plus its temporaries."""
-    kind = np.int32 if b.size < 2**31 - 64 else np.int64
+#: ``bytes.translate`` table keeping the bytes that make a JSON text's structure (quotes,
+#: backslashes, brackets, commas) and mapping every other byte to 0: one pass in C finds
+#: them all, where a numpy comparison per byte value is a pass each.
+_SPECIAL = bytes(c if c in b'"\\{}[],' else 0 for c in range(256))
+
+
+def _ss(hay: np.ndarray, needles: Any, side: Any = "left") -> Any:
+    """``np.searchsorted(hay, needles, side)`` with the needles cast to the haystack's type
+    first: positions are 32-bit integers (:func:`_structure`), and a search with 64-bit
+    needles converts the whole haystack at every call. The needles are byte positions (or
+    one before/after) of the same buffer, so they fit."""
+    return np.searchsorted(hay, np.asarray(needles).astype(hay.dtype, copy=False), side)
+
+
+def _specials(buf: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """Positions and values of the bytes of :data:`_SPECIAL` in ``buf``, found block by
+    block and kept as 32-bit integers (a buffer below 2 GiB): a buffer of nothing but such
+    bytes costs 5 bytes each, not the 8 of an int64 index plus its temporaries."""
+    t = np.frombuffer(buf.translate(_SPECIAL), np.uint8)
+    kind = np.int32 if t.size < 2**31 - 64 else np.int64
     parts = []
-    for lo in range(0, b.size, _BLOCK):
-        part = b[lo: lo + _BLOCK]
-        mask = part == values[0]
-        for v in values[1:]:
-            mask |= part == v
-        blk = np.flatnonzero(mask)
+    for lo in range(0, t.size, _BLOCK):
+        blk = np.flatnonzero(t[lo: lo + _BLOCK] != 0)
         blk += lo
-        if q is not None:  # outside strings: an even number of quotes before
-            blk = blk[(np.searchsorted(q, blk) & 1) == 0]
         parts.append(blk.astype(kind))
-    return np.concatenate(parts) if len(parts) > 1 else parts[0] if parts \
+    pos = np.concatenate(parts) if len(parts) > 1 else parts[0] if parts \
         else np.zeros(0, kind)
+    return pos, t[pos]
 
 
-def _valid_quotes(b: np.ndarray) -> np.ndarray:
-    """Positions of the quotes that delimit strings (not escaped by an odd backslash run).
-    Vectorised: the length of the backslash run before a quote is its distance to the
-    run's start."""
-    q = _positions(b, (34,))
-    maybe = np.flatnonzero(b[np.maximum(q - 1, 0)] == 92)  # index in q of quotes after a \
-    maybe = maybe[q[maybe] > 0]
+def _escaped(pos: np.ndarray, val: np.ndarray) -> np.ndarray:
+    """Of the quotes among ``pos``/``val`` (:func:`_specials`), those escaped by an odd run
+    of backslashes before them (indices into ``pos``). Vectorised: the backslashes are
+    among the positions too, and the length of the run before a quote is its distance to
+    the run's start."""
+    is_bs = val == 92
+    maybe = np.flatnonzero(val[1:] == 34) + 1  # quotes right after a special byte
+    maybe = maybe[is_bs[maybe - 1] & (pos[maybe - 1] == pos[maybe] - 1)]
     if not maybe.size:
-        return q
-    bs = np.flatnonzero(b == 92)
+        return maybe
+    bs = pos[is_bs].astype(np.int64)
     run_start = bs[np.r_[True, np.diff(bs) != 1]]
-    pos = q[maybe].astype(np.int64)
-    start = run_start[np.searchsorted(run_start, pos - 1, "right") - 1]
-    keep = np.ones(q.size, bool)
-    keep[maybe[(pos - start) % 2 == 1]] = False  # an odd run escapes the quote
-    return q[keep]
+    at = pos[maybe].astype(np.int64)
+    start = run_start[np.searchsorted(run_start, at - 1, "right") - 1]
+    return maybe[(at - start) % 2 == 1]
 
 
 def _find_all(b: np.ndarray, pattern: bytes) -> np.ndarray:
@@ -120,15 +127,49 @@ def _find_all(b: np.ndarray, pattern: bytes) -> np.ndarray:
     return cand
 
 
+#: Occurrences of a byte pattern located one by one (``bytes.find``, memmem speed); more
+#: than that in one chunk are located by :func:`_find_all` (vectorised).
+_FEW = 256
+
+
+def _find_bytes(buf: bytes, b: np.ndarray, pattern: bytes, end: int) -> np.ndarray:
+    """Start positions of ``pattern`` in ``buf[:end]``: counted first (most chunks hold
+    none or a few: a comparison pass per byte of the pattern is then wasted)."""
+    n = buf.count(pattern, 0, end)
+    if n > _FEW:
+        return _find_all(b[:end], pattern)
+    out = np.zeros(n, np.int64)
+    at = -1
+    for j in range(n):
+        at = buf.find(pattern, at + 1, end)
+        out[j] = at
+    return out
+
+
+def _strings_equal(b: np.ndarray, q: np.ndarray, text: bytes) -> np.ndarray:
+    """Indices into ``q`` (the valid quotes of a text that starts outside a string: they
+    alternate, opening and closing) of the opening quotes of the strings equal to
+    ``text`` (no escapes in ``text``). Vectorised over the strings, not the bytes."""
+    o, c = q[0: q.size - 1: 2], q[1::2]
+    sel = np.flatnonzero(c - o == len(text) + 1)
+    for i, ch in enumerate(text):
+        sel = sel[b[o[sel] + 1 + i] == ch]
+    return sel * 2
+
+
 def _structure(buf: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Of a JSON text that starts outside a string: the valid quotes, the positions of the
     brackets and commas outside strings, those bytes, and the nesting depth after each
     (relative to the start)."""
-    b = np.frombuffer(buf, np.uint8)
-    q = _valid_quotes(b)
-    s = _positions(b, (123, 125, 91, 93, 44), q)
-    ch = b[s]
-    return q, s, ch, np.cumsum(_DELTA[ch], dtype=np.int32)
+    pos, val = _specials(buf)
+    is_q = val == 34
+    is_q[_escaped(pos, val)] = False
+    outside = (np.cumsum(is_q, dtype=np.int32) & 1) == 0  # even number of quotes up to it
+    outside &= ~is_q
+    outside &= val != 92
+    s = pos[outside]
+    ch = val[outside]
+    return pos[is_q], s, ch, np.cumsum(_DELTA[ch], dtype=np.int32)
 
 
 _BLOCK = 1 << 20
@@ -351,15 +392,12 @@ def _scan(buf: bytes, n0: int, only: frozenset[bytes] | None = None
         raise _too_long("an event is", n0 + int(np.argmax(size > limit("kineto_event_bytes"))))
     keep = np.ones(n, bool) if only is None else np.zeros(n, bool)
     skipped: Counter[str] = Counter()
-    cat = _find_all(b[:last], _CAT)
-    if cat.size and n:
-        k = np.searchsorted(q, cat)
-        ok = (k + 3 < q.size)
-        k, cat = k[ok], cat[ok]
-        ok = (q[k] == cat) & (k % 2 == 0) & (q[k + 1] == cat + 4)
-        k, cat = k[ok], cat[ok]
-        owner = np.searchsorted(starts, cat, "right") - 1
-        di = np.searchsorted(s, cat, "right") - 1
+    k = _strings_equal(b, q, _CAT[1:-1]) if n else np.zeros(0, np.int64)
+    k = k[(k + 3 < q.size) & (q[np.minimum(k, q.size - 1)] < last - len(_CAT) + 1)]
+    if k.size:
+        cat = q[k]
+        owner = _ss(starts, cat, "right") - 1
+        di = _ss(s, cat, "right") - 1
         top = (owner >= 0) & (depth[np.clip(di, 0, None)] == 1)
         k, owner = k[top], owner[top]
         v0, v1 = q[k + 2] + 1, q[k + 3]
@@ -378,7 +416,7 @@ def _scan(buf: bytes, n0: int, only: frozenset[bytes] | None = None
                     continue
                 hit = np.zeros(n, bool)
                 for pattern in patterns:
-                    at = np.searchsorted(starts, _find_all(b[:last], pattern), "right") - 1
+                    at = _ss(starts, _find_bytes(buf, b, pattern, last), "right") - 1
                     hit[at[at >= 0]] = True
                 skip &= ~(of_cat & hit[owner])
             keep[owner[skip]] = False
@@ -435,7 +473,7 @@ def _separated(buf: bytes, b: np.ndarray, starts: np.ndarray, ends: np.ndarray,
     the array's ``[`` when ``first``, else after a value). Vectorised."""
     lo = np.r_[0, ends + 1].astype(np.int64)
     hi = np.r_[starts, last].astype(np.int64)
-    per_gap = np.searchsorted(commas, hi) - np.searchsorted(commas, lo)
+    per_gap = _ss(commas, hi) - _ss(commas, lo)
     want = np.ones(per_gap.size, np.int64)
     want[0] = 0 if first else 1
     want[-1] = 0
@@ -516,10 +554,10 @@ def _check_keys(buf: bytes, keys: tuple[np.ndarray, np.ndarray], starts: np.ndar
     the keys inside them are not counted."""
     close, cum = keys
     a, e = starts[kept], ends[kept]
-    in_bytes = cum[np.searchsorted(close, e)] - cum[np.searchsorted(close, a)]
+    in_bytes = cum[_ss(close, e)] - cum[_ss(close, a)]
     if args is not None:
         lo, hi = args[0][kept], args[1][kept]
-        inner = cum[np.searchsorted(close, hi)] - cum[np.searchsorted(close, lo + len(_ARGS))]
+        inner = cum[_ss(close, hi)] - cum[_ss(close, lo + len(_ARGS))]
         in_bytes = in_bytes - np.where(lo >= 0, inner, 0)
     parsed = np.array([len(ev) + (len(x) if type(x := ev.get("args")) is dict else 0)
                        for ev in events], np.int64)  # objects: the values were located
@@ -538,24 +576,22 @@ def _args_objects(buf: bytes, b: np.ndarray, q: np.ndarray, s: np.ndarray, ch: n
     its object value (-1 where it has none). Vectorised."""
     lo = np.full(n, -1)
     hi = np.full(n, -1)
-    key = _find_all(b[:last], _ARGS)
-    if not key.size or not n:
+    if not n:
         return lo, hi
-    k = np.searchsorted(q, key)
-    ok = k + 1 < q.size
-    k, key = k[ok], key[ok]
-    ok = (q[k] == key) & (k % 2 == 0) & (q[k + 1] == key + len(_ARGS) - 1)
-    key = key[ok]
-    i = np.searchsorted(s, key + len(_ARGS))  # the first structural byte after the key
+    key = q[_strings_equal(b, q, _ARGS[1:-1])]
+    key = key[key < last - len(_ARGS) + 1]
+    if not key.size:
+        return lo, hi
+    i = _ss(s, key + len(_ARGS))  # the first structural byte after the key
     ok = i < s.size
     key, i = key[ok], i[ok]
     ok = (ch[i] == 123) & (depth[i] == 2)  # an object, the value of an event's own key
     key, i = key[ok], i[ok]
     top = np.flatnonzero(depth == 1)  # its end: the first byte back at the event's level
-    j = np.searchsorted(top, i, "right")
+    j = _ss(top, i, "right")
     ok = j < top.size
     key, j = key[ok], top[j[ok]]
-    owner = np.searchsorted(starts, key, "right") - 1
+    owner = _ss(starts, key, "right") - 1
     lo[owner], hi[owner] = key, s[j]
     return lo, hi
 

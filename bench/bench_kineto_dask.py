@@ -1,0 +1,286 @@
+"""``stragglers import kineto`` of a large many-rank job: local processes against Dask.
+
+``generate`` writes a synthetic job's profiler traces (dp x pp ranks, Kineto's event mix of
+:mod:`bench_kineto`: per kernel a ``cpu_op``, a ``cudaLaunchKernel``, the kernel and two flow
+events) of about ``--gb`` GB of JSON under ``--data`` (outside the repository: it is large).
+``--distinct`` DP ranks per stage are written event by event; the other DP ranks of a stage
+are copies of one of them (``dp % distinct``) with their own rank in the header, so that
+writing 20 GB takes minutes, not hours (the importer reads every file in full all the same).
+
+``run`` imports the job twice, timing each in a fresh process tree and sampling the resident
+memory (RSS) of every process of the tree every 0.2 s:
+
+* ``local``: ``stragglers import kineto --jobs N`` (local parse processes);
+* ``dask``: a real ``dask scheduler`` and ``dask worker --nworkers N --nthreads 1
+  --memory-limit M`` on loopback, then ``stragglers import kineto --scheduler ADDRESS``.
+
+It prints one table row per run (wall time, CPU time of the tree, MB/s of wall time and per
+CPU-second, the peak RSS of each parse worker and of the importing process) and checks that
+both runs wrote the same ``trace.parquet`` (row-equal).
+
+    python bench/bench_kineto_dask.py generate --data /work/bench-data/k256 --dp 64 --pp 4 --gb 20
+    python bench/bench_kineto_dask.py run --data /work/bench-data/k256 --workers 2 --memory-limit 1GiB
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+BIN = Path(sys.executable).parent
+
+
+def _header(rank: int, world: int) -> bytes:
+    head = {"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": rank,
+                                                     "world_size": world}}
+    return json.dumps(head)[:-1].encode() + b', "traceEvents": [\n'
+
+
+def generate(data: Path, dp: int, pp: int, gb: float, distinct: int) -> None:
+    from bench_kineto import write_rank
+
+    from stragglers.synth import SynthSpec
+    from stragglers.synth.generator import generate as synth
+    from stragglers.trace.io import write_meta
+    from tests.kineto.chrome import spread_steps
+
+    data.mkdir(parents=True, exist_ok=True)
+    ranks = data / "ranks"
+    shutil.rmtree(ranks, ignore_errors=True)
+    ranks.mkdir()
+    probe_spec = SynthSpec(dp=dp, pp=pp, microbatches=8, steps=2, seed=1, jitter=0.01)
+    trace, meta, _ = synth(probe_spec)
+    probe = data / "probe.json"
+    with probe.open("wb") as fh:
+        write_rank(fh, spread_steps(trace), meta, 0, 0)
+    per_rank_step = probe.stat().st_size / 2
+    probe.unlink()
+    steps = max(2, round(gb * 1e9 / (per_rank_step * dp * pp)))
+    spec = SynthSpec(dp=dp, pp=pp, microbatches=8, steps=steps, seed=1, jitter=0.01)
+    trace, meta, _ = synth(spec)
+    trace = spread_steps(trace)
+    write_meta(meta, data / "job.yaml")
+    t0 = time.perf_counter()
+    for stage in range(pp):
+        for d in range(min(distinct, dp)):
+            with (ranks / f"rank-{d + dp * stage}.json").open("wb") as fh:
+                write_rank(fh, trace, meta, d, stage)
+        for d in range(distinct, dp):
+            src = ranks / f"rank-{d % distinct + dp * stage}.json"
+            rank = d + dp * stage
+            with src.open("rb") as fin, (ranks / f"rank-{rank}.json").open("wb") as fout:
+                first = fin.readline()
+                assert first == _header(d % distinct + dp * stage, meta.world_size)
+                fout.write(_header(rank, meta.world_size))
+                shutil.copyfileobj(fin, fout, 16 << 20)
+        print(f"stage {stage} written ({time.perf_counter() - t0:.0f} s)", flush=True)
+    total = sum(p.stat().st_size for p in ranks.iterdir())
+    print(f"{dp * pp} rank files, {steps} steps, {total / 1e9:.2f} GB of JSON in {ranks}")
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as fh:
+                out += [int(x) for x in fh.read().split()]
+    except OSError:
+        pass
+    return out
+
+
+def _rss_mib(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def _tree(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo += _children(p)
+    return out
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a live process (from /proc/PID/stat)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError):
+        return 0.0
+
+
+class Sampler:
+    """Peak RSS and last CPU time of every process under the given roots."""
+
+    def __init__(self, roots: list[int]) -> None:
+        self.roots = roots
+        self.peak: dict[int, float] = {}
+        self.cpu: dict[int, float] = {}
+        self.cmd: dict[int, str] = {}
+
+    def sample(self) -> None:
+        for root in self.roots:
+            for pid in _tree(root):
+                self.peak[pid] = max(self.peak.get(pid, 0.0), _rss_mib(pid))
+                cpu = _cpu_s(pid)
+                if cpu:
+                    self.cpu[pid] = cpu
+                if pid not in self.cmd:
+                    try:
+                        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                            self.cmd[pid] = fh.read().replace(b"\0", b" ").decode()[:200]
+                    except OSError:
+                        self.cmd[pid] = "?"
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-c", "import sys; from stragglers.cli import main; "
+            "sys.exit(main())", "import", "kineto", *args]
+
+
+def run_import(cmd: list[str], watch: list[int]) -> tuple[float, Sampler, int]:
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    sampler = Sampler([proc.pid, *watch])
+    cpu0 = {}
+    for root in watch:
+        for pid in _tree(root):
+            cpu0[pid] = _cpu_s(pid)
+    while proc.poll() is None:
+        sampler.sample()
+        time.sleep(0.2)
+    dt = time.perf_counter() - t0
+    for pid in cpu0:  # long-lived processes (Dask workers): the CPU of this run only
+        if pid in sampler.cpu:
+            sampler.cpu[pid] -= cpu0[pid]
+    out = proc.stdout.read().decode() if proc.stdout else ""
+    if proc.returncode != 0:
+        raise SystemExit(f"import failed ({proc.returncode}):\n{out}")
+    return dt, sampler, proc.pid
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_workers(address: str, n: int) -> None:
+    from distributed import Client
+
+    with Client(address, timeout="60s") as client:
+        client.wait_for_workers(n, timeout=180)
+
+
+def row(kind: str, mb: float, dt: float, s: Sampler, main_pid: int, workers: list[int]
+        ) -> str:
+    cpu = sum(s.cpu.values())
+    peaks = ", ".join(f"{s.peak[p]:,.0f}" for p in workers)
+    return (f"| {kind} | {mb / 1e3:,.1f} | {dt:,.0f} | {mb / dt:,.0f} | {cpu:,.0f} | "
+            f"{mb / cpu:,.0f} | {peaks} | {s.peak.get(main_pid, 0):,.0f} | "
+            f"{os.getloadavg()[0]:.1f} |")
+
+
+def run(data: Path, workers: int, memory_limit: str, which: list[str]) -> None:
+    import pyarrow.parquet as pq
+
+    ranks, meta = data / "ranks", data / "job.yaml"
+    mb = sum(p.stat().st_size for p in ranks.iterdir()) / 1e6
+    print(f"{len(list(ranks.iterdir()))} rank files, {mb / 1e3:,.2f} GB; load before "
+          f"{os.getloadavg()[0]:.1f}", flush=True)
+    print("| run | GB | wall s | MB/s (wall) | CPU s | MB per CPU-s | peak RSS per parse "
+          "worker (MiB) | peak RSS importing process (MiB) | load avg (1 min, at end) |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |", flush=True)
+    outs = {}
+    with tempfile.TemporaryDirectory(prefix="bench-kineto-dask-", dir=data) as tmp:
+        if "local" in which:
+            out = Path(tmp) / "local"
+            dt, s, pid = run_import(_cli(str(ranks), "--meta", str(meta), "--out", str(out),
+                                         "--jobs", str(workers)), [])
+            pool = [p for p in s.peak if p != pid]
+            print(row(f"local `--jobs {workers}`", mb, dt, s, pid, pool), flush=True)
+            outs["local"] = out
+        if "dask" in which:
+            port = _free_port()
+            address = f"tcp://127.0.0.1:{port}"
+            log = open(Path(tmp) / "dask.log", "wb")  # noqa: SIM115
+            procs = [subprocess.Popen([str(BIN / "dask"), "scheduler", "--host", "127.0.0.1",
+                                       "--port", str(port), "--no-dashboard"],
+                                      stdout=log, stderr=log)]
+            try:
+                procs.append(subprocess.Popen(
+                    [str(BIN / "dask"), "worker", address, "--nworkers", str(workers),
+                     "--nthreads", "1", "--memory-limit", memory_limit, "--no-dashboard"],
+                    stdout=log, stderr=log))
+                _wait_workers(address, workers)
+                out = Path(tmp) / "dask"
+                nanny = procs[1].pid
+                dt, s, pid = run_import(_cli(str(ranks), "--meta", str(meta), "--out",
+                                             str(out), "--scheduler", address),
+                                        [nanny])
+                wk = [p for p in _tree(nanny) if p != nanny and "dask" not in
+                      s.cmd.get(p, "dask")[:0] and p in s.peak and
+                      "multiprocessing" in s.cmd.get(p, "")] or \
+                    [p for p in s.peak if p not in (pid, nanny) and p in _tree(nanny)]
+                print(row(f"Dask, {workers} workers x 1 thread, memory limit {memory_limit}",
+                          mb, dt, s, pid, wk), flush=True)
+                outs["dask"] = out
+            finally:
+                for p in reversed(procs):
+                    p.terminate()
+                    p.wait(timeout=60)
+                log.close()
+        if len(outs) == 2:
+            a = pq.read_table(outs["local"] / "trace.parquet")
+            b = pq.read_table(outs["dask"] / "trace.parquet")
+            same = a.equals(b)
+            raw = (outs["local"] / "trace.parquet").read_bytes() == \
+                (outs["dask"] / "trace.parquet").read_bytes()
+            print(f"\ntrace.parquet: {a.num_rows:,} rows; local == Dask: row-equal {same}, "
+                  f"byte-equal {raw}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    g = sub.add_parser("generate")
+    g.add_argument("--data", type=Path, required=True)
+    g.add_argument("--dp", type=int, default=64)
+    g.add_argument("--pp", type=int, default=4)
+    g.add_argument("--gb", type=float, default=20.0)
+    g.add_argument("--distinct", type=int, default=8)
+    r = sub.add_parser("run")
+    r.add_argument("--data", type=Path, required=True)
+    r.add_argument("--workers", type=int, default=2)
+    r.add_argument("--memory-limit", default="1GiB")
+    r.add_argument("--only", choices=["local", "dask"], action="append")
+    args = ap.parse_args()
+    if args.cmd == "generate":
+        generate(args.data, args.dp, args.pp, args.gb, args.distinct)
+    else:
+        run(args.data, args.workers, args.memory_limit, args.only or ["local", "dask"])
+
+
+if __name__ == "__main__":
+    main()
