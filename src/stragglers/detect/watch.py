@@ -138,6 +138,10 @@ MIN_ITER_GAP = 1000  # an iteration number further ahead than max(this, 8 x step
 IDLE_S = 60.0  # wall time not explained by the iteration times that is a stop and resume
 IDLE_FACTOR = 10.0  # ... and at least this many times the iterations' own time
 UNKNOWN_NAMES = 32  # distinct unknown field names counted by name (then as "other")
+WARM_KEEP = 64  # warm-up points kept per rank for a slowdown that began inside the warm-up
+
+#: A warm-up point: seconds, iteration (or position), position, end ts, job iteration, span.
+_WarmPoint = tuple[float, int, int, float | None, int | None, int]
 
 Dropped = BadRecordEvent | BadInputEvent | HeldRecordEvent | SkippedEvent
 
@@ -149,7 +153,7 @@ class _Rank:
                  "last_ts", "last_step", "pending", "pending_line", "ts_offset", "points",
                  "hist_iter", "hist_ts", "recent", "typical", "slow", "segments",
                  "last_call_ts", "pending_call", "pending_call_line", "warm", "spikes",
-                 "calls_points", "seen", "hist_pos")
+                 "calls_points", "seen", "hist_pos", "warm_points")
 
     def __init__(self) -> None:
         self.detector: Detector | None = None
@@ -177,6 +181,8 @@ class _Rank:
         self.calls_points = 0  # iteration times derived from call records (no iteration number)
         self.seen = 0  # iteration times of the rank, warm-up included (the stream position)
         self.hist_pos: np.ndarray | None = None
+        # the latest warm-up points (segmented detectors: a slowdown inside the warm-up)
+        self.warm_points: deque[_WarmPoint] = deque(maxlen=WARM_KEEP)
 
 
 class Watcher:
@@ -203,7 +209,7 @@ class Watcher:
         self._factory = detector_factory or (lambda: make_detector(method))
         # Segmented detectors (RobustLevelDetector) get their own default warm-up, a new
         # warm-up at every segment, and segments for idle stretches too.
-        probe = self._factory()
+        probe = self._probe = self._factory()
         self._segmented = probe.segmented
         if warmup_iters is None:
             warmup_iters = probe.default_warmup_iters
@@ -538,6 +544,7 @@ class Watcher:
         (an open episode ends with a recovery noted ``segment``)."""
         if st.warm is not None:
             st.warm.rearm(self.warmup_iters if self._segmented else 0)
+            st.warm_points.clear()
         det = st.detector
         if det is None:
             return []
@@ -648,31 +655,61 @@ class Watcher:
         if st.seen % TYPICAL_POINTS == 0 or st.seen < TYPICAL_POINTS:
             st.typical = sorted(st.recent)[len(st.recent) // 2]
         it = pos if job_iter is None else job_iter
+        span = max(st.last_step, 1) if job_iter is not None else 1
         warm = st.warm
         if warm is None:
             warm = st.warm = WarmUp(min_iters=self.warmup_iters)
+        replay: list[_WarmPoint] = []
         if not warm.done:
             if not warm.feed(duration, it):
                 self.warmup_points += 1
+                if self._segmented:
+                    st.warm_points.append((duration, it, pos, end_ts, job_iter, span))
                 return events
             self.warmup_ends[rank] = it
+            replay = self._warm_replay(st, duration)
         det = st.detector
         if det is None:
             det = st.detector = self._factory()
             st.hist_iter = np.full(HISTORY, -1, dtype=np.int64)
             st.hist_ts = np.full(HISTORY, math.nan)
             st.hist_pos = np.full(HISTORY, -1, dtype=np.int64)
+        for x, w_it, w_pos, w_ts, w_job, w_span in replay:
+            events += self._observe(rank, st, det, x, w_it, w_pos, w_ts, w_job, w_span,
+                                    lineno, warm=True)
+        return events + self._observe(rank, st, det, duration, it, pos, end_ts, job_iter, span,
+                                      lineno)
+
+    def _warm_replay(self, st: _Rank, last: float) -> list[_WarmPoint]:
+        """At the end of a warm-up: the warm-up points a segmented detector is given after
+        all.  The level the warm-up settled on is its first healthy level (the settle
+        test's latest window: its points before this one); when a slowdown began inside
+        the warm-up (``warm_start``), from the level the warm-up had settled on before."""
+        points, st.warm_points = list(st.warm_points), deque(maxlen=WARM_KEEP)
+        if not points:
+            return []
+        start = getattr(st.detector or self._probe, "warm_start", None)
+        k = None if start is None else start([p[0] for p in points] + [last])
+        if k is None:
+            k = max(0, len(points) - (st.warm.settle_points - 1 if st.warm else 0))
+        return points[k:]
+
+    def _observe(self, rank: int, st: _Rank, det: Detector, duration: float, it: int,
+                 pos: int, end_ts: float | None, job_iter: int | None, span: int,
+                 lineno: int, warm: bool = False) -> list[WatchEvent]:
+        """One iteration time to the detector (``warm``: a warm-up point given after the
+        warm-up ended; it was counted as warm-up, not as a spike)."""
+        events: list[WatchEvent] = []
         k = st.points % HISTORY
         st.hist_pos[k] = pos  # type: ignore[index]
         st.hist_iter[k] = -1 if job_iter is None else job_iter  # type: ignore[index]
         st.hist_ts[k] = math.nan if end_ts is None else end_ts  # type: ignore[index]
         st.points += 1
-        span = max(st.last_step, 1) if job_iter is not None else 1
         alarms = det.observe(duration, it, span)
         # While the detector weighs a candidate level, elevated points are not yet spikes.
         hold = det.candidate_open
-        if st.spikes.add(duration, st.typical, st.last_step if job_iter is not None else 1,
-                         it, self.spike_report_points, hold=hold) and (
+        if not warm and st.spikes.add(duration, st.typical, span, it, self.spike_report_points,
+                                      hold=hold) and (
                              st.spikes.points >= self.spike_report_points):
             events.append(st.spikes.report(rank, lineno))
         if not alarms:
