@@ -216,6 +216,7 @@ class RobustLevelDetector:
         # (position, iteration, healthy level) with increasing levels: the lowest healthy
         # level of the latest rise_iters iterations is the first (a sliding minimum)
         self._lows: deque[tuple[int, int, float]] = deque()
+        self._settled: deque[float] = deque(maxlen=WARM_POINTS)  # the latest settled points
 
     def update(self, x: float) -> list[Alarm]:
         """One iteration time of a series without iteration numbers (position = iteration)."""
@@ -301,9 +302,16 @@ class RobustLevelDetector:
         level = st.held() if startup else latest
         k = st.first(r, latest)
         if (self._slow_enough(level - r, n) and self._clears(level - (r + self.mid), n)
-                and self._lasted(st, k) and (not startup or st.sharp(k, r, latest))):
+                and self._lasted(st, k) and (not startup or self._step(st, k, n, latest))):
             return alarms + self._onset(st, r, level)
         return alarms + self._ramp(st, self._settle, it)  # a trend, not a step
+
+    def _step(self, st: _Stretch, k: int, n: int, latest: float) -> bool:
+        """In the start-up, a new level must be a step up from the points just before the
+        stretch (not the end of a rise that a trend carried the healthy level along) and
+        begin sharply (:meth:`_Stretch.sharp`)."""
+        before = _median(list(self._settled)) if self._settled else self._ref.median()
+        return self._slow_enough(latest - before, n) and st.sharp(k, before, latest)
 
     def _lasted(self, st: _Stretch, k: int) -> bool:
         """The new level, from where it began (point ``k`` of the stretch, not the noise
@@ -423,6 +431,7 @@ class RobustLevelDetector:
         """A healthy point (or a stall's): spike tally, noise, level (winsorised), drift."""
         r = self._ref.median()
         inside = y >= r + self.mid
+        self._settled.append(y)
         for tally in self._tallies:
             tally.add(inside | (self._prev_inside << 1))
         self._prev_inside = inside

@@ -153,7 +153,8 @@ class _Rank:
                  "last_ts", "last_step", "pending", "pending_line", "ts_offset", "points",
                  "hist_iter", "hist_ts", "recent", "typical", "slow", "segments",
                  "last_call_ts", "pending_call", "pending_call_line", "warm", "spikes",
-                 "calls_points", "seen", "hist_pos", "warm_points")
+                 "calls_points", "seen", "hist_pos", "warm_points", "call_step",
+                 "job_ranges")
 
     def __init__(self) -> None:
         self.detector: Detector | None = None
@@ -183,6 +184,8 @@ class _Rank:
         self.hist_pos: np.ndarray | None = None
         # the latest warm-up points (segmented detectors: a slowdown inside the warm-up)
         self.warm_points: deque[_WarmPoint] = deque(maxlen=WARM_KEEP)
+        self.call_step: int | None = None  # latest training step of its call records
+        self.job_ranges: list[list[int]] = []  # [first, last] job iteration of each segment
 
 
 class Watcher:
@@ -568,6 +571,11 @@ class Watcher:
                   and rec.ts - st.last_ts - dur * step > max(IDLE_S, IDLE_FACTOR * dur * step)):
                 # Wall time the iterations do not explain: the job stopped and resumed.
                 events = self._segment(rank, st, "idle", lineno, rec.iter, rec.ts)
+        if new_segment or not st.job_ranges:
+            st.job_ranges.append([rec.iter, rec.iter])
+        else:
+            span = st.job_ranges[-1]
+            span[0], span[1] = min(span[0], rec.iter), max(span[1], rec.iter)
         st.last_iter = rec.iter
         self._last_job_iter = rec.iter
         self._source_progress[self._file_index] = rec.iter
@@ -588,6 +596,8 @@ class Watcher:
         if not isinstance(got, _Rank):
             return got
         st = got
+        if rec.step is not None:
+            return self._stepped_call(rec, st, lineno)
         events: list[WatchEvent] = []
         last = st.last_call_ts
         if last is None:
@@ -610,6 +620,11 @@ class Watcher:
                                        job_iteration=None, previous_iteration=None, ts=held.ts,
                                        previous_ts=last)]
                 st.ts_offset += last - held.ts
+                # the job stopped and resumed (or the clock stepped): the calls of an
+                # iteration may differ now (a reconfiguration); the period is found anew
+                st.tracker = None
+                if self._segmented:
+                    events += self._new_segment(rec.rank, st, line)
                 events += self._accept_call(rec.rank, st, held, line)
             else:
                 events = self._held(st, rec.rank, lineno, *_why_dropped(
@@ -618,13 +633,33 @@ class Watcher:
                 return events
         return events + self._accept_call(rec.rank, st, rec, lineno)
 
-    def _accept_call(self, rank: int, st: _Rank, rec: CallRecord, lineno: int) -> list[WatchEvent]:
-        st.last_call_ts = rec.ts
-        events: list[WatchEvent] = []
+    def _profile_call(self, rec: CallRecord) -> list[WatchEvent]:
+        """A call with its group and duration joins the profile of the suspects."""
         if rec.group is not None and rec.duration is not None:
             self.profile.append(rec)
             if self._profiling and len(self.profile) >= self.profile_calls:
-                events.append(self._suspects_event())
+                return [self._suspects_event()]
+        return []
+
+    def _stepped_call(self, rec: CallRecord, st: _Rank, lineno: int) -> list[WatchEvent]:
+        """A call that names its training step (the probe writes ``step``): the first call
+        of each new step ends the step before it, an iteration record ``{iter: step - 1,
+        ts}`` of the rank (so restarts that replay steps and reconfigurations that change
+        the calls of an iteration are told by the step numbers, as for iteration records).
+        A call of the step before the latest (one recorded late) or of step -1 (before
+        the first step) ends nothing."""
+        events = self._profile_call(rec)
+        step, last = rec.step, st.call_step
+        assert step is not None
+        if step < 0 or (last is not None and last - 1 <= step <= last):
+            return events
+        st.call_step = step
+        return events + self._iteration(IterationRecord(rank=rec.rank, iter=step - 1,
+                                                        ts=rec.ts), lineno)
+
+    def _accept_call(self, rank: int, st: _Rank, rec: CallRecord, lineno: int) -> list[WatchEvent]:
+        st.last_call_ts = rec.ts
+        events = self._profile_call(rec)
         if st.uses_iter_records:
             return events
         if st.tracker is None:
@@ -804,7 +839,22 @@ class Watcher:
             job_events=dict(sorted(self.jobs.emitted.items())), inputs=self.sources,
             ranks=len(self.ranks),
             iterations={r: st.seen for r, st in sorted(self.ranks.items())},
+            job_iterations={r: _covered(st.job_ranges) for r, st in sorted(self.ranks.items())
+                            if st.job_ranges},
             slow_ranks=tuple(sorted(r for r, st in self.ranks.items() if st.slow)))
+
+
+def _covered(ranges: list[list[int]]) -> int:
+    """Job iterations within the ``[first, last]`` ranges of a rank's segments, each once
+    (a restart that replays iterations covers them again)."""
+    total, end = 0, None
+    for lo, hi in sorted(ranges):
+        if end is not None and lo <= end:
+            lo = end + 1
+        if hi >= lo:
+            total += hi - lo + 1
+        end = hi if end is None else max(end, hi)
+    return total
 
 
 def _rounded(x: float) -> float | None:

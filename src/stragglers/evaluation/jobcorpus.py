@@ -112,15 +112,17 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.signal import lfilter
 
-from stragglers.detect.records import IterationRecord
+from stragglers.detect.records import CallRecord, IterationRecord
 
 __all__ = [
     "EVENT_LOSS",
+    "CallJob",
     "FAMILIES",
     "HELD_OUT",
     "SCENARIOS",
     "JobEvent",
     "JobSeries",
+    "generate_call_job",
     "generate_job_corpus",
     "generate_series",
     "scenario_counts",
@@ -824,3 +826,79 @@ def generate_job_corpus(seed: int = 0, scale: float = 1.0,
             continue
         out += [generate_series(seed, f, s, i) for i in range(count)]
     return out
+
+
+# -- call records of a job that restarts and is reconfigured (iteration counting) ---------------
+CALL_BUCKETS = (2, 6)  # data-parallel all-reduce buckets per iteration
+CALL_GATHERS = (0, 4)  # tensor-parallel all-gathers per iteration
+CALL_ITER_S = (0.05, 1.0)  # iteration time (log-uniform)
+CALL_NOISE = 0.02  # relative iteration-time noise
+CALL_STARTUP = (5, 40)  # broadcasts at every (re)start, before the first step (step -1)
+CALL_SEGMENT_ITERS = (800, 2500)  # iterations run between two restarts
+
+
+@dataclass(frozen=True)
+class CallJob:
+    """Call records of one job (:func:`generate_call_job`), in time order, and the truth:
+    the iterations each rank executed (replayed ones included), and how many segments."""
+
+    records: tuple[CallRecord, ...]
+    executed: dict[int, int]
+    segments: int
+    job_iterations: int  # distinct training steps run (1 to the last)
+
+
+def _call_pattern(rng: np.random.Generator) -> list[tuple[str, int]]:
+    """The calls of one iteration: all-gathers, then the gradient buckets' all-reduces."""
+    gathers = int(rng.integers(CALL_GATHERS[0], CALL_GATHERS[1] + 1))
+    buckets = int(rng.integers(CALL_BUCKETS[0], CALL_BUCKETS[1] + 1))
+    gsize = int(rng.integers(1, 64)) << 20
+    return ([("all_gather", gsize)] * gathers
+            + [("all_reduce", int(rng.integers(1, 128)) << 20) for _ in range(buckets)])
+
+
+def generate_call_job(seed: int, *, ranks: int = 2, restarts: int = 3,
+                      with_step: bool = True) -> CallJob:
+    """Call records of a data-parallel job that restarts ``restarts`` times.  Each start
+    broadcasts the parameters (calls before the first step, ``step`` -1), and every restart
+    resumes from the last checkpoint (it replays up to a checkpoint interval of iterations)
+    after a downtime, half of them reconfigured: other bucket sizes and counts, another
+    number of all-gathers, another iteration time.  ``with_step``: the records carry the
+    training step, as the probe writes them."""
+    rng = np.random.default_rng([seed, 29])
+    out: list[tuple[float, int, CallRecord]] = []
+    executed = dict.fromkeys(range(ranks), 0)
+    pattern = _call_pattern(rng)
+    base = _loguniform(rng, *CALL_ITER_S)
+    t0, step, ckpt = float(rng.uniform(1e9, 2e9)), 1, int(rng.choice(CKPT_INTERVAL))
+    top = 0
+    for seg in range(restarts + 1):
+        if seg:
+            t0 += float(rng.uniform(*RESTART_DOWNTIME_S))
+            step = max(1, ((step - 1) // ckpt) * ckpt + 1)  # back to the last checkpoint
+            if rng.random() < 0.5:  # reconfigured
+                pattern = _call_pattern(rng)
+                base *= float(rng.uniform(0.7, 1.4))
+        startup = int(rng.integers(CALL_STARTUP[0], CALL_STARTUP[1] + 1))
+        length = int(rng.integers(CALL_SEGMENT_ITERS[0], CALL_SEGMENT_ITERS[1] + 1))
+        sizes = rng.integers(1, 256, startup) << 16
+        durs = base * np.exp(rng.normal(0.0, CALL_NOISE, length))
+        starts = t0 + 0.5 + np.concatenate([[0.0], np.cumsum(durs)[:-1]])
+        offsets = (np.arange(len(pattern)) + 0.5) / len(pattern)
+        for r in range(ranks):
+            for j, size in enumerate(sizes.tolist()):
+                out.append((t0 + 0.01 * j, r, CallRecord(
+                    rank=r, type="broadcast", size=size, ts=t0 + 0.01 * j,
+                    step=-1 if with_step else None)))
+            at = starts[:, None] + offsets[None, :] * durs[:, None] + 1e-4 * r
+            for i in range(length):
+                for (typ, size), ts in zip(pattern, at[i].tolist(), strict=True):
+                    out.append((ts, r, CallRecord(rank=r, type=typ, size=size, ts=ts,
+                                                  step=step + i if with_step else None)))
+            executed[r] += length
+        t0 = float(starts[-1] + durs[-1])
+        step += length
+        top = max(top, step - 1)
+    out.sort(key=lambda x: (x[0], x[1]))
+    return CallJob(records=tuple(c for _, _, c in out), executed=executed,
+                   segments=restarts + 1, job_iterations=top)
