@@ -245,3 +245,31 @@ def test_a_slowdown_named_by_steps_is_placed_at_its_step() -> None:
     alerts = _alerts(events)
     assert len(alerts) == 1 and alerts[0]["job_iteration"] == 1500
     assert events[-1]["job_iterations"] == {"0": 3000}
+
+
+def test_the_documented_warm_up_default_is_the_codes() -> None:
+    """The watch guide and the detection page state the warm-up default of the default
+    detector (and of the others) that the code uses (issue 29: the guide said 100, the
+    detector used 20)."""
+    import re
+    from pathlib import Path
+
+    from stragglers.detect.bocd import DEFAULT_METHOD
+    from stragglers.detect.warmup import DEFAULT_MIN_ITERS
+
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    default = make_detector(DEFAULT_METHOD).default_warmup_iters
+    others = make_detector("bocd_verify").default_warmup_iters
+    assert others == DEFAULT_MIN_ITERS
+    guide = " ".join((docs / "guides" / "watch.md").read_text().split())
+    m = re.search(r"\*\*Warm-up\*\* \(`--warmup ITERS`, default (\d+) for the default "
+                  r"detector `(\w+)`, (\d+) for the other methods", guide)
+    assert m is not None, "the watch guide no longer states the warm-up default"
+    assert (int(m[1]), m[2], int(m[3])) == (default, DEFAULT_METHOD, others)
+    page = (docs / "detection.md").read_text()
+    row = re.search(r"^\| warm-up \| `--warmup` \| (\d+) \|", page, re.M)
+    assert row is not None and int(row[1]) == default
+    assert f"**default {default} for `{DEFAULT_METHOD}`**" in page
+    assert f"{others} for the other methods" in page
+    # and what the watcher does when no --warmup is given
+    assert Watcher().warmup_iters == default

@@ -215,8 +215,8 @@ class RobustLevelDetector:
         self._first_it: int | None = None  # the segment's first iteration seen
         # (position, iteration, healthy level) with increasing levels: the lowest healthy
         # level of the latest rise_iters iterations is the first (a sliding minimum)
-        self._lows: deque[tuple[int, int, float]] = deque()
-        self._settled: deque[float] = deque(maxlen=WARM_POINTS)  # the latest settled points
+        self._lows: deque[tuple[int, int, float]] | None = None  # (after the start-up)
+        self._settled: list[float] = []  # the latest WARM_POINTS settled points
 
     def update(self, x: float) -> list[Alarm]:
         """One iteration time of a series without iteration numbers (position = iteration)."""
@@ -310,7 +310,7 @@ class RobustLevelDetector:
         """In the start-up, a new level must be a step up from the points just before the
         stretch (not the end of a rise that a trend carried the healthy level along) and
         begin sharply (:meth:`_Stretch.sharp`)."""
-        before = _median(list(self._settled)) if self._settled else self._ref.median()
+        before = _median(self._settled) if self._settled else self._ref.median()
         return self._slow_enough(latest - before, n) and st.sharp(k, before, latest)
 
     def _lasted(self, st: _Stretch, k: int) -> bool:
@@ -431,7 +431,10 @@ class RobustLevelDetector:
         """A healthy point (or a stall's): spike tally, noise, level (winsorised), drift."""
         r = self._ref.median()
         inside = y >= r + self.mid
-        self._settled.append(y)
+        settled = self._settled
+        settled.append(y)
+        if len(settled) > WARM_POINTS:
+            del settled[0]
         for tally in self._tallies:
             tally.add(inside | (self._prev_inside << 1))
         self._prev_inside = inside
@@ -458,6 +461,8 @@ class RobustLevelDetector:
         of the latest ``rise_iters`` iterations (a ramp too gradual to open a stretch, or
         one that did not hold still within ``ramp_iters``): an onset at that lowest point."""
         lows = self._lows
+        if lows is None:
+            lows = self._lows = deque()
         while lows and lows[-1][2] >= r:
             lows.pop()
         lows.append((self._t, it, r))

@@ -183,7 +183,7 @@ class _Rank:
         self.seen = 0  # iteration times of the rank, warm-up included (the stream position)
         self.hist_pos: np.ndarray | None = None
         # the latest warm-up points (segmented detectors: a slowdown inside the warm-up)
-        self.warm_points: deque[_WarmPoint] = deque(maxlen=WARM_KEEP)
+        self.warm_points: deque[_WarmPoint] | None = None  # (while warming up)
         self.call_step: int | None = None  # latest training step of its call records
         self.job_ranges: list[list[int]] = []  # [first, last] job iteration of each segment
 
@@ -547,7 +547,7 @@ class Watcher:
         (an open episode ends with a recovery noted ``segment``)."""
         if st.warm is not None:
             st.warm.rearm(self.warmup_iters if self._segmented else 0)
-            st.warm_points.clear()
+            st.warm_points = None
         det = st.detector
         if det is None:
             return []
@@ -699,6 +699,8 @@ class Watcher:
             if not warm.feed(duration, it):
                 self.warmup_points += 1
                 if self._segmented:
+                    if st.warm_points is None:
+                        st.warm_points = deque(maxlen=WARM_KEEP)
                     st.warm_points.append((duration, it, pos, end_ts, job_iter, span))
                 return events
             self.warmup_ends[rank] = it
@@ -720,7 +722,7 @@ class Watcher:
         all.  The level the warm-up settled on is its first healthy level (the settle
         test's latest window: its points before this one); when a slowdown began inside
         the warm-up (``warm_start``), from the level the warm-up had settled on before."""
-        points, st.warm_points = list(st.warm_points), deque(maxlen=WARM_KEEP)
+        points, st.warm_points = list(st.warm_points or ()), None
         if not points:
             return []
         start = getattr(st.detector or self._probe, "warm_start", None)
