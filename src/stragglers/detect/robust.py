@@ -323,7 +323,6 @@ class RobustLevelDetector:
         iters = st.in_it - p[3] + 1 - (self._span - 1)
         return iters > self.stall_iters and st.in_cum - p[4] > self.stall_seconds
 
-
     def _slow_point(self, y: float, it: int, secs: float) -> list[Alarm]:
         e, st = self._episode.median(), self._stretch
         up, down = y >= e + self.mid, y <= e - self.mid or y < self._healthy + self.mid
@@ -425,7 +424,10 @@ class RobustLevelDetector:
                 or len(st.pts) < max(2 * self.min_points, self._needed)):
             return []
         self._stretch = None
-        return [a for y in st.ys() for a in sink(y, it)]
+        alarms: list[Alarm] = []
+        for y in st.ys():  # (the slope view may declare an onset on the way: the rest is slow)
+            alarms += (self._in_episode if self.slow and sink == self._settle else sink)(y, it)
+        return alarms
 
     def _settle(self, y: float, it: int) -> list[Alarm]:
         """A healthy point (or a stall's): spike tally, noise, level (winsorised), drift."""
