@@ -273,3 +273,27 @@ def test_the_documented_warm_up_default_is_the_codes() -> None:
     assert f"{others} for the other methods" in page
     # and what the watcher does when no --warmup is given
     assert Watcher().warmup_iters == default
+
+
+def test_a_motif_that_repeats_itself_is_reduced_to_its_root() -> None:
+    from stragglers.detect.period import primitive_period
+
+    assert primitive_period(np.array([1, 2, 1, 2, 1, 2])) == 2
+    assert primitive_period(np.array([1, 2, 3, 1, 2, 4])) == 6
+    assert primitive_period(np.array([5, 5, 5, 5])) == 1
+
+
+def test_the_period_tracker_survives_a_restart_that_changes_the_calls() -> None:
+    """One rank's calls of a job that restarts three times (start-up broadcasts, other
+    buckets after a reconfiguration), fed to one period tracker without any reset: the
+    window that mixes both patterns reached the ACF threshold at a multiple of the new
+    period, and the former tracker raised ``motif is not primitive`` (a ``watch`` crash on
+    valid input); it now counts every executed iteration (within 0.5 %)."""
+    from stragglers.detect.period import CallEncoder, PeriodTracker
+
+    job = generate_call_job(6, with_step=False)
+    enc, tracker, n = CallEncoder(), PeriodTracker(), 0
+    for c in (c for c in job.records if c.rank == 0):
+        out = tracker.feed_one(c.ts, enc.code((c.type, c.size)))
+        n += sum(k for _, _, k in out or ())
+    assert abs(n - job.executed[0]) <= 0.005 * job.executed[0]
