@@ -12,11 +12,11 @@ it was.
   files the earlier run wrote that this one does not (recorded in :data:`MANIFEST`), and
   nothing else.
 
-Signals: while a temporary file or a staging folder exists, a signal that would end the
-process (SIGTERM, SIGHUP, SIGQUIT, SIGUSR1/2, SIGALRM, ...; SIGINT already raises
-KeyboardInterrupt) raises :class:`Terminated` instead, so that they are removed on the way
-out, and the moves of a commit are not interrupted half-way (the signal waits until they are
-done). A process killed outright (SIGKILL, a crash) leaves its staging folder behind: the
+Signals: while a command of the command line (:func:`command`) has a temporary file or a
+staging folder, a signal that would end the process (SIGTERM, SIGHUP, SIGQUIT, SIGUSR1/2,
+SIGALRM, ...; SIGINT already raises KeyboardInterrupt) raises :class:`Terminated` instead, so
+that they are removed on the way out; the moves of a commit are not interrupted half-way
+(the signal waits until they are done). A process killed outright (SIGKILL, a crash) leaves its staging folder behind: the
 next :class:`StagedDir` into that folder removes the staging folders of processes that no
 longer run on this machine.
 """
@@ -83,8 +83,10 @@ def _main_thread() -> bool:
 @contextlib.contextmanager
 def _signals_end_cleanly() -> Iterator[None]:
     """While inside: the ending signals whose action is the default raise
-    :class:`Terminated` (main thread only; handlers set by the program stay)."""
-    if not _main_thread():
+    :class:`Terminated`, for a command of the command line (:func:`command`; a program that
+    calls the library, a training job with a probe, keeps its signals as they are), in the
+    main thread only, and handlers set by the program stay."""
+    if not _command or not _main_thread():
         yield
         return
     if _guard["depth"] == 0:

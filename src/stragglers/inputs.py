@@ -394,9 +394,9 @@ def parse_json_line(raw: bytes, max_line: int = MAX_LINE_BYTES) -> Any:
     return value
 
 
-def json_object(text: str, where: str, expected: str = "a JSON object") -> dict[str, Any]:
-    """The JSON object in ``text`` (the content of the file ``where``); an :class:`InputError`
-    names the line of a syntax error, or says that the value is not ``expected``."""
+def load_json(text: str, where: str) -> Any:
+    """The JSON value in ``text`` (the content of the file ``where``), its nesting bounded
+    by the ``nesting`` limit; an :class:`InputError` names the line of a syntax error."""
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -408,6 +408,13 @@ def json_object(text: str, where: str, expected: str = "a JSON object") -> dict[
     if nesting_depth(raw, cap) > cap:
         raise InputError(f"{where}: nesting deeper than {cap} levels (set "
                          "STRAGGLERS_MAX_NESTING to raise the limit)")
+    return raw
+
+
+def json_object(text: str, where: str, expected: str = "a JSON object") -> dict[str, Any]:
+    """The JSON object in ``text`` (the content of the file ``where``); an :class:`InputError`
+    names the line of a syntax error, or says that the value is not ``expected``."""
+    raw = load_json(text, where)
     if not isinstance(raw, dict):
         raise InputError(f"{where}: line 1: expected {expected}, got {type(raw).__name__}")
     return raw
