@@ -521,21 +521,23 @@ def _read_parquet(p: Path, fh: IO[bytes]) -> TraceColumns:
                         host_names=host_names, **cols)
 
 
-#: Bytes of one value at most, by column kind, beyond the text columns' values: a parquet
-#: column of ``n`` rows holds at most ``n`` times this (plus :data:`_PAGE_SLACK` per row
-#: group for page headers and dictionaries of the numbers).
-_VALUE_BYTES = {"int": 9, "float": 9}
+#: Bytes a row of a parquet column takes at most, uncompressed, by column kind: a number is
+#: 8 bytes, or 8 in a dictionary and an index of up to 4 (a dictionary of all distinct
+#: values), with its validity bits; a text value adds its length to the 8
+#: (:func:`_check_sizes`). Plus :data:`_PAGE_SLACK` per row group for page headers.
+_VALUE_BYTES = {"int": 16, "float": 16}
+_TEXT_OVERHEAD = 8
 _PAGE_SLACK = 1 << 20
 
 
 def _check_sizes(pf: pq.ParquetFile, p: Path, num_rows: int) -> None:
     """Refuse, from the file's footer and before any column is read, a column whose
-    uncompressed size exceeds what its rows can hold: 8 bytes (and a validity bit) per
-    number, 4 + ``trace_string_bytes`` per text value. An 11 KB file whose one dictionary
-    value is 200 MB of one repeated byte is refused here instead of being decompressed."""
+    uncompressed size exceeds what its rows can hold (:data:`_VALUE_BYTES`; a text value
+    ``trace_string_bytes`` more). An 11 KB file whose one dictionary value is 200 MB of one
+    repeated byte is refused here instead of being decompressed."""
     md = pf.metadata
     kinds = REQUIRED_COLUMNS | OPTIONAL_COLUMNS
-    text = 4 + limit("trace_string_bytes")
+    text = _TEXT_OVERHEAD + limit("trace_string_bytes")
     totals: dict[str, int] = {}
     for g in range(md.num_row_groups):
         rg = md.row_group(g)
@@ -551,7 +553,8 @@ def _check_sizes(pf: pq.ParquetFile, p: Path, num_rows: int) -> None:
             raise LimitError(
                 f"{p}: column '{name}' takes {total:,} bytes uncompressed for {num_rows:,} "
                 f"rows, more than {per_row:,} bytes a row (a text value is limited to "
-                f"{text - 4:,} bytes; set STRAGGLERS_MAX_TRACE_STRING_BYTES to raise it)")
+                f"{text - _TEXT_OVERHEAD:,} bytes; set STRAGGLERS_MAX_TRACE_STRING_BYTES to "
+                "raise it)")
 
 
 def _check_string_lengths(col: pa.ChunkedArray, name: str, source: str) -> None:
