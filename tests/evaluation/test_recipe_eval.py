@@ -343,3 +343,16 @@ def test_naming_the_rank_the_machine_slowed_is_right() -> None:
     other = replace(named, contended="0,0")
     assert other.healthy_blame is True
     assert base is ROWS[0]
+
+
+def test_a_slowed_run_whose_waiter_the_machine_slowed_is_listed_not_scored() -> None:
+    from stragglers.evaluation.recipe_eval import targets
+
+    slowed = next(r for r in ROWS if r.slowed)
+    both = replace(slowed, workers=("0,0",), confidence=0.99, contended="0,0")
+    assert both.machine_slowed_waiter and not both.misses
+    plain = replace(slowed, workers=("0,0",), confidence=0.99)
+    assert plain.misses
+    n = len([r for r in ROWS if r.slowed])
+    assert targets([*ROWS, both])[0].runs == n
+    assert "machine slowed the waiting rank 0,0" in format_report([*ROWS, both])

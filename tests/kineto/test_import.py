@@ -110,7 +110,8 @@ def test_cli_import_then_analyze(tmp_path: Path, capsys: pytest.CaptureFixture) 
                  "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "step 3 dropped: truncated (no optimizer op) on rank(s) 0-3" in text
-    assert sorted(p.name for p in out.iterdir()) == ["meta.yaml", "trace.parquet"]
+    assert sorted(p.name for p in out.iterdir()) == [".stragglers-outputs.json", "meta.yaml",
+                                                     "trace.parquet"]
     assert main(["analyze", str(out / "trace.parquet"), "--meta", str(out / "meta.yaml"),
                  "--out", str(tmp_path / "a"), "--no-timelines", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 from stragglers.detect.narrow import GroupFinding
@@ -348,7 +348,9 @@ class SpikeTotals:
 @dataclass(frozen=True)
 class SummaryEvent:
     """The end of the input: counts by reason and name (sorted mappings), iteration times
-    per rank (``iterations``) and the ranks still slow."""
+    per rank (``iterations``: replayed iterations counted again), the job iterations each
+    rank's numbered records cover (``job_iterations``: replayed ones once; ranks with
+    iteration records, or call records with ``step``) and the ranks still slow."""
 
     event: ClassVar[str] = "summary"
     lines: int
@@ -370,6 +372,7 @@ class SummaryEvent:
     ranks: int
     iterations: Mapping[int, int]
     slow_ranks: tuple[int, ...]
+    job_iterations: Mapping[int, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -386,6 +389,7 @@ class SummaryEvent:
             "inputs": self.inputs,
             "ranks": self.ranks,
             "iterations": {str(r): v for r, v in self.iterations.items()},
+            "job_iterations": {str(r): v for r, v in self.job_iterations.items()},
             "slow_ranks": list(self.slow_ranks),
         }
 
