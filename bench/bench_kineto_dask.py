@@ -1,31 +1,34 @@
 """``stragglers import kineto`` of a large many-rank job: local processes against Dask.
 
-``generate`` writes a synthetic job's profiler traces (dp x pp ranks, Kineto's event mix of
-:mod:`bench_kineto`: per kernel a ``cpu_op``, a ``cudaLaunchKernel``, the kernel and two flow
-events) of about ``--gb`` GB of JSON under ``--data`` (outside the repository: it is large).
-``--distinct`` DP ranks per stage are written event by event; the other DP ranks of a stage
-are copies of one of them (``dp % distinct``) with their own rank in the header, so that
-writing 20 GB takes minutes, not hours (the importer reads every file in full all the same).
+``generate`` writes a synthetic job's profiler traces (``--dp`` x ``--pp`` ranks, 256 by
+default; Kineto's indented layout and event mix: per kernel a ``cpu_op``, a
+``cudaLaunchKernel``, the kernel and two flow events, see ``kineto_gen.py``) of about
+``--gb`` GB of JSON in all, under ``--data`` (outside the repository: it is large). Every
+rank file is written from its own ops, vectorised (no Python loop over events), ranks in
+``--jobs`` processes.
 
-``run`` imports the job twice, timing each in a fresh process tree and sampling the resident
+``run`` imports the job, timing each run in a fresh process tree and sampling the resident
 memory (RSS) of every process of the tree every 0.2 s:
 
-* ``local``: ``stragglers import kineto --jobs N`` (local parse processes);
+* ``local``: ``stragglers import kineto --jobs N`` (local parse processes, forked);
 * ``dask``: a real ``dask scheduler`` and ``dask worker --nworkers N --nthreads 1
   --memory-limit M`` on loopback, then ``stragglers import kineto --scheduler ADDRESS``.
 
 It prints one table row per run (wall time, CPU time of the tree, MB/s of wall time and per
 CPU-second, the peak RSS of each parse worker and of the importing process) and checks that
-both runs wrote the same ``trace.parquet`` (row-equal).
+both runs wrote the same ``trace.parquet``.
 
-    python bench/bench_kineto_dask.py generate --data /work/bench-data/k256 --dp 64 --pp 4 --gb 20
-    python bench/bench_kineto_dask.py run --data /work/bench-data/k256 --workers 2 --memory-limit 1GiB
+    python bench/bench_kineto_dask.py generate --data /tmp/k256 --gb 2
+    python bench/bench_kineto_dask.py run --data /tmp/k256 --workers 2 --memory-limit 1GiB
+    # one large rank file (bounded memory per worker whatever the file size)
+    python bench/bench_kineto_dask.py generate --data /tmp/k1 --dp 1 --pp 1 --gb 2
+    python bench/bench_kineto_dask.py run --data /tmp/k1 --workers 1 --memory-limit 1GiB
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import io
 import os
 import shutil
 import socket
@@ -33,22 +36,36 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 BIN = Path(sys.executable).parent
+DATA = Path(tempfile.gettempdir()) / "stragglers-bench-kineto-dask"
+_JOB: dict[str, Any] = {}
+#: The workers' Dask configuration: no MALLOC_TRIM_THRESHOLD_ (the nannies' default turns
+#: off glibc's dynamic mmap threshold: each large array of the scan would be mapped and
+#: unmapped afresh; see docs/guides/fleet.md), as bench_fleet.py does.
+WORKER_CONFIG = """\
+distributed:
+  nanny:
+    pre-spawn-environ:
+      MALLOC_TRIM_THRESHOLD_: null
+"""
 
 
-def _header(rank: int, world: int) -> bytes:
-    head = {"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": rank,
-                                                     "world_size": world}}
-    return json.dumps(head)[:-1].encode() + b', "traceEvents": [\n'
+def _write_one(args: tuple[int, int]) -> int:
+    from kineto_gen import write_job_rank
+
+    dp, stage = args
+    return write_job_rank(_JOB["folder"], _JOB["ops"], _JOB["dp"], _JOB["world"], dp, stage)
 
 
-def generate(data: Path, dp: int, pp: int, gb: float, distinct: int) -> None:
-    from bench_kineto import write_rank
+def generate(data: Path, dp: int, pp: int, gb: float, jobs: int) -> None:
+    from kineto_gen import job_ops, rank_slice, write_rank
 
     from stragglers.synth import SynthSpec
     from stragglers.synth.generator import generate as synth
@@ -59,34 +76,23 @@ def generate(data: Path, dp: int, pp: int, gb: float, distinct: int) -> None:
     ranks = data / "ranks"
     shutil.rmtree(ranks, ignore_errors=True)
     ranks.mkdir()
-    probe_spec = SynthSpec(dp=dp, pp=pp, microbatches=8, steps=2, seed=1, jitter=0.01)
-    trace, meta, _ = synth(probe_spec)
-    probe = data / "probe.json"
-    with probe.open("wb") as fh:
-        write_rank(fh, spread_steps(trace), meta, 0, 0)
-    per_rank_step = probe.stat().st_size / 2
-    probe.unlink()
-    steps = max(2, round(gb * 1e9 / (per_rank_step * dp * pp)))
-    spec = SynthSpec(dp=dp, pp=pp, microbatches=8, steps=steps, seed=1, jitter=0.01)
-    trace, meta, _ = synth(spec)
-    trace = spread_steps(trace)
-    write_meta(meta, data / "job.yaml")
     t0 = time.perf_counter()
-    for stage in range(pp):
-        for d in range(min(distinct, dp)):
-            with (ranks / f"rank-{d + dp * stage}.json").open("wb") as fh:
-                write_rank(fh, trace, meta, d, stage)
-        for d in range(distinct, dp):
-            src = ranks / f"rank-{d % distinct + dp * stage}.json"
-            rank = d + dp * stage
-            with src.open("rb") as fin, (ranks / f"rank-{rank}.json").open("wb") as fout:
-                first = fin.readline()
-                assert first == _header(d % distinct + dp * stage, meta.world_size)
-                fout.write(_header(rank, meta.world_size))
-                shutil.copyfileobj(fin, fout, 16 << 20)
-        print(f"stage {stage} written ({time.perf_counter() - t0:.0f} s)", flush=True)
-    total = sum(p.stat().st_size for p in ranks.iterdir())
-    print(f"{dp * pp} rank files, {steps} steps, {total / 1e9:.2f} GB of JSON in {ranks}")
+    probe, meta, _ = synth(SynthSpec(dp=dp, pp=pp, microbatches=8, steps=2, seed=1,
+                                     jitter=0.01))
+    sizes = [write_rank(io.BytesIO(), rank_slice(job_ops(spread_steps(probe)), 0, s), s * dp,
+                        meta.world_size) for s in range(pp)]
+    per_step = sum(sizes) / 2 * dp  # bytes of one step, all ranks
+    steps = max(2, round(gb * 1e9 / per_step))
+    trace, meta, _ = synth(SynthSpec(dp=dp, pp=pp, microbatches=8, steps=steps, seed=1,
+                                     jitter=0.01))
+    write_meta(meta, data / "job.yaml")
+    _JOB.update(folder=ranks, ops=job_ops(spread_steps(trace)), dp=dp,
+                world=meta.world_size)
+    work = [(d, s) for s in range(pp) for d in range(dp)]
+    with ProcessPoolExecutor(max(1, min(jobs, len(work)))) as pool:  # forked: _JOB shared
+        total = sum(pool.map(_write_one, work))
+    print(f"{dp * pp} rank files, {steps} steps, {total / 1e9:.2f} GB of JSON in {ranks} "
+          f"({time.perf_counter() - t0:.0f} s)")
 
 
 def _children(pid: int) -> list[int]:
@@ -218,7 +224,8 @@ def run(data: Path, workers: int, memory_limit: str, which: list[str]) -> None:
             out = Path(tmp) / "local"
             dt, s, pid = run_import(_cli(str(ranks), "--meta", str(meta), "--out", str(out),
                                          "--jobs", str(workers)), [])
-            pool = [p for p in s.peak if p != pid]
+            pool = [p for p in s.peak if p != pid
+                    and "resource_tracker" not in s.cmd.get(p, "")]
             print(row(f"local `--jobs {workers}`", mb, dt, s, pid, pool), flush=True)
             outs["local"] = out
         if "dask" in which:
@@ -229,20 +236,21 @@ def run(data: Path, workers: int, memory_limit: str, which: list[str]) -> None:
                                        "--port", str(port), "--no-dashboard"],
                                       stdout=log, stderr=log)]
             try:
+                conf = Path(tmp) / "dask-config"
+                conf.mkdir()
+                (conf / "workers.yaml").write_text(WORKER_CONFIG)
                 procs.append(subprocess.Popen(
                     [str(BIN / "dask"), "worker", address, "--nworkers", str(workers),
                      "--nthreads", "1", "--memory-limit", memory_limit, "--no-dashboard"],
-                    stdout=log, stderr=log))
+                    stdout=log, stderr=log, env=dict(os.environ, DASK_CONFIG=str(conf))))
                 _wait_workers(address, workers)
                 out = Path(tmp) / "dask"
                 nanny = procs[1].pid
                 dt, s, pid = run_import(_cli(str(ranks), "--meta", str(meta), "--out",
                                              str(out), "--scheduler", address),
                                         [nanny])
-                wk = [p for p in _tree(nanny) if p != nanny and "dask" not in
-                      s.cmd.get(p, "dask")[:0] and p in s.peak and
-                      "multiprocessing" in s.cmd.get(p, "")] or \
-                    [p for p in s.peak if p not in (pid, nanny) and p in _tree(nanny)]
+                wk = [p for p in s.peak if "spawn_main" in s.cmd.get(p, "")
+                      and "resource_tracker" not in s.cmd.get(p, "")]
                 print(row(f"Dask, {workers} workers x 1 thread, memory limit {memory_limit}",
                           mb, dt, s, pid, wk), flush=True)
                 outs["dask"] = out
@@ -265,19 +273,20 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     g = sub.add_parser("generate")
-    g.add_argument("--data", type=Path, required=True)
+    g.add_argument("--data", type=Path, default=DATA)
     g.add_argument("--dp", type=int, default=64)
     g.add_argument("--pp", type=int, default=4)
-    g.add_argument("--gb", type=float, default=20.0)
-    g.add_argument("--distinct", type=int, default=8)
+    g.add_argument("--gb", type=float, default=2.0, help="GB of JSON in all")
+    g.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                   help="rank files written in parallel")
     r = sub.add_parser("run")
-    r.add_argument("--data", type=Path, required=True)
+    r.add_argument("--data", type=Path, default=DATA)
     r.add_argument("--workers", type=int, default=2)
     r.add_argument("--memory-limit", default="1GiB")
     r.add_argument("--only", choices=["local", "dask"], action="append")
     args = ap.parse_args()
     if args.cmd == "generate":
-        generate(args.data, args.dp, args.pp, args.gb, args.distinct)
+        generate(args.data, args.dp, args.pp, args.gb, args.jobs)
     else:
         run(args.data, args.workers, args.memory_limit, args.only or ["local", "dask"])
 

@@ -92,3 +92,16 @@ def test_second_pass_parses_only_cpu_ops_without_their_args(
     assert got == want
     assert [i for b in batches for i in b.index.tolist()] == [1, 2, 8, 9, 10]
     assert sum(b.count for b in batches) == len(events)
+
+
+def test_the_category_is_the_value_of_a_cat_key_not_a_string_cat() -> None:
+    """A top-level string value "cat" (an event named "cat") is not its category key: the
+    string after it (here a key named like a skipped category) does not make the event
+    skipped."""
+    kernel = {"ph": "X", "name": "cat", "cpu_op": 1, "cat": "kernel", "ts": 1, "dur": 2,
+              "args": {"correlation": 3}}
+    data = json.dumps({"traceEvents": [kernel, {"ph": "X", "cat": "cpu_op", "name": "cat",
+                                                "ac2g": 0}]}).encode()
+    batches = list(jsonstream.iter_event_batches(io.BytesIO(data)))
+    assert [e for b in batches for e in b.events] == [kernel]
+    assert sum((b.skipped for b in batches), start=jsonstream.Counter()) == {"cpu_op": 1}

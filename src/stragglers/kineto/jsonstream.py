@@ -146,17 +146,6 @@ def _find_bytes(buf: bytes, b: np.ndarray, pattern: bytes, end: int) -> np.ndarr
     return out
 
 
-def _strings_equal(b: np.ndarray, q: np.ndarray, text: bytes) -> np.ndarray:
-    """Indices into ``q`` (the valid quotes of a text that starts outside a string: they
-    alternate, opening and closing) of the opening quotes of the strings equal to
-    ``text`` (no escapes in ``text``). Vectorised over the strings, not the bytes."""
-    o, c = q[0: q.size - 1: 2], q[1::2]
-    sel = np.flatnonzero(c - o == len(text) + 1)
-    for i, ch in enumerate(text):
-        sel = sel[b[o[sel] + 1 + i] == ch]
-    return sel * 2
-
-
 def _structure(buf: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Of a JSON text that starts outside a string: the valid quotes, the positions of the
     brackets and commas outside strings, those bytes, and the nesting depth after each
@@ -170,6 +159,154 @@ def _structure(buf: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarr
     s = pos[outside]
     ch = val[outside]
     return pos[is_q], s, ch, np.cumsum(_DELTA[ch], dtype=np.int32)
+
+
+#: ``bytes.translate`` table keeping the brackets and mapping every other byte to 0.
+_BRACKETS = bytes(c if c in b"{}[]" else 0 for c in range(256))
+
+
+def _nonzero(t: np.ndarray) -> np.ndarray:
+    """``np.flatnonzero(t)`` found block by block and kept as 32-bit integers (a buffer
+    below 2 GiB): a buffer of nothing but such bytes costs 4 bytes each, not the 8 of an
+    int64 index plus its temporaries."""
+    kind = np.int32 if t.size < 2**31 - 64 else np.int64
+    parts = []
+    for lo in range(0, t.size, _BLOCK):
+        blk = np.flatnonzero(t[lo: lo + _BLOCK])
+        blk += lo
+        parts.append(blk.astype(kind))
+    return np.concatenate(parts) if len(parts) > 1 else parts[0] if parts \
+        else np.zeros(0, kind)
+
+
+def _packed(mask: np.ndarray) -> np.ndarray:
+    """A boolean mask as 64-bit words, one bit per byte (bit ``i % 64`` of word ``i // 64``)."""
+    packed = np.packbits(mask, bitorder="little")
+    pad = (-packed.size) % 8
+    if pad:
+        packed = np.concatenate([packed, np.zeros(pad, np.uint8)])
+    return packed.view("<u8")
+
+
+class _Bits:
+    """A bit set over the bytes of a text (:func:`_packed`) with the running count of its
+    words: the number of set bits before any position is a lookup, not a search."""
+
+    def __init__(self, words: np.ndarray) -> None:
+        self.words = words
+        self.before = np.concatenate([[0], np.cumsum(np.bitwise_count(words),
+                                                      dtype=np.int64)])
+
+    def count_before(self, pos: np.ndarray) -> np.ndarray:
+        """The number of set bits before each position (within the text)."""
+        pos = np.asarray(pos, np.int64)
+        w = pos >> 6
+        low = self.words[w] & ((np.uint64(1) << (pos & 63).astype(np.uint64)) - np.uint64(1))
+        return self.before[w] + np.bitwise_count(low)
+
+    def at(self, pos: np.ndarray) -> np.ndarray:
+        """Whether the bit of each position is set."""
+        pos = np.asarray(pos, np.int64)
+        bit = (self.words[pos >> 6] >> (pos & 63).astype(np.uint64)) & np.uint64(1)
+        return bit.astype(bool)
+
+
+class _Quotes(_Bits):
+    """The valid quotes of a text that starts outside a string (those not escaped by an odd
+    run of backslashes) as a :class:`_Bits`: whether a byte lies inside a string (an odd
+    number of quotes before it) is a lookup, and no index of the quotes (a quarter of a
+    trace's bytes are quotes) is built unless the text holds a backslash."""
+
+    def __init__(self, buf: bytes, b: np.ndarray) -> None:
+        self.escapes = b"\\" in buf
+        mask = b == 34
+        if self.escapes:  # drop the quotes escaped by an odd run of backslashes
+            q = np.flatnonzero(mask)
+            after = np.flatnonzero(b[np.maximum(q - 1, 0)] == 92)
+            after = after[q[after] > 0]
+            if after.size:
+                bs = np.flatnonzero(b == 92)
+                run_start = bs[np.r_[True, np.diff(bs) != 1]]
+                at = q[after]
+                start = run_start[np.searchsorted(run_start, at - 1, "right") - 1]
+                mask[at[(at - start) % 2 == 1]] = False
+            del q
+        super().__init__(_packed(mask))
+
+    def outside(self, pos: np.ndarray) -> np.ndarray:
+        """Whether each position lies outside the strings (an even number of quotes
+        before it)."""
+        return (self.count_before(pos) & 1) == 0
+
+    def inside_words(self) -> np.ndarray:
+        """The bytes inside strings (with their opening quote, without the closing one) as
+        words of bits: the running parity of the quote bits (a prefix XOR within each word,
+        inverted after an odd number of quotes in the words before)."""
+        x = self.words.copy()
+        for shift in (1, 2, 4, 8, 16, 32):
+            x ^= x << np.uint64(shift)
+        odd = (self.before[:-1] & 1).astype(bool)
+        x[odd] = ~x[odd]
+        return x
+
+
+def _brackets(buf: bytes, b: np.ndarray
+              ) -> tuple[_Quotes, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_structure` without the commas (the events' scan: most structural bytes of a
+    trace are the commas between an event's keys, which it does not need) and with the
+    quotes as a :class:`_Quotes` bit set: the brackets outside strings, those bytes and the
+    nesting depth after each (relative to the start)."""
+    quotes = _Quotes(buf, b)
+    low = b & 0xDF  # { } have the bits of [ ] and 0x20
+    br = _nonzero((low == 91) | (low == 93))
+    del low
+    s = br[quotes.outside(br)]
+    ch = b[s]
+    return quotes, s, ch, np.cumsum(_DELTA[ch], dtype=np.int32)
+
+
+def _find_all4(b: np.ndarray, pattern: bytes, end: int) -> np.ndarray:
+    """Start positions of ``pattern`` (4 bytes or more) in ``b[:end]``: its first four
+    bytes compared as one 32-bit word at each of the four alignments (a pass over a
+    quarter of the words each), then the rest."""
+    n = len(pattern)
+    head = int.from_bytes(pattern[:4], "little")
+    hits = []
+    for o in range(4):
+        k = (end - o) // 4
+        if k <= 0:
+            continue
+        w = b[o: o + 4 * k].view("<u4")
+        hits.append(np.flatnonzero(w == head) * 4 + o)
+    if not hits:
+        return np.zeros(0, np.int64)
+    cand = np.sort(np.concatenate(hits))
+    cand = cand[cand <= end - n]
+    for i in range(4, n):
+        cand = cand[b[cand + i] == pattern[i]]
+    return cand
+
+
+def _keys_named(buf: bytes, b: np.ndarray, quotes: _Quotes, key: bytes, end: int
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """The keys ``key`` (quoted, no escapes in it) before ``end``, outside strings: the
+    position of each key's opening quote and of the first byte of its value (past the
+    ``:`` and whitespace)."""
+    at = _find_all4(b, key, end)
+    at = at[quotes.at(at) & quotes.outside(at)]
+    if not at.size:
+        return at, at
+    colon = _past_space(buf, b, at + len(key), end)
+    at, colon = at[colon < end], colon[colon < end]
+    ok = b[colon] == 58
+    at, colon = at[ok], colon[ok]
+    return at, _past_space(buf, b, colon + 1, end)
+
+
+def _key_colons(b: np.ndarray, quotes: _Quotes) -> _Bits:
+    """The ``:`` outside strings (one after each key) as a :class:`_Bits`: keys are
+    counted between any two positions without locating them."""
+    return _Bits(_packed(b == 58) & ~quotes.inside_words())
 
 
 _BLOCK = 1 << 20
@@ -352,6 +489,40 @@ def loads_strict(text: bytes) -> Any:
     return value
 
 
+def _names(b: np.ndarray, quotes: _Quotes, v0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The string values that start at ``v0`` (their first byte), up to :data:`_WIDTH`
+    bytes each: the distinct ones (bytes) and the index of each value among them.
+    Vectorised; the values are told apart by a 64-bit hash of their bytes, checked (on a
+    collision they are sorted as strings)."""
+    if b.size > _WIDTH:  # the bytes from each start on (rows near the end: clipped)
+        idx = None
+        win = np.lib.stride_tricks.sliding_window_view(b, _WIDTH + 1)[
+            np.minimum(v0, b.size - _WIDTH - 1)]
+        tail = np.flatnonzero(v0 > b.size - _WIDTH - 1)
+        if tail.size:
+            win[tail] = b[np.minimum(v0[tail, None] + np.arange(_WIDTH + 1), b.size - 1)]
+    else:
+        idx = np.minimum(v0[:, None] + np.arange(_WIDTH + 1), b.size - 1)
+        win = b[idx]
+    isq = win == 34
+    if quotes.escapes:  # only the valid quotes end a string (an escaped one does not)
+        if idx is None:
+            idx = np.minimum(v0[:, None] + np.arange(_WIDTH + 1), b.size - 1)
+        isq[isq] = quotes.at(idx[isq])
+    isq[:, _WIDTH] = True
+    width = np.argmax(isq, axis=1)
+    vals = win[:, :_WIDTH] * (np.arange(_WIDTH) < width[:, None])
+    words = vals.view("<u8")  # _WIDTH is a multiple of 8
+    h = words[:, 0] * np.uint64(0x9E3779B97F4A7C15)
+    for j in range(1, words.shape[1]):
+        h = (h ^ words[:, j]) * np.uint64(0xBF58476D1CE4E5B9)
+    uniq, first, inv = np.unique(h, return_index=True, return_inverse=True)
+    if not (words == words[first][inv]).all():  # pragma: no cover - a hash collision
+        names, inv = np.unique(vals.view(f"S{_WIDTH}").ravel(), return_inverse=True)
+        return names, inv
+    return vals[first].view(f"S{_WIDTH}").ravel(), inv.ravel()
+
+
 def _scan(buf: bytes, n0: int, only: frozenset[bytes] | None = None
           ) -> tuple[Iterator[Batch] | None, int, bool]:
     """Locate the complete events at the start of ``buf``; returns their batches (parsed
@@ -360,7 +531,7 @@ def _scan(buf: bytes, n0: int, only: frozenset[bytes] | None = None
     ``only``, the events of those categories are parsed and all others skipped (not
     counted by category)."""
     b = np.frombuffer(buf, np.uint8)
-    q, s, ch, depth = _structure(buf)  # depth after each char, relative to inside the array
+    quotes, s, ch, depth = _brackets(buf, b)  # depth after each, relative to the array
     end_arr = np.flatnonzero(depth < 0)
     _check_depth(depth[: end_arr[0]] if end_arr.size else depth, ch, n0)
     stop = int(s[end_arr[0]]) if end_arr.size else len(buf)
@@ -372,13 +543,11 @@ def _scan(buf: bytes, n0: int, only: frozenset[bytes] | None = None
     region = s < last
     starts = s[region & (depth == 1) & (ch == 123)]
     ends = ends[ends < last]
-    commas = s[region & (depth == 0) & (ch == 44)]
     if not last:
         return None, 0, bool(end_arr.size)
-    plain = starts.size == ends.size and _separated(buf, b, starts, ends, commas, last,
-                                                    n0 == 0)
+    plain = starts.size == ends.size and _separated(b, starts, ends, last, n0 == 0)
     if not plain:  # scalars or nested arrays as events, or bad separators
-        _not_objects(buf, commas, last, n0)
+        _not_objects(buf, _top_commas(buf, last), last, n0)
         body = buf[:last].strip().lstrip(b",")
         try:
             events = orjson.loads(b"[" + body + b"]") if body else []
@@ -392,19 +561,14 @@ def _scan(buf: bytes, n0: int, only: frozenset[bytes] | None = None
         raise _too_long("an event is", n0 + int(np.argmax(size > limit("kineto_event_bytes"))))
     keep = np.ones(n, bool) if only is None else np.zeros(n, bool)
     skipped: Counter[str] = Counter()
-    k = _strings_equal(b, q, _CAT[1:-1]) if n else np.zeros(0, np.int64)
-    k = k[(k + 3 < q.size) & (q[np.minimum(k, q.size - 1)] < last - len(_CAT) + 1)]
-    if k.size:
-        cat = q[k]
+    cat, v0 = _keys_named(buf, b, quotes, _CAT, last) if n else (np.zeros(0, np.int64),) * 2
+    if cat.size:
         owner = _ss(starts, cat, "right") - 1
         di = _ss(s, cat, "right") - 1
-        top = (owner >= 0) & (depth[np.clip(di, 0, None)] == 1)
-        k, owner = k[top], owner[top]
-        v0, v1 = q[k + 2] + 1, q[k + 3]
-        width = np.minimum(v1 - v0, _WIDTH)
-        idx = np.minimum(v0[:, None] + np.arange(_WIDTH), len(buf) - 1)
-        vals = np.where(np.arange(_WIDTH) < width[:, None], b[idx], 0).astype(np.uint8)
-        names, inv = np.unique(vals.view(f"S{_WIDTH}").ravel(), return_inverse=True)
+        top = (owner >= 0) & (depth[np.clip(di, 0, None)] == 1) & \
+            (b[np.minimum(v0, b.size - 1)] == 34) & (v0 < last)
+        owner, v0 = owner[top], v0[top] + 1  # a string value: its first byte
+        names, inv = _names(b, quotes, v0)
         if only is not None:
             keep[owner[np.array([nm in only for nm in names.tolist()], bool)[inv]]] = True
         skip_name = np.array([nm in SKIP_CATEGORIES for nm in names.tolist()], bool)
@@ -424,20 +588,22 @@ def _scan(buf: bytes, n0: int, only: frozenset[bytes] | None = None
                 skipped[names[code].decode("utf-8", "replace")] += int(count)
     kept = np.flatnonzero(keep)
     # the second pass needs no arguments: an event's "args" object is left out
-    args = None if only is None else _args_objects(buf, b, q, s, ch, depth, last, starts, n)
+    args = None if only is None else _args_objects(buf, b, quotes, s, ch, depth, last,
+                                                   starts, n)
     del s, ch, depth
     size = np.cumsum(ends[kept] - starts[kept] + 1)
     cuts = np.flatnonzero(np.diff(size // PARSE_BYTES)) + 1
     groups = np.split(kept, cuts) if kept.size else [kept]
-    keys = _key_ends(buf, b, q) if kept.size else (q, np.zeros(1, np.int64))
+    keys = _key_colons(b, quotes) if kept.size else None
+    del quotes
     batches = (Batch(_parse(buf, keys, starts, ends, g, args, n0), n0 + g,
                      skipped if j == 0 else Counter(), n if j == 0 else 0)
                for j, g in enumerate(groups))
     return batches, last, bool(end_arr.size)
 
 
-def _parse(buf: bytes, keys: tuple[np.ndarray, np.ndarray], starts: np.ndarray,
-           ends: np.ndarray, kept: np.ndarray, args: tuple[np.ndarray, np.ndarray] | None,
+def _parse(buf: bytes, keys: _Bits | None, starts: np.ndarray, ends: np.ndarray,
+           kept: np.ndarray, args: tuple[np.ndarray, np.ndarray, np.ndarray] | None,
            n0: int) -> list[Any]:
     """The events ``kept`` (indices into ``starts``/``ends``) parsed, with ``args``
     (:func:`_args_objects`) their ``args`` objects left out; a key given twice refused."""
@@ -447,7 +613,7 @@ def _parse(buf: bytes, keys: tuple[np.ndarray, np.ndarray], starts: np.ndarray,
         body = b",".join([buf[a: e + 1] for a, e in zip(starts[kept].tolist(),
                                                          ends[kept].tolist(), strict=True)])
     else:
-        lo, hi = args
+        lo, hi, _ = args
         body = b",".join([buf[a: c] + b'"args":{}' + buf[d + 1: e + 1] if c >= 0 else
                           buf[a: e + 1] for a, e, c, d in
                           zip(starts[kept].tolist(), ends[kept].tolist(),
@@ -462,31 +628,43 @@ def _parse(buf: bytes, keys: tuple[np.ndarray, np.ndarray], starts: np.ndarray,
                 raise EventSyntaxError(f"not valid JSON ({exc})", n0 + i) from None
         raise
     del body
+    assert keys is not None
     _check_keys(buf, keys, starts, ends, kept, events, n0, args)
     return events
 
 
-def _separated(buf: bytes, b: np.ndarray, starts: np.ndarray, ends: np.ndarray,
-               commas: np.ndarray, last: int, first: bool) -> bool:
+def _separated(b: np.ndarray, starts: np.ndarray, ends: np.ndarray, last: int,
+               first: bool) -> bool:
     """The objects [starts, ends] are the array's values before ``last``, separated by
     single commas, with nothing else but whitespace between them (the buffer starts after
-    the array's ``[`` when ``first``, else after a value). Vectorised."""
+    the array's ``[`` when ``first``, else after a value). Vectorised over the bytes
+    between the objects (a few per event)."""
     lo = np.r_[0, ends + 1].astype(np.int64)
     hi = np.r_[starts, last].astype(np.int64)
-    per_gap = _ss(commas, hi) - _ss(commas, lo)
+    size = hi - lo
+    if (size < 0).any():  # pragma: no cover - the objects alternate with their gaps
+        return False
+    upto = np.cumsum(size)
+    at = np.repeat(lo - upto + size, size) + np.arange(int(upto[-1]))
+    gap = b[at]
+    comma = gap == 44
+    if not (_WS[gap] | comma).all():
+        return False
+    cum = np.r_[0, np.cumsum(comma)]
+    per_gap = cum[upto] - cum[upto - size]
     want = np.ones(per_gap.size, np.int64)
     want[0] = 0 if first else 1
     want[-1] = 0
     if starts.size == 0:
         want[0] = 0
-    if not np.array_equal(per_gap, want):
-        return False
-    size = hi - lo
-    if int(size.sum()) == int(per_gap.sum()):  # compact: the gaps are the commas
-        return True
-    at = np.repeat(lo - np.cumsum(size) + size, size) + np.arange(int(size.sum()))
-    gap = b[at]
-    return bool((_WS[gap] | (gap == 44)).all())
+    return bool(np.array_equal(per_gap, want))
+
+
+def _top_commas(buf: bytes, last: int) -> np.ndarray:
+    """The positions of the commas between the array's values before ``last`` (the buffer
+    starts inside the array, outside a value)."""
+    _, s, ch, depth = _structure(buf)
+    return s[(s < last) & (depth == 0) & (ch == 44)]
 
 
 def _not_objects(buf: bytes, commas: np.ndarray, last: int, n0: int) -> None:
@@ -527,38 +705,23 @@ def _check_depth(depth: np.ndarray, ch: np.ndarray, n0: int) -> None:
     raise EventSyntaxError(nesting_message(), n0 + max(int(np.count_nonzero(starts)) - 1, 0))
 
 
-def _key_ends(buf: bytes, b: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The quotes that end a string (``q`` starts outside a string) and the running count
-    (from 0, one longer) of those that end a key: followed by ``:``, perhaps after
-    whitespace. Vectorised."""
-    close = q[1::2]
-    nxt = b[np.minimum(close + 1, b.size - 1)]
-    is_key = nxt == 58
-    ws = np.flatnonzero(_WS[nxt])
-    if ws.size:  # whitespace after a string (indented files): look past it
-        pos = _past_space(buf, b, close[ws].astype(np.int64) + 2, b.size - 1)
-        is_key[ws] = b[pos] == 58
-    return close, np.concatenate([[0], np.cumsum(is_key)])
-
-
-def _check_keys(buf: bytes, keys: tuple[np.ndarray, np.ndarray], starts: np.ndarray,
-                ends: np.ndarray, kept: np.ndarray, events: list[Any], n0: int,
-                args: tuple[np.ndarray, np.ndarray] | None) -> None:
+def _check_keys(buf: bytes, colons: _Bits, starts: np.ndarray, ends: np.ndarray,
+                kept: np.ndarray, events: list[Any], n0: int,
+                args: tuple[np.ndarray, np.ndarray, np.ndarray] | None) -> None:
     """Refuse a key given twice in a parsed event (``orjson`` keeps the last value).
 
-    Vectorised: the keys of each event in the bytes (``keys``: :func:`_key_ends`) are
-    counted and compared with the keys of the parsed event and of its ``args``; an event
-    whose bytes hold more keys than that (a key given twice, or objects deeper than
-    ``args``) is parsed again by a parser that sees every key. With ``args`` (the second
-    pass: the ``args`` objects were left out of the parsed text, :func:`_args_objects`),
-    the keys inside them are not counted."""
-    close, cum = keys
+    Vectorised: the keys of each event in the bytes (a ``:`` outside strings follows each
+    key: ``colons``, :func:`_key_colons`) are counted and compared with the keys of the parsed
+    event and of its ``args``; an event whose bytes hold more keys than that (a key given
+    twice, or objects deeper than ``args``) is parsed again by a parser that sees every
+    key. With ``args`` (the second pass: the ``args`` objects were left out of the parsed
+    text, :func:`_args_objects`), the keys inside them are not counted."""
     a, e = starts[kept], ends[kept]
-    in_bytes = cum[_ss(close, e)] - cum[_ss(close, a)]
+    in_bytes = colons.count_before(e) - colons.count_before(a)
     if args is not None:
-        lo, hi = args[0][kept], args[1][kept]
-        inner = cum[_ss(close, hi)] - cum[_ss(close, lo + len(_ARGS))]
-        in_bytes = in_bytes - np.where(lo >= 0, inner, 0)
+        brace, hi = args[2][kept], args[1][kept]
+        inner = colons.count_before(hi) - colons.count_before(np.maximum(brace, 0))
+        in_bytes = in_bytes - np.where(brace >= 0, inner, 0)
     parsed = np.array([len(ev) + (len(x) if type(x := ev.get("args")) is dict else 0)
                        for ev in events], np.int64)  # objects: the values were located
     for i in np.flatnonzero(in_bytes != parsed).tolist():
@@ -569,31 +732,32 @@ def _check_keys(buf: bytes, keys: tuple[np.ndarray, np.ndarray], starts: np.ndar
                 raise EventSyntaxError(str(exc), n0 + int(kept[i])) from None
 
 
-def _args_objects(buf: bytes, b: np.ndarray, q: np.ndarray, s: np.ndarray, ch: np.ndarray,
+def _args_objects(buf: bytes, b: np.ndarray, quotes: _Quotes, s: np.ndarray, ch: np.ndarray,
                   depth: np.ndarray, last: int, starts: np.ndarray, n: int
-                  ) -> tuple[np.ndarray, np.ndarray]:
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per event: the byte range [lo, hi] from its top-level ``"args"`` key to the end of
-    its object value (-1 where it has none). Vectorised."""
+    its object value, and the position of that object's ``{`` (-1 where it has none).
+    Vectorised."""
     lo = np.full(n, -1)
     hi = np.full(n, -1)
+    brace = np.full(n, -1)
     if not n:
-        return lo, hi
-    key = q[_strings_equal(b, q, _ARGS[1:-1])]
-    key = key[key < last - len(_ARGS) + 1]
+        return lo, hi, brace
+    key, value = _keys_named(buf, b, quotes, _ARGS, last)
     if not key.size:
-        return lo, hi
-    i = _ss(s, key + len(_ARGS))  # the first structural byte after the key
+        return lo, hi, brace
+    i = _ss(s, value)  # the first bracket at or after the value
     ok = i < s.size
-    key, i = key[ok], i[ok]
-    ok = (ch[i] == 123) & (depth[i] == 2)  # an object, the value of an event's own key
+    key, value, i = key[ok], value[ok], i[ok]
+    ok = (value == s[i]) & (ch[i] == 123) & (depth[i] == 2)  # an object, an event's own key
     key, i = key[ok], i[ok]
     top = np.flatnonzero(depth == 1)  # its end: the first byte back at the event's level
     j = _ss(top, i, "right")
     ok = j < top.size
-    key, j = key[ok], top[j[ok]]
+    key, i, j = key[ok], i[ok], top[j[ok]]
     owner = _ss(starts, key, "right") - 1
-    lo[owner], hi[owner] = key, s[j]
-    return lo, hi
+    lo[owner], hi[owner], brace[owner] = key, s[j], s[i]
+    return lo, hi, brace
 
 
 def iter_event_batches(fh: Readable, trailer: list[bytes] | None = None,
