@@ -1,7 +1,6 @@
 """`stragglers import kineto --scheduler` against a separately started `dask scheduler` and
-`dask worker` processes on loopback (a real multi-process cluster, each worker with a memory
-limit): the rank files are parsed by the workers, and the output is the local import's, byte
-for byte; a user error in a worker's file ends in one line naming the file; an unreachable
+`dask worker` on loopback (a real cluster of processes): the rank files are parsed by the
+worker, and the output is the local import's, byte for byte; a user error in a worker's file ends in one line naming the file; an unreachable
 scheduler address ends in one line."""
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ from tests.kineto.test_import import job
 pytestmark = pytest.mark.slow  # real processes (`pytest -m "not slow"` skips them)
 
 BIN = Path(sys.executable).parent
-WORKERS = 2
+THREADS = 2
 
 
 def _free_port() -> int:
@@ -35,7 +34,8 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A `dask scheduler` and `dask worker --nworkers 2 --nthreads 1 --memory-limit 1GiB`."""
+    """A `dask scheduler` and a `dask worker --nthreads 2` (without a nanny: one process to
+    start, not two; the tasks run in the worker's threads, as they would on a cluster)."""
     if not (BIN / "dask").exists():
         pytest.skip("the `dask` command of dask[distributed] is not installed")
     from distributed import Client
@@ -46,11 +46,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     procs = [subprocess.Popen([str(BIN / "dask"), "scheduler", "--host", "127.0.0.1",
                                "--port", str(port), "--no-dashboard"], stdout=log, stderr=log)]
     try:
-        procs.append(subprocess.Popen([str(BIN / "dask"), "worker", address, "--nworkers",
-                                       str(WORKERS), "--nthreads", "1", "--memory-limit",
-                                       "1GiB", "--no-dashboard"], stdout=log, stderr=log))
+        procs.append(subprocess.Popen([str(BIN / "dask"), "worker", address, "--no-nanny",
+                                       "--nthreads", str(THREADS), "--no-dashboard"],
+                                      stdout=log, stderr=log))
         with Client(address, timeout="120s") as client:
-            client.wait_for_workers(WORKERS, timeout=300)
+            client.wait_for_workers(1, timeout=300)
         yield address
     finally:
         for p in reversed(procs):
@@ -90,7 +90,7 @@ def test_dask_import_is_the_local_import(cluster: str, tmp_path: Path,
                                                                  7: 0.25})
     write_meta(meta, tmp_path / "job.yaml")
     before = _tasks_run(cluster)
-    local = _import(folder, tmp_path / "job.yaml", tmp_path / "local", capsys, "--jobs", "2")
+    local = _import(folder, tmp_path / "job.yaml", tmp_path / "local", capsys, "--jobs", "1")
     dask = _import(folder, tmp_path / "job.yaml", tmp_path / "dask", capsys,
                    "--scheduler", cluster)
     assert _tasks_run(cluster) - before == 8  # every rank file was parsed on the cluster

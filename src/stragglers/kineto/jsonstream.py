@@ -31,7 +31,9 @@ import orjson
 
 from stragglers.limits import LIMITS, limit
 
-CHUNK = 8 << 20
+#: Bytes read at a time: small enough that a chunk and its scan's arrays stay in the
+#: processor's cache (2 MiB scanned about 1.3x faster per byte than 8 MiB here).
+CHUNK = 2 << 20
 #: Categories never used by the importer: counted, not parsed (except the events of
 #: :data:`PARSE_IF`).
 SKIP_CATEGORIES = frozenset({b"cpu_op", b"ac2g", b"fwdbwd", b"gpu_memcpy", b"gpu_memset",
@@ -609,9 +611,11 @@ def _parse(buf: bytes, keys: _Bits | None, starts: np.ndarray, ends: np.ndarray,
     (:func:`_args_objects`) their ``args`` objects left out; a key given twice refused."""
     if not kept.size:
         return []
-    if args is None:
-        body = b",".join([buf[a: e + 1] for a, e in zip(starts[kept].tolist(),
-                                                         ends[kept].tolist(), strict=True)])
+    if args is None:  # runs of consecutive events taken whole, with their separators
+        cut = np.flatnonzero(np.diff(kept) != 1) + 1
+        first, last = kept[np.r_[0, cut]], kept[np.r_[cut - 1, kept.size - 1]]
+        body = b",".join([buf[a: e + 1] for a, e in zip(starts[first].tolist(),
+                                                         ends[last].tolist(), strict=True)])
     else:
         lo, hi, _ = args
         body = b",".join([buf[a: c] + b'"args":{}' + buf[d + 1: e + 1] if c >= 0 else
@@ -786,7 +790,9 @@ def iter_event_batches(fh: Readable, trailer: list[bytes] | None = None,
         buf = buf[used:]
         if len(buf) > cap:
             raise _too_long("an event is", n)
-        chunk = fh.read(CHUNK)
+        # no event completed: read as much again (an event longer than a chunk is scanned
+        # a few times, not once per chunk)
+        chunk = fh.read(CHUNK if used else max(CHUNK, len(buf)))
         if not chunk:
             raise EventSyntaxError("the file ends inside the traceEvents array "
                                    "(truncated?)", n)

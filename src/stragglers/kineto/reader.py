@@ -203,11 +203,8 @@ class _Cols:
             self.cols[k].append(v)
 
     def np(self, name: str) -> np.ndarray:
-        """The column as a numpy array over the column's own buffer (not a copy: the columns
-        of a large file are the bulk of what a rank's parse holds; nothing is appended after
-        they are read)."""
         a = self.cols[name]
-        return np.frombuffer(a, dtype=a.typecode) if len(a) else np.zeros(0, a.typecode)
+        return np.frombuffer(a, dtype=a.typecode).copy() if len(a) else np.zeros(0, a.typecode)
 
 
 _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
