@@ -16,9 +16,9 @@ Signals: while a command of the command line (:func:`command`) has a temporary f
 staging folder, a signal that would end the process (SIGTERM, SIGHUP, SIGQUIT, SIGUSR1/2,
 SIGALRM, ...; SIGINT already raises KeyboardInterrupt) raises :class:`Terminated` instead, so
 that they are removed on the way out; the moves of a commit are not interrupted half-way
-(the signal waits until they are done). A process killed outright (SIGKILL, a crash) leaves its staging folder behind: the
-next :class:`StagedDir` into that folder removes the staging folders of processes that no
-longer run on this machine.
+(the signal waits until they are done). A process killed outright (SIGKILL, a crash) leaves
+its staging folder behind: the next :class:`StagedDir` into that folder removes the staging
+folders of processes that no longer run on this machine.
 """
 
 from __future__ import annotations

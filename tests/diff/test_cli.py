@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from stragglers.atomic import MANIFEST
 from stragglers.cli import main
 
 JOB = ["--dp", "2", "--pp", "4", "--steps", "8", "--jitter", "0.02"]
@@ -63,7 +64,7 @@ def test_json_and_out(runs, tmp_path, capsys) -> None:
     assert {r["key"] for r in doc["workers"]} == {f"{d},{s}" for d in range(2) for s in range(4)}
     assert all(r["mean_op_a_s"] is not None for r in doc["optypes"])
     assert json.loads((out / "diff.json").read_text()) == doc
-    assert sorted(p.name for p in out.iterdir()) == ["diff.html", "diff.json"]
+    assert sorted(p.name for p in out.iterdir()) == [MANIFEST, "diff.html", "diff.json"]
     html = (out / "diff.html").read_text()
     assert doc["conclusion"].replace("->", "-&gt;") in html
     assert 'id="worker-heatmap-a"' in html and 'id="worker-heatmap-b"' in html
