@@ -1,7 +1,7 @@
 """`stragglers import kineto --scheduler` against a separately started `dask scheduler` and
 `dask worker` on loopback (a real cluster of processes): the rank files are parsed by the
-worker, and the output is the local import's, byte for byte; a user error in a worker's file ends in one line naming the file; an unreachable
-scheduler address ends in one line."""
+worker, and the output is the local import's, byte for byte; a user error in a worker's
+file ends in one line naming the file; a bad scheduler address ends in one line."""
 
 from __future__ import annotations
 
