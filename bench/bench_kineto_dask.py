@@ -43,7 +43,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-BIN = Path(sys.executable).parent
+#: The dask command line of this interpreter (no console script needed on PATH).
+DASK = [sys.executable, "-m", "dask"]
 DATA = Path(tempfile.gettempdir()) / "stragglers-bench-kineto-dask"
 _JOB: dict[str, Any] = {}
 #: The workers' Dask configuration: no MALLOC_TRIM_THRESHOLD_ (the nannies' default turns
@@ -232,7 +233,7 @@ def run(data: Path, workers: int, memory_limit: str, which: list[str]) -> None:
             port = _free_port()
             address = f"tcp://127.0.0.1:{port}"
             log = open(Path(tmp) / "dask.log", "wb")  # noqa: SIM115
-            procs = [subprocess.Popen([str(BIN / "dask"), "scheduler", "--host", "127.0.0.1",
+            procs = [subprocess.Popen([*DASK, "scheduler", "--host", "127.0.0.1",
                                        "--port", str(port), "--no-dashboard"],
                                       stdout=log, stderr=log)]
             try:
@@ -240,7 +241,7 @@ def run(data: Path, workers: int, memory_limit: str, which: list[str]) -> None:
                 conf.mkdir()
                 (conf / "workers.yaml").write_text(WORKER_CONFIG)
                 procs.append(subprocess.Popen(
-                    [str(BIN / "dask"), "worker", address, "--nworkers", str(workers),
+                    [*DASK, "worker", address, "--nworkers", str(workers),
                      "--nthreads", "1", "--memory-limit", memory_limit, "--no-dashboard"],
                     stdout=log, stderr=log, env=dict(os.environ, DASK_CONFIG=str(conf))))
                 _wait_workers(address, workers)
