@@ -55,8 +55,8 @@ def test_a_huge_meta_part_is_refused_with_flat_memory(server_factory, slow_job: 
     assert grown < 100 * MB, f"peak RSS grew by {grown / MB:.0f} MB"
     assert r.status_code == 413, r.text
     message = r.json()["error"]
-    assert "meta.yaml" in message and "STRAGGLERS_MAX_TEXT_BYTES" in message
-    assert "more than 67,108,864" in message  # refused at the limit, while it streamed
+    assert "meta.yaml" in message and "STRAGGLERS_MAX_YAML_BYTES" in message
+    assert "more than 1,048,576" in message  # refused at the limit, while it streamed
     assert server.get("/api/v1/jobs").json()["jobs"] == []
     assert list((server.data / "uploads").iterdir()) == []
 

@@ -44,7 +44,9 @@ def test_rank0_merges_and_pushes_the_session(tmp_path: Path, server_factory: Any
 
 
 @pytest.mark.slow
-def test_a_server_that_is_down_costs_the_job_nothing(tmp_path: Path) -> None:
+def test_a_server_that_is_down_costs_the_job_nothing(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STRAGGLERS_PUSH_RETRY_S", "1")  # the push gives up after 1 s
     token = tmp_path / "token"
     token.write_text(TOKEN + "\n")
     # port 9 (discard) on loopback: nothing listens, the connection is refused at once

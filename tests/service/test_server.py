@@ -218,7 +218,7 @@ def test_push_failures_are_one_line_with_exit_2(server_factory, token_file: Path
     for url, token, trace, words in cases:
         out = subprocess.run(
             [sys.executable, "-c", CLI, "push", str(trace), "--meta", str(slow_job.meta),
-             "--server", url, "--token-file", str(token)],
+             "--server", url, "--token-file", str(token), "--retry-s", "1"],
             capture_output=True, text=True, timeout=120)
         assert out.returncode == 2 and out.stdout == ""
         line = out.stderr.strip()

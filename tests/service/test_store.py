@@ -77,7 +77,7 @@ def test_migrations_create_exactly_the_tables_schema(store: Store):
     with store.engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn), metadata)
         version = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
-    assert diff == [] and version == "0003"
+    assert diff == [] and version == "0004"
     again = Store.open(str(store.engine.url.render_as_string(hide_password=False)))
     again.close()  # opening a migrated store again changes nothing
 
@@ -154,6 +154,21 @@ def test_alerts_are_deduplicated_per_job_rule_and_cause(store: Store):
     assert [a.id for a in store.pending_alerts()] == [first.id, other.id, repeat.id]
     store.mark_alert(first.id, "sent", 1, 204, None)
     assert store.totals().alerts_sent == 1
+
+
+def test_onset_alerts_are_deduplicated_per_rank(store: Store):
+    """A culprit is (job, rule, cause, rank): two slow ranks are two alerts; a repeat of
+    one rank is suppressed; a session alert (no rank) is apart from both."""
+    job_id = store.ensure_job("j")
+    one = store.raise_alert(job_id, "r", "onset", None, None, None, {}, 3600, rank=1)
+    three = store.raise_alert(job_id, "r", "onset", None, None, None, {}, 3600, rank=3)
+    assert one is not None and three is not None and (one.rank, three.rank) == (1, 3)
+    assert store.raise_alert(job_id, "r", "onset", None, None, None, {}, 3600, rank=3) is None
+    assert store.open_alert(job_id, "r", "onset", 3).suppressed == 1
+    assert store.open_alert(job_id, "r", "onset", 1).suppressed == 0
+    assert store.open_alert(job_id, "r", "onset") is None  # the job's own: none yet
+    assert [a.rank for a in store.open_alerts(job_id, "r", 1)] == [1]
+    assert store.job("j").open_alerts == 2
 
 
 def test_events_and_job_sorting(store: Store):

@@ -60,6 +60,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workers", type=options.positive_int,
                    default=max(1, (os.cpu_count() or 2) // 2),
                    help="analysis worker processes (default: half the CPUs, %(default)s)")
+    p.add_argument("--validators", type=options.positive_int, default=4, metavar="N",
+                   help="upload validation processes at most: one starts with the server, "
+                        "more when uploads arrive while every one is busy, so a slow "
+                        "upload holds up no other (default: %(default)s)")
     p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
                    help="run validation and analyses on this Dask cluster instead of local "
                         "worker processes (its workers must see --data at the same path; "
@@ -76,6 +80,21 @@ def register(sub: argparse._SubParsersAction) -> None:
                    metavar="SECONDS",
                    help="/metrics leaves out jobs that sent no session or records for "
                         "this long (default: %(default)g)")
+    p.add_argument("--header-timeout-s", type=options.positive_float, default=10.0,
+                   metavar="SECONDS",
+                   help="a request's headers must arrive within this long of its first "
+                        "byte, else 408 and the connection is closed (default: %(default)g)")
+    p.add_argument("--body-timeout-s", type=options.positive_float, default=30.0,
+                   metavar="SECONDS",
+                   help="a request body that sends nothing for this long gets 408 and its "
+                        "connection is closed (default: %(default)g)")
+    p.add_argument("--keep-alive-s", type=options.positive_int, default=5, metavar="SECONDS",
+                   help="an idle connection between requests is closed after this long "
+                        "(default: %(default)s)")
+    p.add_argument("--max-connections", type=options.positive_int, default=1000,
+                   metavar="N",
+                   help="connections open at once; one more is closed when accepted "
+                        "(default: %(default)s)")
     p.add_argument("--log-level", default="info",
                    choices=["debug", "info", "warning", "error"])
     p.set_defaults(func=run_serve)
@@ -96,16 +115,27 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="a label of the session (repeatable)")
     p.add_argument("--wait", type=float, metavar="SECONDS",
                    help="wait up to SECONDS for the analysis and print the session")
+    p.add_argument("--retry-s", type=options.non_negative_float, metavar="SECONDS",
+                   help="keep trying this long while the server cannot be reached or "
+                        "answers 408, 429 or 5xx, e.g. while it restarts (default: "
+                        "$STRAGGLERS_PUSH_RETRY_S, else 60); every try and every rerun of "
+                        "the same push carry the same idempotency key, so the session is "
+                        "stored once")
     p.set_defaults(func=run_push)
 
 
 def run_serve(args: argparse.Namespace) -> int:
     from stragglers.service.server import serve
-    from stragglers.service.state import service_config
+    from stragglers.service.state import ConnectionLimits, service_config
 
+    limits = ConnectionLimits(header_timeout_s=args.header_timeout_s,
+                              body_timeout_s=args.body_timeout_s,
+                              keep_alive_s=args.keep_alive_s,
+                              max_connections=args.max_connections)
     config = service_config(args.data, args.token_file, db_url=args.db, alerts=args.alerts,
                             workers=args.workers, private=args.private, lease_s=args.lease_s,
-                            metrics_stale_s=args.metrics_stale_s, scheduler=args.scheduler)
+                            metrics_stale_s=args.metrics_stale_s, scheduler=args.scheduler,
+                            limits=limits, validators=args.validators)
     return serve(config, args.host, args.port, args.public_url, args.log_level)
 
 
@@ -115,7 +145,7 @@ def run_push(args: argparse.Namespace) -> int:
 
     token = load_token(args.token_file)
     session = push_session(args.trace, args.meta, args.server, token, job=args.job,
-                           labels=dict(args.label))
+                           labels=dict(args.label), retry_s=args.retry_s)
     if args.wait is None:
         print(json.dumps({"session": session}))
         return 0

@@ -90,7 +90,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -235,6 +235,7 @@ class Watcher:
         self.max_line_bytes = limit("record_bytes")
         self.max_call_kinds = limit("call_kinds")
         self.ranks: dict[int, _Rank] = {}
+        self._start_positions: dict[int, int] = {}  # resume_positions of ranks not seen yet
         self.profile_calls = profile_calls
         self.profile: deque[CallRecord] = deque(maxlen=max(profile_calls, 1))
         self._profiling = False
@@ -466,7 +467,39 @@ class Watcher:
                     detail=f"{len(self.ranks):,} ranks are followed already (limit "
                     f"{self.max_ranks:,}: --max-ranks or STRAGGLERS_MAX_WATCH_RANKS)"))
             st = self.ranks[rank] = _Rank()
+            st.seen = self._start_positions.get(rank, 0)
         return st
+
+    # -- positions across a rebuild -----------------------------------------------------------
+    def positions(self) -> dict[int, int]:
+        """Each rank's stream position: the iteration times it has given so far (warm-up
+        included), i.e. the position its next iteration time gets."""
+        return {r: st.seen for r, st in self.ranks.items()}
+
+    def resume_positions(self, positions: Mapping[int, int]) -> None:
+        """Number the ranks' iteration times from ``positions`` on: a watcher rebuilt from
+        the later part of a stream (its earlier records are gone) given, before those records,
+        the positions the stream had reached where they begin, and after them the positions
+        the stream had reached at their end (the first records of a call-record rank only
+        find its period again, so a replay may give a few iteration times fewer). A rank seen
+        already is moved by the difference, with the positions it holds (recent history,
+        warm-up points); a rank not seen yet starts there."""
+        for rank, pos in positions.items():
+            st = self.ranks.get(rank)
+            if st is None:
+                self._start_positions[rank] = int(pos)
+                continue
+            d = int(pos) - st.seen
+            if d == 0:
+                continue
+            st.seen += d
+            if st.hist_pos is not None:
+                st.hist_pos[st.hist_pos >= 0] += d
+            if st.warm_points:
+                st.warm_points = deque(
+                    ((x, it + d if job is None else it, p + d, ts, job, span)
+                     for x, it, p, ts, job, span in st.warm_points),
+                    maxlen=st.warm_points.maxlen)
 
     # -- continuity ---------------------------------------------------------------------------
     def _continues(self, st: _Rank, it: int | None, ts: float | None, prev_it: int | None,

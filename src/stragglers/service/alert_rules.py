@@ -7,7 +7,8 @@
     timeout_s: 5                          # per request, each destination on its own
     resend_s: 60                          # open alerts sent again to the Alertmanager
     stale_s: 3600                         # a job quiet this long: its open alerts close
-    realert_s: 3600                       # re-alert interval per job, rule and cause
+    realert_s: 3600                       # re-alert interval per culprit (job, rule,
+                                          # cause; an onset rule's: job, rule, rank)
     rules:
       - name: slow-training                # S >= 1.2 for jobs matching a pattern
         jobs: "train-*"

@@ -1,6 +1,7 @@
 """Alerts: rules checked on each analysed session and each detection onset, deduplicated per
-(job, rule, cause) with a re-alert interval, stored, logged, POSTed to a webhook and sent to
-an Alertmanager (its v2 API), with a ``resolved`` notification when an alert closes.
+culprit — (job, rule, cause) for a session rule, (job, rule, rank) for an onset rule — with a
+re-alert interval, stored, logged, POSTed to a webhook and sent to an Alertmanager (its v2
+API), with a ``resolved`` notification when an alert closes.
 
 Webhook body (JSON, ``Content-Type: application/json``)::
 
@@ -9,23 +10,25 @@ Webhook body (JSON, ``Content-Type: application/json``)::
      "message": "job train-a: S = 1.973 ...", "session": "ID" | null,
      "slowdown": 1.973 | null, "waste": 0.493 | null, "labels": {"cluster": "a"},
      "verdict": {"cause": "worker", "confidence": 0.93, "workers": ["3,1"]} | null,
+     "rank": 3 | null,
      "event": {"rank": 3, "iteration": 120, "severity": 0.31, ...} | null,
      "repeat": 0, "first_seen": 1767225600.0, "time": 1767225600.0,
      "resolved_at": null | 1767229200.0, "url": "http://127.0.0.1:8080/jobs/train-a"}
 
-``repeat`` counts the notifications sent for the same (job, rule, cause) while it stayed
-open; an alert closes when a later session of the job no longer matches the rule (or, for
-onset rules, when the detector reports a recovery, or when the job sent no session and no
-records for ``stale_s``, 1 h by default), and the webhook then gets the same body with
-``"status": "resolved"``.
+An onset alert's body also has ``"rank"`` (the slow rank; ``null`` for a session alert).
+``repeat`` counts the notifications sent for the same culprit while it stayed open; an alert
+closes when a later session of the job no longer matches the rule (or, for onset rules, when
+the detector reports the recovery *of that rank* — another rank's recovery leaves it open),
+or when the job sent no session and no records for ``stale_s`` (1 h by default), and the
+webhook then gets the same body with ``"status": "resolved"``.
 
 Alertmanager (``alertmanager: URL`` in the rules file): ``POST URL/api/v2/alerts`` with
-``[{"labels": {"alertname": RULE, "training_job": JOB, "cause": …, "kind": …, <the
-session's labels>}, "annotations": {"summary": MESSAGE, "url": …}, "startsAt", "endsAt",
-"generatorURL": <the job's page>}]``. Open alerts are sent again every ``resend_s`` with
-``endsAt`` four intervals ahead (as Prometheus does), so an alert whose server stopped
-expires by itself; a closed one is sent with ``endsAt`` = the time it closed. Grouping,
-silences, inhibition and routing are Alertmanager's.
+``[{"labels": {"alertname": RULE, "training_job": JOB, "cause": …, "kind": …, "rank": …
+(onset alerts), <the session's labels>}, "annotations": {"summary": MESSAGE, "url": …},
+"startsAt", "endsAt", "generatorURL": <the job's page>}]``. Open alerts are sent again
+every ``resend_s`` with ``endsAt`` four intervals ahead (as Prometheus does), so an alert
+whose server stopped expires by itself; a closed one is sent with ``endsAt`` = the time it
+closed. Grouping, silences, inhibition and routing are Alertmanager's.
 
 Delivery is concurrent: each destination (every webhook URL, the Alertmanager) has its own
 sender thread and queue, and each request its timeout (``timeout_s``), so a destination
@@ -73,6 +76,8 @@ def alertmanager_alert(row: AlertRow, ends_at: float) -> dict[str, Any]:
     body = row.body
     labels = {"alertname": row.rule, JOB_LABEL: row.job, "cause": row.cause,
               "kind": str(body.get("kind") or "session"), "source": "stragglers"}
+    if row.rank is not None:  # one alert per slow rank (Alertmanager tells them by labels)
+        labels["rank"] = str(row.rank)
     for key, value in sorted((body.get("labels") or {}).items()):
         if value:
             labels.setdefault(label_name(key), str(value))
@@ -195,7 +200,7 @@ class Alerter:
                 "session": s.id, "slowdown": s.slowdown, "waste": s.waste,
                 "labels": dict(s.labels),
                 "verdict": {"cause": s.cause, "confidence": s.confidence, "workers": workers},
-                "event": None})
+                "rank": None, "event": None})
             found = self._raise(rule, s.job_id, s.cause, body, session_id=s.id)
             if found is not None:
                 raised.append(found)
@@ -209,8 +214,8 @@ class Alerter:
             for rule in self.config.rules:
                 if rule.onset is None or not rule.matches_job(job):
                     continue
-                if e.kind == "recovery":
-                    self._resolve(row.job_id, rule.name)
+                if e.kind == "recovery":  # this rank recovered: its alert only
+                    self._resolve(row.job_id, rule.name, rank=e.rank)
                 if (e.kind not in ("onset", "flapping") or e.severity is None
                         or e.severity < rule.onset):
                     continue
@@ -220,11 +225,12 @@ class Alerter:
                        f"{100 * rule.onset:.0f}%)")
                 body = self._body(rule, job, "onset", "onset", msg, {
                     "session": None, "slowdown": None, "waste": None, "verdict": None,
-                    "labels": {},
+                    "labels": {}, "rank": e.rank,
                     "event": {"id": row.id, "rank": e.rank, "iteration": e.iteration,
                               "ts": e.ts, "severity": e.severity, "level_s": e.level_s,
                               "previous_s": e.previous_s}})
-                found = self._raise(rule, row.job_id, "onset", body, event_id=row.id)
+                found = self._raise(rule, row.job_id, "onset", body, event_id=row.id,
+                                    rank=e.rank)
                 if found is not None:
                     raised.append(found)
         return raised
@@ -236,22 +242,25 @@ class Alerter:
                 "url": f"{self.public_url}/jobs/{job}", **extra}
 
     def _raise(self, rule: Rule, job_id: int, cause: str, body: dict[str, Any],
-               session_id: str | None = None, event_id: int | None = None) -> AlertRow | None:
+               session_id: str | None = None, event_id: int | None = None,
+               rank: int | None = None) -> AlertRow | None:
         row = self.store.raise_alert(job_id, rule.name, cause, session_id, event_id,
-                                     rule.webhook, body, rule.realert_s)
+                                     rule.webhook, body, rule.realert_s, rank=rank)
+        shown = cause if rank is None else f"{cause} rank={rank}"
         if row is None:
             log.info("alert suppressed (re-alert interval): job %s rule %s cause %s",
-                     body["job"], rule.name, cause)
+                     body["job"], rule.name, shown)
             return None
         log.warning("ALERT %d rule=%s job=%s cause=%s: %s", row.id, rule.name, body["job"],
-                    cause, body["message"])
+                    shown, body["message"])
         self._send(row, FIRING)
         return row
 
-    def _resolve(self, job_id: int, rule: str, keep_cause: str | None = None) -> int:
-        """Close the open alerts of (job, rule) but ``keep_cause``'s and notify their
-        destinations."""
-        closing = [a for a in self.store.open_alerts(job_id, rule)
+    def _resolve(self, job_id: int, rule: str, keep_cause: str | None = None,
+                 rank: int | None = None) -> int:
+        """Close the open alerts of (job, rule) — of ``rank`` only when given — but
+        ``keep_cause``'s, and notify their destinations."""
+        closing = [a for a in self.store.open_alerts(job_id, rule, rank)
                    if keep_cause is None or a.cause != keep_cause]
         if not closing:
             return 0
@@ -259,7 +268,8 @@ class Alerter:
         closing = [a for a in closing if a.id in closed]  # another server may close some
         now = time.time()
         for a in closing:
-            log.warning("RESOLVED %d rule=%s job=%s cause=%s", a.id, a.rule, a.job, a.cause)
+            log.warning("RESOLVED %d rule=%s job=%s cause=%s%s", a.id, a.rule, a.job, a.cause,
+                        "" if a.rank is None else f" rank={a.rank}")
             self._send(a, RESOLVED, now)
         return len(closing)
 

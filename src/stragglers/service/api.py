@@ -19,8 +19,12 @@ Writes (need the bearer token):
   "status": "queued"}``; ``409`` when it is not failed; ``404``.
 
 A full analysis queue (``STRAGGLERS_MAX_QUEUED_SESSIONS`` sessions waiting) answers an upload
-``503`` with ``Retry-After`` before reading its body; any database error is a JSON ``503``
-with ``Retry-After``; ``/healthz`` is ``503`` when the database cannot be reached.
+``503`` with ``Retry-After`` before reading its body; a database error is a JSON ``503``
+with ``Retry-After``, except a data error (a value of the request the database refuses: a
+NUL in a text on PostgreSQL, a number beyond a column's range), a JSON ``400`` with nothing
+stored; ``/healthz`` is ``503`` when the database cannot be reached. A client that goes away
+before its body arrived is not answered and costs one debug line; a body that stalls gets
+``408`` (:class:`~stragglers.service.app.BodyTimeout`).
 
 Reads: ``GET /api/v1/sessions/{ID}`` → ``{"session", "job", "status", "error", ...,
 "result": result.json | null}`` (``?result=0`` leaves the result out, for polling);
@@ -34,11 +38,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from contextlib import aclosing
 from dataclasses import asdict
 from pathlib import PurePath
 from typing import Any
 
+from sqlalchemy.exc import DataError
 from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 from starlette.requests import Request
@@ -54,6 +60,8 @@ from stragglers.service.prometheus import CONTENT_TYPE, render
 from stragglers.service.rows import AlertRow, EventRow, JobRow, SessionRow
 from stragglers.service.state import Service
 from stragglers.service.streams import BatchAnswer
+
+log = logging.getLogger("stragglers.service")
 
 
 def error(status: int, message: str) -> JSONResponse:
@@ -144,10 +152,26 @@ class UploadParser(MultiPartParser):
 
 
 def database_error(request: Request, exc: Exception) -> Response:
-    """Any database error of a request: a JSON 503 (the database is down or busy)."""
+    """A database error of a request: a value of the request that the database refuses (a
+    data error: a NUL character in a text on PostgreSQL, a number out of a column's range)
+    is the client's, a JSON 400 that a retry would get again (nothing of the request is
+    stored); any other is a JSON 503 (the database is down or busy) with Retry-After."""
     orig = getattr(exc, "orig", None) or exc
+    if isinstance(exc, DataError):
+        why = (str(orig).strip().splitlines() or [""])[0][:200]
+        return error(400, "the database refuses a value of this request "
+                          f"({type(orig).__name__}: {why}); nothing was stored")
     return unavailable(f"the database cannot be reached or is busy ({type(orig).__name__}); "
                        "try again later", RETRY_DATABASE_S)
+
+
+async def client_gone(request: Request, exc: Exception) -> Response:
+    """The client closed the connection before its request body arrived (or stalled past
+    the body timeout, which closes it): nothing to answer, nothing to log but one line at
+    debug level (a traceback per dropped upload would flood the log)."""
+    log.debug("%s %s: the client went away before its request body arrived",
+              request.method, request.url.path)
+    return Response(status_code=400, headers={"Connection": "close"})
 
 
 async def post_session(request: Request) -> Response:
@@ -166,7 +190,7 @@ async def post_session(request: Request) -> Response:
         async with aclosing(request.stream()) as stream:
             parser = UploadParser(request.headers, stream, max_files=2, max_fields=8,
                                   max_part_size=64 * 1024,
-                                  caps={"meta": ("text_bytes", "meta")})
+                                  caps={"meta": ("yaml_bytes", "meta")})
             form = await parser.parse()
     except PartTooLarge as exc:
         return too_large(exc.message, close=False)
@@ -178,7 +202,7 @@ async def post_session(request: Request) -> Response:
             return error(400, "multipart field 'trace' (the trace file) is missing")
         if isinstance(meta, UploadFile):
             # the part streamed to disk, refused past its limit (UploadParser): reading it
-            # now is bounded by STRAGGLERS_MAX_TEXT_BYTES
+            # now is bounded by STRAGGLERS_MAX_YAML_BYTES (the validator's own bound)
             meta_bytes, meta_name = await meta.read(), meta.filename or "meta.yaml"
         elif isinstance(meta, str):
             meta_bytes, meta_name = meta.encode(), "meta.yaml"

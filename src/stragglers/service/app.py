@@ -13,6 +13,8 @@ from sqlalchemy.exc import DBAPIError
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.gzip import GZipMiddleware
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from stragglers.limits import limit
@@ -50,6 +52,49 @@ class SecurityHeaders:
             await send(msg)
 
         await self.app(scope, receive, with_headers)
+
+
+class BodyStalled(Exception):
+    """A request body sent nothing for the body timeout while the server waited for it."""
+
+
+class BodyTimeout:
+    """``receive`` of an HTTP request with a timeout while its body is still arriving: a
+    body that sends nothing for ``timeout_s`` raises :class:`BodyStalled` in the route
+    (answered ``408``, the connection closed). Once the body is complete, ``receive`` (which
+    a streaming response awaits to learn of a disconnect) is not timed."""
+
+    def __init__(self, app: ASGIApp, timeout_s: float) -> None:
+        self.app = app
+        self.timeout_s = timeout_s
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        complete = False
+
+        async def timed() -> Message:
+            nonlocal complete
+            if complete:
+                return await receive()
+            try:
+                msg = await asyncio.wait_for(receive(), self.timeout_s)
+            except TimeoutError:
+                raise BodyStalled from None
+            if msg["type"] != "http.request" or not msg.get("more_body", False):
+                complete = True
+            return msg
+
+        await self.app(scope, timed, send)
+
+
+def body_stalled(request: Request, exc: Exception) -> Response:
+    log.debug("%s %s: the request body stalled; closing the connection", request.method,
+              request.url.path)
+    return JSONResponse({"error": "the request body sent nothing for the server's body "
+                                  "timeout (stragglers serve --body-timeout-s)"},
+                        status_code=408, headers={"Connection": "close"})
 
 
 def body_limit(path: str) -> tuple[int, str]:
@@ -123,7 +168,9 @@ def create_app(config: ServiceConfig, executor: Executor | None = None,
                     Middleware(GZipMiddleware, minimum_size=64 * 1024, compresslevel=5),
                     Middleware(SecurityHeaders),
                     Middleware(BearerAuth, token=config.token, private=config.private),
+                    Middleware(BodyTimeout, timeout_s=config.limits.body_timeout_s),
                     Middleware(BodyLimit, limit_for=body_limit)],
-        exception_handlers={DBAPIError: api.database_error},
+        exception_handlers={DBAPIError: api.database_error, ClientDisconnect: api.client_gone,
+                            BodyStalled: body_stalled},
         lifespan=lifespan)
     return app

@@ -5,7 +5,9 @@ cut the service at an exact step. Unset (always, outside tests) it does nothing.
 
 Points: ``records-logged`` (server: a records batch checked, fed to the detector and
 written, not yet committed), ``records-stored`` (server: committed, the answer not yet
-sent), ``analysis-started`` (an analysis task process, counted per process).
+sent), ``analysis-started`` (an analysis task process, counted per process),
+``check-NAME`` (a validation task process checking an upload whose trace file is named
+``NAME.*``, counted per process).
 """
 
 from __future__ import annotations

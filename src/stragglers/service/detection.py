@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from stragglers.detect.events import HeldRecordEvent, LevelEvent, SuspectsEvent, WatchEvent
 from stragglers.detect.records import parse_line
 from stragglers.detect.watch import Watcher
-from stragglers.service.rows import DetectionEvent
+from stragglers.service.rows import DetectionEvent, StreamPosition
 
 #: Watcher events kept by the service (``summary`` is the end of a stream, not an event).
 KEPT = ("onset", "change", "recovery", "speedup", "flapping", "drift", "suspects",
@@ -46,6 +46,17 @@ class JobDetector:
         they were stored when the records first came)."""
         self.feed(lines)
 
+    def position(self) -> StreamPosition:
+        """Where the stream is: lines fed, and each rank's stream position."""
+        return StreamPosition(self._line, self._watcher.positions())
+
+    def resume(self, position: StreamPosition) -> None:
+        """Go on from ``position`` (the stream's position before the records about to be
+        replayed, or after the records replayed): line numbers and the ranks' stream
+        positions continue from there (see :meth:`Watcher.resume_positions`)."""
+        self._line = position.line
+        self._watcher.resume_positions(position.ranks)
+
 
 def _event(e: WatchEvent) -> DetectionEvent:
     """The stored form: the columns the service queries, and the event's JSON object
@@ -53,7 +64,10 @@ def _event(e: WatchEvent) -> DetectionEvent:
     detail = e.to_dict()
     del detail["event"]
     if isinstance(e, LevelEvent):
-        return DetectionEvent(kind=e.kind, rank=e.rank, iteration=e.iteration, ts=e.ts,
+        # the job's own iteration number when the records carry one (iteration records,
+        # calls with a step), else the rank's stream position
+        iteration = e.job_iteration if e.job_iteration is not None else e.iteration
+        return DetectionEvent(kind=e.kind, rank=e.rank, iteration=iteration, ts=e.ts,
                               severity=e.severity, level_s=e.level_s, previous_s=e.previous_s,
                               detail=detail)
     return DetectionEvent(kind=e.event, rank=e.rank if isinstance(e, HeldRecordEvent) else None,

@@ -89,18 +89,22 @@ def _pool(workers: int, role: str = "smon-analysis") -> ProcessPoolExecutor:
 
 
 class LocalPool:
-    """A process pool of this server; a pool whose process died is replaced."""
+    """A process pool of this server (``workers`` processes at most; ``warm`` of them started
+    with the server, the others when a task finds every started one busy); a pool whose
+    process died is replaced."""
 
-    def __init__(self, workers: int, role: str = "smon-analysis") -> None:
+    def __init__(self, workers: int, role: str = "smon-analysis",
+                 warm: int | None = None) -> None:
         self.workers = workers
         self.role = role
+        self.warm = workers if warm is None else min(warm, workers)
         self.where = f"local {role} processes"
         self._pool = _pool(workers, role)
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         await asyncio.gather(*(loop.run_in_executor(self._pool, warm_up)
-                               for _ in range(self.workers)))
+                               for _ in range(self.warm)))
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         loop = asyncio.get_running_loop()
@@ -119,11 +123,14 @@ class LocalPool:
 
 class UploadChecker:
     """Upload validation on its own executor, so that an upload waits for its own
-    validation only, never behind queued analyses."""
+    validation only, never behind queued analyses — nor behind another upload's: the local
+    pool has up to ``workers`` validation processes (one started with the server, more
+    when uploads arrive while every started one is busy, e.g. with a large metadata file
+    that takes seconds to parse), so one slow upload holds one process, not the others."""
 
-    def __init__(self, workers: int = 1, executor: Executor | None = None) -> None:
+    def __init__(self, workers: int = 4, executor: Executor | None = None) -> None:
         self.workers = workers
-        self.executor: Executor = executor or LocalPool(workers, VALIDATE)
+        self.executor: Executor = executor or LocalPool(workers, VALIDATE, warm=1)
         self._own = executor is None
 
     async def start(self) -> None:

@@ -11,7 +11,9 @@ Order of the steps (what a ``kill -9`` at any point leaves):
 5. ``202 {"session": ID}``.
 
 A folder under ``sessions/`` without a row (killed between 3 and 4) is removed when the
-server starts. A client that retries with the same ``key`` gets the first session back.
+server starts; when step 4 fails (the database refuses a value of the upload, or is gone)
+the folder is removed at once unless the row turns out to be there. A client that retries
+with the same ``key`` gets the first session back.
 """
 
 from __future__ import annotations
@@ -123,14 +125,26 @@ class Ingest:
         final = self.data.session(new.id)
         os.rename(folder, final)
         _fsync_dir(final.parent)
-        session_id, created = self.store.add_session(new)
+        try:
+            session_id, created = self.store.add_session(new)
+        except BaseException:
+            # not queued (a value the database refuses, the database gone): the folder goes
+            # too, unless the row is there after all (a commit whose answer was lost); when
+            # the database cannot tell, the next start removes it (remove_orphans)
+            try:
+                stored = self.store.session(new.id) is not None
+            except Exception:  # noqa: BLE001 - the database is still away
+                stored = True
+            if not stored:
+                shutil.rmtree(final, ignore_errors=True)
+            raise
         if not created:
             shutil.rmtree(final, ignore_errors=True)
         return session_id, created
 
     async def receive(self, up: Upload) -> tuple[str, bool]:
         """Stage, validate and queue an upload; returns (session id, created)."""
-        check_limit("text_bytes", len(up.meta), up.meta_name)
+        check_limit("yaml_bytes", len(up.meta), up.meta_name)
         job = check_job_name(up.job, "field 'job'") if up.job is not None else None
         if job is not None and up.key is not None:
             found = await asyncio.to_thread(self.store.session_id_for_key, job, up.key)

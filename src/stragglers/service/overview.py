@@ -113,9 +113,11 @@ def wall_clock(ts: float | None, received_at: float) -> float:
 
 
 class RecordActivity:
-    """When each job last sent records: the time this process saw the job's record count
-    grow, else (the first sight of a job after a start) when its record log was last written
-    (``log_mtime(job_id)``; None: unknown)."""
+    """When each job last sent records: the time stored with its latest records batch
+    (``JobRow.last_records_at``, which survives a restart), or the time this process saw the
+    job's record count grow, or (the first sight of a job of an older server, whose batches
+    carry no time) when its record log was last written (``log_mtime(job_id)``) — the latest
+    of these; None: unknown."""
 
     def __init__(self, log_mtime: Callable[[int], float | None] | None = None) -> None:
         self.log_mtime = log_mtime
@@ -128,10 +130,13 @@ class RecordActivity:
             if prev is None:
                 when = self.log_mtime(job.id) if self.log_mtime is not None else None
                 self._seen[job.id] = (job.records, when)
-                return when
-            if prev[0] != job.records:
+            elif prev[0] != job.records:
                 self._seen[job.id] = (job.records, time.time())
-            return self._seen[job.id][1]
+            seen = self._seen[job.id][1]
+        stored = job.last_records_at
+        if stored is None or seen is None:
+            return seen if stored is None else stored
+        return max(stored, seen)
 
 
 def job_views(store: Store, rows: Sequence[JobRow],

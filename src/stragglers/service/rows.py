@@ -63,6 +63,7 @@ class JobRow:
     last_cause: str | None
     last_confidence: float | None
     last_step_time: float | None
+    last_records_at: float | None = None  # when the job last sent a records batch
     open_alerts: int = 0
 
 
@@ -130,6 +131,38 @@ class DetectionEvent:
 
 
 @dataclass(frozen=True)
+class StreamPosition:
+    """How far a job's record stream has come: the lines fed to its detector and each rank's
+    stream position (iteration times given so far). Stored with every records batch (the
+    ranks it moved) so that a detector rebuilt from the batches kept goes on numbering where
+    the stream was, however many earlier batches were trimmed and however often the server
+    restarted."""
+
+    line: int = 0
+    ranks: dict[int, int] = field(default_factory=dict)
+
+    def moved_from(self, before: StreamPosition) -> StreamPosition:
+        """This position with only the ranks that moved since ``before``."""
+        return StreamPosition(self.line, {r: p for r, p in self.ranks.items()
+                                          if before.ranks.get(r) != p})
+
+    def then(self, later: StreamPosition) -> StreamPosition:
+        """This position followed by ``later`` (the ranks it moved)."""
+        return StreamPosition(later.line, {**self.ranks, **later.ranks})
+
+    def to_json(self) -> str:
+        return json.dumps({"line": self.line, "ranks": {str(r): p for r, p in
+                                                        sorted(self.ranks.items())}})
+
+    @classmethod
+    def from_json(cls, text: str | None) -> StreamPosition | None:
+        if not text:
+            return None
+        doc = json.loads(text)
+        return cls(int(doc["line"]), {int(r): int(p) for r, p in doc["ranks"].items()})
+
+
+@dataclass(frozen=True)
 class EventRow:
     id: int
     job_id: int
@@ -160,6 +193,7 @@ class AlertRow:
     resolved_at: float | None
     sender: str | None = None  # the server sending it (a store's owner), while pending
     send_until: float | None = None  # until when (renewed while it sends)
+    rank: int | None = None  # the culprit of an onset alert: its rank (None: the job)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,17 @@ from stragglers.service.streams import RecordStreams
 
 
 @dataclass(frozen=True)
+class ConnectionLimits:
+    """How long the server waits for slow clients and how many it holds (see
+    :mod:`stragglers.service.server`)."""
+
+    header_timeout_s: float = 10.0  # a request's headers, from its first byte
+    body_timeout_s: float = 30.0  # no byte of a request body arriving while it is awaited
+    keep_alive_s: int = 5  # an idle connection between requests
+    max_connections: int = 1000  # open at once; more are closed when accepted
+
+
+@dataclass(frozen=True)
 class ServiceConfig:
     """What ``stragglers serve`` was asked for."""
 
@@ -30,18 +41,21 @@ class ServiceConfig:
     db_url: str | None = None
     alerts: AlertConfig = field(default_factory=AlertConfig)
     workers: int = 2
-    validators: int = 1
+    validators: int = 4  # upload validation processes at most (started when needed)
     private: bool = False
     public_url: str = "http://127.0.0.1:8080"
     lease_s: float = LEASE_S
     metrics_stale_s: float = DEFAULT_STALE_S
     scheduler: str | None = None
+    limits: ConnectionLimits = field(default_factory=ConnectionLimits)
 
 
 def service_config(data: str, token_file: str | None, *, db_url: str | None = None,
                    alerts: str | None = None, workers: int = 2, private: bool = False,
                    lease_s: float = LEASE_S, metrics_stale_s: float = DEFAULT_STALE_S,
-                   scheduler: str | None = None) -> ServiceConfig:
+                   scheduler: str | None = None,
+                   limits: ConnectionLimits | None = None, validators: int = 4
+                   ) -> ServiceConfig:
     """The configuration of ``stragglers serve``: the data folder checked writable, the
     database URL's scheme checked, the token read from ``token_file`` (or
     ``$STRAGGLERS_TOKEN``) and the alert rules from the YAML file ``alerts``."""
@@ -51,8 +65,10 @@ def service_config(data: str, token_file: str | None, *, db_url: str | None = No
                          "or sqlite:/// URL")
     return ServiceConfig(data=Path(data), token=load_token(token_file), db_url=db_url,
                          alerts=AlertConfig.from_file(alerts) if alerts else AlertConfig(),
-                         workers=workers, private=private, lease_s=lease_s,
-                         metrics_stale_s=metrics_stale_s, scheduler=scheduler)
+                         workers=workers, validators=validators, private=private,
+                         lease_s=lease_s,
+                         metrics_stale_s=metrics_stale_s, scheduler=scheduler,
+                         limits=limits or ConnectionLimits())
 
 
 @dataclass

@@ -56,6 +56,7 @@ from stragglers.service.rows import (
     JobRow,
     NewSession,
     SessionRow,
+    StreamPosition,
     Totals,
 )
 from stragglers.service.tables import alerts, events, jobs, record_batches, sessions
@@ -449,8 +450,9 @@ class Store:
                        found: Sequence[DetectionEvent], batch_id: int | None,
                        now: float) -> list[EventRow]:
         out: list[EventRow] = []
-        conn.execute(update(jobs).where(jobs.c.id == job_id)
-                     .values(records=jobs.c.records + n_records))
+        if n_records:
+            conn.execute(update(jobs).where(jobs.c.id == job_id)
+                         .values(records=jobs.c.records + n_records, last_records_at=now))
         for e in found:
             res = conn.execute(insert(events).values(
                 job_id=job_id, kind=e.kind, rank=e.rank, iteration=e.iteration, ts=e.ts,
@@ -463,21 +465,26 @@ class Store:
         return out
 
     def add_batch(self, job_id: int, key: str | None, lines: Sequence[str], n_records: int,
-                  found: Sequence[DetectionEvent], keep_lines: int) -> list[EventRow] | None:
-        """Commit a records batch (its lines: the detector's replay log), its events and the
-        job's record count in one transaction, so that a ``kill -9`` leaves all or none of
-        them. Lines of batches older than the last ``keep_lines`` lines are dropped (the
-        batch's key stays). Returns None when the job already has a batch with ``key``."""
+                  found: Sequence[DetectionEvent], keep_lines: int,
+                  position: StreamPosition | None = None) -> list[EventRow] | None:
+        """Commit a records batch (its lines: the detector's replay log; ``position``: where
+        the stream was after it, the ranks it moved), its events and the job's record count
+        in one transaction, so that a ``kill -9`` leaves all or none of them. Lines of batches
+        older than the last ``keep_lines`` lines are dropped (the batch's key stays; see
+        :meth:`_trim_batches`). Returns None when the job already has a batch with ``key``."""
         now = time.time()
         try:
             with self._write() as conn:
                 res = conn.execute(insert(record_batches).values(
                     job_id=job_id, key=key, n_records=n_records, body="\n".join(lines),
-                    created_at=now))
+                    created_at=now, state=None if position is None else position.to_json()))
                 pk = res.inserted_primary_key
                 assert pk is not None
                 batch_id = int(pk[0])
                 out = self._insert_events(conn, job_id, n_records, found, batch_id, now)
+                if not n_records:  # a batch of blank or message lines: still activity
+                    conn.execute(update(jobs).where(jobs.c.id == job_id)
+                                 .values(last_records_at=now))
                 self._trim_batches(conn, job_id, keep_lines)
                 crashpoint("records-logged")
         except IntegrityError:
@@ -487,6 +494,10 @@ class Store:
         return out
 
     def _trim_batches(self, conn: Connection, job_id: int, keep_lines: int) -> None:
+        """Drop the lines of the batches before the latest ones that hold ``keep_lines``
+        lines. The newest dropped batch keeps the whole stream position reached there (the
+        previous base followed by the positions of the batches dropped now); the other
+        dropped batches' positions are set to NULL."""
         rows = conn.execute(
             select(record_batches.c.id, record_batches.c.n_records).where(and_(
                 record_batches.c.job_id == job_id, record_batches.c.body.is_not(None)))
@@ -495,10 +506,29 @@ class Store:
         for r in rows:
             total += r.n_records
             if total >= keep_lines:
-                conn.execute(update(record_batches).where(and_(
-                    record_batches.c.job_id == job_id, record_batches.c.id < r.id,
-                    record_batches.c.body.is_not(None))).values(body=None))
-                return
+                break
+        else:
+            return
+        dropped = conn.execute(
+            select(record_batches.c.id, record_batches.c.state,
+                   record_batches.c.body.is_(None).label("gone")).where(and_(
+                record_batches.c.job_id == job_id, record_batches.c.id < r.id,
+                or_(record_batches.c.body.is_not(None), record_batches.c.state.is_not(None))))
+            .order_by(record_batches.c.id)).all()
+        if all(d.gone for d in dropped):  # nothing new to drop
+            return
+        base: StreamPosition | None = None
+        for d in dropped:  # the previous base (body NULL) first, then the batches dropped
+            pos = StreamPosition.from_json(d.state)
+            if pos is not None:
+                base = pos if base is None else base.then(pos)
+        last = dropped[-1].id
+        conn.execute(update(record_batches).where(and_(
+            record_batches.c.job_id == job_id, record_batches.c.id < last,
+            or_(record_batches.c.body.is_not(None), record_batches.c.state.is_not(None))))
+            .values(body=None, state=None))
+        conn.execute(update(record_batches).where(record_batches.c.id == last).values(
+            body=None, state=None if base is None else base.to_json()))
 
     def batch_answer(self, job_id: int, key: str) -> tuple[int, list[EventRow]] | None:
         """(records, events) of the job's batch with ``key``, None when there is none."""
@@ -511,14 +541,34 @@ class Store:
                                  .order_by(events.c.id)).all()
         return int(row.n_records), [_event_row(r) for r in found]
 
+    def replay_log(self, job_id: int) -> tuple[StreamPosition | None,
+                                               list[tuple[list[str], StreamPosition | None]]]:
+        """What rebuilds a job's detector: the stream position where the kept batches begin
+        (None: from the stream's start, or unknown), and the kept batches, oldest first:
+        (record lines, the position after the batch — None for batches of servers before
+        positions were stored)."""
+        with self._read() as conn:
+            rows = conn.execute(
+                select(record_batches.c.body, record_batches.c.state).where(and_(
+                    record_batches.c.job_id == job_id,
+                    or_(record_batches.c.body.is_not(None),
+                        record_batches.c.state.is_not(None))))
+                .order_by(record_batches.c.id)).all()
+        base: StreamPosition | None = None
+        kept: list[tuple[list[str], StreamPosition | None]] = []
+        for r in rows:
+            pos = StreamPosition.from_json(r.state)
+            if r.body is None:
+                base = pos
+            elif r.body:
+                kept.append((r.body.split("\n"), pos))
+            else:
+                kept.append(([], pos))
+        return base, kept
+
     def replay_lines(self, job_id: int) -> list[str]:
         """The record lines kept for rebuilding a job's detector, oldest first."""
-        with self._read() as conn:
-            bodies = conn.execute(
-                select(record_batches.c.body).where(and_(
-                    record_batches.c.job_id == job_id, record_batches.c.body.is_not(None)))
-                .order_by(record_batches.c.id)).scalars().all()
-        return [ln for body in bodies if body for ln in body.split("\n")]
+        return [ln for lines, _ in self.replay_log(job_id)[1] for ln in lines]
 
     def events(self, job_id: int, limit: int = 500) -> list[EventRow]:
         """A job's latest events, oldest first."""
@@ -543,28 +593,32 @@ class Store:
             out.append(AlertRow(**m))
         return out
 
-    def open_alert(self, job_id: int, rule: str, cause: str) -> AlertRow | None:
+    @staticmethod
+    def _culprit(job_id: int, rule: str, cause: str, rank: int | None) -> Any:
+        """The open alert of a culprit: (job, rule, cause, rank — None: the job's)."""
+        return and_(alerts.c.job_id == job_id, alerts.c.rule == rule, alerts.c.cause == cause,
+                    alerts.c.rank.is_(None) if rank is None else alerts.c.rank == rank,
+                    alerts.c.open.is_(True))
+
+    def open_alert(self, job_id: int, rule: str, cause: str, rank: int | None = None
+                   ) -> AlertRow | None:
         with self._read() as conn:
-            found = self._alerts(conn, and_(alerts.c.job_id == job_id, alerts.c.rule == rule,
-                                            alerts.c.cause == cause, alerts.c.open.is_(True)),
-                                 limit=1)
+            found = self._alerts(conn, self._culprit(job_id, rule, cause, rank), limit=1)
         return found[0] if found else None
 
     def raise_alert(self, job_id: int, rule: str, cause: str, session_id: str | None,
                     event_id: int | None, webhook: str | None, body: dict[str, Any],
-                    reminder_s: float) -> AlertRow | None:
-        """Record a notification for (job, rule, cause) unless one was sent less than
-        ``reminder_s`` ago and is still open (then count it as suppressed and return None).
-        ``body`` gets the alert's id, repeat number and first-seen time."""
+                    reminder_s: float, rank: int | None = None) -> AlertRow | None:
+        """Record a notification for the culprit (job, rule, cause, rank) unless one was
+        sent less than ``reminder_s`` ago and is still open (then count it as suppressed and
+        return None). ``body`` gets the alert's id, repeat number and first-seen time."""
         now = time.time()
         with self._write() as conn:
             if self.dialect == "postgresql":
                 # one raise per job at a time across servers: two servers finishing sessions
                 # of one job together must not both send a first alert
                 conn.execute(select(jobs.c.id).where(jobs.c.id == job_id).with_for_update())
-            prev = self._alerts(conn, and_(alerts.c.job_id == job_id, alerts.c.rule == rule,
-                                           alerts.c.cause == cause, alerts.c.open.is_(True)),
-                                limit=1)
+            prev = self._alerts(conn, self._culprit(job_id, rule, cause, rank), limit=1)
             if prev and now - prev[0].created_at < reminder_s:
                 conn.execute(update(alerts).where(alerts.c.id == prev[0].id)
                              .values(suppressed=alerts.c.suppressed + 1))
@@ -578,7 +632,7 @@ class Store:
                 job_id=job_id, rule=rule, cause=cause, session_id=session_id,
                 event_id=event_id, created_at=now, status="pending", attempts=0,
                 sender=self.owner, send_until=now + self.lease_s, webhook=webhook, body="{}",
-                repeat=repeat, suppressed=0, open=True))
+                repeat=repeat, suppressed=0, open=True, rank=rank))
             key = res.inserted_primary_key
             assert key is not None
             alert_id = int(key[0])
@@ -650,14 +704,16 @@ class Store:
                                  .where(alerts.c.job_id == job_id)).scalar()
         return None if found is None else int(found)
 
-    def open_alerts(self, job_id: int | None = None, rule: str | None = None
-                    ) -> list[AlertRow]:
-        """The open alerts (of a job, of a rule of that job), newest first."""
+    def open_alerts(self, job_id: int | None = None, rule: str | None = None,
+                    rank: int | None = None) -> list[AlertRow]:
+        """The open alerts (of a job, of a rule of that job, of a rank), newest first."""
         cond: Any = alerts.c.open.is_(True)
         if job_id is not None:
             cond = and_(cond, alerts.c.job_id == job_id)
         if rule is not None:
             cond = and_(cond, alerts.c.rule == rule)
+        if rank is not None:
+            cond = and_(cond, alerts.c.rank == rank)
         with self._read() as conn:
             return self._alerts(conn, cond)
 

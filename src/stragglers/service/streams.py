@@ -10,9 +10,15 @@ uninterrupted run gives.
 
 One lock per job keeps a job's batches in order; jobs run in parallel. After a restart, or
 when a commit failed (the detector had already seen the batch), the detector of a job is
-rebuilt from its latest ``replay_lines`` records the first time the job sends records again.
-A job's legacy log file ``DIR/records/JOB_ID.jsonl`` (servers before the replay log moved
-into the database) is replayed first.
+rebuilt from the batches kept (the latest ``replay_lines`` records at least, whole batches)
+the first time the job sends records again. Every batch is stored with the stream position
+it reached (:class:`~stragglers.service.rows.StreamPosition`), so the rebuilt detector
+numbers iterations as the stream did: from the position where the kept batches begin (the
+stream's start when nothing was trimmed), aligned after the replay with the position the
+last batch reached. Events carry the job's iteration number when the records have one, else
+that position — never a count from the start of the replay. A job's legacy log file
+``DIR/records/JOB_ID.jsonl`` (servers before the replay log moved into the database) is
+replayed first.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from stragglers.limits import check_limit
 from stragglers.service.crash import crashpoint
 from stragglers.service.datadir import DataDir
 from stragglers.service.detection import JobDetector, check_records
-from stragglers.service.rows import EventRow
+from stragglers.service.rows import EventRow, StreamPosition
 from stragglers.service.store import Store
 
 
@@ -54,9 +60,19 @@ class RecordStreams:
         detector = self._detectors.get(job_id)
         if detector is None:
             detector = JobDetector(source=f"records of job {job}")
-            lines = _tail(self.data.records(job_id), self.replay_lines)
-            lines += self.store.replay_lines(job_id)
-            detector.replay(lines[-self.replay_lines:])
+            legacy = _tail(self.data.records(job_id), self.replay_lines)
+            base, kept = self.store.replay_log(job_id)
+            if legacy:
+                detector.replay(legacy)
+            if base is not None:
+                detector.resume(base)
+            reached = base or StreamPosition()
+            for lines, position in kept:
+                detector.replay(lines)
+                if position is not None:
+                    reached = reached.then(position)
+            if base is not None or any(p is not None for _, p in kept):
+                detector.resume(reached)
             self._detectors[job_id] = detector
         return detector
 
@@ -77,10 +93,12 @@ class RecordStreams:
                 if found is not None:
                     return BatchAnswer(found[0], found[1], duplicate=True)
             detector = self._detector(job, job_id)
+            before = detector.position()
             events = detector.feed(lines)
+            moved = detector.position().moved_from(before)
             try:
                 stored = self.store.add_batch(job_id, key, lines, n, events,
-                                              self.replay_lines)
+                                              self.replay_lines, moved)
             except BaseException:
                 # the detector saw a batch that is not stored: rebuild it from the store
                 self._detectors.pop(job_id, None)

@@ -42,6 +42,7 @@ jobs = Table(
     Column("last_cause", String(32), nullable=True),
     Column("last_confidence", Float, nullable=True),
     Column("last_step_time", Float, nullable=True),
+    Column("last_records_at", Float, nullable=True),
 )
 
 #: One profiling session: an uploaded trace, its analysis status and its summary figures.
@@ -107,6 +108,10 @@ events = Table(
 #: Records batches of the streaming detector, committed together with the events they
 #: produced: the detector's replay log and the idempotency keys of the batches. ``body`` (the
 #: JSON lines) is kept for the latest batches only (the replay window), then set to NULL.
+#: ``state`` (JSON, :class:`~stragglers.service.rows.StreamPosition`) is where the stream was
+#: after the batch (its line count and the stream positions of the ranks it moved); when
+#: batches leave the window, the newest of them keeps the whole position reached there (the
+#: base a rebuilt detector numbers from) and the others' states are set to NULL.
 record_batches = Table(
     "record_batches", metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
@@ -115,12 +120,14 @@ record_batches = Table(
     Column("n_records", Integer, nullable=False),
     Column("body", Text, nullable=True),
     Column("created_at", Float, nullable=False),
+    Column("state", Text, nullable=True),
     UniqueConstraint("job_id", "key", name="uq_record_batches_job_key"),
     Index("ix_record_batches_job_id", "job_id", "id"),
 )
 
 #: Alert notifications: one row per notification sent (or to send). ``open`` marks the
-#: latest notification of a (job, rule, cause) whose condition still holds; repeats within
+#: latest notification of a culprit — (job, rule, cause, rank): ``rank`` is the slow rank of
+#: an onset alert, NULL for a session alert — whose condition still holds; repeats within
 #: the re-alert interval are counted in ``suppressed`` instead of being sent.
 alerts = Table(
     "alerts", metadata,
@@ -144,6 +151,7 @@ alerts = Table(
     Column("resolved_at", Float, nullable=True),
     Column("sender", String(32), nullable=True),
     Column("send_until", Float, nullable=True),
+    Column("rank", Integer, nullable=True),
     Index("ix_alerts_key", "job_id", "rule", "cause", "open"),
     Index("ix_alerts_status", "status"),
 )

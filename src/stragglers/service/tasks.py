@@ -61,6 +61,7 @@ def check_upload(trace: str, meta: str, trace_name: str, meta_name: str) -> Uplo
     Raises :class:`InputError` with the validator's one-line message, in which the server's
     paths are replaced by the names the client uploaded.
     """
+    crashpoint(f"check-{Path(trace_name).stem}")  # tests: an upload whose check hangs
     try:
         table = load_table(trace, meta)
     except InputError as exc:
