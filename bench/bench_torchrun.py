@@ -80,6 +80,17 @@ def _job(name: str, tmp: Path) -> list[str]:
     return args
 
 
+def _wait_steps(run: Path, nodes: set[str], guards: dict[str, subprocess.Popen[bytes]]
+                ) -> None:
+    """Until a worker of each of ``nodes`` began a step (a spare started earlier would join
+    the first round and make the agents restart over and over for the node left waiting)."""
+    while all(g.poll() is None for g in guards.values()):
+        beats = read_beats(run / "heartbeats") if (run / "heartbeats").is_dir() else {}
+        if nodes <= {b.node for b in beats.values() if b.step >= 0}:
+            return
+        time.sleep(0.1)
+
+
 def run_once(name: str, tmp: Path, fault_step: int, timeout_s: float) -> dict[str, Any]:
     nodes = ["a", "b", "c"] if name == "example-spare" else ["a", "b"]
     nproc = 1 if name.startswith("toy") else 2
@@ -94,6 +105,8 @@ def run_once(name: str, tmp: Path, fault_step: int, timeout_s: float) -> dict[st
     run, ck = tmp / "run", tmp / "ck"
     guards: dict[str, subprocess.Popen[bytes]] = {}
     for node in nodes:
+        if node == "c":  # the spare joins once the round runs: it waits in the rendezvous
+            _wait_steps(run, {"a", "b"}, guards)
         cmd = [str(BIN / "stragglers"), "guard", "--run-dir", str(run), "--ckpt", str(ck),
                "--node", node, "--heartbeat-s", "0.5", "--timeout-s", str(timeout_s),
                "--startup-timeout-s", "120", "--exclude-on", exclude, "--",
@@ -104,8 +117,6 @@ def run_once(name: str, tmp: Path, fault_step: int, timeout_s: float) -> dict[st
         with open(tmp / f"guard-{node}.out", "wb") as out, \
                 open(tmp / f"guard-{node}.err", "wb") as err:
             guards[node] = subprocess.Popen(cmd, stdout=out, stderr=err)
-        if node == "b":  # the spare starts last: it waits in the rendezvous
-            time.sleep(0.5)
     fault = signal.SIGSTOP if name == "toy-stop" else signal.SIGKILL
     t_fault = victim = None
     while t_fault is None and all(g.poll() is None for g in guards.values()):
@@ -185,6 +196,7 @@ def main() -> None:
                 "world_after": inc.get("world_after"),
                 "wall": res["wall"], "gap": gap})
         rows.append((name, runs))
+        print(name, json.dumps(runs), flush=True)
     print(f"torchrun c10d rendezvous, store apart, guards with --heartbeat-s 0.5 --timeout-s "
           f"{args.timeout_s:g}; fault on node b's first worker at step 10 (toy: {TOY_STEPS} "
           f"steps) or 7 (example job dp 2 x pp 2: {EX_STEPS} steps), checkpoint every "

@@ -24,7 +24,8 @@ from pathlib import Path
 import pytest
 
 from stragglers.cli import main
-from stragglers.recover.guard import _AgentLog, exit_status
+from stragglers.recover.guard import Guard, GuardConfig, _AgentLog, exit_status
+from stragglers.recover.heartbeat import Heartbeat
 
 FAKE = str(Path(__file__).with_name("fake_elastic_rank.py"))
 STRAGGLERS = str(Path(sys.executable).with_name("stragglers"))
@@ -125,3 +126,57 @@ def test_a_killed_rank_under_torchrun_takes_its_node_out(tmp_path: Path) -> None
         (s, 1) for s in range(2, 8)]
     assert sorted(os.listdir(run / "injections")) == ["kill"]
     assert json.loads((run / "nodes" / "b.json").read_text())["state"] == "left"
+
+
+@pytest.mark.slow
+def test_a_request_to_exclude_a_slow_rank_takes_its_node_out(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Mitigation S4 under torchrun: ``--exclude-rank 1`` names rank 1's node (b) from the
+    heartbeats; b's guard leaves (its launcher, here a stand-in, ends on SIGTERM), a's guard
+    stays and kills its workers of the round (none here) for the restart."""
+    run, ck = tmp_path / "run", tmp_path / "ck"
+    (run / "heartbeats").mkdir(parents=True)
+    for node, rank in (("a", 0), ("b", 1)):
+        hb = Heartbeat(run / "heartbeats", rank=rank, slot=rank, interval=60.0, node=node,
+                       local_rank=0, world=2)
+        hb.step(5)
+        hb.close("running")
+    assert main(["guard", "--run-dir", str(run), "--ckpt", str(ck), "--exclude-rank", "1",
+                 "--reason", "1.4x slower for 300 steps"]) == 0
+    inc = json.loads(capsys.readouterr().out)
+    assert (inc["kind"], inc["culprit_ranks"], inc["culprit_nodes"]) == ("exclude", [1], ["b"])
+    assert inc["evidence"] == {"reason": "1.4x slower for 300 steps"}
+    assert inc["restart_step"] == 0 and inc["last_step_reached"] == 5 and inc["steps_lost"] == 5
+    guards = {}
+    for node in ("a", "b"):
+        g = guards[node] = Guard(GuardConfig(("sleep", "60"), str(run), str(ck), node=node,
+                                             leave_wait_s=5.0))
+        g.launcher = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    guards["b"]._follow_decisions()
+    assert guards["b"].left and guards["b"].launcher.returncode == -15  # type: ignore[union-attr]
+    assert json.loads((run / "nodes" / "b.json").read_text())["state"] == "left"
+    guards["a"]._follow_decisions()
+    assert not guards["a"].left
+    guards["a"].launcher.kill()  # type: ignore[union-attr]
+    guards["a"].launcher.wait()  # type: ignore[union-attr]
+    assert main(["guard", "--run-dir", str(run), "--ckpt", str(ck), "--exclude-rank", "7"]) == 2
+    assert "--exclude-rank 7: no heartbeat" in capsys.readouterr().err
+
+
+def test_an_injection_fires_once_per_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                         ) -> None:
+    """torchrun restarts a node's workers after a membership change without counting a
+    restart, and a rank moves between nodes: the marker in the run folder keeps every later
+    process of the job clean; a counted restart (TORCHELASTIC_RESTART_COUNT) disarms too."""
+    from stragglers.testbed.faults import claim, injections_armed
+
+    monkeypatch.setenv("STRAGGLERS_RUN_DIR", str(tmp_path))
+    monkeypatch.delenv("STRAGGLERS_ATTEMPT", raising=False)
+    monkeypatch.delenv("TORCHELASTIC_RESTART_COUNT", raising=False)
+    assert injections_armed()
+    assert claim("crash") and not claim("crash") and claim("hang")
+    assert sorted(os.listdir(tmp_path / "injections")) == ["crash", "hang"]
+    monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "1")
+    assert not injections_armed()
+    monkeypatch.delenv("STRAGGLERS_RUN_DIR")
+    assert claim("crash")  # no run folder (no driver, no guard): nothing to remember it by

@@ -536,6 +536,8 @@ class Guard:
         cfg = self.cfg
         t_detect = time.time()
         key = f"hang-{max(b.started for b in beats.values()):.3f}"
+        if not _create(self.paths.decisions / f"{key}.claim", {"by": self.node, "t": t_detect}):
+            return  # another guard localises it: its decision is followed when it comes
         heartbeats = _heartbeat_evidence(beats, world, t_detect, cfg.stale_s, cfg.pp, cfg.tp)
         fr = self._flight_recorder(key, beats, world)
         evidence = HangEvidence.decide(heartbeats, fr)
@@ -543,8 +545,8 @@ class Guard:
         nodes = tuple(sorted({str(beats[r].node) for r in culprits if r in beats}))
         decision = {"key": key, "kind": kind, "culprit_ranks": list(culprits),
                     "culprit_nodes": list(nodes), "by": self.node, "t": t_detect}
-        if not _create(self.paths.decisions / f"{key}.json", decision):
-            return  # another guard decided: acted on in _follow_decisions
+        self.acted.add(key)
+        write_text(self.paths.decisions / f"{key}.json", json.dumps(decision))
         last = max(b.step for b in beats.values())
         restart, ckpt, lost = self._cost(last)
         leave = "hang" in cfg.exclude_on and bool(nodes)
@@ -619,6 +621,10 @@ class Guard:
         Path(cfg.ckpt_dir).mkdir(parents=True, exist_ok=True)
         self.floor = 0.0
         self._update_floor()
+        # decisions taken before this guard started (a node that came back) are not its own
+        self.acted = {p.stem for p in self.paths.decisions.glob("*.json")}
+        write_text(self.paths.nodes / f"{self.node}.json",
+                   json.dumps({"node": self.node, "state": "running", "t": time.time()}))
         self.launcher = subprocess.Popen(list(cfg.command), env=self._env(),
                                          stderr=subprocess.PIPE, start_new_session=True)
         self.agent_log = _AgentLog(self.launcher.stderr)
