@@ -107,7 +107,8 @@ def main() -> None:
     peak_self = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     peak_child = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     print(f"example job dp 2 x pp 2 on 4 of 5 slots (1 spare), {STEPS} steps, checkpoint every "
-          f"{CKPT_EVERY}, fault at step {FAULT_STEP}; timeout {args.timeout_s:g} s, heartbeat "
+          f"{CKPT_EVERY}, fault at step {FAULT_STEP} (in the checkpoint after step "
+          f"{CKPT_STEP}); timeout {args.timeout_s:g} s, heartbeat "
           f"{args.heartbeat_s:g} s, median of {args.repeats} runs each")
     print("| incident | detected after last progress (s) | within T+1 | localise (s) | "
           "resumed after (s) | steps lost | right rank | named by the dumps | "

@@ -490,20 +490,27 @@ class Guard:
             return
         exits = self._round_exits(crash.first)
         self.floor = max(self.floor, crash.first)  # the rest of this round's ends follow
+        dead = {o["rank"] for o in exits}
+        now = time.time()
+        stale = [r for r, b in beats.items() if r not in dead and b.started < self.floor
+                 and now - b.ts > self.cfg.stale_s and b.status not in ("done", "exited")]
         blame = crash_culprits([Exit(o["rank"], o["code"] if isinstance(o["code"], int) else -1,
-                                     float(o["t"]), o.get("status")) for o in exits])
-        mine = {e.worker.rank for e in crash.ended}
-        if not set(blame.culprits) & mine:
+                                     float(o["t"]), o.get("status")) for o in exits], stale)
+        nodes = {r: str(b.node) for r, b in beats.items()}
+        nodes.update({o["rank"]: str(o["node"]) for o in exits})
+        if not any(nodes.get(r) == self.node for r in blame.culprits):
             self._resume()  # a victim here: torchrun restarts the workers in place
             return
-        leave = "crash" in self.cfg.exclude_on
         first = min(float(o["t"]) for o in exits)
-        nodes = {o["rank"]: str(o["node"]) for o in exits}
-        culprit_nodes = tuple(sorted({nodes[r] for r in blame.culprits}))
+        culprit_nodes = tuple(sorted({nodes[r] for r in blame.culprits if r in nodes}))
         last_step = max([int(o["step"]) for o in exits if isinstance(o.get("step"), int)]
                         + [b.step for b in beats.values()] + [-1])
         restart, ckpt, lost = self._cost(last_step)
-        if leave:
+        if blame.reason == "victims_only":  # nobody failed on their own: no node to blame
+            self._resume()
+            action = ("restart in place by torchrun (every dead rank reported comm_error and "
+                      "no live rank's heartbeat went stale)")
+        elif "crash" in self.cfg.exclude_on:
             self._leave()
             action = f"node {self.node} left the job (its agent ended; the others restart " \
                      "in the next rendezvous round without it)"
@@ -512,7 +519,7 @@ class Guard:
             action = "restart in place by torchrun (--exclude-on without crash)"
         evidence = CrashEvidence(blame.victims, blame.reason,
                                  {o["rank"]: round(float(o["t"]) - first, 4) for o in exits},
-                                 {o["rank"]: o.get("status") for o in exits}, (), True)
+                                 {o["rank"]: o.get("status") for o in exits}, tuple(stale), True)
         self._record(NodeIncident(
             "crash", self.node, evidence, detected_at=first, since_last_progress_s=None,
             localise_s=round(time.time() - first, 3), culprit_ranks=blame.culprits,
