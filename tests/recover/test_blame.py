@@ -51,7 +51,7 @@ def test_a_stale_heartbeat_names_the_frozen_rank_behind_the_victims() -> None:
 def _cfg(tmp_path: Path, scenario: str, slots: int) -> DriverConfig:
     return DriverConfig((sys.executable, FAKE, scenario), slots=slots,
                         ckpt_dir=str(tmp_path / "ck"), out_dir=str(tmp_path / "out"),
-                        heartbeat_s=0.2, timeout_s=4.0, poll_s=0.05, max_restarts=0,
+                        heartbeat_s=0.2, timeout_s=3.0, poll_s=0.05, max_restarts=0,
                         fr_wait_s=0.5)
 
 

@@ -506,16 +506,14 @@ class Guard:
         last_step = max([int(o["step"]) for o in exits if isinstance(o.get("step"), int)]
                         + [b.step for b in beats.values()] + [-1])
         restart, ckpt, lost = self._cost(last_step)
+        leave = blame.reason != "victims_only" and "crash" in self.cfg.exclude_on
         if blame.reason == "victims_only":  # nobody failed on their own: no node to blame
-            self._resume()
             action = ("restart in place by torchrun (every dead rank reported comm_error and "
                       "no live rank's heartbeat went stale)")
-        elif "crash" in self.cfg.exclude_on:
-            self._leave()
+        elif leave:
             action = f"node {self.node} left the job (its agent ended; the others restart " \
                      "in the next rendezvous round without it)"
         else:
-            self._resume()
             action = "restart in place by torchrun (--exclude-on without crash)"
         evidence = CrashEvidence(blame.victims, blame.reason,
                                  {o["rank"]: round(float(o["t"]) - first, 4) for o in exits},
@@ -527,6 +525,10 @@ class Guard:
             restart_step=restart, checkpoint_step=ckpt, last_step_reached=last_step,
             steps_lost=lost, action=action,
             exit_codes={o["rank"]: o["code"] for o in exits if isinstance(o["code"], int)}))
+        if leave:  # recorded first: the other guards see the round ended at once
+            self._leave()
+        else:
+            self._resume()
 
     def _hung(self, beats: Mapping[int, Beat], world: int, now: float) -> str | None:
         if not beats or all(b.status == "done" for b in beats.values()):
