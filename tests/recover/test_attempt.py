@@ -120,7 +120,10 @@ def test_crashes_until_no_slot_is_left(tmp_path: Path, monkeypatch: pytest.Monke
     assert not res.ok and res.attempts == 2 and res.message == "no slot left"
     first, second = (i.to_dict() for i in res.incidents)
     assert first["kind"] == "crash" and first["exit_codes"] == {"0": 3}
-    assert first["culprit_slots"] == [0] and first["evidence"] == {"comm_error": []}
+    assert first["culprit_slots"] == [0]
+    assert first["evidence"] == {"comm_error": [], "blamed_by": "first_exit",
+                                 "exit_after_first_s": {"0": 0.0}, "status": {},
+                                 "stale_heartbeat": [], "exit_times_measured": True}
     assert first["action"] == "excluded slots [0], restarting on 1"
     assert first["resumed_after_s"] is None and first["restart_step"] == 0
     assert first["checkpoint_step"] is None and first["steps_lost"] == 0
@@ -170,7 +173,8 @@ def test_the_json_of_a_hang_incident() -> None:
         "stale_heartbeat": [1], "alive_not_in_a_call": [],
         "in_other_group_call": {"2": "all_reduce in world"},
         "last_ops": {"0": {"op": "all_reduce", "group": "dp", "seq": 3, "peer": None}},
-        "steps": {"0": 5, "1": 5, "2": 5}, "diagnosis": [diag.suspects[0].to_dict()],
+        "steps": {"0": 5, "1": 5, "2": 5}, "phases": {},
+        "diagnosis": [diag.suspects[0].to_dict()],
         "flight_recorder": {"dumps": 0, "note": NO_DUMP},
         "localised_by": "heartbeats"}
     assert isinstance(inc.evidence, HangEvidence) and inc.evidence.culprit_ranks == (1,)

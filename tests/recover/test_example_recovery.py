@@ -10,6 +10,7 @@ without any rank advancing only happens when a rank really stops.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -157,6 +158,10 @@ def test_resume_with_another_layout_via_the_cli(tmp_path: Path,
     ({"hang_rank": 1}, "--hang-rank and --hang-step go together"),
     ({"crash_rank": 4, "crash_step": 1}, "crash_rank must be a rank below the world size 4"),
     ({"hang_mode": "sideways"}, "hang_mode must be one of"),
+    ({"hang_rank": 1, "hang_step": 4, "hang_mode": "in-checkpoint", "ckpt_every": 2,
+      "ckpt_dir": "ck"}, "needs a checkpoint after that step"),
+    ({"hang_rank": 1, "hang_step": 3, "hang_mode": "stuck-in-checkpoint"},
+     "needs a checkpoint after that step"),
 ])
 def test_bad_injections_are_refused(extra: dict[str, Any], message: str,
                                     tmp_path: Path) -> None:
@@ -175,3 +180,34 @@ def test_a_world_that_is_not_dp_x_pp_stops_the_driver(tmp_path: Path) -> None:
     assert res.message.startswith("every rank exited with status 2")
     log = (tmp_path / "run" / "attempt-0-rank-1.log").read_text()
     assert log.count("\n") == 1 and "error: WORLD_SIZE 2 != dp*pp 4" in log
+
+
+def test_the_checkpoint_is_reported_to_the_heartbeats(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The example job's checkpoint: the ``checkpoint`` phase around the write and the
+    barrier after it as a ``world`` call, numbered with the other world calls (the
+    gradient-norm all-reduce); nothing for a probe without heartbeats."""
+    from stragglers.probe.ops import CLIP
+    from stragglers.recover.heartbeat import read_beats
+    from stragglers.testbed import faults
+
+    class _Probe:  # the probe's span only
+        def span(self, optype: object, **kw: object) -> contextlib.AbstractContextManager[None]:
+            return contextlib.nullcontext()
+
+    monkeypatch.setenv("STRAGGLERS_HEARTBEAT_DIR", str(tmp_path))
+    monkeypatch.setenv("RANK", "2")
+    probe = faults.watch(_Probe(), 2, 4, lambda: (-1, -1), -1, -1,  # type: ignore[arg-type]
+                         "in-collective", -1, -1)
+    with probe.span(CLIP):
+        pass
+    with faults.checkpoint_phase(probe, 5):
+        before = read_beats(tmp_path)
+        with faults.world_call(probe, "barrier"):
+            probe._hb.flush()  # type: ignore[attr-defined]
+            beat = read_beats(tmp_path)[2]
+    assert (beat.phase, beat.op, beat.group, beat.seq) == ("checkpoint", "barrier", "world", 2)
+    assert before[2].op is None
+    plain = _Probe()
+    assert isinstance(faults.checkpoint_phase(plain, 5),  # type: ignore[arg-type]
+                      contextlib.nullcontext)

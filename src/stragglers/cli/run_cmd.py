@@ -50,6 +50,103 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("train_command", nargs=argparse.REMAINDER, metavar="COMMAND",
                    help="-- then the training command")
     p.set_defaults(func=_run)
+    _register_guard(subparsers)
+
+
+def _register_guard(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "guard", help="beside torchrun, one per node: hangs, crash blame, leave the job",
+        description=(
+            "Run COMMAND (a node's launcher: torchrun with a c10d rendezvous, --nnodes MIN:MAX, "
+            "--max-restarts) under a guard, one per node, all sharing --run-dir. The workers "
+            "beat through stragglers.recover.heartbeat; the guards detect a hang (no step "
+            "progress for --timeout-s) and localise it, blame the rank that failed first in a "
+            "crash, and take the culprit's node out of the job (its agent leaves, the others "
+            "restart in the next rendezvous round without it and resume from the checkpoint). "
+            "Incidents go to RUN/incidents/; the last stdout line is a summary. Exit: the "
+            "launcher's status, or 3 when this node left the job. With --serve-store and no "
+            "COMMAND: serve the rendezvous's c10d store apart from the agents."),
+    )
+    p.add_argument("--run-dir", help="folder shared by the job's guards (heartbeats, exits, "
+                                     "decisions, incidents); a fresh one per job")
+    p.add_argument("--ckpt", help="the job's checkpoint folder (where it resumes from)")
+    p.add_argument("--node", default="",
+                   help="this node's name (default: the host name; letters, digits, _ . -)")
+    p.add_argument("--heartbeat-s", type=options.positive_float, default=0.5,
+                   help="heartbeat interval of the workers (default 0.5)")
+    p.add_argument("--timeout-s", type=options.positive_float, default=30.0,
+                   help="a hang: no rank advanced its step for this long (default 30)")
+    p.add_argument("--startup-timeout-s", type=options.positive_float, default=300.0,
+                   help="time for every rank of a round to begin its first step (default 300)")
+    p.add_argument("--settle-s", type=options.positive_float, default=0.5,
+                   help="after a worker died: wait this long for the other exits before "
+                        "blaming the first (default 0.5; the agent is paused meanwhile)")
+    p.add_argument("--exclude-on", default="hang,crash",
+                   help="incidents that take the culprit's node out: hang, crash (default "
+                        "both), or none (restart in place)")
+    p.add_argument("--pp", type=options.positive_int, default=1,
+                   help="pipeline-parallel size of the job (default 1)")
+    p.add_argument("--tp", type=options.positive_int, default=1,
+                   help="tensor-parallel size of the job (default 1)")
+    p.add_argument("--serve-store", metavar="HOST:PORT", default=None,
+                   help="serve the c10d rendezvous store (give every agent --rdzv-conf "
+                        "is_host=0), so that any node can leave; runs until killed")
+    p.add_argument("--exclude-rank", metavar="R[,R...]", default=None,
+                   help="no COMMAND: ask the guards of the running job in --run-dir to take "
+                        "these ranks' nodes out (a slow rank: mitigation S4); prints the "
+                        "incident")
+    p.add_argument("--reason", default="slow rank (mitigation S4)",
+                   help="with --exclude-rank: the reason recorded in the incident")
+    p.add_argument("launcher_command", nargs=argparse.REMAINDER, metavar="COMMAND",
+                   help="-- then the node's launcher command (torchrun ...)")
+    p.set_defaults(func=_guard)
+
+
+def _guard(args: argparse.Namespace) -> int:
+    from stragglers.errors import InputError
+    from stragglers.recover.guard import GuardConfig, request_exclusion, run_guard, serve_store
+
+    command = list(args.launcher_command)
+    if command and command[0] == "--":
+        command = command[1:]
+    if args.serve_store is not None:
+        host, _, port = args.serve_store.rpartition(":")
+        if command or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise InputError(f"--serve-store {args.serve_store!r}: give HOST:PORT and no "
+                             "command")
+        serve_store(host, int(port))
+        return 0
+    for option in ("run_dir", "ckpt"):
+        if not getattr(args, option):
+            raise InputError(f"--{option.replace('_', '-')} is required")
+    if args.exclude_rank is not None:
+        if command:
+            raise InputError("--exclude-rank: give no command (it asks the running guards)")
+        try:
+            ranks = [int(x) for x in args.exclude_rank.split(",") if x.strip()]
+        except ValueError:
+            raise InputError(f"--exclude-rank {args.exclude_rank!r}: expected ranks R[,R...]"
+                             ) from None
+        if not ranks or min(ranks) < 0:
+            raise InputError(f"--exclude-rank {args.exclude_rank!r}: expected ranks >= 0")
+        incident = request_exclusion(args.run_dir, args.ckpt, ranks, args.reason)
+        sys.stdout.write(json.dumps(incident.to_dict()) + "\n")
+        return 0
+    exclude = tuple(x.strip() for x in args.exclude_on.split(",") if x.strip())
+    cfg = GuardConfig(tuple(command), args.run_dir, args.ckpt, node=args.node,
+                      heartbeat_s=args.heartbeat_s, timeout_s=args.timeout_s,
+                      startup_timeout_s=args.startup_timeout_s, pp=args.pp, tp=args.tp,
+                      settle_s=args.settle_s,
+                      exclude_on=() if exclude == ("none",) else exclude)
+    cfg.check()
+
+    def log(line: str) -> None:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+    code, summary = run_guard(cfg, log=log)
+    sys.stdout.write(json.dumps(summary) + "\n")
+    return code
 
 
 def _run(args: argparse.Namespace) -> int:

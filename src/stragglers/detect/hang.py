@@ -41,6 +41,9 @@ __all__ = ["HangDiagnosis", "LastOp", "Suspect", "Topology", "hang_report", "loc
            "read_last_ops"]
 
 GROUP_KINDS = ("tp", "dp", "pp")
+#: the groups :func:`localize_hang` knows: the topology's, and ``world`` (every rank: a
+#: barrier, a gradient-norm all-reduce)
+TRACKED_GROUPS = (*GROUP_KINDS, "world")
 
 
 @dataclass(frozen=True)
@@ -81,9 +84,13 @@ class Topology:
             return tuple(self.rank(pp_i, d, tp_i) for d in range(self.dp))
         if kind == "pp":
             return tuple(self.rank(p, dp_i, tp_i) for p in range(self.pp))
+        if kind == "world":
+            return tuple(range(self.size))
         raise ValueError(f"unknown group kind {kind!r}; use one of {', '.join(GROUP_KINDS)}")
 
     def group_name(self, rank: int, kind: str) -> str:
+        if kind == "world":
+            return "world"
         pp_i, dp_i, tp_i = self.coords(rank)
         fixed = {"tp": f"pp={pp_i},dp={dp_i}", "dp": f"pp={pp_i},tp={tp_i}",
                  "pp": f"dp={dp_i},tp={tp_i}"}[kind]
@@ -152,7 +159,7 @@ def localize_hang(topology: Topology, last_ops: Mapping[int, LastOp],
     n = topology.size
     for r, op in last_ops.items():
         topology.coords(r)
-        if op.group not in GROUP_KINDS:
+        if op.group not in TRACKED_GROUPS:
             raise ValueError(f"rank {r}: unknown group kind {op.group!r}")
         if op.peer is not None:
             topology.coords(op.peer)
@@ -296,6 +303,8 @@ def _few(ranks: list[int], shown: int = 16) -> str:
 
 def _group_key(topology: Topology, rank: int, kind: str) -> int:
     """An id of the ``kind`` group of ``rank`` (equal for all its members)."""
+    if kind == "world":
+        return 0
     pp_i, dp_i, tp_i = topology.coords(rank)
     if kind == "tp":
         return pp_i * topology.dp + dp_i

@@ -6,6 +6,11 @@ from its latest checkpoint.
   status), written by a background thread so that a live rank keeps beating while it waits;
 * :mod:`~stragglers.recover.driver` - the driver behind ``stragglers run``: launch, watch,
   localise, exclude, restart;
+* :mod:`~stragglers.recover.guard` - the node guard behind ``stragglers guard``, one per node
+  beside ``torchrun``: watch every rank, localise, take the culprit's node out of the
+  rendezvous, record what it cost;
+* :mod:`~stragglers.recover.blame` - who failed first in a crash (exit times, statuses, exit
+  codes, stale heartbeats);
 * :mod:`~stragglers.recover.attempt` - the states of one attempt and the transitions allowed;
 * :mod:`~stragglers.recover.incidents` - the incidents and the driver's result, as JSON;
 * :mod:`~stragglers.recover.marker` - the checkpoint marker a restarted job resumes at;

@@ -27,8 +27,11 @@ fault injections only then), ``STRAGGLERS_HEARTBEAT_DIR``, ``STRAGGLERS_HEARTBEA
 
 On an incident it localises the culprit:
 
-* crash: the ranks that exited first and not because a peer went away (their last status is
-  not ``comm_error``);
+* crash: the rank that failed first (:func:`stragglers.recover.blame.crash_culprits`): the
+  dead ranks whose last status is ``comm_error`` (a peer went away) are victims; of the
+  others, the first to exit (exit times taken when each process ended, through a ``pidfd``
+  per process, not when the driver noticed), a distinct exit status breaking a tie; when
+  every dead rank is a victim, the live ranks whose heartbeats went stale;
 * hang: the driver asks the live ranks for their PyTorch flight-recorder dumps (the
   heartbeat thread writes them; ``TORCH_FR_BUFFER_SIZE`` is set for the ranks) and localises
   with :mod:`stragglers.detect.fr_hang` (ranks without a dump are silent); when that names
@@ -36,7 +39,11 @@ On an incident it localises the culprit:
   ``min(timeout_s / 2, max(5 x heartbeat_s, 3 s))``) or that are alive but not in a
   communication call are *silent*, the others' calls (op, group, seq) are the last-op records of
   :func:`stragglers.detect.hang.localize_hang` on the ``dp x pp x tp`` topology of the
-  attempt. Both diagnoses go into the evidence.
+  attempt, with the ``world`` group (every rank: a barrier, the gradient-norm all-reduce)
+  waiting for every rank not in the same call; a rank's phase (``checkpoint``: writing its
+  part of a checkpoint) is in the evidence. When neither names anybody, the ranks whose
+  heartbeats went stale are the culprits (a stale heartbeat alone names its rank). Both
+  diagnoses go into the evidence.
 
 Then it kills every process of the attempt (with ``validate``, the validation passes of a ring
 over the attempt's slots and the GEMM test, :mod:`stragglers.validate`, run next and their
@@ -62,6 +69,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import shutil
 import signal
 import socket
@@ -75,9 +83,10 @@ from typing import IO
 from stragglers.atomic import write_text
 from stragglers.detect.flight_recorder import read_flight_recorder
 from stragglers.detect.fr_hang import localize_fr_hang
-from stragglers.detect.hang import GROUP_KINDS, LastOp, Topology, localize_hang
+from stragglers.detect.hang import TRACKED_GROUPS, LastOp, Topology, localize_hang
 from stragglers.errors import InputError
 from stragglers.recover.attempt import AttemptMachine, AttemptState
+from stragglers.recover.blame import Exit, crash_culprits
 from stragglers.recover.heartbeat import Beat, read_beats
 from stragglers.recover.incidents import (
     CrashEvidence,
@@ -112,6 +121,7 @@ class DriverConfig:
     world: int | None = None  # ranks per attempt; None: every slot in service (elastic)
     validate: bool = False  # run ring validation passes + GEMM test over the slots after a hang
     fr_wait_s: float = 3.0  # how long to wait for the flight-recorder dumps of a hang
+    settle_s: float = 0.5  # after a crash, how long to wait for the peers' failures to land
 
     def check(self) -> None:
         """Refuse (:class:`InputError`, naming the ``stragglers run`` option) a configuration
@@ -171,6 +181,7 @@ class Attempt:
     last_progress: float = 0.0  # time.monotonic() of the last change of the ranks' steps
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
     logs: list[IO[bytes]] = field(default_factory=list)
+    exits: _ExitClock | None = None  # when each process ended
     steps: tuple[int, ...] = ()  # every rank's step (-1: none yet)
     started: bool = False  # every rank has begun its first step
     max_step: int = -1
@@ -187,6 +198,49 @@ class Attempt:
         if not self.started and all(s >= 0 for s in steps):
             self.started = True
             self.last_progress = now
+
+
+class _ExitClock:
+    """When each process of an attempt ended, measured as it ended: one ``pidfd`` per process
+    (Linux >= 5.3), polled while the driver waits; elsewhere the time the driver noticed
+    (``resolution_s`` says which)."""
+
+    def __init__(self, procs: Sequence[subprocess.Popen[bytes]], poll_s: float) -> None:
+        self.t: dict[int, float] = {}  # rank -> time.monotonic() of its end
+        self._fds: dict[int, int] = {}  # pidfd -> rank
+        self._poller = select.poll()
+        for rank, p in enumerate(procs):
+            try:
+                fd = os.pidfd_open(p.pid)
+            except (AttributeError, OSError):
+                continue
+            self._fds[fd] = rank
+            self._poller.register(fd, select.POLLIN)
+        self.exact = len(self._fds) == len(procs)
+        self.resolution_s = 0.001 if self.exact else poll_s
+
+    def wait(self, seconds: float) -> None:
+        """Wait ``seconds`` (less when a process ends: the caller looks again at once) and
+        record the end of every process that ended."""
+        if not self._fds:
+            time.sleep(seconds)
+            return
+        ready = self._poller.poll(max(0.0, seconds) * 1000)
+        now = time.monotonic()
+        for fd, _ in ready:
+            rank = self._fds.pop(fd)
+            self._poller.unregister(fd)
+            os.close(fd)
+            self.t.setdefault(rank, now)
+
+    def noticed(self, rank: int, now: float) -> float:
+        """The end of ``rank`` (the time it was noticed when not measured)."""
+        return self.t.setdefault(rank, now)
+
+    def close(self) -> None:
+        for fd in self._fds:
+            os.close(fd)
+        self._fds.clear()
 
 
 @dataclass(frozen=True)
@@ -253,6 +307,8 @@ class Recovery:
             _kill_all(self.attempt.procs)
             for f in self.attempt.logs:
                 f.close()
+            if self.attempt.exits is not None:
+                self.attempt.exits.close()
             self.attempt.procs.clear()
             self.attempt.logs.clear()
 
@@ -310,15 +366,16 @@ def _heartbeat_evidence(beats: Mapping[int, Beat], world: int, now: float,
                         stale_s: float, pp: int, tp: int) -> HeartbeatEvidence:
     last_ops: dict[int, LastOp] = {}
     stale, computing = [], []
-    # e.g. the example job's "world" (gradient norm) and "emb" all-reduces: left out of the
-    # waits-for graph (like silent ranks, they are suspects only if others wait for them)
+    # e.g. the example job's "emb" all-reduces: left out of the waits-for graph (like silent
+    # ranks, they are suspects only if others wait for them)
     untracked: dict[int, str] = {}
+    phases = {r: b.phase for r, b in beats.items() if r < world and b.phase is not None}
     for r in range(world):
         b = beats.get(r)
         if b is None or now - b.ts > stale_s:
             stale.append(r)
             continue
-        if b.op is not None and b.group in GROUP_KINDS:
+        if b.op is not None and b.group in TRACKED_GROUPS:
             last_ops[r] = LastOp(b.op, str(b.group), peer=b.peer, seq=b.seq)
         elif b.op is not None:  # a call in a group the dp x pp x tp topology does not describe
             untracked[r] = f"{b.op} in {b.group}"
@@ -326,7 +383,7 @@ def _heartbeat_evidence(beats: Mapping[int, Beat], world: int, now: float,
             computing.append(r)
     diagnosis = localize_hang(Topology(dp=world // (pp * tp), pp=pp, tp=tp), last_ops)
     return HeartbeatEvidence(tuple(stale), tuple(computing), untracked, last_ops,
-                             {r: b.step for r, b in beats.items()}, diagnosis)
+                             {r: b.step for r, b in beats.items()}, diagnosis, phases)
 
 
 def _flight_recorder_evidence(hb_dir: Path, beats: Mapping[int, Beat], world: int,
@@ -424,6 +481,7 @@ def launch(rec: Recovery) -> AttemptState:
         a.procs.append(subprocess.Popen(list(cfg.command), env=_rank_env(rec, a, rank, slot, port),
                                         stdout=f, stderr=subprocess.STDOUT,
                                         start_new_session=True))
+    a.exits = _ExitClock(a.procs, cfg.poll_s)
     a.last_progress = time.monotonic()
     return AttemptState.RUNNING
 
@@ -432,7 +490,8 @@ def poll(rec: Recovery) -> AttemptState:
     """RUNNING: one look at the heartbeats and exit codes; the attempt goes on, finished, or
     hung or crashed (the detection recorded), or every rank refused its input."""
     cfg, a = rec.cfg, rec.current
-    time.sleep(cfg.poll_s)
+    assert a.exits is not None
+    a.exits.wait(cfg.poll_s)
     now = time.monotonic()
     beats = read_beats(a.hb_dir)
     a.observe(beats, now)
@@ -490,26 +549,36 @@ def diagnose_hang(rec: Recovery) -> AttemptState:
     beats = a.detection.beats
     heartbeats = _heartbeat_evidence(beats, a.world, time.time(), rec.stale_s, cfg.pp, cfg.tp)
     fr = _flight_recorder_evidence(a.hb_dir, beats, a.world, rec.stale_s, cfg.fr_wait_s)
-    by_fr = bool(fr.suspect_ranks) and (fr.waited_for
-                                        or not heartbeats.diagnosis.suspect_ranks)
-    evidence = HangEvidence(heartbeats, fr, by_fr)
+    evidence = HangEvidence.decide(heartbeats, fr)
     a.localisation = Localisation(evidence.culprit_ranks, evidence, time.monotonic())
     return AttemptState.EXCLUDING
 
 
 def diagnose_crash(rec: Recovery) -> AttemptState:
-    """CRASHED: the culprits are the ranks that exited non-zero not because a peer went away
-    (their last status is not ``comm_error``), else those that had failed at detection."""
+    """CRASHED: let the peers' failures land (``settle_s``, exit times recorded meanwhile),
+    then blame the rank that failed first (:func:`stragglers.recover.blame.crash_culprits`:
+    victims that report ``comm_error`` aside, the first exit, a distinct exit status among
+    tied ones; a stale heartbeat when every dead rank is a victim)."""
     cfg, a = rec.cfg, rec.current
-    assert a.detection is not None
-    time.sleep(min(0.5, 2 * cfg.poll_s))  # let the peers' errors land
+    assert a.detection is not None and a.exits is not None
+    settle = time.monotonic() + cfg.settle_s
+    while time.monotonic() < settle and any(p.poll() is None for p in a.procs):
+        a.exits.wait(min(cfg.poll_s, settle - time.monotonic()))
+    now = time.monotonic()
     beats = read_beats(a.hb_dir)
     dead = {r: c for r, c in enumerate(p.poll() for p in a.procs) if c not in (None, 0)}
-    culprits = tuple(r for r in dead if r not in beats or beats[r].status != "comm_error")
-    culprits = culprits or a.detection.failed
-    a.localisation = Localisation(culprits,
-                                  CrashEvidence(tuple(r for r in dead if r not in culprits)),
-                                  time.monotonic(), exit_codes=dead)
+    exits = [Exit(r, c, a.exits.noticed(r, now), beats[r].status if r in beats else None)
+             for r, c in dead.items()]
+    wall = time.time()
+    live = [r for r, p in enumerate(a.procs) if p.poll() is None]
+    stale = [r for r in live if r not in beats or wall - beats[r].ts > rec.stale_s]
+    blame = crash_culprits(exits, stale, tie_s=a.exits.resolution_s)
+    first = min((e.t for e in exits), default=now)
+    evidence = CrashEvidence(blame.victims, blame.reason,
+                             {e.rank: round(e.t - first, 4) for e in exits},
+                             {r: beats[r].status for r in dead if r in beats},
+                             tuple(stale), a.exits.exact)
+    a.localisation = Localisation(blame.culprits, evidence, time.monotonic(), exit_codes=dead)
     return AttemptState.EXCLUDING
 
 

@@ -6,14 +6,15 @@ evidence, exclusions and the driver's result. Frozen; ``to_dict()`` gives the JS
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from stragglers.detect.fr_hang import FRDiagnosis
 from stragglers.detect.hang import HangDiagnosis, LastOp
 
-__all__ = ["CrashEvidence", "DriverResult", "Exclusion", "FlightRecorderEvidence",
-           "HangEvidence", "HeartbeatEvidence", "Incident", "ValidationFlags"]
+__all__ = ["CrashEvidence", "DriverResult", "Exclusion", "ExclusionEvidence",
+           "FlightRecorderEvidence",
+           "HangEvidence", "HeartbeatEvidence", "Incident", "NodeIncident", "ValidationFlags"]
 
 NO_DUMP = ("no flight-recorder dump came (TORCH_FR_BUFFER_SIZE unset, or the job does not use "
            "torch.distributed)")
@@ -31,6 +32,7 @@ class HeartbeatEvidence:
     last_ops: Mapping[int, LastOp]
     steps: Mapping[int, int | None]  # the step of every rank that beat
     diagnosis: HangDiagnosis
+    phases: Mapping[int, str] = field(default_factory=dict)  # rank -> e.g. "checkpoint"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -40,6 +42,7 @@ class HeartbeatEvidence:
             "last_ops": {str(r): {"op": o.op, "group": o.group, "seq": o.seq, "peer": o.peer}
                          for r, o in sorted(self.last_ops.items())},
             "steps": {str(r): s for r, s in sorted(self.steps.items())},
+            "phases": {str(r): p for r, p in sorted(self.phases.items())},
             "diagnosis": [s.to_dict() for s in self.diagnosis.suspects],
         }
 
@@ -77,22 +80,44 @@ class FlightRecorderEvidence:
 @dataclass(frozen=True)
 class HangEvidence:
     """Both diagnoses of a hang; the dumps decide when they name ranks that others wait for,
-    or when the heartbeats name nobody (``by_flight_recorder``)."""
+    or when the heartbeats name nobody (``by_flight_recorder``); when neither names anybody,
+    the ranks whose heartbeats went stale (``by_stale_heartbeat``), unless every rank's did
+    (nothing then tells them apart)."""
 
     heartbeats: HeartbeatEvidence
     flight_recorder: FlightRecorderEvidence
     by_flight_recorder: bool
+    by_stale_heartbeat: bool = False
+
+    @classmethod
+    def decide(cls, heartbeats: HeartbeatEvidence, fr: FlightRecorderEvidence,
+               ) -> HangEvidence:
+        by_fr = bool(fr.suspect_ranks) and (fr.waited_for
+                                            or not heartbeats.diagnosis.suspect_ranks)
+        alive = (heartbeats.alive_not_in_a_call or heartbeats.last_ops
+                 or heartbeats.in_other_group_call)
+        stale = (not by_fr and not heartbeats.diagnosis.suspect_ranks
+                 and bool(heartbeats.stale_heartbeat) and bool(alive))
+        return cls(heartbeats, fr, by_fr, stale)
 
     @property
     def culprit_ranks(self) -> tuple[int, ...]:
         if self.by_flight_recorder:
             return self.flight_recorder.suspect_ranks
+        if self.by_stale_heartbeat:
+            return self.heartbeats.stale_heartbeat
         return self.heartbeats.diagnosis.suspect_ranks
+
+    @property
+    def localised_by(self) -> str:
+        if self.by_flight_recorder:
+            return "flight_recorder"
+        return "stale_heartbeat" if self.by_stale_heartbeat else "heartbeats"
 
     def to_dict(self) -> dict[str, Any]:
         out = self.heartbeats.to_dict()
         out["flight_recorder"] = self.flight_recorder.to_dict()
-        out["localised_by"] = "flight_recorder" if self.by_flight_recorder else "heartbeats"
+        out["localised_by"] = self.localised_by
         if self.by_flight_recorder:
             out["heartbeat_suspects"] = list(self.heartbeats.diagnosis.suspect_ranks)
         return out
@@ -100,10 +125,33 @@ class HangEvidence:
 
 @dataclass(frozen=True)
 class CrashEvidence:
-    comm_error: tuple[int, ...]  # ranks that died because a peer went away
+    """What named the culprits of a crash (:func:`stragglers.recover.blame.crash_culprits`)."""
+
+    comm_error: tuple[int, ...]  # dead ranks that reported a failed call: a peer went away
+    reason: str = ""  # the rule that named the culprits
+    exit_after_first_s: Mapping[int, float] = field(default_factory=dict)  # dead rank -> s
+    status: Mapping[int, str | None] = field(default_factory=dict)  # dead rank -> last status
+    stale_heartbeat: tuple[int, ...] = ()  # live ranks whose heartbeats went stale
+    exit_times_measured: bool = True  # False: the times the driver noticed the exits
 
     def to_dict(self) -> dict[str, Any]:
-        return {"comm_error": list(self.comm_error)}
+        return {"comm_error": list(self.comm_error), "blamed_by": self.reason,
+                "exit_after_first_s": {str(r): t for r, t in
+                                       sorted(self.exit_after_first_s.items())},
+                "status": {str(r): s for r, s in sorted(self.status.items())},
+                "stale_heartbeat": list(self.stale_heartbeat),
+                "exit_times_measured": self.exit_times_measured}
+
+
+@dataclass(frozen=True)
+class ExclusionEvidence:
+    """Why a rank was asked out of a running job (``stragglers guard --exclude-rank``): a slow
+    rank, mitigation S4."""
+
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"reason": self.reason}
 
 
 @dataclass(frozen=True)
@@ -191,3 +239,45 @@ class DriverResult:
         """The summary line of ``stragglers run`` (the incidents are the lines before it)."""
         return {"ok": self.ok, "attempts": self.attempts, "incidents": len(self.incidents),
                 "slots_in_service": self.slots_in_service, "wall_s": round(self.wall_s, 3)}
+
+
+@dataclass(frozen=True)
+class NodeIncident:
+    """An incident as a node guard (``stragglers guard``, beside ``torchrun``) records it in
+    ``RUN/incidents/``: what happened, who was blamed, what was done and what it cost. Times
+    in seconds; ``detected_at`` is wall-clock (``time.time()``), shared by the nodes;
+    ``resumed_after_s``: from detection until the next rendezvous round completed a step past
+    the restart step (None until then, or when it never did), ``world_after`` the size of that
+    round."""
+
+    kind: str  # "hang" | "startup_hang" | "crash" | "exclude"
+    recorded_by: str  # the node whose guard decided ("request": --exclude-rank)
+    evidence: HangEvidence | CrashEvidence | ExclusionEvidence
+    detected_at: float
+    since_last_progress_s: float | None
+    localise_s: float
+    culprit_ranks: tuple[int, ...]
+    culprit_nodes: tuple[str, ...]
+    world: int
+    restart_step: int
+    checkpoint_step: int | None
+    last_step_reached: int
+    steps_lost: int
+    action: str
+    exit_codes: Mapping[int, int] | None = None
+    resumed_after_s: float | None = None
+    world_after: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind, "recorded_by": self.recorded_by}
+        if self.exit_codes is not None:
+            out["exit_codes"] = {str(r): c for r, c in sorted(self.exit_codes.items())}
+        out.update(evidence=self.evidence.to_dict(), detected_at=round(self.detected_at, 3),
+                   since_last_progress_s=self.since_last_progress_s,
+                   localise_s=self.localise_s, culprit_ranks=list(self.culprit_ranks),
+                   culprit_nodes=list(self.culprit_nodes), world=self.world,
+                   restart_step=self.restart_step, checkpoint_step=self.checkpoint_step,
+                   last_step_reached=self.last_step_reached, steps_lost=self.steps_lost,
+                   action=self.action, resumed_after_s=self.resumed_after_s,
+                   world_after=self.world_after)
+        return out

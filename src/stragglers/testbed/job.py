@@ -191,7 +191,7 @@ class JobConfig:
         from stragglers.testbed.faults import check_faults
 
         check_faults(self.hang_rank, self.hang_step, self.hang_mode, self.crash_rank,
-                     self.crash_step, self.world_size)
+                     self.crash_step, self.world_size, self.ckpt_every)
         from stragglers.testbed.loader import check_config
 
         check_config(self)  # sequence-length rebalancing
@@ -392,9 +392,13 @@ class StageWorker:
         every = self.cfg.ckpt_every
         if not every or (step + 1) % every:
             return
+        from stragglers.testbed.faults import checkpoint_phase, world_call
+
         ckpt = Path(self.cfg.ckpt_dir)
-        checkpoint.save_role(ckpt, step + 1, self.shard, self.stage, self.opt)
-        dist.barrier()  # every role's file is in place before the marker names the step
+        with checkpoint_phase(self.probe, step):  # reported to the heartbeats
+            checkpoint.save_role(ckpt, step + 1, self.shard, self.stage, self.opt)
+            with world_call(self.probe, "barrier"):
+                dist.barrier()  # every role's file is in place before the marker names it
         if self.rank == 0:
             write_marker(ckpt, Marker(step + 1, self.cfg.dp, self.cfg.pp))
 

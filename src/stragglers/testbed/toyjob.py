@@ -14,11 +14,13 @@ rank fewer the loss curve continues where the checkpoint left it. Rank 0 saves
 ``ckpt-<step>.pt`` every ``--ckpt-every`` steps (atomically) and appends ``{step, loss, world,
 attempt}`` to ``losses.jsonl``; a restarted job resumes after the latest checkpoint.
 
-Injections, tied to the *slot* (the machine), not to the rank number, so that excluding the
-slot removes the fault: ``--hang-mode stop`` (the process freezes inside the all-reduce of
-``--hang-at-step``: its heartbeats stop, as with a hung GPU), ``--hang-mode never`` (it stays
-alive but never reaches that all-reduce, as a rank stuck in compute), and ``--crash-slot``
-(the process exits with status 3 before the all-reduce).
+Injections, tied to the *slot* (the machine; the rank when ``STRAGGLERS_SLOT`` is unset, as
+under ``torchrun``), not to the rank number, so that excluding the slot removes the fault:
+``--hang-mode stop`` (the process freezes inside the all-reduce of ``--hang-at-step``: its
+heartbeats stop, as with a hung GPU), ``--hang-mode never`` (it stays alive but never reaches
+that all-reduce, as a rank stuck in compute), and ``--crash-slot`` (the process exits with
+status 3 before the all-reduce). Each fires once per job (:func:`stragglers.testbed.faults.claim`:
+a marker in ``STRAGGLERS_RUN_DIR``), so that a job restarted by ``torchrun`` runs clean.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch.distributed as dist
 
     from stragglers.recover.heartbeat import Heartbeat
+    from stragglers.testbed.faults import claim
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=40)
@@ -96,9 +99,11 @@ def main(argv: list[str] | None = None) -> int:
         err = xs @ w - ys
         packed = torch.cat([xs.T @ err * 2.0, (err ** 2).sum().reshape(1)])
         time.sleep(args.step_s)
-        if slot == args.crash_slot and step == args.crash_at_step:
+        if slot == args.crash_slot and step == args.crash_at_step and claim("crash"):
+            if hb:
+                hb.flush()  # the step it dies in, as a beat just before would say
             os._exit(3)
-        if slot == args.hang_slot and step == args.hang_at_step:
+        if slot == args.hang_slot and step == args.hang_at_step and claim("hang"):
             if args.hang_mode == "never":
                 while True:  # alive (heartbeats go on), never reaches the all-reduce
                     time.sleep(1.0)
