@@ -7,6 +7,9 @@
 A tiny GPT-2 built from a config (nothing is downloaded) on random tokens. With SLOW_RANK=1
 in the environment rank 1's first transformer block sleeps: a straggler to find. With
 SLOW_LOADER_RANK=1 rank 1's data loader sleeps SLOW_LOADER_MS (default 130) ms per batch.
+STEPS (default 20) sets the steps; SLOW_FROM and SLOW_TO slow SLOW_RANK only in steps
+SLOW_FROM to SLOW_TO - 1 (for `stragglers watch runs/hf/stragglers/probe`: an onset and a
+recovery).
 """
 
 import os
@@ -18,6 +21,8 @@ from transformers import (GPT2Config, GPT2LMHeadModel, Trainer, TrainingArgument
                           default_data_collator)
 
 from stragglers.probe.hf import StragglersCallback
+
+SLOWED = range(int(os.environ.get("SLOW_FROM", 0)), int(os.environ.get("SLOW_TO", 10**9)))
 
 
 class RandomTokens(torch.utils.data.Dataset):
@@ -38,7 +43,7 @@ def collate(samples: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
 if __name__ == "__main__":
     torch.set_num_threads(1)
     args = TrainingArguments(
-        output_dir=sys.argv[1], max_steps=20,
+        output_dir=sys.argv[1], max_steps=int(os.environ.get("STEPS", 20)),
         per_device_train_batch_size=16, use_cpu=True, ddp_backend="gloo",
         report_to=[], save_strategy="no", logging_strategy="no", disable_tqdm=True,
     )
@@ -46,7 +51,7 @@ if __name__ == "__main__":
                                        n_layer=2, n_head=4))
     if os.environ.get("SLOW_RANK") == os.environ.get("RANK"):
         model.transformer.h[0].register_forward_pre_hook(
-            lambda *_: time.sleep(0.3))  # the demo's slow GPU
+            lambda *_: time.sleep(0.3 * (trainer.state.global_step in SLOWED)))  # slow GPU
     trainer = Trainer(model=model, args=args, train_dataset=RandomTokens(),
                       data_collator=collate,
                       callbacks=[StragglersCallback(f"{sys.argv[1]}/stragglers")])  # added

@@ -57,6 +57,19 @@ launch attribution names the rank it slows. A step whose hooks did not all fire 
 a backward without forward, no optimizer step) is left out of the trace on that rank, and so
 out of the merged trace. The framework callbacks (:mod:`stragglers.probe.lightning`,
 :mod:`stragglers.probe.hf`) drive the same :class:`LoopProbe`.
+
+Live step records (``ProbeConfig.live``, on by default): for every step, recorded in the
+trace or not, the hooks take their marks and the step's end queues a step record
+(:meth:`~stragglers.probe.recorder.Probe.step_record`, written by the probe's flusher to
+``OUT_DIR/probe/steps-rank-NNNNN.jsonl``): ``wait`` = the step's
+``grads-reduce-scatter`` (under DDP the wait for the other ranks in the gradient all-reduce,
+plus the transfer not hidden behind the backward) + its ``params-all-gather`` (the
+collective before the forward, where there is one) + the probe's own clock alignment;
+``busy`` = the time from the previous step's end to this step's end less ``wait`` (compute,
+the loss, the data loading before the step). Under DDP every rank's step takes as long as
+the slowest one's; only the slow rank's ``busy`` rises, the others' ``wait`` does:
+``stragglers watch`` detects on ``busy``. The timing is read from the hooks, nothing is added
+to the model's computation or its communication.
 """
 
 from __future__ import annotations
@@ -134,6 +147,10 @@ class LoopProbe:
         self._step_no = 0
         self._open = False
         self._recording = False
+        #: Whether the open step's hooks take marks (a recorded step, or a live step record
+        #: to write: ``ProbeConfig.live``), and the live step's start.
+        self._timing = False
+        self._begin: Mark | None = None
         #: The last collective before the open (or next) step's first forward, and whether
         #: the first recorded step had one (the count every recorded step must have).
         self._pre: tuple[Mark, Mark] | None = None
@@ -207,7 +224,7 @@ class LoopProbe:
         self.forward_begin(module.training)
 
     def _on_ddp_pre(self, module: Any, args: Any) -> None:
-        self._ddp_entry = (self.probe.mark() if self._recording and self._before_forward()
+        self._ddp_entry = (self.probe.mark() if self._timing and self._before_forward()
                            else None)
 
     def _on_inner_pre(self, module: Any, args: Any) -> None:
@@ -274,7 +291,7 @@ class LoopProbe:
     def forward_begin(self, training: bool = True) -> None:
         """A forward of the model starts (ignored outside a recorded step, in eval mode, or
         under ``torch.no_grad``)."""
-        if not self._recording or not training:
+        if not self._timing or not training:
             return
         import torch
 
@@ -290,7 +307,7 @@ class LoopProbe:
         """The forward that :meth:`forward_begin` opened ends; tensor hooks on ``output``
         mark the start of its backward (pass None and call :meth:`backward_begin` instead)."""
         start = self._fwd_start
-        if not self._recording or start is None:
+        if not self._timing or start is None:
             return
         self._fwd_start = None
         self._fwd.append((start, self.probe.mark()))
@@ -308,7 +325,7 @@ class LoopProbe:
 
     def backward_begin(self) -> None:
         """The backward of the last forward starts."""
-        if not self._recording or self._bwd_start is not None:
+        if not self._timing or self._bwd_start is not None:
             return
         if len(self._bwd) >= len(self._fwd):
             self._broken = True  # a second backward through one forward
@@ -325,7 +342,7 @@ class LoopProbe:
         """The optimizer step starts: the end of the gradient synchronisation. Ignored
         before the step's first backward (a framework that calls the optimizer with a
         closure runs the pre-hooks before the forward) and after the first call."""
-        if not self._recording or self._opt_start is not None:
+        if not self._timing or self._opt_start is not None:
             return
         if self._bwd_start is None and not self._bwd:
             return
@@ -336,7 +353,7 @@ class LoopProbe:
     def optimizer_end(self) -> None:
         """An optimizer step ended (the last one of the step ends the ``optimizer`` span)."""
         self._opt_ran = self._open
-        if self._recording and self._opt_start is not None:
+        if self._timing and self._opt_start is not None:
             self._opt_end = self.probe.mark()
 
     # ------------------------------------------------------------------ steps
@@ -350,12 +367,17 @@ class LoopProbe:
         self._open = True
         self._reset()
         self._recording = self.probe.begin_step(self._step_no)
+        live = self.probe.live
+        self._timing = self._recording or live
+        self._begin = self.probe.mark() if live else None
 
     def end_step(self) -> None:
         """Close the open step: record its spans if every hook fired, else leave it out."""
         if not self._open:
             return
         self._open = False
+        if self._begin is not None:
+            self._live_record()
         if self._recording:
             if self._complete() and self._pre_consistent():
                 self._record()
@@ -363,12 +385,25 @@ class LoopProbe:
             else:
                 self.probe.discard_step()
                 self.steps_discarded += 1
-        self._recording = False
+        self._recording = self._timing = False
+        self._begin = None
         self._pre = None
         self._ddp_entry = None
         self._forward_pending = False
         self.probe.end_step()
         self._step_no += 1
+
+    def _live_record(self) -> None:
+        """Queue the step's live record: its start and end, and its waits for the other
+        ranks: the collective before its forward (the last one, as in the trace) and the
+        gradient synchronisation (from the last gradient to the optimizer step)."""
+        assert self._begin is not None
+        waits: list[tuple[Mark, Mark]] = []
+        if self._pre is not None:
+            waits.append(self._pre)
+        if self._bwd and self._opt_start is not None:
+            waits.append((self._bwd[-1][1], self._opt_start))
+        self.probe.step_record(self._step_no, self._begin, self.probe.mark(), waits)
 
     def _pre_consistent(self) -> bool:
         """Whether the step has a collective before its forward if and only if the first
@@ -414,7 +449,8 @@ class LoopProbe:
         try:
             yield self
         except BaseException:
-            self._recording = False
+            self._recording = self._timing = False
+            self._begin = None
             self._pre = None
             self.probe.discard_step()
             self._open = False
