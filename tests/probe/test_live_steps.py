@@ -110,6 +110,20 @@ def test_a_step_that_raises_has_no_record_and_the_next_starts_afresh(tmp_path: P
     assert recs[1].busy == pytest.approx(0.1) and recs[1].wait == pytest.approx(0.07)
 
 
+def test_every_collective_before_the_forward_is_a_wait(tmp_path: Path) -> None:
+    """Two collectives between two steps (a framework's broadcast, then an all-gather):
+    both are the next step's wait; the trace keeps the last one as its op."""
+    loop, clock, model, opt = _loop(tmp_path, ProbeConfig(write_parquet=False))
+    _step(loop, clock, model, opt, load=0.2, compute=0.1, wait=0.01)
+    a = loop.probe.mark()
+    clock.advance(0.03)
+    loop.collective_done(a, loop.probe.mark())
+    _step(loop, clock, model, opt, load=0.2, compute=0.1, wait=0.01, pre=0.05)
+    loop.close()
+    recs = _records(tmp_path / "probe")
+    assert recs[1].wait == pytest.approx(0.09) and recs[1].busy == pytest.approx(0.3)
+
+
 def test_live_records_can_be_turned_off(tmp_path: Path) -> None:
     loop, clock, model, opt = _loop(tmp_path, ProbeConfig(live=False, write_parquet=False))
     _step(loop, clock, model, opt, load=0.2, compute=0.1, wait=0.01)

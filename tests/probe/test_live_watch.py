@@ -24,13 +24,13 @@ pytest.importorskip("torch")
 
 SLOW_FROM, SLOW_TO = 40, 80
 CASES = {
-    "ddp": ("stragglers watch runs/ddp-live/probe --threshold 1 --idle-timeout 20",
+    "ddp": ("stragglers watch runs/ddp-live/probe --threshold 0.5 --idle-timeout 20",
             "STEPS=120 SLOW_RANK=1 SLOW_FROM=40 SLOW_TO=80 torchrun --standalone "
             "--nproc-per-node 2 docs/snippets/ddp_loop.py runs/ddp-live", None),
-    "lightning": ("stragglers watch runs/pl-live/probe --threshold 1 --idle-timeout 20",
+    "lightning": ("stragglers watch runs/pl-live/probe --threshold 0.5 --idle-timeout 20",
                   "STEPS=120 SLOW_RANK=1 SLOW_FROM=40 SLOW_TO=80 python "
                   "docs/snippets/lightning_ddp.py runs/pl-live", ("lightning", "lightning")),
-    "hf": ("stragglers watch runs/hf-live/stragglers/probe --threshold 1 --idle-timeout 20",
+    "hf": ("stragglers watch runs/hf-live/stragglers/probe --threshold 0.5 --idle-timeout 20",
            "STEPS=120 SLOW_RANK=1 SLOW_FROM=40 SLOW_TO=80 torchrun --standalone "
            "--nproc-per-node 2 docs/snippets/hf_trainer.py runs/hf-live", ("transformers", "hf")),
 }

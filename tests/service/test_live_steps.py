@@ -6,7 +6,10 @@ probe posts them by itself while the job runs (``ProbeConfig.push_server``)."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -121,3 +124,52 @@ def test_a_server_that_is_down_costs_the_live_records_nothing(token_file: Path,
     assert pusher.posted == 0 and pusher.failed == 5 and "127.0.0.1:9" in pusher.error
     assert len(rank_file(tmp_path / "run" / "probe", 0, "steps").read_text().splitlines()) == 5
     assert "5 not (5 failed" in caplog.text
+
+
+def test_a_ddp_job_pushed_live_names_its_slow_rank(server_factory: Any, token_file: Path,
+                                                   tmp_path: Path) -> None:
+    """The plain DDP snippet (2 processes, gloo) with rank 1 slowed from step 40 to its end,
+    its probe pushing to a real server (the snippet's ``attach`` given a ``ProbeConfig`` with
+    ``push_server``): while the job runs, the server's detector names rank 1, the job's
+    culprit is rank 1 and ``/metrics`` has ``stragglers_job_slow_rank{rank="1"}`` only."""
+    pytest.importorskip("torch")
+    from tests.probe.integration import REPO, tool
+
+    server: Server = server_factory()
+    text = (REPO / "docs" / "snippets" / "ddp_loop.py").read_text()
+    attach = "stragglers.probe.attach(model, out_dir=sys.argv[1])"
+    assert attach in text
+    script = tmp_path / "ddp_push.py"
+    script.write_text(text.replace(attach, (
+        "stragglers.probe.attach(model, out_dir=sys.argv[1], config=stragglers.probe."
+        "ProbeConfig(first_step=2, push_server=os.environ['PUSH_URL'], "
+        "push_token_file=os.environ['PUSH_TOKEN'], push_job='ddp-live'))")))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PUSH_URL": server.url,
+           "PUSH_TOKEN": str(token_file), "STEPS": "100", "SLOW_RANK": "1",
+           "SLOW_FROM": "40"}
+    job = subprocess.Popen([*tool("torchrun"), "--standalone", "--nproc-per-node", "2",
+                            str(script), str(tmp_path / "run")], env=env, cwd=REPO,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    seen: dict[str, Any] = {}
+    try:
+        end = time.monotonic() + 600
+        while time.monotonic() < end and job.poll() is None:
+            doc = server.get("/api/v1/jobs/ddp-live")
+            if doc.status_code == 200 and doc.json()["detection"] and \
+                    doc.json()["detection"]["slow"]:
+                seen = {"job": doc.json(), "metrics": _slow_rank_metrics(server, "ddp-live")}
+                break
+            time.sleep(0.5)
+        out, _ = job.communicate(timeout=600)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert job.returncode == 0, out[-3000:]
+    assert seen, f"the detector named no rank while the job ran:\n{out[-2000:]}"
+    assert seen["job"]["detection"]["slow_ranks"] == [1], seen
+    assert seen["job"]["culprit"] == "rank 1", seen  # no analysed session yet
+    assert seen["metrics"] == {"1": 1.0}, seen
+    events = server.get("/api/v1/jobs/ddp-live/events").json()["events"]
+    onsets = [(e["rank"], e["job_iteration"]) for e in events if e["event"] == "onset"]
+    assert onsets[0][0] == 1 and abs(onsets[0][1] - 40) <= 2, onsets
+    assert server.get("/api/v1/jobs/ddp-live").json()["records"] == 200  # every step, 2 ranks

@@ -63,8 +63,10 @@ trace or not, the hooks take their marks and the step's end queues a step record
 (:meth:`~stragglers.probe.recorder.Probe.step_record`, written by the probe's flusher to
 ``OUT_DIR/probe/steps-rank-NNNNN.jsonl``): ``wait`` = the step's
 ``grads-reduce-scatter`` (under DDP the wait for the other ranks in the gradient all-reduce,
-plus the transfer not hidden behind the backward) + its ``params-all-gather`` (the
-collective before the forward, where there is one) + the probe's own clock alignment;
+plus the transfer not hidden behind the backward) + the collectives over all ranks since
+the previous step and before its forward (its ``params-all-gather``, and any other the
+wrappers see: Lightning's broadcast before it fetches a batch, which the trace leaves out)
++ the probe's own clock alignment;
 ``busy`` = the time from the previous step's end to this step's end less ``wait`` (compute,
 the loss, the data loading before the step). Under DDP every rank's step takes as long as
 the slowest one's; only the slow rank's ``busy`` rises, the others' ``wait`` does:
@@ -152,8 +154,10 @@ class LoopProbe:
         self._timing = False
         self._begin: Mark | None = None
         #: The last collective before the open (or next) step's first forward, and whether
-        #: the first recorded step had one (the count every recorded step must have).
+        #: the first recorded step had one (the count every recorded step must have); every
+        #: such collective (the waits of the step's live record).
         self._pre: tuple[Mark, Mark] | None = None
+        self._waits: list[tuple[Mark, Mark]] = []
         self._pre_expected: bool | None = None
         self._reset()
 
@@ -181,15 +185,17 @@ class LoopProbe:
 
     # ------------------------------------------------------------------ hooks
     def install(self, model: Any, *, forward_hooks: bool = True,
-                optimizer_hooks: bool = True, collectives: bool = True) -> LoopProbe:
+                optimizer_hooks: bool = True, collectives: bool | str = True) -> LoopProbe:
         """Register the hooks: forward (pre-)hooks on ``model``, a post-accumulate-grad hook
         on each of its parameters that requires grad, (``optimizer_hooks``) global
         ``torch.optim`` step pre/post hooks and (``collectives``) the wrappers of the
         ``torch.distributed`` collectives that time a collective before a step's first
-        forward. Call it on the training thread, before the first forward."""
+        forward (``collectives="live"``: timed as a wait of the live step record only, not
+        as the trace's ``params-all-gather``). Call it on the training thread, before the
+        first forward."""
         if collectives and self._watch is None and self.probe.enabled:
-            self._watch = CollectiveWatch(self.probe, self.collective_done,
-                                          self._before_forward).install()
+            on_call = self.collective_done if collectives is True else self._live_wait
+            self._watch = CollectiveWatch(self.probe, on_call, self._before_forward).install()
         target = model
         self._ddp = buffer_syncing_ddp(model) if self.probe.enabled else None
         if self._ddp is not None:  # its buffer broadcast is timed (module docstring)
@@ -280,6 +286,13 @@ class LoopProbe:
         collective they cannot see calls it itself."""
         if self._before_forward():
             self._pre = (start, end)
+            self._waits.append((start, end))
+
+    def _live_wait(self, start: Mark, end: Mark) -> None:
+        """A collective before the step's first forward that only the live step record
+        counts (as a wait), not the trace."""
+        if self._before_forward():
+            self._waits.append((start, end))
 
     def _close_backward(self, at: Mark) -> None:
         """End the open backward at the last gradient seen (else at ``at``)."""
@@ -388,6 +401,7 @@ class LoopProbe:
         self._recording = self._timing = False
         self._begin = None
         self._pre = None
+        self._waits = []
         self._ddp_entry = None
         self._forward_pending = False
         self.probe.end_step()
@@ -395,12 +409,11 @@ class LoopProbe:
 
     def _live_record(self) -> None:
         """Queue the step's live record: its start and end, and its waits for the other
-        ranks: the collective before its forward (the last one, as in the trace) and the
+        ranks: the collectives since the previous step before its forward (the one the trace
+        records, and any other: Lightning's broadcast before it fetches a batch) and the
         gradient synchronisation (from the last gradient to the optimizer step)."""
         assert self._begin is not None
-        waits: list[tuple[Mark, Mark]] = []
-        if self._pre is not None:
-            waits.append(self._pre)
+        waits = list(self._waits)
         if self._bwd and self._opt_start is not None:
             waits.append((self._bwd[-1][1], self._opt_start))
         self.probe.step_record(self._step_no, self._begin, self.probe.mark(), waits)
@@ -452,6 +465,7 @@ class LoopProbe:
             self._recording = self._timing = False
             self._begin = None
             self._pre = None
+            self._waits = []
             self.probe.discard_step()
             self._open = False
             self._step_no += 1
