@@ -2,10 +2,11 @@
 
     python bench/bench_detect_jobs.py --seed 0 --jobs 2 [--seed 1] [--scale 1.0]
 
-Prints the LOFO table of :mod:`stragglers.evaluation.detect_eval_jobs` (the tuned method: ``robust``
-with its ``TUNING_GRID`` when that module exists, else ``sliding_window`` on a small
-window/threshold grid; baselines ``bocd_verify``, ``bocd``, ``sliding_window`` at their
-defaults), the real labelled series (``../shared/real/iter-more`` and
+Prints the LOFO table of :mod:`stragglers.evaluation.detect_eval_jobs` (the tuned method:
+``robust`` with its ``ROBUST_GRID``, each family scored under the setting chosen on the other
+tuned families, the families of ``jobcorpus.HELD_OUT`` never taking part in a choice;
+baselines ``bocd_verify``, ``falcon``, ``bocd``, ``sliding_window`` at their defaults), the
+real labelled series (``../shared/real/iter-more`` and
 ``../shared/real/megatron-iter`` when present, or ``--real-more`` / ``--real-dir``) under the
 setting chosen on all synthetic families, then a cost table: per method, fed sequentially in
 this process on every ``--every``-th series of the first seed, CPU and wall microseconds per

@@ -3,10 +3,12 @@
     torchrun --standalone --nproc-per-node 2 docs/snippets/ddp_loop.py runs/ddp
     stragglers analyze runs/ddp/trace.parquet --meta runs/ddp/meta.yaml --out runs/ddp/analysis
 
-With SLOW_RANK=1 in the environment rank 1's forward sleeps: a straggler to find. With
-SLOW_LOADER_RANK=1 rank 1's data loader sleeps SLOW_LOADER_MS (default 130) ms per batch.
-STEPS (default 20) sets the steps; SLOW_FROM and SLOW_TO slow SLOW_RANK only in steps
-SLOW_FROM to SLOW_TO - 1 (for `stragglers watch runs/ddp/probe`: an onset and a recovery).
+With SLOW_RANK=1 in the environment rank 1's forward sleeps 0.3 s: a straggler to find; with
+SLOW_FACTOR=3 as well, it takes 3 times its own time instead (it sleeps twice what its compute
+took, a GPU 3x slower on any machine). With SLOW_LOADER_RANK=1 rank 1's data loader sleeps
+SLOW_LOADER_MS (default 130) ms per batch. STEPS (default 20) sets the steps; SLOW_FROM and
+SLOW_TO slow SLOW_RANK only in steps SLOW_FROM to SLOW_TO - 1 (for
+`stragglers watch runs/ddp/probe`: an onset and a recovery).
 """
 
 import os
@@ -32,9 +34,14 @@ class Net(nn.Module):
         self.layers = nn.Sequential(nn.Linear(512, 1024), nn.ReLU(), nn.Linear(1024, 10))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if os.environ.get("SLOW_RANK") == str(rank) and step in SLOWED:
+        slow = os.environ.get("SLOW_RANK") == str(rank) and step in SLOWED
+        if slow and "SLOW_FACTOR" not in os.environ:
             time.sleep(0.3)  # the demo's slow GPU
-        return self.layers(x)
+        started = time.perf_counter()
+        out = self.layers(x)
+        if slow and "SLOW_FACTOR" in os.environ:  # a GPU SLOW_FACTOR times slower
+            time.sleep((float(os.environ["SLOW_FACTOR"]) - 1) * (time.perf_counter() - started))
+        return out
 
 
 def load_batch() -> tuple[torch.Tensor, torch.Tensor]:

@@ -5,11 +5,12 @@
         --out runs/hf/analysis
 
 A tiny GPT-2 built from a config (nothing is downloaded) on random tokens. With SLOW_RANK=1
-in the environment rank 1's first transformer block sleeps: a straggler to find. With
-SLOW_LOADER_RANK=1 rank 1's data loader sleeps SLOW_LOADER_MS (default 130) ms per batch.
-STEPS (default 20) sets the steps; SLOW_FROM and SLOW_TO slow SLOW_RANK only in steps
-SLOW_FROM to SLOW_TO - 1 (for `stragglers watch runs/hf/stragglers/probe`: an onset and a
-recovery).
+in the environment rank 1's first transformer block sleeps 0.3 s: a straggler to find; with
+SLOW_FACTOR=3 as well, rank 1's forward takes 3 times its own time instead (it sleeps twice
+what its compute took, a GPU 3x slower on any machine). With SLOW_LOADER_RANK=1 rank 1's
+data loader sleeps SLOW_LOADER_MS (default 130) ms per batch. STEPS (default 20) sets the
+steps; SLOW_FROM and SLOW_TO slow SLOW_RANK only in steps SLOW_FROM to SLOW_TO - 1 (for
+`stragglers watch runs/hf/stragglers/probe`: an onset and a recovery).
 """
 
 import os
@@ -50,8 +51,15 @@ if __name__ == "__main__":
     model = GPT2LMHeadModel(GPT2Config(vocab_size=64, n_positions=64, n_embd=128,
                                        n_layer=2, n_head=4))
     if os.environ.get("SLOW_RANK") == os.environ.get("RANK"):
-        model.transformer.h[0].register_forward_pre_hook(
-            lambda *_: time.sleep(0.3 * (trainer.state.global_step in SLOWED)))  # slow GPU
+        if "SLOW_FACTOR" in os.environ:  # a GPU SLOW_FACTOR times slower
+            factor, started = float(os.environ["SLOW_FACTOR"]), []
+            model.register_forward_pre_hook(lambda *_: started.append(time.perf_counter()))
+            model.register_forward_hook(lambda *_: time.sleep(
+                (factor - 1) * (time.perf_counter() - started.pop())
+                * (trainer.state.global_step in SLOWED)))
+        else:
+            model.transformer.h[0].register_forward_pre_hook(
+                lambda *_: time.sleep(0.3 * (trainer.state.global_step in SLOWED)))  # slow GPU
     trainer = Trainer(model=model, args=args, train_dataset=RandomTokens(),
                       data_collator=collate,
                       callbacks=[StragglersCallback(f"{sys.argv[1]}/stragglers")])  # added

@@ -3,10 +3,12 @@
     python docs/snippets/lightning_ddp.py runs/pl      # Lightning starts the 2 processes
     stragglers analyze runs/pl/trace.parquet --meta runs/pl/meta.yaml --out runs/pl/analysis
 
-With SLOW_RANK=1 in the environment rank 1's training step sleeps: a straggler to find. With
-SLOW_LOADER_RANK=1 rank 1's data loader sleeps SLOW_LOADER_MS (default 130) ms per batch.
-STEPS (default 20) sets the steps; SLOW_FROM and SLOW_TO slow SLOW_RANK only in steps
-SLOW_FROM to SLOW_TO - 1 (for `stragglers watch runs/pl/probe`: an onset and a recovery).
+With SLOW_RANK=1 in the environment rank 1's training step sleeps 0.3 s: a straggler to find;
+with SLOW_FACTOR=3 as well, it takes 3 times its own time instead (it sleeps twice what its
+compute took, a GPU 3x slower on any machine). With SLOW_LOADER_RANK=1 rank 1's data loader
+sleeps SLOW_LOADER_MS (default 130) ms per batch. STEPS (default 20) sets the steps; SLOW_FROM
+and SLOW_TO slow SLOW_RANK only in steps SLOW_FROM to SLOW_TO - 1 (for
+`stragglers watch runs/pl/probe`: an onset and a recovery).
 """
 
 import os
@@ -29,10 +31,16 @@ class Model(L.LightningModule):
         self.layers = nn.Sequential(nn.Linear(512, 1024), nn.ReLU(), nn.Linear(1024, 10))
 
     def training_step(self, batch: list[torch.Tensor], batch_idx: int) -> torch.Tensor:
-        if os.environ.get("SLOW_RANK") == str(self.global_rank) and self.global_step in SLOWED:
+        slow = (os.environ.get("SLOW_RANK") == str(self.global_rank)
+                and self.global_step in SLOWED)
+        if slow and "SLOW_FACTOR" not in os.environ:
             time.sleep(0.3)  # the demo's slow GPU
+        started = time.perf_counter()
         x, y = batch
-        return nn.functional.cross_entropy(self.layers(x), y)
+        loss = nn.functional.cross_entropy(self.layers(x), y)
+        if slow and "SLOW_FACTOR" in os.environ:  # a GPU SLOW_FACTOR times slower
+            time.sleep((float(os.environ["SLOW_FACTOR"]) - 1) * (time.perf_counter() - started))
+        return loss
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.SGD(self.parameters(), lr=0.01)

@@ -2,60 +2,166 @@
 the lines of JSON-lines files.
 
 Every failure is an :class:`~stragglers.errors.InputError` with one line naming the file:
-not found, a folder, unreadable, too large, not UTF-8, not valid YAML, an alias bomb, nesting
-too deep or an integer too long. The limits are those of :mod:`stragglers.limits`. JSON
-lines are read with :func:`iter_lines` and :func:`parse_json_line`, whose
+not found, a folder, not a regular file (a named pipe, a device, a socket: refused before
+anything is read, so that nothing waits for a writer or reads without end), a symbolic-link
+loop, unreadable, too large, not UTF-8, not valid YAML, an alias bomb or a recursive alias,
+nesting too deep or an integer too long. The limits are those of :mod:`stragglers.limits`.
+JSON lines are read with :func:`iter_lines` and :func:`parse_json_line`, whose
 :class:`JSONLineError` the caller turns into ``FILE:LINE: reason``.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import math
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import yaml
 
 from stragglers.errors import InputError
 from stragglers.limits import check_limit, limit
 
+#: What a file that is not regular is, by the test of its mode.
+_NOT_REGULAR: tuple[tuple[Any, str], ...] = (
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _not_regular(mode: int) -> str | None:
+    """What a file of this mode is when it is neither a regular file nor a folder."""
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    for test, kind in _NOT_REGULAR:
+        if test(mode):
+            return kind
+    return "not a regular file"
+
+
+def _refuse_kind(p: Path, kind: str, what: str) -> InputError:
+    return InputError(f"{p}: is {kind}, expected a regular {what} (named pipes, devices and "
+                      "sockets are not read)")
+
+
+def _os_error(p: Path, exc: OSError, what: str) -> InputError:
+    if exc.errno == errno.ELOOP:
+        return InputError(f"{p}: a loop of symbolic links, expected a {what}")
+    if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+        return InputError(f"{p}: {what} not found")
+    return InputError(f"{p}: cannot read the {what} ({exc.strerror or exc})")
+
 
 def check_file(path: str | os.PathLike[str], what: str = "file") -> Path:
-    """``path`` must exist and be a regular file (not a folder)."""
+    """``path`` must exist and be a regular file (not a folder, a named pipe, a device or a
+    socket; symbolic links are followed)."""
     p = Path(path)
-    if not p.exists():
-        raise InputError(f"{p}: {what} not found")
-    if p.is_dir():
+    try:
+        st = os.stat(p)
+    except OSError as exc:
+        raise _os_error(p, exc, what) from None
+    if stat.S_ISDIR(st.st_mode):
         raise InputError(f"{p}: is a folder, expected a {what}")
+    kind = _not_regular(st.st_mode)
+    if kind is not None:
+        raise _refuse_kind(p, kind, what)
     return p
 
 
-def read_text(path: str | os.PathLike[str], what: str = "file") -> str:
-    """Read a small UTF-8 text file, checked against the ``text_bytes`` limit first."""
+def open_regular(path: str | os.PathLike[str], what: str = "file") -> IO[bytes]:
+    """Open a regular file for reading (binary), checked on the open file itself: a path
+    replaced by a named pipe between the check and the open is refused too, and opening
+    never waits for a pipe's writer (``O_NONBLOCK``, cleared once the file is known to be
+    regular)."""
     p = check_file(path, what)
     try:
-        size = p.stat().st_size
-        check_limit("text_bytes", size, str(p))
-        data = p.read_bytes()
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except OSError as exc:
-        raise InputError(f"{p}: cannot read the {what} ({exc.strerror or exc})") from None
+        raise _os_error(p, exc, what) from None
+    try:
+        st = os.fstat(fd)
+        kind = "a folder" if stat.S_ISDIR(st.st_mode) else _not_regular(st.st_mode)
+        if kind is not None:
+            raise _refuse_kind(p, kind, what)
+        flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+        fcntl.fcntl(fd, fcntl.F_SETFL, flags & ~os.O_NONBLOCK)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_bytes(path: str | os.PathLike[str], what: str = "file",
+               limit_name: str = "text_bytes") -> bytes:
+    """The bytes of a regular file, checked against limit ``limit_name`` before reading (its
+    size) and while reading (a file that grows, or one whose size the system does not know,
+    such as those of /proc, is read no further than the limit)."""
+    p = Path(path)
+    with open_regular(p, what) as fh:
+        try:
+            check_limit(limit_name, os.fstat(fh.fileno()).st_size, str(p))
+            cap = limit(limit_name)
+            data = fh.read(cap + 1)
+        except OSError as exc:
+            raise _os_error(p, exc, what) from None
+    if len(data) > cap:
+        check_limit(limit_name, len(data), f"{p} (it grew while being read)")
+    return data
+
+
+def read_text(path: str | os.PathLike[str], what: str = "file",
+              limit_name: str = "text_bytes") -> str:
+    """Read a small UTF-8 text file, checked against limit ``limit_name`` (``text_bytes``)
+    first."""
+    p = Path(path)
+    data = read_bytes(p, what, limit_name)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(f"{p}: not UTF-8 text (bad byte at offset {exc.start})") from None
 
 
+class _YAMLLimit(yaml.YAMLError):
+    """A YAML document beyond a limit, found while it is composed (one line, no mark)."""
+
+
 class _CheckedLoader(yaml.SafeLoader):
-    """A safe loader that refuses documents whose aliases expand to more than ``yaml_nodes``
-    values (the "billion laughs" bomb: 386 bytes that expand to 10^8 strings) and integers
-    longer than ``int_digits`` digits."""
+    """A safe loader that refuses, while it composes the document (before any value is
+    built): more than ``yaml_nodes`` nodes, nesting deeper than ``nesting``, and integers
+    longer than ``int_digits`` digits. :func:`load_yaml` then refuses documents whose aliases
+    expand to more than ``yaml_nodes`` values (the "billion laughs" bomb: 386 bytes that
+    expand to 10^8 strings), nest deeper than ``nesting`` through aliases, or refer to
+    themselves (``&a [*a]``)."""
 
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
         self.max_digits = limit("int_digits")
+        self.max_nodes = limit("yaml_nodes")
+        self.max_depth = limit("nesting")
+        self.n_nodes = 0
+        self.level = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        self.n_nodes += 1
+        line = self.peek_event().start_mark.line + 1
+        if self.n_nodes > self.max_nodes:
+            raise _YAMLLimit(f"line {line}: more than {self.max_nodes:,} values (set "
+                             "STRAGGLERS_MAX_YAML_NODES to raise the limit)")
+        self.level += 1
+        try:
+            if self.level > self.max_depth + 1:  # the values of a collection at the limit
+                raise _YAMLLimit(f"line {line}: nesting deeper than {self.max_depth} levels "
+                                 "(set STRAGGLERS_MAX_NESTING to raise the limit)")
+            return super().compose_node(parent, index)
+        finally:
+            self.level -= 1
 
     def construct_yaml_int(self, node: Any) -> Any:
         digits = sum(ch.isdigit() for ch in str(node.value))
@@ -68,39 +174,50 @@ class _CheckedLoader(yaml.SafeLoader):
 _CheckedLoader.add_constructor("tag:yaml.org,2002:int", _CheckedLoader.construct_yaml_int)
 
 
-def _expanded_size(root: yaml.Node, cap: int) -> int:
-    """Number of values the node graph stands for once aliases (shared nodes) are expanded,
-    counted bottom-up with memoisation; stops early above ``cap``."""
+def _expansion(root: yaml.Node, cap: int) -> tuple[int, int]:
+    """Number of values and nesting depth of the node graph once aliases (shared nodes) are
+    expanded, counted bottom-up with memoisation (the count stops growing above ``cap``);
+    raises :class:`_YAMLLimit` for an alias to a collection that holds it (a value without
+    end)."""
     size: dict[int, int] = {}
+    depth: dict[int, int] = {}
+    entered: set[int] = set()
     stack: list[tuple[yaml.Node, bool]] = [(root, False)]
     while stack:
         node, done = stack.pop()
-        if id(node) in size:
+        key = id(node)
+        if not done and key in size:
             continue
         if isinstance(node, yaml.ScalarNode):
-            size[id(node)] = 1
+            size[key], depth[key] = 1, 0
             continue
         children: list[yaml.Node] = (
             [x for pair in node.value for x in pair] if isinstance(node, yaml.MappingNode)
             else list(node.value))
         if not done:
+            if key in entered:
+                raise _YAMLLimit(f"line {node.start_mark.line + 1}: an alias refers to a "
+                                 "collection that holds it (a recursive value)")
+            entered.add(key)
             stack.append((node, True))
             stack.extend((c, False) for c in children if id(c) not in size)
             continue
-        total = 1 + sum(size.get(id(c), 1) for c in children)
-        size[id(node)] = min(total, cap + 1)
-    return size[id(root)]
+        entered.discard(key)
+        size[key] = min(1 + sum(size[id(c)] for c in children), cap + 1)
+        depth[key] = 1 + max((depth[id(c)] for c in children), default=-1)
+    return size[id(root)], depth[id(root)]
 
 
-def _depth(value: Any, cap: int) -> int:
-    """Nesting depth of a loaded value, stopping once it exceeds ``cap``."""
+def nesting_depth(value: Any, cap: int) -> int:
+    """Nesting depth of a loaded value (dicts, lists and tuples; a scalar is 0, ``[1]`` is 1),
+    stopping once it exceeds ``cap``. Iterative: any depth is measured without recursion."""
     depth, level = 0, [value]
     while level:
         nxt: list[Any] = []
         for v in level:
             if isinstance(v, dict):
                 nxt.extend(v.values())
-            elif isinstance(v, list):
+            elif isinstance(v, list | tuple):
                 nxt.extend(v)
         if not nxt:
             break
@@ -111,36 +228,79 @@ def _depth(value: Any, cap: int) -> int:
     return depth
 
 
+def graph_depth(value: Any, cap: int) -> int:
+    """Nesting depth of a value whose containers may be shared or hold themselves (what a
+    pickle can build): each container is measured once (memoised by identity), a container
+    that holds itself counts as deeper than ``cap``, and the walk stops once the depth
+    exceeds ``cap``. Dict keys count as values (a tuple key nests too)."""
+    kinds = (dict, list, tuple, set, frozenset)
+    depth: dict[int, int] = {}
+    path: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(value, False)]
+    while stack:
+        v, done = stack.pop()
+        if not isinstance(v, kinds):
+            continue
+        key = id(v)
+        items = [*v.keys(), *v.values()] if isinstance(v, dict) else v
+        if done:
+            path.discard(key)
+            d = 1 + max((depth[id(c)] for c in items if isinstance(c, kinds)), default=0)
+            if d > cap:
+                return d
+            depth[key] = d
+            continue
+        if key in depth:
+            continue
+        if key in path or len(path) > cap:
+            return cap + 1  # it holds itself, or the path alone is deeper than the cap
+        path.add(key)
+        stack.append((v, True))
+        stack.extend((c, False) for c in items
+                     if isinstance(c, kinds) and id(c) not in depth)
+    return depth.get(id(value), 0)
+
+
+def _yaml_error(path: str | os.PathLike[str], exc: yaml.YAMLError) -> InputError:
+    if isinstance(exc, _YAMLLimit):
+        return InputError(f"{path}: {exc}")
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return InputError(f"{path}: not valid YAML ({first})")
+
+
 def load_yaml(path: str | os.PathLike[str], what: str = "YAML file") -> Any:
-    """Read and parse a YAML (or JSON) file safely: plain data only, bounded aliases,
-    nesting and integer size."""
-    text = read_text(path, what)
+    """Read and parse a YAML (or JSON) file safely: plain data only, bounded size
+    (``yaml_bytes``), values (``yaml_nodes``, aliases expanded), nesting and integer size,
+    no recursive alias."""
+    text = read_text(path, what, "yaml_bytes")
     try:
         loader = _CheckedLoader(text)  # the reader refuses control characters here
     except yaml.YAMLError as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise InputError(f"{path}: not valid YAML ({first})") from None
+        raise _yaml_error(path, exc) from None
     try:
         node = loader.get_single_node()
         if node is None:
             return None
         cap = limit("yaml_nodes")
-        if _expanded_size(node, cap) > cap:
+        size, deep = _expansion(node, cap)
+        if size > cap:
             raise InputError(f"{path}: its aliases expand to more than {cap:,} values (set "
                              "STRAGGLERS_MAX_YAML_NODES to raise the limit)")
+        if deep > limit("nesting"):
+            raise InputError(f"{path}: its aliases nest deeper than {limit('nesting')} "
+                             "levels (set STRAGGLERS_MAX_NESTING to raise the limit)")
         value = loader.construct_document(node)
     except InputError:
         raise
     except yaml.YAMLError as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise InputError(f"{path}: not valid YAML ({first})") from None
+        raise _yaml_error(path, exc) from None
     except RecursionError:
         raise InputError(f"{path}: nesting too deep to read (limit {limit('nesting')})"
                          ) from None
     finally:
         loader.dispose()
     cap = limit("nesting")
-    if _depth(value, cap) > cap:
+    if nesting_depth(value, cap) > cap:
         raise InputError(f"{path}: nesting deeper than {cap} levels (set "
                          "STRAGGLERS_MAX_NESTING to raise the limit)")
     return value
@@ -156,9 +316,10 @@ def iter_lines(path: str | os.PathLike[str], max_line: int = MAX_LINE_BYTES
 
     A line longer than ``max_line`` comes back cut at ``max_line + 1`` bytes and the rest
     of it is skipped, so memory stays bounded on a file without newlines;
-    :func:`parse_json_line` refuses such a line.
+    :func:`parse_json_line` refuses such a line. A path that is not a regular file is an
+    :class:`InputError` (:func:`open_regular`).
     """
-    with Path(path).open("rb") as fh:
+    with open_regular(path) as fh:
         lineno = 0
         while raw := fh.readline(max_line + 1):
             lineno += 1
@@ -228,18 +389,32 @@ def parse_json_line(raw: bytes, max_line: int = MAX_LINE_BYTES) -> Any:
         msg = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc).split("\n")[0]
         raise JSONLineError(f"not valid JSON ({msg})") from None
     cap = limit("nesting")
-    if _depth(value, cap) > cap:
+    if nesting_depth(value, cap) > cap:
         raise JSONLineError(f"nesting deeper than {cap} levels")
     return value
+
+
+def load_json(text: str, where: str) -> Any:
+    """The JSON value in ``text`` (the content of the file ``where``), its nesting bounded
+    by the ``nesting`` limit; an :class:`InputError` names the line of a syntax error."""
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{where}: line {exc.lineno}: not JSON ({exc.msg})") from None
+    except RecursionError:
+        raise InputError(f"{where}: nesting too deep to read (a value nested thousands of "
+                         "levels)") from None
+    cap = limit("nesting")
+    if nesting_depth(raw, cap) > cap:
+        raise InputError(f"{where}: nesting deeper than {cap} levels (set "
+                         "STRAGGLERS_MAX_NESTING to raise the limit)")
+    return raw
 
 
 def json_object(text: str, where: str, expected: str = "a JSON object") -> dict[str, Any]:
     """The JSON object in ``text`` (the content of the file ``where``); an :class:`InputError`
     names the line of a syntax error, or says that the value is not ``expected``."""
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{where}: line {exc.lineno}: not JSON ({exc.msg})") from None
+    raw = load_json(text, where)
     if not isinstance(raw, dict):
         raise InputError(f"{where}: line 1: expected {expected}, got {type(raw).__name__}")
     return raw

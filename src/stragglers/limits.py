@@ -39,10 +39,17 @@ LIMITS: dict[str, Limit] = {lim.name: lim for lim in (
     Limit("workers", 1_048_576, "workers (dp_size x pp_size) of one job"),
     Limit("trace_rows", 200_000_000, "rows (ops) of one trace"),
     Limit("table_cells", 400_000_000, "cells (op identities x DP ranks x steps) of one trace"),
-    Limit("text_bytes", 64 * 2**20, "bytes of a metadata or configuration file"),
-    Limit("yaml_nodes", 100_000, "values of a YAML file once its aliases are expanded"),
+    Limit("text_bytes", 64 * 2**20, "bytes of a text input read whole (a times or lengths "
+          "file, a truth file, a result.json)"),
+    Limit("yaml_bytes", 2**20, "bytes of a YAML (or JSON) metadata or configuration file"),
+    Limit("yaml_nodes", 100_000, "values of a YAML file (counted while it is read, and once "
+          "its aliases are expanded)"),
     Limit("nesting", 64, "nesting depth of a JSON or YAML value"),
-    Limit("int_digits", 30, "digits of an integer in JSON or YAML input"),
+    Limit("int_digits", 30, "digits of an integer in JSON, YAML or pickle input"),
+    Limit("shared_values", 100_000, "values a tuple of a pickle stands for once its shared "
+          "(memoised) parts are expanded: what hashing it visits"),
+    Limit("trace_string_bytes", 1024, "bytes of one text value of a trace (optype, host), "
+          "bounding a parquet string column by its row count before it is read"),
     Limit("synth_ops", 20_000_000, "ops (dp x pp x ops per worker-step x steps) of one "
           "synthetic trace"),
     # Plausibility bounds on trace values (seconds), not sizes: beyond them a value is a unit
@@ -62,6 +69,8 @@ LIMITS: dict[str, Limit] = {lim.name: lim for lim in (
     Limit("validate_bytes", 1 << 30, "bytes of one validation transfer or GEMM matrix"),
     Limit("period_window", 16_384, "calls in one period-estimation window"),
     Limit("call_kinds", 4_096, "distinct (type, size) call signatures of one rank"),
+    Limit("format_probe_bytes", 16 * 2**20, "bytes read from the start of a watch input to "
+          "tell its format (--format auto)"),
     Limit("megatron_json_bytes", 256 * 2**20, "bytes of a Megatron iteration-time JSON file "
           "(read whole by watch)"),
     Limit("hog_processes", 64, "CPU-hog processes of `probe verdict-eval --hog`"),
@@ -78,6 +87,8 @@ LIMITS: dict[str, Limit] = {lim.name: lim for lim in (
     Limit("kineto_bytes", 16 * 2**30, "bytes of one uncompressed profiler trace (import kineto)"),
     Limit("kineto_events", 100_000_000, "events of one profiler trace (import kineto)"),
     Limit("kineto_files", 65_536, "rank files of one profiler trace folder (import kineto)"),
+    Limit("kineto_event_bytes", 8 * 2**20, "bytes of one event of a profiler trace, or of "
+          "its keys before or after the events array (import kineto)"),
     Limit("fleet_jobs", 1_000_000, "jobs of a fleet study or a synthetic fleet"),
     Limit("records_bytes", 8 * 2**20, "bytes of one batch of records posted to "
           "`stragglers serve`"),

@@ -139,3 +139,16 @@ def test_summary_and_document():
     assert doc["launch_attribution"]["worker"] == {"1,0": doc["launch_attribution"]["dp_rank"]["1"]}
     assert doc["verdict"]["cause"] == "host"
     assert "M_S" in summary(_analyse(dp=2, pp=2, steps=4, jitter=0.01))
+
+
+def test_many_dp_ranks_simulate_those_with_the_most_host_time(monkeypatch):
+    """Each DP rank's launch attribution simulates every DP rank: above MAX_DP_RANKS only the
+    ranks with the most host time are simulated, the loader's among them, and it is said."""
+    from stragglers.analysis import launch
+
+    monkeypatch.setattr(launch, "MAX_DP_RANKS", 4)
+    r = _analyse(dp=12, pp=1, steps=6, jitter=0.02, seed=4, slow_loaders=[(9, 0.8, 1.0)])
+    doc = r.to_document()["launch_attribution"]
+    assert doc["dp_ranks_simulated"] == 4 and len(doc["dp_rank"]) == 4
+    assert max(doc["dp_rank"], key=doc["dp_rank"].get) == "9"
+    assert r.verdict.cause == Cause.HOST and r.verdict.workers == (Worker(9, 0),)

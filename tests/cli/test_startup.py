@@ -52,13 +52,19 @@ def test_import_kineto_of_a_tiny_trace_imports_neither_scipy_nor_pandas(tmp_path
 
 def test_the_parser_defaults_are_the_libraries() -> None:
     from stragglers.detect.bocd import DEFAULT_METHOD, METHODS
-    from stragglers.detect.warmup import DEFAULT_MIN_ITERS
+    from stragglers.detect.robust import RobustLevelDetector
+    from stragglers.detect.warmup import DEFAULT_MIN_ITERS, DEFAULT_WARMUP_ITERS
     from stragglers.synth.fleet import DEFAULT_MIX
     from stragglers.synth.generator import MAX_SIGMA
 
     assert defaults.DETECT_METHODS == tuple(METHODS)
     assert defaults.DETECT_DEFAULT_METHOD == DEFAULT_METHOD
     assert defaults.WARMUP_MIN_ITERS == DEFAULT_MIN_ITERS
+    assert defaults.ROBUST_WARMUP_ITERS == DEFAULT_WARMUP_ITERS
+    assert RobustLevelDetector.default_warmup_iters == DEFAULT_WARMUP_ITERS
+    robust = RobustLevelDetector()
+    assert {k: getattr(robust, k) for k in defaults.ROBUST_DEFAULTS} == dict(
+        defaults.ROBUST_DEFAULTS)
     assert defaults.SYNTH_MAX_SIGMA == MAX_SIGMA
     assert dict(defaults.FLEET_DEFAULT_MIX) == dict(DEFAULT_MIX)
 

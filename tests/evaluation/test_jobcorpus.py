@@ -8,13 +8,20 @@ import pytest
 from stragglers.evaluation.jobcorpus import (
     EVENT_LOSS,
     FAMILIES,
+    HELD_OUT,
     MIN_EVENT_ITERS,
     SAMPLE_STRIDES,
     SCENARIOS,
+    SHORT_ITERS,
+    SLOWDOWN_EVENT,
     JobSeries,
+    generate_call_job,
     generate_job_corpus,
     generate_series,
 )
+
+#: The families of issue 29: events defined by the rise of the iteration time.
+NEW = ("failslow", "ramp", "short", "hump", "warmup_onset", "reconfig")
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +51,8 @@ def test_every_family_and_scenario_is_present(corpus) -> None:
     assert {s.family for s in corpus} == set(FAMILIES)
     assert {(s.family, s.scenario) for s in corpus} == {(f, s) for f, s, _, _ in SCENARIOS}
     assert len(generate_job_corpus(0, scale=1.0, families=("flapping",))) == 24
-    assert sum(c for _, _, c, _ in SCENARIOS) in range(190, 211)
+    assert sum(c for _, _, c, _ in SCENARIOS) in range(320, 351)
+    assert set(HELD_OUT) < set(FAMILIES)
 
 
 def test_records_are_well_formed(corpus) -> None:
@@ -69,6 +77,11 @@ def test_labels_are_true_by_construction(corpus) -> None:
     for s in corpus:
         factor = s.level / s.healthy
         for e in s.events:
+            if s.family in NEW:  # slowdowns of the iteration time, some shorter
+                assert e.end_iter - e.start_iter >= SHORT_ITERS[0]
+                if e.kind != "step":
+                    assert (e.kind == "minor") == (e.loss / (1 - e.loss) < SLOWDOWN_EVENT)
+                    continue
             assert e.end_iter - e.start_iter >= MIN_EVENT_ITERS
             assert (e.kind == "minor") == (e.loss < EVENT_LOSS)
             assert e.peak_loss >= e.loss - 1e-12
@@ -146,3 +159,49 @@ def test_missing_records_and_minor_events_appear() -> None:
                 it = s.iter[(s.rank == r) & (s.iter >= e.start_iter) & (s.iter < e.end_iter)]
                 if s.restarts == 0:
                     assert np.all(np.diff(it) == s.stride), s.name
+
+
+def test_issue_29_families_are_true_by_construction(corpus) -> None:
+    """Every labelled slowdown of the new families is slow where it says, by at least its
+    own definition, and the iteration time outside the events is the healthy one."""
+    seen = set()
+    for s in (x for x in corpus if x.family in NEW):
+        factor = s.level / s.healthy
+        inside_any = np.zeros(s.iter.size, dtype=bool)
+        for e in s.events:
+            inside = (s.iter >= e.start_iter) & (s.iter < e.end_iter)
+            inside_any |= inside
+            seen.add(e.kind)
+            rise = factor[inside] - 1.0
+            s_e = e.loss / (1.0 - e.loss)
+            if e.kind in ("short", "warmup", "step"):  # a step: the level everywhere
+                assert np.allclose(rise, s_e) or s.family == "reconfig", s.name
+            elif e.kind in ("hump", "ramp"):  # it reaches its level, from below
+                assert rise.max() <= s_e + 1e-9 and rise.max() >= 0.9 * s_e, s.name
+            elif e.kind == "failslow":  # fluctuating around its mean
+                assert abs(np.mean(rise) - s_e) < 0.35 * s_e, s.name
+        if s.family != "ramp":  # a ramp cools back after its label
+            assert np.allclose(factor[~inside_any], 1.0), s.name
+    assert seen >= {"failslow", "ramp", "short", "hump", "warmup", "minor"}
+
+
+def test_warm_up_onsets_start_inside_the_warm_up_and_reconfig_renumbers(corpus) -> None:
+    for s in corpus:
+        if s.family == "warmup_onset":
+            assert all(e.start_iter <= 40 for e in s.events)
+        if s.family == "reconfig":
+            assert s.restarts >= 1
+            assert np.any(np.diff(s.iter) != 1)  # back, or far ahead
+
+
+def test_call_job_truth() -> None:
+    """The call-record job: its step numbers give the job iterations (replays once), the
+    records the executed ones, and restarts replay steps."""
+    job = generate_call_job(3, ranks=2, restarts=2)
+    steps = [c.step for c in job.records if c.rank == 0 and c.step is not None and c.step >= 0]
+    assert max(steps) == job.job_iterations
+    assert job.executed[0] == job.executed[1] >= job.job_iterations
+    assert sum(1 for a, b in zip(steps, steps[1:], strict=False) if b < a) >= 1
+    bare = generate_call_job(3, ranks=2, restarts=2, with_step=False)
+    assert all(c.step is None for c in bare.records)
+    assert [c.ts for c in bare.records] == [c.ts for c in job.records]

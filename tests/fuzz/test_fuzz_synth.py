@@ -44,7 +44,8 @@ def test_synth_options(cli: CliWorker, opts: list[tuple[str, str]], flags: list[
         check_contract(outcome)
         written = sorted(p.name for p in out.iterdir()) if out.exists() else []
         if outcome.code == 0:
-            assert written == sorted(["meta.yaml", "truth.json", f"trace.{fmt}"])
+            assert written == sorted([".stragglers-outputs.json", "meta.yaml", "truth.json",
+                                      f"trace.{fmt}"])
             # what synth writes, analyze accepts
             res = cli.run(["analyze", str(out / f"trace.{fmt}"), "--meta",
                            str(out / "meta.yaml"), "--out", str(Path(tmp) / "a"),

@@ -110,7 +110,8 @@ def test_cli_import_then_analyze(tmp_path: Path, capsys: pytest.CaptureFixture) 
                  "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "step 3 dropped: truncated (no optimizer op) on rank(s) 0-3" in text
-    assert sorted(p.name for p in out.iterdir()) == ["meta.yaml", "trace.parquet"]
+    assert sorted(p.name for p in out.iterdir()) == [".stragglers-outputs.json", "meta.yaml",
+                                                     "trace.parquet"]
     assert main(["analyze", str(out / "trace.parquet"), "--meta", str(out / "meta.yaml"),
                  "--out", str(tmp_path / "a"), "--no-timelines", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
@@ -202,15 +203,19 @@ def test_missing_step_on_one_rank_is_named(tmp_path: Path,
     (lambda b: b[: len(b) // 2], "ends inside the traceEvents array (truncated?)"),
     (lambda b: b.replace(b'"traceEvents": [', b'"traceEvents": 5, "x": [', 1),
      "field 'traceEvents' missing"),
-    (lambda b: b"\xff\xfe" + b, "not valid JSON near traceEvents[0]"),
+    (lambda b: b"\xff\xfe" + b, "bytes that are not UTF-8 (byte 0: invalid start byte) "
+     "before the traceEvents array"),
+    (lambda b: b.replace(b'{"schemaVersion": 1,', b'{"schemaVersion": 1 2,', 1),
+     "not valid JSON (Expecting ',' delimiter at character 20) before the traceEvents "
+     "array"),
     (lambda b: b[: b.index(b'"traceName"')],
      "not a complete JSON file: it ends after the traceEvents array (truncated?)"),
     (lambda b: b.replace(b'"traceName"', b'"baseTimeNanoseconds": "1e18", "traceName"'),
      "field 'baseTimeNanoseconds' must be a non-negative integer, got '1e18'"),
     (lambda b: b.replace(b'{"schemaVersion": 1,', b'{"baseTimeNanoseconds": -5,', 1),
      "field 'baseTimeNanoseconds' must be a non-negative integer, got -5"),
-], ids=["gzip", "truncated", "no-events", "not-json", "truncated-after-events", "base-string",
-        "base-negative"])
+], ids=["gzip", "truncated", "no-events", "not-utf8", "not-json", "truncated-after-events",
+        "base-string", "base-negative"])
 def test_damaged_files_end_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture,
                                        damage, expect: str) -> None:
     trace, meta = job()

@@ -41,7 +41,9 @@ def test_dashboard_heatmap_renders_and_hover_shows_values(page, server_factory,
     tip = page.locator("#tooltip")
     tip.wait_for(state="visible")
     expected = doc["result"]["attribution"]["worker"]["1,1"]
-    assert tip.inner_text() == f"DP rank 1, stage 1: S_w = {expected:.4f}"
+    name = doc["result"]["worker_names"]["1,1"]  # the global rank (and host where known)
+    assert name.startswith("rank ")
+    assert tip.inner_text() == f"DP rank 1, stage 1, {name}: S_w = {expected:.4f}"
     assert expected > 1.1  # the slowed worker
     page.mouse.move(2, 2)
     tip.wait_for(state="hidden")

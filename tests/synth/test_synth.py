@@ -278,8 +278,8 @@ def test_synth_output_is_all_or_nothing(tmp_path, capsys):
     assert (out / "truth.json").read_text() == "old"  # a failed run leaves the folder as it was
     code, err, _ = synth_cli(tmp_path, capsys)
     assert code == 0, err
-    assert sorted(p.name for p in out.iterdir()) == ["meta.yaml", "notes.txt", "trace.parquet",
-                                                     "truth.json"]
+    assert sorted(p.name for p in out.iterdir()) == [".stragglers-outputs.json", "meta.yaml",
+                                                     "notes.txt", "trace.parquet", "truth.json"]
     assert (out / "notes.txt").read_text() == "mine"
     (tmp_path / "file").write_text("x")
     from stragglers.cli import main

@@ -56,7 +56,8 @@ def test_structure_matches_the_reference_trace(tmp_path: Path, ref_dir: Path) ->
 def test_merged_trace_is_well_formed(slow_run: dict[str, Any]) -> None:
     summary, cfg = slow_run["summary"], slow_run["cfg"]
     trace = pd.read_parquet(summary["trace"])
-    assert tuple(trace.columns) == (*TRACE_COLUMNS, "gc_s")  # the probe records GC time
+    # the probe records GC time and the host each rank ran on
+    assert tuple(trace.columns) == (*TRACE_COLUMNS, "gc_s", "host")
     assert ((trace["gc_s"] >= 0) & (trace["gc_s"] <= trace["duration"])).all()
     assert summary["trace_steps"] == list(range(cfg.warmup_steps, cfg.steps))
     assert summary["dropped_steps"] == []

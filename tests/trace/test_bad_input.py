@@ -376,7 +376,7 @@ def test_free_form_keys_live_under_labels(job, tmp_path):
 @pytest.mark.parametrize("text,needle", [
     ("vpp_size: 2\n", "the metadata says vpp_size 2 but the compute ops of stage 0 have "
                       "field 'mc' in {0} only"),
-    ("x: " + "[" * 100_000 + "]" * 100_000 + "\n", "nesting too deep"),
+    ("x: " + "[" * 100_000 + "]" * 100_000 + "\n", "nesting deeper than 64 levels"),
     ("labels: {n: " + "9" * 5000 + "}\n", "integer with 5000 digits"),
     ("labels: {a: &a [x, x, x], b: *a}\n", None),  # aliases that expand little are fine
 ])

@@ -11,13 +11,13 @@ launch delays put back: ``S^launch_G`` = that mean step time / the mean no-delay
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 
 import numpy as np
 
 from stragglers.analysis.engine import WhatIfEngine
-from stragglers.analysis.healthy import slow_beyond_noise
+from stragglers.analysis.healthy import blame_beyond_noise
 from stragglers.analysis.workers import Worker
 from stragglers.sim import simulate
 from stragglers.sim.simulator import BATCH_BYTES
@@ -25,6 +25,10 @@ from stragglers.trace import schema
 
 #: Launch attribution is computed from this simulation discrepancy on (§5, as published).
 LAUNCH_THRESHOLD = 1.03
+#: DP ranks simulated one by one (each is a simulation of every DP rank: the cost grows with
+#: the square of dp). Beyond this many, the ranks with the most host time per step are
+#: simulated and the others are left out of ``launch_attribution.dp_rank`` (and said).
+MAX_DP_RANKS = 64
 #: The step's first op (data loading, batch preparation) as an attribution key.
 FIRST_OP = "first-op"
 #: Candidate workers for the per-worker launch attribution: DP ranks and stages whose own
@@ -63,14 +67,19 @@ class LaunchAttribution:
     worker: Mapping[Worker, np.ndarray]
     #: (dp, pp, n_steps): each worker's launch delays summed per step (its host time).
     host_seconds: np.ndarray
+    #: The DP ranks of the rows of ``dp`` (all of them, in order, up to
+    #: :data:`MAX_DP_RANKS`; else the ones with the most host time).
+    dp_ranks: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     #: Step times with only the launch delays of the ops that wait for nothing in the step
     #: (each worker's step start: its first op, where ``first-op`` is a later one, e.g. a
     #: collective before the forward) put back; an addition of ours, not published.
     step_start: np.ndarray | None = None
 
     def stands_out(self, kind: str, key: str) -> bool:
-        """Whether a group's own host time per step exceeds its peers' beyond the noise (a
-        paired one-sided t-test over the steps, as S_h's): a worker against its stage's other
+        """Whether a group's own host time per step exceeds its peers' beyond the noise, as a
+        blamed worker's work must (:func:`~stragglers.analysis.healthy.blame_beyond_noise`:
+        a paired one-sided t-test over the steps and at least the peers' step-to-step
+        spread): a worker against its stage's other
         DP ranks, a DP rank against the others, a stage against the others. True where there
         are no peers (one worker, or one step)."""
         h = self.host_seconds
@@ -79,12 +88,12 @@ class LaunchAttribution:
             d, s = (int(x) for x in key.split(","))
             if dp < 2:
                 return self.stands_out("stage", str(s))
-            return bool(slow_beyond_noise(h[:, s][None])[0, d]) if ns > 1 else True
+            return bool(blame_beyond_noise(h[:, s][None])[0, d]) if ns > 1 else True
         if kind == "dp_rank":
-            return bool(slow_beyond_noise(h.sum(axis=1)[None])[0, int(key)]) if (
+            return bool(blame_beyond_noise(h.sum(axis=1)[None])[0, int(key)]) if (
                 dp > 1 and ns > 1) else True
         if kind == "stage":
-            return bool(slow_beyond_noise(h.sum(axis=0)[None])[0, int(key)]) if (
+            return bool(blame_beyond_noise(h.sum(axis=0)[None])[0, int(key)]) if (
                 pp > 1 and ns > 1) else True
         return True
 
@@ -94,7 +103,13 @@ class LaunchAttribution:
 
     @property
     def s_dp(self) -> np.ndarray:
+        """S^launch of the rows of ``dp`` (DP ranks ``dp_ranks``)."""
         return self.s_of(self.dp)
+
+    @property
+    def s_dp_by_rank(self) -> dict[int, float]:
+        """S^launch by DP rank, for the DP ranks simulated."""
+        return {int(d): float(x) for d, x in zip(self.dp_ranks, self.s_dp, strict=True)}
 
     @property
     def s_stage(self) -> np.ndarray:
@@ -162,6 +177,17 @@ def simulate_launch(engine: WhatIfEngine, groups: Sequence[LaunchGroup]) -> dict
     return out
 
 
+def simulated_dp_ranks(host_per_rank: np.ndarray) -> np.ndarray:
+    """The DP ranks whose launch delays are simulated one by one: all of them up to
+    :data:`MAX_DP_RANKS`, else that many with the most host seconds per step (in rank
+    order)."""
+    dp = len(host_per_rank)
+    if dp <= MAX_DP_RANKS:
+        return np.arange(dp)
+    top = np.argsort(-host_per_rank, kind="stable")[:MAX_DP_RANKS]
+    return np.sort(top)
+
+
 def _candidates(excess: np.ndarray) -> list[int]:
     """Indices whose launch excess is at least :data:`CANDIDATE_SHARE` of the largest
     positive one, largest first, at most :data:`MAX_CANDIDATES`."""
@@ -181,31 +207,34 @@ def compute_launch(engine: WhatIfEngine, nodelay: np.ndarray, actual: np.ndarray
     keys = launch_keys(engine)
     present = [k for k in (FIRST_OP, *dict.fromkeys(schema.ATTRIBUTION_TYPE.values()))
                if bool(np.any(keys == k))]
-    groups = [LaunchGroup(f"dp_rank {d}", dp_ranks=np.arange(dp) == d) for d in range(dp)]
+    host = np.zeros((pp, dp, engine.n_steps))
+    np.add.at(host, stage, engine.derived.delay)
+    ranks = simulated_dp_ranks(host.sum(axis=0).mean(axis=1))
+    groups = [LaunchGroup(f"dp_rank {d}", dp_ranks=np.arange(dp) == d) for d in ranks]
     groups += [LaunchGroup(f"stage {s}", nodes=stage == s) for s in range(pp)]
     groups += [LaunchGroup(f"optype {k}", nodes=keys == k) for k in present]
     roots = np.array([not d for d in engine.graph.deps], dtype=bool)
     groups.append(LaunchGroup("step start", nodes=roots))
     times = simulate_launch(engine, groups)
-    by_dp = np.stack([times[f"dp_rank {d}"] for d in range(dp)])
+    by_dp = np.stack([times[f"dp_rank {d}"] for d in ranks])
     by_stage = np.stack([times[f"stage {s}"] for s in range(pp)])
     base = nodelay.mean()
-    workers = [Worker(d, s) for d in _candidates(by_dp.mean(axis=1) / base - 1.0)
+    row = {int(d): i for i, d in enumerate(ranks)}
+    workers = [Worker(int(ranks[i]), s) for i in _candidates(by_dp.mean(axis=1) / base - 1.0)
                for s in _candidates(by_stage.mean(axis=1) / base - 1.0)]
     worker_times: dict[Worker, np.ndarray] = {}
     if pp == 1 or dp == 1:  # a worker is a whole DP rank or a whole stage: no new scenario
         for w in workers:
-            worker_times[w] = by_dp[w.dp_rank] if pp == 1 else by_stage[w.stage]
+            worker_times[w] = by_dp[row[w.dp_rank]] if pp == 1 else by_stage[w.stage]
     elif workers:
         wtimes = simulate_launch(engine, [
             LaunchGroup(f"worker {w.key}", nodes=stage == w.stage,
                         dp_ranks=np.arange(dp) == w.dp_rank) for w in workers])
         worker_times = {w: _frozen(wtimes[f"worker {w.key}"]) for w in workers}
-    host = np.zeros((pp, dp, engine.n_steps))
-    np.add.at(host, stage, engine.derived.delay)
     return LaunchAttribution(
         host_seconds=_frozen(host.transpose(1, 0, 2)), step_start=_frozen(times["step start"]),
-        nodelay=nodelay, actual=actual, dp=_frozen(by_dp), stage=_frozen(by_stage),
+        nodelay=nodelay, actual=actual, dp=_frozen(by_dp), dp_ranks=_frozen(ranks),
+        stage=_frozen(by_stage),
         optype=MappingProxyType({k: _frozen(times[f"optype {k}"]) for k in present}),
         worker=MappingProxyType(worker_times))
 
@@ -254,8 +283,8 @@ def _groups(la: LaunchAttribution, dp: int, pp: int) -> list[HostGroup]:
         return []
     groups = [HostGroup("worker", w.key, (w,), t) for w, t in la.worker.items()]
     if pp > 1 and dp > 1:
-        groups += [HostGroup("dp_rank", str(d), tuple(Worker(d, s) for s in range(pp)),
-                             la.dp[d]) for d in range(dp)]
+        groups += [HostGroup("dp_rank", str(int(d)), tuple(Worker(int(d), s) for s in range(pp)),
+                             la.dp[i]) for i, d in enumerate(la.dp_ranks)]
         groups += [HostGroup("stage", str(s), tuple(Worker(d, s) for d in range(dp)),
                              la.stage[s]) for s in range(pp)]
     return groups

@@ -45,7 +45,8 @@ fixed key changed its type and nothing was removed):
   ``dp_rank``, ``stage``, ``optype`` (``first-op`` included: each stage's first op of the
   step) as ``{key: S^launch}`` — the mean step time with only that group's launch delays
   put back into the no-delay timeline over the mean no-delay step time — and ``worker``
-  for the candidate workers (the DP ranks × stages that stand out);
+  for the candidate workers (the DP ranks × stages that stand out); above 64 DP ranks only
+  the 64 with the most host time per step are simulated (``dp_ranks_simulated``);
   ``launch_attribution_per_step``: ``{step: {"dp_rank"|"stage"|"optype": {key: S}}}``.
 * ``worker_score``: the published min(S_dp, S_stage) approximation, ``{"dp,stage": S}``.
 * ``worker_names``: ``{"dp,stage": "rank R (host)"}``, each worker's global rank and, where
@@ -318,7 +319,8 @@ def _launch(m: Metrics) -> dict[str, Any] | None:
     la = m.launch
     if la is None:
         return None
-    return {"dp_rank": {str(d): float(x) for d, x in enumerate(la.s_dp)},
+    return {"dp_rank": {str(d): x for d, x in la.s_dp_by_rank.items()},
+            "dp_ranks_simulated": len(la.dp_ranks),
             "stage": {str(s): float(x) for s, x in enumerate(la.s_stage)},
             "optype": la.s_optype,
             "worker": {w.key: x for w, x in la.s_worker.items()}}
@@ -331,7 +333,7 @@ def _launch_per_step(m: Metrics, steps: list[str]) -> dict[str, Any] | None:
     base = la.nodelay
     dp_ps, st_ps = la.dp / base, la.stage / base
     opt_ps = {k: t / base for k, t in la.optype.items()}
-    return {st: {"dp_rank": {str(d): float(dp_ps[d, i]) for d in range(dp_ps.shape[0])},
+    return {st: {"dp_rank": {str(int(d)): float(dp_ps[j, i]) for j, d in enumerate(la.dp_ranks)},
                  "stage": {str(s): float(st_ps[s, i]) for s in range(st_ps.shape[0])},
                  "optype": {k: float(x[i]) for k, x in opt_ps.items()}}
             for i, st in enumerate(steps)}
@@ -408,7 +410,7 @@ def summary(result: AnalysisResult) -> str:
     lines += [f"  untrustworthy: {r}" for r in result.untrustworthy_reasons]
     la = m.launch
     if la is not None:
-        parts = [(f"DP rank {d}", float(x)) for d, x in enumerate(la.s_dp)]
+        parts = [(f"DP rank {d}", x) for d, x in la.s_dp_by_rank.items()]
         parts += [(f"stage {s}", float(x)) for s, x in enumerate(la.s_stage)] if pp > 1 else []
         parts += [(k, x) for k, x in la.s_optype.items()]
         parts.sort(key=lambda kv: -kv[1])

@@ -20,6 +20,7 @@ import os
 import sys
 from typing import NoReturn
 
+from stragglers.atomic import Terminated, command
 from stragglers.errors import InputError
 
 COMMAND_MODULES: tuple[str, ...] = (
@@ -33,6 +34,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "validate_cmd",
     "run_cmd",
     "fleet_cmd",
+    "diff_cmd",
 )
 
 EXIT_OK = 0
@@ -91,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = getattr(args, f"{args.command}_command", None)
     prog = f"stragglers {args.command}" + (f" {sub}" if isinstance(sub, str) else "")
     try:
-        code = int(args.func(args) or 0)
+        with command(prog):
+            code = int(args.func(args) or 0)
         sys.stdout.flush()
         return code
     except InputError as exc:
@@ -103,6 +106,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except Terminated as exc:
+        print(f"{prog}: {exc} (outputs left as they were)", file=sys.stderr)
+        return 128 + exc.signum
     except OSError as exc:
         if exc.errno not in USER_OS_ERRORS:
             raise

@@ -14,6 +14,13 @@ DETECT_METHODS: tuple[str, ...] = ("robust", "bocd_verify", "falcon", "bocd", "s
 DETECT_DEFAULT_METHOD = "robust"
 #: :data:`stragglers.detect.warmup.DEFAULT_MIN_ITERS`.
 WARMUP_MIN_ITERS = 100
+#: :data:`stragglers.detect.warmup.DEFAULT_WARMUP_ITERS` (the default detector's).
+ROBUST_WARMUP_ITERS = 0
+#: The default detector's defaults (:class:`stragglers.detect.robust.RobustLevelDetector`)
+#: that ``watch --help`` shows.
+ROBUST_DEFAULTS: Mapping[str, float] = {
+    "threshold": 0.10, "stall_iters": 8, "stall_seconds": 0.0, "min_points": 3,
+    "ramp_iters": 60, "rise_iters": 100, "startup_iters": 300, "flap_window_iters": 1000}
 #: :data:`stragglers.synth.generator.MAX_SIGMA`.
 SYNTH_MAX_SIGMA = 2.0
 #: :data:`stragglers.synth.fleet.DEFAULT_MIX`.

@@ -12,6 +12,7 @@ import orjson
 from stragglers import options
 from stragglers.cli.defaults import DETECT_DEFAULT_METHOD as DEFAULT_METHOD
 from stragglers.cli.defaults import DETECT_METHODS as METHODS
+from stragglers.cli.defaults import ROBUST_DEFAULTS, ROBUST_WARMUP_ITERS
 from stragglers.cli.defaults import WARMUP_MIN_ITERS as DEFAULT_MIN_ITERS
 from stragglers.errors import InputError
 from stragglers.jsonout import Output
@@ -30,29 +31,39 @@ RECORDS_HELP = (
 
 def _robust_options(p: argparse.ArgumentParser) -> None:
     """The robust detector's parameters, each with its unit (docs/detection.md)."""
+    d = ROBUST_DEFAULTS
     g = p.add_argument_group("detector parameters (--method robust; --threshold: every method)")
     g.add_argument("--threshold", default=None,
                    type=options.finite_range(0.0, inclusive=False, high=9.0),
                    help="relative slowdown reported: 0.10 = iterations 10%% slower than "
-                        "healthy (default 0.10)")
+                        f"healthy (default {d['threshold']:g})")
     g.add_argument("--stall-iters", type=options.non_negative_int, default=None,
                    help="a rise lasting at most this many iterations that returns is a spike "
-                        "or stall, never an onset (default 12)")
+                        f"or stall, never an onset (default {d['stall_iters']:g})")
     g.add_argument("--stall-seconds", type=options.finite_range(0.0), default=None,
                    help="... and it must also last more than this many seconds of wall time "
-                        "(default 0: iterations only)")
+                        f"(default {d['stall_seconds']:g}: iterations only)")
     g.add_argument("--min-points", type=options.positive_int, default=None,
-                   help="fewest values behind an onset, change or recovery (default 3)")
+                   help=f"fewest values behind an onset, change or recovery (default "
+                        f"{d['min_points']:g})")
     g.add_argument("--ramp-iters", type=options.positive_int, default=None,
-                   help="a rise that takes longer than this many iterations to reach the "
-                        "threshold is a drift, not an onset (default 60)")
+                   help="a candidate rise that has not held a level within this many "
+                        f"iterations joins the healthy level (default {d['ramp_iters']:g})")
+    g.add_argument("--rise-iters", type=options.non_negative_int, default=None,
+                   help="a rise of the healthy level by the threshold within this many "
+                        "iterations is an onset, however gradual; slower is a drift "
+                        f"(default {d['rise_iters']:g}; 0: off)")
+    g.add_argument("--startup-iters", type=options.non_negative_int, default=None,
+                   help="in this many iterations after each warm-up only a step is an "
+                        "onset (a gradual rise there is the job's start) "
+                        f"(default {d['startup_iters']:g})")
     g.add_argument("--flap-window-iters", type=options.positive_int, default=None,
                    help="3 onsets within this many iterations are one flapping event "
-                        "(default 1000)")
+                        f"(default {d['flap_window_iters']:g})")
 
 
-_ROBUST_ONLY = ("stall_iters", "stall_seconds", "min_points", "ramp_iters",
-                "flap_window_iters")
+_ROBUST_ONLY = ("stall_iters", "stall_seconds", "min_points", "ramp_iters", "rise_iters",
+                "startup_iters", "flap_window_iters")
 
 
 def _detector_factory(args: argparse.Namespace) -> Callable[[], Detector]:
@@ -120,8 +131,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "(../shared/real/iter-more: NAME.jsonl and labels.json)")
     p.add_argument("--warmup", type=options.int_range(0, 10**9), default=None, metavar="ITERS",
                    help="--corpus jobs: the watcher's minimum warm-up in iterations "
-                        "(default: each method's own, as watch: 20 for robust, "
-                        f"{DEFAULT_MIN_ITERS} for the others)")
+                        "(default: each method's own, as watch: "
+                        f"{ROBUST_WARMUP_ITERS} for robust, {DEFAULT_MIN_ITERS} for the others)")
     p.set_defaults(func=_eval)
 
     w = subparsers.add_parser(
@@ -155,8 +166,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     w.add_argument("--warmup", type=options.non_negative_int, default=None,
                    help="minimum warm-up in iterations: the first iterations of each rank "
                         "and of every segment (restart, resume, gap), until the level settles "
-                        "and at least this many, do not set the healthy level (default 20 "
-                        f"for --method robust, {DEFAULT_MIN_ITERS} for the others; at most "
+                        "and at least this many, do not set the healthy level (default "
+                        f"{ROBUST_WARMUP_ITERS} for --method robust: the level decides, "
+                        f"{DEFAULT_MIN_ITERS} for the others; at most "
                         f"{LIMITS['warmup_iters'].default:,} or STRAGGLERS_MAX_WARMUP_ITERS)")
     w.add_argument("--once", action="store_true",
                    help="process the file as it is now and exit (default: keep following)")

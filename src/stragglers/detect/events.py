@@ -349,7 +349,9 @@ class SpikeTotals:
 @dataclass(frozen=True)
 class SummaryEvent:
     """The end of the input: counts by reason and name (sorted mappings), iteration times
-    per rank (``iterations``) and the ranks still slow."""
+    per rank (``iterations``: replayed iterations counted again), the job iterations each
+    rank's numbered records cover (``job_iterations``: replayed ones once; ranks with
+    iteration records, or call records with ``step``) and the ranks still slow."""
 
     event: ClassVar[str] = "summary"
     lines: int
@@ -371,6 +373,7 @@ class SummaryEvent:
     ranks: int
     iterations: Mapping[int, int]
     slow_ranks: tuple[int, ...]
+    job_iterations: Mapping[int, int] = field(default_factory=dict)
     #: Files of the folders and glob patterns given that ``watch`` did not read, by reason.
     skipped_files: Mapping[str, int] = field(default_factory=dict)
 
@@ -389,6 +392,7 @@ class SummaryEvent:
             "inputs": self.inputs,
             "ranks": self.ranks,
             "iterations": {str(r): v for r, v in self.iterations.items()},
+            "job_iterations": {str(r): v for r, v in self.job_iterations.items()},
             "slow_ranks": list(self.slow_ranks),
             "skipped_files": dict(self.skipped_files),
         }

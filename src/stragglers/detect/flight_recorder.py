@@ -18,10 +18,12 @@ read. Ranks of the job (``default_pg``, else every group) without a dump are *si
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import pickle
 import re
+import reprlib
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -31,7 +33,8 @@ from typing import Any
 import orjson
 
 from stragglers.errors import InputError
-from stragglers.limits import check_limit
+from stragglers.inputs import nesting_depth, read_bytes
+from stragglers.limits import LimitError, check_limit, limit
 
 __all__ = [
     "FlightRecord",
@@ -41,6 +44,7 @@ __all__ = [
     "PlainUnpickler",
     "RefusedPickle",
     "RankDump",
+    "check_pickle",
     "load_dump",
     "parse_dump",
     "read_flight_recorder",
@@ -68,6 +72,227 @@ class PlainUnpickler(pickle.Unpickler):
     def persistent_load(self, pid: Any) -> Any:
         raise RefusedPickle("the pickle uses a persistent id; only plain containers "
                                      "and scalars are allowed (refused, nothing was executed)")
+
+
+class _Container:
+    """A container built by a pickle, as :func:`check_pickle` sees it: its nesting depth
+    so far, whether another container holds it already, and for a tuple or frozenset (the
+    containers that are hashed) the values hashing it visits (shared parts counted each
+    time they appear; 1 for anything else, whose hash stops there)."""
+
+    __slots__ = ("depth", "held", "size")
+
+    def __init__(self, depth: int, size: int = 1) -> None:
+        self.depth = depth
+        self.held = False
+        self.size = size
+
+
+_SCALAR = _Container(0)  # any number, text, bytes, None, boolean
+_MARK = _Container(-1)
+
+
+class _ScanError(ValueError):
+    """A pickle beyond the limits, found by :func:`check_pickle` (no file in the message)."""
+
+
+def _ops(codes: str) -> frozenset[int]:
+    return frozenset(ord(c) for c in codes)
+
+
+_OP_SCALAR_1 = _ops("UC\x8c")  # SHORT_BINSTRING, SHORT_BINBYTES, SHORT_BINUNICODE
+_OP_SCALAR_4 = _ops("TBX")  # BINSTRING, BINBYTES, BINUNICODE
+_OP_SCALAR_8 = _ops("\x8e\x96\x8d")  # BINBYTES8, BYTEARRAY8, BINUNICODE8
+_OP_FIXED = {ord("K"): 1, ord("M"): 2, ord("J"): 4, ord("G"): 8}  # BININT1/2, BININT, BINFLOAT
+_OP_NOARG_SCALAR = _ops("N\x88\x89")  # NONE, NEWTRUE, NEWFALSE
+_OP_LINE_SCALAR = _ops("SVF")  # STRING, UNICODE, FLOAT (protocol 0)
+_OP_EMPTY = _ops("]})\x8f")  # EMPTY_LIST, EMPTY_DICT, EMPTY_TUPLE, EMPTY_SET
+_OP_HASHED = _ops("t\x85\x86\x87\x91")  # TUPLE, TUPLE1-3, FROZENSET: hashable containers
+#: Globals, calls, persistent ids, out-of-band buffers (the unpickler refuses them), STOP.
+_OP_END = _ops("cRbio\x81\x92\x82\x83\x84\x93PQ\x97\x98.")
+
+
+def check_pickle(data: bytes) -> None:
+    """Check a pickle before it is loaded, by following its opcodes without building
+    anything. Refused (:class:`_ScanError`, naming the byte): a container nested deeper
+    than ``nesting`` (a value nested 200,000 deep ends in a RecursionError when printed,
+    and a tuple that deep used as a dict key crashes the interpreter while it is hashed);
+    a tuple or frozenset whose hashing would visit more than ``shared_values`` values
+    (memoised parts are shared, so 60 tuples of two copies of the previous one stand for
+    2^60 values: hashing that key would never end); an integer longer than ``int_digits``
+    digits; a container that holds itself, or one changed after another one holds it (which
+    only a value that holds itself needs: ``pickle.dump`` of plain data never does it). A
+    damaged pickle raises ValueError. The scan stops at the first opcode the unpickler
+    refuses (:class:`PlainUnpickler`) and at ``STOP``; it takes about four times as long as
+    loading."""
+    cap = limit("nesting")
+    max_size = limit("shared_values")
+    max_digits = limit("int_digits")
+    max_long = (max_digits * 10 + 23) // 24 + 1  # bytes of a long1/long4 of that many digits
+    stack: list[_Container] = []
+    push = stack.append
+    memo: dict[int, _Container] = {}
+    n = len(data)
+    i = 0
+
+    def error(at: int, what: str) -> _ScanError:
+        return _ScanError(f"byte {at}: {what}")
+
+    def top() -> _Container:
+        """The value on top of the stack (not a mark: the unpickler's stack underflow)."""
+        if stack[-1] is _MARK:
+            raise ValueError("stack underflow")
+        return stack[-1]
+
+    def from_mark() -> list[_Container]:
+        for k in range(len(stack) - 1, -1, -1):
+            if stack[k] is _MARK:
+                items = stack[k + 1:]
+                del stack[k:]
+                return items
+        raise ValueError("no mark on the stack")
+
+    def add(at: int, items: list[_Container]) -> None:
+        if not stack or stack[-1].depth <= 0:
+            raise ValueError("items added to a value that is not a container")
+        target = stack[-1]
+        if target.held and items:
+            raise error(at, "a container changed after another one holds it (a value that "
+                            "holds itself?); a dump is plain data")
+        depth = target.depth
+        for x in items:
+            if x is _MARK:
+                raise ValueError("a mark where a value belongs")
+            if x is target:
+                raise error(at, "a container that holds itself; a dump is plain data")
+            x.held = True
+            if x.depth >= depth:
+                depth = x.depth + 1
+        if depth > cap:
+            raise error(at, f"a value nested deeper than {cap} levels (set "
+                            "STRAGGLERS_MAX_NESTING to raise the limit)")
+        target.depth = depth
+
+    def build(at: int, items: list[_Container], hashed: bool) -> _Container:
+        depth, size = 1, 1
+        for x in items:
+            if x is _MARK:
+                raise ValueError("a mark where a value belongs")
+            x.held = True
+            if x.depth >= depth:
+                depth = x.depth + 1
+            size += x.size
+        if depth > cap:
+            raise error(at, f"a value nested deeper than {cap} levels (set "
+                            "STRAGGLERS_MAX_NESTING to raise the limit)")
+        if hashed and size > max_size:
+            raise error(at, f"a tuple that stands for more than {max_size:,} values once its "
+                            "shared parts are expanded (set STRAGGLERS_MAX_SHARED_VALUES to "
+                            "raise the limit)")
+        return _Container(depth, size if hashed else 1)
+
+    try:
+        while True:
+            at = i
+            c = data[i]
+            i += 1
+            if c in _OP_SCALAR_1:
+                i += 1 + data[i]
+                push(_SCALAR)
+            elif c == 0x94:  # MEMOIZE
+                memo[len(memo)] = top()
+            elif c == 0x71:  # BINPUT
+                memo[data[i]] = top()
+                i += 1
+            elif c == 0x68:  # BINGET
+                push(memo[data[i]])
+                i += 1
+            elif c in _OP_FIXED:
+                i += _OP_FIXED[c]
+                push(_SCALAR)
+            elif c == 0x28:  # MARK
+                push(_MARK)
+            elif c in _OP_EMPTY:
+                push(_Container(1))
+            elif c == 0x75 or c == 0x65 or c == 0x90:  # SETITEMS, APPENDS, ADDITEMS
+                add(at, from_mark())
+            elif c in _OP_NOARG_SCALAR:
+                push(_SCALAR)
+            elif c == 0x73 or c == 0x61:  # SETITEM, APPEND
+                k = 2 if c == 0x73 else 1
+                if len(stack) < k + 1:
+                    raise ValueError("stack underflow")
+                items = stack[-k:]
+                del stack[-k:]
+                add(at, items)
+            elif c in _OP_HASHED or c == 0x6C or c == 0x64:  # tuples, frozenset, LIST, DICT
+                if 0x85 <= c <= 0x87:
+                    k = c - 0x84
+                    if len(stack) < k:
+                        raise ValueError("stack underflow")
+                    items = stack[-k:]
+                    del stack[-k:]
+                else:
+                    items = from_mark()
+                push(build(at, items, c in _OP_HASHED))
+            elif c in _OP_SCALAR_4 or c in _OP_SCALAR_8:
+                w = 4 if c in _OP_SCALAR_4 else 8
+                if i + w > n:
+                    raise ValueError("pickle truncated")
+                i += w + int.from_bytes(data[i:i + w], "little", signed=c == 0x54)
+                push(_SCALAR)
+            elif c == 0x72 or c == 0x6A:  # LONG_BINPUT, LONG_BINGET
+                if i + 4 > n:
+                    raise ValueError("pickle truncated")
+                key = int.from_bytes(data[i:i + 4], "little")
+                i += 4
+                if c == 0x72:
+                    memo[key] = top()
+                else:
+                    push(memo[key])
+            elif c == 0x8A or c == 0x8B:  # LONG1, LONG4
+                w = 1 if c == 0x8A else 4
+                if i + w > n:
+                    raise ValueError("pickle truncated")
+                size = int.from_bytes(data[i:i + w], "little", signed=w == 4)
+                if size > max_long:
+                    raise error(at, f"an integer longer than {max_digits} digits (set "
+                                    "STRAGGLERS_MAX_INT_DIGITS to raise the limit)")
+                i += w + size
+                push(_SCALAR)
+            elif c == 0x95 or c == 0x80:  # FRAME, PROTO
+                i += 8 if c == 0x95 else 1
+            elif c == 0x30:  # POP
+                stack.pop()
+            elif c == 0x31:  # POP_MARK
+                from_mark()
+            elif c == 0x32:  # DUP
+                push(top())
+            elif c in _OP_END:
+                return
+            elif c in _OP_LINE_SCALAR or c in (0x49, 0x4C, 0x67, 0x70):  # INT, LONG, GET, PUT
+                end = data.index(b"\n", i)
+                line = data[i:end]
+                i = end + 1
+                if c == 0x49 or c == 0x4C:
+                    if len(line) > max_digits + 2:
+                        raise error(at, f"an integer longer than {max_digits} digits (set "
+                                        "STRAGGLERS_MAX_INT_DIGITS to raise the limit)")
+                    push(_SCALAR)
+                elif c == 0x67:
+                    push(memo[int(line)])
+                elif c == 0x70:
+                    memo[int(line)] = top()
+                else:
+                    push(_SCALAR)
+            else:
+                raise ValueError(f"unknown opcode {c:#x} at byte {at}")
+            if i > n:
+                raise ValueError("pickle truncated")
+    except IndexError:
+        raise ValueError("pickle truncated or stack underflow") from None
+    except KeyError as exc:
+        raise ValueError(f"memo key {exc} missing") from None
 
 
 @dataclass(frozen=True)
@@ -159,39 +384,50 @@ def _all_groups(dumps: Mapping[int, RankDump]) -> dict[str, GroupInfo]:
 
 def load_dump(path: str | os.PathLike[str], rank: int,
               ranks_cache: dict[str, tuple[int, ...]] | None = None) -> RankDump:
-    """Read one dump (pickle or JSON), bounded by the ``fr_dump_bytes`` limit."""
+    """Read one dump (pickle or JSON), a regular file bounded by the ``fr_dump_bytes``
+    limit; its values nest at most ``nesting`` deep (checked before a pickle is loaded)."""
     p = Path(path)
-    try:
-        size = p.stat().st_size
-        check_limit("fr_dump_bytes", size, str(p))
-        data = p.read_bytes()
-    except OSError as exc:
-        raise InputError(f"{p}: cannot read the dump ({exc.strerror or exc})") from None
+    data = read_bytes(p, "flight-recorder dump", "fr_dump_bytes")
     head = data.lstrip()[:1]
     if head in (b"{", b"["):
         try:
             obj = orjson.loads(data)
         except orjson.JSONDecodeError as exc:
             raise InputError(f"{p}: not a valid JSON flight-recorder dump ({exc})") from None
+        cap = limit("nesting")
+        if nesting_depth(obj, cap) > cap:
+            raise InputError(f"{p}: a value nested deeper than {cap} levels (set "
+                             "STRAGGLERS_MAX_NESTING to raise the limit)")
     elif data[:1] == b"\x80":
         try:
+            check_pickle(data)
             obj = PlainUnpickler(io.BytesIO(data)).load()
-        except RefusedPickle as exc:
+        except (RefusedPickle, _ScanError) as exc:
             raise InputError(f"{p}: {exc}") from None
         except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, KeyError,
                 AttributeError, OverflowError, MemoryError, UnicodeDecodeError) as exc:
             # a truncated or damaged pickle (the opcodes fail on a short or wrong stack)
-            raise InputError(f"{p}: damaged pickle ({type(exc).__name__}: {exc})") from None
+            raise InputError(f"{p}: damaged pickle ({type(exc).__name__}: "
+                             f"{_first_line(exc)})") from None
     else:
         raise InputError(f"{p}: not a flight-recorder dump (neither a pickle nor JSON)")
     return parse_dump(obj, str(p), rank, ranks_cache)
 
 
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return " ".join(text.splitlines()[0].split())[:200] if text else type(exc).__name__
+
+
+#: Integers of a dump are 64-bit (sequence ids, times in ns, group ids).
+_INT64 = (-(2**63), 2**63 - 1)
+
+
 def _int(v: Any, where: str, field: str, allow_none: bool = False) -> int | None:
     if v is None and allow_none:
         return None
-    if type(v) is not int:
-        raise InputError(f"{where}: field '{field}': expected an integer, got "
+    if type(v) is not int or not _INT64[0] <= v <= _INT64[1]:
+        raise InputError(f"{where}: field '{field}': expected a 64-bit integer, got "
                          f"{_shown(v)}")
     return v
 
@@ -208,8 +444,20 @@ def _counter(v: Any, where: str, field: str) -> int:
     raise InputError(f"{where}: field '{field}': expected an integer, got {_shown(v)}")
 
 
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 3, 60, 60, 60
+
+
+def _text(v: Any) -> str:
+    """A name or description as text: a string as it is, an integer in decimal, anything
+    else as its short form (:func:`_shown`)."""
+    return v if isinstance(v, str) else str(v) if type(v) is int else _shown(v)
+
+
 def _shown(v: Any) -> str:
-    text = repr(v)
+    """A value for a message: at most 60 characters, nesting cut after 3 levels (a deep or
+    huge value is never printed whole)."""
+    text = _REPR.repr(v)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -233,6 +481,12 @@ def _ranks(v: Any, where: str, cache: dict[str, tuple[int, ...]] | None = None
         raise InputError(f"{where}: field 'ranks': expected a list of ranks >= 0, got "
                          f"{_shown(v)}")
     check_limit("topology_ranks", len(v), f"{where}: field 'ranks'")
+    cap = limit("topology_ranks")
+    top = max(v, default=0)
+    if top >= cap:  # before any array is sized by the rank ids
+        raise LimitError(f"{where}: field 'ranks': rank id {top:,} is beyond the limit of "
+                         f"{cap:,} ranks of a job (ids 0..{cap - 1:,}; set "
+                         "STRAGGLERS_MAX_TOPOLOGY_RANKS to raise it)")
     if len(set(v)) != len(v):
         raise InputError(f"{where}: field 'ranks': a rank appears twice in {_shown(v)}")
     return tuple(v)
@@ -262,7 +516,7 @@ def parse_dump(obj: Any, where: str, rank: int,
             raise InputError(f"{where}: field '{key}': missing (not a flight-recorder dump?)")
     version = obj.get("version", "")
     if not isinstance(version, str):
-        version = str(version)
+        version = _text(version)
     if "rank" in obj and obj["rank"] != rank:
         raise InputError(f"{where}: field 'rank': {_shown(obj['rank'])} but the file name "
                          f"says rank {rank}")
@@ -277,7 +531,7 @@ def parse_dump(obj: Any, where: str, rank: int,
         if not isinstance(g, dict) or "ranks" not in g:
             raise InputError(f"{w}: expected {{name, desc, ranks}}, got {_shown(g)}")
         desc = g.get("desc", "")
-        groups[str(name)] = GroupInfo(str(name), desc if isinstance(desc, str) else str(desc),
+        groups[_text(name)] = GroupInfo(_text(name), _text(desc),
                                       _ranks(g["ranks"], w, ranks_cache))
     status: dict[int, GroupStatus] = {}
     raw_status = obj.get("pg_status", {})
@@ -288,8 +542,10 @@ def parse_dump(obj: Any, where: str, rank: int,
         w = f"{where}: pg_status[{_shown(raw_uid)}]"
         try:
             uid = int(raw_uid)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise InputError(f"{w}: expected an integer group id") from None
+        if not _INT64[0] <= uid <= _INT64[1]:
+            raise InputError(f"{w}: expected a 64-bit integer group id")
         if not isinstance(counters, dict):
             raise InputError(f"{w}: expected a dict, got {_shown(counters)}")
         vals = [_counter(counters.get(f"last_{k}_collective", -1), w, f"last_{k}_collective")
@@ -383,8 +639,13 @@ def _rank_files(folder: Path) -> tuple[dict[int, Path], list[str]]:
 def read_flight_recorder(path: str | os.PathLike[str]) -> FlightRecord:
     """All dumps of a folder (or a single dump file, whose name carries its rank)."""
     p = Path(path)
-    if not p.exists():
-        raise InputError(f"{p}: no such folder")
+    try:
+        p.stat()
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise InputError(f"{p}: a loop of symbolic links, expected a folder of dumps"
+                             ) from None
+        raise InputError(f"{p}: no such folder") from None
     if p.is_dir():
         files, other = _rank_files(p)
     else:

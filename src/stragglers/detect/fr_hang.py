@@ -38,6 +38,7 @@ from scipy.sparse.csgraph import connected_components
 
 from stragglers.detect.flight_recorder import FlightRecord, FREntry, GroupInfo, GroupStatus
 from stragglers.detect.hang import Suspect, waiter_counts
+from stragglers.limits import check_limit
 
 __all__ = ["BlockedCall", "FRDiagnosis", "fr_hang_report", "localize_fr_hang"]
 
@@ -125,6 +126,8 @@ def localize_fr_hang(record: FlightRecord) -> FRDiagnosis:
     status, notes = _status_by_group(record)
     world = record.world
     n = (max(world) + 1) if world else 0
+    # the graph has a node per rank id: sized by the largest id, not by the count of ranks
+    check_limit("topology_ranks", n, f"{record.source}: rank ids up to {n - 1:,}")
     # entries by (group, rank)
     by_gr: dict[tuple[str, int], list[FREntry]] = {}
     p2p_groups: set[str] = set()

@@ -35,6 +35,7 @@ import calendar
 import math
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,18 +44,21 @@ import orjson
 
 from stragglers.detect.records import INT_MAX, IterationRecord, RecordError, shown_value
 from stragglers.errors import InputError
-from stragglers.limits import check_limit
+from stragglers.limits import check_limit, limit
 
 __all__ = [
     "FORMATS",
     "Gap",
     "MegatronSeries",
+    "decide_format",
     "guess_format",
     "parse_log_line",
     "rank_from_content",
     "rank_from_name",
     "read_iteration_json",
     "series_items",
+    "sniff_format",
+    "sniff_file_format",
 ]
 
 FORMATS = ("auto", "jsonl", "megatron-log", "megatron-json")
@@ -173,16 +177,10 @@ def read_iteration_json(path: str | Path) -> MegatronSeries:
     A file that cannot be read raises :class:`InputError`, one that is not such a document
     :class:`RecordError` (one line naming the file and the field); single bad values are
     returned in ``errors``."""
+    from stragglers.inputs import read_bytes  # YAML behind it: not at watch start-up
+
     p = Path(path)
-    try:
-        size = p.stat().st_size
-    except OSError as exc:
-        raise InputError(f"{p}: cannot read the file ({exc.strerror or exc})") from None
-    check_limit("megatron_json_bytes", size, str(p))
-    try:
-        data = p.read_bytes()
-    except OSError as exc:
-        raise InputError(f"{p}: cannot read the file ({exc.strerror or exc})") from None
+    data = read_bytes(p, "iteration-time JSON file", "megatron_json_bytes")
     return parse_iteration_json(data, str(p))
 
 
@@ -194,6 +192,12 @@ def parse_iteration_json(data: bytes, source: str) -> MegatronSeries:
         raise RecordError(f"{source}:{exc.lineno}: not valid JSON "
                           f"({str(exc).split(': line ')[0]} at column {exc.colno})",
                           "not_json") from None
+    from stragglers.inputs import nesting_depth
+
+    cap = limit("nesting")
+    if nesting_depth(doc, cap) > cap:
+        raise RecordError(f"{source}: a value nested deeper than {cap} levels (set "
+                          "STRAGGLERS_MAX_NESTING to raise the limit)", "not_json")
     if type(doc) is not dict:
         raise RecordError(f"{source}: expected a JSON object with 'values' or "
                           "'iteration-time'", "not_object")
@@ -294,13 +298,25 @@ def rank_from_content(head: bytes) -> int | None:
     return None if m is None else int(m.group(1))
 
 
-def guess_format(head: bytes) -> str:
-    """The input format from the first bytes of a file: ``megatron-json`` for one JSON
-    document with ``values``/``iteration-time``, ``jsonl`` when the first non-blank line is a
-    JSON object, ``megatron-log`` when a line holds ``iteration N/ M |``, else ``jsonl``."""
+def decide_format(head: bytes, at_end: bool = False) -> str | None:
+    """The input format from the first bytes of an input, or None while they do not tell
+    (read more; ``at_end``: ``head`` is the whole input).
+
+    ``megatron-json`` for one JSON document with ``values``/``iteration-time``; ``jsonl``
+    when the first non-blank line is a JSON object (a damaged first record too: the watcher
+    counts it); for text: the first complete line that decides, ``megatron-log`` for a line
+    with ``iteration N/ M |`` and ``jsonl`` for a JSON object, however much start-up text
+    comes before it. An empty input is ``jsonl`` (nothing to read)."""
     text = head.lstrip()
+    if not text:
+        return "jsonl" if at_end else None
     if text.startswith(b"{"):
-        first = text.split(b"\n", 1)[0].strip()
+        nl = text.find(b"\n")
+        if nl < 0 and not at_end:
+            if b'"iteration-time"' in text or b'"step_interval"' in text:
+                return "megatron-json"  # one document on a line longer than the bytes read
+            return None
+        first = (text if nl < 0 else text[:nl]).strip()
         if first == b"{":
             return "megatron-json"  # a document over several lines
         try:
@@ -312,6 +328,78 @@ def guess_format(head: bytes) -> str:
         if type(obj) is dict and ("iteration-time" in obj or "values" in obj):
             return "megatron-json"
         return "jsonl"
-    if _ITER.search(head) is not None:
-        return "megatron-log"
-    return "jsonl"
+    lines = text.split(b"\n")
+    if not at_end:
+        lines.pop()  # perhaps not complete yet
+    for line in lines:
+        if _ITER.search(line) is not None:
+            return "megatron-log"
+        body = line.strip()
+        if body.startswith(b"{") and body.endswith(b"}"):
+            try:
+                obj = orjson.loads(body)
+            except orjson.JSONDecodeError:
+                continue
+            if type(obj) is dict:
+                return "jsonl"
+    return None
+
+
+def guess_format(head: bytes) -> str:
+    """The input format from the first bytes of an input when no more can be read
+    (:func:`decide_format` with ``head`` taken as all there is): text that does not decide
+    (lines that are neither JSON objects nor iteration lines: a Megatron log still in its
+    start-up) is ``megatron-log``, whose other lines the watcher counts as text; bytes that
+    are not UTF-8 text are ``jsonl`` (each line a counted bad record). Prefer
+    :func:`sniff_format`, which reads on until the input decides."""
+    fmt = decide_format(head, at_end=True)
+    if fmt is not None:
+        return fmt
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(head) - 3:  # not just a character cut at the end
+            return "jsonl"
+    return "megatron-log"
+
+
+#: Bytes read at a time while a format is being told.
+_SNIFF_CHUNK = 1 << 16
+
+
+def sniff_format(read: Callable[[int], bytes], source: str,
+                 max_bytes: int | None = None) -> tuple[str, bytes]:
+    """``--format auto``: read from ``read`` (a file's or a stream's ``read``) until the
+    input decides its format (:func:`decide_format`) or ends, at most ``max_bytes``
+    (``format_probe_bytes``); returns the format and the bytes read, which the caller
+    reads first (nothing of a pipe is lost). An input that ends, or reaches the limit,
+    without deciding is an :class:`InputError` naming it: give ``--format``."""
+    cap = limit("format_probe_bytes") if max_bytes is None else max_bytes
+    buf = b""
+    while True:
+        chunk = read(min(_SNIFF_CHUNK, cap + 1 - len(buf)))
+        if isinstance(chunk, str):  # a text stream (tests, embedding)
+            chunk = chunk.encode("utf-8", "surrogateescape")
+        buf += chunk
+        at_end = not chunk
+        fmt = decide_format(buf, at_end=at_end)
+        if fmt is not None:
+            return fmt, buf
+        if at_end or len(buf) > cap:
+            break
+    what = "its" if at_end else f"its first {cap:,} bytes"
+    raise InputError(f"{source}: cannot tell the format from {what}: no JSON record and no "
+                     "Megatron iteration line ('iteration N/ M |'); give --format jsonl, "
+                     "megatron-log or megatron-json (set STRAGGLERS_MAX_FORMAT_PROBE_BYTES to "
+                     "read further)")
+
+
+def sniff_file_format(path: str) -> str:
+    """:func:`sniff_format` of a regular file (it is not kept open)."""
+    from stragglers.inputs import open_regular
+
+    with open_regular(path, "input file") as fh:
+        try:
+            return sniff_format(fh.read, path)[0]
+        except OSError as exc:
+            raise InputError(f"{path}: cannot read the file ({exc.strerror or exc})") from None

@@ -61,6 +61,7 @@ __all__ = [
     "find_motif",
     "find_period",
     "iteration_times",
+    "primitive_period",
     "rank_iterations",
 ]
 
@@ -160,6 +161,17 @@ def find_motif(codes: np.ndarray, period: int) -> np.ndarray | None:
     return x[j : j + p].copy()
 
 
+def primitive_period(motif: np.ndarray) -> int:
+    """The smallest ``d`` dividing ``len(motif)`` such that the motif is ``motif[:d]``
+    repeated (its primitive root's length)."""
+    x = np.asarray(motif)
+    p = int(x.size)
+    for d in range(1, p):
+        if p % d == 0 and np.array_equal(x, np.tile(x[:d], p // d)):
+            return d
+    return p
+
+
 def canonical_rotation(motif: np.ndarray) -> tuple[int, ...]:
     """Lexicographically smallest rotation (identifies a motif whatever its phase)."""
     p = motif.size
@@ -181,7 +193,7 @@ def choose_anchor(motif: np.ndarray, min_anchor: int = 2) -> tuple[int, ...]:
         unique_at = np.flatnonzero(counts[inv.ravel()] == 1)
         if unique_at.size:
             return tuple(int(v) for v in grams[unique_at[0]])
-    raise ValueError("motif is not primitive")  # pragma: no cover - find_period gives primitive
+    raise ValueError("motif is not primitive")  # _evaluate passes the primitive root
 
 
 @dataclass(frozen=True)
@@ -413,6 +425,10 @@ class PeriodTracker:
         motif = find_motif(win, p)
         if motif is None:
             return IterationTimes.concat([])
+        # a window that mixes patterns (a restart's start-up calls, a reconfiguration) can
+        # reach the threshold first at a multiple of the period: the motif's primitive root
+        p = primitive_period(motif)
+        motif = motif[:p]
         key = canonical_rotation(motif)
         if key == self._motif_key:
             return IterationTimes.concat([])

@@ -12,18 +12,27 @@ from collections import deque
 from collections.abc import Callable
 
 from stragglers.detect.bocd import Alarm, median_sorted
+from stragglers.detect.warmup import DEFAULT_WARMUP_ITERS
 
 __all__ = ["RobustLevelDetector"]
 
 SPIKE_POINTS = (256, 32)  # healthy points behind the spike rates (long, short window)
 SPIKE_PRIOR = (0.5, 10.0)  # Beta prior of both rates (pseudo-counts: beyond, not beyond)
 NOISE_POINTS = 64  # healthy points behind the noise scale and its autocorrelation
+WARM_POINTS = 5  # values behind a level of the warm-up (the watcher's settle test)
+SHARP_POINTS = 3  # values where a new level began that tell a step from a ramp
 
 Sink = Callable[[float, int], list[Alarm]]
 
 
 def _median(v: list[float]) -> float:
     return median_sorted(sorted(v))
+
+
+def _mad(v: deque[float]) -> float:
+    """``1.4826 x`` the median absolute deviation from the median."""
+    m = _median(list(v))
+    return 1.4826 * _median([abs(x - m) for x in v])
 
 
 class _SpikeTally:
@@ -110,14 +119,31 @@ class _Stretch:
         a, b = _median(ys[:h]), _median(ys[h:])
         return min(a, b) if self.up else max(a, b)
 
-    def start(self, before: float, level: float) -> tuple[int, int]:
-        """Position and iteration where the new level began: the first point beyond the
-        midpoint between the old level and the new one."""
+    def latest(self) -> float:
+        """The level its latest half holds (a step, a ramp that has reached its level, a
+        hump on its plateau)."""
+        ys = self.ys()
+        return _median(ys[len(ys) // 2:])
+
+    def sharp(self, k: int, before: float, level: float) -> bool:
+        """A step, not a ramp: where the new level began (the ``SHARP_POINTS`` points from
+        point ``k``) a point is already at three quarters of its rise or more (a ramp or a
+        hump climbs there point by point)."""
+        return max(self.ys()[k:k + SHARP_POINTS]) - before >= 0.75 * (level - before)
+
+    def first(self, before: float, level: float) -> int:
+        """Index of the point where the new level began: the first beyond the midpoint
+        between the old level and the new one."""
         mid = 0.5 * (before + level)
-        for p in self.pts:
+        for k, p in enumerate(self.pts):
             if (p[0] >= mid) if self.up else (p[0] <= mid):
-                return p[2], p[3]
-        return self.pts[0][2], self.pts[0][3]
+                return k
+        return 0
+
+    def start(self, before: float, level: float) -> tuple[int, int]:
+        """Position and iteration where the new level began (:meth:`first`)."""
+        p = self.pts[self.first(before, level)]
+        return p[2], p[3]
 
 
 class RobustLevelDetector:
@@ -125,33 +151,36 @@ class RobustLevelDetector:
 
     name = "robust"
     segmented = True  # takes job iteration numbers and restarts (observe, new_segment)
-    default_warmup_iters = 20  # the watcher's warm-up before it, at every segment start
+    default_warmup_iters = DEFAULT_WARMUP_ITERS  # the watcher's minimum warm-up before it
 
-    def __init__(self, *, threshold: float = 0.10, stall_iters: int = 12,
+    def __init__(self, *, threshold: float = 0.10, stall_iters: int = 8,
                  stall_seconds: float = 0.0, min_points: int = 3,
                  persist_fraction: float = 0.8, ramp_iters: int = 60,
+                 rise_iters: int = 100, startup_iters: int = 300,
                  reference_points: int = 32, flap_episodes: int = 3,
                  flap_window_iters: int = 1000, spike_run_chance: float = 1e-4,
-                 confidence: float = 2.0) -> None:
+                 confidence: float = 2.5) -> None:
         """Every parameter, its unit and meaning: ``docs/detection.md`` (Parameters)."""
         if not (0.0 < threshold < 10.0 and 0.5 <= persist_fraction <= 1.0
                 and 0.0 < spike_run_chance < 1.0 and confidence >= 0.0):
             raise ValueError("need 0 < threshold < 10, 0.5 <= persist_fraction <= 1, "
                              "0 < spike_run_chance < 1 and confidence >= 0")
         if (stall_iters < 0 or min_points < 1 or ramp_iters < 1 or reference_points < 3
-                or stall_seconds < 0 or flap_episodes < 2 or flap_window_iters < 1):
+                or stall_seconds < 0 or flap_episodes < 2 or flap_window_iters < 1
+                or rise_iters < 0 or startup_iters < 0):
             raise ValueError("need stall_iters >= 0, min_points >= 1, ramp_iters >= 1, "
-                             "reference_points >= 3, stall_seconds >= 0, flap_episodes >= 2 "
-                             "and flap_window_iters >= 1")
+                             "reference_points >= 3, stall_seconds >= 0, flap_episodes >= 2, "
+                             "flap_window_iters >= 1, rise_iters >= 0 and startup_iters >= 0")
         self.threshold, self.limit = float(threshold), math.log1p(threshold)
         self.mid = 0.5 * self.limit
         self.stall_iters, self.stall_seconds = int(stall_iters), float(stall_seconds)
         self.min_points, self.persist_fraction = int(min_points), float(persist_fraction)
         self.ramp_iters, self.reference_points = int(ramp_iters), int(reference_points)
+        self.rise_iters, self.startup_iters = int(rise_iters), int(startup_iters)
         self.min_reference = max(self.min_points, 5)
         self.flap_episodes, self.flap_window_iters = int(flap_episodes), int(flap_window_iters)
         self.spike_run_chance, self.confidence = float(spike_run_chance), float(confidence)
-        self._t = -1
+        self._t, self._span = -1, 1
         self._reset()
 
     @property
@@ -170,7 +199,9 @@ class RobustLevelDetector:
     def _reset(self) -> None:
         self._ref = _Window(self.reference_points)  # healthy level (winsorised points)
         self._dev = _Window(NOISE_POINTS)  # |healthy point - healthy level|
-        self._diff = _Window(NOISE_POINTS)  # |healthy point - the healthy point before|
+        # signed differences of successive healthy points
+        self._d1: deque[float] = deque(maxlen=NOISE_POINTS)
+        self._noise_at, self._noise = -2, (0.0, 0.0)  # (position, (scale, phi)) cached
         self._episode = _Window(self.reference_points)
         self._stretch: _Stretch | None = None
         self.slow = self._flapping = self._prev_inside = False
@@ -181,6 +212,11 @@ class RobustLevelDetector:
         self._tallies = (_SpikeTally(SPIKE_POINTS[0]), _SpikeTally(SPIKE_POINTS[1]))
         self._needed = self._points_for(*self._tallies[0].rates())
         self._last_it = self._t
+        self._first_it: int | None = None  # the segment's first iteration seen
+        # (position, iteration, healthy level) with increasing levels: the lowest healthy
+        # level of the latest rise_iters iterations is the first (a sliding minimum)
+        self._lows: deque[tuple[int, int, float]] | None = None  # (after the start-up)
+        self._settled: list[float] = []  # the latest WARM_POINTS settled points
 
     def update(self, x: float) -> list[Alarm]:
         """One iteration time of a series without iteration numbers (position = iteration)."""
@@ -192,10 +228,14 @@ class RobustLevelDetector:
         if not (x > 0.0 and math.isfinite(x)):
             raise ValueError(f"{self.name} needs positive finite iteration times, got {x}")
         self._t += 1
-        self._last_it = iteration
-        y, secs = math.log(x), x * max(span, 1)
+        self._last_it, self._span = iteration, max(span, 1)
+        y, secs = math.log(x), x * self._span
+        if self._first_it is None:
+            self._first_it = iteration
         if len(self._ref.fifo) < self.min_reference:
             self._ref.add(y)
+            if len(self._ref.fifo) == self.min_reference:
+                self._first_noise()
             return []
         alarms = (self._slow_point if self.slow else self._healthy_point)(y, iteration, secs)
         if self._flapping and iteration - self._onsets[-1] >= self.flap_window_iters:
@@ -206,6 +246,44 @@ class RobustLevelDetector:
             alarms.append(self._alarm(kind, self._t, iteration, before, after, note=(
                 "steady" if self.slow else "flapping"), frac=self._slow_fraction(iteration)))
         return alarms
+
+    def warm_start(self, values: list[float]) -> int | None:
+        """The warm-up's iteration times (the last one ends it): where a slowdown that began
+        inside the warm-up started from, or None.  The warm-up settled on a level (its
+        lowest median of ``WARM_POINTS`` consecutive values after the first value) and rose
+        ``threshold`` above it, and most values since stayed beyond the midpoint: the
+        watcher then gives the detector the values from that level on, so that the level
+        becomes the healthy one and the rise is judged as any other (``docs/detection.md``,
+        warm-up)."""
+        w, n = WARM_POINTS, len(values)
+        if n < 2 * w + 1 or min(values) <= 0.0:
+            return None
+        ys = [math.log(v) for v in values]
+        best, low = None, math.inf
+        for j in range(1, n - 2 * w + 1):  # the floor ends before the latest window begins
+            m = _median(ys[j:j + w])
+            if m < low:
+                best, low = j, m
+        # both are levels: their values within threshold of each other (not a saw-tooth)
+        if (best is None or _median(ys[-w:]) - low < self.limit
+                or max(ys[best:best + w]) - min(ys[best:best + w]) > self.limit
+                or max(ys[-w:]) - min(ys[-w:]) > self.limit):
+            return None
+        after = ys[best + w:]
+        if sum(y >= low + self.mid for y in after) < self.persist_fraction * len(after):
+            return None
+        return best
+
+    def _first_noise(self) -> None:
+        """The noise of the first reference points (the level is their median)."""
+        r = self._ref.median()
+        for v in self._ref.fifo:
+            self._dev.add(abs(v - r))
+            self._difference(v)
+
+    def _startup(self, it: int) -> bool:
+        """Within the first ``startup_iters`` iterations of the segment's detection."""
+        return self._first_it is not None and it - self._first_it < self.startup_iters
 
     def _healthy_point(self, y: float, it: int, secs: float) -> list[Alarm]:
         r = self._ref.median()
@@ -218,10 +296,32 @@ class RobustLevelDetector:
         alarms = self._trim(st, self._settle, it)
         if self._stretch is None or not self._persists(st):
             return alarms
-        held = st.held()
-        if held >= r + self.limit and self._clears(held - (r + self.mid), len(st.pts)):
-            return alarms + self._onset(st, r, held)
+        # A step holds its level over the whole stretch; a ramp or a hump over its latest
+        # half (in the start-up only a step is an onset: a gradual rise there is the start)
+        n, startup, latest = len(st.pts), self._startup(it), st.latest()
+        level = st.held() if startup else latest
+        k = st.first(r, latest)
+        if (self._slow_enough(level - r, n) and self._clears(level - (r + self.mid), n)
+                and self._lasted(st, k) and (not startup or self._step(st, k, n, latest))):
+            return alarms + self._onset(st, r, level)
         return alarms + self._ramp(st, self._settle, it)  # a trend, not a step
+
+    def _step(self, st: _Stretch, k: int, n: int, latest: float) -> bool:
+        """In the start-up, a new level must be a step up from the points just before the
+        stretch (not the end of a rise that a trend carried the healthy level along) and
+        begin sharply (:meth:`_Stretch.sharp`)."""
+        before = _median(self._settled) if self._settled else self._ref.median()
+        return self._slow_enough(latest - before, n) and st.sharp(k, before, latest)
+
+    def _lasted(self, st: _Stretch, k: int) -> bool:
+        """The new level, from where it began (point ``k`` of the stretch, not the noise
+        that opened the stretch before it), has lasted longer than a stall."""
+        p = st.pts[k]
+        # with one value per span iterations (a mean of them, maybe), the first and the last
+        # value may each show only part of their span: a stall of stall_iters can reach
+        # values span - 1 iterations further apart than it lasts
+        iters = st.in_it - p[3] + 1 - (self._span - 1)
+        return iters > self.stall_iters and st.in_cum - p[4] > self.stall_seconds
 
     def _slow_point(self, y: float, it: int, secs: float) -> list[Alarm]:
         e, st = self._episode.median(), self._stretch
@@ -251,18 +351,55 @@ class RobustLevelDetector:
         return (len(st.pts) >= self._needed and iters > self.stall_iters
                 and secs > self.stall_seconds)
 
+    def _difference(self, w: float) -> None:
+        """A new healthy point: its difference to the one before."""
+        if self._last_healthy == self._last_healthy:
+            self._d1.append(w - self._last_healthy)
+        self._last_healthy = w
+
+    def _noise_model(self) -> tuple[float, float]:
+        """The healthy noise: scale ``s`` and lag-1 autocorrelation ``phi`` (AR(1)).
+
+        ``s`` is ``1.4826 MAD`` of the healthy points around the healthy level, ``phi``
+        from the successive differences: ``Var(d) = 2 s^2 (1 - phi)``, ``1.4826 MAD`` around
+        their median (a slow trend only shifts them).  While fewer than 32 points measure
+        it (the first points after a warm-up, often still settling: a trend there would
+        look like autocorrelation) ``s`` is taken one standard error wider and ``phi`` 0."""
+        if self._noise_at == self._t:
+            return self._noise
+        m = len(self._dev.fifo)
+        if not m:
+            s, phi = math.inf, 0.0
+        else:
+            s, phi = 1.4826 * self._dev.median(), 0.0
+            if m < NOISE_POINTS // 2:
+                s *= 1.0 + 1.17 / math.sqrt(m)
+            elif s > 0.0:
+                sd = _mad(self._d1)
+                phi = min(max(1.0 - sd * sd / (2.0 * s * s), 0.0), 0.9)
+        self._noise_at, self._noise = self._t, (s, phi)
+        return s, phi
+
+    def _se(self, n: int) -> float:
+        """Standard error of the median of ``n / 2`` points in the healthy noise
+        (:meth:`_noise_model`)."""
+        s, phi = self._noise_model()
+        if s <= 0.0 or s == math.inf:
+            return s
+        return 1.2533 * s * math.sqrt((1.0 + phi) / (1.0 - phi) / max(n // 2, 1))
+
     def _clears(self, gap: float, n: int) -> bool:
         """The new level clears the midpoint by ``confidence`` standard errors of the median
         of half the stretch, in the observed noise (scale and lag-1 autocorrelation)."""
-        if len(self._dev.fifo) < NOISE_POINTS // 4:
-            return True  # too few healthy points to know the noise: persistence decides
-        s = 1.4826 * self._dev.median()
-        if s <= 0.0:
-            return gap > 0.0
-        sd = 1.4826 * self._diff.median() if self._diff.fifo else s * math.sqrt(2.0)
-        phi = min(max(1.0 - sd * sd / (2.0 * s * s), 0.0), 0.9)
-        se = 1.2533 * s * math.sqrt((1.0 + phi) / (1.0 - phi) / max(n // 2, 1))
-        return gap >= self.confidence * se
+        return gap > 0.0 and gap >= self.confidence * self._se(n)
+
+    def _slow_enough(self, rise: float, n: int) -> bool:
+        """A rise of at least ``threshold``, within the precision of its estimate: one
+        standard error, at least a tenth and at most a quarter of the threshold (log)."""
+        se = self._se(n)
+        tol = min(max(se if se < math.inf else 0.0, 0.1 * self.limit), 0.25 * self.limit)
+        return rise >= self.limit - tol
+
 
     def _points_for(self, p: float, q: float) -> int:
         """Points a level needs: a run of ``n`` spikes has chance ``p * q ** (n - 1)``."""
@@ -280,16 +417,26 @@ class RobustLevelDetector:
         return alarms
 
     def _ramp(self, st: _Stretch, sink: Sink, it: int) -> list[Alarm]:
-        """A stretch that has not reached a new level within ``ramp_iters`` is a trend."""
-        if st.persisted()[0] <= self.ramp_iters or len(st.pts) < 2 * self.min_points:
+        """A stretch that has not reached a new level within ``ramp_iters`` (and the points
+        the spike model asks for, which one value every few iterations takes longer to
+        give) is a trend."""
+        if (st.persisted()[0] <= self.ramp_iters
+                or len(st.pts) < max(2 * self.min_points, self._needed)):
             return []
         self._stretch = None
-        return [a for y in st.ys() for a in sink(y, it)]
+        alarms: list[Alarm] = []
+        for y in st.ys():  # (the slope view may declare an onset on the way: the rest is slow)
+            alarms += (self._in_episode if self.slow and sink == self._settle else sink)(y, it)
+        return alarms
 
     def _settle(self, y: float, it: int) -> list[Alarm]:
         """A healthy point (or a stall's): spike tally, noise, level (winsorised), drift."""
         r = self._ref.median()
         inside = y >= r + self.mid
+        settled = self._settled
+        settled.append(y)
+        if len(settled) > WARM_POINTS:
+            del settled[0]
         for tally in self._tallies:
             tally.add(inside | (self._prev_inside << 1))
         self._prev_inside = inside
@@ -298,10 +445,12 @@ class RobustLevelDetector:
         w = min(y, r + self.mid)  # winsorised: a long stall cannot carry the level away
         self._ref.add(w)
         self._dev.add(abs(w - r))
-        if self._last_healthy == self._last_healthy:
-            self._diff.add(abs(w - self._last_healthy))
-        self._last_healthy = w
+        self._difference(w)
         r, base = self._ref.median(), self._base
+        if self.rise_iters and not self._startup(it):
+            rise = self._rise(r, it)
+            if rise:
+                return rise
         if not r >= base:  # lower, or the first level of the segment
             self._base = r
         elif r - base >= self.limit * (self._drifts + 1):
@@ -309,14 +458,49 @@ class RobustLevelDetector:
             return [self._alarm("drift", self._t, it, math.exp(base), math.exp(r))]
         return []
 
+    def _rise(self, r: float, it: int) -> list[Alarm]:
+        """The slope view: the healthy level has risen ``threshold`` above its lowest value
+        of the latest ``rise_iters`` iterations (a ramp too gradual to open a stretch, or
+        one that did not hold still within ``ramp_iters``): an onset at that lowest point."""
+        lows = self._lows
+        if lows is None:
+            lows = self._lows = deque()
+        while lows and lows[-1][2] >= r:
+            lows.pop()
+        lows.append((self._t, it, r))
+        while lows[0][1] < it - self.rise_iters:
+            lows.popleft()
+        low = lows[0][2]
+        rise = r - low
+        # the full threshold (a scheduled drift rises by steps; only a rise of the whole
+        # threshold within rise_iters is an onset), clearing the midpoint by confidence
+        # standard errors of the difference of two medians of reference_points points
+        n = 2 * self.reference_points
+        if rise < self.limit or (rise - self.mid < math.sqrt(2.0) * self.confidence
+                                 * self._se(n)):
+            return []
+        # the rise began at the last of the sliding minima still near the lowest level
+        pos, first, _ = next(p for p in reversed(lows) if p[2] <= low + 0.2 * self.limit)
+        self._episode = _Window(self.reference_points,
+                                list(self._ref.fifo)[-(self.reference_points // 2):])
+        self._ref = _Window(self.reference_points, [low] * self.reference_points)
+        self._stretch = None
+        lows.clear()
+        return self._declare(pos, first, low, r, it)
+
     def _in_episode(self, y: float, it: int) -> list[Alarm]:
         self._episode.add(y)
         return []
 
     def _onset(self, st: _Stretch, r: float, level: float) -> list[Alarm]:
-        self.slow, self._healthy = True, r
         self._new_episode(st)
         pos, first = st.start(r, level)
+        return self._declare(pos, first, r, level, st.pts[-1][3])
+
+    def _declare(self, pos: int, first: int, r: float, level: float, now: int
+                 ) -> list[Alarm]:
+        """A new slow episode from ``first`` (position ``pos``): onset, or flapping."""
+        self.slow, self._healthy = True, r
         self._slow_spans.append((first, -1))
         window = first - self.flap_window_iters
         while self._onsets and self._onsets[0] < window:
@@ -330,7 +514,7 @@ class RobustLevelDetector:
             return [self._alarm("onset", pos, first, math.exp(r), math.exp(level))]
         self._flapping = True
         return [self._alarm("flapping", pos, first, math.exp(r), math.exp(level),
-                            frac=self._slow_fraction(st.pts[-1][3]), since=self._onsets[0])]
+                            frac=self._slow_fraction(now), since=self._onsets[0])]
 
     def _new_episode(self, st: _Stretch) -> None:
         """The episode level from the confirming stretch's second half."""

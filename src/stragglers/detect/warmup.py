@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections import deque
 
-__all__ = ["DEFAULT_MIN_ITERS", "WarmUp"]
+__all__ = ["DEFAULT_MIN_ITERS", "DEFAULT_WARMUP_ITERS", "WarmUp"]
 
 #: The default minimum warm-up in job iterations (``watch --warmup``).  Chosen on the tuned
 #: runs (``stragglers.evaluation.realdata.TUNED``): with a minimum of 50 the level of
@@ -29,6 +29,9 @@ __all__ = ["DEFAULT_MIN_ITERS", "WarmUp"]
 #: 100-155) and settles back by 300, a false onset; 100 and more raise none; checked on
 #: the held-out runs (none at 50 or more).
 DEFAULT_MIN_ITERS = 100
+#: The default minimum warm-up of the default detector (``robust``): none, the warm-up ends
+#: when the level settles (at least ``2 x settle_points`` points); docs/detection.md.
+DEFAULT_WARMUP_ITERS = 0
 
 
 class WarmUp:

@@ -145,6 +145,10 @@ MIN_ITER_GAP = 1000  # an iteration number further ahead than max(this, 8 x step
 IDLE_S = 60.0  # wall time not explained by the iteration times that is a stop and resume
 IDLE_FACTOR = 10.0  # ... and at least this many times the iterations' own time
 UNKNOWN_NAMES = 32  # distinct unknown field names counted by name (then as "other")
+WARM_KEEP = 64  # warm-up points kept per rank for a slowdown that began inside the warm-up
+
+#: A warm-up point: seconds, iteration (or position), position, end ts, job iteration, span.
+_WarmPoint = tuple[float, int, int, float | None, int | None, int]
 
 Dropped = BadRecordEvent | BadInputEvent | HeldRecordEvent | SkippedEvent
 
@@ -156,7 +160,8 @@ class _Rank:
                  "last_ts", "last_step", "pending", "pending_line", "ts_offset", "points",
                  "hist_iter", "hist_ts", "recent", "typical", "slow", "segments",
                  "last_call_ts", "pending_call", "pending_call_line", "warm", "spikes",
-                 "calls_points", "seen", "hist_pos")
+                 "calls_points", "seen", "hist_pos", "warm_points", "call_step",
+                 "job_ranges")
 
     def __init__(self) -> None:
         self.detector: Detector | None = None
@@ -184,6 +189,10 @@ class _Rank:
         self.calls_points = 0  # iteration times derived from call records (no iteration number)
         self.seen = 0  # iteration times of the rank, warm-up included (the stream position)
         self.hist_pos: np.ndarray | None = None
+        # the latest warm-up points (segmented detectors: a slowdown inside the warm-up)
+        self.warm_points: deque[_WarmPoint] | None = None  # (while warming up)
+        self.call_step: int | None = None  # latest training step of its call records
+        self.job_ranges: list[list[int]] = []  # [first, last] job iteration of each segment
 
 
 class Watcher:
@@ -210,7 +219,7 @@ class Watcher:
         self._factory = detector_factory or (lambda: make_detector(method))
         # Segmented detectors (RobustLevelDetector) get their own default warm-up, a new
         # warm-up at every segment, and segments for idle stretches too.
-        probe = self._factory()
+        probe = self._probe = self._factory()
         self._segmented = probe.segmented
         if warmup_iters is None:
             warmup_iters = probe.default_warmup_iters
@@ -574,6 +583,7 @@ class Watcher:
         (an open episode ends with a recovery noted ``segment``)."""
         if st.warm is not None:
             st.warm.rearm(self.warmup_iters if self._segmented else 0)
+            st.warm_points = None
         det = st.detector
         if det is None:
             return []
@@ -597,6 +607,11 @@ class Watcher:
                   and rec.ts - st.last_ts - dur * step > max(IDLE_S, IDLE_FACTOR * dur * step)):
                 # Wall time the iterations do not explain: the job stopped and resumed.
                 events = self._segment(rank, st, "idle", lineno, rec.iter, rec.ts)
+        if new_segment or not st.job_ranges:
+            st.job_ranges.append([rec.iter, rec.iter])
+        else:
+            span = st.job_ranges[-1]
+            span[0], span[1] = min(span[0], rec.iter), max(span[1], rec.iter)
         st.last_iter = rec.iter
         self._last_job_iter = rec.iter
         self._source_progress[self._file_index] = rec.iter
@@ -617,6 +632,8 @@ class Watcher:
         if not isinstance(got, _Rank):
             return got
         st = got
+        if rec.step is not None:
+            return self._stepped_call(rec, st, lineno)
         events: list[WatchEvent] = []
         last = st.last_call_ts
         if last is None:
@@ -639,6 +656,11 @@ class Watcher:
                                        job_iteration=None, previous_iteration=None, ts=held.ts,
                                        previous_ts=last)]
                 st.ts_offset += last - held.ts
+                # the job stopped and resumed (or the clock stepped): the calls of an
+                # iteration may differ now (a reconfiguration); the period is found anew
+                st.tracker = None
+                if self._segmented:
+                    events += self._new_segment(rec.rank, st, line)
                 events += self._accept_call(rec.rank, st, held, line)
             else:
                 events = self._held(st, rec.rank, lineno, *_why_dropped(
@@ -647,13 +669,33 @@ class Watcher:
                 return events
         return events + self._accept_call(rec.rank, st, rec, lineno)
 
-    def _accept_call(self, rank: int, st: _Rank, rec: CallRecord, lineno: int) -> list[WatchEvent]:
-        st.last_call_ts = rec.ts
-        events: list[WatchEvent] = []
+    def _profile_call(self, rec: CallRecord) -> list[WatchEvent]:
+        """A call with its group and duration joins the profile of the suspects."""
         if rec.group is not None and rec.duration is not None:
             self.profile.append(rec)
             if self._profiling and len(self.profile) >= self.profile_calls:
-                events.append(self._suspects_event())
+                return [self._suspects_event()]
+        return []
+
+    def _stepped_call(self, rec: CallRecord, st: _Rank, lineno: int) -> list[WatchEvent]:
+        """A call that names its training step (the probe writes ``step``): the first call
+        of each new step ends the step before it, an iteration record ``{iter: step - 1,
+        ts}`` of the rank (so restarts that replay steps and reconfigurations that change
+        the calls of an iteration are told by the step numbers, as for iteration records).
+        A call of the step before the latest (one recorded late) or of step -1 (before
+        the first step) ends nothing."""
+        events = self._profile_call(rec)
+        step, last = rec.step, st.call_step
+        assert step is not None
+        if step < 0 or (last is not None and last - 1 <= step <= last):
+            return events
+        st.call_step = step
+        return events + self._iteration(IterationRecord(rank=rec.rank, iter=step - 1,
+                                                        ts=rec.ts), lineno)
+
+    def _accept_call(self, rank: int, st: _Rank, rec: CallRecord, lineno: int) -> list[WatchEvent]:
+        st.last_call_ts = rec.ts
+        events = self._profile_call(rec)
         if st.uses_iter_records:
             return events
         if st.tracker is None:
@@ -684,31 +726,63 @@ class Watcher:
         if st.seen % TYPICAL_POINTS == 0 or st.seen < TYPICAL_POINTS:
             st.typical = sorted(st.recent)[len(st.recent) // 2]
         it = pos if job_iter is None else job_iter
+        span = max(st.last_step, 1) if job_iter is not None else 1
         warm = st.warm
         if warm is None:
             warm = st.warm = WarmUp(min_iters=self.warmup_iters)
+        replay: list[_WarmPoint] = []
         if not warm.done:
             if not warm.feed(duration, it):
                 self.warmup_points += 1
+                if self._segmented:
+                    if st.warm_points is None:
+                        st.warm_points = deque(maxlen=WARM_KEEP)
+                    st.warm_points.append((duration, it, pos, end_ts, job_iter, span))
                 return events
             self.warmup_ends[rank] = it
+            replay = self._warm_replay(st, duration)
         det = st.detector
         if det is None:
             det = st.detector = self._factory()
             st.hist_iter = np.full(HISTORY, -1, dtype=np.int64)
             st.hist_ts = np.full(HISTORY, math.nan)
             st.hist_pos = np.full(HISTORY, -1, dtype=np.int64)
+        for x, w_it, w_pos, w_ts, w_job, w_span in replay:
+            events += self._observe(rank, st, det, x, w_it, w_pos, w_ts, w_job, w_span,
+                                    lineno, warm=True)
+        return events + self._observe(rank, st, det, duration, it, pos, end_ts, job_iter, span,
+                                      lineno)
+
+    def _warm_replay(self, st: _Rank, last: float) -> list[_WarmPoint]:
+        """At the end of a warm-up: the warm-up points a segmented detector is given after
+        all.  The level the warm-up settled on is its first healthy level (the settle
+        test's latest window: its points before this one); when a slowdown began inside
+        the warm-up (``warm_start``), from the level the warm-up had settled on before."""
+        points, st.warm_points = list(st.warm_points or ()), None
+        if not points:
+            return []
+        start = getattr(st.detector or self._probe, "warm_start", None)
+        k = None if start is None else start([p[0] for p in points] + [last])
+        if k is None:
+            k = max(0, len(points) - (st.warm.settle_points - 1 if st.warm else 0))
+        return points[k:]
+
+    def _observe(self, rank: int, st: _Rank, det: Detector, duration: float, it: int,
+                 pos: int, end_ts: float | None, job_iter: int | None, span: int,
+                 lineno: int, warm: bool = False) -> list[WatchEvent]:
+        """One iteration time to the detector (``warm``: a warm-up point given after the
+        warm-up ended; it was counted as warm-up, not as a spike)."""
+        events: list[WatchEvent] = []
         k = st.points % HISTORY
         st.hist_pos[k] = pos  # type: ignore[index]
         st.hist_iter[k] = -1 if job_iter is None else job_iter  # type: ignore[index]
         st.hist_ts[k] = math.nan if end_ts is None else end_ts  # type: ignore[index]
         st.points += 1
-        span = max(st.last_step, 1) if job_iter is not None else 1
         alarms = det.observe(duration, it, span)
         # While the detector weighs a candidate level, elevated points are not yet spikes.
         hold = det.candidate_open
-        if st.spikes.add(duration, st.typical, st.last_step if job_iter is not None else 1,
-                         it, self.spike_report_points, hold=hold) and (
+        if not warm and st.spikes.add(duration, st.typical, span, it, self.spike_report_points,
+                                      hold=hold) and (
                              st.spikes.points >= self.spike_report_points):
             events.append(st.spikes.report(rank, lineno))
         if not alarms:
@@ -804,7 +878,22 @@ class Watcher:
             job_events=dict(sorted(self.jobs.emitted.items())), inputs=self.sources,
             ranks=len(self.ranks),
             iterations={r: st.seen for r, st in sorted(self.ranks.items())},
+            job_iterations={r: _covered(st.job_ranges) for r, st in sorted(self.ranks.items())
+                            if st.job_ranges},
             slow_ranks=tuple(sorted(r for r, st in self.ranks.items() if st.slow)))
+
+
+def _covered(ranges: list[list[int]]) -> int:
+    """Job iterations within the ``[first, last]`` ranges of a rank's segments, each once
+    (a restart that replays iterations covers them again)."""
+    total, end = 0, None
+    for lo, hi in sorted(ranges):
+        if end is not None and lo <= end:
+            lo = end + 1
+        if hi >= lo:
+            total += hi - lo + 1
+        end = hi if end is None else max(end, hi)
+    return total
 
 
 def _rounded(x: float) -> float | None:

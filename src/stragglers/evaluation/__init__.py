@@ -4,6 +4,9 @@ Nothing in the library imports this package (``tests/test_architecture.py`` chec
 
 * :mod:`~stragglers.evaluation.verdict_eval` - the verdict against injected causes in the
   example job (``stragglers probe verdict-eval``);
+* :mod:`~stragglers.evaluation.recipe_eval` - the verdict on runs of the documented DDP loop,
+  Lightning and Hugging Face recipes, healthy or with rank 1 slowed (``stragglers probe
+  recipe-eval``);
 * :mod:`~stragglers.evaluation.fidelity` - the probe's fidelity table (``stragglers probe
   fidelity``);
 * :mod:`~stragglers.evaluation.corpus` / :mod:`~stragglers.evaluation.detect_eval` - the labelled

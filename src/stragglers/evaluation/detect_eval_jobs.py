@@ -62,6 +62,7 @@ from stragglers.evaluation.detect_eval import Rates
 from stragglers.evaluation.jobcorpus import (
     EVENT_LOSS,
     FAMILIES,
+    HELD_OUT,
     JobEvent,
     JobSeries,
     scenario_counts,
@@ -103,13 +104,15 @@ LABEL = {"robust": "robust", "bocd_verify": "BOCD+V+rules", "falcon": "BOCD+V",
 #: of its main parameters one step either side of its default (docs/detection.md).
 ROBUST_GRID: Grid = (
     ("default", {}),
-    ("stall8", {"stall_iters": 8}),
-    ("stall16", {"stall_iters": 16}),
-    ("confidence1.5", {"confidence": 1.5}),
+    ("stall6", {"stall_iters": 6}),
+    ("stall12", {"stall_iters": 12}),
+    ("confidence2", {"confidence": 2.0}),
     ("confidence3", {"confidence": 3.0}),
     ("chance1e-5", {"spike_run_chance": 1e-5}),
     ("ramp30", {"ramp_iters": 30}),
     ("ramp120", {"ramp_iters": 120}),
+    ("rise50", {"rise_iters": 50}),
+    ("rise200", {"rise_iters": 200}),
 )
 #: The grid tuned when ``--method sliding_window`` comes first.
 FALLBACK_GRID: Grid = (
@@ -436,9 +439,12 @@ def choose_setting(table: Mapping[str, Sequence[JobOutcome]], order: Sequence[st
 
 def lofo_choices(table: Mapping[str, Sequence[JobOutcome]], order: Sequence[str]
                  ) -> dict[str, str]:
-    """``{family: the setting chosen on all the other families}``."""
+    """``{family: the setting chosen on all the other families}``; the families of
+    :data:`~stragglers.evaluation.jobcorpus.HELD_OUT` never take part in a choice (a
+    held-out family is scored under the setting chosen on all the tuned ones)."""
     fams = sorted({o.family for v in table.values() for o in v})
-    return {f: choose_setting(table, order, [g for g in fams if g != f]) for f in fams}
+    tuned = [f for f in fams if f not in HELD_OUT]
+    return {f: choose_setting(table, order, [g for g in tuned if g != f]) for f in fams}
 
 
 # -- real labelled logs -------------------------------------------------------------------------
@@ -536,6 +542,15 @@ def _delay(x: JobScores) -> str:
     return "-" if math.isnan(x.mean_delay_iters) else f"{x.mean_delay_iters:.1f}"
 
 
+def _delays(outcomes: Sequence[JobOutcome]) -> str:
+    """Mean and median delay of the events found (iterations)."""
+    d = sorted(v for o in outcomes for v in o.delays)
+    if not d:
+        return "-"
+    mid = d[len(d) // 2] if len(d) % 2 else 0.5 * (d[len(d) // 2 - 1] + d[len(d) // 2])
+    return f"{sum(d) / len(d):.1f} / {mid:g}"
+
+
 def _cell(x: JobScores) -> str:
     """``accuracy / FPR / found / delay`` of one group."""
     return (f"{_pct(x.correct, x.total)} / {_pct(x.false_positives, x.negatives)} / "
@@ -553,44 +568,57 @@ def _groups(outcomes: Sequence[JobOutcome]) -> list[tuple[str, int]]:
 
 def format_lofo(table: Mapping[str, Sequence[JobOutcome]], order: Sequence[str],
                 baselines: Mapping[str, Sequence[JobOutcome]], method: str) -> str:
-    """The leave-one-family-out table (markdown): per family and seed, the setting chosen on
-    the other families and the family's held-out scores, the baselines beside it."""
+    """The leave-one-family-out table (markdown): per family and seed, whether the family
+    was tuned on or held out (:data:`~stragglers.evaluation.jobcorpus.HELD_OUT`), the
+    setting chosen on the other tuned families, the family's scores under it, the baselines
+    beside it; then the tuned families (each left out), the held-out ones and all."""
     choice = lofo_choices(table, order)
-    plain = choose_setting(table, order, choice)
-    head = (f"| family | seed | chosen on the others | its acc % on them (tuned on) | "
-            f"{method} held out: acc % | FPR % | "
-            "FNR % | events >= 10 % found | delay (it) | recovered | drift events | "
+    plain = choose_setting(table, order, [f for f in choice if f not in HELD_OUT])
+    head = (f"| family | role | seed | chosen on the other tuned families | its acc % on them | "
+            f"{method} acc % | FPR % | "
+            "FNR % | events >= 10 % found | delay mean / median (it) | recovered | "
+            "drift events | "
             + " | ".join(f"{_label(b)} acc / FPR / found / delay" for b in baselines) + " |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
-    held: list[JobOutcome] = []
+    scored: list[JobOutcome] = []
     for fam, seed in _groups([o for v in table.values() for o in v]):
         got = [o for o in table[choice[fam]] if o.family == fam and o.seed == seed]
-        held += got
+        scored += got
         x = summarize_jobs(got)
-        fit = summarize_jobs(o for o in table[choice[fam]] if o.family != fam)
+        fit = summarize_jobs(o for o in table[choice[fam]]
+                             if o.family != fam and o.family not in HELD_OUT)
         base = [summarize_jobs(o for o in v if o.family == fam and o.seed == seed)
                 for v in baselines.values()]
+        role = "held out" if fam in HELD_OUT else "tuned"
         lines.append(
-            f"| {fam} | {seed} | {choice[fam]} | {_pct(fit.correct, fit.total)} | "
+            f"| {fam} | {role} | {seed} | {choice[fam]} | {_pct(fit.correct, fit.total)} | "
             f"{_pct(x.correct, x.total)} | "
             f"{_pct(x.false_positives, x.negatives)} | {_pct(x.false_negatives, x.positives)} | "
-            f"{x.big_detected}/{x.big_events} | {_delay(x)} | {x.recovered}/{x.recoverable} | "
-            f"{x.drifts} | "
+            f"{x.big_detected}/{x.big_events} | {_delays(got)} | "
+            f"{x.recovered}/{x.recoverable} | {x.drifts} | "
             + " | ".join(_cell(b) for b in base) + " |")
-    x = summarize_jobs(held)
     fams = set(choice)
-    base = [summarize_jobs(o for o in v if o.family in fams) for v in baselines.values()]
-    lines.append(
-        f"| **all held out** | all | (per family) | | {_pct(x.correct, x.total)} | "
-        f"{_pct(x.false_positives, x.negatives)} | {_pct(x.false_negatives, x.positives)} | "
-        f"{x.big_detected}/{x.big_events} | {_delay(x)} | {x.recovered}/{x.recoverable} | "
-        f"{x.drifts} | "
-        + " | ".join(_cell(b) for b in base) + " |")
-    tuned = summarize_jobs(o for o in table[plain] if o.family in fams)
+    for label, keep in (("tuned families, each left out", lambda f: f not in HELD_OUT),
+                        ("held-out families (never tuned on)", lambda f: f in HELD_OUT),
+                        ("all", lambda f: True)):
+        got = [o for o in scored if keep(o.family)]
+        if not got:
+            continue
+        x = summarize_jobs(got)
+        base = [summarize_jobs(o for o in v if o.family in fams and keep(o.family))
+                for v in baselines.values()]
+        lines.append(
+            f"| **{label}** | | all | (per family) | | {_pct(x.correct, x.total)} | "
+            f"{_pct(x.false_positives, x.negatives)} | "
+            f"{_pct(x.false_negatives, x.positives)} | {x.big_detected}/{x.big_events} | "
+            f"{_delays(got)} | {x.recovered}/{x.recoverable} | {x.drifts} | "
+            + " | ".join(_cell(b) for b in base) + " |")
+    tuned = summarize_jobs(o for o in table[plain] if o.family not in HELD_OUT)
+    x = summarize_jobs(o for o in scored if o.family not in HELD_OUT)
     lines.append("")
-    lines.append(f"Plain tuning on all synthetic families picks {plain!r}: accuracy "
+    lines.append(f"Plain tuning on all tuned families picks {plain!r}: accuracy "
                  f"{_pct(tuned.correct, tuned.total)} % on the families it was tuned on "
-                 f"(vs {_pct(x.correct, x.total)} % held out).  Settings: "
+                 f"(vs {_pct(x.correct, x.total)} % each left out).  Settings: "
                  + ", ".join(order) + ".")
     lines.append(f"CPU per record (watcher + detector): {method} {tuned.us_per_point:.1f} us; "
                  + ", ".join(f"{_label(b)} {summarize_jobs(v).us_per_point:.1f} us"
@@ -693,7 +721,8 @@ def run_evaluation(seeds: Sequence[int], scale: float, methods: Sequence[str], *
     order = tuple(n for n, _ in (grid or ()))
     table = {n: res[_grid_label(method, n)] for n in order}
     choices = lofo_choices(table, order) if grid is not None else {}
-    plain = choose_setting(table, order, choices) if grid is not None else None
+    plain = (choose_setting(table, order, [f for f in choices if f not in HELD_OUT])
+             if grid is not None else None)
     real_res: dict[str, list[JobOutcome]] = {}
     if real:
         real_runs = list(others)
@@ -740,10 +769,13 @@ def evaluation_json(ev: JobEvaluation) -> dict[str, Any]:
     if ev.table:
         held = [o for f, s in ev.choices.items() for o in ev.table[s] if o.family == f]
         doc["grid"] = list(ev.order)
-        doc["lofo"] = {f: {"setting": s, "held_out": _per_group(
+        doc["lofo"] = {f: {"setting": s, "role": "held out" if f in HELD_OUT else "tuned",
+                           "held_out": _per_group(
             [o for o in ev.table[s] if o.family == f]).get(f, {})}
             for f, s in ev.choices.items()}
         doc["all_held_out"] = scores_dict(summarize_jobs(held))
+        doc["held_out_families"] = scores_dict(summarize_jobs(
+            o for o in held if o.family in HELD_OUT))
         doc["plain_choice"] = ev.plain
         doc["settings"] = {n: scores_dict(summarize_jobs(v)) for n, v in ev.table.items()}
     doc["methods"] = {m: {"all": scores_dict(summarize_jobs(v)), "families": _per_group(v)}

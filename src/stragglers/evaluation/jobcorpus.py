@@ -69,6 +69,38 @@ Families (``SCENARIOS``: family, scenario, series per seed at scale 1, positive)
 ``greyhound``    1-4 injected slow periods (loss 10-90 %, 20-3000 iterations, some
                  overlapping and multiplying; some sub-threshold ``minor`` ones), spikes and
                  missing records.
+
+Families added for issue 29 (what a held-back corpus of another generator showed missing),
+each built from a mechanism rather than from the issue's numbers:
+
+``failslow``     computation and communication fail-slow episodes (Falcon's characterisation
+                 study: CPU contention, GPU throttling, network congestion; tens of seconds
+                 to hours).  An iteration is compute plus exposed communication; an episode
+                 slows one of them, and the iteration by +10-50 % (:data:`FS_SLOWDOWN`) for
+                 20-150 iterations (:data:`FS_ITERS`).  Compute episodes hold their level
+                 (CPU contention fluctuates a little); congestion fluctuates from iteration
+                 to iteration (:data:`FS_COMM_JITTER`).  Negatives: episodes of +3-8 %
+                 (``minor``).
+``ramp``         thermal throttling: the clock falls as the GPU heats up, so the iteration
+                 time rises as ``1 - exp(-3 t / R)`` over ``R`` = 20-200 iterations
+                 (:data:`RAMP_ITERS`) to +15-30 % (:data:`RAMP_SLOWDOWN`) and holds, then
+                 cools back.  Negatives: scheduled drifts of +5-15 % over 800-4000 iterations
+                 (sequence-length or attention-window schedules; never an event).
+``short``        short strong episodes: +50-200 % for 10-20 iterations (a stalled data
+                 loader, a page-cache flush, a noisy neighbour) among checkpoint-like stalls
+                 of 1-6 iterations (:data:`STALL_FACTOR`).  Negatives: the stalls alone.
+``hump``         gradual humps: the level rises over 5-10 iterations, holds +12-35 % for
+                 10-25 and decays over 5-15 (a transient contention that builds and fades).
+                 Negatives: humps of +3-7 % (``minor``).
+``warmup_onset`` a slowdown (+15-60 %, a step) that starts while the job's warm-up is still
+                 settling (iterations 8-40 of the job, the warm-up hump still decaying).
+                 Negatives: the warm-up alone.
+``reconfig``     restarts that come back reconfigured: another healthy level (+-5-30 %),
+                 the iteration numbers restarted at 1 or continued from an offset ahead;
+                 some with a slow period after one of them.
+
+:data:`HELD_OUT` names the families that were never looked at while the detector was changed
+for issue 29 (decided before the changes): they are only evaluated.
 """
 
 from __future__ import annotations
@@ -80,14 +112,17 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.signal import lfilter
 
-from stragglers.detect.records import IterationRecord
+from stragglers.detect.records import CallRecord, IterationRecord
 
 __all__ = [
     "EVENT_LOSS",
+    "CallJob",
     "FAMILIES",
+    "HELD_OUT",
     "SCENARIOS",
     "JobEvent",
     "JobSeries",
+    "generate_call_job",
     "generate_job_corpus",
     "generate_series",
     "scenario_counts",
@@ -143,8 +178,40 @@ FIELD_CHOICES = ("both", "duration", "ts")  # which of ts / duration the records
 TS_ONLY_P = 0.25  # share of series with ts only (families where it is allowed)
 SERIES_ITERS = (2000, 4500)  # executed iterations of a series (where not set otherwise)
 
+# issue 29 families (module docstring)
+FS_SLOWDOWN = (0.10, 0.50)  # fail-slow episode: iteration time increase (relative)
+FS_ITERS = (20, 150)  # its duration (log-uniform)
+FS_EPISODES = (1, 3)
+FS_COMP_FRACTION = (0.5, 0.9)  # share of the iteration that is compute
+FS_COMM_JITTER = (0.2, 0.5)  # per-iteration spread of a congestion episode (log space)
+FS_COMP_JITTER = (0.0, 0.1)  # ... of a compute episode
+FS_MINOR = (0.03, 0.08)
+RAMP_ITERS = (20, 200)
+RAMP_SLOWDOWN = (0.15, 0.30)
+RAMP_HOLD = (150, 1500)
+DRIFT_TOTAL = (0.05, 0.15)  # a scheduled drift (ramp negatives) ...
+DRIFT_ITERS = (800, 4000)  # ... over this many iterations
+SHORT_SLOWDOWN = (0.5, 2.0)
+SHORT_ITERS = (10, 20)
+SHORT_EPISODES = (1, 4)
+SHORT_STALL_EVERY = (100, 500)
+SHORT_STALL_ITERS = (1, 6)
+HUMP_RISE = (5, 10)
+HUMP_SLOWDOWN = (0.12, 0.35)
+HUMP_HOLD = (10, 25)
+HUMP_DECAY = (5, 15)
+HUMP_MINOR = (0.03, 0.07)
+WARM_ONSET_AT = (8, 40)  # job iteration where a warm-up slowdown starts
+WARM_SLOWDOWN = (0.15, 0.60)
+WARM_SLOW_ITERS = (60, 1000)
+RECONFIG_LEVEL = (0.05, 0.30)
+
 FAMILIES: tuple[str, ...] = ("restart", "ckpt_stall", "flapping", "staircase", "noise_regime",
-                             "sampled", "multirank", "greyhound")
+                             "sampled", "multirank", "greyhound", "failslow", "ramp", "short",
+                             "hump", "warmup_onset", "reconfig")
+#: Families never looked at while the detector was changed for issue 29 (only evaluated;
+#: decided before the change).  The others are the families it was built and tuned on.
+HELD_OUT: tuple[str, ...] = ("hump", "warmup_onset", "reconfig")
 
 #: (family, scenario, series per seed at scale 1, positive)
 SCENARIOS: tuple[tuple[str, str, int, bool], ...] = (
@@ -168,6 +235,19 @@ SCENARIOS: tuple[tuple[str, str, int, bool], ...] = (
     ("multirank", "all_slow", 3, True),
     ("greyhound", "injected", 16, True),
     ("greyhound", "spikes_only", 8, False),
+    ("failslow", "comp", 12, True),
+    ("failslow", "comm", 12, True),
+    ("failslow", "minor", 8, False),
+    ("ramp", "thermal", 14, True),
+    ("ramp", "schedule", 8, False),
+    ("short", "strong", 14, True),
+    ("short", "stalls", 8, False),
+    ("hump", "hump", 14, True),
+    ("hump", "small", 6, False),
+    ("warmup_onset", "onset", 12, True),
+    ("warmup_onset", "healthy", 8, False),
+    ("reconfig", "renumber", 8, False),
+    ("reconfig", "renumber_slow", 10, True),
 )
 
 
@@ -467,10 +547,177 @@ def _greyhound(rng: np.random.Generator, scenario: str) -> _Timeline:
     return tl
 
 
+# -- issue 29 families (module docstring) ------------------------------------------------------
+#: In these families an event is required when the iteration time rises by at least 10 %
+#: (the detector's ``threshold`` is relative time): a throughput loss of 1 - 1/1.1.
+SLOWDOWN_EVENT = 0.10
+
+
+def _slowdown_label(tl: _Timeline, a: int, b: int, s: float, kind: str) -> None:
+    """Label executed ``[a, b)`` (its factor already applied) with a mean time increase ``s``."""
+    _label(tl, a, b, s / (1.0 + s), kind=kind if s >= SLOWDOWN_EVENT else "minor", apply=False)
+
+
+def _slots(rng: np.random.Generator, lo: int, hi: int, k: int, length: int
+           ) -> list[int]:
+    """``k`` starts in ``[lo, hi - length)``, one in each of ``k`` equal parts (so that the
+    episodes neither overlap nor touch)."""
+    part = (hi - lo) // k
+    out = []
+    for j in range(k):
+        a0 = lo + j * part
+        a1 = a0 + part - length - 60
+        if a1 > a0:
+            out.append(int(rng.integers(a0, a1)))
+    return out
+
+
+def _failslow(rng: np.random.Generator, scenario: str) -> _Timeline:
+    n = _n(rng)
+    tl = _new_timeline(rng, n)
+    k = int(rng.integers(FS_EPISODES[0], FS_EPISODES[1] + 1))
+    for a in _slots(rng, LEAD_ITERS, n, k, FS_ITERS[1]):
+        dur = _logint(rng, *FS_ITERS)
+        if scenario == "minor":
+            s = float(rng.uniform(*FS_MINOR))
+            tl.factor[:, a:a + dur] *= 1.0 + s
+            _label(tl, a, a + dur, s / (1.0 + s), kind="minor", apply=False)
+            continue
+        s = float(rng.uniform(*FS_SLOWDOWN))
+        # compute: the compute share f runs s / f slower, evenly (contention varies a little);
+        # communication: the exposed share 1 - f runs s / (1 - f) slower, bursty, and the
+        # congestion builds over a few iterations.  Either way the iteration is 1 + s x jitter.
+        sigma = float(rng.uniform(*(FS_COMP_JITTER if scenario == "comp" else FS_COMM_JITTER)))
+        z = rng.standard_normal(dur) * sigma - 0.5 * sigma * sigma
+        shape = np.exp(z)
+        if scenario == "comm":
+            build = int(rng.integers(1, 6))
+            shape[:build] *= (np.arange(build) + 1.0) / (build + 1.0)
+        tl.factor[:, a:a + dur] *= 1.0 + s * shape
+        _slowdown_label(tl, a, a + dur, s, "failslow")
+    return tl
+
+
+def _thermal(rng: np.random.Generator, scenario: str) -> _Timeline:
+    n = _n(rng)
+    tl = _new_timeline(rng, n)
+    if scenario == "schedule":
+        total = float(rng.uniform(*DRIFT_TOTAL))
+        span = min(int(rng.integers(DRIFT_ITERS[0], DRIFT_ITERS[1] + 1)), n - LEAD_ITERS - 100)
+        a = int(rng.integers(LEAD_ITERS, n - span))
+        x = np.clip((np.arange(n) - a) / span, 0.0, 1.0)
+        smooth = rng.random() < 0.5  # a cosine schedule, or linear
+        tl.healthy *= 1.0 + total * ((1.0 - np.cos(np.pi * x)) / 2.0 if smooth else x)
+        return tl
+    ramp = _logint(rng, *RAMP_ITERS)
+    s = float(rng.uniform(*RAMP_SLOWDOWN))
+    hold = _logint(rng, *RAMP_HOLD)
+    a = int(rng.integers(LEAD_ITERS, max(LEAD_ITERS + 1, n - ramp - hold - 50)))
+    hold = max(MIN_EVENT_ITERS, min(hold, n - a - ramp - 1))
+    t = np.arange(ramp + hold, dtype=float)
+    level = s * (1.0 - np.exp(-3.0 * t / ramp))  # heating: the clock falls, then holds
+    b = a + ramp + hold
+    tl.factor[:, a:b] *= 1.0 + level
+    cool = min(max(1, ramp // 2), n - b)
+    if cool > 0:  # and cools back
+        tl.factor[:, b:b + cool] *= 1.0 + level[-1] * np.exp(-3.0 * np.arange(cool) / cool)
+    _slowdown_label(tl, a, b, s, "ramp")
+    return tl
+
+
+def _short(rng: np.random.Generator, scenario: str) -> _Timeline:
+    n = _n(rng)
+    tl = _new_timeline(rng, n)
+    every = int(rng.integers(SHORT_STALL_EVERY[0], SHORT_STALL_EVERY[1] + 1))
+    for st in range(int(rng.integers(every // 2, every + 1)), n, every):
+        tl.healthy[st:st + int(rng.integers(SHORT_STALL_ITERS[0], SHORT_STALL_ITERS[1] + 1))
+                   ] *= rng.uniform(*STALL_FACTOR)
+    if scenario == "strong":
+        k = int(rng.integers(SHORT_EPISODES[0], SHORT_EPISODES[1] + 1))
+        for a in _slots(rng, LEAD_ITERS, n, k, SHORT_ITERS[1]):
+            dur = int(rng.integers(SHORT_ITERS[0], SHORT_ITERS[1] + 1))
+            s = float(rng.uniform(*SHORT_SLOWDOWN))
+            tl.factor[:, a:a + dur] *= 1.0 + s
+            _slowdown_label(tl, a, a + dur, s, "short")
+    return tl
+
+
+def _hump(rng: np.random.Generator, scenario: str) -> _Timeline:
+    n = _n(rng)
+    tl = _new_timeline(rng, n)
+    k = int(rng.integers(1, 4))
+    longest = HUMP_RISE[1] + HUMP_HOLD[1] + HUMP_DECAY[1]
+    for a in _slots(rng, LEAD_ITERS, n, k, longest):
+        rise = int(rng.integers(HUMP_RISE[0], HUMP_RISE[1] + 1))
+        hold = int(rng.integers(HUMP_HOLD[0], HUMP_HOLD[1] + 1))
+        decay = int(rng.integers(HUMP_DECAY[0], HUMP_DECAY[1] + 1))
+        s = float(rng.uniform(*(HUMP_MINOR if scenario == "small" else HUMP_SLOWDOWN)))
+        up = (np.arange(rise) + 1.0) / rise
+        down = 1.0 - (np.arange(decay) + 1.0) / (decay + 1.0)
+        shape = np.concatenate([up, np.ones(hold), down])
+        tl.factor[:, a:a + shape.size] *= 1.0 + s * shape
+        _label(tl, a, a + shape.size, s / (1.0 + s),
+               kind="hump" if s >= SLOWDOWN_EVENT else "minor", apply=False)
+    return tl
+
+
+def _warmup_onset(rng: np.random.Generator, scenario: str) -> _Timeline:
+    n = _n(rng)
+    tl = _new_timeline(rng, n)  # its warm-up: a first slow iteration and a decaying hump
+    if scenario == "onset":
+        a = int(rng.integers(WARM_ONSET_AT[0], WARM_ONSET_AT[1] + 1))
+        dur = _logint(rng, *WARM_SLOW_ITERS)
+        s = float(rng.uniform(*WARM_SLOWDOWN))
+        tl.factor[:, a:a + dur] *= 1.0 + s
+        _slowdown_label(tl, a, a + dur, s, "warmup")
+    return tl
+
+
+def _reconfig(rng: np.random.Generator, scenario: str) -> _Timeline:
+    """Restarts that come back reconfigured: another healthy level and iteration numbers that
+    start again at 1, jump ahead (a new job's counter) or resume from a checkpoint."""
+    n = _n(rng) + 1000
+    k = int(rng.integers(RESTARTS[0], RESTARTS[1] + 1))
+    seg = n // (k + 1)
+    bounds = [0, *(seg * (j + 1) + int(rng.integers(-seg // 4, seg // 4 + 1)) for j in range(k)),
+              n]
+    tl = _new_timeline(rng, n)
+    iters = np.empty(n, dtype=np.int64)
+    cur, level, lo = 1, 1.0, LEAD_ITERS
+    for j in range(k + 1):
+        a, c = bounds[j], bounds[j + 1]
+        iters[a:c] = np.arange(cur, cur + c - a)
+        tl.healthy[a:c] *= level
+        if j > 0:
+            lo = a + _rewarm(rng, tl.healthy, a) + 150
+            tl.protect[max(0, a - 10):a + 10] = True
+        if c == n:
+            break
+        tl.pause[c] = rng.uniform(*RESTART_DOWNTIME_S)
+        change = rng.uniform(*RECONFIG_LEVEL)
+        level *= 1.0 + change if rng.random() < 0.5 else 1.0 - change
+        last = cur + c - a - 1
+        # positives keep the numbers of the slow segment unique (scoring is by number)
+        mode = rng.choice(["one", "ahead", "resume"] if scenario == "renumber"
+                          else ["ahead", "resume"])
+        if mode == "one":
+            cur = 1
+        elif mode == "ahead":
+            cur = last + int(rng.integers(2000, 100001))
+        else:
+            cur = max(1, last - int(rng.integers(0, 100)))
+    tl.iters = iters
+    tl.restarts = k
+    if scenario == "renumber_slow" and n - lo > MIN_EVENT_ITERS + 60:
+        _slow_step(rng, tl, lo, n)
+    return tl
+
+
 _BUILDERS: dict[str, Callable[[np.random.Generator, str], _Timeline]] = {
     "restart": _restart, "ckpt_stall": _ckpt_stall, "flapping": _flapping,
     "staircase": _staircase, "noise_regime": _noise_regime, "multirank": _multirank,
-    "greyhound": _greyhound,
+    "greyhound": _greyhound, "failslow": _failslow, "ramp": _thermal, "short": _short,
+    "hump": _hump, "warmup_onset": _warmup_onset, "reconfig": _reconfig,
 }
 
 
@@ -579,3 +826,79 @@ def generate_job_corpus(seed: int = 0, scale: float = 1.0,
             continue
         out += [generate_series(seed, f, s, i) for i in range(count)]
     return out
+
+
+# -- call records of a job that restarts and is reconfigured (iteration counting) ---------------
+CALL_BUCKETS = (2, 6)  # data-parallel all-reduce buckets per iteration
+CALL_GATHERS = (0, 4)  # tensor-parallel all-gathers per iteration
+CALL_ITER_S = (0.05, 1.0)  # iteration time (log-uniform)
+CALL_NOISE = 0.02  # relative iteration-time noise
+CALL_STARTUP = (5, 40)  # broadcasts at every (re)start, before the first step (step -1)
+CALL_SEGMENT_ITERS = (800, 2500)  # iterations run between two restarts
+
+
+@dataclass(frozen=True)
+class CallJob:
+    """Call records of one job (:func:`generate_call_job`), in time order, and the truth:
+    the iterations each rank executed (replayed ones included), and how many segments."""
+
+    records: tuple[CallRecord, ...]
+    executed: dict[int, int]
+    segments: int
+    job_iterations: int  # distinct training steps run (1 to the last)
+
+
+def _call_pattern(rng: np.random.Generator) -> list[tuple[str, int]]:
+    """The calls of one iteration: all-gathers, then the gradient buckets' all-reduces."""
+    gathers = int(rng.integers(CALL_GATHERS[0], CALL_GATHERS[1] + 1))
+    buckets = int(rng.integers(CALL_BUCKETS[0], CALL_BUCKETS[1] + 1))
+    gsize = int(rng.integers(1, 64)) << 20
+    return ([("all_gather", gsize)] * gathers
+            + [("all_reduce", int(rng.integers(1, 128)) << 20) for _ in range(buckets)])
+
+
+def generate_call_job(seed: int, *, ranks: int = 2, restarts: int = 3,
+                      with_step: bool = True) -> CallJob:
+    """Call records of a data-parallel job that restarts ``restarts`` times.  Each start
+    broadcasts the parameters (calls before the first step, ``step`` -1), and every restart
+    resumes from the last checkpoint (it replays up to a checkpoint interval of iterations)
+    after a downtime, half of them reconfigured: other bucket sizes and counts, another
+    number of all-gathers, another iteration time.  ``with_step``: the records carry the
+    training step, as the probe writes them."""
+    rng = np.random.default_rng([seed, 29])
+    out: list[tuple[float, int, CallRecord]] = []
+    executed = dict.fromkeys(range(ranks), 0)
+    pattern = _call_pattern(rng)
+    base = _loguniform(rng, *CALL_ITER_S)
+    t0, step, ckpt = float(rng.uniform(1e9, 2e9)), 1, int(rng.choice(CKPT_INTERVAL))
+    top = 0
+    for seg in range(restarts + 1):
+        if seg:
+            t0 += float(rng.uniform(*RESTART_DOWNTIME_S))
+            step = max(1, ((step - 1) // ckpt) * ckpt + 1)  # back to the last checkpoint
+            if rng.random() < 0.5:  # reconfigured
+                pattern = _call_pattern(rng)
+                base *= float(rng.uniform(0.7, 1.4))
+        startup = int(rng.integers(CALL_STARTUP[0], CALL_STARTUP[1] + 1))
+        length = int(rng.integers(CALL_SEGMENT_ITERS[0], CALL_SEGMENT_ITERS[1] + 1))
+        sizes = rng.integers(1, 256, startup) << 16
+        durs = base * np.exp(rng.normal(0.0, CALL_NOISE, length))
+        starts = t0 + 0.5 + np.concatenate([[0.0], np.cumsum(durs)[:-1]])
+        offsets = (np.arange(len(pattern)) + 0.5) / len(pattern)
+        for r in range(ranks):
+            for j, size in enumerate(sizes.tolist()):
+                out.append((t0 + 0.01 * j, r, CallRecord(
+                    rank=r, type="broadcast", size=size, ts=t0 + 0.01 * j,
+                    step=-1 if with_step else None)))
+            at = starts[:, None] + offsets[None, :] * durs[:, None] + 1e-4 * r
+            for i in range(length):
+                for (typ, size), ts in zip(pattern, at[i].tolist(), strict=True):
+                    out.append((ts, r, CallRecord(rank=r, type=typ, size=size, ts=ts,
+                                                  step=step + i if with_step else None)))
+            executed[r] += length
+        t0 = float(starts[-1] + durs[-1])
+        step += length
+        top = max(top, step - 1)
+    out.sort(key=lambda x: (x[0], x[1]))
+    return CallJob(records=tuple(c for _, _, c in out), executed=executed,
+                   segments=restarts + 1, job_iterations=top)

@@ -12,7 +12,6 @@ bug and raises.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -22,7 +21,7 @@ from stragglers.analysis.result import AnalysisResult
 from stragglers.analysis.runner import analyze_files
 from stragglers.errors import InputError
 from stragglers.fleet.discover import JobInput
-from stragglers.inputs import read_text
+from stragglers.inputs import load_json, read_text
 from stragglers.trace import schema
 
 #: Bumped whenever FleetRow or its figures change: rows stored by an older version are
@@ -120,9 +119,8 @@ def job_key(job: JobInput, exact_sw: bool) -> str:
 def _truth(path: str | None) -> tuple[str, str]:
     if path is None:
         return "", ""
-    text = read_text(path, "truth file")
+    raw = load_json(read_text(path, "truth file"), path)
     try:
-        raw = json.loads(text)
         causes = [str(c["cause"]) for c in raw["expected"]["causes"]]
         primary = str(raw.get("primary", causes[0] if len(causes) == 1 else ""))
     except (ValueError, KeyError, TypeError, IndexError) as exc:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
+import stat
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -20,7 +21,7 @@ from stragglers.errors import InputError
 from stragglers.kineto.assemble import ImportReport, assemble
 from stragglers.kineto.patterns import Patterns, load_patterns
 from stragglers.kineto.rankops import RankOps, rank_ops
-from stragglers.kineto.reader import read_rank_file
+from stragglers.kineto.reader import not_regular, read_rank_file
 from stragglers.limits import check_limit
 from stragglers.trace.io import JobMeta, TraceColumns
 
@@ -33,17 +34,40 @@ SUFFIXES = (".json", ".json.gz")
 
 
 def find_rank_files(path: str | Path) -> list[Path]:
-    """The trace files of a folder (``*.json``, ``*.json.gz``), or the one file given."""
+    """The trace files of a folder (``*.json``, ``*.json.gz``), or the one file given.
+
+    Regular files only (or links to them): a FIFO, a device or a socket, given or named
+    like a rank file in the folder, would block the import or never end, and a broken or
+    looping link cannot be read; each is refused in one line before anything is read."""
     p = Path(path)
-    if p.is_file():
+    try:
+        mode = p.stat().st_mode
+    except FileNotFoundError:
+        raise InputError(f"{p}: no such folder or file") from None
+    except OSError as exc:
+        raise InputError(f"{p}: cannot read ({exc.strerror or exc})") from None
+    if stat.S_ISREG(mode):
         return [p]
-    if not p.is_dir():
-        raise InputError(f"{p}: no such folder or file")
-    files = sorted(f for f in p.iterdir()
-                   if f.is_file() and f.name.endswith(SUFFIXES) and not f.name.startswith("."))
-    if not files:
+    if not stat.S_ISDIR(mode):
+        raise not_regular(p, mode)
+    try:
+        names = sorted(f.name for f in p.iterdir()
+                       if f.name.endswith(SUFFIXES) and not f.name.startswith("."))
+    except OSError as exc:
+        raise InputError(f"{p}: cannot list the folder ({exc.strerror or exc})") from None
+    if not names:
         raise InputError(f"{p}: no profiler trace files (*.json, *.json.gz) in the folder")
-    check_limit("kineto_files", len(files), str(p))
+    check_limit("kineto_files", len(names), str(p))
+    files = [p / name for name in names]
+    for f in files:
+        try:
+            mode = f.stat().st_mode
+        except OSError as exc:
+            link = "a broken or looping link: " if f.is_symlink() else ""
+            raise InputError(f"{f}: cannot read the trace file ({link}"
+                             f"{exc.strerror or exc})") from None
+        if not stat.S_ISREG(mode):
+            raise not_regular(f, mode)
     return files
 
 

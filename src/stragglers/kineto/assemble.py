@@ -47,6 +47,7 @@ from stragglers.kineto.layout import CLASSES as _CLASSES
 from stragglers.kineto.layout import JobLayout, Position, position
 from stragglers.kineto.rankops import UNRESOLVED, RankOps, base_offsets_us
 from stragglers.kineto.reader import COMM_CODE, COMM_KINDS
+from stragglers.limits import LIMITS, limit
 from stragglers.trace import schema
 from stragglers.trace.io import JobMeta, TraceColumns
 
@@ -72,6 +73,12 @@ class ImportReport:
     unaligned_hosts: list[str] = field(default_factory=list)
     segmented_ranks: list[int] = field(default_factory=list)
     position_source: str = ""
+    #: seconds of CPU-timed compute annotations spent in communication (not compute), per
+    #: rank (only ranks with some)
+    comm_in_compute_s: dict[int, float] = field(default_factory=dict)
+    #: communication calls without NCCL kernels timed on the GPU by their device<->host
+    #: copies, per rank (only ranks with some)
+    copy_timed: dict[int, int] = field(default_factory=dict)
 
     def lines(self) -> list[str]:
         out = [f"read {self.files} rank file(s); workers from ranks "
@@ -87,6 +94,17 @@ class ImportReport:
             out.append(f"no forward/backward annotations on rank(s) "
                        f"{_ranges(self.segmented_ranks)}: compute segmented between P2P "
                        "kernels, backward = autograd thread")
+        if self.comm_in_compute_s:
+            out.append(f"CPU-timed compute on rank(s) {_ranges(sorted(self.comm_in_compute_s))}"
+                       f": {sum(self.comm_in_compute_s.values()) * 1e3:,.3f} ms in "
+                       "communication on its thread (collective calls, waits) not counted "
+                       "as compute")
+        if self.copy_timed:
+            out.append(f"communication without NCCL kernels on rank(s) "
+                       f"{_ranges(sorted(self.copy_timed))}: {sum(self.copy_timed.values()):,} "
+                       "calls timed on the GPU by their device<->host copies (CUDA tensors "
+                       "through the host, e.g. gloo): from the end of the copies to the host "
+                       "to the end of the copies back")
         by_shift: dict[float, list[int]] = {}
         for rank, shift in sorted(self.base_shift_s.items()):
             by_shift.setdefault(shift, []).append(rank)
@@ -211,6 +229,10 @@ def assemble(all_ops: list[RankOps], meta: JobMeta, source: str,
         report.counts.update(ops.counts)
         if ops.segmented:
             report.segmented_ranks.append(ops.rank)
+        if ops.comm_in_compute_us > 0:
+            report.comm_in_compute_s[ops.rank] = ops.comm_in_compute_us / 1e6
+        if ops.copy_timed:
+            report.copy_timed[ops.rank] = ops.copy_timed
         code = _resolve_comm(ops, lay, report.counts)
         per[key] = (ops, code)
         with_opt = set(np.unique(ops.step[code == opt]).tolist())
@@ -264,8 +286,14 @@ def assemble(all_ops: list[RankOps], meta: JobMeta, source: str,
         cols["host"].append(np.full(n, hosts.index(host)))
     c = {k: np.concatenate(v) for k, v in cols.items()}
     start_s = c["start"] * 1e-6
-    dur_s = np.maximum(c["end"] - c["start"], 0.0) * 1e-6
+    span = c["end"] - c["start"]
+    n_neg = int(np.count_nonzero(span < 0))
+    if n_neg:  # the input's durations are not negative (reader): a computed op's pieces
+        report.counts["ops whose computed end precedes their start (written with duration "
+                      "0)"] += n_neg
+    dur_s = np.maximum(span, 0.0) * 1e-6
     _align_clocks(c, start_s, dur_s, hosts, report)
+    _check_times(c, start_s, dur_s, {ops.rank: ops.path for ops, _ in per.values()})
     optype = c["optype"].astype(np.int8)
     worker = c["dp"] * meta.pp_size + c["stage"]
     order = np.lexsort((start_s, optype, c["step"], worker))
@@ -288,6 +316,24 @@ def assemble(all_ops: list[RankOps], meta: JobMeta, source: str,
         mc=mc.astype(np.int16), mb_id=mb.astype(np.int32), gmc=gmc.astype(np.int32),
         source=source)
     return trace.take(order), report
+
+
+def _check_times(c: dict[str, np.ndarray], start_s: np.ndarray, dur_s: np.ndarray,
+                 paths: dict[int, str]) -> None:
+    """The ops' times on the job's clock within the plausibility bounds of a trace
+    (``timestamp_seconds``, ``op_seconds``; the events' own are checked by the reader, but
+    a base time or a clock shift can move them beyond), or an error naming the rank file:
+    such a trace would be refused by the analysis anyway."""
+    for name, bad in (("timestamp_seconds", ~(np.abs(start_s) <= limit("timestamp_seconds"))),
+                      ("op_seconds", ~(dur_s <= limit("op_seconds")))):
+        if bad.any():
+            i = int(np.argmax(bad))
+            lim = LIMITS[name]
+            what = (f"starts at {start_s[i]:.6g} s" if name == "timestamp_seconds" else
+                    f"lasts {dur_s[i]:.6g} s")
+            raise InputError(f"{paths[int(c['rank'][i])]}: an op of step {int(c['step'][i])} "
+                             f"{what} once the files are on one clock, beyond "
+                             f"{limit(name):,} s ({lim.what}; set {lim.env} to raise it)")
 
 
 def _align_clocks(c: dict[str, np.ndarray], start_s: np.ndarray, dur_s: np.ndarray,

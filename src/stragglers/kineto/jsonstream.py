@@ -5,14 +5,22 @@ with vectorised byte scans (numpy: string quotes, escapes, bracket depth outside
 each event's top-level ``"cat"`` value is read from the bytes, and only the events of the
 categories the importer uses are parsed (``orjson``, all of a chunk at once); the others are
 counted by category without building Python objects (most of a profiler trace: CPU ops,
-flow arrows, memory copies). The incomplete tail of a chunk is carried into the next one.
-Memory stays at a few chunks whatever the file size; any JSON layout works (Kineto's indented
-one, or minified). Events whose category is not used are checked for string and bracket
-structure only.
+flow arrows, memory copies other than device<->host ones). The incomplete tail of a chunk is
+carried into the next one. Memory stays at a few chunks whatever the file size; any JSON
+layout works (Kineto's indented one, or minified). Events whose category is not used are
+checked for string and bracket structure only.
+
+Bounded by construction, whatever the bytes: the nesting depth of every value (``nesting``
+limit) is checked on the bytes, before anything is parsed; one event, and the top-level keys
+before and after the array, may not exceed ``kineto_event_bytes`` (the unfinished tail of a
+chunk never grows beyond it); a key given twice in a parsed event (the parser would keep the
+last value) is refused, naming the event and the field.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,16 +29,20 @@ from typing import Any, Protocol
 import numpy as np
 import orjson
 
+from stragglers.limits import LIMITS, limit
+
 CHUNK = 8 << 20
-#: The part of the file before the events array (header keys) may not exceed this.
-MAX_HEADER = 64 << 20
-#: Categories never used by the importer: counted, not parsed (``cpu_op`` is parsed only
-#: for ``record_param_comms``).
+#: Categories never used by the importer: counted, not parsed (except the events of
+#: :data:`PARSE_IF`).
 SKIP_CATEGORIES = frozenset({b"cpu_op", b"ac2g", b"fwdbwd", b"gpu_memcpy", b"gpu_memset",
                              b"gpu_user_annotation", b"python_function", b"Trace",
                              b"overhead", b"cuda_profiler_range", b"cpu_instant_event"})
+#: Events of these skipped categories that hold one of the byte strings are parsed all the
+#: same: ``record_param_comms`` CPU ops, device<->host memory copies.
+PARSE_IF: dict[bytes, tuple[bytes, ...]] = {b"cpu_op": (b"record_param_comms",),
+                                            b"gpu_memcpy": (b"DtoH", b"HtoD")}
 _CAT = b'"cat"'
-_RPC = b"record_param_comms"
+_ARGS = b'"args"'
 _WIDTH = 24
 
 
@@ -57,22 +69,44 @@ class Batch:
     count: int  # events of the chunk, parsed or skipped
 
 
+def _positions(b: np.ndarray, values: tuple[int, ...], q: np.ndarray | None = None
+               ) -> np.ndarray:
+    """Positions of the bytes of ``b`` equal to one of ``values`` (with ``q``, the valid
+    quotes: only those outside strings), found block by block and kept as 32-bit integers
+    (a buffer below 2 GiB): a buffer of nothing but such bytes costs 4 bytes each, not the
+    8 of an int64 index plus its temporaries."""
+    kind = np.int32 if b.size < 2**31 - 64 else np.int64
+    parts = []
+    for lo in range(0, b.size, _BLOCK):
+        part = b[lo: lo + _BLOCK]
+        mask = part == values[0]
+        for v in values[1:]:
+            mask |= part == v
+        blk = np.flatnonzero(mask)
+        blk += lo
+        if q is not None:  # outside strings: an even number of quotes before
+            blk = blk[(np.searchsorted(q, blk) & 1) == 0]
+        parts.append(blk.astype(kind))
+    return np.concatenate(parts) if len(parts) > 1 else parts[0] if parts \
+        else np.zeros(0, kind)
+
+
 def _valid_quotes(b: np.ndarray) -> np.ndarray:
-    """Positions of the quotes that delimit strings (not escaped by an odd backslash run)."""
-    q = np.flatnonzero(b == 34)
-    prev = q[q > 0]
-    maybe = prev[b[prev - 1] == 92]
+    """Positions of the quotes that delimit strings (not escaped by an odd backslash run).
+    Vectorised: the length of the backslash run before a quote is its distance to the
+    run's start."""
+    q = _positions(b, (34,))
+    maybe = np.flatnonzero(b[np.maximum(q - 1, 0)] == 92)  # index in q of quotes after a \
+    maybe = maybe[q[maybe] > 0]
     if not maybe.size:
         return q
-    escaped = []
-    for pos in maybe.tolist():  # rare: quotes inside strings
-        run, j = 0, pos - 1
-        while j >= 0 and b[j] == 92:
-            run += 1
-            j -= 1
-        if run % 2:
-            escaped.append(pos)
-    return np.setdiff1d(q, np.array(escaped, dtype=q.dtype), assume_unique=True)
+    bs = np.flatnonzero(b == 92)
+    run_start = bs[np.r_[True, np.diff(bs) != 1]]
+    pos = q[maybe].astype(np.int64)
+    start = run_start[np.searchsorted(run_start, pos - 1, "right") - 1]
+    keep = np.ones(q.size, bool)
+    keep[maybe[(pos - start) % 2 == 1]] = False  # an odd run escapes the quote
+    return q[keep]
 
 
 def _find_all(b: np.ndarray, pattern: bytes) -> np.ndarray:
@@ -86,44 +120,211 @@ def _find_all(b: np.ndarray, pattern: bytes) -> np.ndarray:
     return cand
 
 
-def _find_array_start(fh: Readable) -> bytes:
-    """Read up to the ``[`` of the top-level ``traceEvents``; return the bytes after it."""
+def _structure(buf: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Of a JSON text that starts outside a string: the valid quotes, the positions of the
+    brackets and commas outside strings, those bytes, and the nesting depth after each
+    (relative to the start)."""
+    b = np.frombuffer(buf, np.uint8)
+    q = _valid_quotes(b)
+    s = _positions(b, (123, 125, 91, 93, 44), q)
+    ch = b[s]
+    return q, s, ch, np.cumsum(_DELTA[ch], dtype=np.int32)
+
+
+_BLOCK = 1 << 20
+#: Bytes of events parsed at once (the objects of one event beyond it are parsed alone).
+PARSE_BYTES = 1 << 20
+_JSON_KINDS = {b"[": "an array", b'"': "a string", b"t": "a boolean", b"f": "a boolean",
+               b"n": "null", **{bytes([c]): "a number" for c in b"-0123456789"}}
+_SCALAR_OR_ARRAY = np.zeros(256, bool)
+_SCALAR_OR_ARRAY[[k[0] for k in _JSON_KINDS]] = True
+_WS = np.zeros(256, bool)
+_WS[[32, 9, 10, 13]] = True
+_WS_RUN = re.compile(rb"[ \t\r\n]*")
+
+#: depth change of a structural byte: +1 for ``{`` ``[``, -1 for ``}`` ``]``, 0 else
+_DELTA = np.zeros(256, np.int8)
+_DELTA[[123, 91]] = 1
+_DELTA[[125, 93]] = -1
+
+
+def nesting_message() -> str:
+    cap = limit("nesting")
+    return (f"nesting deeper than {cap} levels (set {LIMITS['nesting'].env} to raise the "
+            "limit)")
+
+
+def _too_long(what: str, index: int) -> EventSyntaxError:
+    lim = LIMITS["kineto_event_bytes"]
+    return EventSyntaxError(f"{what} longer than {limit(lim.name):,} bytes (the "
+                            f"{lim.name} limit; set {lim.env} to raise it)", index)
+
+
+def _key_before(buf: bytes, q: np.ndarray, s: np.ndarray, depth: np.ndarray, pos: int) -> str:
+    """The top-level key whose value holds byte ``pos`` (depth 1 = inside the top object)."""
+    j = np.flatnonzero((s < pos) & (depth == 1))  # the top object's ``{`` and commas
+    if not j.size:
+        return "?"
+    k = int(np.searchsorted(q, s[j[-1]]))
+    if k + 1 >= q.size:
+        return "?"
+    return buf[q[k] + 1: q[k + 1]].decode("utf-8", "replace")[:60]
+
+
+def read_header(fh: Readable) -> tuple[bytes, bytes]:
+    """Read up to the ``[`` of the top-level ``traceEvents``; return the top-level keys before
+    it as a JSON object (``{...}``) and the bytes after the ``[``."""
     buf = b""
+    cap = limit("kineto_event_bytes")
+    nest = limit("nesting")
     while True:
-        chunk = fh.read(1 << 16 if len(buf) < CHUNK else CHUNK)
+        # doubling (each byte is scanned a few times), up to just beyond the limit
+        chunk = fh.read(max(1 << 16, min(len(buf), cap + 1 - len(buf))))
         if not chunk:
             raise EventSyntaxError("field 'traceEvents' missing: not a profiler trace", -1)
         buf += chunk
-        b = np.frombuffer(buf, np.uint8)
-        q = _valid_quotes(b)
-        s = np.flatnonzero((b == 123) | (b == 125) | (b == 91) | (b == 93))
-        s = s[(np.searchsorted(q, s) % 2) == 0]
-        delta = np.where((b[s] == 123) | (b[s] == 91), 1, -1)
-        depth_before = np.cumsum(delta) - delta
-        for pos in s[(depth_before == 1) & (b[s] == 91)].tolist():
+        q, s, ch, depth = _structure(buf)
+        found = -1
+        for i in np.flatnonzero((depth == 2) & (ch == 91)).tolist():
+            pos = int(s[i])
             k = int(np.searchsorted(q, pos)) - 1
             if k >= 1 and buf[q[k - 1] + 1: q[k]] == b"traceEvents" \
                     and buf[q[k] + 1: pos].strip() == b":":
-                return buf[pos + 1:]
-        if len(buf) > MAX_HEADER:
-            raise EventSyntaxError(f"field 'traceEvents' missing: no events array in the "
-                                   f"first {MAX_HEADER:,} bytes", -1)
+                found = i
+                break
+        end = int(s[found]) if found >= 0 else len(buf)
+        over = np.flatnonzero((depth > nest) & (s < end))
+        if over.size:
+            key = _key_before(buf, q, s, depth, int(s[over[0]]))
+            raise EventSyntaxError(f"field '{key}' (before the traceEvents array): "
+                                   f"{nesting_message()}", -1)
+        if found >= 0:
+            k = int(np.searchsorted(q, end)) - 1
+            head = buf[: q[k - 1]].rstrip()
+            if len(head) > cap:
+                raise _too_long("the keys before the traceEvents array are", -1)
+            head = head[:-1] if head.endswith(b",") else head
+            return head + b"}", buf[end + 1:]
+        if len(buf) > cap:
+            raise _too_long("the keys before the traceEvents array are", -1)
+        del q, s, ch, depth, over
 
 
-def _scan(buf: bytes, n0: int) -> tuple[Batch | None, int, bool]:
-    """Parse the complete events at the start of ``buf``; returns the batch, the bytes
-    consumed and whether the array ended."""
+def split_trailer(tail: bytes) -> tuple[bytes, int]:
+    """The top-level keys after the events array (``tail``: the bytes after its ``]``) as a
+    JSON object (``{...}``), and the number of bytes after the end of the document (0 in a
+    well-formed file)."""
+    q, s, ch, depth = _structure(tail)
+    close = np.flatnonzero(depth < 0)
+    if not close.size:
+        raise EventSyntaxError("not a complete JSON file: it ends after the traceEvents "
+                               "array (truncated?)", -1)
+    end = int(s[close[0]])
+    if (depth[: close[0]] + 1 > limit("nesting")).any():
+        pos = int(s[np.flatnonzero(depth + 1 > limit("nesting"))[0]])
+        key = _key_before(b"{" + tail, q + 1, s + 1, depth + 1, pos + 1)
+        raise EventSyntaxError(f"field '{key}' (after the traceEvents array): "
+                               f"{nesting_message()}", -1)
+    body = tail[:end].strip()
+    if body and not body.startswith(b","):
+        raise EventSyntaxError("not valid JSON after the traceEvents array (a ',' or the "
+                               "end of the object expected)", -1)
+    return b"{" + body[1:] + b"}", len(tail[end + 1:].strip())
+
+
+class _Keys(dict[str, Any]):
+    """An object of :func:`loads_strict`: its keys given twice."""
+
+    twice: list[str]
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> _Keys:
+    out = _Keys(pairs)
+    out.twice = []
+    if len(out) < len(pairs):
+        seen: set[str] = set()
+        for k, _ in pairs:
+            if k in seen:
+                out.twice.append(k)
+            seen.add(k)
+    return out
+
+
+def _first_twice(value: Any, path: str = "") -> str | None:
+    """The path (``args.Seq``) of the first key given twice in a value of
+    :func:`loads_strict`."""
+    if isinstance(value, _Keys):
+        if value.twice:
+            return f"{path}.{value.twice[0]}" if path else value.twice[0]
+        children: Any = ((f"{path}.{k}" if path else k, v) for k, v in value.items())
+    elif isinstance(value, list):
+        children = ((f"{path}[{i}]", v) for i, v in enumerate(value))
+    else:
+        return None
+    for sub, v in children:
+        found = _first_twice(v, sub)
+        if found is not None:
+            return found
+    return None
+
+
+def _int_strict(text: str) -> int:
+    cap = limit("int_digits")
+    if len(text.lstrip("-")) > cap:
+        raise ValueError(f"an integer with {len(text.lstrip('-')):,} digits (limit {cap}; "
+                         f"set {LIMITS['int_digits'].env} to raise it)")
+    return int(text)
+
+
+def _float_strict(text: str) -> float:
+    value = float(text)
+    if not np.isfinite(value):
+        raise ValueError(f"number {text[:30]} overflows a 64-bit float")
+    return value
+
+
+def _constant(text: str) -> Any:
+    raise ValueError(f"{text} is not a JSON number")
+
+
+def loads_strict(text: bytes) -> Any:
+    """Parse a (bounded, depth-checked) JSON text: a key given twice, a non-finite number
+    and an integer longer than ``int_digits`` digits raise :class:`EventSyntaxError` (index
+    -1) naming the field. Objects come back as dicts."""
+    try:
+        decoded = text.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise EventSyntaxError(f"bytes that are not UTF-8 (byte {exc.start:,}: {exc.reason})",
+                               -1) from None
+    try:
+        value = json.loads(decoded, object_pairs_hook=_pairs, parse_int=_int_strict,
+                           parse_float=_float_strict, parse_constant=_constant)
+    except RecursionError:  # pragma: no cover - the depth is checked before
+        raise EventSyntaxError(nesting_message(), -1) from None
+    except ValueError as exc:
+        msg = (f"{exc.msg} at character {exc.pos:,}" if isinstance(exc, json.JSONDecodeError)
+               else str(exc))
+        raise EventSyntaxError(f"not valid JSON ({msg})", -1) from None
+    twice = _first_twice(value)
+    if twice is not None:
+        raise EventSyntaxError(f"field '{twice}' given twice", -1)
+    return value
+
+
+def _scan(buf: bytes, n0: int, only: frozenset[bytes] | None = None
+          ) -> tuple[Iterator[Batch] | None, int, bool]:
+    """Locate the complete events at the start of ``buf``; returns their batches (parsed
+    lazily, about :data:`PARSE_BYTES` of events at a time, so that the parsed objects of a
+    chunk are not all alive at once), the bytes consumed and whether the array ended. With
+    ``only``, the events of those categories are parsed and all others skipped (not
+    counted by category)."""
     b = np.frombuffer(buf, np.uint8)
-    q = _valid_quotes(b)
-    s = np.flatnonzero((b == 123) | (b == 125) | (b == 91) | (b == 93) | (b == 44))
-    s = s[(np.searchsorted(q, s) % 2) == 0]  # outside strings
-    ch = b[s]
-    delta = np.where((ch == 123) | (ch == 91), 1, np.where(ch == 44, 0, -1))
-    depth = np.cumsum(delta)  # after each char, relative to inside the array
+    q, s, ch, depth = _structure(buf)  # depth after each char, relative to inside the array
     end_arr = np.flatnonzero(depth < 0)
+    _check_depth(depth[: end_arr[0]] if end_arr.size else depth, ch, n0)
     stop = int(s[end_arr[0]]) if end_arr.size else len(buf)
     inside = s < stop
-    ends = s[inside & (depth == 0) & (delta == -1)]
+    ends = s[inside & (depth == 0) & ((ch == 125) | (ch == 93))]
     last = int(ends[-1]) + 1 if ends.size else 0
     if end_arr.size:
         last = stop
@@ -133,21 +334,22 @@ def _scan(buf: bytes, n0: int) -> tuple[Batch | None, int, bool]:
     commas = s[region & (depth == 0) & (ch == 44)]
     if not last:
         return None, 0, bool(end_arr.size)
-    # the array's values must be objects separated by single commas
-    plain = (starts.size == ends.size and (starts.size == 0 or
-             (commas.size in (starts.size - 1, starts.size)
-              and not buf[:starts[0] if starts.size else last].strip(b" \t\r\n,")
-              and not buf[ends[-1] + 1 if ends.size else 0:last].strip(b" \t\r\n,"))))
-    if not plain:  # scalars or nested arrays as events: parse everything, let the reader
-        body = buf[:last].strip().lstrip(b",")  # name the offending element
+    plain = starts.size == ends.size and _separated(buf, b, starts, ends, commas, last,
+                                                    n0 == 0)
+    if not plain:  # scalars or nested arrays as events, or bad separators
+        _not_objects(buf, commas, last, n0)
+        body = buf[:last].strip().lstrip(b",")
         try:
             events = orjson.loads(b"[" + body + b"]") if body else []
         except orjson.JSONDecodeError as exc:
             raise EventSyntaxError(f"not valid JSON ({exc})", n0) from None
-        return Batch(events, np.arange(n0, n0 + len(events)), Counter(), len(events)), last, \
-            bool(end_arr.size)
+        return iter([Batch(events, np.arange(n0, n0 + len(events)), Counter(),
+                           len(events))]), last, bool(end_arr.size)
     n = starts.size
-    keep = np.ones(n, bool)
+    size = ends - starts + 1
+    if n and int(size.max()) > limit("kineto_event_bytes"):
+        raise _too_long("an event is", n0 + int(np.argmax(size > limit("kineto_event_bytes"))))
+    keep = np.ones(n, bool) if only is None else np.zeros(n, bool)
     skipped: Counter[str] = Counter()
     cat = _find_all(b[:last], _CAT)
     if cat.size and n:
@@ -165,21 +367,53 @@ def _scan(buf: bytes, n0: int) -> tuple[Batch | None, int, bool]:
         idx = np.minimum(v0[:, None] + np.arange(_WIDTH), len(buf) - 1)
         vals = np.where(np.arange(_WIDTH) < width[:, None], b[idx], 0).astype(np.uint8)
         names, inv = np.unique(vals.view(f"S{_WIDTH}").ravel(), return_inverse=True)
+        if only is not None:
+            keep[owner[np.array([nm in only for nm in names.tolist()], bool)[inv]]] = True
         skip_name = np.array([nm in SKIP_CATEGORIES for nm in names.tolist()], bool)
         skip = skip_name[inv]
-        if skip.any():
-            rpc = np.zeros(n, bool)
-            hits = _find_all(b[:last], _RPC)
-            if hits.size:
-                rpc[np.searchsorted(starts, hits, "right") - 1] = True
-            is_cpu = np.array([nm == b"cpu_op" for nm in names.tolist()], bool)[inv]
-            skip &= ~(is_cpu & rpc[owner])
+        if only is None and skip.any():
+            for category, patterns in PARSE_IF.items():
+                of_cat = np.array([nm == category for nm in names.tolist()], bool)[inv]
+                if not (skip & of_cat).any():
+                    continue
+                hit = np.zeros(n, bool)
+                for pattern in patterns:
+                    at = np.searchsorted(starts, _find_all(b[:last], pattern), "right") - 1
+                    hit[at[at >= 0]] = True
+                skip &= ~(of_cat & hit[owner])
             keep[owner[skip]] = False
             for code, count in zip(*np.unique(inv[skip], return_counts=True), strict=True):
                 skipped[names[code].decode("utf-8", "replace")] += int(count)
     kept = np.flatnonzero(keep)
-    body = b",".join([buf[a: e + 1] for a, e in zip(starts[kept].tolist(),
-                                                     ends[kept].tolist(), strict=True)])
+    # the second pass needs no arguments: an event's "args" object is left out
+    args = None if only is None else _args_objects(buf, b, q, s, ch, depth, last, starts, n)
+    del s, ch, depth
+    size = np.cumsum(ends[kept] - starts[kept] + 1)
+    cuts = np.flatnonzero(np.diff(size // PARSE_BYTES)) + 1
+    groups = np.split(kept, cuts) if kept.size else [kept]
+    keys = _key_ends(buf, b, q) if kept.size else (q, np.zeros(1, np.int64))
+    batches = (Batch(_parse(buf, keys, starts, ends, g, args, n0), n0 + g,
+                     skipped if j == 0 else Counter(), n if j == 0 else 0)
+               for j, g in enumerate(groups))
+    return batches, last, bool(end_arr.size)
+
+
+def _parse(buf: bytes, keys: tuple[np.ndarray, np.ndarray], starts: np.ndarray,
+           ends: np.ndarray, kept: np.ndarray, args: tuple[np.ndarray, np.ndarray] | None,
+           n0: int) -> list[Any]:
+    """The events ``kept`` (indices into ``starts``/``ends``) parsed, with ``args``
+    (:func:`_args_objects`) their ``args`` objects left out; a key given twice refused."""
+    if not kept.size:
+        return []
+    if args is None:
+        body = b",".join([buf[a: e + 1] for a, e in zip(starts[kept].tolist(),
+                                                         ends[kept].tolist(), strict=True)])
+    else:
+        lo, hi = args
+        body = b",".join([buf[a: c] + b'"args":{}' + buf[d + 1: e + 1] if c >= 0 else
+                          buf[a: e + 1] for a, e, c, d in
+                          zip(starts[kept].tolist(), ends[kept].tolist(),
+                              lo[kept].tolist(), hi[kept].tolist(), strict=True)])
     try:
         events = orjson.loads(b"[" + body + b"]")
     except orjson.JSONDecodeError:
@@ -189,25 +423,169 @@ def _scan(buf: bytes, n0: int) -> tuple[Batch | None, int, bool]:
             except orjson.JSONDecodeError as exc:
                 raise EventSyntaxError(f"not valid JSON ({exc})", n0 + i) from None
         raise
-    return Batch(events, n0 + kept, skipped, n), last, bool(end_arr.size)
+    del body
+    _check_keys(buf, keys, starts, ends, kept, events, n0, args)
+    return events
 
 
-def iter_event_batches(fh: Readable, trailer: list[bytes] | None = None) -> Iterator[Batch]:
+def _separated(buf: bytes, b: np.ndarray, starts: np.ndarray, ends: np.ndarray,
+               commas: np.ndarray, last: int, first: bool) -> bool:
+    """The objects [starts, ends] are the array's values before ``last``, separated by
+    single commas, with nothing else but whitespace between them (the buffer starts after
+    the array's ``[`` when ``first``, else after a value). Vectorised."""
+    lo = np.r_[0, ends + 1].astype(np.int64)
+    hi = np.r_[starts, last].astype(np.int64)
+    per_gap = np.searchsorted(commas, hi) - np.searchsorted(commas, lo)
+    want = np.ones(per_gap.size, np.int64)
+    want[0] = 0 if first else 1
+    want[-1] = 0
+    if starts.size == 0:
+        want[0] = 0
+    if not np.array_equal(per_gap, want):
+        return False
+    size = hi - lo
+    if int(size.sum()) == int(per_gap.sum()):  # compact: the gaps are the commas
+        return True
+    at = np.repeat(lo - np.cumsum(size) + size, size) + np.arange(int(size.sum()))
+    gap = b[at]
+    return bool((_WS[gap] | (gap == 44)).all())
+
+
+def _not_objects(buf: bytes, commas: np.ndarray, last: int, n0: int) -> None:
+    """Refuse the first value of the array (before ``last``) that is not an object, without
+    parsing the others (it would be refused by the reader anyway)."""
+    b = np.frombuffer(buf, np.uint8)
+    pos = _past_space(buf, b, np.r_[0, commas + 1].astype(np.int64), last)
+    head = b[np.minimum(pos, b.size - 1)]
+    bad = np.flatnonzero((pos < last) & _SCALAR_OR_ARRAY[head])
+    if bad.size:
+        kind = _JSON_KINDS[bytes([int(head[bad[0]])])]
+        raise EventSyntaxError(f"each event must be a JSON object, got {kind}",
+                               n0 + int(bad[0]))
+
+
+def _past_space(buf: bytes, b: np.ndarray, pos: np.ndarray, end: int) -> np.ndarray:
+    """Each position moved past the whitespace there (not beyond ``end``). Vectorised."""
+    pos = np.minimum(pos, end)
+    for _ in range(32):
+        more = (pos < end) & _WS[b[np.minimum(pos, b.size - 1)]]
+        if not more.any():
+            return pos
+        pos[more] += 1
+    for j in np.flatnonzero((pos < end) & _WS[b[np.minimum(pos, b.size - 1)]]).tolist():
+        m = _WS_RUN.match(buf, int(pos[j]), end)  # runs longer than 32 bytes (rare)
+        pos[j] = m.end() if m else pos[j]
+    return pos
+
+
+def _check_depth(depth: np.ndarray, ch: np.ndarray, n0: int) -> None:
+    """Refuse an event nested deeper than the ``nesting`` limit (the file's top object and
+    the events array are the first two levels)."""
+    cap = limit("nesting") - 2
+    if not depth.size or int(depth.max()) <= cap:
+        return
+    j = int(np.argmax(depth > cap))
+    starts = (depth[:j] == 1) & ((ch[:j] == 123) | (ch[:j] == 91))
+    raise EventSyntaxError(nesting_message(), n0 + max(int(np.count_nonzero(starts)) - 1, 0))
+
+
+def _key_ends(buf: bytes, b: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The quotes that end a string (``q`` starts outside a string) and the running count
+    (from 0, one longer) of those that end a key: followed by ``:``, perhaps after
+    whitespace. Vectorised."""
+    close = q[1::2]
+    nxt = b[np.minimum(close + 1, b.size - 1)]
+    is_key = nxt == 58
+    ws = np.flatnonzero(_WS[nxt])
+    if ws.size:  # whitespace after a string (indented files): look past it
+        pos = _past_space(buf, b, close[ws].astype(np.int64) + 2, b.size - 1)
+        is_key[ws] = b[pos] == 58
+    return close, np.concatenate([[0], np.cumsum(is_key)])
+
+
+def _check_keys(buf: bytes, keys: tuple[np.ndarray, np.ndarray], starts: np.ndarray,
+                ends: np.ndarray, kept: np.ndarray, events: list[Any], n0: int,
+                args: tuple[np.ndarray, np.ndarray] | None) -> None:
+    """Refuse a key given twice in a parsed event (``orjson`` keeps the last value).
+
+    Vectorised: the keys of each event in the bytes (``keys``: :func:`_key_ends`) are
+    counted and compared with the keys of the parsed event and of its ``args``; an event
+    whose bytes hold more keys than that (a key given twice, or objects deeper than
+    ``args``) is parsed again by a parser that sees every key. With ``args`` (the second
+    pass: the ``args`` objects were left out of the parsed text, :func:`_args_objects`),
+    the keys inside them are not counted."""
+    close, cum = keys
+    a, e = starts[kept], ends[kept]
+    in_bytes = cum[np.searchsorted(close, e)] - cum[np.searchsorted(close, a)]
+    if args is not None:
+        lo, hi = args[0][kept], args[1][kept]
+        inner = cum[np.searchsorted(close, hi)] - cum[np.searchsorted(close, lo + len(_ARGS))]
+        in_bytes = in_bytes - np.where(lo >= 0, inner, 0)
+    parsed = np.array([len(ev) + (len(x) if type(x := ev.get("args")) is dict else 0)
+                       for ev in events], np.int64)  # objects: the values were located
+    for i in np.flatnonzero(in_bytes != parsed).tolist():
+        try:
+            loads_strict(buf[a[i]: e[i] + 1])
+        except EventSyntaxError as exc:
+            if "given twice" in str(exc):
+                raise EventSyntaxError(str(exc), n0 + int(kept[i])) from None
+
+
+def _args_objects(buf: bytes, b: np.ndarray, q: np.ndarray, s: np.ndarray, ch: np.ndarray,
+                  depth: np.ndarray, last: int, starts: np.ndarray, n: int
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Per event: the byte range [lo, hi] from its top-level ``"args"`` key to the end of
+    its object value (-1 where it has none). Vectorised."""
+    lo = np.full(n, -1)
+    hi = np.full(n, -1)
+    key = _find_all(b[:last], _ARGS)
+    if not key.size or not n:
+        return lo, hi
+    k = np.searchsorted(q, key)
+    ok = k + 1 < q.size
+    k, key = k[ok], key[ok]
+    ok = (q[k] == key) & (k % 2 == 0) & (q[k + 1] == key + len(_ARGS) - 1)
+    key = key[ok]
+    i = np.searchsorted(s, key + len(_ARGS))  # the first structural byte after the key
+    ok = i < s.size
+    key, i = key[ok], i[ok]
+    ok = (ch[i] == 123) & (depth[i] == 2)  # an object, the value of an event's own key
+    key, i = key[ok], i[ok]
+    top = np.flatnonzero(depth == 1)  # its end: the first byte back at the event's level
+    j = np.searchsorted(top, i, "right")
+    ok = j < top.size
+    key, j = key[ok], top[j[ok]]
+    owner = np.searchsorted(starts, key, "right") - 1
+    lo[owner], hi[owner] = key, s[j]
+    return lo, hi
+
+
+def iter_event_batches(fh: Readable, trailer: list[bytes] | None = None,
+                       only: frozenset[bytes] | None = None,
+                       start: bytes | None = None) -> Iterator[Batch]:
     """Yield the used events of the ``traceEvents`` array, in batches, in file order. With
     ``trailer`` (a list), the bytes after the array (the top-level keys that follow it, up
-    to ``MAX_HEADER``) are appended to it once the array has ended."""
-    buf = _find_array_start(fh)
+    to ``kineto_event_bytes``) are appended to it once the array has ended. With ``only`` (a
+    set of categories), only the events of those categories are parsed (a second pass for
+    what the first one skipped). ``start``: the bytes after the array's ``[`` when the
+    header was read already (:func:`read_header`)."""
+    buf = start if start is not None else read_header(fh)[1]
+    cap = limit("kineto_event_bytes")
     n = 0
     while True:
-        batch, used, ended = _scan(buf, n)
-        if batch is not None:
+        batches, used, ended = _scan(buf, n, only)
+        for batch in batches or ():
+            count = batch.count
             yield batch
-            n += batch.count
+            del batch  # not alive while the next one is parsed
+            n += count
         if ended:
             if trailer is not None:
-                trailer.append(_rest(buf[used + 1:], fh))
+                trailer.append(_rest(buf[used + 1:], fh, cap))
             return
         buf = buf[used:]
+        if len(buf) > cap:
+            raise _too_long("an event is", n)
         chunk = fh.read(CHUNK)
         if not chunk:
             raise EventSyntaxError("the file ends inside the traceEvents array "
@@ -215,14 +593,14 @@ def iter_event_batches(fh: Readable, trailer: list[bytes] | None = None) -> Iter
         buf += chunk
 
 
-def _rest(tail: bytes, fh: Readable) -> bytes:
+def _rest(tail: bytes, fh: Readable, cap: int) -> bytes:
     """``tail`` and the rest of ``fh``: the part of the file after the events array."""
     parts = [tail]
     size = len(tail)
-    while size <= MAX_HEADER:
-        chunk = fh.read(CHUNK)
+    while size <= cap:
+        chunk = fh.read(min(CHUNK, cap + 1 - size))
         if not chunk:
             return b"".join(parts)
         parts.append(chunk)
         size += len(chunk)
-    raise EventSyntaxError(f"more than {MAX_HEADER:,} bytes after the traceEvents array", -1)
+    raise _too_long("the keys after the traceEvents array are", -1)

@@ -45,14 +45,19 @@ def megatron_position(rank: int, meta: JobMeta) -> Position:
     return Position(rank, dp, stage, inner, "megatron order")
 
 
-def _own_group(pg_config: list[Any], rx: re.Pattern[str], rank: int) -> tuple[int, ...] | None:
+def _own_group(pg_config: list[Any], rx: re.Pattern[str], rank: int, source: str
+               ) -> tuple[int, ...] | None:
     for g in pg_config:
         if not isinstance(g, dict):
             continue
         desc = str(g.get("pg_desc", ""))
         ranks = g.get("ranks")
         if rx.search(desc) and isinstance(ranks, list) and rank in ranks:
-            return tuple(int(r) for r in ranks if isinstance(r, int))
+            bad = [r for r in ranks if isinstance(r, bool) or not isinstance(r, int)]
+            if bad:  # not dropped: the rank's index in the group is its position
+                raise InputError(f"{source}: distributedInfo.pg_config {desc[:60]}: field "
+                                 f"'ranks' holds {bad[0]!r:.40}, not a rank")
+            return tuple(ranks)
     return None
 
 
@@ -62,9 +67,9 @@ def position(rank: int, pg_config: list[Any], meta: JobMeta, source: str) -> Pos
         raise InputError(f"{source}: distributedInfo field 'rank' {rank} is outside the "
                          f"metadata's world_size {meta.world_size}")
     base = megatron_position(rank, meta)
-    dp_g = _own_group(pg_config, _DP_RE, rank)
-    pp_g = _own_group(pg_config, _PP_RE, rank)
-    tp_g = _own_group(pg_config, _TP_RE, rank)
+    dp_g = _own_group(pg_config, _DP_RE, rank, source)
+    pp_g = _own_group(pg_config, _PP_RE, rank, source)
+    tp_g = _own_group(pg_config, _TP_RE, rank, source)
     if dp_g is None and pp_g is None and tp_g is None:
         return base
     for name, g, size in (("DATA_PARALLEL_GROUP", dp_g, meta.dp_size),

@@ -29,7 +29,7 @@ DEFAULT_PATTERNS: dict[str, tuple[str, ...]] = {
      if t not in (schema.FORWARD_COMPUTE, schema.BACKWARD_COMPUTE, schema.OPTIMIZER)}
 
 #: The microbatch id inside an annotation name.
-MB_RE = re.compile(r"\b(?:mb|mb_id|microbatch)[=# :_]?(\d{1,9})\b")
+MB_RE = re.compile(r"\b(?:mb|mb_id|microbatch)[=# :_]?(\d+)\b")
 #: The step of a ``ProfilerStep#N`` range.
 STEP_RE = re.compile(r"^ProfilerStep#(\d{1,18})$")
 #: Communication annotations of the process-group backends (``nccl:all_reduce``).

@@ -12,7 +12,11 @@ Rules (the mapping table of docs/guides/kineto.md):
   ``nccl:*`` range inside it, else its kernel, gives the collective name when it lacks one),
   each backend range (``nccl:*``, ``gloo:*``) outside one, and each NCCL kernel launched
   outside both; its time is the span of its kernels (else the CPU range); its type is decided
-  job-wide (:mod:`stragglers.kineto.assemble`) from the collective, the group and the peer. A
+  job-wide (:mod:`stragglers.kineto.assemble`) from the collective, the group and the peer.
+  A call without NCCL kernels whose data lives on the GPU (gloo with CUDA tensors: it has
+  device<->host copies, :func:`_copies_of_calls`) is timed on the GPU clock from its data:
+  from the end of its copies to the host (or its CPU start, if later) to the end of its
+  copies back (or its CPU end, without any). A
   ``record_param_comms`` named ``wait``, or naming no collective and launching no kernel, is
   a wait, not communication: counted, not an op;
 * an all-to-all launched inside a forward/backward annotation (extension E2) is an op of its
@@ -20,6 +24,13 @@ Rules (the mapping table of docs/guides/kineto.md):
   from kernels is their span less the time the kernels of those all-to-alls run (the model
   places the all-to-all between compute ops: no GPU instant is charged to both), and a piece
   after an all-to-all starts no earlier than that all-to-all ends (:func:`_compute_time`);
+* in a trace without GPU kernels (a CPU-only job), a compute-like annotation is timed by its
+  CPU range less the time its thread spends in communication (:func:`_thread_comm_cover`):
+  its collective calls and waits (``c10d::*``, ``record_param_comms``, ``gloo:*`` /
+  ``nccl:*`` ranges on that thread), and its idle stretch during a communication call of
+  the rank (e.g. DDP's wait for the gradient all-reduce at the end of backward, which no
+  CPU op records under gloo). The model places that time in the
+  collective, whose transfer time it takes from the latest member's start;
 * without forward/backward annotations, compute is segmented: the rank's compute kernels of a
   step, in GPU order, are cut wherever the launching thread changes between the autograd
   thread (backward) and any other (forward), and at each point-to-point kernel; each piece is
@@ -33,13 +44,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from stragglers.kineto.reader import COMM_CODE, Group, RankEvents
+from stragglers.kineto.reader import COMM_CODE, COMPUTE_LIKE, DTOH, HTOD, Group, RankEvents
 from stragglers.trace import schema
 
-_COMPUTE_LIKE = frozenset({schema.FORWARD_COMPUTE, schema.BACKWARD_COMPUTE, schema.OPTIMIZER,
-                           schema.GC})
 COMM_OPTYPE_CODES = np.array([schema.OPTYPE_CODE[t] for t in schema.OPTYPES
-                              if t not in _COMPUTE_LIKE], dtype=np.int8)
+                              if t not in COMPUTE_LIKE], dtype=np.int8)
 _P2P_KINDS = np.array([COMM_CODE["send"], COMM_CODE["recv"], COMM_CODE["sendrecv"]])
 UNRESOLVED = -1
 
@@ -75,6 +84,11 @@ class RankOps:
     msg: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     #: the file's ``baseTimeNanoseconds`` (its times are microseconds after it), or None
     base_ns: int | None = None
+    #: microseconds of CPU-timed compute annotations spent in communication (not compute)
+    comm_in_compute_us: float = 0.0
+    #: communication calls without NCCL kernels timed on the GPU by their device<->host
+    #: copies (gloo with CUDA tensors)
+    copy_timed: int = 0
 
     @classmethod
     def skipped_rank(cls, ev: RankEvents) -> RankOps:
@@ -173,6 +187,139 @@ def _compute_time(owner: np.ndarray, kstart: np.ndarray, kend: np.ndarray, n: in
     return first, length, has
 
 
+def _range_argmax(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """For each range [lo, hi] of positions (lo <= hi), the position of its largest value
+    (a sparse table: vectorised, O(n log n))."""
+    levels = [np.arange(values.size)]
+    width = 1
+    while 2 * width <= values.size:
+        prev = levels[-1]
+        a, b = prev[:-width], prev[width:]
+        levels.append(np.where(values[b] > values[a], b, a))
+        width *= 2
+    k = np.floor(np.log2(np.maximum(hi - lo + 1, 1))).astype(np.int64)
+    out = np.empty(lo.size, np.int64)
+    for level in np.unique(k).tolist():  # one pass per power of two: a handful
+        sel = k == level
+        table = levels[level]
+        a, b = table[lo[sel]], table[hi[sel] - (1 << level) + 1]
+        out[sel] = np.where(values[b] > values[a], b, a)
+    return out
+
+
+def _thread_comm_cover(ev: RankEvents, tid: int) -> tuple[np.ndarray, np.ndarray]:
+    """The time thread ``tid`` spends in communication, as disjoint sorted intervals: its
+    collective calls and waits (CPU ops ``c10d::*``, ``record_param_comms``, ``nccl:*`` /
+    ``gloo:*`` ranges on it), and for each communication call of the rank (on any thread),
+    the thread's idle stretch (no CPU op of it running) that overlaps the call most, from
+    its start to the call's end at the latest: a thread that waits for a collective does
+    nothing else until it completes (DDP's wait for its gradient all-reduce under gloo is
+    recorded by no CPU op). A thread that runs its ops while a collective is in flight
+    loses at most the short gap between two of them. Vectorised over the thread's events."""
+    on = ev.cpu_tid == tid
+    c_on = ev.cc_tid == tid
+    comm_s = np.r_[ev.cpu_ts[on & ev.cpu_comm], ev.cc_ts[c_on]]
+    comm_e = np.r_[ev.cpu_end[on & ev.cpu_comm], ev.cc_end[c_on]]
+    busy_s, busy_e = _union(np.r_[ev.cpu_ts[on], comm_s], np.r_[ev.cpu_end[on], comm_e])
+    # the idle stretches: before the first op, between two, after the last
+    g_s, g_e = np.r_[-np.inf, busy_e], np.r_[busy_s, np.inf]
+    e_s = np.concatenate([ev.cc_ts, ev.cpu_ts[ev.cpu_comm]])
+    e_e = np.concatenate([ev.cc_end, ev.cpu_end[ev.cpu_comm]])
+    first = np.searchsorted(g_e, e_s, "right")  # the first stretch ending after the start
+    last = np.searchsorted(g_s, e_e, "left") - 1  # the last one starting before the end
+    ok = last >= first
+    first, last, e_s, e_e = first[ok], last[ok], e_s[ok], e_e[ok]
+
+    def overlap(g: np.ndarray) -> np.ndarray:
+        return np.minimum(g_e[g], e_e) - np.maximum(g_s[g], e_s)
+
+    best = first.copy()
+    cand = [last]
+    inner = last - first >= 2  # whole stretches between the two partial ones
+    if inner.any():
+        mid = first.copy()
+        mid[inner] = _range_argmax(g_e - g_s, first[inner] + 1, last[inner] - 1)
+        cand.append(mid)
+    for c in cand:
+        best = np.where(overlap(c) > overlap(best), c, best)
+    # (no op of the thread before the call: idle from the call's start)
+    start = np.where(np.isfinite(g_s[best]), g_s[best], e_s)
+    return _union(np.r_[comm_s, start], np.r_[comm_e, np.minimum(g_e[best], e_e)])
+
+
+def _call_of(c_ts: np.ndarray, c_end: np.ndarray, c_tid: np.ndarray, launch: np.ndarray,
+             tid: np.ndarray) -> np.ndarray:
+    """For each launch (time ``launch`` on thread ``tid``): the call it was made inside (the
+    latest call of that thread started before it, when it has not ended), or -1."""
+    owner = np.full(launch.size, -1)
+    for t in np.unique(tid).tolist() if launch.size else []:  # one pass per thread: a handful
+        cs = np.flatnonzero(c_tid == t)
+        if not cs.size:
+            continue
+        cs = cs[np.argsort(c_ts[cs])]
+        sel = np.flatnonzero(tid == t)
+        i = np.searchsorted(c_ts[cs], launch[sel], "right") - 1
+        ok = (i >= 0) & (launch[sel] <= c_end[cs[np.clip(i, 0, None)]])
+        owner[sel[ok]] = cs[np.clip(i, 0, None)][ok]
+    return owner
+
+
+def _copies_of_calls(ev: RankEvents, rc: np.ndarray, rts: np.ndarray, rtid: np.ndarray,
+                     c_ts: np.ndarray, c_end: np.ndarray, c_tid: np.ndarray,
+                     counts: Counter[str]) -> np.ndarray:
+    """The communication call of each device<->host copy of the file (-1: none, -2: no
+    launch record) (``rc``, ``rts``, ``rtid``: the runtime launches sorted by correlation
+    id). A copy launched inside a call on the call's thread is that call's (gloo copies a
+    collective's result back to the GPU on its worker thread, inside the ``gloo:*`` range).
+    A device-to-host copy launched elsewhere (gloo's copy of the input to the host is launched
+    by the caller, e.g. DDP's ``c10d::allreduce_`` on the autograd thread, before the worker
+    thread runs the collective) is the call of the next copy launched inside a call on the
+    same stream, in GPU order (gloo takes a fresh stream per collective and copies in and out
+    on it), when it was launched before that call ended. Vectorised over the copies."""
+    n = ev.m_corr.size
+    if not n:
+        return np.zeros(0, np.int64)
+    j = np.clip(np.searchsorted(rc, ev.m_corr), 0, max(rc.size - 1, 0))
+    linked = (rc[j] == ev.m_corr) if rc.size else np.zeros(n, bool)
+    if (~linked).any():
+        counts["gpu_memcpy events without a CUDA launch record (not used)"] += int(
+            (~linked).sum())
+    launch = np.where(linked, rts[j] if rc.size else 0.0, np.nan)
+    tid = np.where(linked, rtid[j] if rc.size else -1, -1)
+    call = np.where(linked, _call_of(c_ts, c_end, c_tid, launch, tid), -2)
+    # device-to-host copies launched outside a call: the call of the next owned copy of
+    # their stream
+    order = np.lexsort((ev.m_ts, ev.m_stream))
+    own = call[order]
+    pos = np.where(own >= 0, np.arange(n), n)
+    nxt = np.minimum.accumulate(pos[::-1])[::-1]  # the next owned copy (n: none)
+    nc = np.clip(nxt, 0, n - 1)
+    nxt_call = own[nc]
+    ok = (nxt < n) & (ev.m_stream[order][nc] == ev.m_stream[order]) & (own == -1) \
+        & (ev.m_dir[order] == DTOH)
+    ok &= launch[order] <= c_end[np.clip(nxt_call, 0, None)]
+    call[order[ok]] = nxt_call[ok]
+    return call
+
+
+def _copy_times(m_call: np.ndarray, m_end: np.ndarray, m_dir: np.ndarray,
+                n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per call (``n``): the latest end of its device-to-host copies (its data is ready on the
+    host: it arrives), of its host-to-device copies (the result is back on the GPU: it
+    ends), NaN where it has none, and whether it has any copy."""
+    has = np.zeros(n, bool)
+    got = m_call >= 0
+    has[m_call[got]] = True
+    ready = np.full(n, -np.inf)
+    back = np.full(n, -np.inf)
+    d, h = got & (m_dir == DTOH), got & (m_dir == HTOD)
+    np.maximum.at(ready, m_call[d], m_end[d])
+    np.maximum.at(back, m_call[h], m_end[h])
+    ready[~np.isfinite(ready)] = np.nan
+    back[~np.isfinite(back)] = np.nan
+    return ready, back, has
+
+
 def _inside(lo_t: np.ndarray, hi_t: np.ndarray, t: np.ndarray) -> np.ndarray:
     """Mask of times ``t`` inside any of the intervals [lo, hi]."""
     if not lo_t.size or not t.size:
@@ -241,7 +388,13 @@ def _pieces(ann: np.ndarray, a_ts: np.ndarray, a_end: np.ndarray, cuts: np.ndarr
 def rank_ops(ev: RankEvents) -> RankOps:
     counts: Counter[str] = Counter()
     for cat, n in ev.ignored.items():
-        counts[f"{cat} events (a category the importer does not use)"] += n
+        if cat == "cpu_op" and ev.cpu_read:
+            counts["cpu_op events (not ops; in CPU-only traces those of the compute ranges' "
+                   "threads time them)"] += n
+        elif cat == "gpu_memcpy":
+            counts["gpu_memcpy events other than device<->host copies"] += n
+        else:
+            counts[f"{cat} events (a category the importer does not use)"] += n
     n_names = sum(ev.names_unmatched.values())
     if n_names:
         counts["annotations matching no pattern"] += n_names
@@ -278,7 +431,7 @@ def rank_ops(ev: RankEvents) -> RankOps:
     if (~keep).sum():
         counts["annotations nested in one of the same type (counted once)"] += int(
             (~keep).sum())
-    a_type, a_mb = ev.ann_type[keep], ev.ann_mb[keep]
+    a_type, a_mb, a_tid = ev.ann_type[keep], ev.ann_mb[keep], ev.ann_tid[keep]
     a_ts, a_end, a_idx = ev.ann_ts[keep], ev.ann_end[keep], ev.ann_idx[keep]
     a_comm = np.isin(a_type, COMM_OPTYPE_CODES)
     a_start, a_stop = a_ts.copy(), a_end.copy()
@@ -322,16 +475,7 @@ def rank_ops(ev: RankEvents) -> RankOps:
     mk = m_sel
     mk_absorbed = inside_comm_annotation(k_launch[mk])
     mk = mk[~mk_absorbed]
-    owner = np.full(mk.size, -1)
-    for tid in np.unique(k_tid[mk]) if mk.size else []:
-        cs = np.flatnonzero(c_tid == tid)
-        if not cs.size:
-            continue
-        cs = cs[np.argsort(c_ts[cs])]
-        sel = np.flatnonzero(k_tid[mk] == tid)
-        i = np.searchsorted(c_ts[cs], k_launch[mk][sel], "right") - 1
-        ok = (i >= 0) & (k_launch[mk][sel] <= c_end[cs[np.clip(i, 0, None)]])
-        owner[sel[ok]] = cs[np.clip(i, 0, None)][ok]
+    owner = _call_of(c_ts, c_end, c_tid, k_launch[mk], k_tid[mk])
     got = owner >= 0
     c_kind = cc_kind[cci].astype(np.int8)  # -1: no collective name yet
     c_kernel = np.zeros(cci.size, bool)  # the call launched NCCL kernels
@@ -369,8 +513,23 @@ def rank_ops(ev: RankEvents) -> RankOps:
         counts["record_param_comms calls naming no collective and launching no kernel "
                "(e.g. work waits; not communication)"] += int(c_bare.sum())
     c_kind = np.where(c_kind < 0, COMM_CODE["other"], c_kind).astype(np.int8)
+    # a call without NCCL kernels whose data lives on the GPU (gloo with CUDA tensors): timed
+    # on the GPU by its device<->host copies
+    m_call = _copies_of_calls(ev, rc, rts, rtid, c_ts, c_end, c_tid, counts)
+    by_copies = np.zeros(cci.size, bool)
+    if m_call.size:
+        by_copies = ~c_kernel & ~c_wait & ~c_bare
+        start_m, end_m, has_m = _copy_times(m_call, ev.m_end, ev.m_dir, cci.size)
+        by_copies &= has_m
+        c_stop = np.where(by_copies, np.where(np.isnan(end_m), c_end, end_m), c_stop)
+        c_start = np.where(by_copies, np.minimum(np.fmax(c_ts, start_m), c_stop), c_start)
+        used = (m_call >= 0) & by_copies[np.clip(m_call, 0, None)]
+        n_unused = int(((m_call > -2) & ~used).sum())
+        if n_unused:
+            counts["gpu_memcpy events (device<->host copies not of a communication call "
+                   "without an NCCL kernel: not used)"] += n_unused
     if has_gpu:
-        n_no = int((~c_kernel & ~c_wait & ~c_bare).sum())
+        n_no = int((~c_kernel & ~c_wait & ~c_bare & ~by_copies).sum())
         if n_no:
             counts["communication calls without an NCCL kernel (CPU time used)"] += n_no
     lone = mk[~got]
@@ -410,6 +569,17 @@ def rank_ops(ev: RankEvents) -> RankOps:
         first, length, has = _compute_time(k_own, k_ts[c_sel][k_pos], k_end[c_sel][k_pos],
                                            ms.size, cover)
         a_start[ms[has]], a_stop[ms[has]] = first[has], first[has] + length[has]
+    # without GPU kernels: the CPU range less the time its thread spends in communication
+    comm_in_compute = 0.0
+    if not has_gpu and ev.cpu_read and timed.any():
+        ms = np.flatnonzero(timed)
+        for tid in np.unique(a_tid[ms]).tolist():  # one pass per thread: a handful
+            sel = ms[a_tid[ms] == tid]
+            first, length, _ = _compute_time(np.arange(sel.size), a_ts[sel], a_end[sel],
+                                             sel.size, _thread_comm_cover(ev, tid))
+            less = (a_end[sel] - a_ts[sel]) - length
+            a_start[sel], a_stop[sel] = first, first + length
+            comm_in_compute += float(less.sum())
     pieces = _pieces(np.flatnonzero(split), a_ts, a_end,
                      cuts if split.any() else np.zeros(0),
                      cut_end if split.any() else np.zeros(0),
@@ -475,4 +645,6 @@ def rank_ops(ev: RankEvents) -> RankOps:
         mb=mb[keep_op].astype(np.int64), idx=idx[keep_op].astype(np.int64),
         groups=ev.groups, steps=np.sort(ev.step_n), counts=counts, segmented=segmented,
         a2a_in_compute=in_compute[keep_op], seq=seq[keep_op].astype(np.int64),
-        msg=msg[keep_op].astype(np.int64), base_ns=ev.base_ns)
+        msg=msg[keep_op].astype(np.int64), base_ns=ev.base_ns,
+        comm_in_compute_us=comm_in_compute,
+        copy_timed=int(by_copies[keep_op[n_a:n_a + n_c]].sum()))

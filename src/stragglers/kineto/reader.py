@@ -2,7 +2,8 @@
 
 The file is never loaded whole: it is decompressed and scanned in chunks
 (:mod:`stragglers.kineto.jsonstream`: events of unused categories are counted from the bytes,
-the others parsed by ``orjson``; the header keys before the events by ``ijson``), and only
+the others parsed by ``orjson``; the top-level keys before and after the events, bounded and
+checked on the bytes first, by the standard parser), and only
 what the importer uses is kept, as typed arrays (8 bytes per number). What is kept:
 
 * ``ProfilerStep#N`` ranges (the steps);
@@ -12,21 +13,37 @@ what the importer uses is kept, as typed arrays (8 bytes per number). What is ke
   backend annotations (``nccl:all_reduce``, ``gloo:recv``, ...);
 * GPU kernels (NCCL ones with their collective and group), and the CUDA runtime launches
   (correlation id → CPU time and thread) that tie each kernel to the CPU;
-* thread names (the autograd thread tells backward from forward).
+* device↔host memory copies (``gpu_memcpy`` named ``DtoH`` / ``HtoD``: time, stream,
+  correlation id): a collective without NCCL kernels on CUDA tensors (gloo) copies its data
+  through the host, and is timed by them (:mod:`stragglers.kineto.rankops`); other copies
+  (device to device, ...) are counted;
+* thread names (the autograd thread tells backward from forward);
+* in a file without GPU kernels whose compute annotations overlap a communication call, a
+  second pass reads the CPU ops of the threads that run those annotations (their
+  times, and whether each is a collective call or wait: ``c10d::*``,
+  ``_c10d_functional::*``, ``record_param_comms``): what a CPU-timed compute op spends in
+  communication is not compute (:mod:`stragglers.kineto.rankops`).
 
 Everything else is counted by category (``ignored``) and reported by the importer.
 
-Error contract: a file that is not JSON, not a Chrome trace, truncated (gzip or JSON), not
-UTF-8, or whose kept events have a field of the wrong type ends in an
-:class:`~stragglers.errors.InputError` naming the file, the field and the event index
+Error contract: a file that is not a regular file (a FIFO, a device, a socket: refused
+before any read), not JSON, not a Chrome trace, truncated (gzip or JSON), not UTF-8,
+followed by more data (a second gzip member or document), whose kept events have a field of
+the wrong type, a key given twice, an integer beyond 64 bits, a negative ``dur`` or a
+``ts``/``dur`` beyond the plausibility bounds (``timestamp_seconds``, ``op_seconds``) ends in
+an :class:`~stragglers.errors.InputError` naming the file, the field and the event index
 (``traceEvents[i]``). Sizes are checked while reading (``kineto_bytes`` of uncompressed JSON,
-``kineto_events`` per file), before anything grows beyond them.
+``kineto_events`` per file, ``kineto_event_bytes`` per event and for the keys around the
+events, ``nesting`` on the bytes), before anything grows beyond them. Counters keyed by
+input values (categories, unmatched annotation names) keep a bounded number of keys.
 """
 
 from __future__ import annotations
 
 import gzip
 import math
+import os
+import stat
 import zlib
 from array import array
 from collections import Counter
@@ -34,12 +51,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, NoReturn
 
-import ijson
 import numpy as np
-import orjson
 
 from stragglers.errors import InputError
-from stragglers.kineto.jsonstream import EventSyntaxError, iter_event_batches
+from stragglers.kineto.jsonstream import (
+    EventSyntaxError,
+    iter_event_batches,
+    loads_strict,
+    read_header,
+    split_trailer,
+)
 from stragglers.kineto.patterns import (
     COMM_ANNOTATION_RE,
     MB_RE,
@@ -47,10 +68,12 @@ from stragglers.kineto.patterns import (
     STEP_RE,
     Patterns,
 )
-from stragglers.limits import check_limit, limit
+from stragglers.limits import LIMITS, check_limit, limit
 from stragglers.trace import schema
 
 CHUNK = 1 << 20
+#: The largest micro-batch number of an annotation name (``mb_id`` is a 32-bit integer).
+MB_MAX = 2**31 - 1
 
 #: Communication kinds (codes are the index).
 COMM_KINDS: tuple[str, ...] = (
@@ -58,6 +81,19 @@ COMM_KINDS: tuple[str, ...] = (
     "alltoall", "barrier", "reduce", "gather", "scatter", "other", "wait",
 )
 COMM_CODE = {k: i for i, k in enumerate(COMM_KINDS)}
+#: Directions of the memory copies kept (``gpu_memcpy`` events named ``Memcpy DtoH ...`` /
+#: ``Memcpy HtoD ...``; the others are counted, not kept).
+DTOH, HTOD = 1, 2
+#: Optypes timed as compute (by their compute kernels, else their CPU range less the time
+#: their thread spends in communication).
+COMPUTE_LIKE = frozenset({schema.FORWARD_COMPUTE, schema.BACKWARD_COMPUTE, schema.OPTIMIZER,
+                          schema.GC})
+COMPUTE_LIKE_CODES = np.array(sorted(schema.OPTYPE_CODE[t] for t in COMPUTE_LIKE),
+                              dtype=np.int8)
+#: CPU op names of collective calls and waits (the dispatcher's c10d ops, functional
+#: collectives, the profiler's record of a collective)
+COMM_CPU_OP_PREFIXES = ("c10d::", "_c10d_functional::", "c10d_functional::",
+                        "record_param_comms")
 _KIND_ALIASES = {
     "all_reduce": "allreduce", "allreduce_coalesced": "allreduce",
     "all_reduce_coalesced": "allreduce",
@@ -136,12 +172,26 @@ class RankEvents:
     k_peer: np.ndarray
     k_idx: np.ndarray
     groups: list[Group]
+    # device-to-host (DTOH) and host-to-device (HTOD) memory copies on the GPU
+    m_corr: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    m_ts: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    m_end: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    m_dir: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int8))
+    m_stream: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     ignored: Counter[str] = field(default_factory=Counter)
     names_unmatched: Counter[str] = field(default_factory=Counter)
     skipped: bool = False  # a collapsed (TP/CP) rank: only its header was read
     #: ``baseTimeNanoseconds``: the event times are microseconds after it (None: absent, the
     #: times are the profiler clock's own)
     base_ns: int | None = None
+    #: CPU ops of the threads of the compute annotations, read (``cpu_read``) only in a file
+    #: without GPU kernels whose compute annotations overlap a communication call:
+    #: start, end, thread, and whether the op is a collective call or wait
+    cpu_read: bool = False
+    cpu_ts: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    cpu_end: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    cpu_tid: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    cpu_comm: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
 
 
 class _Cols:
@@ -157,8 +207,35 @@ class _Cols:
         return np.frombuffer(a, dtype=a.typecode).copy() if len(a) else np.zeros(0, a.typecode)
 
 
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISDIR, "a folder"))
+
+
+def file_kind(mode: int) -> str:
+    """What a file that is not a regular file is (``a FIFO``, ``a socket``, ...)."""
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def not_regular(path: Path, mode: int) -> InputError:
+    return InputError(f"{path}: not a regular file ({file_kind(mode)}): a profiler trace is "
+                      "read from a regular file (or a link to one)")
+
+
 def _open(path: Path) -> IO[bytes]:
-    fh = path.open("rb")
+    """The file's bytes, decompressed if gzipped; refused unless it is a regular file (a
+    FIFO, a device or a socket would block or never end: it is opened without blocking and
+    checked before any read)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise not_regular(path, mode)
+        os.set_blocking(fd, True)
+        fh = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
     magic = fh.read(2)
     fh.seek(0)
     if magic == b"\x1f\x8b":
@@ -166,13 +243,34 @@ def _open(path: Path) -> IO[bytes]:
     return fh
 
 
-def _num(ev: dict[str, Any], key: str, where: str) -> float:
+class _Bounds:
+    """Plausibility bounds of the event times, in microseconds (``timestamp_seconds``,
+    ``op_seconds``): beyond them a value is a unit or recording error (and would be lost in
+    float rounding or written out as a time the analysis refuses)."""
+
+    def __init__(self) -> None:
+        self.ts = limit("timestamp_seconds") * 1e6
+        self.dur = limit("op_seconds") * 1e6
+
+    def why(self, key: str, v: Any) -> str:
+        """The reason a ``ts`` or ``dur`` value is refused (it is a number)."""
+        if key == "dur" and v < 0:
+            return f"field 'dur' is negative ({v!r:.30}): a duration cannot be negative"
+        name = "timestamp_seconds" if key == "ts" else "op_seconds"
+        lim = LIMITS[name]
+        return (f"field '{key}' is {v!r:.30} us, beyond {limit(name):,} s ({lim.what}; wrong "
+                f"unit? set {lim.env} to raise the bound)")
+
+
+def _num(ev: dict[str, Any], key: str, where: str, bounds: _Bounds) -> float:
     v = ev.get(key)
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise InputError(f"{where}: field '{key}' must be a number, got {v!r:.60}")
     f = float(v)
     if not math.isfinite(f):
         raise InputError(f"{where}: field '{key}' is not finite ({v!r})")
+    if not ((-bounds.ts <= f <= bounds.ts) if key == "ts" else (0.0 <= f <= bounds.dur)):
+        raise InputError(f"{where}: {bounds.why(key, f)}")
     return f
 
 
@@ -216,6 +314,7 @@ class _Reader:
         self.rt = _Cols({"corr": "q", "ts": "d", "tid": "q"})
         self.k = _Cols({"corr": "q", "ts": "d", "end": "d", "kind": "b", "group": "q",
                         "peer": "q", "idx": "q"})
+        self.m = _Cols({"corr": "q", "ts": "d", "end": "d", "dir": "b", "stream": "q"})
         # bound appends of the hot columns (runtime launches and kernels)
         self.rt_corr, self.rt_ts, self.rt_tid = (self.rt.cols[k].append
                                                  for k in ("corr", "ts", "tid"))
@@ -227,6 +326,8 @@ class _Reader:
         self.unmatched: Counter[str] = Counter()
         self._name_cache: dict[str, tuple[int, int]] = {}
         self.n = 0
+        self.bounds = _Bounds()
+        self.ts_lo, self.ts_hi, self.dur_hi = -self.bounds.ts, self.bounds.ts, self.bounds.dur
 
     def group_id(self, args: dict[str, Any], where: str) -> int:
         ranks = _ranks_list(args.get("Process Group Ranks"), where)
@@ -260,11 +361,14 @@ class _Reader:
             optype = self.patterns.match(name)
             if optype is not None:
                 mb = MB_RE.search(name)
-                out = (schema.OPTYPE_CODE[optype], int(mb.group(1)) if mb else -1)
+                digits = mb.group(1) if mb else ""
+                out = (schema.OPTYPE_CODE[optype],
+                       -1 if not mb else int(digits) if len(digits) <= 10 else MB_MAX + 1)
             else:
                 c = COMM_ANNOTATION_RE.match(name)
                 out = (-3, comm_kind(c.group(1))) if c else (-1, -1)
-        if len(self._name_cache) < 100_000 and not name.startswith("ProfilerStep#"):
+        if len(self._name_cache) < 100_000 and len(name) <= 200 \
+                and not name.startswith("ProfilerStep#"):
             self._name_cache[name] = out
         return out
 
@@ -285,8 +389,8 @@ class _Reader:
                 args = ev.get("args")
                 tid = ev.get("tid")
                 if type(tid) is int and type(args) is dict:
-                    self.threads[tid] = str(args.get("name", ""))
-            self.ignored["metadata" if ph == "M" else f"ph {ph}"] += 1
+                    self.threads[tid] = str(args.get("name", ""))[:_NAME_CHARS]
+            _tally(self.ignored, "metadata" if ph == "M" else f"ph {_short(ph)}")
             return
         cat = ev.get("cat")
         if cat == "cuda_runtime" or cat == "cuda_driver":
@@ -297,22 +401,40 @@ class _Reader:
                 return
             ts = ev.get("ts")
             tid = ev.get("tid")
-            if type(corr) is not int or type(tid) is not int or not _finite(ts):
+            if type(corr) is not int or type(tid) is not int \
+                    or not _in(ts, self.ts_lo, self.ts_hi):
                 self._bad(ev, i, ("args.correlation", corr, int), ("tid", tid, int),
-                          ("ts", ts, float))
+                          ("ts", ts, "ts"))
             self.rt_corr(corr)
             self.rt_ts(ts)
             self.rt_tid(tid)
             return
         name: Any = ev.get("name")
+        if cat == "gpu_memcpy":
+            if type(name) is not str:
+                self._bad(ev, i, ("name", name, str))
+            direction = DTOH if "DtoH" in name else HTOD if "HtoD" in name else 0
+            if not direction:
+                self.ignored[cat] += 1
+                return
+            args = ev.get("args")
+            ts, dur = ev.get("ts"), ev.get("dur")
+            corr = args.get("correlation") if type(args) is dict else None
+            stream = args.get("stream", ev.get("tid")) if type(args) is dict else None
+            if type(corr) is not int or type(stream) is not int \
+                    or not _in(ts, self.ts_lo, self.ts_hi) or not _in(dur, 0.0, self.dur_hi):
+                self._bad(ev, i, ("args", args, dict), ("args.correlation", corr, int),
+                          ("args.stream", stream, int), ("ts", ts, "ts"), ("dur", dur, "dur"))
+            self.m.add(corr=corr, ts=ts, end=ts + dur, dir=direction, stream=stream)
+            return
         if cat == "kernel":
             args = ev.get("args")
             ts, dur = ev.get("ts"), ev.get("dur")
             corr = args.get("correlation", -1) if type(args) is dict else None
-            if type(corr) is not int or not _finite(ts) or not _finite(dur) \
-                    or type(name) is not str:
+            if type(corr) is not int or not _in(ts, self.ts_lo, self.ts_hi) \
+                    or not _in(dur, 0.0, self.dur_hi) or type(name) is not str:
                 self._bad(ev, i, ("args", args, dict), ("args.correlation", corr, int),
-                          ("ts", ts, float), ("dur", dur, float), ("name", name, str))
+                          ("ts", ts, "ts"), ("dur", dur, "dur"), ("name", name, str))
             self.k_corr(corr)
             self.k_ts(ts)
             self.k_end(ts + dur)
@@ -338,11 +460,12 @@ class _Reader:
             args = args if isinstance(args, dict) else {}
             coll = args.get("Collective name")
             kind = comm_kind(coll) if isinstance(coll, str) else -1
-            ts = _num(ev, "ts", where)
+            ts = _num(ev, "ts", where, self.bounds)
             seq = args.get("Seq", args.get("seq"))
             self.cc.add(kind=kind, group=self.group_id(args, where),
                         peer=self.peer(args, kind, where), ts=ts,
-                        end=ts + _num(ev, "dur", where), tid=_int(ev.get("tid"), where, "tid"),
+                        end=ts + _num(ev, "dur", where, self.bounds),
+                        tid=_int(ev.get("tid"), where, "tid"),
                         idx=i, rpc=1, seq=-1 if seq is None else _int(seq, where, "Seq"),
                         msg=_msg_key(args))
             return
@@ -351,11 +474,11 @@ class _Reader:
                 self._bad(ev, i, ("name", name, str))
             code, extra = self.classify_annotation(name)
             if code == -1:
-                self.unmatched[name] += 1
+                _tally(self.unmatched, _short(name), 1_000)
                 return
             where = self.where(i)
-            ts = _num(ev, "ts", where)
-            end = ts + _num(ev, "dur", where)
+            ts = _num(ev, "ts", where, self.bounds)
+            end = ts + _num(ev, "dur", where, self.bounds)
             tid = _int(ev.get("tid"), where, "tid")
             if code == -2:
                 self.steps.add(n=extra, ts=ts, end=end)
@@ -363,21 +486,88 @@ class _Reader:
                 self.cc.add(kind=extra, group=-1, peer=-1, ts=ts, end=end, tid=tid, idx=i, rpc=0,
                             seq=-1, msg=-1)
             else:
+                if extra > MB_MAX:
+                    raise InputError(f"{where}: field 'name': the micro-batch number of "
+                                     f"{name!r:.80} is beyond {MB_MAX:,} (mb_id is a 32-bit "
+                                     "integer)")
                 self.ann.add(type=code, mb=extra, ts=ts, end=end, tid=tid, idx=i)
             return
-        self.ignored[str(cat)] += 1
+        _tally(self.ignored, _short(cat))
 
-    def _bad(self, ev: dict[str, Any], i: int, *checks: tuple[str, Any, type]) -> NoReturn:
-        """Raise for the first field of ``checks`` that has the wrong type."""
-        words = {int: "an integer", float: "a number", str: "a string", dict: "an object"}
+    def cpu_ops(self, fh: IO[bytes], tids: set[int]) -> _Cols:
+        """Second pass: the CPU ops of threads ``tids`` (start, end, thread, collective call
+        or wait). Only the ``cpu_op`` events are parsed."""
+        cols = _Cols({"ts": "d", "end": "d", "tid": "q", "comm": "b"})
+        c_ts, c_end, c_tid, c_comm = (cols.cols[k].append for k in ("ts", "end", "tid", "comm"))
+        prefixes = COMM_CPU_OP_PREFIXES
+        ts_lo, ts_hi, dur_hi = self.ts_lo, self.ts_hi, self.dur_hi
+        for batch in iter_event_batches(_CountingReader(fh, self.path),
+                                        only=frozenset({b"cpu_op"})):
+            for ev, i in zip(batch.events, batch.index.tolist(), strict=True):
+                if type(ev) is not dict or ev.get("ph") != "X" or ev.get("cat") != "cpu_op":
+                    continue
+                tid = ev.get("tid")
+                if type(tid) is not int or tid not in tids:  # not a thread of ``tids``
+                    continue
+                ts: Any
+                dur: Any
+                name: Any
+                ts, dur, name = ev.get("ts"), ev.get("dur"), ev.get("name")
+                if not _in(ts, ts_lo, ts_hi) or not _in(dur, 0.0, dur_hi) \
+                        or type(name) is not str:
+                    self._bad(ev, i, ("ts", ts, "ts"), ("dur", dur, "dur"), ("name", name, str))
+                c_ts(ts)
+                c_end(ts + dur)
+                c_tid(tid)
+                c_comm(name.startswith(prefixes))
+            del batch  # not alive while the next batch is parsed
+            ev = None
+        return cols
+
+    def _bad(self, ev: dict[str, Any], i: int, *checks: tuple[str, Any, Any]) -> NoReturn:
+        """Raise for the first field of ``checks`` that has the wrong type or (``"ts"``,
+        ``"dur"``: a number) a value beyond its bounds."""
+        words = {int: "an integer", float: "a number", str: "a string", dict: "an object",
+                 "ts": "a number", "dur": "a number"}
         for field_name, value, kind in checks:
-            ok = (_finite(value) if kind is float else
+            ok = (_finite(value) if kind in (float, "ts", "dur") else
                   type(value) is kind if kind is not int else
                   isinstance(value, int) and not isinstance(value, bool))
             if not ok:
                 raise InputError(f"{self.where(i)}: field '{field_name}' must be "
                                  f"{words[kind]}, got {value!r:.60}")
+            if kind == "ts" and not _in(value, self.ts_lo, self.ts_hi) or \
+                    kind == "dur" and not _in(value, 0.0, self.dur_hi):
+                raise InputError(f"{self.where(i)}: {self.bounds.why(kind, value)}")
         raise AssertionError("_bad called without a bad field")  # pragma: no cover
+
+
+#: The longest thread name kept, and category or ``ph`` text counted (characters).
+_NAME_CHARS = 1000
+_SHORT_CHARS = 60
+#: The counter key of what is counted beyond the distinct keys kept (:func:`_tally`).
+OTHER = "(other values)"
+
+
+def _short(value: Any) -> str:
+    """A category or ``ph`` of the input as a bounded counter key."""
+    text = value if isinstance(value, str) else repr(value)[:_SHORT_CHARS + 1]
+    return text if len(text) <= _SHORT_CHARS else text[:_SHORT_CHARS] + "..."
+
+
+def _tally(counter: Counter[str], key: str, distinct: int = 64) -> None:
+    """Count ``key``; beyond ``distinct`` keys, a new one is counted as :data:`OTHER` (the
+    input chooses the keys: their number must not grow with it)."""
+    if key in counter or len(counter) < distinct:
+        counter[key] += 1
+    else:
+        counter[OTHER] += 1
+
+
+def _in(v: Any, lo: float, hi: float) -> bool:
+    """``v`` is a number (not a bool) in [lo, hi] (so finite)."""
+    t = type(v)
+    return (t is float or t is int) and lo <= v <= hi
 
 
 def _msg_key(args: dict[str, Any]) -> int:
@@ -417,59 +607,31 @@ class _CountingReader:
         return chunk
 
 
-def _header(path: Path) -> tuple[Any, Any, Any]:
-    """``distributedInfo``, ``host_name`` and ``baseTimeNanoseconds``, parsed from the
-    top-level keys before ``traceEvents`` (where the profiler writes the first two; Kineto
-    writes the base after the events, PyTorch's Python exporter before); ``None`` when absent
-    there."""
-    info: Any = None
-    host: Any = None
-    base: Any = None
-    fh = _open(path)
-    with fh:
-        builder: Any = None
-        target = ""
-        for prefix, event, value in ijson.parse(_CountingReader(fh, path), use_float=True):
-            if builder is not None:
-                builder.event(event, value)
-                if prefix == target and event in ("end_map", "end_array"):
-                    info, builder = builder.value, None
-                continue
-            if prefix == "" and event == "map_key" and value == "traceEvents":
-                break
-            if prefix == "distributedInfo" and event == "start_map":
-                builder, target = ijson.ObjectBuilder(), "distributedInfo"
-                builder.event(event, value)
-            elif prefix == "host_name" and event == "string":
-                host = value
-            elif prefix == "baseTimeNanoseconds" and event != "map_key":
-                base = value if event in ("number", "string", "boolean", "null") else [value]
-    return info, host, base
-
-
 def _base_ns(value: Any, where: str) -> int | None:
-    """``baseTimeNanoseconds``: a non-negative integer (or absent)."""
+    """``baseTimeNanoseconds``: a non-negative integer (or absent), within the plausibility
+    bound of a time (``timestamp_seconds``)."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise InputError(f"{where}: field 'baseTimeNanoseconds' must be a non-negative "
                          f"integer, got {value!r:.60}")
+    if value > limit("timestamp_seconds") * 10**9:
+        lim = LIMITS["timestamp_seconds"]
+        raise InputError(f"{where}: field 'baseTimeNanoseconds' is {value} ns, beyond "
+                         f"{limit(lim.name):,} s ({lim.what}; wrong "
+                         f"unit? set {lim.env} to raise the bound)")
     return value
 
 
-def _trailer_base(trailer: list[bytes], p: Path) -> Any:
-    """``baseTimeNanoseconds`` among the top-level keys after the events array."""
-    text = trailer[0].strip() if trailer else b""
-    if text == b"}":
-        return None
-    if not text.startswith(b",") or not text.endswith(b"}"):
-        raise InputError(f"{p}: not a complete JSON file: it ends after the traceEvents "
-                         "array (truncated?)")
+def _top_keys(text: bytes, p: Path, where: str) -> dict[str, Any]:
+    """The top-level keys ``where`` (before or after the events array) as a dict."""
     try:
-        doc = orjson.loads(b"{" + text[1:])
-    except orjson.JSONDecodeError as exc:
-        raise InputError(f"{p}: not valid JSON after the traceEvents array ({exc})") from None
-    return doc.get("baseTimeNanoseconds") if isinstance(doc, dict) else None
+        doc = loads_strict(text)
+    except EventSyntaxError as exc:
+        raise InputError(f"{p}: {exc} {where}") from None
+    if not isinstance(doc, dict):  # pragma: no cover - the bytes are an object
+        raise InputError(f"{p}: not a JSON object {where}")
+    return doc
 
 
 def read_rank_file(path: str | Path, patterns: Patterns,
@@ -477,49 +639,64 @@ def read_rank_file(path: str | Path, patterns: Patterns,
     """Stream ``path`` into a :class:`RankEvents`.
 
     ``keep_rank(rank, distributedInfo)`` (optional) is asked once it is known; when it
-    returns False the events are not read (a collapsed TP/CP rank).
+    returns False the events are not read (a collapsed TP/CP rank; when ``distributedInfo``
+    comes after the events, they are read and dropped).
     """
     p = Path(path)
     reader = _Reader(p, patterns)
     max_events = limit("kineto_events")
     skipped = False
     counting: _CountingReader | None = None
-    base: Any = None
+    cpu: _Cols | None = None
+    i = -1
     try:
-        info, host, base = _header(p)
-        if info is None:  # not before traceEvents: look for it anywhere (a second pass)
-            with _open(p) as fh:
-                info = next(iter(ijson.items(_CountingReader(fh, p), "distributedInfo",
-                                             use_float=True)), None)
+        with _open(p) as fh:
+            counting = _CountingReader(fh, p)
+            head, start = read_header(counting)
+            top = _top_keys(head, p, "before the traceEvents array")
+            info = top.get("distributedInfo")
+            if info is not None:
+                rank, world = _rank_of(info, p)
+                skipped = keep_rank is not None and not keep_rank(rank, info)
+            if not skipped:
+                trailer: list[bytes] = []
+                try:
+                    for batch in iter_event_batches(counting, trailer, start=start):
+                        if reader.n + batch.count > max_events:
+                            check_limit("kineto_events", reader.n + batch.count, str(p))
+                        for ev, i in zip(batch.events, batch.index.tolist(), strict=True):
+                            reader.event(ev, i)
+                        reader.ignored.update(batch.skipped)
+                        reader.n += batch.count
+                        del batch  # not alive while the next batch is parsed
+                        ev = None
+                except OverflowError:  # an integer beyond the 64-bit columns
+                    raise InputError(f"{reader.where(i)}: {_too_big(ev)}") from None
+                text, after = split_trailer(trailer[0])
+                if after:
+                    raise InputError(f"{p}: {after:,} bytes after the end of the JSON "
+                                     "document (a second gzip member or a second JSON "
+                                     "document?)")
+                tail = _top_keys(text, p, "after the traceEvents array")
+                twice = sorted(set(top) & set(tail))
+                if twice:
+                    raise InputError(f"{p}: field '{twice[0]}' given twice (before and "
+                                     "after the traceEvents array)")
+                top |= tail
+                if info is None and "distributedInfo" in tail:
+                    info = tail["distributedInfo"]
+                    rank, world = _rank_of(info, p)
+                    skipped = keep_rank is not None and not keep_rank(rank, info)
         if info is None:
             raise InputError(f"{p}: field 'distributedInfo' missing: the rank of this trace "
                              "is unknown (record the trace in a torch.distributed job)")
-        rank, world = _rank_of(info, p)
-        if keep_rank is not None and not keep_rank(rank, info):
-            skipped = True
-        else:
-            with _open(p) as fh:
-                counting = _CountingReader(fh, p)
-                trailer: list[bytes] = []
-                for batch in iter_event_batches(counting, trailer):
-                    if reader.n + batch.count > max_events:
-                        check_limit("kineto_events", reader.n + batch.count, str(p))
-                    for ev, i in zip(batch.events, batch.index.tolist(), strict=True):
-                        reader.event(ev, i)
-                    reader.ignored.update(batch.skipped)
-                    reader.n += batch.count
-            if base is None:
-                base = _trailer_base(trailer, p)
+        if not skipped:
+            tids = _cpu_timed_threads(reader)
+            if tids:
+                with _open(p) as fh:
+                    cpu = reader.cpu_ops(fh, tids)
     except OSError as exc:
         raise InputError(f"{p}: cannot read the trace file ({exc.strerror or exc})") from None
-    except ijson.JSONError as exc:
-        why = _json_error(exc)
-        at = f", byte {counting.total:,} of the uncompressed data" if counting else ""
-        if "premature EOF" in why:
-            raise InputError(f"{p}: not a complete JSON file: it ends inside traceEvents"
-                             f"[{reader.n}]{at} (truncated?)") from None
-        raise InputError(f"{p}: not valid JSON near traceEvents[{reader.n}]{at} ({why})"
-                         ) from None
     except EventSyntaxError as exc:
         at = f", byte {counting.total:,} of the uncompressed data" if counting else ""
         if exc.index < 0:
@@ -528,13 +705,16 @@ def read_rank_file(path: str | Path, patterns: Patterns,
     except UnicodeDecodeError as exc:
         raise InputError(f"{p}: bytes that are not UTF-8 near traceEvents[{reader.n}] "
                          f"({exc.reason})") from None
+    host = top.get("host_name")
     pg = info.get("pg_config") if isinstance(info, dict) else None
     pg_config = pg if isinstance(pg, list) else []
     if not skipped and reader.n == 0:
         raise InputError(f"{p}: field 'traceEvents' missing or empty: not a profiler trace")
+    if skipped:  # a collapsed rank: its events are not used (read only when its
+        reader = _Reader(p, patterns)  # distributedInfo comes after them)
     groups = [g for g, _ in sorted(reader.groups.items(), key=lambda kv: kv[1])]
-    s, a, c, r, k = reader.steps, reader.ann, reader.cc, reader.rt, reader.k
-    return RankEvents(
+    s, a, c, r, k, m = reader.steps, reader.ann, reader.cc, reader.rt, reader.k, reader.m
+    out = RankEvents(
         path=str(p), rank=rank, world_size=world,
         host=host if isinstance(host, str) else None,
         pg_config=pg_config, n_events=reader.n, threads=reader.threads,
@@ -547,17 +727,50 @@ def read_rank_file(path: str | Path, patterns: Patterns,
         rt_corr=r.np("corr"), rt_ts=r.np("ts"), rt_tid=r.np("tid"),
         k_corr=k.np("corr"), k_ts=k.np("ts"), k_end=k.np("end"),
         k_kind=k.np("kind").astype(np.int8), k_group=k.np("group"), k_peer=k.np("peer"),
-        k_idx=k.np("idx"), groups=groups, ignored=reader.ignored,
+        k_idx=k.np("idx"), groups=groups,
+        m_corr=m.np("corr"), m_ts=m.np("ts"), m_end=m.np("end"),
+        m_dir=m.np("dir").astype(np.int8), m_stream=m.np("stream"), ignored=reader.ignored,
         names_unmatched=reader.unmatched, skipped=skipped,
-        base_ns=_base_ns(base, str(p)),
+        base_ns=_base_ns(top.get("baseTimeNanoseconds"), str(p)),
     )
+    if cpu is not None:
+        out.cpu_read = True
+        out.cpu_ts, out.cpu_end = cpu.np("ts"), cpu.np("end")
+        out.cpu_tid, out.cpu_comm = cpu.np("tid"), cpu.np("comm").astype(bool)
+    return out
 
 
-def _json_error(exc: BaseException) -> str:
-    """The first line of a parser error (yajl gives bytes)."""
-    arg = exc.args[0] if exc.args else exc
-    text = arg.decode("utf-8", "replace") if isinstance(arg, bytes) else str(arg)
-    return " ".join(text.strip().splitlines()[0].split())[:120] if text.strip() else "?"
+def _too_big(ev: Any) -> str:
+    """The field of an event whose integer does not fit the 64-bit columns."""
+    fields: list[tuple[str, Any]] = list(ev.items()) if isinstance(ev, dict) else []
+    args = ev.get("args") if isinstance(ev, dict) else None
+    if isinstance(args, dict):
+        fields += [(f"args.{k}", v) for k, v in args.items()]
+    for name, v in fields:
+        if isinstance(v, int) and not isinstance(v, bool) and not -2**63 <= v < 2**63:
+            return f"field '{name}' is {v}, beyond the 64-bit integer range"
+    return "an integer beyond the 64-bit range"  # pragma: no cover
+
+
+def _cpu_timed_threads(reader: _Reader) -> set[int]:
+    """The threads whose CPU ops the importer needs: in a file without GPU kernels (its
+    compute annotations are timed by their CPU range), those of the compute annotations that
+    overlap a communication call (record_param_comms, nccl:*/gloo:* ranges, on any thread
+    of the rank). Empty when none."""
+    if len(reader.k.cols["ts"]) or not len(reader.cc.cols["end"]):
+        return set()
+    a = reader.ann
+    types, ts, end, tid = a.np("type"), a.np("ts"), a.np("end"), a.np("tid")
+    compute = np.isin(types, COMPUTE_LIKE_CODES)
+    if not compute.any():
+        return set()
+    ts, end, tid = ts[compute], end[compute], tid[compute]
+    c_ts, c_end = reader.cc.np("ts"), reader.cc.np("end")
+    order = np.argsort(c_ts, kind="stable")
+    run_end = np.maximum.accumulate(c_end[order])  # latest end of the calls started so far
+    n = np.searchsorted(c_ts[order], end, "left")  # the calls started before each range ends
+    overlaps = (n > 0) & (run_end[np.clip(n - 1, 0, None)] > ts)
+    return {int(t) for t in np.unique(tid[overlaps])}
 
 
 def _rank_of(info: Any, p: Path) -> tuple[int, int | None]:

@@ -56,7 +56,7 @@ class SynthSpec:
       ``gc_recorded`` writes each pause's seconds into the optional ``gc_s`` column (the
       GC time a probe's GC callbacks record; 0 elsewhere). Off by default: the pauses are
       unrecorded, as in a trace from a profiler without GC callbacks, and pauses inside
-      compute read as ``pauses``, not ``gc``;
+      compute read as ``pauses``, not ``gc``; ``gc_ranks``: only these DP ranks pause;
     * ``slow_links``: ``[(dp, stage, factor)]`` P2P transfers between stage and stage+1
       of that DP rank × factor (both directions);
     * ``launch_gap_prob``/``launch_gap``: CPU launch gaps before compute ops (of the DP
@@ -89,6 +89,7 @@ class SynthSpec:
     launch_gap_prob: float = 0.0
     launch_gap: float = 0.005
     launch_gap_ranks: list[int] | None = None
+    gc_ranks: list[int] | None = None
     slow_loaders: list[tuple[int, float, float]] = field(default_factory=list)
     name: str = "synth"
 
@@ -276,6 +277,8 @@ def _values(spec: SynthSpec, table: OpTable, rng: np.random.Generator
         paused = np.zeros_like(val)
         gc = np.flatnonzero(table.node_optype == schema.OPTYPE_CODE[schema.GC])
         hit = rng.random(size=(len(gc), dp, st)) < spec.gc_prob
+        if spec.gc_ranks is not None:
+            hit[:, ~np.isin(np.arange(dp), spec.gc_ranks)] = False
         if not spec.gc_in_compute:
             paused[gc] += hit * spec.gc_pause
         else:

@@ -10,11 +10,10 @@ processes.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from stragglers.errors import InputError
-from stragglers.inputs import read_text
+from stragglers.inputs import load_json, read_text
 
 
 def identity(dp: int, pp: int) -> list[int]:
@@ -24,11 +23,7 @@ def identity(dp: int, pp: int) -> list[int]:
 
 def load_rank_map(path: str | Path, dp: int, pp: int) -> list[int]:
     """Position of each rank from ``path``; checked to be a permutation of ``dp * pp``."""
-    text = read_text(Path(path))
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: line {exc.lineno}: not JSON ({exc.msg})") from None
+    raw = load_json(read_text(Path(path)), str(path))
     if isinstance(raw, dict):
         for key, want in (("dp_size", dp), ("pp_size", pp)):
             if key in raw and raw[key] != want:

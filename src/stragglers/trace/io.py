@@ -20,7 +20,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 import pyarrow as pa
@@ -37,9 +37,10 @@ from stragglers.inputs import (
     check_file,
     iter_lines,
     load_yaml,
+    open_regular,
     parse_json_line,
 )
-from stragglers.limits import check_limit
+from stragglers.limits import LimitError, check_limit, limit
 from stragglers.trace.schema import (
     META_INT_KEYS,
     OPTIONAL_COLUMNS,
@@ -381,12 +382,49 @@ def _check_names(names: list[str], source: str) -> None:
                          "times")
 
 
+#: Every column a trace file may hold.
+KNOWN_COLUMNS: tuple[str, ...] = (*REQUIRED_COLUMNS, *OPTIONAL_COLUMNS)
+
+
+def _unknown_name(name: str, source: str, what: str = "column") -> InputError:
+    """The error for a column (or JSON field) that is not a trace column, with the closest
+    known name (a misspelt ``gc_S``: nothing is read from it, so it is refused rather than
+    dropped)."""
+    folded = {c.lower(): c for c in KNOWN_COLUMNS}
+    close = ([folded[name.lower()]] if name.lower() in folded else
+             difflib.get_close_matches(name.replace("-", "_"), KNOWN_COLUMNS, n=1, cutoff=0.6))
+    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    return InputError(f"{source}: unknown {what} {_short(name)}{hint}; a trace has the "
+                      f"columns {', '.join(KNOWN_COLUMNS)} (remove the others)")
+
+
+def _check_unknown(names: list[str], source: str, ignore: tuple[str, ...] = ()) -> None:
+    """Refuse a column that is not a trace column (``ignore``: the index columns pandas
+    stores with a data frame, which hold no trace data)."""
+    for name in names:
+        if name not in KNOWN_COLUMNS and name not in ignore:
+            raise _unknown_name(name, source)
+
+
+def _pandas_index(schema: pa.Schema) -> tuple[str, ...]:
+    """The index columns pandas wrote into a parquet file (``__index_level_0__``)."""
+    try:
+        meta = schema.pandas_metadata
+    except (ValueError, TypeError):  # damaged JSON in the schema's metadata
+        return ()
+    cols = meta.get("index_columns", []) if isinstance(meta, dict) else []
+    return tuple(c for c in cols if isinstance(c, str))
+
+
 def trace_from_arrow(table: pa.Table, source: str, fmt: str = "parquet") -> TraceColumns:
     """Check the columns of an Arrow table and convert them to :class:`TraceColumns`."""
     _check_names(table.column_names, source)
     if table.num_rows == 0:
         raise InputError(f"{source}: the trace has no rows")
     check_limit("trace_rows", table.num_rows, source)
+    for name in ("optype", "host"):
+        if name in table.column_names:
+            _check_string_lengths(table.column(name), name, source)
     cols = {name: _column_to_numpy(table, name, kind, source, fmt)
             for name, kind in REQUIRED_COLUMNS.items()}
     gc_s = None
@@ -443,7 +481,8 @@ def read_trace(path: str | Path) -> TraceColumns:
     if p.suffix.lower() in JSONL_SUFFIXES:
         table = _read_jsonl(p)
         return trace_from_arrow(table, str(p), "jsonl")
-    return _read_parquet(p)
+    with open_regular(p, "trace file") as fh:
+        return _read_parquet(p, fh)
 
 
 #: What the parquet reader raises on damaged bytes: Arrow's errors, and from its Python
@@ -452,7 +491,7 @@ def read_trace(path: str | Path) -> TraceColumns:
 _ARROW_READ_ERRORS = (pa.ArrowException, OSError, ValueError, IndexError)
 
 
-def _read_parquet(p: Path) -> TraceColumns:
+def _read_parquet(p: Path, fh: IO[bytes]) -> TraceColumns:
     """Read a parquet trace one column at a time (bounded memory for large traces).
 
     Each column is converted into its final numpy dtype, its Arrow buffers are dropped and
@@ -460,15 +499,17 @@ def _read_parquet(p: Path) -> TraceColumns:
     it for reuse: about a third of the trace's size on AR×64, at the cost of 0.08 s there).
     """
     try:
-        pf = pq.ParquetFile(p)
+        pf = pq.ParquetFile(fh)
         schema = pf.schema_arrow
         num_rows = pf.metadata.num_rows
     except _ARROW_READ_ERRORS as exc:
         raise InputError(f"{p}: not a readable parquet file ({_first_line(exc)})") from None
     _check_names(schema.names, str(p))
+    _check_unknown(schema.names, str(p), _pandas_index(schema))
     if num_rows == 0:
         raise InputError(f"{p}: the trace has no rows")
     check_limit("trace_rows", num_rows, str(p))
+    _check_sizes(pf, p, num_rows)
     present = {name: kind for name, kind in OPTIONAL_COLUMNS.items()
                if name in schema.names and name != "host"}
     cols = {name: _read_column(pf, p, name, kind, num_rows)
@@ -478,6 +519,71 @@ def _read_parquet(p: Path) -> TraceColumns:
     return TraceColumns(source=str(p), fmt="parquet", row_index=None,
                         start_resolution=_resolution(schema), gc_s=gc_s, host=host,
                         host_names=host_names, **cols)
+
+
+#: Bytes a row of a parquet column takes at most, uncompressed, by column kind: a number is
+#: 8 bytes, or 8 in a dictionary and an index of up to 4 (a dictionary of all distinct
+#: values), with its validity bits; a text value adds its length to the 8
+#: (:func:`_check_sizes`). Plus :data:`_PAGE_SLACK` per row group for page headers.
+_VALUE_BYTES = {"int": 16, "float": 16}
+_TEXT_OVERHEAD = 8
+_PAGE_SLACK = 1 << 20
+
+
+def _check_sizes(pf: pq.ParquetFile, p: Path, num_rows: int) -> None:
+    """Refuse, from the file's footer and before any column is read, a column whose
+    uncompressed size exceeds what its rows can hold (:data:`_VALUE_BYTES`; a text value
+    ``trace_string_bytes`` more). An 11 KB file whose one dictionary value is 200 MB of one
+    repeated byte is refused here instead of being decompressed."""
+    md = pf.metadata
+    kinds = REQUIRED_COLUMNS | OPTIONAL_COLUMNS
+    text = _TEXT_OVERHEAD + limit("trace_string_bytes")
+    totals: dict[str, int] = {}
+    for g in range(md.num_row_groups):
+        rg = md.row_group(g)
+        for c in range(rg.num_columns):
+            col = rg.column(c)
+            name = col.path_in_schema
+            if name in kinds:
+                totals[name] = totals.get(name, 0) + max(int(col.total_uncompressed_size), 0)
+    slack = _PAGE_SLACK * max(md.num_row_groups, 1)
+    for name, total in totals.items():
+        per_row = _VALUE_BYTES.get(kinds[name], text)
+        if total > num_rows * per_row + slack:
+            raise LimitError(
+                f"{p}: column '{name}' takes {total:,} bytes uncompressed for {num_rows:,} "
+                f"rows, more than {per_row:,} bytes a row (a text value is limited to "
+                f"{text - _TEXT_OVERHEAD:,} bytes; set STRAGGLERS_MAX_TRACE_STRING_BYTES to "
+                "raise it)")
+
+
+def _check_string_lengths(col: pa.ChunkedArray, name: str, source: str) -> None:
+    """Refuse a text column (plain or dictionary-encoded) with a value longer than the
+    ``trace_string_bytes`` limit, before its values are converted or expanded; the error
+    names the first row that holds such a value."""
+    cap = limit("trace_string_bytes")
+    at = 0
+    for chunk in col.chunks:
+        values = chunk.dictionary if pa.types.is_dictionary(chunk.type) else chunk
+        if not _is_string(values.type) or len(values) == 0:
+            at += len(chunk)
+            continue
+        lengths = pc.binary_length(values)
+        longest = pc.max(lengths).as_py()
+        if longest is not None and longest > cap:
+            first = int(np.flatnonzero(np.asarray(
+                pc.fill_null(pc.greater(lengths, cap), False)))[0])
+            row = at + first
+            if pa.types.is_dictionary(chunk.type):
+                idx = np.asarray(pc.fill_null(pc.equal(chunk.indices, first), False))
+                hits = np.flatnonzero(idx)
+                row = at + int(hits[0]) if len(hits) else -1
+            where = (f"at row {row}" if row >= 0
+                     else "in its dictionary (a value no row uses)")
+            raise LimitError(f"{source}: column '{name}' has a value of {longest:,} bytes "
+                             f"{where} (the limit is {cap:,} bytes; set "
+                             "STRAGGLERS_MAX_TRACE_STRING_BYTES to raise it)")
+        at += len(chunk)
 
 
 def _read_host(pf: pq.ParquetFile, p: Path, num_rows: int
@@ -491,13 +597,14 @@ def _read_host(pf: pq.ParquetFile, p: Path, num_rows: int
     if table.num_rows != num_rows:
         raise InputError(f"{p}: column 'host' has {table.num_rows} rows, the file "
                          f"declares {num_rows} (a damaged file)")
+    _check_string_lengths(table.column("host"), "host", str(p))
     try:
         return _host_column(table, str(p))
     except InputError as exc:
         if "row" not in str(exc) or "Arrow type" in str(exc):
             raise
         try:
-            whole = pq.read_table(p, columns=[*REQUIRED_COLUMNS, "host"])
+            whole = pf.read(columns=[*REQUIRED_COLUMNS, "host"])
         except _ARROW_READ_ERRORS:
             raise exc from None
         _host_column(whole, str(p))
@@ -516,6 +623,8 @@ def _read_column(pf: pq.ParquetFile, p: Path, name: str, kind: str,
     if table.num_rows != num_rows:
         raise InputError(f"{p}: column '{name}' has {table.num_rows} rows, the file "
                          f"declares {num_rows} (a damaged file)")
+    if kind == "str":
+        _check_string_lengths(table.column(name), name, str(p))
     arr = _valid_column_to_numpy(table.column(name), name, kind)
     if arr is not None:
         del table
@@ -529,7 +638,7 @@ def _read_column(pf: pq.ParquetFile, p: Path, name: str, kind: str,
         # Re-read the whole table once so that the message can show the full row.
         del table
         try:
-            whole = pq.read_table(p, columns=list(dict.fromkeys([*REQUIRED_COLUMNS, name])))
+            whole = pf.read(columns=list(dict.fromkeys([*REQUIRED_COLUMNS, name])))
         except _ARROW_READ_ERRORS:
             raise exc from None
         _column_to_numpy(whole, name, kind, str(p))
@@ -620,22 +729,26 @@ JSONL_MAX_LINE = MAX_LINE_BYTES
 _CHUNK = 1 << 22
 
 
-def _count_lines(p: Path) -> int:
+def _count_lines(fh: IO[bytes]) -> int:
     n, last = 0, b"\n"
-    with p.open("rb") as fh:
-        while chunk := fh.read(_CHUNK):
-            n += chunk.count(b"\n")
-            last = chunk[-1:]
+    while chunk := fh.read(_CHUNK):
+        n += chunk.count(b"\n")
+        last = chunk[-1:]
     return n + (last != b"\n")
 
 
 def _read_jsonl(p: Path) -> pa.Table:
+    """The rows of a JSON-lines trace, from one opening of the file (a regular file: its
+    lines are counted against ``trace_rows``, then it is read from the start). A field that
+    is not a trace column is refused (:func:`_scan_jsonl` names its line)."""
     try:
-        check_limit("trace_rows", _count_lines(p), f"{p} (lines)")
-        table = pajson.read_json(
-            p, read_options=pajson.ReadOptions(block_size=JSONL_MAX_LINE),
-            parse_options=pajson.ParseOptions(explicit_schema=_JSON_SCHEMA,
-                                              unexpected_field_behavior="ignore"))
+        with open_regular(p, "trace file") as fh:
+            check_limit("trace_rows", _count_lines(fh), f"{p} (lines)")
+            fh.seek(0)
+            table = pajson.read_json(
+                fh, read_options=pajson.ReadOptions(block_size=JSONL_MAX_LINE),
+                parse_options=pajson.ParseOptions(explicit_schema=_JSON_SCHEMA,
+                                                  unexpected_field_behavior="error"))
     except OSError as exc:
         raise InputError(f"{p}: cannot read the trace file ({exc.strerror or exc})") from None
     except pa.ArrowException as exc:
@@ -680,6 +793,9 @@ def _scan_jsonl(p: Path) -> None:
         if not isinstance(rec, dict):
             raise InputError(f"{where}: each line must be a JSON object, got "
                              f"{type(rec).__name__}")
+        for key in rec:
+            if key not in KNOWN_COLUMNS:
+                raise _unknown_name(key, where, "field")
         for name, kind in (REQUIRED_COLUMNS | OPTIONAL_COLUMNS).items():
             if name in rec and not _json_kind_ok(rec[name], kind):
                 raise InputError(f"{where}: field '{name}' must be {_JSON_WORDS[kind]}"
@@ -697,7 +813,7 @@ def jsonl_line_of_row(p: Path, row: int) -> int | None:
                 seen += 1
                 if seen == row:
                     return lineno
-    except OSError:
+    except (OSError, InputError):
         return None
     return None
 

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from stragglers.analysis.engine import WhatIfEngine
-from stragglers.analysis.healthy import slow_beyond_noise
+from stragglers.analysis.healthy import blame_beyond_noise
 from stragglers.analysis.metrics import Characterisation, Metrics, characterise
 from stragglers.analysis.scenarios import Scenario
 from stragglers.analysis.verdict.config import VerdictConfig
@@ -142,13 +142,15 @@ class VerdictContext:
 
     def _per_step_beyond_noise(self, nodes: np.ndarray) -> np.ndarray:
         """(dp, pp) bool: the worker's per-step sum over ``nodes`` exceeds its DP peers' on
-        the same stage beyond the noise; all True with one DP rank or one step."""
+        the same stage beyond the noise (significant, and by at least their step-to-step
+        spread: :func:`~stragglers.analysis.healthy.blame_beyond_noise`); all True with one
+        DP rank or one step."""
         e = self.engine
         if self.dp < 2 or e.n_steps < 2:
             return np.ones((self.dp, self.pp), dtype=bool)
         per_step = np.zeros((self.pp, self.dp, e.n_steps))
         np.add.at(per_step, e.table.node_stage[nodes], e.derived.value[nodes])
-        return slow_beyond_noise(per_step).T
+        return blame_beyond_noise(per_step).T
 
     @cached_property
     def comm_beyond_noise(self) -> np.ndarray:
@@ -162,9 +164,10 @@ class VerdictContext:
     @cached_property
     def beyond_noise(self) -> np.ndarray:
         """(dp, pp) bool: the worker's own work per step (its compute-like ops) exceeds its DP
-        peers' on the same stage beyond their step-to-step spread (a paired one-sided t-test,
-        :func:`~stragglers.analysis.healthy.slow_beyond_noise`). All True with one DP rank or
-        one step: there are no peers or no spread to test against."""
+        peers' on the same stage beyond the noise: significantly (a paired one-sided t-test)
+        and by at least their step-to-step spread
+        (:func:`~stragglers.analysis.healthy.blame_beyond_noise`). All True with one DP rank
+        or one step: there are no peers or no spread to test against."""
         return self._per_step_beyond_noise(
             np.flatnonzero(schema.ideal_is_mean(self.engine.table.node_optype)))
 
@@ -328,6 +331,23 @@ class VerdictContext:
             nodes=c, typical=typical, pause=pause, excess=pause_excess,
             candidates=int(cand.sum()), dropped_partner=int(together.sum()),
             dropped_steady=int((kept & ~pause).sum()), steady_workers=steady_w)
+
+    @cached_property
+    def pause_blamed(self) -> tuple[Worker, ...]:
+        """The workers hit by pauses (most excess first) whose pause time per step exceeds
+        their DP peers' beyond the noise (:func:`~stragglers.analysis.healthy.
+        blame_beyond_noise`): sporadic stalls that hit every worker alike (uncoordinated GC,
+        a loaded machine) blame nobody. With one DP rank every worker hit."""
+        pz = self.pauses
+        if self.dp < 2 or self.engine.n_steps < 2 or pz.count == 0:
+            return pz.workers
+        c = pz.nodes
+        vc = self.engine.derived.value[c].astype(np.float64)
+        excess = np.where(pz.pause, vc - pz.typical[:, :, None], 0.0)
+        per_step = np.zeros((self.pp, self.dp, self.engine.n_steps))
+        np.add.at(per_step, self.engine.table.node_stage[c], excess)
+        out = blame_beyond_noise(per_step).T  # (dp, pp)
+        return tuple(w for w in pz.workers if out[w.dp_rank, w.stage])
 
     @cached_property
     def pause_whatif(self) -> Characterisation | None:

@@ -29,7 +29,10 @@ def gc_coverage(ctx: VerdictContext) -> float | None:
 
 def _pause_sentence(ctx: VerdictContext, m: Characterisation) -> str:
     pz = ctx.pauses
-    return (f"{pz.count} compute ops on {len(pz.workers)} worker(s) ({names(pz.workers, 6)}; "
+    alike = "" if ctx.pause_blamed or not pz.workers else (
+        "; on no worker more than on its peers beyond the noise")
+    return (f"{pz.count} compute ops on {len(pz.workers)} worker(s) "
+            f"({names(pz.workers, 6)}{alike}; "
             f"{pz.worker_step_share:.0%} of worker-steps) take over "
             f"{ctx.config.pause_factor:g}x their own worker's usual time, sporadically and "
             f"without their forward/backward partner; cutting them back removes "
@@ -65,7 +68,7 @@ class GcHypothesis:
         if best is None:
             return not_applicable(self.cause, "no garbage collection is recorded (no gc ops, "
                                   "no GC time inside ops)", gates)
-        workers = ctx.pauses.workers if best is m_pause else ()
+        workers = ctx.pause_blamed if best is m_pause else ()
         return Finding(cause=self.cause, applicable=True, m=best, workers=workers,
                        gates=gates, evidence=text)
 
@@ -75,7 +78,9 @@ class PausesHypothesis:
     contention, data loading. A compute op is a pause when it is an outlier within its own
     worker (``pause_factor`` times that worker's median for the op), its forward/backward
     partner is not long too, and its worker's long ops are sporadic (at most
-    ``pause_max_fraction``). Share: M_pause. Blamed: the workers hit, most excess first."""
+    ``pause_max_fraction``). Share: M_pause. Blamed: the workers hit whose pause time per
+    step stands out from their DP peers' beyond the noise, most excess first
+    (:attr:`VerdictContext.pause_blamed`)."""
 
     cause = Cause.PAUSES
 
@@ -93,7 +98,7 @@ class PausesHypothesis:
         if coverage is not None and coverage >= ctx.config.gc_evidence:
             return not_applicable(self.cause, f"recorded GC time covers {coverage:.0%} of the "
                                   "pauses: they are garbage collection", gates, m)
-        return Finding(cause=self.cause, applicable=True, m=m, workers=pz.workers,
+        return Finding(cause=self.cause, applicable=True, m=m, workers=ctx.pause_blamed,
                        gates=gates, evidence=_pause_sentence(ctx, m)
                        + ("; no GC is recorded inside them" if coverage is None else
                           f"; recorded GC time covers only {coverage:.0%} of them"))

@@ -1,0 +1,299 @@
+"""Issue 29: what the default detector missed on data it had not seen, on hand-built streams
+through the watcher a user runs.  Each answer is known by construction: short strong
+episodes declared before they end, gradual ramps and humps, slowdowns of exactly the
+threshold, onsets inside a warm-up that is not over, and call records through restarts and
+reconfigurations (iteration counting).  Healthy counterparts (checkpoint stalls, scheduled
+drifts, start-up humps, healthy warm-ups, healthy restarts) raise nothing."""
+
+from __future__ import annotations
+
+import numpy as np
+import orjson
+import pytest
+
+from stragglers.detect.bocd import make_detector
+from stragglers.detect.records import IterationRecord
+from stragglers.detect.watch import Watcher
+from stragglers.evaluation.jobcorpus import generate_call_job
+
+ALERTS = ("onset", "change", "flapping")
+
+
+def _run(iters: np.ndarray, dur: np.ndarray, **kw: object) -> list[dict]:
+    w = Watcher(detector_factory=lambda: make_detector("robust", **kw))
+    items = [(i + 1, IterationRecord(rank=0, iter=int(it), duration=float(d)))
+             for i, (it, d) in enumerate(zip(iters, dur, strict=True))]
+    return [e.to_dict() for e in w.process_items(items) + w.finish()]
+
+
+def _alerts(events: list[dict]) -> list[dict]:
+    return [e for e in events if e["event"] in ("onset", "flapping") or (
+        e["event"] == "change" and e["level_s"] > e["previous_s"])]
+
+
+def _healthy(seed: int, n: int, noise: float = 0.01) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` iterations of 0.5 s with log-normal noise and a first iteration 5x slower."""
+    rng = np.random.default_rng(seed)
+    x = 0.5 * np.exp(rng.normal(0.0, noise, n))
+    x[0] *= 5.0
+    return np.arange(1, n + 1), x
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("length", [10, 14, 20])
+def test_a_short_strong_episode_is_declared_before_it_ends(seed, length) -> None:
+    """+100 % for 10-20 iterations (a stalled loader, a noisy neighbour): declared at most
+    9 points after it began, before its last iteration (with the former 12-iteration stall
+    rule: 13 points after, after a 10- or 12-iteration episode had ended)."""
+    it, x = _healthy(seed, 800)
+    x[400:400 + length] *= 2.0
+    alerts = _alerts(_run(it, x))
+    assert len(alerts) == 1 and alerts[0]["job_iteration"] == 401
+    assert alerts[0]["declared_job_iteration"] - 401 <= 8
+    assert alerts[0]["declared_job_iteration"] < 401 + length
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_stalls_of_up_to_6_iterations_are_still_spikes(seed) -> None:
+    """The price of declaring sooner: checkpoint-like stalls of 1-6 iterations at 1.3-3x,
+    every 100-300 iterations, are still not a level."""
+    rng = np.random.default_rng(100 + seed)
+    it, x = _healthy(seed, 4000)
+    c = 150
+    while c < 3990:
+        x[c:c + int(rng.integers(1, 7))] *= rng.uniform(1.3, 3.0)
+        c += int(rng.integers(100, 301))
+    assert _alerts(_run(it, x)) == []
+
+
+def _ramp(seed: int, ramp: int, rise: float, at: int = 1500) -> tuple[np.ndarray, np.ndarray]:
+    """Thermal throttling: from iteration ``at`` the time rises as 1 - exp(-3 t / ramp) to
+    ``rise`` and holds."""
+    it, x = _healthy(seed, 4000)
+    t = np.arange(it.size - at, dtype=float)
+    x[at:] *= 1.0 + rise * (1.0 - np.exp(-3.0 * t / ramp))
+    return it, x
+
+
+@pytest.mark.parametrize(("ramp", "rise"), [(40, 0.17), (100, 0.2), (200, 0.28), (200, 0.17)])
+def test_a_gradual_thermal_ramp_is_an_onset(ramp, rise) -> None:
+    """Ramps of 40-200 iterations to +17-28 % (the issue's held-back misses): an onset
+    placed inside the ramp (a stretch whose latest half has reached the level, or the
+    slope view: the healthy level rose by the threshold within ``rise_iters``)."""
+    it, x = _ramp(1, ramp, rise)
+    alerts = _alerts(_run(it, x))
+    assert len(alerts) == 1 and alerts[0]["event"] == "onset", alerts
+    assert 1495 <= alerts[0]["job_iteration"] <= 1500 + ramp
+    assert alerts[0]["declared_job_iteration"] <= 1500 + ramp + 60
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_scheduled_drift_is_still_a_drift(seed) -> None:
+    """+12 % spread over 2,000 iterations (a sequence-length schedule), linear or in 4 steps
+    of 3 %: drift events, never an onset."""
+    it, x = _healthy(seed, 5000)
+    lin = x * (1.0 + 0.12 * np.clip((it - 1000) / 2000.0, 0.0, 1.0))
+    steps = x * (1.0 + 0.03 * np.searchsorted([1000, 1600, 2300, 3000], it, side="right"))
+    for y in (lin, steps):
+        ev = _run(it, y)
+        assert _alerts(ev) == []
+        assert any(e["event"] == "drift" for e in ev)
+
+
+def _hump(seed: int, at: int, rise: int, hold: int, decay: int, level: float
+          ) -> tuple[np.ndarray, np.ndarray]:
+    it, x = _healthy(seed, 3000)
+    shape = np.concatenate([(np.arange(rise) + 1.0) / rise, np.ones(hold),
+                            1.0 - (np.arange(decay) + 1.0) / (decay + 1.0)])
+    x[at:at + shape.size] *= 1.0 + level * shape
+    return it, x
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("level", [0.15, 0.25])
+def test_a_gradual_hump_is_found_within_20_points(seed, level) -> None:
+    """A hump that rises over 8 points, holds for 20 and decays over 10 (the shape of the
+    issue's held-back real misses), after the job's start-up: found within 20 points of its
+    start, and only once (its decay is no alert)."""
+    it, x = _hump(seed, 1200, 8, 20, 10, level)
+    alerts = _alerts(_run(it, x))
+    assert len(alerts) == 1 and 1201 <= alerts[0]["job_iteration"] <= 1209, alerts
+    assert alerts[0]["declared_job_iteration"] - 1201 <= 20
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_start_up_hump_is_the_start_not_an_onset(seed) -> None:
+    """One value every 5 iterations: at iterations 100-300 of the job the level climbs
+    +15 % over 10 values and settles back over 40 (a mixture-of-experts router balancing:
+    ``dsv3-h100`` of ``../shared/real/megatron-iter``).  In the first ``startup_iters``
+    iterations only a step is an onset; the same hump later is one."""
+    rng = np.random.default_rng(seed)
+    n = 1200
+    it = 5 * np.arange(1, n + 1)
+    shape = np.interp(it, [0, 100, 150, 190, 400, 10**6], [0, 0, 1, 1, 0.05, 0])
+    x = 12.0 * (1.0 + 0.15 * shape) * np.exp(rng.normal(0.0, 0.004, n))
+    x[0] *= 20.0
+    assert _alerts(_run(it, x)) == []
+    late = np.interp(it, [0, 3100, 3150, 3190, 3400, 10**6], [0, 0, 1, 1, 0.05, 0])
+    y = 12.0 * (1.0 + 0.15 * late) * np.exp(rng.normal(0.0, 0.004, n))
+    alerts = _alerts(_run(it, y))
+    assert len(alerts) == 1 and 3100 <= alerts[0]["job_iteration"] <= 3150
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_slowdown_of_exactly_the_threshold_is_found(seed) -> None:
+    """+10.0 % (the threshold) for 300 iterations in 1 % noise: found (the estimate of the
+    new level scatters around +10 %; the former rule, estimate >= +10 %, missed about half
+    of them)."""
+    it, x = _healthy(seed, 2000)
+    x[1000:1300] *= 1.10
+    alerts = _alerts(_run(it, x))
+    assert len(alerts) == 1 and 995 <= alerts[0]["job_iteration"] <= 1010, alerts
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_minor_shifts_are_not_reported(seed) -> None:
+    """+6 % for 2,000 iterations (a re-allocation to slightly slower nodes) stays below."""
+    it, x = _healthy(seed, 4000)
+    x[1500:3500] *= 1.06
+    assert _alerts(_run(it, x)) == []
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize(("at", "hump"), [(9, 0.0), (14, 0.0), (25, 0.0), (14, 0.3), (25, 0.3)])
+def test_a_slowdown_inside_the_warm_up_is_found(seed, at, hump) -> None:
+    """+30 % from iteration ``at`` of the job, while the warm-up (a first iteration 5x,
+    maybe a +30 % hump decaying over 30 iterations) has not settled: the warm-up ends when
+    the level settles and the level it had settled on before the rise is the healthy one;
+    the onset is placed at ``at`` and declared within 10 points.  (With the former fixed
+    minimum of 20 iterations the warm-up ended at the slow level: nothing was found.)  A
+    step 1-2 points before the settle test passes on a hump still decaying 1 % an
+    iteration (iteration 9 here) is not found on 2 of these 3 seeds: the first healthy
+    level mixes both (docs/detection.md)."""
+    it, x = _healthy(seed, 600)
+    x *= 1.0 + hump * np.clip(1.0 - (it - 1) / 30.0, 0.0, None) ** 2
+    x[at - 1:at + 299] *= 1.3
+    alerts = _alerts(_run(it, x))
+    assert len(alerts) == 1 and at - 1 <= alerts[0]["job_iteration"] <= at + 2, alerts
+    assert alerts[0]["declared_job_iteration"] - at <= 10
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize(("amp", "length"), [(0.0, 1), (0.3, 30), (0.4, 200)])
+def test_a_healthy_warm_up_raises_nothing(seed, amp, length) -> None:
+    it, x = _healthy(seed, 800, noise=0.02)
+    x *= 1.0 + amp * np.clip(1.0 - (it - 1) / length, 0.0, None) ** 2
+    ev = _run(it, x)
+    assert _alerts(ev) == []
+    summary = ev[-1]
+    assert summary["warmup_ends"]["0"] <= 40  # it ends when the level settles
+
+
+def _watch_calls(seed: int, with_step: bool) -> tuple[list[dict], dict]:
+    job = generate_call_job(seed, ranks=2, restarts=3, with_step=with_step)
+    w = Watcher()
+    lines = [(i, orjson.dumps(c.to_dict())) for i, c in enumerate(job.records, start=1)]
+    events = [e.to_dict() for e in w.process_lines(lines) + w.finish()]
+    return events, {"executed": job.executed, "job_iterations": job.job_iterations}
+
+
+@pytest.mark.parametrize("seed", [0, 1, 3, 5])
+def test_call_records_through_restarts_and_reconfigurations(seed) -> None:
+    """Call records of a healthy data-parallel job that restarts three times (parameter
+    broadcasts at every start, replayed iterations, half the restarts reconfigured: other
+    buckets, other all-gathers, another iteration time).  Without ``step``: the period is
+    found anew after every restart (the former tracker kept the old anchor and turned the
+    reconfigured iterations into false onsets on these seeds) and every executed iteration
+    is counted (within 0.5 %)."""
+    events, truth = _watch_calls(seed, with_step=False)
+    assert _alerts(events) == []
+    summary = events[-1]
+    for r in (0, 1):
+        n = truth["executed"][r]
+        assert abs(summary["iterations"][str(r)] - n) <= 0.005 * n
+    assert summary["job_iterations"] == {}  # no iteration numbers: none counted
+
+
+@pytest.mark.parametrize("seed", [0, 1, 3, 5])
+def test_call_records_with_step_count_the_job_iterations(seed) -> None:
+    """With ``step`` (as the probe writes it) the steps number the iterations: restarts are
+    segments (the step goes back), ``job_iterations`` counts every step once (the replayed
+    ones too: ``iterations`` counts them again, as executed), exactly."""
+    events, truth = _watch_calls(seed, with_step=True)
+    assert _alerts(events) == []
+    summary = events[-1]
+    assert summary["segments"].get("restart", 0) >= 2
+    for r in (0, 1):
+        assert summary["job_iterations"][str(r)] == truth["job_iterations"]
+        n = truth["executed"][r]
+        assert abs(summary["iterations"][str(r)] - n) <= 0.005 * n
+
+
+def test_a_slowdown_named_by_steps_is_placed_at_its_step() -> None:
+    """A call-record job slowed 1.5x from step 1,500 on: the onset names step 1,500."""
+    rng = np.random.default_rng(0)
+    lines, ts, k = [], 1000.0, 0
+    for step in range(1, 3001):
+        dur = 0.2 * (1.5 if step >= 1500 else 1.0) * float(np.exp(rng.normal(0, 0.01)))
+        for j, size in enumerate((4 << 20, 8 << 20, 8 << 20)):
+            k += 1
+            lines.append((k, orjson.dumps({"rank": 0, "type": "all_reduce", "size": size,
+                                           "ts": ts + dur * j / 3, "step": step})))
+        ts += dur
+    w = Watcher()
+    events = [e.to_dict() for e in w.process_lines(lines) + w.finish()]
+    alerts = _alerts(events)
+    assert len(alerts) == 1 and alerts[0]["job_iteration"] == 1500
+    assert events[-1]["job_iterations"] == {"0": 3000}
+
+
+def test_the_documented_warm_up_default_is_the_codes() -> None:
+    """The watch guide and the detection page state the warm-up default of the default
+    detector (and of the others) that the code uses (issue 29: the guide said 100, the
+    detector used 20)."""
+    import re
+    from pathlib import Path
+
+    from stragglers.detect.bocd import DEFAULT_METHOD
+    from stragglers.detect.warmup import DEFAULT_MIN_ITERS
+
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    default = make_detector(DEFAULT_METHOD).default_warmup_iters
+    others = make_detector("bocd_verify").default_warmup_iters
+    assert others == DEFAULT_MIN_ITERS
+    guide = " ".join((docs / "guides" / "watch.md").read_text().split())
+    m = re.search(r"\*\*Warm-up\*\* \(`--warmup ITERS`, default (\d+) for the default "
+                  r"detector `(\w+)`, (\d+) for the other methods", guide)
+    assert m is not None, "the watch guide no longer states the warm-up default"
+    assert (int(m[1]), m[2], int(m[3])) == (default, DEFAULT_METHOD, others)
+    page = (docs / "detection.md").read_text()
+    row = re.search(r"^\| warm-up \| `--warmup` \| (\d+) \|", page, re.M)
+    assert row is not None and int(row[1]) == default
+    assert f"**default {default} for `{DEFAULT_METHOD}`**" in page
+    assert f"{others} for the other methods" in page
+    # and what the watcher does when no --warmup is given
+    assert Watcher().warmup_iters == default
+
+
+def test_a_motif_that_repeats_itself_is_reduced_to_its_root() -> None:
+    from stragglers.detect.period import primitive_period
+
+    assert primitive_period(np.array([1, 2, 1, 2, 1, 2])) == 2
+    assert primitive_period(np.array([1, 2, 3, 1, 2, 4])) == 6
+    assert primitive_period(np.array([5, 5, 5, 5])) == 1
+
+
+def test_the_period_tracker_survives_a_restart_that_changes_the_calls() -> None:
+    """One rank's calls of a job that restarts three times (start-up broadcasts, other
+    buckets after a reconfiguration), fed to one period tracker without any reset: the
+    window that mixes both patterns reached the ACF threshold at a multiple of the new
+    period, and the former tracker raised ``motif is not primitive`` (a ``watch`` crash on
+    valid input); it now counts every executed iteration (within 0.5 %)."""
+    from stragglers.detect.period import CallEncoder, PeriodTracker
+
+    job = generate_call_job(6, with_step=False)
+    enc, tracker, n = CallEncoder(), PeriodTracker(), 0
+    for c in (c for c in job.records if c.rank == 0):
+        out = tracker.feed_one(c.ts, enc.code((c.type, c.size)))
+        n += sum(k for _, _, k in out or ())
+    assert abs(n - job.executed[0]) <= 0.005 * job.executed[0]
