@@ -13,6 +13,10 @@ yet), runs the job, and reads the events ``watch`` printed. A run is right when
   within 20 steps of T), and rank 0 has no onset;
 * healthy: no onset at all.
 
+A third condition, ``factor`` (``--condition slow,healthy,factor``), slows rank 1 in the same
+steps by ``SLOW_FACTOR=--slow-factor`` instead (its forward or training step takes that many
+times its own time: a GPU 3x slower), scored as ``slow``.
+
 Usage::
 
     PYTHONPATH=src .venv/bin/python bench/bench_live_watch.py --runs 5 [--framework ddp,pl,hf]
@@ -77,6 +81,7 @@ def score(events: list[dict], slow: bool, args: argparse.Namespace) -> dict[str,
                   and rec["declared_job_iteration"] - t <= 20)
         others = [e for e in onsets if e["rank"] != 1]
         row.update(right=bool(ok_onset and ok_rec and not others),
+                   named=bool(ok_onset and not others),
                    onset_delay=None if first is None or first["rank"] != 1
                    else first["declared_job_iteration"] - f,
                    recovery_delay=None if rec is None else rec["declared_job_iteration"] - t,
@@ -86,8 +91,9 @@ def score(events: list[dict], slow: bool, args: argparse.Namespace) -> dict[str,
     return row
 
 
-def one_run(framework: str, slow: bool, args: argparse.Namespace, watch_opts: list[str],
-            tmp: Path) -> dict[str, object]:
+def one_run(framework: str, condition: str, args: argparse.Namespace,
+            watch_opts: list[str], tmp: Path) -> dict[str, object]:
+    slow = condition != "healthy"
     cmd, out_name, probe_rel = FRAMEWORKS[framework]
     cmd = (_tool("torchrun") + cmd[1:]) if cmd[0] == "torchrun" else cmd
     out = tmp / out_name
@@ -96,7 +102,9 @@ def one_run(framework: str, slow: bool, args: argparse.Namespace, watch_opts: li
            "STEPS": str(args.steps)}
     if slow:
         env.update(SLOW_RANK="1", SLOW_FROM=str(args.slow_from), SLOW_TO=str(args.slow_to))
-    events_file = tmp / f"events-{framework}-{'slow' if slow else 'healthy'}.jsonl"
+    if condition == "factor":
+        env["SLOW_FACTOR"] = str(args.slow_factor)
+    events_file = tmp / f"events-{framework}-{condition}.jsonl"
     with events_file.open("w") as fh:
         watch = subprocess.Popen(
             [*_tool("stragglers"), "watch", str(probe), "--idle-timeout",
@@ -116,7 +124,7 @@ def one_run(framework: str, slow: bool, args: argparse.Namespace, watch_opts: li
     events = [json.loads(x) for x in events_file.read_text().splitlines()]
     summary = events[-1]
     row: dict[str, object] = {
-        "framework": framework, "condition": "slow" if slow else "healthy",
+        "framework": framework, "condition": condition,
         "wall_s": round(wall, 1), "load": round(os.getloadavg()[0], 1),
         "records": summary["records"], "iterations": summary["iterations"],
         "skipped_files": summary.get("skipped_files"), **score(events, slow, args)}
@@ -147,18 +155,22 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=120)
     p.add_argument("--slow-from", type=int, default=40)
     p.add_argument("--slow-to", type=int, default=80)
-    p.add_argument("--idle-timeout", type=float, default=15.0)
+    p.add_argument("--slow-factor", type=float, default=3.0)
+    p.add_argument("--idle-timeout", type=float, default=10.0)
     p.add_argument("--json", default=None)
     p.add_argument("--thresholds", default="")
     p.add_argument("--keep", default=None)
     args = p.parse_args(argv)
+    rev = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=REPO,
+                         capture_output=True, text=True).stdout.strip()
+    print(f"# {' '.join(sys.argv)} (checkout {rev}, {os.cpu_count()} CPUs)", flush=True)
     rows = []
     for k in range(args.runs):
         for fw in args.framework.split(","):
             for cond in args.condition.split(","):
                 args.run_no = k
                 with tempfile.TemporaryDirectory() as tmp:
-                    row = one_run(fw, cond == "slow", args, watch_opts, Path(tmp))
+                    row = one_run(fw, cond, args, watch_opts, Path(tmp))
                 row["run"] = k
                 rows.append(row)
                 print(json.dumps(row), flush=True)
@@ -170,23 +182,40 @@ def main() -> None:
         Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
 
 
+def _delays(rs: list[dict[str, object]], key: str) -> str:
+    d = sorted(int(r[key]) for r in rs if r.get(key) is not None)  # type: ignore[call-overload]
+    return ", ".join(map(str, d)) or "-"
+
+
 def table(rows: list[dict[str, object]], args: argparse.Namespace, title: str) -> None:
+    """Per framework and condition: runs; slowed runs named right (the first onset is rank 1,
+    at F +- 2, declared within 20 steps, and no other rank has one), the onset delays
+    (declared - F, steps), the recoveries of rank 1 reported (and their delays, declared -
+    T), the onsets of other ranks; healthy runs: the runs with an onset (false onsets) and
+    how many; the load average and the job's wall time."""
     print(f"\n{title}")
-    print(f"{'framework':9} {'condition':9} {'right':>7} {'onset delay (steps)':>22} "
-          f"{'recovery delay':>16} {'other onsets':>12} {'load':>10}")
+    print(f"{'framework':9} {'condition':9} {'runs':>4} {'named right':>11} "
+          f"{'onset delay (steps)':>20} {'recovery reported':>17} {'recovery delay':>16} "
+          f"{'false / other onsets':>20} {'load':>9} {'wall s':>9}")
     for fw in args.framework.split(","):
         for cond in args.condition.split(","):
             rs = [r for r in rows if r["framework"] == fw and r["condition"] == cond]
-            right = sum(bool(r["right"]) for r in rs)
-            d = sorted(int(r["onset_delay"]) for r in rs  # type: ignore[call-overload]
-                       if r.get("onset_delay") is not None)
-            rd = sorted(int(r["recovery_delay"]) for r in rs  # type: ignore[call-overload]
-                        if r.get("recovery_delay") is not None)
-            other = sum(int(r["other_onsets"]) for r in rs)  # type: ignore[call-overload]
+            if not rs:
+                continue
             loads = [float(r["load"]) for r in rs]  # type: ignore[arg-type]
-            print(f"{fw:9} {cond:9} {right:>3}/{len(rs):<3} "
-                  f"{(', '.join(map(str, d)) or '-'):>22} {(', '.join(map(str, rd)) or '-'):>16} "
-                  f"{other:>12} {min(loads):>4.1f}-{max(loads):<4.1f}")
+            walls = [float(r["wall_s"]) for r in rs]  # type: ignore[arg-type]
+            other = sum(int(r["other_onsets"]) for r in rs)  # type: ignore[call-overload]
+            if cond != "healthy":
+                right = f"{sum(bool(r['named']) for r in rs)}/{len(rs)}"
+                rec = f"{sum(r.get('recovery_delay') is not None for r in rs)}/{len(rs)}"
+                false = f"{other} other"
+            else:
+                right = rec = "-"
+                false = f"{sum(int(r['other_onsets']) > 0 for r in rs)}/{len(rs)} ({other})"  # type: ignore[call-overload]
+            print(f"{fw:9} {cond:9} {len(rs):>4} {right:>11} "
+                  f"{_delays(rs, 'onset_delay'):>20} {rec:>17} "
+                  f"{_delays(rs, 'recovery_delay'):>16} {false:>20} "
+                  f"{min(loads):>4.1f}-{max(loads):<4.1f} {min(walls):>4.0f}-{max(walls):<4.0f}")
 
 
 if __name__ == "__main__":

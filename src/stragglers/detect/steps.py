@@ -12,19 +12,22 @@ faster and the slower one; with an odd number both are the median), and the job'
 reference pace ``P``: the median of the ``lo`` of its steps from the :data:`REF_SKIP`-th on
 (the first ones are the start-up; ``lo``, as a slow rank, or fewer than half of them, never
 moves it), fixed after :data:`REF_POINTS` of them. The job's common
-change in step ``k`` is ``c(k)``, ``P`` moved into that interval (``P`` itself when the
+pace in step ``k`` is ``c(k)``, ``P`` moved into that interval (``P`` itself when the
 ranks straddle it, ``lo`` when every rank of the lower half is slower than ``P``, ``hi`` when
 every rank of the upper half is faster), and the detector gets
 
-    x_r(k) = busy_r(k) x P / min(c(k), max(busy_r(k), P))
+    x_r(k) = P x max(busy_r(k), c(k)) / c(k)
 
-seconds: a rank's busy time as it is while the ranks straddle the job's pace, and less the
-job's common change otherwise, so a rank is slower only by being slower than the others. A
-slow rank, or fewer than half of them, never moves ``lo``; a rank that gets faster does not
-make the others look slow (as a comparison with the fastest rank alone would); and a rank
-that kept its own time while more than half of the others slowed down does not look faster
-(the ``max``). No estimate of each rank's own level is needed. Until ``P`` has a value, and
-for a step that only one rank has, ``x`` is the busy time.
+seconds: a rank's busy time as it is while the ranks straddle the job's pace and it is
+slower than ``P``, and less the job's common change otherwise, so a rank is slower only by
+being slower than the others. A slow rank, or fewer than half of them, never moves ``lo``; a
+rank that gets faster does not make the others look slow (as a comparison with the fastest
+rank alone would). A rank faster than the common pace is taken at that pace (the ``max``):
+being faster is no sign of a straggler, and a rank that was faster than the others for a
+while (a shared machine's load on its peers) and comes back to their pace has not slowed
+down; so a rank that kept its own time while more than half of the others slowed does not
+look faster either. No estimate of each rank's own level is needed. Until ``P`` has a
+value, and for a step that only one rank has, ``x`` is the busy time.
 
 Records are held until every rank seen so far, and every rank announced (:meth:`expect`:
 ``watch`` reads the rank of each file of step records it follows before reading on), has a
@@ -197,6 +200,6 @@ class StepJoiner(Generic[T]):
         ref = self.reference
         if pace is not None and ref is not None:
             common = min(max(ref, pace[0]), pace[1])
-            busy *= ref / min(common, max(busy, ref))
+            busy = ref * max(busy, common) / common
         return (IterationRecord(rank=rec.rank, iter=rec.step, ts=rec.ts, duration=busy),
                 item.line, item.tag)

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import orjson
 
-from stragglers.detect.megatron import guess_format
+from stragglers.detect.megatron import decide_format, guess_format
 from stragglers.detect.records import RecordError, StepRecord, parse_line, record_kind
 from stragglers.errors import InputError
 
@@ -112,7 +112,7 @@ def classify(path: str | os.PathLike[str]) -> str:
             if type(obj) is dict and record_kind(obj) is not None:
                 return "jsonl"
         return "wait:partial" if len(parts) == 1 else "not_records"
-    if guess_format(head) == "megatron-log":
+    if decide_format(head, at_end=True) == "megatron-log":  # an iteration line in the head
         return "megatron-log"
     return "wait:text" if len(head) < HEAD_BYTES else "text"
 
