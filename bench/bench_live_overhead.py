@@ -18,7 +18,9 @@ all alike:
 Per set-up: the process CPU time per step (training thread and the probe's flusher, which
 runs beside it) and the wall time per step, medians over the blocks. The cost of the live
 records is ``live - idle`` (where nothing else is recorded) and ``trace+live - trace`` (on
-top of the default trace), in microseconds per step and as a share of a 50 ms step.
+top of the default trace), the median and quartiles of the differences within each round
+of blocks (a loaded machine's drift cancels), in microseconds per step and as a share of a
+50 ms step.
 
 Usage::
 
@@ -94,14 +96,24 @@ def main() -> None:
                 got[s].append(block(s, args.layers, args.steps, Path(tmp)))
     med = {s: (statistics.median(c for c, _ in v), statistics.median(w for _, w in v))
            for s, v in got.items()}
-    live_cpu = med["live"][0] - med["idle"][0]
-    on_trace = med["trace+live"][0] - med["trace"][0]
+
+    def paired(a: str, b: str) -> tuple[float, float, float]:
+        """Quartiles of the CPU-time difference ``a - b`` per step within each round (the
+        round's load drift cancels)."""
+        d = sorted(x[0] - y[0] for x, y in zip(got[a], got[b], strict=True))
+        q = statistics.quantiles(d, n=4) if len(d) > 1 else [d[0]] * 3
+        return q[0], statistics.median(d), q[2]
+
+    live_q, on_trace_q = paired("live", "idle"), paired("trace+live", "trace")
+    live_cpu, on_trace = live_q[1], on_trace_q[1]
     out = {
         "params": 2 * args.layers, "steps": args.steps, "blocks": args.blocks,
         "us_per_step": {s: {"cpu": round(c * 1e6, 1), "wall": round(w * 1e6, 1)}
                         for s, (c, w) in med.items()},
         "live_cost_us": round(live_cpu * 1e6, 1),
+        "live_cost_us_quartiles": [round(x * 1e6, 1) for x in live_q],
         "live_cost_on_trace_us": round(on_trace * 1e6, 1),
+        "live_cost_on_trace_us_quartiles": [round(x * 1e6, 1) for x in on_trace_q],
         "live_share_of_50ms": round(live_cpu / 0.050, 5),
     }
     if args.json:
@@ -112,10 +124,13 @@ def main() -> None:
     print(f"{'set-up':12} {'CPU us/step':>12} {'wall us/step':>13}")
     for s, (c, w) in med.items():
         print(f"{s:12} {c * 1e6:12.1f} {w * 1e6:13.1f}")
-    print(f"live step records: {live_cpu * 1e6:.1f} us CPU per step where nothing else is "
-          f"recorded ({100 * live_cpu / 0.050:.3f}% of a 50 ms step); "
-          f"{on_trace * 1e6:.1f} us on top of the default trace")
-
+    lo, mid, hi = (x * 1e6 for x in live_q)
+    print(f"live step records: {mid:.1f} us CPU per step where nothing else is recorded "
+          f"(quartiles of the rounds' differences {lo:.1f} to {hi:.1f}; "
+          f"{100 * live_cpu / 0.050:.3f}% of a 50 ms step)")
+    lo, mid, hi = (x * 1e6 for x in on_trace_q)
+    print(f"on top of the default trace: {mid:.1f} us ({lo:.1f} to {hi:.1f}; "
+          f"{100 * on_trace / 0.050:.3f}% of a 50 ms step)")
 
 if __name__ == "__main__":
     main()

@@ -15,7 +15,7 @@ import pytest
 
 from stragglers.cli import main
 from stragglers.detect.records import StepRecord
-from stragglers.detect.steps import REF_POINTS, REF_SKIP, StepJoiner
+from stragglers.detect.steps import REF_POINTS, REF_SKIP, SCALE_POINTS, StepJoiner
 from stragglers.detect.watch import Watcher
 
 N = 240
@@ -71,6 +71,17 @@ def test_a_slowdown_of_every_rank_is_not_a_straggler(tmp_path: Path, capsys) -> 
                                          "duration": x["busy"]}) + "\n"
                              for k in range(N) for x in (recs[0][k], recs[1][k])))
     assert sorted(r for e, r, _ in _levels(capsys, [str(iters)]) if e == "onset") == [0, 1]
+
+
+def test_a_slowdown_of_every_rank_while_the_reference_is_taken_is_not_a_straggler(
+        tmp_path: Path, capsys) -> None:
+    """Both ranks 2x slower from step 16 on, while the job's reference pace is still being
+    taken (a shared machine's load; measured on the 2-core machine, a healthy Lightning run
+    had its rank 1 named): no onset. (With a reference that moved as it was taken, every
+    rank's series was rescaled with it, a rise of every rank.)"""
+    both = [(REF_SKIP + SCALE_POINTS + 4, N, 2.0)]
+    recs = _records({0: _factor(both), 1: _factor(both)})
+    assert _levels(capsys, [str(_folder(tmp_path, recs))]) == []
 
 
 def test_a_straggler_during_a_slowdown_of_every_rank_is_found(tmp_path: Path, capsys) -> None:

@@ -11,23 +11,26 @@ the interval ``[lo(k), hi(k)]`` between the lower and the upper median (with two
 faster and the slower one; with an odd number both are the median), and the job's
 reference pace ``P``: the median of the ``lo`` of its steps from the :data:`REF_SKIP`-th on
 (the first ones are the start-up; ``lo``, as a slow rank, or fewer than half of them, never
-moves it), fixed after :data:`REF_POINTS` of them. The job's common
-pace in step ``k`` is ``c(k)``, ``P`` moved into that interval (``P`` itself when the
-ranks straddle it, ``lo`` when every rank of the lower half is slower than ``P``, ``hi`` when
-every rank of the upper half is faster), and the detector gets
+moves it), fixed after :data:`REF_POINTS` of them. The job's common pace in step ``k`` is
+``c(k)``, ``P`` moved into that interval (``P`` itself when the ranks straddle it, ``lo``
+when every rank of the lower half is slower than ``P``, ``hi`` when every rank of the upper
+half is faster), and the detector gets
 
-    x_r(k) = P x max(busy_r(k), c(k)) / c(k)
+    x_r(k) = S x max(busy_r(k), c(k)) / c(k)
 
-seconds: a rank's busy time as it is while the ranks straddle the job's pace and it is
-slower than ``P``, and less the job's common change otherwise, so a rank is slower only by
-being slower than the others. A slow rank, or fewer than half of them, never moves ``lo``; a
-rank that gets faster does not make the others look slow (as a comparison with the fastest
-rank alone would). A rank faster than the common pace is taken at that pace (the ``max``):
-being faster is no sign of a straggler, and a rank that was faster than the others for a
-while (a shared machine's load on its peers) and comes back to their pace has not slowed
-down; so a rank that kept its own time while more than half of the others slowed does not
-look faster either. No estimate of each rank's own level is needed. Until ``P`` has a
-value, and for a step that only one rank has, ``x`` is the busy time.
+seconds, ``S`` the value ``P`` had after :data:`SCALE_POINTS` steps, kept from then on: one
+scale for the whole series (a scale that moved with ``P`` while ``P`` is still being taken
+would be a rise of every rank where the job slowed as a whole). So a rank's busy time goes
+in relative to ``P`` while the ranks straddle the job's pace, and less the job's common
+change otherwise: a rank is slower only by being slower than the others. A slow rank, or
+fewer than half of them, never moves ``lo``; a rank that gets faster does not make the
+others look slow (as a comparison with the fastest rank alone would). A rank faster than
+the common pace is taken at that pace (the ``max``): being faster is no sign of a
+straggler, and a rank that was faster than the others for a while (a shared machine's load
+on its peers) and comes back to their pace has not slowed down; so a rank that kept its own
+time while more than half of the others slowed does not look faster either. No estimate of
+each rank's own level is needed. Until ``S`` has a value, and for a step that only one rank
+has, ``x`` is the busy time.
 
 Records are held until every rank seen so far, and every rank announced (:meth:`expect`:
 ``watch`` reads the rank of each file of step records it follows before reading on), has a
@@ -46,7 +49,7 @@ from typing import Generic, TypeVar
 
 from stragglers.detect.records import IterationRecord, StepRecord
 
-__all__ = ["HOLD_STEPS", "MAX_HELD", "REF_POINTS", "REF_SKIP", "StepJoiner"]
+__all__ = ["HOLD_STEPS", "MAX_HELD", "REF_POINTS", "REF_SKIP", "SCALE_POINTS", "StepJoiner"]
 
 #: Records of one rank held at most while its peers have no record of their steps.
 HOLD_STEPS = 16_384
@@ -56,6 +59,10 @@ MAX_HELD = 262_144
 #: more have, from the REF_SKIP-th on (in the order they are taken), fixed after REF_POINTS.
 REF_SKIP = 8
 REF_POINTS = 32
+#: The scale of the detector's series: ``P`` as it is after SCALE_POINTS, kept from then on
+#: (a scale that moved with ``P`` while it is taken would be a rise of every rank where the
+#: job slowed as a whole).
+SCALE_POINTS = 4
 
 T = TypeVar("T")
 
@@ -85,6 +92,7 @@ class StepJoiner(Generic[T]):
         self._ranks: set[int] = set()  # ranks seen or announced: a step is complete with all
         self._early: list[float] = []  # lower medians of the steps taken, up to the reference
         self.reference: float | None = None  # P, seconds (until fixed: the latest median)
+        self.scale: float | None = None  # S, seconds: P after SCALE_POINTS, then kept
         self.fixed = False
         self.held = 0
 
@@ -188,6 +196,8 @@ class StepJoiner(Generic[T]):
                 mid = sorted(self._early[REF_SKIP:])
                 m = len(mid)
                 self.reference = 0.5 * (mid[(m - 1) // 2] + mid[m // 2])
+                if m >= SCALE_POINTS and self.scale is None:
+                    self.scale = self.reference
                 if m >= REF_POINTS:
                     self.fixed = True
                     self._early = []
@@ -198,8 +208,8 @@ class StepJoiner(Generic[T]):
         pace = self._pace(rec.step)
         busy = rec.busy
         ref = self.reference
-        if pace is not None and ref is not None:
+        if pace is not None and ref is not None and self.scale is not None:
             common = min(max(ref, pace[0]), pace[1])
-            busy = ref * max(busy, common) / common
+            busy = self.scale * max(busy, common) / common
         return (IterationRecord(rank=rec.rank, iter=rec.step, ts=rec.ts, duration=busy),
                 item.line, item.tag)
