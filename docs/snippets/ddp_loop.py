@@ -6,7 +6,9 @@
 With SLOW_RANK=1 in the environment rank 1's forward sleeps 0.3 s: a straggler to find; with
 SLOW_FACTOR=3 as well, it takes 3 times its own time instead (it sleeps twice what its compute
 took, a GPU 3x slower on any machine). With SLOW_LOADER_RANK=1 rank 1's data loader sleeps
-SLOW_LOADER_MS (default 130) ms per batch.
+SLOW_LOADER_MS (default 130) ms per batch. STEPS (default 20) sets the steps; SLOW_FROM and
+SLOW_TO slow SLOW_RANK only in steps SLOW_FROM to SLOW_TO - 1 (for
+`stragglers watch runs/ddp/probe`: an onset and a recovery).
 """
 
 import os
@@ -23,6 +25,7 @@ dist.init_process_group("gloo")  # "nccl" with one GPU per rank
 rank = dist.get_rank()
 torch.manual_seed(0)
 torch.set_num_threads(1)
+SLOWED = range(int(os.environ.get("SLOW_FROM", 0)), int(os.environ.get("SLOW_TO", 10**9)))
 
 
 class Net(nn.Module):
@@ -31,7 +34,7 @@ class Net(nn.Module):
         self.layers = nn.Sequential(nn.Linear(512, 1024), nn.ReLU(), nn.Linear(1024, 10))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        slow = os.environ.get("SLOW_RANK") == str(rank)
+        slow = os.environ.get("SLOW_RANK") == str(rank) and step in SLOWED
         if slow and "SLOW_FACTOR" not in os.environ:
             time.sleep(0.3)  # the demo's slow GPU
         started = time.perf_counter()
@@ -51,7 +54,7 @@ model = nn.parallel.DistributedDataParallel(Net())
 optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 probe = stragglers.probe.attach(model, out_dir=sys.argv[1])  # 1. attach
 
-for step in range(20):
+for step in range(int(os.environ.get("STEPS", 20))):
     x, y = load_batch()
     with probe.step():  # 2. around each training step
         loss = nn.functional.cross_entropy(model(x), y)

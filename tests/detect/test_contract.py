@@ -117,6 +117,7 @@ def test_a_folder_where_a_file_is_expected(tmp_path, capsys, argv: list[str]) ->
     (["watch", "{c}", "--poll", "nan"], "--poll: expected a finite number > 0"),
     (["watch", "{c}", "--poll", "-1"], "--poll: expected a finite number > 0"),
     (["watch", "{c}", "--idle-timeout", "nan"], "--idle-timeout: expected a finite number >= 0"),
+    (["watch", "{c}", "--wait-timeout", "-1"], "--wait-timeout: expected a finite number >= 0"),
     (["watch", "{c}", "--window", "2"], "--window: expected an integer >= 4"),
     (["watch", "{c}", "--max-ranks", "0"], "--max-ranks: expected an integer >= 1"),
     (["detect-eval", "--scale", "nan"], "--scale: expected a finite number > 0"),

@@ -26,7 +26,26 @@ pytestmark = pytest.mark.slow  # real processes or long runs (`pytest -m "not sl
 pytest.importorskip("torch")
 
 
+def _check_live_records(probe: Path, steps: int) -> None:
+    """The callback's live step records (issue 29): one per rank and step; rank 1, slowed
+    0.3 s in every step, is the rank whose busy time is high, rank 0 the one that waits."""
+    import statistics
+
+    from stragglers.detect.records import StepRecord, parse_line
+    from stragglers.probe.recorder import rank_file
+
+    recs = {r: [parse_line(x) for x in rank_file(probe, r, "steps").read_text().splitlines()]
+            for r in (0, 1)}
+    for r, rs in recs.items():
+        assert all(type(x) is StepRecord and x.rank == r for x in rs), rs[:3]
+        assert [x.step for x in rs] == list(range(steps)), r
+    busy = {r: statistics.median(x.busy for x in rs) for r, rs in recs.items()}
+    wait = {r: statistics.median(x.wait for x in rs) for r, rs in recs.items()}
+    assert busy[1] - busy[0] >= 0.2 and wait[0] - wait[1] >= 0.2, (busy, wait)
+
+
 def _check_slowed_rank_found(out: Path, analysis: Path, trial: str) -> None:
+    _check_live_records(out / "probe", 20)
     meta = load_meta(out / "meta.yaml")
     assert (meta.trial_name, meta.dp_size, meta.pp_size) == (trial, 2, 1)
     trace = pd.read_parquet(out / "trace.parquet")

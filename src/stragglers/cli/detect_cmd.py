@@ -23,7 +23,8 @@ if TYPE_CHECKING:  # the detectors are imported by the commands that use them (s
 
 RECORDS_HELP = (
     "JSON-lines records: call {rank, type, size, ts[, group, duration, wait]}, "
-    "iteration {rank, iter, ts|duration}, message {src, dst, latency[, wait]}; "
+    "iteration {rank, iter, ts|duration}, step {rank, step, busy, wait[, ts, v]} (the "
+    "probes' live records: detected on busy), message {src, dst, latency[, wait]}; "
     "see the stragglers.detect.records docstring."
 )
 
@@ -150,9 +151,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     w.add_argument("events", nargs="+", metavar="EVENTS",
                    help="JSON-lines file, Megatron-LM log or iteration-time JSON, or - for "
-                        "stdin; several files (or a folder, or a quoted glob pattern) are the "
-                        "logs of several ranks: a log line's rank is its torchrun prefix "
-                        "([rank3]:), else the last number in its file's name (rank3.log)")
+                        "stdin; several files (or a folder, such as a probe's "
+                        "runs/ddp/probe, or a quoted glob pattern) are the logs of several "
+                        "ranks: a log line's rank is its torchrun prefix ([rank3]:), else "
+                        "the last number in its file's name (rank3.log). Of a folder or "
+                        "pattern only the files watch can read are read (the others are "
+                        "counted: skipped_files), and files that appear later join")
     w.add_argument("--format", default="auto", dest="input_format",
                    choices=("auto", "jsonl", "megatron-log", "megatron-json"),
                    help="input format (default auto: from the first bytes: a JSON document "
@@ -176,7 +180,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     w.add_argument("--poll", type=options.finite_range(0.0, inclusive=False, high=3600.0),
                    default=0.5, help="seconds between polls (default 0.5)")
     w.add_argument("--idle-timeout", type=options.finite_range(0.0), default=None,
-                   help="stop following after this many seconds without new data")
+                   help="stop following a file after this many seconds without new data "
+                        "(default: follow until interrupted)")
+    w.add_argument("--wait-timeout", type=options.finite_range(0.0), default=None,
+                   metavar="SECONDS",
+                   help="a folder or glob pattern with no file to read yet, or a path that "
+                        "does not exist yet, is waited for: at most this many seconds, then "
+                        "exit 2 (default: wait until interrupted; with --once: no wait)")
     w.add_argument("--window", type=options.int_range(4), default=1024,
                    help="calls per period-estimation window (default 1024)")
     w.add_argument("--max-ranks", type=options.positive_int, default=None,
@@ -305,15 +315,16 @@ def _eval(args: argparse.Namespace) -> int:
 def _watch(args: argparse.Namespace) -> int:
     from stragglers.detect.watch_files import WatchSettings, watch_files, watch_inputs
 
-    paths = watch_inputs(args.events)
+    inputs = watch_inputs(args.events, once=args.once)
     check_limit("period_window", args.window, "--window")
     if args.warmup is not None:
         check_limit("warmup_iters", args.warmup, "--warmup")
     max_ranks = limit("watch_ranks") if args.max_ranks is None else args.max_ranks
     settings = WatchSettings(input_format=args.input_format, window=args.window,
                              warmup=args.warmup, max_ranks=max_ranks, once=args.once,
-                             poll=args.poll, idle_timeout=args.idle_timeout)
-    return watch_files(paths, _detector_factory(args), settings)
+                             poll=args.poll, idle_timeout=args.idle_timeout,
+                             wait_timeout=args.wait_timeout)
+    return watch_files(inputs, _detector_factory(args), settings)
 
 
 # -- detect period ------------------------------------------------------------------------------

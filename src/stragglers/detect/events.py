@@ -31,6 +31,7 @@ __all__ = [
     "FileNotice",
     "GapEvent",
     "HeldRecordEvent",
+    "InputsEvent",
     "JobEvent",
     "LevelEvent",
     "RotatedEvent",
@@ -373,6 +374,8 @@ class SummaryEvent:
     iterations: Mapping[int, int]
     slow_ranks: tuple[int, ...]
     job_iterations: Mapping[int, int] = field(default_factory=dict)
+    #: Files of the folders and glob patterns given that ``watch`` did not read, by reason.
+    skipped_files: Mapping[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -391,13 +394,27 @@ class SummaryEvent:
             "iterations": {str(r): v for r, v in self.iterations.items()},
             "job_iterations": {str(r): v for r, v in self.job_iterations.items()},
             "slow_ranks": list(self.slow_ranks),
+            "skipped_files": dict(self.skipped_files),
         }
+
+
+@dataclass(frozen=True)
+class InputsEvent(_Fields):
+    """Files of a folder or glob pattern that ``watch`` follows from now on (``added``: they
+    appeared after it started, e.g. the rank files of a job started after ``watch``);
+    ``inputs``: the files followed now; ``skipped_files``: the files not read so far, by
+    reason."""
+
+    event: ClassVar[str] = "inputs"
+    added: tuple[str, ...]
+    inputs: int
+    skipped_files: Mapping[str, int]
 
 
 FileNotice = RotatedEvent | TruncatedEvent | FileMissingEvent
 WatchEvent = (LevelEvent | JobEvent | SpikesEvent | GapEvent | SuspectsEvent | SegmentEvent
               | BadRecordEvent | BadInputEvent | HeldRecordEvent | SkippedEvent | RotatedEvent
-              | TruncatedEvent | FileMissingEvent | SummaryEvent)
+              | TruncatedEvent | FileMissingEvent | SummaryEvent | InputsEvent)
 
 
 def _int(v: object) -> int | None:

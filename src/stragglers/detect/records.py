@@ -1,9 +1,10 @@
 """JSON-lines records read by the detectors and the ``stragglers watch`` command.
 
 One JSON object per line (UTF-8).  The record kind is given by ``"kind"`` or, when absent,
-inferred from the fields (``iter`` -> iteration record, ``src``/``dst`` -> message record,
-``type`` -> call record).  Values are taken as they are, never converted: an integer field
-holding ``3.0``, ``"3"`` or ``true`` is an error, and so is a number that is not finite.
+inferred from the fields (``iter`` -> iteration record, ``busy`` -> step record,
+``src``/``dst`` -> message record, ``type`` -> call record).  Values are taken as they are,
+never converted: an integer field holding ``3.0``, ``"3"`` or ``true`` is an error, and so
+is a number that is not finite.
 Fields outside the schema are allowed (they are counted by ``watch``, see
 :func:`unknown_fields`).
 
@@ -38,6 +39,26 @@ Iteration record (``"kind": "iter"``): a framework or probe that knows its itera
 ============  ========  ======================================================================
 
 At least one of ``ts`` and ``duration`` is required.
+
+Step record (``"kind": "step"``, format version 1): one training step of one rank as the loop
+probe and the framework callbacks write it (:mod:`stragglers.probe.loop`, one
+``steps-rank-NNNNN.jsonl`` per rank in the probe folder). ``watch`` detects on ``busy``: the
+rank's own time, not the time it waited for the others.
+
+============  ========  ======================================================================
+``v``         int       optional format version; only ``1`` is read (a later version is a
+                        ``bad_field``, not misread)
+``rank``      int >= 0  global rank
+``step``      int >= 0  the training step (increasing per rank, as ``iter``)
+``ts``        number    optional end of the step in seconds (the probe: on rank 0's clock)
+``busy``      number    seconds of the step that the rank spent on its own work (> 0): the
+                        time from the end of its previous step (the start of the first one)
+                        to the end of this one, less ``wait``: compute, host time, data
+                        loading
+``wait``      number    seconds of the step spent waiting in synchronisation with the other
+                        ranks (>= 0): the gradient synchronisation, a collective before the
+                        forward, the probe's own clock alignment
+============  ========  ======================================================================
 
 Message record (``"kind": "msg"``): one transport-level message (C4D delay matrix).
 
@@ -76,6 +97,7 @@ __all__ = [
     "MessageRecord",
     "Record",
     "RecordError",
+    "StepRecord",
     "decode_json",
     "iter_file_lines",
     "parse_line",
@@ -93,7 +115,10 @@ KNOWN_FIELDS: dict[str, frozenset[str]] = {
                        "step", "peer"}),
     "iter": frozenset({"kind", "rank", "iter", "ts", "duration"}),
     "msg": frozenset({"kind", "src", "dst", "latency", "size", "wait"}),
+    "step": frozenset({"kind", "v", "rank", "step", "ts", "busy", "wait"}),
 }
+#: The step record format version this module reads (field ``v``).
+STEP_FORMAT_VERSION = 1
 
 
 class RecordError(InputError):
@@ -120,6 +145,22 @@ class IterationRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class StepRecord:
+    """One training step of one rank: its own time (``busy``) and its synchronisation wait
+    (``wait``), seconds; ``ts`` its end."""
+
+    rank: int
+    step: int
+    busy: float
+    wait: float
+    ts: float | None = None
+
+    def as_iteration(self) -> IterationRecord:
+        """The iteration record ``watch`` detects on: the rank's busy time per step."""
+        return IterationRecord(rank=self.rank, iter=self.step, ts=self.ts, duration=self.busy)
+
+
+@dataclass(frozen=True, slots=True)
 class MessageRecord:
     src: int
     dst: int
@@ -128,7 +169,7 @@ class MessageRecord:
     wait: float | None = None
 
 
-Record = CallRecord | IterationRecord | MessageRecord
+Record = CallRecord | IterationRecord | MessageRecord | StepRecord
 
 
 def _shown(obj: dict[str, Any], field: str) -> str:
@@ -210,11 +251,14 @@ class _Ctx:
 
 
 def record_kind(obj: dict[str, Any]) -> str | None:
-    """The kind of a decoded record (``call``, ``iter``, ``msg``), or None when unknown."""
+    """The kind of a decoded record (``call``, ``iter``, ``msg``, ``step``), or None when
+    unknown."""
     kind = obj.get("kind")
     if kind is None:
         if "iter" in obj:
             return "iter"
+        if "busy" in obj:
+            return "step"
         if "src" in obj or "dst" in obj:
             return "msg"
         if "type" in obj:
@@ -253,16 +297,25 @@ def parse_record(obj: Any, *, source: str = "<input>", line: int = 0) -> Record:
             group=c.group(), duration=c.num("duration", required=False),
             wait=c.num("wait", required=False), step=step, peer=peer,
         )
+    if kind == "step":
+        v = obj.get("v")
+        if v is not None and (type(v) is not int or v != STEP_FORMAT_VERSION):
+            raise c.fail("v", f"{STEP_FORMAT_VERSION} (the step record format version this "
+                         "stragglers reads)")
+        return StepRecord(rank=c.int_("rank"), step=c.int_("step"),  # type: ignore[arg-type]
+                          busy=c.num("busy", positive=True),  # type: ignore[arg-type]
+                          wait=c.num("wait"),  # type: ignore[arg-type]
+                          ts=c.num("ts", required=False, nonneg=False))
     if kind == "msg":
         return MessageRecord(
             src=c.int_("src"), dst=c.int_("dst"), latency=c.num("latency"),  # type: ignore
             size=c.int_("size", required=False), wait=c.num("wait", required=False),
         )
     if "kind" in obj:
-        raise RecordError(f"{where}: field 'kind': expected one of 'call', 'iter', 'msg', got "
-                          f"{_shown(obj, 'kind')}", "unknown_kind")
+        raise RecordError(f"{where}: field 'kind': expected one of 'call', 'iter', 'msg', "
+                          f"'step', got {_shown(obj, 'kind')}", "unknown_kind")
     raise RecordError(f"{where}: field 'kind': cannot tell the record kind (no 'kind', 'iter', "
-                      "'type' or 'src' field)", "unknown_kind")
+                      "'busy', 'type' or 'src' field)", "unknown_kind")
 
 
 def _json_type(obj: Any) -> str:
@@ -357,7 +410,8 @@ def read_records(path: str | Path) -> list[Record]:
 def other_kinds(records: Sequence[Record], wanted: type) -> dict[str, int]:
     """Records of other kinds than ``wanted``, counted by kind (``call``, ``iter``, ``msg``):
     what a command that reads one kind reports as skipped, rather than dropping silently."""
-    names = {CallRecord: "call", IterationRecord: "iter", MessageRecord: "msg"}
+    names = {CallRecord: "call", IterationRecord: "iter", MessageRecord: "msg",
+             StepRecord: "step"}
     return dict(sorted(Counter(names[type(r)] for r in records if type(r) is not wanted).items()))
 
 

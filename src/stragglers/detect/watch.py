@@ -4,6 +4,11 @@ Records follow :mod:`stragglers.detect.records`.  Per rank:
 
 * iteration records give iteration times directly (``duration``, or the ``ts`` difference to the
   previous iteration record of the rank divided by the iteration-number step);
+* step records (the probes' per-rank ``busy`` and ``wait`` of each step) are iteration records
+  whose iteration time is the rank's ``busy`` time less what slowed every rank alike in the
+  same step (:mod:`stragglers.detect.steps`, which holds a rank's records until its peers'
+  of the same steps have come, at most 16,384 records a rank): a rank that waits for a slow
+  one is not slow itself, and a slowdown of the whole job is not a straggler;
 * call records, for ranks that have sent no iteration record, go through a
   :class:`~stragglers.detect.period.PeriodTracker` (ACF period + anchor) that turns them into
   iteration times; call records with ``group`` and ``duration`` also feed the profile used to
@@ -122,10 +127,12 @@ from stragglers.detect.records import (
     IterationRecord,
     MessageRecord,
     RecordError,
+    StepRecord,
     decode_json,
     parse_record,
 )
 from stragglers.detect.spikes import SpikeCounter
+from stragglers.detect.steps import StepJoiner
 from stragglers.detect.warmup import WarmUp
 from stragglers.limits import limit
 
@@ -252,6 +259,7 @@ class Watcher:
         self._last_job_iter: int | None = None  # last iteration number accepted (any rank)
         self._onset_job_iter: int | None = None  # first onset of the profiled episode
         self._onset_ts: float | None = None
+        self._steps: StepJoiner[tuple[int, str]] = StepJoiner()  # step records' ranks joined
 
     # -- counters -----------------------------------------------------------------------------
     @property
@@ -311,6 +319,17 @@ class Watcher:
         if source is not None:
             self.source = source
         self._default_rank = rank
+
+    def add_sources(self, n: int) -> None:
+        """``n`` more input files, one per rank (``watch`` on a folder or glob pattern that
+        files join while it runs): the job groups wait for them too."""
+        self.sources += int(n)
+        self.jobs.stall_rule = self.sources <= 1
+
+    def expect_steps(self, rank: int) -> None:
+        """A file of step records of ``rank`` is followed: the other ranks' step records
+        wait for its records of their steps (:meth:`StepJoiner.expect`)."""
+        self._steps.expect(rank)
 
     def unreadable(self, exc: RecordError, *, file_index: int = 0,
                    source: str | None = None) -> list[WatchEvent]:
@@ -442,9 +461,26 @@ class Watcher:
                 if not known.issuperset(obj):
                     self._unknown(obj, known)
                 events += self._call(rec, lineno)
+            elif type(rec) is StepRecord:  # the rank's busy time, joined with its peers'
+                known = KNOWN_FIELDS["step"]
+                if not known.issuperset(obj):
+                    self._unknown(obj, known)
+                events += self._joined(self._steps.add(rec, lineno, (self._file_index,
+                                                                     self.source)))
             else:
                 assert type(rec) is MessageRecord
                 self.ignored["msg"] += 1  # message records are for `stragglers detect matrix`
+        return events
+
+    def _joined(self, ready: list[tuple[IterationRecord, int, tuple[int, str]]]
+                ) -> list[WatchEvent]:
+        """Step records released by the joiner (:mod:`stragglers.detect.steps`), each with
+        the file it came from."""
+        events: list[WatchEvent] = []
+        here = self._file_index, self.source
+        for rec, lineno, (self._file_index, self.source) in ready:
+            events += self._iteration(rec, lineno)
+        self._file_index, self.source = here
         return events
 
     def notice(self, event: FileNotice) -> list[WatchEvent]:
@@ -845,7 +881,8 @@ class Watcher:
 
     def finish(self) -> list[WatchEvent]:
         """Events due at the end of the input: held records, pending suspects, the summary."""
-        events: list[WatchEvent] = [*self.jobs.close_all(len(self._rank_progress()))]
+        events: list[WatchEvent] = self._joined(self._steps.flush())
+        events += self.jobs.close_all(len(self._rank_progress()))
         for rank, st in self.ranks.items():
             if st.spikes.spikes_since or st.spikes.has_pending:
                 events.append(st.spikes.report(rank, self._line, final=True))

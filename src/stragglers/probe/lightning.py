@@ -19,7 +19,8 @@ gradient, and the optimizer span starts at ``on_before_optimizer_step`` (Lightni
 optimizer with a closure, so the optimizer's own pre-hook comes before the forward). The
 batch is fetched before ``on_train_batch_start``, outside the spans: a rank that loads slowly
 starts its step late (the launch delay of its first op), and the others wait for it in the
-gradient synchronisation. Needs
+gradient synchronisation. Its live step records count Lightning's broadcast before each
+fetch (every rank waits there for the others) as a wait. Needs
 the ``lightning`` package (``pip install 'stragglers[lightning]'``), imported only by this
 module.
 """
@@ -47,12 +48,13 @@ class StragglersCallback(CallbackProbe, pl.Callback):
 
     def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
         """Start the probe (a collective) and hook the strategy's (DDP-wrapped) module."""
-        # No collective wrappers: Lightning's only collective between two batches (the
-        # SIGTERM broadcast) comes before it fetches the next batch, and the step's first
-        # span starts after the fetch; timing the broadcast would turn the fetch into a gap
-        # inside the step instead of the launch delay of the step's first op.
+        # Lightning's only collective between two batches (the SIGTERM broadcast) comes
+        # before it fetches the next batch, and the step's first span starts after the
+        # fetch: recording the broadcast as the step's first op would turn the fetch into a
+        # gap inside the step instead of the launch delay of the step's first op. It is a
+        # wait of the live step record (a rank that arrives first waits there).
         self.start_probe().install(trainer.strategy.model, forward_hooks=False,
-                                   collectives=False)
+                                   collectives="live")
 
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any,
                              batch_idx: int) -> None:

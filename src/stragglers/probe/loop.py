@@ -57,6 +57,21 @@ launch attribution names the rank it slows. A step whose hooks did not all fire 
 a backward without forward, no optimizer step) is left out of the trace on that rank, and so
 out of the merged trace. The framework callbacks (:mod:`stragglers.probe.lightning`,
 :mod:`stragglers.probe.hf`) drive the same :class:`LoopProbe`.
+
+Live step records (``ProbeConfig.live``, on by default): for every step, recorded in the
+trace or not, the hooks take their marks and the step's end queues a step record
+(:meth:`~stragglers.probe.recorder.Probe.step_record`, written by the probe's flusher to
+``OUT_DIR/probe/steps-rank-NNNNN.jsonl``): ``wait`` = the step's
+``grads-reduce-scatter`` (under DDP the wait for the other ranks in the gradient all-reduce,
+plus the transfer not hidden behind the backward) + the collectives over all ranks since
+the previous step and before its forward (its ``params-all-gather``, and any other the
+wrappers see: Lightning's broadcast before it fetches a batch, which the trace leaves out)
++ the probe's own clock alignment;
+``busy`` = the time from the previous step's end to this step's end less ``wait`` (compute,
+the loss, the data loading before the step). Under DDP every rank's step takes as long as
+the slowest one's; only the slow rank's ``busy`` rises, the others' ``wait`` does:
+``stragglers watch`` detects on ``busy``. The timing is read from the hooks, nothing is added
+to the model's computation or its communication.
 """
 
 from __future__ import annotations
@@ -134,9 +149,15 @@ class LoopProbe:
         self._step_no = 0
         self._open = False
         self._recording = False
+        #: Whether the open step's hooks take marks (a recorded step, or a live step record
+        #: to write: ``ProbeConfig.live``), and the live step's start.
+        self._timing = False
+        self._begin: Mark | None = None
         #: The last collective before the open (or next) step's first forward, and whether
-        #: the first recorded step had one (the count every recorded step must have).
+        #: the first recorded step had one (the count every recorded step must have); every
+        #: such collective (the waits of the step's live record).
         self._pre: tuple[Mark, Mark] | None = None
+        self._waits: list[tuple[Mark, Mark]] = []
         self._pre_expected: bool | None = None
         self._reset()
 
@@ -164,15 +185,17 @@ class LoopProbe:
 
     # ------------------------------------------------------------------ hooks
     def install(self, model: Any, *, forward_hooks: bool = True,
-                optimizer_hooks: bool = True, collectives: bool = True) -> LoopProbe:
+                optimizer_hooks: bool = True, collectives: bool | str = True) -> LoopProbe:
         """Register the hooks: forward (pre-)hooks on ``model``, a post-accumulate-grad hook
         on each of its parameters that requires grad, (``optimizer_hooks``) global
         ``torch.optim`` step pre/post hooks and (``collectives``) the wrappers of the
         ``torch.distributed`` collectives that time a collective before a step's first
-        forward. Call it on the training thread, before the first forward."""
+        forward (``collectives="live"``: timed as a wait of the live step record only, not
+        as the trace's ``params-all-gather``). Call it on the training thread, before the
+        first forward."""
         if collectives and self._watch is None and self.probe.enabled:
-            self._watch = CollectiveWatch(self.probe, self.collective_done,
-                                          self._before_forward).install()
+            on_call = self.collective_done if collectives is True else self._live_wait
+            self._watch = CollectiveWatch(self.probe, on_call, self._before_forward).install()
         target = model
         self._ddp = buffer_syncing_ddp(model) if self.probe.enabled else None
         if self._ddp is not None:  # its buffer broadcast is timed (module docstring)
@@ -207,7 +230,7 @@ class LoopProbe:
         self.forward_begin(module.training)
 
     def _on_ddp_pre(self, module: Any, args: Any) -> None:
-        self._ddp_entry = (self.probe.mark() if self._recording and self._before_forward()
+        self._ddp_entry = (self.probe.mark() if self._timing and self._before_forward()
                            else None)
 
     def _on_inner_pre(self, module: Any, args: Any) -> None:
@@ -263,6 +286,13 @@ class LoopProbe:
         collective they cannot see calls it itself."""
         if self._before_forward():
             self._pre = (start, end)
+            self._waits.append((start, end))
+
+    def _live_wait(self, start: Mark, end: Mark) -> None:
+        """A collective before the step's first forward that only the live step record
+        counts (as a wait), not the trace."""
+        if self._before_forward():
+            self._waits.append((start, end))
 
     def _close_backward(self, at: Mark) -> None:
         """End the open backward at the last gradient seen (else at ``at``)."""
@@ -274,7 +304,7 @@ class LoopProbe:
     def forward_begin(self, training: bool = True) -> None:
         """A forward of the model starts (ignored outside a recorded step, in eval mode, or
         under ``torch.no_grad``)."""
-        if not self._recording or not training:
+        if not self._timing or not training:
             return
         import torch
 
@@ -290,7 +320,7 @@ class LoopProbe:
         """The forward that :meth:`forward_begin` opened ends; tensor hooks on ``output``
         mark the start of its backward (pass None and call :meth:`backward_begin` instead)."""
         start = self._fwd_start
-        if not self._recording or start is None:
+        if not self._timing or start is None:
             return
         self._fwd_start = None
         self._fwd.append((start, self.probe.mark()))
@@ -308,7 +338,7 @@ class LoopProbe:
 
     def backward_begin(self) -> None:
         """The backward of the last forward starts."""
-        if not self._recording or self._bwd_start is not None:
+        if not self._timing or self._bwd_start is not None:
             return
         if len(self._bwd) >= len(self._fwd):
             self._broken = True  # a second backward through one forward
@@ -325,7 +355,7 @@ class LoopProbe:
         """The optimizer step starts: the end of the gradient synchronisation. Ignored
         before the step's first backward (a framework that calls the optimizer with a
         closure runs the pre-hooks before the forward) and after the first call."""
-        if not self._recording or self._opt_start is not None:
+        if not self._timing or self._opt_start is not None:
             return
         if self._bwd_start is None and not self._bwd:
             return
@@ -336,7 +366,7 @@ class LoopProbe:
     def optimizer_end(self) -> None:
         """An optimizer step ended (the last one of the step ends the ``optimizer`` span)."""
         self._opt_ran = self._open
-        if self._recording and self._opt_start is not None:
+        if self._timing and self._opt_start is not None:
             self._opt_end = self.probe.mark()
 
     # ------------------------------------------------------------------ steps
@@ -350,12 +380,17 @@ class LoopProbe:
         self._open = True
         self._reset()
         self._recording = self.probe.begin_step(self._step_no)
+        live = self.probe.live
+        self._timing = self._recording or live
+        self._begin = self.probe.mark() if live else None
 
     def end_step(self) -> None:
         """Close the open step: record its spans if every hook fired, else leave it out."""
         if not self._open:
             return
         self._open = False
+        if self._begin is not None:
+            self._live_record()
         if self._recording:
             if self._complete() and self._pre_consistent():
                 self._record()
@@ -363,12 +398,25 @@ class LoopProbe:
             else:
                 self.probe.discard_step()
                 self.steps_discarded += 1
-        self._recording = False
+        self._recording = self._timing = False
+        self._begin = None
         self._pre = None
+        self._waits = []
         self._ddp_entry = None
         self._forward_pending = False
         self.probe.end_step()
         self._step_no += 1
+
+    def _live_record(self) -> None:
+        """Queue the step's live record: its start and end, and its waits for the other
+        ranks: the collectives since the previous step before its forward (the one the trace
+        records, and any other: Lightning's broadcast before it fetches a batch) and the
+        gradient synchronisation (from the last gradient to the optimizer step)."""
+        assert self._begin is not None
+        waits = list(self._waits)
+        if self._bwd and self._opt_start is not None:
+            waits.append((self._bwd[-1][1], self._opt_start))
+        self.probe.step_record(self._step_no, self._begin, self.probe.mark(), waits)
 
     def _pre_consistent(self) -> bool:
         """Whether the step has a collective before its forward if and only if the first
@@ -414,8 +462,10 @@ class LoopProbe:
         try:
             yield self
         except BaseException:
-            self._recording = False
+            self._recording = self._timing = False
+            self._begin = None
             self._pre = None
+            self._waits = []
             self.probe.discard_step()
             self._open = False
             self._step_no += 1

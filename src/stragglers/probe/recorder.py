@@ -21,6 +21,23 @@ alignment, the only points where the probe synchronises the device: once per
 in the output directory; at the end of the session the same spans, with timestamps aligned to
 rank 0's clock, go to ``rank-NNNNN.parquet``.
 
+Live step records (``ProbeConfig.live``): a caller that knows where each step waits for the
+other ranks (the loop probe, :mod:`stragglers.probe.loop`) hands the flusher the marks of
+every step, recorded or not (:meth:`Probe.step_record`: the step's start and end and its
+synchronisation waits; a few clock readings, or CUDA events, on the training thread). The
+flusher turns them into one step record a step in ``steps-rank-NNNNN.jsonl`` (the format of
+:class:`stragglers.detect.records.StepRecord`)::
+
+    {"kind": "step", "v": 1, "rank": 1, "step": 17, "ts": 1234.5678, "busy": 0.0412,
+     "wait": 0.0031}
+
+``wait`` is the sum of the step's waits plus the time the probe spent aligning clocks since
+the previous step (a collective too); ``busy`` the time from the previous step's end (for
+the first step, or after a step that raised, the step's start or its first wait) to this
+step's end, less ``wait``; ``ts`` the end on rank 0's clock (the latest measured offset).
+With ``push_server`` and ``push_live`` the same lines are posted to the server
+(:class:`stragglers.probe.push.LivePusher`, its own thread).
+
 Garbage collection (``ProbeConfig.record_gc``, on by default): a ``gc.callbacks`` hook adds
 the seconds of every collection run by the thread that started the probe (the training loop)
 to a running total; a span reads the total when it opens and when it closes (two attribute
@@ -66,7 +83,8 @@ _ONE_TYPE: dict[str, tuple[str, ...]] = {name: (name,) for name in OPTYPES}
 
 
 def rank_file(out_dir: str | os.PathLike[str], rank: int, kind: str = "rank") -> Path:
-    """Path of a rank's record file: ``rank-00003.jsonl`` or ``calls-rank-00003.jsonl``."""
+    """Path of a rank's record file: ``rank-00003.jsonl``, ``calls-rank-00003.jsonl`` or
+    ``steps-rank-00003.jsonl``."""
     name = f"rank-{rank:05d}.jsonl" if kind == "rank" else f"{kind}-rank-{rank:05d}.jsonl"
     return Path(out_dir) / name
 
@@ -165,6 +183,18 @@ class StepEnd(NamedTuple):
     time: float
 
 
+class StepMarks(NamedTuple):
+    """What the flusher makes a live step record of (:meth:`Probe.step_record`): the step,
+    its start and end, its synchronisation waits and the seconds of clock alignment since
+    the previous step's end (``aligned``)."""
+
+    step: int
+    begin: Mark
+    end: Mark
+    waits: tuple[tuple[Mark, Mark], ...]
+    aligned: float
+
+
 def span_gc_seconds(span: Span) -> float:
     """Seconds of GC inside a finished span: the growth of the probe's GC total while it was
     open, at most its duration (a CUDA span's GPU duration; for a CPU span the bound only
@@ -173,7 +203,9 @@ def span_gc_seconds(span: Span) -> float:
 
 
 #: What the probe queues for its flusher.
-Pending = CpuSpan | CudaSpan | PendingCall | StepEnd | ClockSample
+Pending = CpuSpan | CudaSpan | PendingCall | StepEnd | ClockSample | StepMarks
+#: The live step record format version (``v``; :mod:`stragglers.detect.records`).
+STEP_RECORD_VERSION = 1
 
 
 def _checked_optypes(optype: str | tuple[str, ...]) -> tuple[str, ...]:
@@ -229,6 +261,12 @@ class Probe:
         self._gc_seconds = 0.0
         self._gc_began = 0.0
         self._gc_thread: int | None = None
+        #: Live step records: seconds of clock alignment since the last step record, the
+        #: last record's (step, end) on the flusher, and the pusher of the lines.
+        self._aligned = 0.0
+        self._live_prev: tuple[int, float] | None = None
+        self._pusher: Any = None
+        self.steps_written = 0
 
     # ------------------------------------------------------------------ life cycle
     @property
@@ -240,6 +278,12 @@ class Probe:
     def profiling(self) -> bool:
         """Whether the current step is being recorded."""
         return self._active
+
+    @property
+    def live(self) -> bool:
+        """Whether live step records are taken now (:meth:`step_record`): a started, open
+        probe with ``ProbeConfig.live``."""
+        return self._started and not self._closed and self.config.enabled and self.config.live
 
     @property
     def timer_kind(self) -> str:
@@ -275,6 +319,12 @@ class Probe:
             gc.callbacks.append(self._on_gc)
         self._setup_clock_group()
         self.sync_clocks()
+        if self.config.live and self.config.push_server is not None and self.config.push_live:
+            from stragglers.probe.push import LivePusher
+
+            job = self.config.push_job or (self.layout.trial_name if self.layout is not None
+                                           else "probe")
+            self._pusher = LivePusher(self.config, job, self.worker.rank).start()
         self._thread = threading.Thread(
             target=self._run_flusher, name=f"stragglers-probe-{self.worker.rank}", daemon=True
         )
@@ -298,6 +348,8 @@ class Probe:
         if self._thread is not None:
             self._thread.join()
         self._drain(final=True)
+        if self._pusher is not None:
+            self._pusher.close()
         if self.config.write_parquet:
             self._write_parquet()
         for fh in self._files.values():
@@ -364,7 +416,9 @@ class Probe:
             and self.config.window_end(step)
             and step - self._last_sync_step >= self.config.sync_gap_steps
         ):
+            began = self._clock()
             self.sync_clocks()
+            self._aligned += self._clock() - began  # a wait of the next live step record
             self._last_sync_step = step
         if self.config.window_end(step):
             self._wake.set()
@@ -441,6 +495,17 @@ class Probe:
             span.start, span.end = start.time, end.time
         span.gc_start, span.gc_end = start.gc, end.gc
         self._pending.append(span)
+
+    def step_record(self, step: int, begin: Mark, end: Mark,
+                    waits: list[tuple[Mark, Mark]] | tuple[tuple[Mark, Mark], ...] = ()
+                    ) -> None:
+        """Queue the live step record of ``step`` (module docstring): ``begin`` and ``end``
+        its start and end, ``waits`` the (start, end) marks of its synchronisation waits.
+        Nothing happens unless :attr:`live`."""
+        if not self.live:
+            return
+        self._pending.append(StepMarks(step, begin, end, tuple(waits), self._aligned))
+        self._aligned = 0.0
 
     def discard_step(self) -> None:
         """Leave the current step out of the trace (no ``step_end`` record for it: the merge
@@ -592,13 +657,17 @@ class Probe:
         stops the drain (with ``final``, the drain waits for it instead)."""
         rank_lines: list[str] = []
         call_lines: list[str] = []
+        step_lines: list[str] = []
         pending = self._pending
         while pending:
             item = pending[0]
-            if isinstance(item, (CudaSpan, PendingCall)) and not self._completed(item, final):
+            if isinstance(item, (CudaSpan, PendingCall, StepMarks)) and not self._completed(
+                    item, final):
                 break
             pending.popleft()
-            if isinstance(item, Span):
+            if isinstance(item, StepMarks):
+                step_lines.append(self._step_done(item))
+            elif isinstance(item, Span):
                 rank_lines.append(self._span_done(item))
             elif isinstance(item, PendingCall):
                 call_lines.append(self._call_done(item))
@@ -612,12 +681,25 @@ class Probe:
             self._write("rank", rank_lines)
         if call_lines:
             self._write("calls", call_lines)
+        if step_lines:
+            if "steps" not in self._files:
+                path = rank_file(self.out_dir, self.worker.rank, "steps")
+                with self._write_lock:
+                    self._files.setdefault("steps", open(path, "w"))  # noqa: SIM115
+            self._write("steps", step_lines)
+            self.steps_written += len(step_lines)
+            if self._pusher is not None:
+                self._pusher.put(step_lines)
 
     @staticmethod
-    def _completed(item: CudaSpan | PendingCall, final: bool) -> bool:
+    def _completed(item: CudaSpan | PendingCall | StepMarks, final: bool) -> bool:
         """Whether a record can be converted now: a CUDA one once its end event has
-        completed (with ``final``, after waiting for it); a CPU call record always."""
-        if isinstance(item, CudaSpan):
+        completed (with ``final``, after waiting for it); a CPU one always."""
+        if isinstance(item, StepMarks):
+            end_event = item.end.event
+            if end_event is None:
+                return True
+        elif isinstance(item, CudaSpan):
             end_event = item.end_event
         elif isinstance(item.end, EventStamp):
             end_event = item.end.event
@@ -656,6 +738,26 @@ class Probe:
                                 if isinstance(s, EventStamp))
         offset = self._samples[-1].offset if self._samples else 0.0
         return json.dumps(call.record(self.worker.rank, start, end, offset).to_dict())
+
+    def _mark_time(self, mark: Mark) -> float:
+        """A mark on the probe's clock (a CUDA event read against its anchor)."""
+        return mark.time if mark.event is None else self._event_time(mark.event, mark.anchor)
+
+    def _step_done(self, item: StepMarks) -> str:
+        """The line of a live step record (module docstring)."""
+        end = self._mark_time(item.end)
+        spans = [(self._mark_time(a), self._mark_time(b)) for a, b in item.waits]
+        wait = item.aligned + sum(b - a for a, b in spans)
+        prev = self._live_prev
+        if prev is not None and prev[0] == item.step - 1:
+            start = prev[1]
+        else:  # the first step, or one after a step that raised: from its start or first wait
+            start = min([self._mark_time(item.begin), *(a for a, _ in spans)])
+        self._live_prev = (item.step, end)
+        offset = self._samples[-1].offset if self._samples else 0.0
+        return json.dumps({"kind": "step", "v": STEP_RECORD_VERSION, "rank": self.worker.rank,
+                           "step": item.step, "ts": round(end + offset, 6),
+                           "busy": round(end - start - wait, 7), "wait": round(wait, 7)})
 
     def _seconds(self, stamp: Stamp, anchor: int) -> float:
         return self._event_time(stamp.event, anchor) if isinstance(stamp, EventStamp) else stamp

@@ -30,11 +30,19 @@ class ProbeConfig:
     span (``gc.callbacks``; written as ``gc_s``). ``enabled=False`` turns every probe call
     into a no-op.
 
+    ``live`` (on by default): the loop probe (:func:`~stragglers.probe.attach` and the
+    framework callbacks) writes one step record per rank and step, every step whether
+    recorded or not: the rank's busy time and its synchronisation wait
+    (``steps-rank-NNNNN.jsonl``, :mod:`stragglers.detect.records`), which ``stragglers watch``
+    follows.
+
     ``push_server`` (a ``stragglers serve`` URL) makes the session push itself when it ends:
     every rank writes its file, rank 0 merges them into ``OUT_DIR/session/`` and uploads the
     trace (:mod:`stragglers.probe.push`) with the token from ``push_token_file`` (else
-    ``$STRAGGLERS_TOKEN``) under the job name ``push_job``. A failed push never stops the
-    training job: it is logged and the merged trace stays on disk.
+    ``$STRAGGLERS_TOKEN``) under the job name ``push_job`` (default: the job's trial name);
+    with ``live`` every rank also posts its step records to the server as they are written
+    (``push_live``). A failed push never stops the training job: it is logged and the files
+    stay on disk.
     """
 
     enabled: bool = True
@@ -50,6 +58,8 @@ class ProbeConfig:
     push_server: str | None = None
     push_token_file: str | None = None
     push_job: str | None = None
+    live: bool = True
+    push_live: bool = True
 
     def __post_init__(self) -> None:
         if self.profile_steps < 1 or self.every < 1 or self.profile_steps > self.every:

@@ -17,7 +17,9 @@ stay forever and the alerts built on it clear:
   ``stragglers_job_open_alerts``, ``stragglers_job_sessions_total`` (jobs with sessions);
 * jobs that send records: ``stragglers_job_records_total``, ``stragglers_job_onsets_total``,
   ``stragglers_job_slow_ranks`` (ranks the detector finds slow now; 0: healthy),
-  ``stragglers_job_slow_since_timestamp_seconds`` (while slow).
+  ``stragglers_job_slow_rank`` (1 for each of them, labelled ``rank``: the culprit; at
+  most :data:`MAX_SLOW_RANKS` a job), ``stragglers_job_slow_since_timestamp_seconds``
+  (while slow).
 
 Service-wide: ``stragglers_sessions_ingested_total``, ``stragglers_sessions_failed_total``,
 ``stragglers_sessions_queued``, ``stragglers_sessions_running``,
@@ -48,8 +50,10 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 JOB_LABEL = "training_job"
 DEFAULT_STALE_S = 3600.0
 #: Label names a session label must not take (Prometheus's own and ours).
-RESERVED = frozenset({JOB_LABEL, "job", "instance", "le", "quantile"})
+RESERVED = frozenset({JOB_LABEL, "job", "instance", "le", "quantile", "rank"})
 MAX_LABELS = 16
+#: Slow ranks of one job exported one by one (``stragglers_job_slow_rank``), at most.
+MAX_SLOW_RANKS = 64
 _INVALID = re.compile(r"[^a-zA-Z0-9_]")
 
 #: Request durations: 1 ms .. 60 s; analysis and upload-to-result: 0.1 s .. 1 h.
@@ -121,6 +125,9 @@ class StoreCollector(Collector):
                               "Onsets found by the streaming detector"),
             "slow": _Family(g, "stragglers_job_slow_ranks",
                             "Ranks the streaming detector finds slow now (0: healthy)"),
+            "slow_rank": _Family(g, "stragglers_job_slow_rank",
+                                 "1 for each rank (label rank) the streaming detector finds "
+                                 f"slow now (at most {MAX_SLOW_RANKS} a job)"),
             "since": _Family(g, "stragglers_job_slow_since_timestamp_seconds",
                              "Wall-clock time of the earliest open onset (while slow)"),
         }
@@ -139,6 +146,8 @@ class StoreCollector(Collector):
                 f["records"].add(labels, j.records)
                 f["onsets"].add(labels, v.detection.onsets)
                 f["slow"].add(labels, len(v.detection.slow_ranks))
+                for rank in v.detection.slow_ranks[:MAX_SLOW_RANKS]:
+                    f["slow_rank"].add({**labels, "rank": str(rank)}, 1)
                 if v.detection.slow_since is not None:
                     f["since"].add(labels, v.detection.slow_since)
         yield from (x.metric for x in f.values())

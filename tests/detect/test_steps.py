@@ -1,0 +1,179 @@
+"""Step records of several ranks joined step by step (:mod:`stragglers.detect.steps`): what
+slows every rank alike is not a straggler, a rank that gets faster does not make the others
+look slow, and files read one after the other give the events of lines read together.
+
+Hand-built records with known answers: two (or four) ranks of equal work, noise of 2 % per
+step, and the changes injected at known steps."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from stragglers.cli import main
+from stragglers.detect.records import StepRecord
+from stragglers.detect.steps import REF_POINTS, REF_SKIP, SCALE_POINTS, StepJoiner
+from stragglers.detect.watch import Watcher
+
+N = 240
+BASE = 0.05
+
+
+def _records(factors: dict[int, list[float]], seed: int = 0) -> dict[int, list[dict]]:
+    """Step records of the ranks of ``factors`` (rank -> its busy time's factor per step):
+    the ranks synchronise every step (the step is the slowest busy time plus 2 ms)."""
+    rng = np.random.default_rng(seed)
+    out: dict[int, list[dict]] = {r: [] for r in factors}
+    ts = 100.0
+    for k in range(N):
+        busy = {r: BASE * f[k] * float(np.exp(rng.normal(0, 0.02))) for r, f in factors.items()}
+        step = max(busy.values()) + 0.002
+        ts += step
+        for r in factors:
+            out[r].append({"kind": "step", "v": 1, "rank": r, "step": k, "ts": round(ts, 6),
+                           "busy": round(busy[r], 7), "wait": round(step - busy[r], 7)})
+    return out
+
+
+def _factor(changes: list[tuple[int, int, float]]) -> list[float]:
+    f = [1.0] * N
+    for a, b, x in changes:
+        for k in range(a, b):
+            f[k] *= x
+    return f
+
+
+def _folder(tmp_path: Path, recs: dict[int, list[dict]]) -> Path:
+    for r, lines in recs.items():
+        (tmp_path / f"steps-rank-{r:05d}.jsonl").write_text(
+            "".join(json.dumps(x) + "\n" for x in lines))
+    return tmp_path
+
+
+def _levels(capsys: pytest.CaptureFixture[str], args: list[str]) -> list[tuple[str, int, int]]:
+    assert main(["watch", *args, "--once"]) == 0
+    events = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    return [(e["event"], e["rank"], e["job_iteration"]) for e in events
+            if e["event"] in ("onset", "recovery", "change", "speedup", "flapping")]
+
+
+def test_a_slowdown_of_every_rank_is_not_a_straggler(tmp_path: Path, capsys) -> None:
+    """Both ranks 1.6x slower in steps 100-179 (the machine, the data): no onset; as plain
+    per-rank iteration times of the busy time, both ranks had one."""
+    both = [(100, 180, 1.6)]
+    recs = _records({0: _factor(both), 1: _factor(both)})
+    assert _levels(capsys, [str(_folder(tmp_path, recs))]) == []
+    iters = tmp_path / "busy.jsonl"
+    iters.write_text("".join(json.dumps({"rank": x["rank"], "iter": x["step"],
+                                         "duration": x["busy"]}) + "\n"
+                             for k in range(N) for x in (recs[0][k], recs[1][k])))
+    assert sorted(r for e, r, _ in _levels(capsys, [str(iters)]) if e == "onset") == [0, 1]
+
+
+def test_a_slowdown_of_every_rank_while_the_reference_is_taken_is_not_a_straggler(
+        tmp_path: Path, capsys) -> None:
+    """Both ranks 2x slower from step 16 on, while the job's reference pace is still being
+    taken (a shared machine's load; measured on the 2-core machine, a healthy Lightning run
+    had its rank 1 named): no onset. (With a reference that moved as it was taken, every
+    rank's series was rescaled with it, a rise of every rank.)"""
+    both = [(REF_SKIP + SCALE_POINTS + 4, N, 2.0)]
+    recs = _records({0: _factor(both), 1: _factor(both)})
+    assert _levels(capsys, [str(_folder(tmp_path, recs))]) == []
+
+
+def test_a_straggler_during_a_slowdown_of_every_rank_is_found(tmp_path: Path, capsys) -> None:
+    """Every rank 1.6x slower in steps 100-199, rank 1 another 1.5x in 130-169."""
+    both = [(100, 200, 1.6)]
+    recs = _records({0: _factor(both), 1: _factor(both + [(130, 170, 1.5)])})
+    got = _levels(capsys, [str(_folder(tmp_path, recs))])
+    assert [(e, r) for e, r, _ in got] == [("onset", 1), ("recovery", 1)], got
+    assert abs(got[0][2] - 130) <= 2 and abs(got[1][2] - 170) <= 2
+
+
+def test_a_rank_that_gets_faster_does_not_make_the_other_slow(tmp_path: Path, capsys) -> None:
+    """Rank 1 0.6x (faster) in steps 100-179: rank 0, unchanged, raises nothing (against
+    the faster rank alone it would look 1.7x slower)."""
+    recs = _records({0: _factor([]), 1: _factor([(100, 180, 0.6)])})
+    got = _levels(capsys, [str(_folder(tmp_path, recs))])
+    assert got == [], got  # being faster is no straggler's sign either
+
+
+def test_a_rank_that_comes_back_to_the_pace_of_the_others_has_not_slowed(
+        tmp_path: Path, capsys) -> None:
+    """The whole job faster from step 100 on (a shared machine's load gone), rank 0 much
+    faster than rank 1 (0.3x against 0.7x) until step 150, then back at rank 1's pace: no
+    rank was ever slower than the other's pace, no onset (measured on the 2-core machine:
+    rank 0 of a DDP loop was named at the step it came back)."""
+    recs = _records({0: _factor([(100, N, 0.3), (150, N, 0.7 / 0.3)]),
+                     1: _factor([(100, N, 0.7)])})
+    got = _levels(capsys, [str(_folder(tmp_path, recs))])
+    assert [x for x in got if x[0] == "onset"] == [], got
+
+
+def test_half_the_ranks_slow_are_found_more_are_the_job(tmp_path: Path, capsys) -> None:
+    """Four ranks: ranks 2 and 3 1.5x slower in steps 100-179 are two stragglers; ranks
+    1, 2 and 3 (more than half) are the job's pace: no event, and rank 0, which kept its
+    time, does not look faster."""
+    two = _records({r: _factor([(100, 180, 1.5)] if r >= 2 else []) for r in range(4)})
+    (tmp_path / "two").mkdir()
+    got = _levels(capsys, [str(_folder(tmp_path / "two", two))])
+    assert sorted((e, r) for e, r, _ in got) == [("onset", 2), ("onset", 3), ("recovery", 2),
+                                                  ("recovery", 3)], got
+    three = _records({r: _factor([(100, 180, 1.5)] if r >= 1 else []) for r in range(4)})
+    (tmp_path / "three").mkdir()
+    assert _levels(capsys, [str(_folder(tmp_path / "three", three))]) == []
+
+
+def test_files_read_one_after_the_other_give_the_events_of_interleaved_lines(
+        tmp_path: Path, capsys) -> None:
+    """``watch DIR --once`` reads rank 0's whole file before rank 1's: the joiner holds rank
+    0's records for rank 1's, so the events are those of one stream of interleaved lines."""
+    recs = _records({0: _factor([(100, 180, 1.6)]),
+                     1: _factor([(100, 180, 1.6), (130, 170, 1.5)])})
+    from_files = _levels(capsys, [str(_folder(tmp_path, recs))])
+    one = tmp_path / "one" / "all.jsonl"
+    one.parent.mkdir()
+    one.write_text("".join(json.dumps(x) + "\n" for k in range(N)
+                           for x in (recs[0][k], recs[1][k])))
+    assert _levels(capsys, [str(one)]) == from_files
+    assert [r for e, r, _ in from_files if e == "onset"] == [1]
+
+
+def test_one_rank_alone_is_detected_on_its_busy_time(tmp_path: Path, capsys) -> None:
+    recs = _records({0: _factor([(100, 180, 1.5)])})
+    got = _levels(capsys, [str(_folder(tmp_path, recs))])
+    assert [(e, r) for e, r, _ in got] == [("onset", 0), ("recovery", 0)], got
+
+
+def test_the_joiner_holds_records_for_a_rank_announced_and_lets_go_at_the_end() -> None:
+    j: StepJoiner[int] = StepJoiner()
+    j.expect(1)
+    out = []
+    for k in range(REF_SKIP + REF_POINTS + 5):
+        out += j.add(StepRecord(rank=0, step=k, busy=1.0, wait=0.0), k, 0)
+    assert out == [] and j.held == REF_SKIP + REF_POINTS + 5  # waiting for rank 1
+    for k in range(3):
+        out += j.add(StepRecord(rank=1, step=k, busy=2.0, wait=0.0), k, 1)
+    assert [(r.rank, r.iter) for r, _, _ in out] == [(0, 0), (1, 0), (0, 1), (1, 1),
+                                                     (0, 2), (1, 2)]
+    rest = j.flush()
+    assert len(rest) == REF_SKIP + REF_POINTS + 2 and j.held == 0
+    assert all(r.rank == 0 and r.duration == 1.0 for r, _, _ in rest)
+
+
+def test_the_watcher_names_events_by_the_file_the_record_came_from(tmp_path: Path) -> None:
+    """Records let go while another file is read carry their own file."""
+    recs = _records({0: _factor([]), 1: _factor([(100, 180, 1.5)])})
+    w = Watcher(sources=2)
+    w.expect_steps(0)
+    w.expect_steps(1)
+    events = []
+    for i in (1, 0):  # rank 1's file first: its records wait for rank 0's
+        lines = [(k + 1, json.dumps(x)) for k, x in enumerate(recs[i])]
+        events += w.process_lines(lines, file_index=i, source=f"steps-{i}.jsonl")
+    events += w.finish()
+    onset = next(e for e in events if e.event == "onset")
+    assert onset.rank == 1 and onset.file == "steps-1.jsonl"

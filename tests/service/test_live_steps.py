@@ -1,0 +1,222 @@
+"""Live step records on SMon (issue 29): the probes' per-rank busy and wait of every step,
+posted as a job's record stream, make the server's detector name the slow rank (not the
+ones waiting for it) on the API, the jobs page (checked in Chromium) and ``/metrics``; the
+probe posts them by itself while the job runs (``ProbeConfig.push_server``), and
+``stragglers watch`` on the same job's probe folder, started before the job, names it too.
+
+One server for the module (its start-up is most of the cost); each test has a job of its
+own."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stragglers.service.client import push_records
+from tests.service.helpers import TOKEN, Server
+
+pytestmark = pytest.mark.slow  # a server process
+
+
+@pytest.fixture(scope="module")
+def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    folder = tmp_path_factory.mktemp("live-serve")
+    token = folder / "token"
+    token.write_text(TOKEN + "\n")
+    server = Server(folder / "data", token)
+    try:
+        yield server.start()
+    finally:
+        server.stop()
+
+
+SLOW = 60  # rank 1's busy time is 1.5x from this step on
+
+
+def _step_lines(n: int) -> list[str]:
+    """Two ranks that synchronise every step: equal step times, rank 1's busy time 1.5x from
+    step SLOW on, rank 0 waiting for it."""
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    lines = []
+    ts = 1000.0
+    for k in range(n):
+        busy = [0.05 * float(np.exp(rng.normal(0, 0.01))) for _ in (0, 1)]
+        if k >= SLOW:
+            busy[1] *= 1.5
+        step = max(busy) + 0.002
+        ts += step
+        lines += [json.dumps({"kind": "step", "v": 1, "rank": r, "step": k, "ts": ts,
+                              "busy": busy[r], "wait": step - busy[r]}) for r in (0, 1)]
+    return lines
+
+
+def _slow_rank_metrics(server: Server, job: str) -> dict[str, float]:
+    text = server.get("/metrics").text
+    found = {}
+    for m in re.finditer(r'^stragglers_job_slow_rank\{([^}]*)\} (\S+)$', text, re.M):
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
+        if labels.get("training_job") == job:
+            found[labels["rank"]] = float(m.group(2))
+    return found
+
+
+def _culprit_on_the_jobs_page(page: Any, server: Server, job: str) -> str:
+    page.goto(f"{server.url}/")
+    row = page.locator("#jobs tbody tr", has=page.locator(f'td.job a:text-is("{job}")'))
+    return str(row.locator("td.culprit").inner_text())
+
+
+def test_step_records_name_the_culprit_rank(live_server: Server, page: Any) -> None:
+    """Hand-built records (rank 1 1.5x from step 60 on), posted in batches as a probe's
+    flushes send them: the onset is rank 1's at step 60, the job's culprit rank 1 on the API,
+    the jobs page (Chromium) and ``/metrics``."""
+    server = live_server
+    lines = _step_lines(120)
+    for k in range(0, len(lines), 40):
+        push_records(lines[k:k + 40], "steps-live", server.url, TOKEN)
+    doc = server.get("/api/v1/jobs/steps-live").json()
+    assert doc["culprit"] == "rank 1", doc
+    assert doc["detection"]["slow_ranks"] == [1]
+    events = server.get("/api/v1/jobs/steps-live/events").json()["events"]
+    onsets = [(e["rank"], e["job_iteration"]) for e in events if e["event"] == "onset"]
+    assert onsets == [(1, SLOW)], onsets
+    assert _slow_rank_metrics(server, "steps-live") == {"1": 1.0}
+    assert "stragglers_job_slow_ranks{training_job=\"steps-live\"} 1.0" in server.get(
+        "/metrics").text
+    assert _culprit_on_the_jobs_page(page, server, "steps-live") == "rank 1 (detector)"
+
+
+def _train(steps: int, **config: object) -> Any:
+    """A one-process loop of ``steps`` steps with ``attach(..., config=ProbeConfig(**config))``;
+    the probe's live pusher."""
+    torch = pytest.importorskip("torch")
+    from stragglers.probe import ProbeConfig, attach
+
+    model = torch.nn.Linear(8, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    out = config.pop("out")
+    probe = attach(model, out, config=ProbeConfig(flush_interval_s=0.05, **config))
+    for _ in range(steps):
+        with probe.step():
+            model(torch.randn(4, 8)).pow(2).mean().backward()
+            opt.step()
+            opt.zero_grad()
+    probe.close()
+    return probe.probe._pusher
+
+
+def test_the_probe_posts_its_step_records_while_the_job_runs(live_server: Server,
+                                                             tmp_path: Path) -> None:
+    """A one-process loop with ``push_server``: every step record reaches the job's stream
+    (the server counts them); the session is pushed at the end as before."""
+    pusher = _train(30, out=tmp_path / "run", first_step=2, push_server=live_server.url,
+                    push_token_file=str(live_server.token_file), push_job="live-one")
+    assert pusher is not None and (pusher.posted, pusher.failed, pusher.error) == (30, 0, None)
+    job = live_server.get("/api/v1/jobs/live-one").json()
+    assert job["records"] == 30, job
+
+
+def test_a_server_that_is_down_costs_the_live_records_nothing(token_file: Path,
+                                                              tmp_path: Path, caplog: Any,
+                                                              monkeypatch: Any) -> None:
+    import stragglers.service.client as client
+    from stragglers.probe.recorder import rank_file
+
+    monkeypatch.setattr(client, "_wait", lambda *_: None)  # the retries' back-off: no test
+    pusher = _train(5, out=tmp_path / "run", push_server="http://127.0.0.1:9",
+                    push_token_file=str(token_file))
+    assert pusher.posted == 0 and pusher.failed == 5 and "127.0.0.1:9" in pusher.error
+    assert len(rank_file(tmp_path / "run" / "probe", 0, "steps").read_text().splitlines()) == 5
+    assert "5 not (5 failed" in caplog.text
+
+
+#: The DDP job of the end-to-end test: rank 1 slowed (0.3 s more per step) from SLOW_FROM to
+#: its end, STEPS steps (the onset is declared about 8 steps after it).
+DDP_STEPS, DDP_SLOW_FROM = 36, 20
+
+
+def test_a_ddp_job_pushed_live_names_its_slow_rank(live_server: Server, page: Any,
+                                                   tmp_path: Path) -> None:
+    """The plain DDP snippet (2 processes, gloo) with rank 1 slowed from step 20 to its end,
+    its probe pushing to a real server (the snippet's ``attach`` given a ``ProbeConfig``
+    with ``push_server``) and ``stragglers watch`` following its probe folder, started
+    before the job (the folder does not exist yet): while the job runs, the server's
+    detector names rank 1, the job's culprit is rank 1 on the API and the jobs page
+    (Chromium), ``/metrics`` has ``stragglers_job_slow_rank{rank="1"}`` only; ``watch``
+    names rank 1 at step 20 (not rank 0, which waits for it)."""
+    pytest.importorskip("torch")
+    from tests.probe.integration import REPO, tool
+
+    server = live_server
+    text = (REPO / "docs" / "snippets" / "ddp_loop.py").read_text()
+    attach = "stragglers.probe.attach(model, out_dir=sys.argv[1])"
+    assert attach in text
+    script = tmp_path / "ddp_push.py"
+    script.write_text(text.replace(attach, (
+        "stragglers.probe.attach(model, out_dir=sys.argv[1], config=stragglers.probe."
+        "ProbeConfig(first_step=2, push_server=os.environ['PUSH_URL'], "
+        "push_token_file=os.environ['PUSH_TOKEN'], push_job='ddp-live'))")))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PUSH_URL": server.url,
+           "PUSH_TOKEN": str(server.token_file), "STEPS": str(DDP_STEPS), "SLOW_RANK": "1",
+           "SLOW_FROM": str(DDP_SLOW_FROM)}
+    events_file = tmp_path / "events.jsonl"
+    with events_file.open("w") as fh:
+        watch = subprocess.Popen(
+            [*tool("stragglers"), "watch", str(tmp_path / "run" / "probe"), "--threshold",
+             "0.5", "--poll", "0.2", "--idle-timeout", "3", "--wait-timeout", "300"],
+            stdout=fh, stderr=subprocess.PIPE, text=True, env=env)
+        job = subprocess.Popen([*tool("torchrun"), "--standalone", "--nproc-per-node", "2",
+                                str(script), str(tmp_path / "run")], env=env, cwd=REPO,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        seen: dict[str, Any] = {}
+        try:
+            end = time.monotonic() + 600
+            while time.monotonic() < end and not seen:
+                done = job.poll() is not None
+                doc = server.get("/api/v1/jobs/ddp-live")
+                if doc.status_code == 200 and (doc.json()["detection"] or {}).get("slow"):
+                    seen = {"job": doc.json(), "metrics": _slow_rank_metrics(server, "ddp-live"),
+                            "page": _culprit_on_the_jobs_page(page, server, "ddp-live")}
+                elif done:
+                    break
+                time.sleep(0.3)
+            out, _ = job.communicate(timeout=600)
+            _, err = watch.communicate(timeout=120)
+        finally:
+            for proc in (job, watch):
+                if proc.poll() is None:
+                    proc.kill()
+    assert job.returncode == 0, out[-3000:]
+    assert seen, (f"the detector named no rank: {server.get('/api/v1/jobs/ddp-live').text}\n"
+                  f"{server.get('/api/v1/jobs/ddp-live/events').text}\n{out[-2000:]}")
+    assert seen["job"]["detection"]["slow_ranks"] == [1], seen
+    assert seen["job"]["culprit"] == "rank 1", seen  # no analysed session yet
+    assert seen["metrics"] == {"1": 1.0}, seen
+    assert seen["page"] == "rank 1 (detector)", seen
+    events = server.get("/api/v1/jobs/ddp-live/events").json()["events"]
+    onsets = [(e["rank"], e["job_iteration"]) for e in events if e["event"] == "onset"]
+    assert onsets[0][0] == 1 and abs(onsets[0][1] - DDP_SLOW_FROM) <= 2, onsets
+    assert server.get("/api/v1/jobs/ddp-live").json()["records"] == 2 * DDP_STEPS
+
+    assert watch.returncode == 0, err
+    watched = [json.loads(line) for line in events_file.read_text().splitlines()]
+    summary = watched[-1]
+    assert summary["event"] == "summary", watched[-3:]
+    assert summary["iterations"] == {"0": DDP_STEPS, "1": DDP_STEPS}, summary
+    assert summary["bad"] == 0 and summary["dropped"] == {}
+    assert summary["skipped_files"].get("binary") == 2  # the ranks' parquet files
+    onsets = [(e["rank"], e["job_iteration"], e["declared_job_iteration"]) for e in watched
+              if e["event"] == "onset"]
+    assert onsets and onsets[0][0] == 1, onsets
+    assert abs(onsets[0][1] - DDP_SLOW_FROM) <= 2 and onsets[0][2] - DDP_SLOW_FROM <= 20, onsets
+    assert not [o for o in onsets if o[0] == 0], onsets  # the rank that waited
