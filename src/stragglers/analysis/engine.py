@@ -17,6 +17,7 @@ from stragglers.model import (
     derive_durations,
     evaluation_order,
 )
+from stragglers.phases import phase
 from stragglers.sim import MixedValues, SimResult, simulate, simulate_mixed
 from stragglers.trace.schema import ideal_is_mean
 from stragglers.trace.table import OpTable
@@ -147,8 +148,12 @@ def ideal_values(table: OpTable, value: np.ndarray) -> np.ndarray:
 
 def prepare(table: OpTable) -> WhatIfEngine:
     """Build the dependency model of a validated op table and its derived and ideal values."""
-    graph = build_graph(table)
-    order = evaluation_order(graph)
-    derived = derive_durations(table, graph)
+    with phase("graph"):
+        graph = build_graph(table)
+        order = evaluation_order(graph)
+    with phase("derive"):
+        derived = derive_durations(table, graph)
+    with phase("ideal"):
+        ideal = ideal_values(table, derived.value)
     return WhatIfEngine(table=table, graph=graph, order=order, derived=derived,
-                        ideal_value=ideal_values(table, derived.value))
+                        ideal_value=ideal)

@@ -15,6 +15,7 @@ import numpy as np
 
 from stragglers.errors import InputError
 from stragglers.limits import check_limit, limit
+from stragglers.phases import phase
 from stragglers.trace.checks import check_rows
 from stragglers.trace.io import JobMeta, TraceColumns
 from stragglers.trace.schema import OPTYPES
@@ -173,7 +174,14 @@ def build_table(trace: TraceColumns, meta: JobMeta) -> OpTable:
     another holds two rows (pigeonhole), so no per-cell count is kept. Any failure is
     diagnosed by :func:`_refuse`, which names the first problem.
     """
-    caveats = check_rows(trace, meta)
+    with phase("validate"):
+        caveats = check_rows(trace, meta)
+    with phase("dense"):
+        return _dense_table(trace, meta, caveats)
+
+
+def _dense_table(trace: TraceColumns, meta: JobMeta, caveats: list[str]) -> OpTable:
+    """The dense arrays of :func:`build_table` once the rows are checked."""
     n_rows = len(trace)
     dp, pp = meta.dp_size, meta.pp_size
     steps, step_idx = _factorize_steps(trace.step)
