@@ -249,16 +249,18 @@ def characterise(engine: WhatIfEngine, name: str, nodelay: np.ndarray, ideal: np
 
 def exact_worker_times(engine: WhatIfEngine) -> np.ndarray:
     """Step times (dp, pp, n_steps) with only worker (d, s) original: one scenario per
-    worker, each simulated with one original and one ideal virtual DP rank."""
+    worker, each simulated with one original and one ideal virtual DP rank; the workers of
+    one stage at a time (in a batch whose scenarios all keep the same stage, the simulator
+    adds the kept values a whole virtual rank at a time)."""
     dp, pp = engine.dp, engine.pp
-    scenarios = []
-    for d in range(dp):
-        for s in range(pp):
-            stages = np.zeros(pp, dtype=bool)
-            stages[s] = True
-            scenarios.append(Scenario.keep_dp_rank(f"worker {d},{s}", d, stages))
-    times = engine.run(scenarios)
-    return np.stack([times[sc.name] for sc in scenarios]).reshape(dp, pp, -1)
+    out = np.empty((dp, pp, engine.n_steps))
+    for s in range(pp):
+        stages = np.zeros(pp, dtype=bool)
+        stages[s] = True
+        scenarios = [Scenario.keep_dp_rank(f"worker {d},{s}", d, stages) for d in range(dp)]
+        times = engine.run(scenarios)
+        out[:, s] = np.stack([times[sc.name] for sc in scenarios])
+    return out
 
 
 def compute_metrics(engine: WhatIfEngine, exact_workers: bool = True) -> Metrics:

@@ -34,8 +34,9 @@ def write_outputs(engine: WhatIfEngine, result: AnalysisResult, out: str | Path,
     folder = Path(out)
     files: dict[str, str | Skipped] = {}
     with StagedDir(folder) as stage:
+        data = HeatmapData.of(result)
         with phase("heatmaps"):
-            staged = write_heatmaps(HeatmapData.of(result), stage.staging)
+            staged = write_heatmaps(data, stage.staging)
         for name, path in staged.items():
             files[name] = str(stage.final(path.name))
         n_ops = timeline_ops(engine)
@@ -56,7 +57,7 @@ def write_outputs(engine: WhatIfEngine, result: AnalysisResult, out: str | Path,
         with phase("document"):
             doc = done.to_document()
         with phase("report.html"):
-            write_text(stage.path(REPORT_FILE), render_report(doc))
+            write_text(stage.path(REPORT_FILE), render_report(doc, data=data))
         with phase("result.json"):
             write_text(stage.path(RESULT_FILE), json.dumps(doc, indent=1, allow_nan=False))
         with phase("commit"):
