@@ -81,3 +81,73 @@ def test_custom_whatif_set_scale_and_errors(analysis):
         wi.ops(optype="fwd")
     with pytest.raises(InputError, match="step 99"):
         wi.ops(step=99)
+
+
+def _scenario_batches(engine):
+    """A batch of each kind the engine simulates, with every mask it takes."""
+    from stragglers.analysis.metrics import node_attribution_keys, optype_keys
+
+    dp, pp, rng = engine.dp, engine.pp, np.random.default_rng(5)
+    keys = node_attribution_keys(engine)
+    value = engine.derived.value.astype(np.float64)
+    return {
+        "ideal": ("ideal", [Scenario.ideal("i")]),
+        "full": ("full", [Scenario.original("o"),
+                          *(Scenario.keep_workers(f"s{s}", np.eye(pp, dtype=bool)[s][None]
+                                                  .repeat(dp, 0)) for s in range(pp)),
+                          *(Scenario.keep_nodes(f"k{k}", keys == k)
+                            for k in optype_keys(engine)),
+                          Scenario.keep_workers("some", rng.random((dp, pp)) < 0.4)]),
+        "virtual": ("virtual", [
+            *(Scenario.keep_dp_rank(f"d{d}", d) for d in range(dp)),
+            *(Scenario.keep_dp_rank(f"w{d}{s}", d, np.eye(pp, dtype=bool)[s])
+              for d in range(dp) for s in range(pp))]),
+        "masks": ("full", [Scenario("st", steps=rng.random(engine.n_steps) < 0.5,
+                                    workers=rng.random((dp, pp)) < 0.5),
+                           Scenario("nw", nodes=rng.random(engine.n_nodes) < 0.5,
+                                    workers=rng.random((dp, pp)) < 0.5)]),
+        "values": ("full", [Scenario.with_values("v", value * rng.uniform(0.5, 1.5,
+                                                                          value.shape))]),
+        "negative": ("full", [Scenario.with_values("n", value - 0.004)]),
+    }
+
+
+@pytest.mark.parametrize("rows", [None, 64])
+def test_batched_program_equals_the_level_by_level_simulation(analysis, monkeypatch, rows):
+    """simulate_mixed (a node at a time over a pool of reused rows, kept values added
+    whole ranks or scenarios at a time, the earliest start taken as 0 when no value is
+    negative) gives, bit for bit, the step times of the plain level-by-level simulation of
+    the same values, in batches of any size."""
+    import stragglers.sim.simulator as sim
+
+    if rows is not None:
+        monkeypatch.setattr(sim, "ROW_BYTES", rows)  # one scenario per batch
+    e = analysis.engine
+    for name, (kind, group) in _scenario_batches(e).items():
+        mixed = e._mixed(kind, group)
+        want = sim.simulate(e.order, mixed, mixed.shape).step_time
+        got = sim.simulate_mixed(e.order, mixed)
+        np.testing.assert_array_equal(got, want, err_msg=name)
+
+
+def test_a_scenario_asked_again_is_not_simulated_again(analysis, monkeypatch):
+    import stragglers.analysis.engine as eng
+
+    e = eng.prepare(analysis.engine.table)
+    calls = []
+    real = eng.simulate_mixed
+
+    def counted(order, values):
+        calls.append(values.shape[0])
+        return real(order, values)
+
+    monkeypatch.setattr(eng, "simulate_mixed", counted)
+    wm = np.zeros((e.dp, e.pp), dtype=bool)
+    wm[:, -1] = True
+    first = e.run([Scenario.keep_workers("a", wm), Scenario.keep_workers("b", wm.copy())])
+    again = e.run([Scenario.keep_workers("c", wm), Scenario.keep_dp_rank("d", 1)])
+    assert calls == [1, 1]  # "b" and "c" are "a"; only "d" is new
+    np.testing.assert_array_equal(first["a"], first["b"])
+    np.testing.assert_array_equal(first["a"], again["c"])
+    fresh = eng.prepare(analysis.engine.table).run([Scenario.keep_dp_rank("d", 1)])
+    np.testing.assert_array_equal(again["d"], fresh["d"])

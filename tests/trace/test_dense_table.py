@@ -188,3 +188,76 @@ def test_table_cells_limit_refuses_a_valid_trace_beyond_it(job, monkeypatch):
         build_table(trace, read_meta(job["meta"]))
     monkeypatch.setenv("STRAGGLERS_MAX_TABLE_CELLS", str(len(trace)))
     assert build_table(trace, read_meta(job["meta"])).start.size == len(trace)
+
+
+def _same_tables(a, b) -> None:
+    for name in ("steps", "node_stage", "node_optype", "node_seq", "node_mc", "node_gmc",
+                 "node_mb", "start", "duration", "ranks", "gc_seconds"):
+        x, y = getattr(a, name), getattr(b, name)
+        if x is None or y is None:
+            assert x is None and y is None, name
+            continue
+        assert x.dtype == y.dtype and x.shape == y.shape, name
+        np.testing.assert_array_equal(x, y, err_msg=name)
+    assert a.caveats == b.caveats
+
+
+def test_row_order_sampling_and_layout_do_not_change_the_table(tmp_path, monkeypatch):
+    """The table is built from a sample of the rows' step ids and op identities, in the
+    layout the first rows suggest; rows in any order, samples that miss some (then counted
+    on every row) and either layout give the same table."""
+    from stragglers.trace import table as tbl
+
+    files = write_synth(SynthSpec(dp=3, pp=4, microbatches=4, steps=5, gc_prob=0.3,
+                                  gc_in_compute=True, gc_recorded=True, seed=3),
+                        tmp_path / "gc")
+    meta = read_meta(files["meta"])
+    trace = read_trace(files["trace"])
+    assert trace.gc_s is not None
+    want = build_table(trace, meta)
+    shuffled = trace.take(np.random.default_rng(1).permutation(len(trace)))
+    _same_tables(build_table(shuffled, meta), want)
+    # Tiny blocks and samples: most rows are looked up among identities the sample lacks.
+    monkeypatch.setattr(tbl, "BLOCK_ROWS", 64)
+    monkeypatch.setattr(tbl, "SAMPLE_ROWS", 8)
+    monkeypatch.setattr(tbl, "LAYOUT_ROWS", 16)
+    _same_tables(build_table(trace, meta), want)
+    _same_tables(build_table(shuffled, meta), want)
+    for transposed in (False, True):
+        monkeypatch.setattr(tbl._Layout, "__init__", _layout_init(transposed))
+        _same_tables(build_table(trace, meta), want)
+
+
+def _layout_init(transposed: bool):
+    def init(self, index, dp_rank, dp):
+        self.n_nodes, self.dp, self.n_steps = len(index.node_key), dp, len(index.steps)
+        self.transposed = transposed
+    return init
+
+
+def test_row_checks_shortcuts_agree_with_the_checks_row_by_row(job, monkeypatch):
+    """Minima and maxima instead of a mask per range check, and a sample of workers proved
+    on every row instead of counting them: the same caveats and ranks; and a rank that
+    differs within a worker in a row the sample lacks is named as the row-by-row check
+    names it."""
+    from stragglers.trace import checks
+
+    meta = read_meta(job["meta"])
+    trace = read_trace(job["trace"])
+    fast = checks.checked_rows(trace, meta)
+    with monkeypatch.context() as m:
+        m.setattr(checks, "_plainly_in_range", lambda *a: False)
+        m.setattr(checks, "_workers_from_sample", lambda *a: None)
+        slow = checks.checked_rows(trace, meta)
+    assert fast.caveats == slow.caveats
+    np.testing.assert_array_equal(fast.ranks, slow.ranks)
+    rank = trace.rank.copy()
+    rank[len(trace) - 5] += 1
+    trace.rank = rank
+    with pytest.raises(InputError) as got:
+        checks.checked_rows(trace, meta)
+    monkeypatch.setattr(checks, "_workers_from_sample", lambda *a: None)
+    with pytest.raises(InputError) as want:
+        checks.checked_rows(trace, meta)
+    assert "field 'rank' differs within one worker" in str(got.value)
+    assert str(got.value) == str(want.value)

@@ -97,3 +97,19 @@ def test_report_renders_offline_in_chromium(page, demo: Path, tmp_path: Path) ->
     assert fast[fast.shape[0] // 2, fast.shape[1] // 2].min() > 240  # S_w ~ 1: white
     assert requests == [url]  # nothing but the file itself
     assert errors == [] and not [c for c in console if c.startswith("error")], console
+
+
+def test_report_from_the_analysis_equals_the_report_from_its_document() -> None:
+    """``analyze --out`` hands the report the heatmaps' data of the analysis instead of
+    reading it back from result.json: the same page."""
+    from stragglers.analysis import analyze_table
+    from stragglers.analysis.heatmaps import HeatmapData
+    from stragglers.synth import SynthSpec, generate
+    from stragglers.trace import build_table
+    from stragglers.viz.report import render_report
+
+    trace, meta, _ = generate(SynthSpec(dp=3, pp=2, steps=4, jitter=0.05,
+                                        slow_workers=[(2, 1, 1.5)], seed=4))
+    result = analyze_table(build_table(trace, meta)).result
+    doc = json.loads(json.dumps(result.to_document()))
+    assert render_report(doc, data=HeatmapData.of(result)) == render_report(doc)

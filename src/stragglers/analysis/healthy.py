@@ -34,6 +34,7 @@ import numpy as np
 from scipy import stats
 
 from stragglers.analysis.engine import WhatIfEngine
+from stragglers.analysis.grouped import sum_rows
 from stragglers.analysis.workers import Worker
 from stragglers.sim import simulate
 from stragglers.trace import schema
@@ -110,11 +111,8 @@ def healthy_reference(engine: WhatIfEngine) -> HealthyReference:
     codes = np.unique(t.node_optype)
     # One group per (op type, stage): per-step mean value of each DP rank.
     group = np.searchsorted(codes, t.node_optype) * engine.pp + t.node_stage
-    order = np.argsort(group, kind="stable")
-    bounds = np.flatnonzero(np.r_[True, np.diff(group[order]) != 0])
-    sums = np.add.reduceat(value[order].astype(np.float64), bounds, axis=0)
-    counts = np.diff(np.r_[bounds, n])
-    groups = group[order][bounds]
+    groups, position, counts = np.unique(group, return_inverse=True, return_counts=True)
+    sums = sum_rows(value, np.arange(n), position, len(groups))
     slow = slow_beyond_noise(sums / counts[:, None, None])  # (G, dp)
     # Only the mean-valued (compute-like) types: a median does not move with one worker.
     slow &= schema.ideal_is_mean(codes[groups // engine.pp])[:, None]

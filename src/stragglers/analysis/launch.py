@@ -17,6 +17,7 @@ from types import MappingProxyType
 import numpy as np
 
 from stragglers.analysis.engine import WhatIfEngine
+from stragglers.analysis.grouped import sum_by
 from stragglers.analysis.healthy import blame_beyond_noise
 from stragglers.analysis.workers import Worker
 from stragglers.sim import simulate
@@ -207,8 +208,7 @@ def compute_launch(engine: WhatIfEngine, nodelay: np.ndarray, actual: np.ndarray
     keys = launch_keys(engine)
     present = [k for k in (FIRST_OP, *dict.fromkeys(schema.ATTRIBUTION_TYPE.values()))
                if bool(np.any(keys == k))]
-    host = np.zeros((pp, dp, engine.n_steps))
-    np.add.at(host, stage, engine.derived.delay)
+    host = sum_by(engine.derived.delay, stage, pp)
     ranks = simulated_dp_ranks(host.sum(axis=0).mean(axis=1))
     groups = [LaunchGroup(f"dp_rank {d}", dp_ranks=np.arange(dp) == d) for d in ranks]
     groups += [LaunchGroup(f"stage {s}", nodes=stage == s) for s in range(pp)]

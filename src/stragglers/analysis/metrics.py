@@ -21,6 +21,7 @@ from stragglers.analysis.healthy import HealthyReference, healthy_reference
 from stragglers.analysis.launch import LAUNCH_THRESHOLD, LaunchAttribution, compute_launch
 from stragglers.analysis.scenarios import Scenario, removal_and_addition
 from stragglers.analysis.workers import Worker, worker_mask, workers_by_flat_index
+from stragglers.phases import phase
 from stragglers.trace import schema
 
 #: Attribution is meaningful only above this slowdown (§5).
@@ -248,16 +249,18 @@ def characterise(engine: WhatIfEngine, name: str, nodelay: np.ndarray, ideal: np
 
 def exact_worker_times(engine: WhatIfEngine) -> np.ndarray:
     """Step times (dp, pp, n_steps) with only worker (d, s) original: one scenario per
-    worker, each simulated with one original and one ideal virtual DP rank."""
+    worker, each simulated with one original and one ideal virtual DP rank; the workers of
+    one stage at a time (in a batch whose scenarios all keep the same stage, the simulator
+    adds the kept values a whole virtual rank at a time)."""
     dp, pp = engine.dp, engine.pp
-    scenarios = []
-    for d in range(dp):
-        for s in range(pp):
-            stages = np.zeros(pp, dtype=bool)
-            stages[s] = True
-            scenarios.append(Scenario.keep_dp_rank(f"worker {d},{s}", d, stages))
-    times = engine.run(scenarios)
-    return np.stack([times[sc.name] for sc in scenarios]).reshape(dp, pp, -1)
+    out = np.empty((dp, pp, engine.n_steps))
+    for s in range(pp):
+        stages = np.zeros(pp, dtype=bool)
+        stages[s] = True
+        scenarios = [Scenario.keep_dp_rank(f"worker {d},{s}", d, stages) for d in range(dp)]
+        times = engine.run(scenarios)
+        out[:, s] = np.stack([times[sc.name] for sc in scenarios])
+    return out
 
 
 def compute_metrics(engine: WhatIfEngine, exact_workers: bool = True) -> Metrics:
@@ -279,24 +282,29 @@ def compute_metrics(engine: WhatIfEngine, exact_workers: bool = True) -> Metrics
         ms_rem, ms_add,
         *(Scenario.keep_dp_rank(f"dp_rank {d}", d) for d in range(dp)),
     ]
-    times = engine.run(scenarios)
+    with phase("simulate"):
+        times = engine.run(scenarios)
     nodelay, ideal = _frozen(times["no_delay"]), _frozen(times["ideal"])
-    worker_exact = _frozen(exact_worker_times(engine)) if exact_workers else None
+    with phase("S_w"):
+        worker_exact = _frozen(exact_worker_times(engine)) if exact_workers else None
     attr_dp = _frozen(np.stack([times[f"dp_rank {d}"] for d in range(dp)]))
     attr_stage = _frozen(np.stack([times[f"stage {s}"] for s in range(pp)]))
     s_dp = attr_dp.mean(axis=1) / ideal.mean()
     s_stage = attr_stage.mean(axis=1) / ideal.mean()
     score = np.minimum(s_dp[:, None], s_stage[None, :])
     mw_workers = top_workers(score, table.ranks)
-    actual = _frozen(table.step_times())
-    launch = (compute_launch(engine, nodelay, actual)
-              if actual.mean() / nodelay.mean() >= LAUNCH_THRESHOLD else None)
+    with phase("launch"):
+        actual = _frozen(table.step_times())
+        launch = (compute_launch(engine, nodelay, actual)
+                  if actual.mean() / nodelay.mean() >= LAUNCH_THRESHOLD else None)
+    with phase("healthy"):
+        healthy = healthy_reference(engine)
+    with phase("M_W"):
+        m_w = characterise(engine, "M_W", nodelay, ideal, workers=mw_workers)
     return Metrics(
-        steps=_frozen(table.steps), actual=actual, launch=launch,
-        healthy=healthy_reference(engine),
+        steps=_frozen(table.steps), actual=actual, launch=launch, healthy=healthy,
         nodelay=nodelay, ideal=ideal, attr_dp=attr_dp, attr_stage=attr_stage,
         attr_optype=MappingProxyType({k: _frozen(times[f"optype {k}"]) for k in keys}),
-        worker_exact=worker_exact, ranks=_frozen(table.ranks.copy()),
-        m_w=characterise(engine, "M_W", nodelay, ideal, workers=mw_workers),
+        worker_exact=worker_exact, ranks=_frozen(table.ranks.copy()), m_w=m_w,
         m_s=Characterisation(nodelay, ideal, times["M_S/rem"], times["M_S/add"], last_stage),
     )

@@ -16,6 +16,7 @@ from stragglers.analysis.result import AnalysisResult, Skipped
 from stragglers.analysis.runner import analyze_files, load_table
 from stragglers.analysis.timelines import TIMELINE_MAX_OPS, timeline_ops, write_timeline
 from stragglers.atomic import StagedDir, write_text
+from stragglers.phases import phase
 from stragglers.viz.report import REPORT_FILE, render_report
 
 RESULT_FILE = "result.json"
@@ -33,7 +34,9 @@ def write_outputs(engine: WhatIfEngine, result: AnalysisResult, out: str | Path,
     folder = Path(out)
     files: dict[str, str | Skipped] = {}
     with StagedDir(folder) as stage:
-        staged = write_heatmaps(HeatmapData.of(result), stage.staging)
+        data = HeatmapData.of(result)
+        with phase("heatmaps"):
+            staged = write_heatmaps(data, stage.staging)
         for name, path in staged.items():
             files[name] = str(stage.final(path.name))
         n_ops = timeline_ops(engine)
@@ -45,15 +48,20 @@ def write_outputs(engine: WhatIfEngine, result: AnalysisResult, out: str | Path,
                                      "--steps A-B` for a window")
                 continue
             name = f"timeline-{which}.json"
-            write_timeline(engine, which, stage.path(name))
+            with phase("timelines"):
+                write_timeline(engine, which, stage.path(name))
             files[key] = str(stage.final(name))
         files["report"] = str(stage.final(REPORT_FILE))
         files["result"] = str(stage.final(RESULT_FILE))
         done = dataclasses.replace(result, outputs=files)
-        doc = done.to_document()
-        write_text(stage.path(REPORT_FILE), render_report(doc))
-        write_text(stage.path(RESULT_FILE), json.dumps(doc, indent=1, allow_nan=False))
-        stage.commit_last(RESULT_FILE)
+        with phase("document"):
+            doc = done.to_document()
+        with phase("report.html"):
+            write_text(stage.path(REPORT_FILE), render_report(doc, data=data))
+        with phase("result.json"):
+            write_text(stage.path(RESULT_FILE), json.dumps(doc, indent=1, allow_nan=False))
+        with phase("commit"):
+            stage.commit_last(RESULT_FILE)
     return done
 
 

@@ -39,12 +39,18 @@ class DerivedDurations:
     n_delay_negative: int
 
 
-def _clip(values: np.ndarray) -> tuple[np.ndarray, int, int]:
-    """Values at or below :data:`CLIP_THRESHOLD` set to 0; the number of those, and the
-    number of the small negative values kept."""
-    n_clipped = int((values <= CLIP_THRESHOLD).sum())
-    n_negative = int(((values < 0) & (values > CLIP_THRESHOLD)).sum())
-    return np.where(values <= CLIP_THRESHOLD, 0.0, values), n_clipped, n_negative
+def _clip(values: np.ndarray, rows: np.ndarray | None = None) -> tuple[int, int]:
+    """Set values at or below :data:`CLIP_THRESHOLD` to 0, in place, a row (op identity) at a
+    time (``rows``: those rows only, else all); the number of those, and the number of the
+    small negative values kept."""
+    n_clipped = n_negative = 0
+    for r in (range(len(values)) if rows is None else rows.tolist()):
+        row = values[r]
+        low = row <= CLIP_THRESHOLD
+        n_clipped += int(np.count_nonzero(low))
+        n_negative += int(np.count_nonzero(row < 0)) - int(np.count_nonzero(low))
+        np.copyto(row, 0.0, where=low)
+    return n_clipped, n_negative
 
 
 def _group_transfer(table: OpTable, graph: DependencyGraph, end: np.ndarray) -> np.ndarray:
@@ -63,28 +69,30 @@ def _group_transfer(table: OpTable, graph: DependencyGraph, end: np.ndarray) -> 
 
 def _launch_delays(table: OpTable, graph: DependencyGraph, end: np.ndarray) -> np.ndarray:
     """Each op's start − the latest end among its dependencies, or − the step's earliest
-    start for an op without dependencies. Not clipped."""
+    start for an op without dependencies. Not clipped. An op identity at a time: rows of
+    (dp, steps), no temporaries of the whole table."""
     start = table.start
     step_start = start.min(axis=(0, 1))  # (steps,)
     delay = np.empty_like(start)
-    # Group nodes by dependency count so that each width is one vector operation.
-    widths = np.array([len(d) for d in graph.deps])
-    for w in np.unique(widths):
-        nodes = np.flatnonzero(widths == w)
-        if w == 0:
-            delay[nodes] = start[nodes] - step_start[None, None, :]
+    latest = np.empty_like(start[0])
+    for n, deps in enumerate(graph.deps):
+        if not deps:
+            np.subtract(start[n], step_start[None, :], out=delay[n])
             continue
-        idx = np.array([graph.deps[x] for x in nodes])  # (k, w)
-        delay[nodes] = start[nodes] - end[idx].max(axis=1)
+        np.copyto(latest, end[deps[0]])
+        for d in deps[1:]:
+            np.maximum(latest, end[d], out=latest)
+        np.subtract(start[n], latest, out=delay[n])
     return delay
 
 
 def derive_durations(table: OpTable, graph: DependencyGraph) -> DerivedDurations:
     end = table.start + table.duration
     value = _group_transfer(table, graph, end)
-    comm = graph.is_comm
-    value[comm], n_tclip, n_tneg = _clip(value[comm])
-    delay, n_dclip, n_dneg = _clip(_launch_delays(table, graph, end))
+    n_tclip, n_tneg = _clip(value, np.flatnonzero(graph.is_comm))
+    delay = _launch_delays(table, graph, end)
+    del end
+    n_dclip, n_dneg = _clip(delay)
     return DerivedDurations(value=value, delay=delay, n_transfer_clipped=n_tclip,
                             n_transfer_negative=n_tneg, n_delay_clipped=n_dclip,
                             n_delay_negative=n_dneg)

@@ -23,6 +23,10 @@ ValuesFn = Callable[[np.ndarray], np.ndarray]
 
 #: Memory budget for one batch of the per-node end-time array (bytes).
 BATCH_BYTES = 96 * 2**20
+#: Size of one row of times (one node, the scenarios of a batch) that
+#: :func:`simulate_mixed` aims at: rows that stay in a core's cache between the ops that
+#: write and read them (more scenarios per batch only add memory traffic).
+ROW_BYTES = 512 * 2**10
 DTYPE = np.float64
 
 
@@ -48,10 +52,13 @@ class MixedValues:
     def __init__(self, orig: np.ndarray, ideal: np.ndarray, node_stage: np.ndarray,
                  dp_map: np.ndarray, node_mask: np.ndarray | None = None,
                  worker_mask: np.ndarray | None = None,
-                 step_mask: np.ndarray | None = None) -> None:
+                 step_mask: np.ndarray | None = None, nonnegative: bool | None = None
+                 ) -> None:
         self.orig, self.ideal, self.node_stage = orig, ideal, node_stage
         self.dp_map = dp_map
         self.node_mask, self.worker_mask, self.step_mask = node_mask, worker_mask, step_mask
+        #: Whether every value in ``orig`` and ``ideal`` is >= 0 (None: not known yet).
+        self.nonnegative = nonnegative
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -62,7 +69,7 @@ class MixedValues:
             self.orig, self.ideal, self.node_stage, self.dp_map[sl],
             None if self.node_mask is None else self.node_mask[:, sl],
             None if self.worker_mask is None else self.worker_mask[sl],
-            None if self.step_mask is None else self.step_mask[sl],
+            None if self.step_mask is None else self.step_mask[sl], self.nonnegative,
         )
 
     def __call__(self, idx: np.ndarray) -> np.ndarray:
@@ -127,14 +134,254 @@ def simulate(order: EvaluationOrder, values: ValuesFn, shape: tuple[int, int, in
     return SimResult(step_time=step_time, start=starts, end=ends if keep else None)
 
 
+@dataclass(frozen=True)
+class _Unit:
+    """One unit of a :class:`Program`: a local op (one member) or a communication group.
+
+    ``nodes``: its op nodes; ``slots``: the row of the pool each one's times are kept in;
+    ``deps``: for each member, the rows of its dependencies (the zero row for none);
+    ``sync``: the group also waits for every DP rank."""
+
+    nodes: tuple[int, ...]
+    slots: tuple[int, ...]
+    deps: tuple[tuple[int, ...], ...]
+    group: bool
+    sync: bool
+    #: The rows of every member's dependencies, once each.
+    all_deps: tuple[int, ...]
+    #: For each member: no op waits for it (with values >= 0 the latest end of a step is
+    #: the latest end of such an op: every other op ends before one that waits for it).
+    sinks: tuple[bool, ...]
+
+
+@dataclass(frozen=True)
+class Program:
+    """An evaluation order as a sequence of units over a small pool of rows: a node's row is
+    handed to another node once every op that waits for it has been evaluated, so a batch
+    needs ``n_slots`` rows instead of one per node (row 0 holds zeros: the start of an op
+    without dependencies)."""
+
+    units: tuple[_Unit, ...]
+    n_slots: int
+
+
+def compile_program(order: EvaluationOrder) -> Program:
+    """The units of ``order`` in evaluation order, with rows assigned by liveness (compiled
+    once per order, and kept with it)."""
+    cached = getattr(order, "_program", None)
+    if isinstance(cached, Program):
+        return cached
+    prog = _compile(order)
+    setattr(order, "_program", prog)  # noqa: B010 (an attribute the dataclass does not declare)
+    return prog
+
+
+def _compile(order: EvaluationOrder) -> Program:
+    pad, zero = order.pad, order.zero
+    raw: list[tuple[list[int], list[list[int]], bool, bool]] = []
+    for lv in order.levels:
+        for i, node in enumerate(lv.local.tolist()):
+            deps = [d for d in lv.local_deps[i].tolist() if d != pad]
+            raw.append(([node], [deps], False, False))
+        for g in range(len(lv.group_start)):
+            pos = lv.group_members[g]
+            members = sorted(set(pos.tolist()))
+            nodes = [int(lv.members[p]) for p in members]
+            deps = [[d for d in lv.member_deps[p].tolist() if d != pad] for p in members]
+            raw.append((nodes, deps, True, bool(lv.group_sync[g])))
+    last: dict[int, int] = {}
+    used: set[int] = set()
+    for u, (nodes, deps, _, _) in enumerate(raw):
+        for x in nodes:
+            last.setdefault(x, u)
+        for ds in deps:
+            for d in ds:
+                if d != zero:
+                    last[d] = max(last[d], u)
+                    used.add(d)
+    slot_of = {zero: 0}
+    free: list[int] = []
+    n_slots = 1
+    releases: dict[int, list[int]] = {}
+    for x, u in last.items():
+        releases.setdefault(u, []).append(x)
+    units = []
+    for u, (nodes, deps, group, sync) in enumerate(raw):
+        slots = []
+        for x in nodes:
+            if free:
+                slot_of[x] = free.pop()
+            else:
+                slot_of[x] = n_slots
+                n_slots += 1
+            slots.append(slot_of[x])
+        dep_slots = tuple(tuple(slot_of[d] for d in ds) for ds in deps)
+        units.append(_Unit(tuple(nodes), tuple(slots), dep_slots, group, sync,
+                           tuple(dict.fromkeys(d for ds in dep_slots for d in ds)),
+                           tuple(x not in used for x in nodes)))
+        for x in releases.get(u, ()):
+            free.append(slot_of[x])
+    return Program(tuple(units), n_slots)
+
+
+#: Up to this many virtual ranks (or scenarios) a batch's kept values are added a whole
+#: rank (scenario) at a time when the kept pairs form whole ranks (scenarios).
+_FEW = 16
+
+
+class _Adder:
+    """Adds the op values of one batch of :class:`MixedValues` to start times, a node at a
+    time: the ideal value (a scalar) where no scenario keeps the node's original value, the
+    original values as a whole where every one does, and only the kept (scenario, rank)
+    pairs otherwise. Each time is computed as ``start + value`` in float64, exactly as
+    :meth:`MixedValues.__call__` and :func:`simulate` do."""
+
+    def __init__(self, mv: MixedValues) -> None:
+        self.orig, self.ideal, self.stage = mv.orig, mv.ideal, mv.node_stage
+        self.dp_map = mv.dp_map
+        dp = mv.orig.shape[1]
+        b, v = mv.dp_map.shape
+        self.identity = v == dp and bool((mv.dp_map == np.arange(dp)[None]).all())
+        self.node_mask = mv.node_mask
+        self.worker_mask = (None if mv.worker_mask is None
+                            else np.ascontiguousarray(np.moveaxis(mv.worker_mask, 2, 0)))
+        sm = mv.step_mask
+        self.step_mask = None if sm is None or bool(sm.all()) else sm
+        self.shape = (b, v)
+
+    def kept(self, n: int) -> np.ndarray | None:
+        """(B, V) bool: the pairs (scenario, virtual rank) that keep node n original (None:
+        all of them)."""
+        nm = None if self.node_mask is None else self.node_mask[n]
+        wm = None if self.worker_mask is None else self.worker_mask[self.stage[n]]
+        if nm is None:
+            return wm
+        if wm is None:
+            return np.broadcast_to(nm[:, None], self.shape)
+        return np.asarray(wm & nm[:, None])
+
+    def add(self, n: int, start: np.ndarray, out: np.ndarray) -> None:
+        """``out`` = ``start`` + the values of node n (``out`` may be ``start``; ``start`` may
+        be (B, 1, S), the same for every rank)."""
+        kept = self.kept(n)
+        if kept is None and self.step_mask is None:
+            np.add(start, self._orig(n), out=out)
+            return
+        mask = np.ones(self.shape, dtype=bool) if kept is None else kept
+        if not mask.any():
+            np.add(start, self.ideal[n], out=out)
+            return
+        if self.step_mask is not None:
+            full = mask[:, :, None] & self.step_mask[:, None, :]
+            np.add(start, np.where(full, self.orig[n][self.dp_map], self.ideal[n]), out=out)
+            return
+        if mask.all():
+            np.add(start, self._orig(n), out=out)
+            return
+        start = np.broadcast_to(start, out.shape)
+        b, v = self.shape
+        if v <= _FEW:  # whole virtual ranks kept or not (one worker, one DP rank)
+            cols = np.asarray(mask.all(axis=0))
+            if (cols | ~mask.any(axis=0)).all():
+                for j in range(v):
+                    value = self.orig[n][self.dp_map[:, j]] if cols[j] else self.ideal[n]
+                    np.add(start[:, j], value, out=out[:, j])
+                return
+        if b <= _FEW:  # whole scenarios kept or not (a stage, an op type)
+            rows = np.asarray(mask.all(axis=1))
+            if (rows | ~mask.any(axis=1)).all():
+                for i in range(b):
+                    value = self._orig(n, i) if rows[i] else self.ideal[n]
+                    np.add(start[i], value, out=out[i])
+                return
+        bi, vi = np.nonzero(mask)
+        kept_times = start[bi, vi]
+        kept_times += self.orig[n][self.dp_map[bi, vi]]
+        np.add(start, self.ideal[n], out=out)
+        out[bi, vi] = kept_times
+
+    def _orig(self, n: int, i: int | None = None) -> np.ndarray:
+        """Original values of node n on the batch's ranks, (B, V, S) or broadcastable to it
+        (of scenario i alone, (V, S), when given)."""
+        if self.identity:
+            return np.asarray(self.orig[n])
+        return np.asarray(self.orig[n][self.dp_map if i is None else self.dp_map[i]])
+
+
+def _latest_into(rows: np.ndarray, slots: tuple[int, ...], out: np.ndarray) -> None:
+    """``out`` = the element-wise maximum of ``rows[slots]``."""
+    if len(slots) == 1:
+        np.copyto(out, rows[slots[0]])
+        return
+    np.maximum(rows[slots[0]], rows[slots[1]], out=out)
+    for s in slots[2:]:
+        np.maximum(out, rows[s], out=out)
+
+
+def _nonnegative(values: MixedValues) -> bool:
+    """Every value the batch can use is >= 0 (then every start is >= 0, and the earliest
+    start of a step is the 0 of the ops without dependencies)."""
+    if values.nonnegative is not None:
+        return values.nonnegative
+    return bool(values.orig.min(initial=0.0) >= 0 and values.ideal.min(initial=0.0) >= 0)
+
+
+def _run_program(prog: Program, values: MixedValues, pool: np.ndarray) -> np.ndarray:
+    """Step times (B, S) of one batch, its rows in ``pool`` (n_slots, B, V, S)."""
+    shape = values.shape
+    add = _Adder(values)
+    pool[0] = 0.0
+    latest_end = np.full(shape, -np.inf)
+    nonnegative = _nonnegative(values)
+    min_start = None if nonnegative else np.full(shape, np.inf)
+    group_start = np.empty(shape)
+    for unit in prog.units:
+        if not unit.group:
+            row = pool[unit.slots[0]]
+            deps = unit.deps[0]
+            if len(deps) == 1:
+                start = pool[deps[0]]
+            else:
+                _latest_into(pool, deps, row)
+                start = row
+            if min_start is not None:
+                np.minimum(min_start, start, out=min_start)
+            add.add(unit.nodes[0], start, row)
+            if unit.sinks[0] or not nonnegative:
+                np.maximum(latest_end, row, out=latest_end)
+            continue
+        if min_start is None:
+            # The group starts at the latest end among all its members' dependencies.
+            _latest_into(pool, unit.all_deps, group_start)
+        else:
+            for slot, deps in zip(unit.slots, unit.deps, strict=True):
+                _latest_into(pool, deps, pool[slot])
+                np.minimum(min_start, pool[slot], out=min_start)
+            _latest_into(pool, unit.slots, group_start)
+        gs = group_start.max(axis=1, keepdims=True) if unit.sync else group_start
+        for node, slot, sink in zip(unit.nodes, unit.slots, unit.sinks, strict=True):
+            add.add(node, gs, pool[slot])
+            if sink or not nonnegative:
+                np.maximum(latest_end, pool[slot], out=latest_end)
+    last = latest_end.max(axis=1)
+    if min_start is None:
+        return np.asarray(last)
+    return np.asarray(last - min_start.min(axis=1))
+
+
 def simulate_mixed(order: EvaluationOrder, values: MixedValues) -> np.ndarray:
-    """Step times (B, S) of a batch of mixed scenarios, in memory-bounded chunks."""
+    """Step times (B, S) of a batch of mixed scenarios, in memory-bounded chunks of the
+    batch (:func:`compile_program`: one pool of rows per chunk, reused)."""
+    prog = compile_program(order)
     b_total, v, s = values.shape
-    per_scenario = (order.n_nodes + 2) * v * s * 8
-    chunk = max(1, int(BATCH_BYTES // per_scenario))
+    # The pool's rows, and about six rows more of temporaries (latest end, earliest start,
+    # group start, the kept values gathered).
+    row = v * s * 8
+    chunk = max(1, min(b_total, ROW_BYTES // row, BATCH_BYTES // ((prog.n_slots + 6) * row)))
+    pool = np.empty((prog.n_slots, chunk, v, s), dtype=DTYPE)
     out = np.empty((b_total, s))
     for lo in range(0, b_total, chunk):
         sl = slice(lo, min(lo + chunk, b_total))
         part = values.batch(sl)
-        out[sl] = simulate(order, part, part.shape).step_time
+        out[sl] = _run_program(prog, part, pool[:, : sl.stop - sl.start])
     return out

@@ -18,6 +18,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -614,7 +615,15 @@ def _read_host(pf: pq.ParquetFile, p: Path, num_rows: int
 def _read_column(pf: pq.ParquetFile, p: Path, name: str, kind: str,
                  num_rows: int) -> np.ndarray:
     """Column ``name`` of a parquet trace as a checked numpy array (see
-    :func:`_column_to_numpy`; an optional column is read the same way)."""
+    :func:`_column_to_numpy`; an optional column is read the same way).
+
+    A valid column is read a row group at a time, each converted into its part of the final
+    array (:func:`_read_row_groups`); anything else is read whole, and the checked
+    conversion names the problem."""
+    arr = _read_row_groups(pf, name, kind, num_rows)
+    if arr is not None:
+        pa.default_memory_pool().release_unused()
+        return arr
     try:
         table = pf.read(columns=[name])
     except _ARROW_READ_ERRORS as exc:
@@ -645,59 +654,121 @@ def _read_column(pf: pq.ParquetFile, p: Path, name: str, kind: str,
         raise
 
 
+def _read_row_groups(pf: pq.ParquetFile, name: str, kind: str, num_rows: int
+                     ) -> np.ndarray | None:
+    """Column ``name`` read a row group at a time (the next one read while one is
+    converted), each converted into its part of the final array: no copy of the whole
+    column in Arrow's memory, and no unification of the row groups' dictionaries. None
+    when the column is not valid as it stands (see :func:`_valid_column_to_numpy`), a row
+    group cannot be read or a text value is longer than the limit: the caller then reads it
+    whole and names the problem."""
+    try:
+        t = pf.schema_arrow.field(name).type
+    except KeyError:
+        return None
+    out = _empty_for(t, name, kind, num_rows)
+    groups = pf.num_row_groups
+    if out is None or groups == 0:
+        return None
+    cap = limit("trace_string_bytes")
+
+    def read(i: int) -> pa.ChunkedArray:
+        return pf.read_row_group(i, columns=[name]).column(name)
+
+    at = 0
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        ahead = pool.submit(read, 0)
+        for i in range(groups):
+            try:
+                col = ahead.result()
+            except _ARROW_READ_ERRORS:
+                return None
+            if i + 1 < groups:
+                ahead = pool.submit(read, i + 1)
+            if col.type != t or col.null_count or at + len(col) > num_rows:
+                return None
+            if kind == "str" and _longest_text(col) > cap:
+                return None
+            if not _fill(out, at, col, kind):
+                return None
+            at += len(col)
+    return out if at == num_rows else None
+
+
+def _longest_text(col: pa.ChunkedArray) -> int:
+    """Bytes of the longest value in the dictionaries of a dictionary-encoded text column."""
+    longest = 0
+    for chunk in col.chunks:
+        if len(chunk.dictionary):
+            longest = max(longest, pc.max(pc.binary_length(chunk.dictionary)).as_py() or 0)
+    return longest
+
+
+def _empty_for(t: pa.DataType, name: str, kind: str, n: int) -> np.ndarray | None:
+    """The final array of a column of Arrow type ``t`` that converts without a check naming
+    a row, or None: text as codes of a dictionary of strings (int8), floats in their own
+    precision, integers in the dtype of :data:`_INT_TYPES`."""
+    if kind == "str":
+        if not (pa.types.is_dictionary(t) and _is_string(t.value_type)):
+            return None
+        return np.empty(n, dtype=np.int8)
+    if kind == "float":
+        if not (pa.types.is_float32(t) or pa.types.is_float64(t)):
+            return None
+        return np.empty(n, dtype=np.float32 if pa.types.is_float32(t) else np.float64)
+    if not pa.types.is_integer(t):
+        return None
+    return np.empty(n, dtype=_INT_TYPES[name])
+
+
 def _valid_column_to_numpy(col: pa.ChunkedArray, name: str, kind: str) -> np.ndarray | None:
     """The array :func:`_column_to_numpy` returns, converted chunk by chunk into the final
     dtype (no full-size intermediate), when the column is valid as it stands: no empty
     value, a numeric type that holds the kind (integers in range of their dtype, finite
     floats) or string codes of known operation types. None otherwise: the checked
     conversion then names the problem."""
-    t = col.type
     if col.null_count:
         return None
-    if kind == "str":
-        if not (pa.types.is_dictionary(t) and _is_string(t.value_type)):
-            return None
-        out = np.empty(len(col), dtype=np.int8)
-    elif kind == "float":
-        if not (pa.types.is_float32(t) or pa.types.is_float64(t)):
-            return None
-        out = np.empty(len(col), dtype=np.float32 if pa.types.is_float32(t) else np.float64)
-    else:
-        if not pa.types.is_integer(t):
-            return None
-        out = np.empty(len(col), dtype=_INT_TYPES[name])
-    at = 0
+    out = _empty_for(col.type, name, kind, len(col))
+    if out is None or not _fill(out, 0, col, kind):
+        return None
+    return out
+
+
+def _fill(out: np.ndarray, at: int, col: pa.ChunkedArray, kind: str) -> bool:
+    """Convert the chunks of ``col`` (no nulls, of the type ``out`` was made for) into
+    ``out[at:]``; False when a value does not convert (see :func:`_valid_column_to_numpy`)."""
     for chunk in col.chunks:
         n = len(chunk)
+        part = out[at:at + n]
         if kind == "str":
             values = chunk.dictionary
             try:
                 values.validate(full=True)
             except pa.ArrowInvalid:
-                return None
+                return False
             # A dictionary may hold values no row uses (pandas categories): only the values
             # used must be known operation types.
             lut = np.array([OPTYPE_CODE.get(v, -1) for v in values.to_pylist()] or [-1],
                            dtype=np.int8)
             codes = _values(chunk.indices)
             if n and (codes.min() < 0 or codes.max() >= len(values)):
-                return None
-            part = out[at:at + n]
+                return False
             np.take(lut, codes, out=part)
             if n and part.min() < 0:
-                return None
+                return False
         else:
-            part = _values(chunk)
+            values = _values(chunk)
             if kind == "float":
-                if not np.isfinite(part).all():
-                    return None
+                if not np.isfinite(values).all():
+                    return False
             elif n:
                 info = np.iinfo(out.dtype)
-                if part.min() < info.min or part.max() > info.max:
-                    return None
-            out[at:at + n] = part
+                if values.min() < info.min or values.max() > info.max:
+                    return False
+            part[:] = values
         at += n
-    return out
+    return True
 
 
 def _values(arr: pa.Array) -> np.ndarray:

@@ -70,17 +70,20 @@ def worker_names(doc: dict[str, Any], source: str) -> dict[str, str]:
     return dict(raw)
 
 
-def analysis_context(doc: dict[str, Any] | None, source: str, titles: bool = False
-                     ) -> dict[str, Any]:
+def analysis_context(doc: dict[str, Any] | None, source: str, titles: bool = False,
+                     data: HeatmapData | None = None) -> dict[str, Any]:
     """What the ``analysis`` macro draws from a result document: the document, the worker
     grid, the per-step grids, the op-type bars (or the reason the heatmaps cannot be
     drawn) and the workers' names (``names``: :func:`worker_names`). ``titles``: every cell
-    of the per-step grids carries a ``<title>`` tooltip."""
+    of the per-step grids carries a ``<title>`` tooltip. ``data``: the heatmaps' data when
+    the caller has it from the analysis itself (the document is then not read back for
+    them: for 16k workers that took a second and a half)."""
     if doc is None:
         return {"doc": None}
     try:
         names = worker_names(doc, source)
-        data = HeatmapData.from_document(doc, source)
+        if data is None:
+            data = HeatmapData.from_document(doc, source)
     except InputError as exc:
         return {"doc": doc, "heatmap_error": str(exc)}
     return {"doc": doc, "names": names, "worker_grid": worker_grid(data, names),
@@ -101,13 +104,15 @@ def _timelines(doc: dict[str, Any]) -> list[dict[str, str]]:
     return rows
 
 
-def render_report(doc: dict[str, Any], source: str = "result.json") -> str:
-    """The report of one result document, as one HTML string."""
+def render_report(doc: dict[str, Any], source: str = "result.json",
+                  data: HeatmapData | None = None) -> str:
+    """The report of one result document, as one HTML string (``data``: the heatmaps' data
+    of the same analysis, see :func:`analysis_context`)."""
     css = stylesheet()
     digest = base64.b64encode(hashlib.sha256(css.encode("utf-8")).digest()).decode("ascii")
     csp = (f"default-src 'none'; style-src 'sha256-{digest}'; img-src data:; "
            "base-uri 'none'; form-action 'none'")
-    context = analysis_context(doc, source, titles=True)
+    context = analysis_context(doc, source, titles=True, data=data)
     return environment().get_template("report.html").render(
         css=css, csp=csp, job=doc.get("job") or {}, counts=doc.get("counts") or {},
         timelines=_timelines(doc), source_file=Path(str(doc.get("source", ""))).name,

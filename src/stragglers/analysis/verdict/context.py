@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from stragglers.analysis.engine import WhatIfEngine
+from stragglers.analysis.grouped import sum_by, sum_rows
 from stragglers.analysis.healthy import blame_beyond_noise
 from stragglers.analysis.metrics import Characterisation, Metrics, characterise
 from stragglers.analysis.scenarios import Scenario
@@ -19,6 +20,9 @@ from stragglers.analysis.workers import Worker
 from stragglers.trace import schema
 
 _COMPUTE_CODES = [schema.OPTYPE_CODE[t] for t in sorted(schema.COMPUTE_TYPES)]
+#: Cells (op identity x DP rank x step) of the temporaries of a figure computed a few op
+#: identities at a time.
+_CHUNK_CELLS = 1 << 22
 
 
 @dataclass(frozen=True)
@@ -129,9 +133,7 @@ class VerdictContext:
     # -- per-worker figures -----------------------------------------------------------------
     def _per_worker(self, per_node: np.ndarray, nodes: np.ndarray) -> np.ndarray:
         """Sum rows ``per_node`` (k, dp) of op identities ``nodes`` by their stage → (dp, pp)."""
-        out = np.zeros((self.pp, self.dp))
-        np.add.at(out, self.engine.table.node_stage[nodes], per_node)
-        return out.T
+        return sum_by(per_node, self.engine.table.node_stage[nodes], self.pp).T
 
     @cached_property
     def worker_compute(self) -> np.ndarray:
@@ -148,8 +150,7 @@ class VerdictContext:
         e = self.engine
         if self.dp < 2 or e.n_steps < 2:
             return np.ones((self.dp, self.pp), dtype=bool)
-        per_step = np.zeros((self.pp, self.dp, e.n_steps))
-        np.add.at(per_step, e.table.node_stage[nodes], e.derived.value[nodes])
+        per_step = sum_rows(e.derived.value, nodes, e.table.node_stage[nodes], self.pp)
         return blame_beyond_noise(per_step).T
 
     @cached_property
@@ -188,16 +189,26 @@ class VerdictContext:
         keys = np.array([schema.ATTRIBUTION_TYPE[t] for t in schema.OPTYPES])[
             e.table.node_optype]
         nodes = np.flatnonzero(np.isin(keys, list(schema.COMM_ATTRIBUTION_KEYS)))
-        excess = e.derived.value[nodes] - e.ideal_value[nodes][:, None, None]
-        return self._per_worker(np.clip(excess, 0.0, None).mean(axis=2), nodes)
+        return self._per_worker(self._mean_excess(nodes), nodes)
 
     @cached_property
     def worker_excess(self) -> np.ndarray:
         """Per worker: mean seconds per step all its ops take above their ideal values."""
+        nodes = np.arange(self.engine.n_nodes)
+        return self._per_worker(self._mean_excess(nodes), nodes)
+
+    def _mean_excess(self, nodes: np.ndarray) -> np.ndarray:
+        """(k, dp): each op identity's mean seconds per step above its ideal value (0 where
+        below), computed a few op identities at a time."""
         e = self.engine
-        nodes = np.arange(e.n_nodes)
-        excess = e.derived.value - e.ideal_value[:, None, None]
-        return self._per_worker(np.clip(excess, 0.0, None).mean(axis=2), nodes)
+        out = np.empty((len(nodes), self.dp))
+        per = max(1, _CHUNK_CELLS // max(1, self.dp * e.n_steps))
+        for lo in range(0, len(nodes), per):
+            c = nodes[lo:lo + per]
+            excess = e.derived.value[c] - e.ideal_value[c][:, None, None]
+            np.clip(excess, 0.0, None, out=excess)
+            out[lo:lo + per] = excess.mean(axis=2)
+        return out
 
     @cached_property
     def partner(self) -> np.ndarray:
@@ -287,8 +298,7 @@ class VerdictContext:
         groups, inverse = np.unique(stage, return_inverse=True)
         count = np.bincount(inverse, minlength=len(groups)).astype(np.float64)
         for a in (x, y):
-            sums = np.zeros((len(groups), *a.shape[1:]))
-            np.add.at(sums, inverse, a)
+            sums = sum_by(a, inverse, len(groups))
             a -= (sums / count[:, None, None])[inverse]
         if x.std() == 0 or y.std() == 0:
             return None
@@ -344,8 +354,7 @@ class VerdictContext:
         c = pz.nodes
         vc = self.engine.derived.value[c].astype(np.float64)
         excess = np.where(pz.pause, vc - pz.typical[:, :, None], 0.0)
-        per_step = np.zeros((self.pp, self.dp, self.engine.n_steps))
-        np.add.at(per_step, self.engine.table.node_stage[c], excess)
+        per_step = sum_by(excess, self.engine.table.node_stage[c], self.pp)
         out = blame_beyond_noise(per_step).T  # (dp, pp)
         return tuple(w for w in pz.workers if out[w.dp_rank, w.stage])
 

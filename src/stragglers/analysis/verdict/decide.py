@@ -55,6 +55,7 @@ from stragglers.analysis.verdict.context import VerdictContext
 from stragglers.analysis.verdict.hypotheses import ALL
 from stragglers.analysis.verdict.hypotheses.host import HostEvidence, test_host
 from stragglers.analysis.workers import Worker, names
+from stragglers.phases import phase
 
 
 @dataclass(frozen=True)
@@ -265,8 +266,9 @@ def decide(engine: WhatIfEngine, metrics: Metrics, config: VerdictConfig | None 
     s = metrics.slowdown
     trust = 1.0 if trusted else cfg.untrustworthy_factor
     head = f"slowdown S = {s:.3f} ({100 * metrics.waste:.1f}% of GPU time wasted)"
-    blocking = tuple(_explains_some(h.test(ctx)) for h in hypotheses)
-    host = test_host(metrics, cfg)
+    blocking = tuple(_explains_some(_tested(h, ctx)) for h in hypotheses)
+    with phase("host"):
+        host = test_host(metrics, cfg)
     findings = (*blocking, host.finding)
     # S compares with every op at the job-wide mean, which in a small job carries a good
     # part of one straggler's own excess; a worker that stands out with S_w above the
@@ -274,10 +276,12 @@ def decide(engine: WhatIfEngine, metrics: Metrics, config: VerdictConfig | None 
     worker = next((f for f in blocking if f.cause == Cause.WORKER and f.applicable), None)
     lead = worker.workers if worker is not None else ()
     size = float(_problem_size(metrics, lead, None)[0])
-    signals = MappingProxyType(_signals(ctx, findings))
+    with phase("signals"):
+        signals = MappingProxyType(_signals(ctx, findings))
     candidates = [f for f in blocking if f.applicable and f.m is not None]
     host_on = host.finding.applicable and metrics.discrepancy >= cfg.threshold
-    resamples = _resample(metrics, candidates, cfg, lead, host)
+    with phase("bootstrap"):
+        resamples = _resample(metrics, candidates, cfg, lead, host)
     chosen = _choose(candidates, cfg) if candidates else None
     gap = float(metrics.nodelay.mean() - metrics.ideal.mean())
     blocking_time = 0.0 if chosen is None or size < cfg.threshold else chosen.share * gap
@@ -351,6 +355,11 @@ def decide(engine: WhatIfEngine, metrics: Metrics, config: VerdictConfig | None 
             f"trust {trust:g}): {chosen.evidence}"), findings, trusted, cfg, signals)
     return Verdict(chosen.cause, chosen.workers, confidence, tuple(lines), findings,
                    contributing, weak, agreement, strength, trusted, cfg, signals)
+
+
+def _tested(h: Hypothesis, ctx: VerdictContext) -> Finding:
+    with phase(h.cause.value):
+        return h.test(ctx)
 
 
 def _host_line(host: HostEvidence, metrics: Metrics) -> str | None:
