@@ -45,7 +45,7 @@ docs: $(STAMP)
 test: $(STAMP) system-deps docs
 	$(VENV)/bin/ruff check src tests bench tools
 	$(VENV)/bin/mypy
-	$(PY) -m pytest -q --durations=40
+	$(PY) -m pytest -q -n 2 --durations=40
 
 # The quick tier: lint, types and the tests not marked slow (no real processes, servers or
 # browsers; under 3 minutes on 2 cores). `make test` runs everything.
