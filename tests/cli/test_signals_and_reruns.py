@@ -21,8 +21,11 @@ from stragglers.cli import main
 
 #: analyze, with the timeline writer stopping after its first file: "ready" on stdout, then
 #: asleep inside the staging phase until the test sends its signal.
+#: SIGHUP back to its default first, as in a terminal: a test runner's worker (pytest-xdist)
+#: may ignore it, an ignored signal is inherited, and analyze leaves ignored signals ignored.
 _PAUSED = """
-import sys, time
+import signal, sys, time
+signal.signal(signal.SIGHUP, signal.SIG_DFL)
 import stragglers.analysis.outputs as outputs
 real = outputs.write_timeline
 def paused(*args, **kwargs):
