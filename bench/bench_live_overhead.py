@@ -22,9 +22,15 @@ top of the default trace), the median and quartiles of the differences within ea
 of blocks (a loaded machine's drift cancels), in microseconds per step and as a share of a
 50 ms step.
 
+On a loaded machine the training's own CPU time varies by more than the records cost;
+``--hooks`` measures the probe's own work per step alone: the calls its hooks make in a
+step (forward, backward with one gradient per parameter tensor, optimizer step) made
+directly, with no model to compute.
+
 Usage::
 
     PYTHONPATH=src .venv/bin/python bench/bench_live_overhead.py [--steps 400 --blocks 7]
+    PYTHONPATH=src .venv/bin/python bench/bench_live_overhead.py --hooks --steps 5000
 """
 
 from __future__ import annotations
@@ -74,10 +80,41 @@ def block(setup: str, layers: int, steps: int, tmp: Path) -> tuple[float, float]
         if probe is not None:
             probe.end_step()
     if probe is not None:
-        probe.probe._drain(final=False)  # what the flusher has left to write of this block
+        probe.close()  # the flusher's last writes (a fixed cost per block, in every set-up)
     c1, w1 = time.process_time(), time.perf_counter()
+    return (c1 - c0) / steps, (w1 - w0) / steps
+
+
+def hooks_block(setup: str, tensors: int, steps: int, tmp: Path) -> tuple[float, float]:
+    """``--hooks``: (CPU seconds, wall seconds) per step of the probe's own work alone: the
+    calls its hooks make in a step (a forward, its backward with ``tensors`` gradients, an
+    optimizer step) made directly, without a model to compute, so that the training's
+    compute and its noise are not in the figure."""
+    cfg = SETUPS[setup]
+    probe = (attach(nn.Linear(2, 2), tmp / setup, config=cfg, force=True, merge=False)
+             if cfg is not None else None)
+
+    def one() -> None:
+        if probe is None:
+            return
+        probe.begin_step()
+        probe.forward_begin()
+        probe.forward_end(None)
+        probe.backward_begin()
+        for _ in range(tensors):
+            probe.grad_ready()
+        probe.optimizer_begin()
+        probe.optimizer_end()
+        probe.end_step()
+
+    for _ in range(20):  # warm-up
+        one()
+    c0, w0 = time.process_time(), time.perf_counter()
+    for _ in range(steps):
+        one()
     if probe is not None:
-        probe.close()
+        probe.close()  # the flusher's last writes (a fixed cost per block, in every set-up)
+    c1, w1 = time.process_time(), time.perf_counter()
     return (c1 - c0) / steps, (w1 - w0) / steps
 
 
@@ -87,13 +124,16 @@ def main() -> None:
     p.add_argument("--blocks", type=int, default=7)
     p.add_argument("--layers", type=int, default=50)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--hooks", action="store_true",
+                   help="the probe's own work per step alone, no model (hooks_block)")
     args = p.parse_args()
     torch.set_num_threads(1)
     got: dict[str, list[tuple[float, float]]] = {s: [] for s in SETUPS}
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(args.blocks):
             for s in SETUPS:
-                got[s].append(block(s, args.layers, args.steps, Path(tmp)))
+                got[s].append(hooks_block(s, 2 * args.layers, args.steps, Path(tmp))
+                              if args.hooks else block(s, args.layers, args.steps, Path(tmp)))
     med = {s: (statistics.median(c for c, _ in v), statistics.median(w for _, w in v))
            for s, v in got.items()}
 
