@@ -21,3 +21,16 @@ def test_sums_by_group_equal_add_at_bit_for_bit():
     want = np.zeros((5, 7, 9))
     np.add.at(want, groups[:30], values[rows])
     np.testing.assert_array_equal(sum_rows(values, rows, groups[:30], 5), want)
+
+
+def test_median_of_the_last_axis_equals_np_median():
+    from stragglers.analysis.grouped import median_last
+
+    rng = np.random.default_rng(1)
+    for n in (1, 2, 7, 44):
+        x = rng.random((3, 5, n))
+        x[0, 0] = 0.25  # ties
+        np.testing.assert_array_equal(median_last(x), np.median(x, axis=-1))
+    x = rng.random((2, 6))
+    x[1, 2] = np.nan
+    np.testing.assert_array_equal(median_last(x), np.median(x, axis=-1))  # NaN rows stay NaN

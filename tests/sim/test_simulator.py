@@ -112,14 +112,16 @@ def _scenario_batches(engine):
     }
 
 
-@pytest.mark.parametrize("rows", [None, 64])
-def test_batched_program_equals_the_level_by_level_simulation(analysis, monkeypatch, rows):
+@pytest.mark.parametrize("rows,threads", [(None, "1"), (64, "1"), (64, "3")])
+def test_batched_program_equals_the_level_by_level_simulation(analysis, monkeypatch, rows,
+                                                               threads):
     """simulate_mixed (a node at a time over a pool of reused rows, kept values added
     whole ranks or scenarios at a time, the earliest start taken as 0 when no value is
-    negative) gives, bit for bit, the step times of the plain level-by-level simulation of
-    the same values, in batches of any size."""
+    negative, chunks on several threads) gives, bit for bit, the step times of the plain
+    level-by-level simulation of the same values, in batches of any size."""
     import stragglers.sim.simulator as sim
 
+    monkeypatch.setenv("STRAGGLERS_SIM_THREADS", threads)
     if rows is not None:
         monkeypatch.setattr(sim, "ROW_BYTES", rows)  # one scenario per batch
     e = analysis.engine

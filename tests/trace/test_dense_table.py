@@ -261,3 +261,21 @@ def test_row_checks_shortcuts_agree_with_the_checks_row_by_row(job, monkeypatch)
         checks.checked_rows(trace, meta)
     assert "field 'rank' differs within one worker" in str(got.value)
     assert str(got.value) == str(want.value)
+
+
+def test_narrow_integer_columns_are_kept_narrow_and_give_the_same_table(job, tmp_path):
+    """Integer columns stored narrower than their usual dtype (int8 stages, model chunks and
+    microbatches, as the reference traces store them) are read in the file's type: the same
+    values and table, less memory."""
+    table = pq.read_table(job["trace"])
+    for name in ("stage", "mc", "mb_id"):
+        table = _recode(table, name, table.column(name).cast(pa.int8()))
+    path = tmp_path / "narrow.parquet"
+    pq.write_table(table, path)
+    narrow, wide = read_trace(path), read_trace(job["trace"])
+    for name in REQUIRED_COLUMNS:
+        np.testing.assert_array_equal(getattr(narrow, name), getattr(wide, name))
+    assert narrow.stage.dtype == narrow.mc.dtype == narrow.mb_id.dtype == np.int8
+    assert wide.stage.dtype == np.int16 and wide.mb_id.dtype == np.int32
+    meta = read_meta(job["meta"])
+    _same_tables(build_table(narrow, meta), build_table(wide, meta))

@@ -5,14 +5,19 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from stragglers.analysis.engine import WhatIfEngine
 from stragglers.analysis.scenarios import Scenario
 from stragglers.trace.schema import OPTYPES
-from stragglers.viz.timeline import stack_steps, write_chrome_trace
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# pandas and the timeline writer are imported when a timeline is written (about a second
+# of start-up that `analyze` of a trace beyond the timeline limit does not need).
 
 #: Timelines above this many ops are not written by ``analyze`` (use ``--steps``).
 TIMELINE_MAX_OPS = 2_000_000
@@ -21,6 +26,8 @@ TIMELINES = ("original", "no-delay", "ideal")
 
 def timeline_frame(engine: WhatIfEngine, start: np.ndarray, end: np.ndarray) -> pd.DataFrame:
     """Ops of all workers as a frame; ``start``/``end`` have shape (n_nodes, dp, n_steps)."""
+    import pandas as pd
+
     t = engine.table
     n, dp, s = start.shape
     node = np.repeat(np.arange(n), dp * s)
@@ -68,6 +75,8 @@ def write_timeline(engine: WhatIfEngine, which: str, path: Path) -> Path:
     negative = int(np.count_nonzero(end < start))
     if negative:
         end = np.maximum(end, start)
+    from stragglers.viz.timeline import stack_steps, write_chrome_trace
+
     frame = stack_steps(timeline_frame(engine, start, end))
     return write_chrome_trace(frame, path, name=f"{meta['trial_name']} {which}",
                               metadata={"job": meta, "timeline": which,

@@ -12,7 +12,9 @@ own transfer duration.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -371,17 +373,42 @@ def _run_program(prog: Program, values: MixedValues, pool: np.ndarray) -> np.nda
 
 def simulate_mixed(order: EvaluationOrder, values: MixedValues) -> np.ndarray:
     """Step times (B, S) of a batch of mixed scenarios, in memory-bounded chunks of the
-    batch (:func:`compile_program`: one pool of rows per chunk, reused)."""
+    batch (:func:`compile_program`: one pool of rows per chunk, reused), the chunks shared
+    out to :func:`sim_threads` threads (numpy works outside the interpreter lock; each
+    chunk's times depend on that chunk alone, so the result is the same)."""
     prog = compile_program(order)
     b_total, v, s = values.shape
     # The pool's rows, and about six rows more of temporaries (latest end, earliest start,
     # group start, the kept values gathered).
     row = v * s * 8
     chunk = max(1, min(b_total, ROW_BYTES // row, BATCH_BYTES // ((prog.n_slots + 6) * row)))
-    pool = np.empty((prog.n_slots, chunk, v, s), dtype=DTYPE)
     out = np.empty((b_total, s))
-    for lo in range(0, b_total, chunk):
-        sl = slice(lo, min(lo + chunk, b_total))
-        part = values.batch(sl)
-        out[sl] = _run_program(prog, part, pool[:, : sl.stop - sl.start])
+    starts = list(range(0, b_total, chunk))
+    threads = min(sim_threads(), len(starts))
+
+    def work(first: int) -> None:
+        pool = np.empty((prog.n_slots, chunk, v, s), dtype=DTYPE)
+        for lo in starts[first::threads]:
+            sl = slice(lo, min(lo + chunk, b_total))
+            out[sl] = _run_program(prog, values.batch(sl), pool[:, : sl.stop - sl.start])
+
+    if threads <= 1:
+        work(0)
+        return out
+    with ThreadPoolExecutor(max_workers=threads) as ex:
+        for f in [ex.submit(work, i) for i in range(threads)]:
+            f.result()
     return out
+
+
+def sim_threads() -> int:
+    """Threads that simulate chunks of a batch at once: the ``STRAGGLERS_SIM_THREADS``
+    environment variable, else the CPUs this process may use, at most 4."""
+    raw = os.environ.get("STRAGGLERS_SIM_THREADS", "").strip()
+    if raw.isdigit() and int(raw) > 0:
+        return int(raw)
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return max(1, min(4, cpus))

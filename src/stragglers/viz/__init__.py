@@ -6,6 +6,8 @@
   (one process per DP rank, one track per worker) and its reader.
 """
 
+from typing import Any
+
 from stragglers.viz.heatmap import (
     grid_from_worker_keys,
     plot_step_heatmap,
@@ -13,12 +15,19 @@ from stragglers.viz.heatmap import (
     step_heatmap_figure,
     worker_heatmap_figure,
 )
-from stragglers.viz.timeline import (
-    op_category,
-    read_chrome_trace,
-    stack_steps,
-    write_chrome_trace,
-)
+
+#: Names of :mod:`stragglers.viz.timeline`, imported on first use (it imports pandas: about
+#: a second of start-up that drawing heatmaps does not need).
+_TIMELINE = ("op_category", "read_chrome_trace", "stack_steps", "write_chrome_trace")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _TIMELINE:
+        from stragglers.viz import timeline
+
+        return getattr(timeline, name)
+    raise AttributeError(f"module 'stragglers.viz' has no attribute {name!r}")
+
 
 __all__ = [
     "grid_from_worker_keys",

@@ -4,6 +4,7 @@ forward/backward signal, communication excess, pauses within each worker)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from stragglers.analysis.engine import WhatIfEngine
-from stragglers.analysis.grouped import sum_by, sum_rows
+from stragglers.analysis.grouped import median_last, sum_by, sum_rows
 from stragglers.analysis.healthy import blame_beyond_noise
 from stragglers.analysis.metrics import Characterisation, Metrics, characterise
 from stragglers.analysis.scenarios import Scenario
@@ -139,7 +140,9 @@ class VerdictContext:
     def worker_compute(self) -> np.ndarray:
         """Mean compute seconds per step of every worker (dp, pp)."""
         c = self.compute_nodes
-        per_node = self.engine.table.duration[c].astype(np.float64).mean(axis=2)
+        per_node = np.empty((len(c), self.dp))
+        for part, dur in self._compute_chunks(self.engine.table.duration):
+            per_node[part] = dur.mean(axis=2)
         return self._per_worker(per_node, c)
 
     def _per_step_beyond_noise(self, nodes: np.ndarray) -> np.ndarray:
@@ -313,18 +316,25 @@ class VerdictContext:
         cfg, e = self.config, self.engine
         c = self.compute_nodes
         k, dp, ns = len(c), self.dp, e.n_steps
-        vc = e.derived.value[c].astype(np.float64)
-        typical = np.median(vc, axis=2) if ns else np.zeros((k, dp))
-        safe = np.where(typical > 0, typical, np.inf)
-        ratio = vc / safe[:, :, None]
-        excess = vc - typical[:, :, None]
         floor = cfg.pause_min_excess * float(self.metrics.ideal.mean())
-        cand = (ratio >= cfg.pause_factor) & (excess >= floor)
+        partner_factor = 1.0 + (cfg.pause_factor - 1.0) / 2.0
+        typical = np.zeros((k, dp))
+        cand = np.zeros((k, dp, ns), dtype=bool)
+        long = np.zeros((k, dp, ns), dtype=bool)  # ratio >= partner_factor
+        # A few op identities at a time: no (k, dp, n_steps) float arrays.
+        for part, vc in self._compute_chunks():
+            if ns:
+                typical[part] = median_last(vc)
+            safe = np.where(typical[part] > 0, typical[part], np.inf)
+            ratio = vc / safe[:, :, None]
+            excess = vc - typical[part][:, :, None]
+            cand[part] = (ratio >= cfg.pause_factor) & (excess >= floor)
+            long[part] = ratio >= partner_factor
         partner = self.partner
         has = partner >= 0
         together = np.zeros_like(cand)
-        partner_factor = 1.0 + (cfg.pause_factor - 1.0) / 2.0
-        together[has] = cand[has] & (ratio[partner[has]] >= partner_factor)
+        together[has] = cand[has] & long[partner[has]]
+        del long
         kept = cand & ~together
         # Sporadic: on each worker at most pause_max_fraction of its compute ops.
         stage = e.table.node_stage[c]
@@ -333,14 +343,28 @@ class VerdictContext:
         frac = hits / np.maximum(per_worker_ops[None, :], 1)
         steady = frac > cfg.pause_max_fraction
         pause = kept & ~steady.T[stage][:, :, None]
-        pause_excess = self._per_worker(np.where(pause, excess, 0.0).sum(axis=2), c) / max(
-            ns, 1)
+        excess_sum = np.zeros((k, dp))
+        for part, vc in self._compute_chunks():
+            excess = vc - typical[part][:, :, None]
+            excess_sum[part] = np.where(pause[part], excess, 0.0).sum(axis=2)
+        pause_excess = self._per_worker(excess_sum, c) / max(ns, 1)
         steady_w = tuple(Worker(int(d), int(s)) for d, s in zip(*np.nonzero(steady & (hits > 0)),
                                                                  strict=True))
         return PauseEvidence(
             nodes=c, typical=typical, pause=pause, excess=pause_excess,
             candidates=int(cand.sum()), dropped_partner=int(together.sum()),
             dropped_steady=int((kept & ~pause).sum()), steady_workers=steady_w)
+
+    def _compute_chunks(self, source: np.ndarray | None = None
+                        ) -> Iterator[tuple[slice, np.ndarray]]:
+        """Positions in :attr:`compute_nodes` and their rows of ``source`` (the derived
+        values when None) as float64, a few op identities at a time."""
+        e, c = self.engine, self.compute_nodes
+        rows = e.derived.value if source is None else source
+        per = max(1, _CHUNK_CELLS // max(1, self.dp * e.n_steps))
+        for lo in range(0, len(c), per):
+            part = slice(lo, min(lo + per, len(c)))
+            yield part, rows[c[part]].astype(np.float64)
 
     @cached_property
     def pause_blamed(self) -> tuple[Worker, ...]:
