@@ -48,7 +48,10 @@ def test_dashboard_heatmap_renders_and_hover_shows_values(page, server_factory,
     page.mouse.move(2, 2)
     tip.wait_for(state="hidden")
     # every hypothesis with its rem and add (shared with report.html)
-    assert page.locator("table.hypotheses tbody tr").count() == 6
+    hypotheses = doc["result"]["verdict"]["hypotheses"]
+    # worker, last_stage, sequence_length, gc, pauses, communication, host
+    assert len(hypotheses) == 7
+    assert page.locator("table.hypotheses tbody tr").count() == len(hypotheses)
     assert page.locator('a[href$="/files/report.html"]').count() == 1  # to hand on
     # the per-step heatmaps and the op-type attribution are drawn too
     assert page.locator("#steps-dp-rank rect.cell").count() == 2 * 4
