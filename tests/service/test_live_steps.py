@@ -75,10 +75,10 @@ def _culprit_on_the_jobs_page(page: Any, server: Server, job: str) -> str:
     return str(row.locator("td.culprit").inner_text())
 
 
-def test_step_records_name_the_culprit_rank(live_server: Server) -> None:
+def test_step_records_name_the_culprit_rank(live_server: Server, page: Any) -> None:
     """Hand-built records (rank 1 1.5x from step 60 on), posted in batches as a probe's
-    flushes send them: the onset is rank 1's at step 60, the job's culprit rank 1 on the API
-    and ``/metrics`` (the jobs page in Chromium: the DDP job's test below)."""
+    flushes send them: the onset is rank 1's at step 60, the job's culprit rank 1 on the API,
+    the jobs page (Chromium) and ``/metrics``."""
     server = live_server
     lines = _step_lines(120)
     for k in range(0, len(lines), 40):
@@ -92,6 +92,7 @@ def test_step_records_name_the_culprit_rank(live_server: Server) -> None:
     assert _slow_rank_metrics(server, "steps-live") == {"1": 1.0}
     assert "stragglers_job_slow_ranks{training_job=\"steps-live\"} 1.0" in server.get(
         "/metrics").text
+    assert _culprit_on_the_jobs_page(page, server, "steps-live") == "rank 1 (detector)"
 
 
 def _train(steps: int, **config: object) -> Any:
@@ -138,19 +139,28 @@ def test_a_server_that_is_down_costs_the_live_records_nothing(token_file: Path,
     assert "5 not (5 failed" in caplog.text
 
 
-#: The DDP job of the end-to-end test: rank 1 slowed (0.3 s more per step) from SLOW_FROM to
-#: its end, STEPS steps (the onset is declared about 8 steps after it).
-DDP_STEPS, DDP_SLOW_FROM = 36, 20
+#: The DDP job of the end-to-end test: rank 1 slowed (0.3 s more per step) from step
+#: DDP_SLOW_FROM on; the job is stopped once the server names it (the onset is declared about
+#: 8 steps after it). Not earlier: a noisy start can keep a rank's warm-up open past step 20,
+#: and a rise inside the warm-up is taken as its level (measured: rank 1's warm-up ended at
+#: step 28 with the slowdown at 20).
+DDP_STEPS, DDP_SLOW_FROM = 100, 30
 
 
 def test_a_ddp_job_pushed_live_names_its_slow_rank(live_server: Server, page: Any,
                                                    tmp_path: Path) -> None:
-    """The plain DDP snippet (2 processes, gloo) with rank 1 slowed from step 20 to its end,
-    its probe pushing to a real server (the snippet's ``attach`` given a ``ProbeConfig``
-    with ``push_server``): while the job runs, the server's detector names rank 1 (not
-    rank 0, which waits for it), the job's culprit is rank 1 on the API and the jobs page
-    (Chromium), ``/metrics`` has ``stragglers_job_slow_rank{rank="1"}`` only. (``watch``
-    following such a job's probe folder: the guide's example, docs/guides/watch.md.)"""
+    """The plain DDP snippet (2 processes, gloo) with rank 1 slowed from step 30 on, its
+    probe pushing to a real server (the snippet's ``attach`` given a ``ProbeConfig`` with
+    ``push_server``): while the job runs, the server's detector names rank 1, the jobs page
+    (Chromium) shows it as the job's culprit and ``/metrics`` has
+    ``stragglers_job_slow_rank{rank="1"} 1``; the rise is placed at step 30. (``watch``
+    following such a job's probe folder: the guide's example, docs/guides/watch.md.)
+
+    The server's detector has the default threshold (10 %): on a loaded 2-core machine it
+    also names the relative stragglers the machine makes (the watch guide's runs: false
+    onsets in 3 of 5 healthy DDP runs of 120 steps), so another rank named too, or a rise of
+    rank 1 a few steps before the slowdown, is not a failure here; the hand-built records
+    above check the exact culprit."""
     pytest.importorskip("torch")
     from tests.probe.integration import REPO, tool
 
@@ -172,31 +182,30 @@ def test_a_ddp_job_pushed_live_names_its_slow_rank(live_server: Server, page: An
     seen: dict[str, Any] = {}
     try:
         end = time.monotonic() + 600
-        while time.monotonic() < end and not seen:
-            done = job.poll() is not None
+        while time.monotonic() < end and job.poll() is None:
             doc = server.get("/api/v1/jobs/ddp-live")
-            if doc.status_code == 200 and (doc.json()["detection"] or {}).get("slow"):
+            if doc.status_code == 200 and 1 in ((doc.json()["detection"] or {})
+                                                .get("slow_ranks") or ()):
                 seen = {"job": doc.json(), "metrics": _slow_rank_metrics(server, "ddp-live"),
                         "page": _culprit_on_the_jobs_page(page, server, "ddp-live")}
-            elif done:
                 break
             time.sleep(0.3)
-        out, _ = job.communicate(timeout=600)
     finally:
-        if job.poll() is None:
-            job.kill()
-    assert job.returncode == 0, out[-3000:]
-    assert seen, (f"the detector named no rank: {server.get('/api/v1/jobs/ddp-live').text}\n"
-                  f"{server.get('/api/v1/jobs/ddp-live/events').text}\n{out[-2000:]}")
-    assert seen["job"]["detection"]["slow_ranks"] == [1], seen
-    assert seen["job"]["culprit"] == "rank 1", seen  # no analysed session yet
-    assert seen["metrics"] == {"1": 1.0}, seen
-    assert seen["page"] == "rank 1 (detector)", seen
-    # the server's detector has the default threshold (10 %): on a loaded CPU machine the
-    # rise may be placed a few noisy steps early, and the waiting rank is not named first
+        running = job.poll() is None
+        job.terminate()  # torchrun stops its workers
+        out, _ = job.communicate(timeout=120)
+    assert seen and running, (
+        f"the detector named no rank while the job ran: "
+        f"{server.get('/api/v1/jobs/ddp-live').text}\n"
+        f"{server.get('/api/v1/jobs/ddp-live/events').text}\n{out[-2000:]}")
+    assert seen["job"]["culprit"].startswith("rank "), seen  # no analysed session yet
+    assert "1" in seen["job"]["culprit"][5:].split(", "), seen
+    assert seen["metrics"].get("1") == 1.0, seen
+    shown = re.fullmatch(r"rank ([\d, ]+) \(detector\)", seen["page"])
+    assert shown and "1" in shown.group(1).split(", "), seen
     events = server.get("/api/v1/jobs/ddp-live/events").json()["events"]
-    onsets = [(e["rank"], e["job_iteration"], e["declared_job_iteration"])
-              for e in events if e["event"] == "onset"]
-    assert onsets[0][0] == 1 and -5 <= onsets[0][1] - DDP_SLOW_FROM <= 2, onsets
-    assert onsets[0][2] - DDP_SLOW_FROM <= 20, onsets
-    assert server.get("/api/v1/jobs/ddp-live").json()["records"] == 2 * DDP_STEPS
+    rises = [(e["event"], e["job_iteration"], e["declared_job_iteration"]) for e in events
+             if e["event"] in ("onset", "change") and e["rank"] == 1
+             and e["level_s"] > e["previous_s"]]
+    assert any(-5 <= it - DDP_SLOW_FROM <= 2 and declared - DDP_SLOW_FROM <= 20
+               for _, it, declared in rises), events
