@@ -131,7 +131,7 @@ def test_a_server_that_is_down_costs_the_live_records_nothing(token_file: Path,
     import stragglers.service.client as client
     from stragglers.probe.recorder import rank_file
 
-    monkeypatch.setattr(client, "_wait", lambda *_: None)  # the retries' back-off: no test
+    monkeypatch.setenv(client.RETRY_ENV, "0")  # one try per batch: no retries in a test
     pusher = _train(5, out=tmp_path / "run", push_server="http://127.0.0.1:9",
                     push_token_file=str(token_file))
     assert pusher.posted == 0 and pusher.failed == 5 and "127.0.0.1:9" in pusher.error
