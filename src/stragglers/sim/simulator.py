@@ -262,10 +262,16 @@ class _Adder:
             return np.broadcast_to(nm[:, None], self.shape)
         return np.asarray(wm & nm[:, None])
 
-    def add(self, n: int, start: np.ndarray, out: np.ndarray) -> None:
-        """``out`` = ``start`` + the values of node n (``out`` may be ``start``; ``start`` may
-        be (B, 1, S), the same for every rank)."""
-        kept = self.kept(n)
+    @staticmethod
+    def ideal_only(kept: np.ndarray | None) -> bool:
+        """No scenario keeps the node's original value (of :meth:`kept`)."""
+        return kept is not None and not kept.any()
+
+    def add(self, n: int, start: np.ndarray, out: np.ndarray, kept: np.ndarray | None
+            ) -> None:
+        """``out`` = ``start`` + the values of node n, ``kept`` its :meth:`kept` (``out``
+        may be ``start``; ``start``, and ``out`` where only ideal values are added, may be
+        (B, 1, S): the same for every rank)."""
         if kept is None and self.step_mask is None:
             np.add(start, self._orig(n), out=out)
             return
@@ -310,14 +316,14 @@ class _Adder:
         return np.asarray(self.orig[n][self.dp_map if i is None else self.dp_map[i]])
 
 
-def _latest_into(rows: np.ndarray, slots: tuple[int, ...], out: np.ndarray) -> None:
-    """``out`` = the element-wise maximum of ``rows[slots]``."""
-    if len(slots) == 1:
-        np.copyto(out, rows[slots[0]])
+def _latest_into(rows: list[np.ndarray], out: np.ndarray) -> None:
+    """``out`` = the element-wise maximum of ``rows`` (broadcast to ``out``)."""
+    if len(rows) == 1:
+        np.copyto(out, rows[0])
         return
-    np.maximum(rows[slots[0]], rows[slots[1]], out=out)
-    for s in slots[2:]:
-        np.maximum(out, rows[s], out=out)
+    np.maximum(rows[0], rows[1], out=out)
+    for r in rows[2:]:
+        np.maximum(out, r, out=out)
 
 
 def _nonnegative(values: MixedValues) -> bool:
@@ -329,42 +335,69 @@ def _nonnegative(values: MixedValues) -> bool:
 
 
 def _run_program(prog: Program, values: MixedValues, pool: np.ndarray) -> np.ndarray:
-    """Step times (B, S) of one batch, its rows in ``pool`` (n_slots, B, V, S)."""
+    """Step times (B, S) of one batch, its rows in ``pool`` (n_slots, B, V, S).
+
+    A row whose times are the same on every virtual rank (an op at its ideal value whose
+    dependencies are, or one that starts after a DP-synchronised group) is computed and kept
+    for one rank only, ``pool[slot, :, :1]``, and broadcast where it is used: the same
+    numbers, a DP-th of the work (most of a timeline in which only late ops keep their own
+    values)."""
     shape = values.shape
     add = _Adder(values)
-    pool[0] = 0.0
+    narrow = [False] * prog.n_slots
+
+    def row(slot: int) -> np.ndarray:
+        return pool[slot, :, :1] if narrow[slot] else pool[slot]
+
+    def target(slot: int, flat: bool) -> np.ndarray:
+        narrow[slot] = flat
+        return row(slot)
+
+    pool[0, :, :1] = 0.0
+    narrow[0] = True
     latest_end = np.full(shape, -np.inf)
     nonnegative = _nonnegative(values)
     min_start = None if nonnegative else np.full(shape, np.inf)
     group_start = np.empty(shape)
     for unit in prog.units:
         if not unit.group:
-            row = pool[unit.slots[0]]
-            deps = unit.deps[0]
+            node, deps = unit.nodes[0], unit.deps[0]
+            mask = add.kept(node)
+            out = target(unit.slots[0], _Adder.ideal_only(mask)
+                         and all(narrow[d] for d in deps))
             if len(deps) == 1:
-                start = pool[deps[0]]
+                start = row(deps[0])
             else:
-                _latest_into(pool, deps, row)
-                start = row
+                _latest_into([row(d) for d in deps], out)
+                start = out
             if min_start is not None:
                 np.minimum(min_start, start, out=min_start)
-            add.add(unit.nodes[0], start, row)
+            add.add(node, start, out, mask)
             if unit.sinks[0] or not nonnegative:
-                np.maximum(latest_end, row, out=latest_end)
+                np.maximum(latest_end, out, out=latest_end)
             continue
         if min_start is None:
             # The group starts at the latest end among all its members' dependencies.
-            _latest_into(pool, unit.all_deps, group_start)
+            flat = all(narrow[d] for d in unit.all_deps)
+            gs = group_start[:, :1] if flat else group_start
+            _latest_into([row(d) for d in unit.all_deps], gs)
         else:
             for slot, deps in zip(unit.slots, unit.deps, strict=True):
-                _latest_into(pool, deps, pool[slot])
-                np.minimum(min_start, pool[slot], out=min_start)
-            _latest_into(pool, unit.slots, group_start)
-        gs = group_start.max(axis=1, keepdims=True) if unit.sync else group_start
+                member = target(slot, all(narrow[d] for d in deps))
+                _latest_into([row(d) for d in deps], member)
+                np.minimum(min_start, member, out=min_start)
+            flat = all(narrow[slot] for slot in unit.slots)
+            gs = group_start[:, :1] if flat else group_start
+            _latest_into([row(slot) for slot in unit.slots], gs)
+        if unit.sync:
+            gs = gs.max(axis=1, keepdims=True)
+            flat = True
         for node, slot, sink in zip(unit.nodes, unit.slots, unit.sinks, strict=True):
-            add.add(node, gs, pool[slot])
+            mask = add.kept(node)
+            out = target(slot, flat and _Adder.ideal_only(mask))
+            add.add(node, gs, out, mask)
             if sink or not nonnegative:
-                np.maximum(latest_end, pool[slot], out=latest_end)
+                np.maximum(latest_end, out, out=latest_end)
     last = latest_end.max(axis=1)
     if min_start is None:
         return np.asarray(last)
