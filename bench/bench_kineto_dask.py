@@ -96,17 +96,6 @@ def generate(data: Path, dp: int, pp: int, gb: float, jobs: int) -> None:
           f"({time.perf_counter() - t0:.0f} s)")
 
 
-def _children(pid: int) -> list[int]:
-    out = []
-    try:
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/children") as fh:
-                out += [int(x) for x in fh.read().split()]
-    except OSError:
-        pass
-    return out
-
-
 def _rss_mib(pid: int) -> float:
     try:
         with open(f"/proc/{pid}/status") as fh:
@@ -119,6 +108,8 @@ def _rss_mib(pid: int) -> float:
 
 
 def _tree(pid: int) -> list[int]:
+    from bench_kineto import _children  # the /proc reader of the local benchmark
+
     out, todo = [], [pid]
     while todo:
         p = todo.pop()

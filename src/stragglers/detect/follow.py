@@ -33,7 +33,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -283,18 +283,27 @@ def follow_files(followers: list[Follower], poll: float = 0.5
     its idle timeout), and this ends when all have."""
     live = [(i, iter(f)) for i, f in enumerate(followers)]
     while live:
-        busy = False
-        ended = []
-        for k, (i, it) in enumerate(live):
-            try:
-                batch = next(it)
-            except StopIteration:
-                ended.append(k)
-                continue
-            if batch.lines or batch.notice is not None:
-                busy = True
-                yield i, batch
-        for k in reversed(ended):
-            del live[k]
+        busy, ended = yield from follow_round(live)
         if live and not busy and not ended:
             time.sleep(poll)
+
+
+def follow_round(live: list[tuple[int, Iterator[Batch]]]
+                 ) -> Generator[tuple[int, Batch], None, tuple[bool, bool]]:
+    """One round over the ``live`` followers ``(index, iterator)``: yields each one's next
+    batch that holds lines or a notice, removes the ones that ended from ``live``, and
+    returns (a batch was yielded, a follower ended)."""
+    busy = False
+    ended = []
+    for k, (i, it) in enumerate(live):
+        try:
+            batch = next(it)
+        except StopIteration:
+            ended.append(k)
+            continue
+        if batch.lines or batch.notice is not None:
+            busy = True
+            yield i, batch
+    for k in reversed(ended):
+        del live[k]
+    return busy, bool(ended)

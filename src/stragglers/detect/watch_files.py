@@ -20,7 +20,13 @@ from pathlib import Path
 
 from stragglers.detect.bocd import Detector
 from stragglers.detect.events import InputsEvent, SummaryEvent, WatchEvent
-from stragglers.detect.follow import Batch, Follower, follow_files, peek_stdin
+from stragglers.detect.follow import (
+    Batch,
+    Follower,
+    follow_files,
+    follow_round,
+    peek_stdin,
+)
 from stragglers.detect.megatron import (
     guess_format,
     rank_from_content,
@@ -383,19 +389,7 @@ class _Following:
         poll = self.settings.poll
         scanned = time.monotonic()
         while True:
-            busy = False
-            ended = []
-            for k, (i, it) in enumerate(self.live):
-                try:
-                    batch = next(it)
-                except StopIteration:
-                    ended.append(k)
-                    continue
-                if batch.lines or batch.notice is not None:
-                    busy = True
-                    yield i, batch
-            for k in reversed(ended):
-                del self.live[k]
+            busy, _ = yield from follow_round(self.live)
             if self.settings.once:
                 if not self.live:
                     return

@@ -765,32 +765,10 @@ def run_all(cases: Sequence[RunCase], config: VerdictConfig, hog: int = 0,
 
 def kept_runs(folder: str | Path) -> tuple[list[tuple[RunCase, Path, dict[str, Any]]],
                                           list[str]]:
-    """The runs kept in ``folder`` (subfolders holding a :data:`CASE_FILE`), by name, and the
-    names of subfolders without one (runs that failed or did not finish)."""
-    from stragglers.inputs import load_yaml
+    """The runs kept in ``folder`` (:func:`stragglers.evaluation.kept.kept_runs`)."""
+    from stragglers.evaluation.kept import kept_runs as read_kept
 
-    root = Path(folder)
-    if not root.is_dir():
-        raise InputError(f"--reanalyse {folder}: no such folder")
-    found = []
-    unfinished = []
-    for sub in sorted(p for p in root.iterdir() if p.is_dir()):
-        record_path = sub / CASE_FILE
-        if not record_path.is_file():
-            if not sub.name.startswith("."):
-                unfinished.append(sub.name)
-            continue
-        record = load_yaml(record_path, "recipe-eval case record")  # JSON is YAML
-        if not isinstance(record, dict):
-            raise InputError(f"{record_path}: expected a JSON object")
-        case = RunCase.from_dict(record.get("case"), str(record_path))
-        hog = record.get("hog")
-        if not isinstance(hog, int) or isinstance(hog, bool):
-            raise InputError(f"{record_path}: field 'hog' must be an integer")
-        found.append((case, sub, record))
-    if not found:
-        raise InputError(f"--reanalyse {folder}: no kept runs in it (no */{CASE_FILE})")
-    return found, unfinished
+    return read_kept(folder, CASE_FILE, "recipe-eval case record", RunCase.from_dict)
 
 
 def reanalyse(folder: str | Path, config: VerdictConfig, recipes: Sequence[str],

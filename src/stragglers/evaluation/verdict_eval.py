@@ -423,32 +423,10 @@ def run_matrix(cases: Sequence[EvalCase], base: JobConfig, config: VerdictConfig
 
 def kept_runs(folder: str | Path) -> tuple[list[tuple[EvalCase, Path, dict[str, Any]]],
                                           list[str]]:
-    """The runs kept in ``folder`` (subfolders holding a :data:`CASE_FILE`), by name, and the
-    names of subfolders without one (runs that did not finish)."""
-    from stragglers.inputs import load_yaml
+    """The runs kept in ``folder`` (:func:`stragglers.evaluation.kept.kept_runs`)."""
+    from stragglers.evaluation.kept import kept_runs as read_kept
 
-    root = Path(folder)
-    if not root.is_dir():
-        raise InputError(f"--reanalyse {folder}: no such folder")
-    found = []
-    unfinished = []
-    for sub in sorted(p for p in root.iterdir() if p.is_dir()):
-        record_path = sub / CASE_FILE
-        if not record_path.is_file():
-            if not sub.name.startswith("."):
-                unfinished.append(sub.name)
-            continue
-        record = load_yaml(record_path, "verdict-eval case record")  # JSON is YAML
-        if not isinstance(record, dict):
-            raise InputError(f"{record_path}: expected a JSON object")
-        case = EvalCase.from_dict(record.get("case"), str(record_path))
-        for key in ("hog",):
-            if not isinstance(record.get(key), int) or isinstance(record.get(key), bool):
-                raise InputError(f"{record_path}: field {key!r} must be an integer")
-        found.append((case, sub, record))
-    if not found:
-        raise InputError(f"--reanalyse {folder}: no kept runs in it (no */{CASE_FILE})")
-    return found, unfinished
+    return read_kept(folder, CASE_FILE, "verdict-eval case record", EvalCase.from_dict)
 
 
 def reanalyse(folder: str | Path, config: VerdictConfig, split: str = "all",

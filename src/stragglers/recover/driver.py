@@ -395,7 +395,13 @@ def _flight_recorder_evidence(hb_dir: Path, beats: Mapping[int, Beat], world: in
     now = time.time()
     live = [r for r in range(world)
             if r in beats and now - beats[r].ts <= stale_s]
-    folder = hb_dir / "fr"
+    return await_fr_dumps(hb_dir / "fr", live, wait_s)
+
+
+def await_fr_dumps(folder: Path, live: list[int], wait_s: float) -> FlightRecorderEvidence:
+    """Wait (at most ``wait_s``) for the dumps of the ``live`` ranks in ``folder``, then
+    localise the hang from the dumps there (:mod:`stragglers.detect.fr_hang`); a folder that
+    never appeared gives empty evidence, unreadable dumps their error."""
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         if all((folder / f"_dump_{r}").exists() for r in live):

@@ -573,25 +573,14 @@ class Guard:
 
     def _flight_recorder(self, key: str, beats: Mapping[int, Beat], world: int
                          ) -> FlightRecorderEvidence:
-        from stragglers.detect.flight_recorder import read_flight_recorder
-        from stragglers.detect.fr_hang import localize_fr_hang
+        from stragglers.recover.driver import await_fr_dumps
 
         folder = self.paths.heartbeats / "fr"
         shutil.rmtree(folder, ignore_errors=True)
         write_text(self.paths.heartbeats / DUMP_REQUEST, key)
         now = time.time()
         live = [r for r, b in beats.items() if now - b.ts <= self.cfg.stale_s]
-        deadline = time.monotonic() + self.cfg.fr_wait_s
-        while time.monotonic() < deadline:
-            if all((folder / f"_dump_{r}").exists() for r in live):
-                break
-            time.sleep(0.05)
-        if not folder.is_dir():
-            return FlightRecorderEvidence()
-        try:
-            return FlightRecorderEvidence(localize_fr_hang(read_flight_recorder(folder)))
-        except InputError as exc:
-            return FlightRecorderEvidence(error=str(exc))
+        return await_fr_dumps(folder, live, self.cfg.fr_wait_s)
 
     def _follow_decisions(self) -> None:
         for p in sorted(self.paths.decisions.glob("*.json")):
