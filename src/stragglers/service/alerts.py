@@ -181,6 +181,9 @@ class Alerter:
         self._stop = threading.Event()
         self._refresher: threading.Thread | None = None
         self._started = False
+        self._last_refresh = time.monotonic()
+        #: (when, failed rounds) of the current outage of the housekeeping, None when it works
+        self._outage: tuple[float, int] | None = None
 
     # -- checking -------------------------------------------------------------------------
     def session_done(self, s: SessionRow) -> list[AlertRow]:
@@ -343,24 +346,47 @@ class Alerter:
         if cfg.stale_s > 0:
             periods.append(min(60.0, max(1.0, cfg.stale_s / 4)))
         tick = min(periods)
-        last_refresh = time.monotonic()
+        self._last_refresh = time.monotonic()
         while not self._stop.wait(tick):
-            try:
-                with self._lock:
-                    sending = list(self._outstanding)
-                self.store.renew_alerts(sending)
-                self.send_unclaimed()
-                if cfg.stale_s > 0:
-                    self.expire_stale()
-                if cfg.alertmanager and time.monotonic() - last_refresh >= cfg.resend_s:
-                    last_refresh = time.monotonic()
-                    with self._lock:
-                        key = (cfg.alertmanager, True)
-                        d = self._destinations.get(key) or self._destinations.setdefault(
-                            key, _Destination(self, cfg.alertmanager, True))
-                    d.queue.put(_Delivery(REFRESH))
-            except Exception:  # the database may be down for a while: try again later
-                log.exception("alert housekeeping failed")
+            self.housekeeping_round()
+
+    def housekeeping_round(self) -> bool:
+        """One round of housekeeping; False when it failed. A failure (the database down for
+        a while) is logged once per outage, one line without a traceback, and the recovery
+        once: a round every few seconds must not flood the log while the database is
+        away."""
+        try:
+            self._housekeep()
+        except Exception as exc:  # the database may be down for a while: try again later
+            if self._outage is None:
+                self._outage = (time.monotonic(), 0)
+                why = (str(getattr(exc, "orig", None) or exc).strip().splitlines() or [""])[0]
+                log.warning("alert housekeeping failed (%s: %s); retrying every round, "
+                            "logged again once it works", type(exc).__name__, why[:200])
+            self._outage = (self._outage[0], self._outage[1] + 1)
+            return False
+        if self._outage is not None:
+            since, rounds = self._outage
+            self._outage = None
+            log.warning("alert housekeeping works again after %.0f s (%d failed round(s))",
+                        time.monotonic() - since, rounds)
+        return True
+
+    def _housekeep(self) -> None:
+        cfg = self.config
+        with self._lock:
+            sending = list(self._outstanding)
+        self.store.renew_alerts(sending)
+        self.send_unclaimed()
+        if cfg.stale_s > 0:
+            self.expire_stale()
+        if cfg.alertmanager and time.monotonic() - self._last_refresh >= cfg.resend_s:
+            self._last_refresh = time.monotonic()
+            with self._lock:
+                key = (cfg.alertmanager, True)
+                d = self._destinations.get(key) or self._destinations.setdefault(
+                    key, _Destination(self, cfg.alertmanager, True))
+            d.queue.put(_Delivery(REFRESH))
 
     def expire_stale(self, now: float | None = None) -> int:
         """Close (and notify) the open alerts of jobs that sent no session and no records
