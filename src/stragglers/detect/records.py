@@ -70,8 +70,9 @@ Message record (``"kind": "msg"``): one transport-level message (C4D delay matri
 ``wait``      number    optional time the receiver waited for the data (>= 0)
 ============  ========  ======================================================================
 
-Integers are limited to 64 bits (``0 <= value < 2**63``); a line is limited to
-``STRAGGLERS_MAX_RECORD_BYTES`` bytes (1 MiB) and a JSON value to 1,024 levels of nesting
+Integers are limited to 64 bits (``0 <= value < 2**63``) and rank ids (``rank``, ``peer``,
+``src``, ``dst``, the ranks of a ``group``) to 32 bits (``0 <= value < 2**31``); a line is
+limited to ``STRAGGLERS_MAX_RECORD_BYTES`` bytes (1 MiB) and a JSON value to 1,024 levels of nesting
 (the parser's own limit).  Every problem is a :class:`RecordError` whose message names the
 source, the line and the field.
 """
@@ -109,6 +110,10 @@ __all__ = [
 ]
 
 INT_MAX = 2**63 - 1
+#: Largest rank id (``rank``, ``peer``, ``src``, ``dst``, the ranks of a ``group``): rank ids
+#: are 32-bit (what torch.distributed and NCCL use, and the service's database columns).
+RANK_MAX = 2**31 - 1
+_RANK_FIELDS = frozenset({"rank", "peer", "src", "dst"})
 
 KNOWN_FIELDS: dict[str, frozenset[str]] = {
     "call": frozenset({"kind", "rank", "type", "size", "ts", "group", "duration", "wait",
@@ -203,9 +208,11 @@ class _Ctx:
             if required:
                 raise self.fail(field, f"an integer >= {low}")
             return None
-        if type(v) is not int or not low <= v <= INT_MAX:
+        high = RANK_MAX if field in _RANK_FIELDS else INT_MAX
+        if type(v) is not int or not low <= v <= high:
             raise self.fail(field, f"an integer >= {low}" if type(v) is not int or v < low
-                            else f"an integer <= {INT_MAX}")
+                            else f"a rank id <= {high} (32 bits)" if high == RANK_MAX
+                            else f"an integer <= {high} (64 bits)")
         return v
 
     def num(self, field: str, required: bool = True, positive: bool = False,
@@ -245,8 +252,10 @@ class _Ctx:
             return None
         if type(v) is str and v:
             return v
-        if type(v) is list and v and all(type(x) is int and 0 <= x <= INT_MAX for x in v):
+        if type(v) is list and v and all(type(x) is int and 0 <= x <= RANK_MAX for x in v):
             return rank_list_name(tuple(sorted(v)))
+        if type(v) is list and v and all(type(x) is int for x in v):
+            raise self.fail("group", f"a non-empty list of rank ids 0..{RANK_MAX} (32 bits)")
         raise self.fail("group", "a non-empty string or a non-empty list of ranks")
 
 
