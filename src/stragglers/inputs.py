@@ -17,6 +17,7 @@ import fcntl
 import json
 import math
 import os
+import re
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -171,7 +172,35 @@ class _CheckedLoader(yaml.SafeLoader):
         return super().construct_yaml_int(node)
 
 
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        """A key given twice in one mapping is refused (YAML loaders keep the last one
+        silently); a key that a merge (``<<: *base``) brings and the mapping sets again is
+        an override, not a repeat."""
+        if isinstance(node, yaml.MappingNode):
+            seen: set[tuple[str, str]] = set()
+            for key, _ in node.value:
+                if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
+                    ident = (key.tag, key.value)
+                    if ident in seen:
+                        shown = ascii(key.value[:60])
+                        raise _YAMLLimit(f"line {key.start_mark.line + 1}: key {shown} given "
+                                         "twice in one mapping (which one to take is not said)")
+                    seen.add(ident)
+        return super().construct_mapping(node, deep)
+
+    def construct_yaml_str(self, node: Any) -> Any:
+        value = super().construct_yaml_str(node)
+        if _NOT_TEXT.search(value) is not None:
+            raise _YAMLLimit(f"line {node.start_mark.line + 1}: a text holding a NUL character "
+                             "or a lone surrogate (\\0, \\ud800): not storable as UTF-8 text")
+        return value
+
+
+#: What a YAML text may not hold: a NUL (no database or C string keeps it) or a lone
+#: surrogate (not Unicode text: writing it as UTF-8 fails).
+_NOT_TEXT = re.compile("[\x00\ud800-\udfff]")
 _CheckedLoader.add_constructor("tag:yaml.org,2002:int", _CheckedLoader.construct_yaml_int)
+_CheckedLoader.add_constructor("tag:yaml.org,2002:str", _CheckedLoader.construct_yaml_str)
 
 
 def _expansion(root: yaml.Node, cap: int) -> tuple[int, int]:

@@ -80,22 +80,22 @@ class CliWorker:
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                                 env=env, cwd=Path(__file__).resolve().parents[2])
 
-    def run(self, argv: list[str]) -> Outcome:
+    def run(self, argv: list[str], timeout: float = TIMEOUT_S) -> Outcome:
         if self.proc is None or self.proc.poll() is not None:
             self.proc = self._start()
         proc = self.proc
         assert proc.stdin is not None and proc.stdout is not None
         proc.stdin.write(json.dumps({"argv": argv}) + "\n")
         proc.stdin.flush()
-        ready, _, _ = select.select([proc.stdout], [], [], TIMEOUT_S)
+        ready, _, _ = select.select([proc.stdout], [], [], timeout)
         line = proc.stdout.readline() if ready else ""
         if not line:
-            reason = (f"ran past {TIMEOUT_S:.0f} s" if not ready
+            reason = (f"ran past {timeout:.0f} s" if not ready
                       else f"worker died (exit {proc.wait()})")
             proc.kill()
             proc.wait()
             self.proc = None
-            return Outcome(argv, None, "", "", None, None, TIMEOUT_S, crashed=reason)
+            return Outcome(argv, None, "", "", None, None, timeout, crashed=reason)
         return Outcome(argv=argv, **json.loads(line))
 
     def close(self) -> None:

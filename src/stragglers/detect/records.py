@@ -79,7 +79,9 @@ source, the line and the field.
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -90,6 +92,7 @@ import orjson
 
 from stragglers.callrecord import CallRecord, rank_list_name
 from stragglers.errors import InputError
+from stragglers.inputs import open_regular
 from stragglers.limits import check_limit, limit
 
 __all__ = [
@@ -244,6 +247,8 @@ class _Ctx:
             return None
         if type(v) is not str or not v:
             raise self.fail(field, "a non-empty string")
+        if _CONTROL.search(v) is not None:
+            raise self.fail(field, "a string without control characters (NUL, newline, ...)")
         return v
 
     def group(self) -> str | None:
@@ -251,6 +256,9 @@ class _Ctx:
         if v is None:
             return None
         if type(v) is str and v:
+            if _CONTROL.search(v) is not None:
+                raise self.fail("group", "a group name without control characters (NUL, "
+                                "newline, ...)")
             return v
         if type(v) is list and v and all(type(x) is int and 0 <= x <= RANK_MAX for x in v):
             return rank_list_name(tuple(sorted(v)))
@@ -332,10 +340,38 @@ def _json_type(obj: Any) -> str:
             bool: "a boolean", type(None): "null"}.get(type(obj), type(obj).__name__)
 
 
-def decode_json(data: bytes | str, where: str) -> Any:
-    """Decode one JSON text; errors name ``where`` and say whether the bytes are not UTF-8."""
+#: Control characters, refused in the text fields of a record (a NUL is not storable text on
+#: PostgreSQL, a newline or an escape sequence would change what a log or terminal shows).
+_CONTROL = re.compile("[\x00-\x1f\x7f]")
+#: The end of an object key (a string, then its colon): counted to notice a key given twice.
+_KEY_END = re.compile(r'"\s*:')
+_KEY_END_B = re.compile(rb'"\s*:')
+
+
+def _duplicate_key(text: str) -> str | None:
+    """The first key given twice in one object of the JSON ``text`` (None when there is
+    none), found by the standard parser (orjson silently keeps the last of equal keys)."""
+    found: list[str] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        out = dict(items)
+        if len(out) < len(items) and not found:
+            seen: set[str] = set()
+            found.extend(k for k, _ in items if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        return out
+
     try:
-        return orjson.loads(data)
+        json.loads(text, object_pairs_hook=pairs)
+    except (ValueError, RecursionError):
+        return None
+    return found[0] if found else None
+
+
+def decode_json(data: bytes | str, where: str) -> Any:
+    """Decode one JSON text; errors name ``where`` and say whether the bytes are not UTF-8.
+    A key given twice in an object is refused (the reader would keep one of them silently)."""
+    try:
+        value = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         raw = data if isinstance(data, bytes) else data.encode("utf-8", "surrogatepass")
         try:
@@ -348,6 +384,17 @@ def decode_json(data: bytes | str, where: str) -> Any:
             msg = "number out of range (a float beyond 1.8e308, or an integer this long)"
         raise RecordError(f"{where}: not valid JSON ({msg} at column {exc.colno})",
                           "not_json") from None
+    if type(value) is dict:
+        # fewer keys than key ends in the text: nested objects, a string holding '":', or a
+        # key given twice; only the last is worth the second, exact parse
+        ends = _KEY_END_B.findall(data) if isinstance(data, bytes) else _KEY_END.findall(data)
+        if len(ends) > len(value):
+            text = data.decode("utf-8") if isinstance(data, bytes) else data
+            key = _duplicate_key(text)
+            if key is not None:
+                raise RecordError(f"{where}: field '{shown_value(key)[1:-1]}': given twice (which "
+                                  "one to take is not said)", "bad_field")
+    return value
 
 
 def parse_line(text: bytes | str, *, source: str = "<input>", line: int = 0,
@@ -367,18 +414,16 @@ def iter_file_lines(path: str | Path, what: str = "JSON-lines file"
                     ) -> Iterator[tuple[int, bytes]]:
     """``(line number, bytes)`` of every line of a file, read in large blocks.
 
-    The file must exist and be a regular file; a line longer than the ``record_bytes`` limit
+    The file must exist and be a regular file (not a folder, a named pipe, a device or a
+    socket: :func:`~stragglers.inputs.open_regular`); a line longer than the ``record_bytes`` limit
     is refused (:class:`RecordError`) without being held in memory whole.
     """
     p = Path(path)
-    if not p.exists():
-        raise InputError(f"{p}: {what} not found")
-    if p.is_dir():
-        raise InputError(f"{p}: is a folder, expected a {what}")
     cap = limit("record_bytes")
     lineno = 0
     try:
-        with p.open("rb") as fh:
+        # a regular file only: a named pipe, a device or a socket is refused before reading
+        with open_regular(p, what) as fh:
             rest = b""
             while True:
                 block = fh.read(1 << 20)

@@ -38,6 +38,7 @@ from stragglers.detect.records import RecordError
 from stragglers.detect.watch import Watcher
 from stragglers.detect.watch_dir import FileScanner, step_rank
 from stragglers.errors import InputError
+from stragglers.inputs import check_file
 from stragglers.jsonout import Output
 from stragglers.limits import check_limit
 
@@ -184,6 +185,7 @@ def watch_inputs(args: list[str], *, once: bool = False) -> WatchInputs:
             raise InputError(f"{p}: no such file")
         if p.is_dir():
             raise InputError(f"{p}: is a folder, expected a JSON-lines file")
+        check_file(p, "file to watch")  # a named pipe, a device or a socket: refused
         if not os.access(p, os.R_OK):
             raise InputError(f"{p}: cannot read the file (permission denied)")
         key = os.path.realpath(p)

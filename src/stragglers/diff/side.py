@@ -24,7 +24,7 @@ import numpy as np
 from stragglers.analysis.result import AnalysisResult
 from stragglers.analysis.workers import Worker
 from stragglers.errors import InputError
-from stragglers.inputs import read_text
+from stragglers.inputs import check_file, read_text
 from stragglers.limits import check_limit, limit
 from stragglers.trace import schema
 from stragglers.trace.io import JobMeta
@@ -420,6 +420,8 @@ def load_side(path: str | Path, meta: str | Path | None = None, option: str = "-
                          f"{' or '.join(TRACE_FILES)}")
     if not p.exists():
         raise InputError(f"{p}: not found")
+    # a named pipe, a device or a socket: refused before anything waits on it or reads it
+    check_file(p, "result.json or trace")
     if p.suffix == ".json":
         if meta is not None:
             raise InputError(f"{option} {meta}: {p} is a result.json, which needs no metadata")
