@@ -420,7 +420,61 @@ def parse_json_line(raw: bytes, max_line: int = MAX_LINE_BYTES) -> Any:
     cap = limit("nesting")
     if nesting_depth(value, cap) > cap:
         raise JSONLineError(f"nesting deeper than {cap} levels")
+    if _SURROGATE_ESCAPE.search(text) is not None and _holds_lone_surrogate(value):
+        raise JSONLineError("a string holds a lone surrogate (an escape \\ud800-\\udfff "
+                            "without its pair): not Unicode text")
     return value
+
+
+#: A JSON escape of a UTF-16 surrogate: the only way a lone one gets into a parsed string
+#: (valid pairs become one character, UTF-8 bytes cannot encode a surrogate).
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _holds_lone_surrogate(value: Any) -> bool:
+    """Whether a string of a parsed JSON value (keys included) holds a lone surrogate."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            if _NOT_TEXT.search(v) is not None and re.search("[\ud800-\udfff]", v):
+                return True
+        elif isinstance(v, dict):
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return False
+
+
+class DuplicateKey(ValueError):
+    """A JSON object that gives one key twice (``key``: the key)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"key {ascii(key[:60])} given twice in one object")
+        self.key = key
+
+
+def _no_repeats(items: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(items)
+    if len(out) < len(items):
+        seen: set[str] = set()
+        for k, _ in items:
+            if k in seen:
+                raise DuplicateKey(k)
+            seen.add(k)
+    return out
+
+
+def loads_unique(data: bytes | str) -> Any:
+    """``json.loads``, but a key given twice in one object raises :class:`DuplicateKey`
+    (JSON readers keep the last of equal keys silently); other errors as ``json.loads``
+    (ValueError, RecursionError); NaN and Infinity are refused (not JSON)."""
+    return json.loads(data, object_pairs_hook=_no_repeats, parse_constant=_not_json_constant)
+
+
+def _not_json_constant(text: str) -> Any:
+    raise ValueError(f"{text} is not a JSON number")
 
 
 def load_json(text: str, where: str) -> Any:

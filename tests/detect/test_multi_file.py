@@ -160,8 +160,10 @@ def test_ambiguous_ranks_are_one_line_errors(tmp_path, capsys, names, message) -
     assert len(err) == 1 and message in err[0] and paths[1] in err[0]
 
 
-def test_warmup_bound_is_a_readable_limit(capsys) -> None:
-    assert main(["watch", "--warmup", "99999999999", "/dev/null", "--once"]) == 2
+def test_warmup_bound_is_a_readable_limit(capsys, tmp_path) -> None:
+    empty = tmp_path / "empty.jsonl"  # a regular file (/dev/null is a device: refused)
+    empty.write_text("")
+    assert main(["watch", "--warmup", "99999999999", str(empty), "--once"]) == 2
     err = capsys.readouterr().err.strip()
     assert err == ("stragglers watch: error: --warmup: 99,999,999,999 iterations of the "
                    "minimum warm-up (watch --warmup) exceed the limit of 10,000,000 (set "

@@ -225,3 +225,66 @@ def test_hostile_lengths_files(cli: CliWorker, tmp_path: Path, case: str) -> Non
     if case == "bom" and out.code == 0:
         return  # a byte-order mark read as such: the four lengths are there
     check_refused(out, *needles)
+
+
+@pytest.mark.parametrize("case", list(LIST_CASES))
+def test_hostile_times_files(cli: CliWorker, tmp_path: Path, case: str) -> None:
+    text, needles = LIST_CASES[case]
+    path = tmp_path / "lengths.txt"
+    path.write_text(text.replace("100\n", "1.0\n").replace("200\n", "1.2\n"),
+                    encoding="utf-8", errors="surrogatepass")
+    out = cli.run(["mitigate", "microbatch", "--times", f"@{path}", "--microbatches", "4"],
+                  timeout=HANG_S)
+    if case == "bom" and out.code == 0:
+        return
+    check_refused(out, *needles)
+
+
+# -- hostile lines of a JSON-lines trace -----------------------------------------------------
+def _trace_line(job: dict[str, Path]) -> dict[str, object]:
+    import pyarrow.parquet as pq
+
+    row: dict[str, object] = pq.read_table(job["trace"]).slice(3, 1).to_pylist()[0]
+    return row
+
+
+TRACE_CASES: dict[str, Callable[[str], bytes]] = {
+    # the JSON text of line 4 -> the bytes of the damaged line 4
+    "duplicate-key": lambda t: (t[:-1] + ', "duration": 5.0}').encode(),
+    "lone-surrogate": lambda t: t.replace('"optype": "', '"optype": "\\udc80').encode(),
+    "nul": lambda t: t.replace('"optype": "', '"optype": "\\u0000').encode(),
+    "overlong-utf8": lambda t: t.replace('"optype": "', '"optype": "\xc0\xaf').encode("latin-1"),
+    "bom-mid-file": lambda t: b"\xef\xbb\xbf" + t.encode(),
+    "deep": lambda t: (t[:-1] + ', "x": ' + "[" * 3000 + "]" * 3000 + "}").encode(),
+    "nan": lambda t: t.replace('"duration": ', '"duration": NaN, "_": ').encode(),
+}
+
+
+@pytest.mark.parametrize("case", list(TRACE_CASES))
+def test_hostile_jsonl_trace_lines(cli: CliWorker, job: dict[str, Path], tmp_path: Path,
+                                   case: str) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(job["trace"])
+    table = table.cast(pa.schema([pa.field(n, pa.string() if n == "optype" else t)
+                                  for n, t in zip(table.column_names, table.schema.types,
+                                                  strict=True)]))
+    lines = [json.dumps(r) for r in table.to_pylist()]
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"".join((TRACE_CASES[case](ln) if i == 3 else ln.encode()) + b"\n"
+                              for i, ln in enumerate(lines)))
+    out = cli.run(["analyze", str(path), "--meta", str(job["meta"]), "--out",
+                   str(tmp_path / "o"), "--no-timelines"], timeout=HANG_S)
+    line = check_refused(out, "t.jsonl")
+    assert "t.jsonl:4" in line or "line 4" in line, line
+
+
+def test_a_json_flight_recorder_dump_with_a_key_twice(cli: CliWorker, tmp_path: Path) -> None:
+    """JSON keeps the last of two equal keys: the second ``entries`` hid the first."""
+    folder = tmp_path / "fr"
+    folder.mkdir()
+    (folder / "_dump_0.json").write_text(
+        '{"pg_config": {}, "entries": [{"pg_id": 0}], "entries": []}')
+    out = cli.run(["detect", "hang", "--flight-recorder", str(folder)], timeout=HANG_S)
+    check_refused(out, "_dump_0.json", "entries")

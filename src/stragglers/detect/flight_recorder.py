@@ -33,7 +33,7 @@ from typing import Any
 import orjson
 
 from stragglers.errors import InputError
-from stragglers.inputs import nesting_depth, read_bytes
+from stragglers.inputs import DuplicateKey, loads_unique, nesting_depth, read_bytes
 from stragglers.limits import LimitError, check_limit, limit
 
 __all__ = [
@@ -390,10 +390,16 @@ def load_dump(path: str | os.PathLike[str], rank: int,
     data = read_bytes(p, "flight-recorder dump", "fr_dump_bytes")
     head = data.lstrip()[:1]
     if head in (b"{", b"["):
-        try:
-            obj = orjson.loads(data)
-        except orjson.JSONDecodeError as exc:
-            raise InputError(f"{p}: not a valid JSON flight-recorder dump ({exc})") from None
+        try:  # the standard parser: a key given twice is refused, not taken silently
+            obj = loads_unique(data)
+        except DuplicateKey as exc:
+            raise InputError(f"{p}: {exc} (which one to take is not said)") from None
+        except RecursionError:
+            raise InputError(f"{p}: a value nested too deep to read (thousands of levels)"
+                             ) from None
+        except ValueError as exc:
+            why = (str(exc).splitlines() or [""])[0][:200]
+            raise InputError(f"{p}: not a valid JSON flight-recorder dump ({why})") from None
         cap = limit("nesting")
         if nesting_depth(obj, cap) > cap:
             raise InputError(f"{p}: a value nested deeper than {cap} levels (set "

@@ -92,7 +92,7 @@ import orjson
 
 from stragglers.callrecord import CallRecord, rank_list_name
 from stragglers.errors import InputError
-from stragglers.inputs import open_regular
+from stragglers.inputs import DuplicateKey, loads_unique, open_regular
 from stragglers.limits import check_limit, limit
 
 __all__ = [
@@ -351,20 +351,13 @@ _KEY_END_B = re.compile(rb'"\s*:')
 def _duplicate_key(text: str) -> str | None:
     """The first key given twice in one object of the JSON ``text`` (None when there is
     none), found by the standard parser (orjson silently keeps the last of equal keys)."""
-    found: list[str] = []
-
-    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        out = dict(items)
-        if len(out) < len(items) and not found:
-            seen: set[str] = set()
-            found.extend(k for k, _ in items if k in seen or seen.add(k))  # type: ignore[func-returns-value]
-        return out
-
     try:
-        json.loads(text, object_pairs_hook=pairs)
+        loads_unique(text)
+    except DuplicateKey as exc:
+        return exc.key
     except (ValueError, RecursionError):
         return None
-    return found[0] if found else None
+    return None
 
 
 def decode_json(data: bytes | str, where: str) -> Any:
