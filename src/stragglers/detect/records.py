@@ -79,7 +79,6 @@ source, the line and the field.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections import Counter
