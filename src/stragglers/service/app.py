@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from sqlalchemy.exc import DBAPIError
@@ -128,11 +128,13 @@ def open_service(config: ServiceConfig, executor: Executor | None = None) -> Ser
 
 
 def create_app(config: ServiceConfig, executor: Executor | None = None,
-               data: DataDir | None = None) -> Starlette:
+               data: DataDir | None = None,
+               on_ready: Callable[[], None] | None = None) -> Starlette:
     """The app; ``executor`` (a Dask cluster's) replaces the local process pools and is
     closed at the end; ``data`` is the data folder as locked by the server (when it is
     shared with other servers, the leftovers of a previous server are removed only by the
-    first server to start on it)."""
+    first server to start on it); ``on_ready`` is called once start-up is over (the store
+    open, the pools, dispatcher and alerter started): requests are answered from then on."""
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -148,6 +150,8 @@ def create_app(config: ServiceConfig, executor: Executor | None = None,
         await service.checker.start()
         await service.dispatcher.start()
         service.alerter.start()
+        if on_ready is not None:
+            on_ready()
         try:
             yield
         finally:

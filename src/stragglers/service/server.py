@@ -275,11 +275,15 @@ def serve(config: ServiceConfig, host: str, port: int, public_url: str | None,
     if fit != limits.max_connections:
         limits = dataclasses.replace(limits, max_connections=fit)
         config = dataclasses.replace(config, limits=limits)
-    app = create_app(config, executor, data)
+    def ready() -> None:
+        # said once the app has started (database migrated, pools up), not when the socket
+        # was bound: a client that waits for this line is answered at once
+        print(f"stragglers serve: listening on {url} (data {data.root})", flush=True)
+
+    app = create_app(config, executor, data, on_ready=ready)
     server = uvicorn.Server(uvicorn.Config(
         app, log_level=log_level, lifespan="on", access_log=False, timeout_graceful_shutdown=5,
         http=guarded_protocol(limits), timeout_keep_alive=limits.keep_alive_s))
     logging.getLogger("uvicorn.error").addFilter(RepeatFilter())
-    print(f"stragglers serve: listening on {url} (data {data.root})", flush=True)
     server.run(sockets=[sock])
     return 0
