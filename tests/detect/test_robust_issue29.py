@@ -11,10 +11,10 @@ import numpy as np
 import orjson
 import pytest
 
-from stragglers.detect.bocd import make_detector
-from stragglers.detect.records import IterationRecord
 from stragglers.detect.watch import Watcher
+from stragglers.evaluation.bocd import make_detector
 from stragglers.evaluation.jobcorpus import generate_call_job
+from stragglers.logs.records import IterationRecord
 
 ALERTS = ("onset", "change", "flapping")
 
@@ -254,7 +254,7 @@ def test_the_documented_warm_up_default_is_the_codes() -> None:
     import re
     from pathlib import Path
 
-    from stragglers.detect.bocd import DEFAULT_METHOD
+    from stragglers.detect.detector import DEFAULT_METHOD
     from stragglers.detect.warmup import DEFAULT_MIN_ITERS
 
     docs = Path(__file__).resolve().parents[2] / "docs"

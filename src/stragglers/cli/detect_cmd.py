@@ -19,13 +19,13 @@ from stragglers.jsonout import Output
 from stragglers.limits import LIMITS, check_limit, limit
 
 if TYPE_CHECKING:  # the detectors are imported by the commands that use them (start-up)
-    from stragglers.detect.bocd import Detector
+    from stragglers.detect.detector import Detector
 
 RECORDS_HELP = (
     "JSON-lines records: call {rank, type, size, ts[, group, duration, wait]}, "
     "iteration {rank, iter, ts|duration}, step {rank, step, busy, wait[, ts, v]} (the "
     "probes' live records: detected on busy), message {src, dst, latency[, wait]}; "
-    "see the stragglers.detect.records docstring."
+    "see the stragglers.logs.records docstring."
 )
 
 
@@ -68,8 +68,6 @@ _ROBUST_ONLY = ("stall_iters", "stall_seconds", "min_points", "ramp_iters", "ris
 
 def _detector_factory(args: argparse.Namespace) -> Callable[[], Detector]:
     """A detector factory for ``--method`` and the parameters given (checked once here)."""
-    from stragglers.detect.bocd import make_detector
-
     kwargs: dict[str, Any] = {}
     if args.threshold is not None:
         kwargs["threshold"] = args.threshold
@@ -81,11 +79,18 @@ def _detector_factory(args: argparse.Namespace) -> Callable[[], Detector]:
         if args.method != "robust":
             raise InputError(f"{opt}: a parameter of --method robust, not of {args.method}")
         kwargs[name] = value
+    make: Callable[..., Detector]
+    if args.method == DEFAULT_METHOD:  # the library's detector
+        from stragglers.detect.robust import RobustLevelDetector as make
+    else:  # a baseline of the evaluation (BOCD, sliding window)
+        from stragglers.evaluation.bocd import METHODS
+
+        make = METHODS[args.method]
     try:
-        make_detector(args.method, **kwargs)
+        make(**kwargs)
     except ValueError as exc:
         raise InputError(f"detector parameters: {exc}") from None
-    return lambda: make_detector(args.method, **kwargs)
+    return lambda: make(**kwargs)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -352,7 +357,7 @@ def _matrix(args: argparse.Namespace) -> int:
 
 # -- detect hang --------------------------------------------------------------------------------
 def _hang(args: argparse.Namespace) -> int:
-    from stragglers.detect.hang import Topology, hang_report, localize_hang, read_last_ops
+    from stragglers.hang.last_op import Topology, hang_report, localize_hang, read_last_ops
 
     if args.flight_recorder is not None:
         if args.records is not None or args.dp is not None or args.pp is not None:
@@ -378,8 +383,8 @@ def _hang(args: argparse.Namespace) -> int:
 
 
 def _hang_fr(args: argparse.Namespace) -> int:
-    from stragglers.detect.flight_recorder import read_flight_recorder
-    from stragglers.detect.fr_hang import fr_hang_report, localize_fr_hang
+    from stragglers.hang.flight_recorder import read_flight_recorder
+    from stragglers.hang.fr_hang import fr_hang_report, localize_fr_hang
 
     record = read_flight_recorder(args.flight_recorder)
     diag = localize_fr_hang(record)

@@ -11,7 +11,7 @@ from bisect import bisect_left, insort
 from collections import deque
 from collections.abc import Callable
 
-from stragglers.detect.bocd import Alarm, median_sorted
+from stragglers.detect.detector import Alarm, median_sorted
 from stragglers.detect.warmup import DEFAULT_WARMUP_ITERS
 
 __all__ = ["RobustLevelDetector"]

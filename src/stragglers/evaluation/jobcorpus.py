@@ -112,7 +112,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.signal import lfilter
 
-from stragglers.detect.records import CallRecord, IterationRecord
+from stragglers.logs.records import CallRecord, IterationRecord
 
 __all__ = [
     "EVENT_LOSS",
