@@ -297,3 +297,29 @@ def test_the_period_tracker_survives_a_restart_that_changes_the_calls() -> None:
         out = tracker.feed_one(c.ts, enc.code((c.type, c.size)))
         n += sum(k for _, _, k in out or ())
     assert abs(n - job.executed[0]) <= 0.005 * job.executed[0]
+
+
+@pytest.mark.parametrize("start", [200, 500])  # in the start-up (300 iterations) and after
+@pytest.mark.parametrize("low_at", [2, 3, 4])
+def test_one_low_point_early_in_a_new_level_does_not_reset_the_onset(start: int,
+                                                                     low_at: int) -> None:
+    """A +30 % level from ``start``; its point ``low_at`` is back at the healthy level.  The
+    stretch of 3 to 5 points used to end at that point (fewer than 80 % beyond the midpoint)
+    and its first points became healthy: the onset came later or, in the start-up (where
+    only a step from the points just before is an onset), never.  (A low second point
+    still restarts the stretch: one point beyond the midpoint is not yet a run.)"""
+    from stragglers.detect.robust import RobustLevelDetector
+
+    for seed in range(3):
+        x = 0.1 * np.exp(np.random.default_rng(seed).normal(0.0, 0.01, start + 200))
+        x[start:start + 60] *= 1.3
+        clean = x.copy()
+        x[start + low_at] = 0.1
+        runs = []
+        for series in (clean, x):
+            det = RobustLevelDetector()
+            runs.append([a for v in series for a in det.update(float(v))
+                         if a.kind == "onset"])
+        (ref,), (got,) = runs
+        assert got.index == ref.index == start
+        assert got.declared_at <= ref.declared_at + 1

@@ -10,11 +10,12 @@ import math
 from bisect import bisect_left, insort
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass, fields
 
 from stragglers.detect.detector import Alarm, median_sorted
 from stragglers.detect.warmup import DEFAULT_WARMUP_ITERS
 
-__all__ = ["RobustLevelDetector"]
+__all__ = ["RobustLevelDetector", "RobustSettings"]
 
 SPIKE_POINTS = (256, 32)  # healthy points behind the spike rates (long, short window)
 SPIKE_PRIOR = (0.5, 10.0)  # Beta prior of both rates (pseudo-counts: beyond, not beyond)
@@ -408,9 +409,15 @@ class RobustLevelDetector:
         return max(self.min_points, need)
 
     def _trim(self, st: _Stretch, sink: Sink, it: int) -> list[Alarm]:
-        """Drop the oldest points while too few are inside: a spike or stall that returned."""
+        """Drop the oldest points while too few are inside: a spike or stall that returned.
+        A run of two or more points inside is not broken by one point outside: the share is
+        of the other points (a stretch of 3 to 4 points would otherwise end at its first low
+        point, and a new level that shows one early would start over, its first points
+        counted healthy).  A single point inside is not a run (noise: kept with the point
+        after it, it would drag the new level's estimate towards the old one)."""
         alarms: list[Alarm] = []
-        while st.pts and (not st.pts[0][1] or st.n_inside < self.persist_fraction * len(st.pts)):
+        while st.pts and (not st.pts[0][1] or st.n_inside < self.persist_fraction * (
+                len(st.pts) - (st.n_inside >= 2))):
             alarms += sink(st.pop(), it)
         if not st.pts:
             self._stretch = None
@@ -543,3 +550,26 @@ class RobustLevelDetector:
         return Alarm(kind=kind, index=pos, declared_at=self._t, level_before=before,
                      level_after=after, healthy_level=healthy, severity=severity,
                      iteration=it, slow_fraction=frac, note=note, since=since)
+
+
+@dataclass(frozen=True)
+class RobustSettings:
+    """The default detector's parameters a user sets (None: its default) and the minimum
+    warm-up of the watcher (``warmup_iters``; None: the detector's), for ``watch`` and the
+    service (``stragglers serve``). Units and meanings: ``docs/detection.md``."""
+
+    threshold: float | None = None
+    stall_iters: int | None = None
+    stall_seconds: float | None = None
+    min_points: int | None = None
+    ramp_iters: int | None = None
+    rise_iters: int | None = None
+    startup_iters: int | None = None
+    flap_window_iters: int | None = None
+    warmup_iters: int | None = None
+
+    def detector(self) -> RobustLevelDetector:
+        """A new detector with these parameters (ValueError for a bad combination)."""
+        kw = {f.name: getattr(self, f.name) for f in fields(self)
+              if f.name != "warmup_iters" and getattr(self, f.name) is not None}
+        return RobustLevelDetector(**kw)
