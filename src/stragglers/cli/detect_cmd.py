@@ -20,6 +20,7 @@ from stragglers.limits import LIMITS, check_limit, limit
 
 if TYPE_CHECKING:  # the detectors are imported by the commands that use them (start-up)
     from stragglers.detect.detector import Detector
+    from stragglers.detect.robust import RobustSettings
 
 RECORDS_HELP = (
     "JSON-lines records: call {rank, type, size, ts[, group, duration, wait]}, "
@@ -29,10 +30,12 @@ RECORDS_HELP = (
 )
 
 
-def _robust_options(p: argparse.ArgumentParser) -> None:
+def robust_options(p: argparse.ArgumentParser,
+                   title: str = "detector parameters (--method robust; --threshold: every "
+                                "method)") -> None:
     """The robust detector's parameters, each with its unit (docs/detection.md)."""
     d = ROBUST_DEFAULTS
-    g = p.add_argument_group("detector parameters (--method robust; --threshold: every method)")
+    g = p.add_argument_group(title)
     g.add_argument("--threshold", default=None,
                    type=options.finite_range(0.0, inclusive=False, high=9.0),
                    help="relative slowdown reported: 0.10 = iterations 10%% slower than "
@@ -60,6 +63,14 @@ def _robust_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--flap-window-iters", type=options.positive_int, default=None,
                    help="3 onsets within this many iterations are one flapping event "
                         f"(default {d['flap_window_iters']:g})")
+
+
+def robust_settings(args: argparse.Namespace) -> RobustSettings:
+    """The robust detector's options given (:func:`robust_options`) and ``--warmup``."""
+    from stragglers.detect.robust import RobustSettings
+
+    return RobustSettings(threshold=args.threshold, warmup_iters=args.warmup,
+                          **{name: getattr(args, name) for name in _ROBUST_ONLY})
 
 
 _ROBUST_ONLY = ("stall_iters", "stall_seconds", "min_points", "ramp_iters", "rise_iters",
@@ -181,7 +192,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="detector (default robust: docs/detection.md; bocd_verify: BOCD+V "
                         "with the rules for real logs of the previous release; falcon: "
                         "BOCD+V as published; bocd, sliding_window: Falcon's baselines)")
-    _robust_options(w)
+    robust_options(w)
     w.add_argument("--poll", type=options.finite_range(0.0, inclusive=False, high=3600.0),
                    default=0.5, help="seconds between polls (default 0.5)")
     w.add_argument("--idle-timeout", type=options.finite_range(0.0), default=None,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from stragglers.detect.events import HeldRecordEvent, LevelEvent, SuspectsEvent, WatchEvent
+from stragglers.detect.robust import RobustSettings
 from stragglers.detect.watch import Watcher
 from stragglers.logs.records import parse_line
 from stragglers.service.rows import DetectionEvent, StreamPosition
@@ -28,10 +29,12 @@ def check_records(lines: Sequence[str], source: str) -> int:
 
 
 class JobDetector:
-    """The streaming detector state of one job."""
+    """The streaming detector state of one job (the robust detector with ``settings``)."""
 
-    def __init__(self, source: str) -> None:
-        self._watcher = Watcher(source=source)
+    def __init__(self, source: str, settings: RobustSettings | None = None) -> None:
+        settings = settings or RobustSettings()
+        self._watcher = Watcher(source=source, detector_factory=settings.detector,
+                                warmup_iters=settings.warmup_iters)
         self._line = 0
 
     def feed(self, lines: Sequence[str]) -> list[DetectionEvent]:
