@@ -789,10 +789,9 @@ def _ckpt_burst(rng: np.random.Generator, scenario: str) -> _Timeline:
     tl.healthy *= healthy_it * save
     tl.factor[:, :] *= it / healthy_it
     tl.noise_scale = np.full(n, 1e-6)
-    if shift is not None:
+    if shift is not None:  # the iteration's factor varies with the bursts: not a "step"
         a, b, s = shift
-        _label(tl, a, b, s / (1.0 + s), kind="step" if s >= SLOWDOWN_EVENT else "minor",
-               apply=False)
+        _slowdown_label(tl, a, b, s, "shift")
     return tl
 
 
