@@ -409,15 +409,9 @@ class RobustLevelDetector:
         return max(self.min_points, need)
 
     def _trim(self, st: _Stretch, sink: Sink, it: int) -> list[Alarm]:
-        """Drop the oldest points while too few are inside: a spike or stall that returned.
-        A run of two or more points inside is not broken by one point outside: the share is
-        of the other points (a stretch of 3 to 4 points would otherwise end at its first low
-        point, and a new level that shows one early would start over, its first points
-        counted healthy).  A single point inside is not a run (noise: kept with the point
-        after it, it would drag the new level's estimate towards the old one)."""
+        """Drop the oldest points while too few are inside: a spike or stall that returned."""
         alarms: list[Alarm] = []
-        while st.pts and (not st.pts[0][1] or st.n_inside < self.persist_fraction * (
-                len(st.pts) - (st.n_inside >= 2))):
+        while st.pts and (not st.pts[0][1] or st.n_inside < self.persist_fraction * len(st.pts)):
             alarms += sink(st.pop(), it)
         if not st.pts:
             self._stretch = None
@@ -440,8 +434,11 @@ class RobustLevelDetector:
         """A healthy point (or a stall's): spike tally, noise, level (winsorised), drift."""
         r = self._ref.median()
         inside = y >= r + self.mid
+        w = min(y, r + self.mid)  # winsorised: a long stall cannot carry the level away
+        # ... nor the first points of a new level, given back by a stretch that one low point
+        # ended, make it look like no step from the points just before it (start-up)
         settled = self._settled
-        settled.append(y)
+        settled.append(w)
         if len(settled) > WARM_POINTS:
             del settled[0]
         for tally in self._tallies:
@@ -449,7 +446,6 @@ class RobustLevelDetector:
         self._prev_inside = inside
         (p1, q1), (p2, q2) = (t.rates() for t in self._tallies)
         self._needed = self._points_for(max(p1, p2), max(q1, q2))
-        w = min(y, r + self.mid)  # winsorised: a long stall cannot carry the level away
         self._ref.add(w)
         self._dev.add(abs(w - r))
         self._difference(w)
