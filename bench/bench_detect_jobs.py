@@ -22,8 +22,8 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from stragglers.detect.bocd import make_detector
 from stragglers.detect.watch import Watcher
+from stragglers.evaluation.bocd import make_detector
 from stragglers.evaluation.detect_eval_jobs import (
     BASELINES,
     default_grid,

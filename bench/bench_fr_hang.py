@@ -20,8 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from stragglers.detect.flight_recorder import read_flight_recorder
-from stragglers.detect.fr_hang import localize_fr_hang
+from stragglers.hang.flight_recorder import read_flight_recorder
+from stragglers.hang.fr_hang import localize_fr_hang
 
 TP = 8
 CULPRIT = 5

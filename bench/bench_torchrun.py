@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from stragglers.recover.heartbeat import read_beats
+from stragglers.hang.heartbeats import read_beats
 from stragglers.testbed.job import JobConfig, run_job
 
 BIN = Path(sys.executable).parent

@@ -38,7 +38,7 @@ import numpy as np
 CHILD = r"""
 import os, resource, sys, time
 from stragglers.cli import main
-import stragglers.detect.follow, stragglers.detect.watch  # imported before the clock starts
+import stragglers.logs.follow, stragglers.detect.watch  # imported before the clock starts
 sys.stdout = open(os.devnull, "w")
 t0 = time.perf_counter()
 c0 = time.process_time()

@@ -25,7 +25,7 @@ import sys
 import time
 
 from stragglers.cli import main as cli_main
-from stragglers.detect.bocd import BOCDVerifyDetector, make_detector, run_detector
+from stragglers.evaluation.bocd import BOCDVerifyDetector, make_detector, run_detector
 from stragglers.evaluation.corpus import generate_corpus
 
 

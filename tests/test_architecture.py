@@ -10,6 +10,12 @@ An edge may only point inwards: the library imports the library; the testbed the
 evaluation the library and the testbed; the command line anything. Every module's imports are
 read with ``ast`` (imports inside functions included), as well as string constants that name a
 module to run or import (``python -m stragglers.testbed.toyjob``, ``importlib``).
+
+Inside the library, three packages split what ``stragglers.detect`` held (issue 29, item 4),
+and data flows one way between them (:data:`BOUNDARIES`): the log readers
+(``stragglers.logs``) import neither detection nor hang localisation; hang localisation
+(``stragglers.hang``) imports no series detection and nothing of what acts on it
+(``stragglers.recover``); series detection (``stragglers.detect``) no hang localisation.
 """
 
 from __future__ import annotations
@@ -28,6 +34,12 @@ ALLOWED = {
     "testbed": {"library", "testbed"},
     "evaluation": {"library", "testbed", "evaluation"},
     "cli": {"library", "testbed", "evaluation", "cli"},
+}
+#: library package -> the packages its modules may not import (beside the rings)
+BOUNDARIES: dict[str, tuple[str, ...]] = {
+    "stragglers.logs": ("stragglers.detect", "stragglers.hang", "stragglers.recover"),
+    "stragglers.hang": ("stragglers.detect", "stragglers.recover"),
+    "stragglers.detect": ("stragglers.hang", "stragglers.recover"),
 }
 _MODULE_TEXT = re.compile(r"^stragglers(\.\w+)+$")
 
@@ -81,8 +93,72 @@ def forbidden_edges(src: Path) -> list[str]:
     return sorted(bad.values())
 
 
+def _inside(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def boundary_crossings(src: Path) -> list[str]:
+    """Imports of a package that :data:`BOUNDARIES` forbids to the importing package."""
+    bad: dict[tuple[str, int], str] = {}
+    for path in sorted((src / "stragglers").rglob("*.py")):
+        module = module_name(path, src)
+        banned = [b for pkg, bs in BOUNDARIES.items() if _inside(module, pkg) for b in bs]
+        if not banned:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for line, target in imported(tree, module, path.name == "__init__.py"):
+            where = str(path.relative_to(src))
+            hit = [b for b in banned if _inside(target, b)]
+            if hit and (where, line) not in bad:
+                bad[where, line] = f"{where}:{line}: {module} imports {target} ({hit[0]})"
+    return sorted(bad.values())
+
+
 def test_no_forbidden_import_edge() -> None:
     assert forbidden_edges(SRC) == []
+
+
+def test_the_readers_hang_and_detection_packages_keep_their_boundaries() -> None:
+    assert boundary_crossings(SRC) == []
+
+
+def test_nothing_in_the_library_or_testbed_imports_the_bocd_baselines() -> None:
+    users = set()
+    for path in (SRC / "stragglers").rglob("*.py"):
+        module = module_name(path, SRC)
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        if any(_inside(t, "stragglers.evaluation.bocd")
+               for _, t in imported(tree, module, path.name == "__init__.py")):
+            users.add(ring(module))
+    assert users <= {"evaluation", "cli"}
+
+
+@pytest.mark.parametrize(("where", "text", "banned"), [
+    ("logs/x.py", "from stragglers.detect.events import LevelEvent\n", "stragglers.detect"),
+    ("logs/x.py", "def f():\n    import stragglers.hang.last_op\n", "stragglers.hang"),
+    ("hang/x.py", "from stragglers.detect.robust import RobustLevelDetector\n",
+     "stragglers.detect"),
+    ("hang/x.py", "from stragglers.recover import heartbeat\n", "stragglers.recover"),
+    ("detect/x.py", "from stragglers.hang.heartbeats import read_beats\n", "stragglers.hang"),
+])
+def test_the_boundary_check_finds_a_crossing(tmp_path: Path, where: str, text: str,
+                                             banned: str) -> None:
+    path = tmp_path / "stragglers" / where
+    path.parent.mkdir(parents=True)
+    path.write_text(text)
+    (bad,) = boundary_crossings(tmp_path)
+    assert bad.endswith(f"({banned})")
+
+
+def test_readers_may_be_imported_by_detection_and_hang(tmp_path: Path) -> None:
+    for where, text in [("detect/a.py", "from stragglers.logs.records import parse_line\n"),
+                        ("hang/b.py", "from stragglers.logs import records\n"),
+                        ("recover/c.py", "from stragglers.hang.heartbeats import read_beats\n"),
+                        ("logs/d.py", "from stragglers.errors import InputError\n")]:
+        path = tmp_path / "stragglers" / where
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    assert boundary_crossings(tmp_path) == []
 
 
 def test_every_ring_exists() -> None:

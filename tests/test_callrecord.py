@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from stragglers.callrecord import CallRecord, rank_list_name
-from stragglers.detect.records import parse_line
+from stragglers.logs.records import parse_line
 
 
 def test_to_dict_writes_the_probe_line_and_leaves_out_absent_fields() -> None:

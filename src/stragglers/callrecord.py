@@ -1,7 +1,7 @@
 """The call record: one communication call, one line of a ``calls-rank-NNNNN.jsonl`` file.
 
 The probe's comm hooks write it (:mod:`stragglers.probe.hooks`), the detectors read it
-(:mod:`stragglers.detect.records` validates a line into a :class:`CallRecord`, with the field
+(:mod:`stragglers.logs.records` validates a line into a :class:`CallRecord`, with the field
 table). This module imports nothing of either side, so that both can import it.
 """
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from stragglers.cli import defaults
 
 HEAVY = ("scipy", "pandas", "pyarrow", "stragglers.synth.generator", "stragglers.sim",
-         "stragglers.detect.bocd", "stragglers.testbed.job", "stragglers.trace.io")
+         "stragglers.evaluation.bocd", "stragglers.testbed.job", "stragglers.trace.io")
 
 
 def _modules(code: str) -> set[str]:
@@ -51,9 +51,10 @@ def test_import_kineto_of_a_tiny_trace_imports_neither_scipy_nor_pandas(tmp_path
 
 
 def test_the_parser_defaults_are_the_libraries() -> None:
-    from stragglers.detect.bocd import DEFAULT_METHOD, METHODS
+    from stragglers.detect.detector import DEFAULT_METHOD
     from stragglers.detect.robust import RobustLevelDetector
     from stragglers.detect.warmup import DEFAULT_MIN_ITERS, DEFAULT_WARMUP_ITERS
+    from stragglers.evaluation.bocd import METHODS
     from stragglers.synth.fleet import DEFAULT_MIX
     from stragglers.synth.generator import MAX_SIGMA
 

@@ -137,7 +137,7 @@ def test_limits_are_checked_before_allocating(tmp_path) -> None:
     """One message record with src 60000 once allocated 27 GiB; now it is refused at once."""
     big = _file(tmp_path, "big.jsonl", [{"src": 60000, "dst": 0, "latency": 0.1}])
     code = ("import resource, sys\nfrom stragglers.cli import build_parser, main\n"
-            "import stragglers.detect.matrix, stragglers.detect.records\n"
+            "import stragglers.detect.matrix, stragglers.logs.records\n"
             "build_parser()\n"
             "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
             f"rc = main(['detect', 'matrix', {big!r}])\n"

@@ -22,9 +22,9 @@ import numpy as np
 import pytest
 
 from stragglers.cli import main
-from stragglers.detect.follow import Follower, follow_files
-from stragglers.detect.megatron import rank_from_content, rank_from_name
 from stragglers.detect.watch import Watcher
+from stragglers.logs.follow import Follower, follow_files
+from stragglers.logs.megatron import rank_from_content, rank_from_name
 
 START = calendar.timegm(time.strptime("2025-01-10 07:00:00", "%Y-%m-%d %H:%M:%S"))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from stragglers.detect.narrow import narrow_down, narrow_down_records
-from stragglers.detect.records import CallRecord
+from stragglers.logs.records import CallRecord
 
 
 def _profile():

@@ -20,19 +20,19 @@ import numpy as np
 import pytest
 
 from stragglers.cli import main
-from stragglers.detect.bocd import make_detector, run_detector
-from stragglers.detect.follow import Follower
-from stragglers.detect.megatron import (
+from stragglers.detect.spikes import SpikeCounter
+from stragglers.detect.warmup import WarmUp
+from stragglers.detect.watch import Watcher
+from stragglers.evaluation.bocd import make_detector, run_detector
+from stragglers.logs.follow import Follower
+from stragglers.logs.megatron import (
     Gap,
     guess_format,
     parse_log_line,
     read_iteration_json,
     series_items,
 )
-from stragglers.detect.records import IterationRecord, RecordError
-from stragglers.detect.spikes import SpikeCounter
-from stragglers.detect.warmup import WarmUp
-from stragglers.detect.watch import Watcher
+from stragglers.logs.records import IterationRecord, RecordError
 
 #: ``../shared`` beside the checkout (as tests/conftest.py finds it); STRAGGLERS_SHARED
 #: points elsewhere.
@@ -368,7 +368,7 @@ def test_semi_real_series_carry_their_labels() -> None:
 
 
 def test_a_minor_event_is_optional_in_the_scores() -> None:
-    from stragglers.detect.bocd import Alarm
+    from stragglers.detect.detector import Alarm
     from stragglers.evaluation.corpus import Event, Series
     from stragglers.evaluation.detect_eval import score_series
 

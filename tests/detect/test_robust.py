@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from scipy.signal import lfilter
 
-from stragglers.detect.bocd import make_detector
-from stragglers.detect.records import IterationRecord
 from stragglers.detect.robust import RobustLevelDetector
 from stragglers.detect.watch import Watcher
+from stragglers.evaluation.bocd import make_detector
+from stragglers.logs.records import IterationRecord
 
 
 def _noise(rng: np.random.Generator, n: int, scale: float, df: float = 4.0) -> np.ndarray:

@@ -11,10 +11,10 @@ import numpy as np
 import orjson
 import pytest
 
-from stragglers.detect.bocd import make_detector
-from stragglers.detect.records import IterationRecord
 from stragglers.detect.watch import Watcher
+from stragglers.evaluation.bocd import make_detector
 from stragglers.evaluation.jobcorpus import generate_call_job
+from stragglers.logs.records import IterationRecord
 
 ALERTS = ("onset", "change", "flapping")
 
@@ -254,7 +254,7 @@ def test_the_documented_warm_up_default_is_the_codes() -> None:
     import re
     from pathlib import Path
 
-    from stragglers.detect.bocd import DEFAULT_METHOD
+    from stragglers.detect.detector import DEFAULT_METHOD
     from stragglers.detect.warmup import DEFAULT_MIN_ITERS
 
     docs = Path(__file__).resolve().parents[2] / "docs"
@@ -297,3 +297,46 @@ def test_the_period_tracker_survives_a_restart_that_changes_the_calls() -> None:
         out = tracker.feed_one(c.ts, enc.code((c.type, c.size)))
         n += sum(k for _, _, k in out or ())
     assert abs(n - job.executed[0]) <= 0.005 * job.executed[0]
+
+
+@pytest.mark.parametrize("start", [200, 500])  # in the start-up (300 iterations) and after
+@pytest.mark.parametrize("low_at", [1, 2, 3, 4])
+def test_one_low_point_early_in_a_new_level_does_not_hide_the_onset(start: int,
+                                                                    low_at: int) -> None:
+    """A +30 % level of 60 points from ``start``; its point ``low_at`` is back at the healthy
+    level.  That point ends the candidate stretch (fewer than 80 % of 2-4 points beyond the
+    midpoint) and its first points become healthy points; they also became the "points just
+    before" the next stretch, which in the start-up must be a step from them: the level
+    looked like no step and was never an onset (a development Lightning run).  Now the
+    onset comes from the point after the low one, at most 4 points later."""
+    from stragglers.detect.robust import RobustLevelDetector
+
+    for seed in range(3):
+        x = 0.1 * np.exp(np.random.default_rng(seed).normal(0.0, 0.01, start + 200))
+        x[start:start + 60] *= 1.3
+        clean = x.copy()
+        x[start + low_at] = 0.1
+        runs = []
+        for series in (clean, x):
+            det = RobustLevelDetector()
+            runs.append([a for v in series for a in det.update(float(v))
+                         if a.kind == "onset"])
+        (ref,), (got,) = runs
+        assert ref.index == start
+        assert start <= got.index <= start + low_at + 1
+        assert got.declared_at <= ref.declared_at + 4
+
+
+@pytest.mark.parametrize("gap", [2, 3])
+def test_two_stalls_with_healthy_points_between_are_not_a_level(gap: int) -> None:
+    """Two stalls of 5 iterations (2.9x, then 1.8x) with ``gap`` healthy iterations between
+    them: two stalls, no onset (a rule that let one low point pass inside a new level
+    joined them; this guards against it)."""
+    from stragglers.detect.robust import RobustLevelDetector
+
+    for seed in range(3):
+        x = 0.1 * np.exp(np.random.default_rng(seed).normal(0.0, 0.01, 900))
+        x[600:605] *= 2.9
+        x[605 + gap:610 + gap] *= 1.8
+        det = RobustLevelDetector()
+        assert [a.kind for v in x for a in det.update(float(v))] == []

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from stragglers.cli import main
-from stragglers.detect.records import StepRecord
 from stragglers.detect.steps import REF_POINTS, REF_SKIP, SCALE_POINTS, StepJoiner
 from stragglers.detect.watch import Watcher
+from stragglers.logs.records import StepRecord
 
 N = 240
 BASE = 0.05

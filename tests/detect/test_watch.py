@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from stragglers.cli import main
-from stragglers.detect.follow import Follower
 from stragglers.detect.robust import RobustLevelDetector
 from stragglers.detect.watch import Watcher
+from stragglers.logs.follow import Follower
 
 #: The default detector declares a level once it has lasted more than ``stall_iters``
 #: iterations (docs/detection.md): a clean step is declared that many points after its start.

@@ -19,11 +19,11 @@ import numpy as np
 import pytest
 
 from stragglers.cli import main
-from stragglers.detect.bocd import make_detector
-from stragglers.detect.records import RecordError, StepRecord, parse_line
-from stragglers.detect.watch_dir import FileScanner, classify
 from stragglers.detect.watch_files import WatchSettings, watch_files, watch_inputs
+from stragglers.evaluation.bocd import make_detector
 from stragglers.jsonout import Output
+from stragglers.logs.records import RecordError, StepRecord, parse_line
+from stragglers.logs.watch_dir import FileScanner, classify
 
 SLOW = (60, 120)  # rank 1's busy time is 1.5x in these steps
 STEPS = 200

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from stragglers.cli import main
-from stragglers.detect.bocd import Alarm
+from stragglers.detect.detector import Alarm
 from stragglers.evaluation.corpus import (
     EVENT_LOSS,
     LOCATION_TOLERANCE,

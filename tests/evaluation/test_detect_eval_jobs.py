@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from stragglers.cli import main
-from stragglers.detect.records import IterationRecord
 from stragglers.evaluation import jobcorpus
 from stragglers.evaluation.detect_eval_jobs import (
     FALLBACK_GRID,
@@ -27,6 +26,7 @@ from stragglers.evaluation.detect_eval_jobs import (
     watch_stream,
 )
 from stragglers.evaluation.jobcorpus import JobEvent, generate_series
+from stragglers.logs.records import IterationRecord
 from tests.conftest import SHARED, require_shared
 
 ITER_MORE = SHARED / "real" / "iter-more"

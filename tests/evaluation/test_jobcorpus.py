@@ -21,7 +21,7 @@ from stragglers.evaluation.jobcorpus import (
 )
 
 #: The families of issue 29: events defined by the rise of the iteration time.
-NEW = ("failslow", "ramp", "short", "hump", "warmup_onset", "reconfig")
+NEW = ("failslow", "ramp", "short", "hump", "warmup_onset", "reconfig", "ckpt_burst")
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +51,7 @@ def test_every_family_and_scenario_is_present(corpus) -> None:
     assert {s.family for s in corpus} == set(FAMILIES)
     assert {(s.family, s.scenario) for s in corpus} == {(f, s) for f, s, _, _ in SCENARIOS}
     assert len(generate_job_corpus(0, scale=1.0, families=("flapping",))) == 24
-    assert sum(c for _, _, c, _ in SCENARIOS) in range(320, 351)
+    assert sum(c for _, _, c, _ in SCENARIOS) in range(345, 376)
     assert set(HELD_OUT) < set(FAMILIES)
 
 

@@ -21,8 +21,8 @@ TIMEOUT_S = 90.0
 _CHILD = """
 import io, resource, sys
 import numpy, pyarrow as pa, pyarrow.parquet as pq, yaml  # noqa: F401  (before the cap)
-import stragglers.analysis, stragglers.detect.flight_recorder  # noqa: F401
-import stragglers.detect.megatron, stragglers.mitigate.microbatch  # noqa: F401
+import stragglers.analysis, stragglers.hang.flight_recorder  # noqa: F401
+import stragglers.logs.megatron, stragglers.mitigate.microbatch  # noqa: F401
 from stragglers.cli import main
 
 # Arrow's allocator reserves its arenas (about 1.3 GiB of address space) on first use:

@@ -21,11 +21,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stragglers.detect.flight_recorder import PlainUnpickler, check_pickle, load_dump
-from stragglers.detect.megatron import decide_format, guess_format, sniff_format
 from stragglers.errors import InputError
+from stragglers.hang.flight_recorder import PlainUnpickler, check_pickle, load_dump
 from stragglers.inputs import json_object, load_yaml, nesting_depth
 from stragglers.limits import limit
+from stragglers.logs.megatron import decide_format, guess_format, sniff_format
 from stragglers.trace.io import read_trace
 from tests.fuzz.harness import FUZZ
 

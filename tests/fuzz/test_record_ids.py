@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from stragglers.cli import main
-from stragglers.detect.records import RecordError, parse_line
+from stragglers.logs.records import RecordError, parse_line
 from stragglers.service.datadir import DataDir
 from stragglers.service.store import Store, sqlite_url
 from stragglers.service.streams import RecordStreams

@@ -31,7 +31,7 @@ def _check_live_records(probe: Path, steps: int) -> None:
     0.3 s in every step, is the rank whose busy time is high, rank 0 the one that waits."""
     import statistics
 
-    from stragglers.detect.records import StepRecord, parse_line
+    from stragglers.logs.records import StepRecord, parse_line
     from stragglers.probe.recorder import rank_file
 
     recs = {r: [parse_line(x) for x in rank_file(probe, r, "steps").read_text().splitlines()]

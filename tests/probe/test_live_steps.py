@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from stragglers.detect.records import StepRecord, parse_line
+from stragglers.logs.records import StepRecord, parse_line
 from stragglers.probe import LoopProbe, Probe, ProbeConfig, WorkerInfo
 from stragglers.probe.recorder import rank_file
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from stragglers.callrecord import CallRecord
-from stragglers.detect.records import parse_line
+from stragglers.logs.records import parse_line
 from stragglers.probe import JobLayout, PlannedGC, Probe, ProbeConfig, WorkerInfo
 from stragglers.probe.clock import ClockSample, OffsetTrack, clock_domain
 from stragglers.probe.ops import GC, OPTYPES, normalise_ids

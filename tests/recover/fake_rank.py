@@ -23,7 +23,8 @@ import sys
 import time
 from pathlib import Path
 
-from stragglers.recover.heartbeat import Heartbeat, read_beats
+from stragglers.hang.heartbeats import read_beats
+from stragglers.recover.heartbeat import Heartbeat
 
 
 def main() -> int:

@@ -10,7 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from stragglers.detect.hang import HangDiagnosis, LastOp, Suspect
+from stragglers.hang.heartbeats import (
+    NO_DUMP,
+    FlightRecorderEvidence,
+    HangEvidence,
+    HeartbeatEvidence,
+)
+from stragglers.hang.last_op import HangDiagnosis, LastOp, Suspect
 from stragglers.recover import driver
 from stragglers.recover.attempt import (
     TRANSITIONS,
@@ -19,14 +25,7 @@ from stragglers.recover.attempt import (
     IllegalTransition,
 )
 from stragglers.recover.driver import DriverConfig, exclude_slots, run_driver
-from stragglers.recover.incidents import (
-    NO_DUMP,
-    CrashEvidence,
-    FlightRecorderEvidence,
-    HangEvidence,
-    HeartbeatEvidence,
-    Incident,
-)
+from stragglers.recover.incidents import CrashEvidence, Incident
 
 S = AttemptState
 ALLOWED = sorted(((a, b) for a, nexts in TRANSITIONS.items() for b in nexts),

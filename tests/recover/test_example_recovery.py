@@ -187,8 +187,8 @@ def test_the_checkpoint_is_reported_to_the_heartbeats(tmp_path: Path,
     """The example job's checkpoint: the ``checkpoint`` phase around the write and the
     barrier after it as a ``world`` call, numbered with the other world calls (the
     gradient-norm all-reduce); nothing for a probe without heartbeats."""
+    from stragglers.hang.heartbeats import read_beats
     from stragglers.probe.ops import CLIP
-    from stragglers.recover.heartbeat import read_beats
     from stragglers.testbed import faults
 
     class _Probe:  # the probe's span only

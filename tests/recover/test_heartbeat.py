@@ -13,9 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from stragglers.recover.driver import _heartbeat_evidence
-from stragglers.recover.heartbeat import Beat, Heartbeat, read_beats
-from stragglers.recover.incidents import FlightRecorderEvidence, HangEvidence
+from stragglers.hang.heartbeats import (
+    Beat,
+    FlightRecorderEvidence,
+    HangEvidence,
+    heartbeat_evidence,
+    read_beats,
+)
+from stragglers.recover.heartbeat import Heartbeat
 
 
 def test_written_beats_read_back(tmp_path: Path) -> None:
@@ -143,7 +148,7 @@ def test_odd_fields_are_read_as_the_driver_used_them() -> None:
     assert beat == Beat(1, 3, None, None, "7", None, 2, 0.0)
 
 
-def test_heartbeat_evidence() -> None:
+def testheartbeat_evidence() -> None:
     now = time.time()
 
     def beat(rank: int, op: str | None, group: str | None, ts: float = now) -> Beat:
@@ -151,7 +156,7 @@ def test_heartbeat_evidence() -> None:
 
     beats = {0: beat(0, "all_reduce", "dp"), 1: beat(1, None, None),
              2: beat(2, "all_reduce", "emb"), 3: beat(3, "all_reduce", "dp", ts=now - 60)}
-    ev = _heartbeat_evidence(beats, 5, now, 3.0, pp=1, tp=1).to_dict()
+    ev = heartbeat_evidence(beats, 5, now, 3.0, pp=1, tp=1).to_dict()
     assert ev["stale_heartbeat"] == [3, 4] and ev["alive_not_in_a_call"] == [1]
     assert ev["in_other_group_call"] == {"2": "all_reduce in emb"}
     assert ev["last_ops"] == {"0": {"op": "all_reduce", "group": "dp", "seq": 4, "peer": None}}
@@ -175,7 +180,7 @@ def test_a_hang_in_the_checkpoint_write_is_localised_from_the_heartbeats(
     """Every other rank waits in the world barrier after writing: the rank still writing is
     the culprit, whether frozen (stale heartbeat) or alive, with no flight recorder."""
     now = time.time()
-    hb = _heartbeat_evidence(_ckpt_beats(now, now - culprit_ts_ago), 4, now, 3.0, pp=2, tp=1)
+    hb = heartbeat_evidence(_ckpt_beats(now, now - culprit_ts_ago), 4, now, 3.0, pp=2, tp=1)
     ev = HangEvidence.decide(hb, FlightRecorderEvidence())
     assert ev.culprit_ranks == (2,) and ev.localised_by == "heartbeats"
     out = ev.to_dict()
@@ -192,12 +197,12 @@ def test_a_stale_heartbeat_alone_names_its_rank() -> None:
     beats = {0: Beat(0, 3, "running", None, None, None, None, now),
              1: Beat(1, 3, "running", None, None, None, None, now - 60),
              2: Beat(2, 3, "running", "all_reduce", "emb", 1, None, now)}
-    hb = _heartbeat_evidence(beats, 3, now, 3.0, pp=1, tp=1)
+    hb = heartbeat_evidence(beats, 3, now, 3.0, pp=1, tp=1)
     assert hb.diagnosis.suspect_ranks == ()
     ev = HangEvidence.decide(hb, FlightRecorderEvidence())
     assert ev.culprit_ranks == (1,) and ev.to_dict()["localised_by"] == "stale_heartbeat"
     # every rank stale: nothing tells them apart, nobody is named
     frozen = {r: Beat(r, 3, "running", None, None, None, None, now - 60) for r in range(3)}
-    ev = HangEvidence.decide(_heartbeat_evidence(frozen, 3, now, 3.0, pp=1, tp=1),
+    ev = HangEvidence.decide(heartbeat_evidence(frozen, 3, now, 3.0, pp=1, tp=1),
                              FlightRecorderEvidence())
     assert ev.culprit_ranks == ()

@@ -139,6 +139,39 @@ def test_detector_adapter_reports_a_step_change():
         check_records([lines[0], '{"rank": 0, "iter": -1, "duration": 1}'], "s")
 
 
+def test_serve_takes_the_detector_threshold_and_warmup(tmp_path: Path) -> None:
+    """``serve --threshold`` (and the other options of watch's default detector) reach the
+    detector of every job's records: a +15 % level is an onset at the default threshold
+    (0.10) and not at 0.20; --warmup is held to its limit."""
+    from stragglers.cli import build_parser
+    from stragglers.cli.detect_cmd import robust_settings
+    from stragglers.detect.robust import RobustSettings
+    from stragglers.service.state import service_config
+
+    rng = np.random.default_rng(1)
+    lines = [f'{{"rank": 0, "iter": {i}, "duration": {d:.5f}}}'
+             for i, d in enumerate(np.r_[np.ones(250), 1.15 * np.ones(60)]
+                                   * (1 + 0.005 * rng.standard_normal(310)))]
+
+    def onsets(settings: RobustSettings) -> list[int]:
+        return [e.iteration for e in JobDetector("s", settings).feed(lines)
+                if e.kind == "onset"]
+
+    args = build_parser().parse_args(["serve", "--data", str(tmp_path / "d"), "--threshold",
+                                      "0.2", "--stall-iters", "4", "--warmup", "50"])
+    (tmp_path / "t").write_text("x" * 32)
+    config = service_config(args.data, str(tmp_path / "t"), detector=robust_settings(args))
+    assert config.detector == RobustSettings(threshold=0.2, stall_iters=4, warmup_iters=50)
+    default = build_parser().parse_args(["serve", "--data", str(tmp_path / "d")])
+    assert robust_settings(default) == RobustSettings()
+    assert [250 <= it <= 255 for it in onsets(RobustSettings())] == [True]
+    assert onsets(config.detector) == []
+    assert onsets(RobustSettings(threshold=0.12)) == onsets(RobustSettings())
+    with pytest.raises(InputError, match="--warmup"):
+        service_config(args.data, str(tmp_path / "t"),
+                       detector=RobustSettings(warmup_iters=10**12))
+
+
 def test_alertmanager_settings_and_payload():
     from stragglers.service.alerts import alertmanager_alert
     from stragglers.service.rows import AlertRow

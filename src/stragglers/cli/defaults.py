@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-#: :data:`stragglers.detect.bocd.METHODS` (keys, in order) and ``DEFAULT_METHOD``.
+#: :data:`stragglers.evaluation.bocd.METHODS` (keys, in order) and ``DEFAULT_METHOD``.
 DETECT_METHODS: tuple[str, ...] = ("robust", "bocd_verify", "falcon", "bocd", "sliding_window")
 DETECT_DEFAULT_METHOD = "robust"
 #: :data:`stragglers.detect.warmup.DEFAULT_MIN_ITERS`.

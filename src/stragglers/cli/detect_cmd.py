@@ -19,20 +19,23 @@ from stragglers.jsonout import Output
 from stragglers.limits import LIMITS, check_limit, limit
 
 if TYPE_CHECKING:  # the detectors are imported by the commands that use them (start-up)
-    from stragglers.detect.bocd import Detector
+    from stragglers.detect.detector import Detector
+    from stragglers.detect.robust import RobustSettings
 
 RECORDS_HELP = (
     "JSON-lines records: call {rank, type, size, ts[, group, duration, wait]}, "
     "iteration {rank, iter, ts|duration}, step {rank, step, busy, wait[, ts, v]} (the "
     "probes' live records: detected on busy), message {src, dst, latency[, wait]}; "
-    "see the stragglers.detect.records docstring."
+    "see the stragglers.logs.records docstring."
 )
 
 
-def _robust_options(p: argparse.ArgumentParser) -> None:
+def robust_options(p: argparse.ArgumentParser,
+                   title: str = "detector parameters (--method robust; --threshold: every "
+                                "method)") -> None:
     """The robust detector's parameters, each with its unit (docs/detection.md)."""
     d = ROBUST_DEFAULTS
-    g = p.add_argument_group("detector parameters (--method robust; --threshold: every method)")
+    g = p.add_argument_group(title)
     g.add_argument("--threshold", default=None,
                    type=options.finite_range(0.0, inclusive=False, high=9.0),
                    help="relative slowdown reported: 0.10 = iterations 10%% slower than "
@@ -62,14 +65,20 @@ def _robust_options(p: argparse.ArgumentParser) -> None:
                         f"(default {d['flap_window_iters']:g})")
 
 
+def robust_settings(args: argparse.Namespace) -> RobustSettings:
+    """The robust detector's options given (:func:`robust_options`) and ``--warmup``."""
+    from stragglers.detect.robust import RobustSettings
+
+    return RobustSettings(threshold=args.threshold, warmup_iters=args.warmup,
+                          **{name: getattr(args, name) for name in _ROBUST_ONLY})
+
+
 _ROBUST_ONLY = ("stall_iters", "stall_seconds", "min_points", "ramp_iters", "rise_iters",
                 "startup_iters", "flap_window_iters")
 
 
 def _detector_factory(args: argparse.Namespace) -> Callable[[], Detector]:
     """A detector factory for ``--method`` and the parameters given (checked once here)."""
-    from stragglers.detect.bocd import make_detector
-
     kwargs: dict[str, Any] = {}
     if args.threshold is not None:
         kwargs["threshold"] = args.threshold
@@ -81,11 +90,18 @@ def _detector_factory(args: argparse.Namespace) -> Callable[[], Detector]:
         if args.method != "robust":
             raise InputError(f"{opt}: a parameter of --method robust, not of {args.method}")
         kwargs[name] = value
+    make: Callable[..., Detector]
+    if args.method == DEFAULT_METHOD:  # the library's detector
+        from stragglers.detect.robust import RobustLevelDetector as make
+    else:  # a baseline of the evaluation (BOCD, sliding window)
+        from stragglers.evaluation.bocd import METHODS
+
+        make = METHODS[args.method]
     try:
-        make_detector(args.method, **kwargs)
+        make(**kwargs)
     except ValueError as exc:
         raise InputError(f"detector parameters: {exc}") from None
-    return lambda: make_detector(args.method, **kwargs)
+    return lambda: make(**kwargs)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -176,7 +192,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="detector (default robust: docs/detection.md; bocd_verify: BOCD+V "
                         "with the rules for real logs of the previous release; falcon: "
                         "BOCD+V as published; bocd, sliding_window: Falcon's baselines)")
-    _robust_options(w)
+    robust_options(w)
     w.add_argument("--poll", type=options.finite_range(0.0, inclusive=False, high=3600.0),
                    default=0.5, help="seconds between polls (default 0.5)")
     w.add_argument("--idle-timeout", type=options.finite_range(0.0), default=None,
@@ -352,7 +368,7 @@ def _matrix(args: argparse.Namespace) -> int:
 
 # -- detect hang --------------------------------------------------------------------------------
 def _hang(args: argparse.Namespace) -> int:
-    from stragglers.detect.hang import Topology, hang_report, localize_hang, read_last_ops
+    from stragglers.hang.last_op import Topology, hang_report, localize_hang, read_last_ops
 
     if args.flight_recorder is not None:
         if args.records is not None or args.dp is not None or args.pp is not None:
@@ -378,8 +394,8 @@ def _hang(args: argparse.Namespace) -> int:
 
 
 def _hang_fr(args: argparse.Namespace) -> int:
-    from stragglers.detect.flight_recorder import read_flight_recorder
-    from stragglers.detect.fr_hang import fr_hang_report, localize_fr_hang
+    from stragglers.hang.flight_recorder import read_flight_recorder
+    from stragglers.hang.fr_hang import fr_hang_report, localize_fr_hang
 
     record = read_flight_recorder(args.flight_recorder)
     diag = localize_fr_hang(record)

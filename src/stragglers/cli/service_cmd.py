@@ -10,6 +10,9 @@ import json
 import os
 
 from stragglers import options
+from stragglers.cli.defaults import ROBUST_WARMUP_ITERS
+from stragglers.cli.detect_cmd import robust_options, robust_settings
+from stragglers.limits import LIMITS
 
 SERVE_EPILOG = """\
 examples:
@@ -97,6 +100,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(default: %(default)s)")
     p.add_argument("--log-level", default="info",
                    choices=["debug", "info", "warning", "error"])
+    robust_options(p, "detector of pushed records (the default detector of watch, "
+                      "docs/detection.md)")
+    p.add_argument("--warmup", type=options.non_negative_int, default=None, metavar="ITERS",
+                   help="minimum warm-up in iterations of each rank and segment of a job's "
+                        f"records (default {ROBUST_WARMUP_ITERS}: the level decides; at most "
+                        f"{LIMITS['warmup_iters'].default:,} or STRAGGLERS_MAX_WARMUP_ITERS)")
     p.set_defaults(func=run_serve)
 
     p = sub.add_parser(
@@ -135,7 +144,8 @@ def run_serve(args: argparse.Namespace) -> int:
     config = service_config(args.data, args.token_file, db_url=args.db, alerts=args.alerts,
                             workers=args.workers, private=args.private, lease_s=args.lease_s,
                             metrics_stale_s=args.metrics_stale_s, scheduler=args.scheduler,
-                            limits=limits, validators=args.validators)
+                            limits=limits, validators=args.validators,
+                            detector=robust_settings(args))
     return serve(config, args.host, args.port, args.public_url, args.log_level)
 
 

@@ -1,10 +1,11 @@
 """The events of ``stragglers watch`` (:mod:`stragglers.detect.watch`), one frozen dataclass
 per kind.
 
-The watcher, :mod:`~stragglers.detect.jobs`, :mod:`~stragglers.detect.spikes` and
-:mod:`~stragglers.detect.follow` produce these objects and the planner and the service take
-them; :meth:`to_dict` gives the JSON object ``watch`` prints (key ``event`` first, then the
-fields in a fixed order) and is called only at the edges (stdout, the service's store, files).
+The watcher, :mod:`~stragglers.detect.jobs` and :mod:`~stragglers.detect.spikes` produce these
+objects (the follower's notices about files, :mod:`stragglers.logs.follow`, are events too)
+and the planner and the service take them; :meth:`to_dict` gives the JSON object ``watch``
+prints (key ``event`` first, then the fields in a fixed order) and is called only at the
+edges (stdout, the service's store, files).
 The meaning of every event and field: the docstring of :mod:`stragglers.detect.watch`.
 
 :meth:`LevelEvent.from_dict` and :meth:`SuspectsEvent.from_dict` read the events a planner
@@ -23,25 +24,22 @@ from typing import Any, ClassVar
 
 from stragglers.detect.narrow import GroupFinding
 from stragglers.errors import InputError
+from stragglers.logs.follow import FileMissingEvent, RotatedEvent, TruncatedEvent
 
 __all__ = [
     "BadInputEvent",
     "BadRecordEvent",
-    "FileMissingEvent",
-    "FileNotice",
     "GapEvent",
     "HeldRecordEvent",
     "InputsEvent",
     "JobEvent",
     "LevelEvent",
-    "RotatedEvent",
     "SegmentEvent",
     "SkippedEvent",
     "SpikeTotals",
     "SpikesEvent",
     "SummaryEvent",
     "SuspectsEvent",
-    "TruncatedEvent",
     "WatchEvent",
 ]
 
@@ -306,34 +304,6 @@ class SkippedEvent(_Fields):
 
 
 @dataclass(frozen=True)
-class RotatedEvent(_Fields):
-    """The followed path names another file now (:class:`~stragglers.detect.follow.Follower`)."""
-
-    event: ClassVar[str] = "rotated"
-    file: str
-    lines_read_before: int
-
-
-@dataclass(frozen=True)
-class TruncatedEvent(_Fields):
-    """The followed file shrank or was rewritten: read again from its start."""
-
-    event: ClassVar[str] = "truncated"
-    file: str
-    bytes_read_before: int
-    lines_read_before: int
-    partial_bytes: int
-
-
-@dataclass(frozen=True)
-class FileMissingEvent(_Fields):
-    """The followed path disappeared."""
-
-    event: ClassVar[str] = "file_missing"
-    file: str
-
-
-@dataclass(frozen=True)
 class SpikeTotals:
     """Spikes of all ranks (the summary's ``spikes``)."""
 
@@ -411,7 +381,6 @@ class InputsEvent(_Fields):
     skipped_files: Mapping[str, int]
 
 
-FileNotice = RotatedEvent | TruncatedEvent | FileMissingEvent
 WatchEvent = (LevelEvent | JobEvent | SpikesEvent | GapEvent | SuspectsEvent | SegmentEvent
               | BadRecordEvent | BadInputEvent | HeldRecordEvent | SkippedEvent | RotatedEvent
               | TruncatedEvent | FileMissingEvent | SummaryEvent | InputsEvent)

@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from stragglers.detect.records import MessageRecord, other_kinds, read_records
 from stragglers.errors import InputError
 from stragglers.limits import check_limit
+from stragglers.logs.records import MessageRecord, other_kinds, read_records
 
 __all__ = [
     "MatrixFinding",

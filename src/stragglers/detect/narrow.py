@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stragglers.detect.records import CallRecord
+from stragglers.logs.records import CallRecord
 
 __all__ = ["GroupFinding", "narrow_down", "narrow_down_records"]
 

@@ -47,9 +47,9 @@ from typing import Any
 
 import numpy as np
 
-from stragglers.detect.records import CallRecord, other_kinds, read_records
 from stragglers.errors import InputError
 from stragglers.limits import check_limit
+from stragglers.logs.records import CallRecord, other_kinds, read_records
 
 __all__ = [
     "CallEncoder",

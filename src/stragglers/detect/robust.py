@@ -10,11 +10,12 @@ import math
 from bisect import bisect_left, insort
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass, fields
 
-from stragglers.detect.bocd import Alarm, median_sorted
+from stragglers.detect.detector import Alarm, median_sorted
 from stragglers.detect.warmup import DEFAULT_WARMUP_ITERS
 
-__all__ = ["RobustLevelDetector"]
+__all__ = ["RobustLevelDetector", "RobustSettings"]
 
 SPIKE_POINTS = (256, 32)  # healthy points behind the spike rates (long, short window)
 SPIKE_PRIOR = (0.5, 10.0)  # Beta prior of both rates (pseudo-counts: beyond, not beyond)
@@ -433,8 +434,11 @@ class RobustLevelDetector:
         """A healthy point (or a stall's): spike tally, noise, level (winsorised), drift."""
         r = self._ref.median()
         inside = y >= r + self.mid
+        w = min(y, r + self.mid)  # winsorised: a long stall cannot carry the level away
+        # ... nor the first points of a new level, given back by a stretch that one low point
+        # ended, make it look like no step from the points just before it (start-up)
         settled = self._settled
-        settled.append(y)
+        settled.append(w)
         if len(settled) > WARM_POINTS:
             del settled[0]
         for tally in self._tallies:
@@ -442,7 +446,6 @@ class RobustLevelDetector:
         self._prev_inside = inside
         (p1, q1), (p2, q2) = (t.rates() for t in self._tallies)
         self._needed = self._points_for(max(p1, p2), max(q1, q2))
-        w = min(y, r + self.mid)  # winsorised: a long stall cannot carry the level away
         self._ref.add(w)
         self._dev.add(abs(w - r))
         self._difference(w)
@@ -543,3 +546,26 @@ class RobustLevelDetector:
         return Alarm(kind=kind, index=pos, declared_at=self._t, level_before=before,
                      level_after=after, healthy_level=healthy, severity=severity,
                      iteration=it, slow_fraction=frac, note=note, since=since)
+
+
+@dataclass(frozen=True)
+class RobustSettings:
+    """The default detector's parameters a user sets (None: its default) and the minimum
+    warm-up of the watcher (``warmup_iters``; None: the detector's), for ``watch`` and the
+    service (``stragglers serve``). Units and meanings: ``docs/detection.md``."""
+
+    threshold: float | None = None
+    stall_iters: int | None = None
+    stall_seconds: float | None = None
+    min_points: int | None = None
+    ramp_iters: int | None = None
+    rise_iters: int | None = None
+    startup_iters: int | None = None
+    flap_window_iters: int | None = None
+    warmup_iters: int | None = None
+
+    def detector(self) -> RobustLevelDetector:
+        """A new detector with these parameters (ValueError for a bad combination)."""
+        kw = {f.name: getattr(self, f.name) for f in fields(self)
+              if f.name != "warmup_iters" and getattr(self, f.name) is not None}
+        return RobustLevelDetector(**kw)

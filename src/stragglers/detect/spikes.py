@@ -7,7 +7,7 @@ not move it).  Spikes less than ``CLUSTER_GAP`` (3) points apart form one *clust
 time: ``seconds_lost`` sums ``(time - typical) x step`` (``step``: the iteration numbers the
 point stands for; an estimate when the input samples one iteration out of ``step``), and
 ``iterations_lost`` is that divided by the typical time.  The detector never opens a slow
-period on spikes (:mod:`stragglers.detect.bocd`, persistence rule); ``watch`` reports them in
+period on spikes (:mod:`stragglers.evaluation.bocd`, persistence rule); ``watch`` reports them in
 periodic ``spikes`` events (:meth:`SpikeCounter.report`) and in its summary.
 """
 

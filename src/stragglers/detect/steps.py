@@ -3,7 +3,7 @@
 
 Under data parallelism every rank does the same work in a step, and every rank's step takes
 as long as the slowest one's (they synchronise): the step time cannot tell who is slow, the
-busy time can (:class:`~stragglers.detect.records.StepRecord`: the step less the rank's wait
+busy time can (:class:`~stragglers.logs.records.StepRecord`: the step less the rank's wait
 for the others). But the busy time of every rank also moves with what changes the job as a
 whole: a shared machine's load, the data, a new phase of training. Those are not
 stragglers. So for each step ``k`` the joiner takes the middle of the ranks' busy times,
@@ -47,7 +47,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from stragglers.detect.records import IterationRecord, StepRecord
+from stragglers.logs.records import IterationRecord, StepRecord
 
 __all__ = ["HOLD_STEPS", "MAX_HELD", "REF_POINTS", "REF_SKIP", "SCALE_POINTS", "StepJoiner"]
 

@@ -1,6 +1,6 @@
 """Streaming watcher behind ``stragglers watch``: JSON-lines records in, JSON events out.
 
-Records follow :mod:`stragglers.detect.records`.  Per rank:
+Records follow :mod:`stragglers.logs.records`.  Per rank:
 
 * iteration records give iteration times directly (``duration``, or the ``ts`` difference to the
   previous iteration record of the rank divided by the iteration-number step);
@@ -18,7 +18,7 @@ Records follow :mod:`stragglers.detect.records`.  Per rank:
   streaming detector (BOCD + verification by default).
 
 Inputs: JSON lines (``input_format="jsonl"``), Megatron-LM training logs (``"megatron-log"``:
-:func:`~stragglers.detect.megatron.parse_log_line`; other log lines are counted as ``text``)
+:func:`~stragglers.logs.megatron.parse_log_line`; other log lines are counted as ``text``)
 and, through :meth:`Watcher.process_items`, the records of Megatron's iteration-time JSON.
 Several input files (``sources`` > 1, one per rank): each batch says which file it comes
 from (and the rank of its log lines without a ``torchrun`` prefix); events then carry
@@ -77,7 +77,7 @@ Events (one JSON object per line, key ``event``; :mod:`stragglers.detect.events`
     a ``bad_record`` carries ``job_iteration`` (its own, when it could be read) and
     ``after_job_iteration`` (the last one accepted before it);
 ``rotated`` / ``truncated`` / ``file_missing``
-    what :class:`~stragglers.detect.follow.Follower` saw happen to the file;
+    what :class:`~stragglers.logs.follow.Follower` saw happen to the file;
 ``summary``
     at the end: lines read, valid records, records skipped by reason (``dropped``), records
     of other tools (``ignored``), unknown fields, segments, file events, iteration times per
@@ -102,11 +102,10 @@ from typing import Any
 import numpy as np
 import orjson
 
-from stragglers.detect.bocd import DEFAULT_METHOD, Alarm, Detector, make_detector
+from stragglers.detect.detector import Alarm, Detector
 from stragglers.detect.events import (
     BadInputEvent,
     BadRecordEvent,
-    FileNotice,
     GapEvent,
     HeldRecordEvent,
     LevelEvent,
@@ -118,10 +117,16 @@ from stragglers.detect.events import (
     WatchEvent,
 )
 from stragglers.detect.jobs import JobGrouper
-from stragglers.detect.megatron import Gap, parse_log_line
 from stragglers.detect.narrow import GroupFinding, narrow_down_records
 from stragglers.detect.period import CallEncoder, PeriodTracker
-from stragglers.detect.records import (
+from stragglers.detect.robust import RobustLevelDetector
+from stragglers.detect.spikes import SpikeCounter
+from stragglers.detect.steps import StepJoiner
+from stragglers.detect.warmup import WarmUp
+from stragglers.limits import limit
+from stragglers.logs.follow import FileNotice
+from stragglers.logs.megatron import Gap, parse_log_line
+from stragglers.logs.records import (
     KNOWN_FIELDS,
     CallRecord,
     IterationRecord,
@@ -131,10 +136,6 @@ from stragglers.detect.records import (
     decode_json,
     parse_record,
 )
-from stragglers.detect.spikes import SpikeCounter
-from stragglers.detect.steps import StepJoiner
-from stragglers.detect.warmup import WarmUp
-from stragglers.limits import limit
 
 __all__ = ["Watcher"]
 
@@ -201,7 +202,6 @@ class Watcher:
     def __init__(
         self,
         *,
-        method: str = DEFAULT_METHOD,
         detector_factory: Callable[[], Detector] | None = None,
         tracker_kwargs: dict[str, Any] | None = None,
         report_limit: int = 5,
@@ -216,7 +216,7 @@ class Watcher:
         if input_format not in ("jsonl", "megatron-log"):
             raise ValueError(f"input_format must be jsonl or megatron-log, got {input_format!r}")
         self.input_format = input_format
-        self._factory = detector_factory or (lambda: make_detector(method))
+        self._factory = detector_factory or RobustLevelDetector
         # Segmented detectors (RobustLevelDetector) get their own default warm-up, a new
         # warm-up at every segment, and segments for idle stretches too.
         probe = self._probe = self._factory()

@@ -5,7 +5,7 @@ into a :class:`~stragglers.detect.watch.Watcher`, its events written as JSON lin
 file, or several files of one format, one per rank (the rank from the file's name or its
 ``[rankN]:`` prefixes). Files named on the command line are read as they are; a folder's
 files and a glob pattern's matches only when ``watch`` can read them
-(:mod:`stragglers.detect.watch_dir`: the others are counted), and a folder or pattern with
+(:mod:`stragglers.logs.watch_dir`: the others are counted), and a folder or pattern with
 no such file yet, or a path that does not exist yet, is waited for (``wait_timeout``); while
 ``watch`` follows, files that appear there join (event ``inputs``).
 """
@@ -18,29 +18,29 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from stragglers.detect.bocd import Detector
+from stragglers.detect.detector import Detector
 from stragglers.detect.events import InputsEvent, SummaryEvent, WatchEvent
-from stragglers.detect.follow import (
+from stragglers.detect.watch import Watcher
+from stragglers.errors import InputError
+from stragglers.inputs import check_file
+from stragglers.jsonout import Output
+from stragglers.limits import check_limit
+from stragglers.logs.follow import (
     Batch,
     Follower,
     follow_files,
     follow_round,
     peek_stdin,
 )
-from stragglers.detect.megatron import (
+from stragglers.logs.megatron import (
     guess_format,
     rank_from_content,
     rank_from_name,
     read_iteration_json,
     series_items,
 )
-from stragglers.detect.records import RecordError
-from stragglers.detect.watch import Watcher
-from stragglers.detect.watch_dir import FileScanner, step_rank
-from stragglers.errors import InputError
-from stragglers.inputs import check_file
-from stragglers.jsonout import Output
-from stragglers.limits import check_limit
+from stragglers.logs.records import RecordError
+from stragglers.logs.watch_dir import FileScanner, step_rank
 
 __all__ = ["WatchInputs", "WatchSettings", "file_ranks", "guess_file_format", "watch_files",
            "watch_inputs"]
@@ -69,7 +69,7 @@ class WatchSettings:
 class WatchInputs:
     """What to watch: ``files`` named on the command line (``["-"]``: standard input) and
     ``sources``, folders and glob patterns (and paths that do not exist yet) whose files
-    :class:`~stragglers.detect.watch_dir.FileScanner` finds."""
+    :class:`~stragglers.logs.watch_dir.FileScanner` finds."""
 
     files: list[str]
     sources: list[str] = field(default_factory=list)
@@ -197,8 +197,8 @@ def watch_inputs(args: list[str], *, once: bool = False) -> WatchInputs:
 
 def file_ranks(paths: list[str]) -> list[int]:
     """The rank of each file: the last number of its name
-    (:func:`~stragglers.detect.megatron.rank_from_name`), else the first ``torchrun`` prefix
-    in its first 64 KiB (:func:`~stragglers.detect.megatron.rank_from_content`); one line
+    (:func:`~stragglers.logs.megatron.rank_from_name`), else the first ``torchrun`` prefix
+    in its first 64 KiB (:func:`~stragglers.logs.megatron.rank_from_content`); one line
     naming the file when neither tells, or when two files name the same rank."""
     ranks: list[int] = []
     owner: dict[int, str] = {}
@@ -242,7 +242,7 @@ def _watch_many(paths: list[str], fmt: str, factory: Callable[[], Detector],
 
 def guess_file_format(path: str) -> str:
     """``--format auto``: the format from the first 64 KiB of a file (standard input: from
-    its first block, read by :func:`~stragglers.detect.follow.peek_stdin`)."""
+    its first block, read by :func:`~stragglers.logs.follow.peek_stdin`)."""
     try:
         with open(path, "rb") as fh:
             head = fh.read(1 << 16)

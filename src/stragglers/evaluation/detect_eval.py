@@ -40,8 +40,8 @@ from typing import Any
 
 import numpy as np
 
-from stragglers.detect.bocd import Alarm, make_detector, run_detector
 from stragglers.errors import InputError
+from stragglers.evaluation.bocd import Alarm, make_detector, run_detector
 from stragglers.evaluation.corpus import LOCATION_TOLERANCE, SCENARIOS, Series, generate_corpus
 from stragglers.evaluation.realdata import (
     HELD_OUT,

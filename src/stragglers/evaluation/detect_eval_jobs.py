@@ -52,12 +52,10 @@ from typing import Any
 import numpy as np
 import orjson
 
-from stragglers.detect.bocd import make_detector
 from stragglers.detect.events import LevelEvent, WatchEvent
-from stragglers.detect.megatron import Gap, read_iteration_json, series_items
-from stragglers.detect.records import IterationRecord, RecordError, read_records
 from stragglers.detect.watch import Watcher
 from stragglers.errors import InputError
+from stragglers.evaluation.bocd import make_detector
 from stragglers.evaluation.detect_eval import Rates
 from stragglers.evaluation.jobcorpus import (
     EVENT_LOSS,
@@ -68,6 +66,8 @@ from stragglers.evaluation.jobcorpus import (
     scenario_counts,
 )
 from stragglers.limits import check_limit
+from stragglers.logs.megatron import Gap, read_iteration_json, series_items
+from stragglers.logs.records import IterationRecord, RecordError, read_records
 
 __all__ = [
     "BASELINES",

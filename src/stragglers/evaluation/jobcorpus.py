@@ -99,6 +99,19 @@ each built from a mechanism rather than from the issue's numbers:
                  the iteration numbers restarted at 1 or continued from an offset ahead;
                  some with a slow period after one of them.
 
+A family built after the last change to the detector for issue 29, from another generator
+(never used to tune or change anything; only evaluated):
+
+``ckpt_burst``   an iteration is compute plus communication, generated here rather than from
+                 the corpus' healthy level and noise: compute with slow AR(1) contention
+                 (:data:`CB_COMP_SIGMA`), communication with heavy-tailed (Pareto) jitter and
+                 Markov-modulated bursts of 1-4 iterations at 2-5x (:data:`CB_BURST_P`),
+                 and periodic checkpoint saves of 1-3 iterations at 1.5-4x every 100-400
+                 iterations.  Positives: a level shift of compute or communication that makes
+                 the iteration +12-45 % slower (:data:`CB_SHIFT`) for 30-600 iterations,
+                 starting between two checkpoints.  Negatives: the bursts and checkpoints
+                 alone, or with a shift of +3-7 % (``minor``).
+
 :data:`HELD_OUT` names the families that were never looked at while the detector was changed
 for issue 29 (decided before the changes): they are only evaluated.
 """
@@ -112,7 +125,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.signal import lfilter
 
-from stragglers.detect.records import CallRecord, IterationRecord
+from stragglers.logs.records import CallRecord, IterationRecord
 
 __all__ = [
     "EVENT_LOSS",
@@ -205,13 +218,29 @@ WARM_ONSET_AT = (8, 40)  # job iteration where a warm-up slowdown starts
 WARM_SLOWDOWN = (0.15, 0.60)
 WARM_SLOW_ITERS = (60, 1000)
 RECONFIG_LEVEL = (0.05, 0.30)
+# ckpt_burst (module docstring)
+CB_COMP_FRACTION = (0.5, 0.85)  # share of the healthy iteration that is compute
+CB_COMP_SIGMA = (0.005, 0.02)  # compute contention: AR(1) in log space, this stationary sd ...
+CB_COMP_PHI = (0.5, 0.9)  # ... and this lag-1 correlation
+CB_PARETO_ALPHA = (2.5, 4.0)  # communication jitter: Pareto tail index ...
+CB_PARETO_SCALE = (0.02, 0.08)  # ... times this (relative to the communication time)
+CB_BURST_P = (1 / 150, 1 / 40)  # chance per iteration that a communication burst begins
+CB_BURST_ITERS = (1, 4)
+CB_BURST_FACTOR = (2.0, 5.0)  # communication time in a burst
+CB_CKPT_EVERY = (100, 400)
+CB_CKPT_ITERS = (1, 3)
+CB_CKPT_FACTOR = (1.5, 4.0)  # the whole iteration during a checkpoint save
+CB_SHIFT = (0.12, 0.45)  # iteration time increase of a level shift
+CB_SHIFT_ITERS = (30, 600)  # its duration (log-uniform)
+CB_MINOR = (0.03, 0.07)
 
 FAMILIES: tuple[str, ...] = ("restart", "ckpt_stall", "flapping", "staircase", "noise_regime",
                              "sampled", "multirank", "greyhound", "failslow", "ramp", "short",
-                             "hump", "warmup_onset", "reconfig")
+                             "hump", "warmup_onset", "reconfig", "ckpt_burst")
 #: Families never looked at while the detector was changed for issue 29 (only evaluated;
-#: decided before the change).  The others are the families it was built and tuned on.
-HELD_OUT: tuple[str, ...] = ("hump", "warmup_onset", "reconfig")
+#: decided before the change; ``ckpt_burst`` built after the last change).  The others are
+#: the families it was built and tuned on.
+HELD_OUT: tuple[str, ...] = ("hump", "warmup_onset", "reconfig", "ckpt_burst")
 
 #: (family, scenario, series per seed at scale 1, positive)
 SCENARIOS: tuple[tuple[str, str, int, bool], ...] = (
@@ -248,6 +277,9 @@ SCENARIOS: tuple[tuple[str, str, int, bool], ...] = (
     ("warmup_onset", "healthy", 8, False),
     ("reconfig", "renumber", 8, False),
     ("reconfig", "renumber_slow", 10, True),
+    ("ckpt_burst", "shift", 14, True),
+    ("ckpt_burst", "bursts", 8, False),
+    ("ckpt_burst", "minor", 4, False),
 )
 
 
@@ -713,11 +745,62 @@ def _reconfig(rng: np.random.Generator, scenario: str) -> _Timeline:
     return tl
 
 
+def _ckpt_burst(rng: np.random.Generator, scenario: str) -> _Timeline:
+    """Compute + communication generated here (module docstring); the corpus' own noise is
+    turned off (``noise_scale`` ~ 0): the series' noise is this generator's."""
+    n = _n(rng)
+    tl = _new_timeline(rng, n)  # its healthy level and warm-up hump
+    f = float(rng.uniform(*CB_COMP_FRACTION))
+    sd, phi = float(rng.uniform(*CB_COMP_SIGMA)), float(rng.uniform(*CB_COMP_PHI))
+    comp = np.exp(lfilter([sd * math.sqrt(1.0 - phi * phi)], [1.0, -phi],
+                          rng.standard_normal(n)))
+    alpha = float(rng.uniform(*CB_PARETO_ALPHA))
+    comm = 1.0 + float(rng.uniform(*CB_PARETO_SCALE)) * (rng.pareto(alpha, n) - 1.0 / (alpha - 1))
+    comm = np.maximum(comm, 0.2)
+    # bursts: a two-state chain, entered with chance p, left after 1-4 iterations
+    starts = np.flatnonzero(rng.random(n) < rng.uniform(*CB_BURST_P))
+    burst = np.ones(n)
+    lengths = rng.integers(CB_BURST_ITERS[0], CB_BURST_ITERS[1] + 1, starts.size)
+    heights = rng.uniform(*CB_BURST_FACTOR, starts.size)
+    for a, k, h in zip(starts.tolist(), lengths.tolist(), heights.tolist(), strict=True):
+        burst[a:a + k] = np.maximum(burst[a:a + k], h)
+    slow_comp, slow_comm = np.ones(n), np.ones(n)
+    every = int(rng.integers(CB_CKPT_EVERY[0], CB_CKPT_EVERY[1] + 1))
+    ckpts = np.arange(int(rng.integers(every // 2, every + 1)), n, every)
+    shift: tuple[int, int, float] | None = None
+    if scenario in ("shift", "minor"):
+        s = float(rng.uniform(*(CB_MINOR if scenario == "minor" else CB_SHIFT)))
+        dur = _logint(rng, *CB_SHIFT_ITERS)
+        after = ckpts[(ckpts >= LEAD_ITERS) & (ckpts < n - dur - 60)]
+        if after.size:
+            c = int(rng.choice(after))
+            a = c + CB_CKPT_ITERS[1] + int(rng.integers(5, every // 2 + 1))
+            if rng.random() < 0.5:  # compute: its share runs s / f slower
+                slow_comp[a:a + dur] = 1.0 + s / f
+            else:  # communication: its share runs s / (1 - f) slower
+                slow_comm[a:a + dur] = 1.0 + s / (1.0 - f)
+            shift = (a, min(a + dur, n), s)
+    healthy_it = f * comp + (1.0 - f) * comm * burst
+    it = f * comp * slow_comp + (1.0 - f) * comm * burst * slow_comm
+    save = np.ones(n)
+    for c in ckpts.tolist():
+        save[c:c + int(rng.integers(CB_CKPT_ITERS[0], CB_CKPT_ITERS[1] + 1))] = rng.uniform(
+            *CB_CKPT_FACTOR)
+    tl.healthy *= healthy_it * save
+    tl.factor[:, :] *= it / healthy_it
+    tl.noise_scale = np.full(n, 1e-6)
+    if shift is not None:  # the iteration's factor varies with the bursts: not a "step"
+        a, b, s = shift
+        _slowdown_label(tl, a, b, s, "shift")
+    return tl
+
+
 _BUILDERS: dict[str, Callable[[np.random.Generator, str], _Timeline]] = {
     "restart": _restart, "ckpt_stall": _ckpt_stall, "flapping": _flapping,
     "staircase": _staircase, "noise_regime": _noise_regime, "multirank": _multirank,
     "greyhound": _greyhound, "failslow": _failslow, "ramp": _thermal, "short": _short,
     "hump": _hump, "warmup_onset": _warmup_onset, "reconfig": _reconfig,
+    "ckpt_burst": _ckpt_burst,
 }
 
 

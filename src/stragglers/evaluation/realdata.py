@@ -34,10 +34,10 @@ from pathlib import Path
 
 import numpy as np
 
-from stragglers.detect.megatron import read_iteration_json
 from stragglers.detect.warmup import DEFAULT_MIN_ITERS, WarmUp
 from stragglers.errors import InputError
 from stragglers.evaluation.corpus import EVENT_LOSS, LOCATION_TOLERANCE, Event, Series
+from stragglers.logs.megatron import read_iteration_json
 
 __all__ = [
     "HELD_OUT",

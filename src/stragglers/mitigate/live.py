@@ -48,10 +48,10 @@ import numpy as np
 
 from stragglers.atomic import write_text
 from stragglers.detect.events import LevelEvent
-from stragglers.detect.megatron import Gap
-from stragglers.detect.records import IterationRecord, RecordError
 from stragglers.detect.watch import Watcher
 from stragglers.errors import InputError
+from stragglers.logs.megatron import Gap
+from stragglers.logs.records import IterationRecord, RecordError
 from stragglers.mitigate.action import MicrobatchAction, parse_action
 from stragglers.mitigate.costs import Strategy
 from stragglers.mitigate.events import LEVEL_KINDS, EventStream, add_event

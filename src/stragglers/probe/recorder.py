@@ -26,7 +26,7 @@ other ranks (the loop probe, :mod:`stragglers.probe.loop`) hands the flusher the
 every step, recorded or not (:meth:`Probe.step_record`: the step's start and end and its
 synchronisation waits; a few clock readings, or CUDA events, on the training thread). The
 flusher turns them into one step record a step in ``steps-rank-NNNNN.jsonl`` (the format of
-:class:`stragglers.detect.records.StepRecord`)::
+:class:`stragglers.logs.records.StepRecord`)::
 
     {"kind": "step", "v": 1, "rank": 1, "step": 17, "ts": 1234.5678, "busy": 0.0412,
      "wait": 0.0031}
@@ -204,7 +204,7 @@ def span_gc_seconds(span: Span) -> float:
 
 #: What the probe queues for its flusher.
 Pending = CpuSpan | CudaSpan | PendingCall | StepEnd | ClockSample | StepMarks
-#: The live step record format version (``v``; :mod:`stragglers.detect.records`).
+#: The live step record format version (``v``; :mod:`stragglers.logs.records`).
 STEP_RECORD_VERSION = 1
 
 

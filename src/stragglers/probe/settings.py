@@ -33,7 +33,7 @@ class ProbeConfig:
     ``live`` (on by default): the loop probe (:func:`~stragglers.probe.attach` and the
     framework callbacks) writes one step record per rank and step, every step whether
     recorded or not: the rank's busy time and its synchronisation wait
-    (``steps-rank-NNNNN.jsonl``, :mod:`stragglers.detect.records`), which ``stragglers watch``
+    (``steps-rank-NNNNN.jsonl``, :mod:`stragglers.logs.records`), which ``stragglers watch``
     follows.
 
     ``push_server`` (a ``stragglers serve`` URL) makes the session push itself when it ends:

@@ -34,11 +34,11 @@ On an incident it localises the culprit:
   every dead rank is a victim, the live ranks whose heartbeats went stale;
 * hang: the driver asks the live ranks for their PyTorch flight-recorder dumps (the
   heartbeat thread writes them; ``TORCH_FR_BUFFER_SIZE`` is set for the ranks) and localises
-  with :mod:`stragglers.detect.fr_hang` (ranks without a dump are silent); when that names
+  with :mod:`stragglers.hang.fr_hang` (ranks without a dump are silent); when that names
   nobody (no dumps), from the heartbeats: ranks whose heartbeat stopped (older than
   ``min(timeout_s / 2, max(5 x heartbeat_s, 3 s))``) or that are alive but not in a
   communication call are *silent*, the others' calls (op, group, seq) are the last-op records of
-  :func:`stragglers.detect.hang.localize_hang` on the ``dp x pp x tp`` topology of the
+  :func:`stragglers.hang.last_op.localize_hang` on the ``dp x pp x tp`` topology of the
   attempt, with the ``world`` group (every rank: a barrier, the gradient-norm all-reduce)
   waiting for every rank not in the same call; a rank's phase (``checkpoint``: writing its
   part of a checkpoint) is in the evidence. When neither names anybody, the ranks whose
@@ -81,20 +81,21 @@ from pathlib import Path
 from typing import IO
 
 from stragglers.atomic import write_text
-from stragglers.detect.flight_recorder import read_flight_recorder
-from stragglers.detect.fr_hang import localize_fr_hang
-from stragglers.detect.hang import TRACKED_GROUPS, LastOp, Topology, localize_hang
 from stragglers.errors import InputError
+from stragglers.hang.heartbeats import (
+    Beat,
+    FlightRecorderEvidence,
+    HangEvidence,
+    await_fr_dumps,
+    heartbeat_evidence,
+    read_beats,
+)
 from stragglers.recover.attempt import AttemptMachine, AttemptState
 from stragglers.recover.blame import Exit, crash_culprits
-from stragglers.recover.heartbeat import Beat, read_beats
 from stragglers.recover.incidents import (
     CrashEvidence,
     DriverResult,
     Exclusion,
-    FlightRecorderEvidence,
-    HangEvidence,
-    HeartbeatEvidence,
     Incident,
     ValidationFlags,
 )
@@ -362,57 +363,16 @@ def _kill_all(procs: Sequence[subprocess.Popen[bytes]]) -> None:
         p.wait()
 
 
-def _heartbeat_evidence(beats: Mapping[int, Beat], world: int, now: float,
-                        stale_s: float, pp: int, tp: int) -> HeartbeatEvidence:
-    last_ops: dict[int, LastOp] = {}
-    stale, computing = [], []
-    # e.g. the example job's "emb" all-reduces: left out of the waits-for graph (like silent
-    # ranks, they are suspects only if others wait for them)
-    untracked: dict[int, str] = {}
-    phases = {r: b.phase for r, b in beats.items() if r < world and b.phase is not None}
-    for r in range(world):
-        b = beats.get(r)
-        if b is None or now - b.ts > stale_s:
-            stale.append(r)
-            continue
-        if b.op is not None and b.group in TRACKED_GROUPS:
-            last_ops[r] = LastOp(b.op, str(b.group), peer=b.peer, seq=b.seq)
-        elif b.op is not None:  # a call in a group the dp x pp x tp topology does not describe
-            untracked[r] = f"{b.op} in {b.group}"
-        else:
-            computing.append(r)
-    diagnosis = localize_hang(Topology(dp=world // (pp * tp), pp=pp, tp=tp), last_ops)
-    return HeartbeatEvidence(tuple(stale), tuple(computing), untracked, last_ops,
-                             {r: b.step for r, b in beats.items()}, diagnosis, phases)
-
-
 def _flight_recorder_evidence(hb_dir: Path, beats: Mapping[int, Beat], world: int,
                               stale_s: float, wait_s: float) -> FlightRecorderEvidence:
     """Ask the live ranks for their flight-recorder dumps, wait for them (at most ``wait_s``)
-    and localise the hang from them (:mod:`stragglers.detect.fr_hang`); ranks without a dump
+    and localise the hang from them (:mod:`stragglers.hang.fr_hang`); ranks without a dump
     are silent."""
     (hb_dir / "dump-request").write_text("")
     now = time.time()
     live = [r for r in range(world)
             if r in beats and now - beats[r].ts <= stale_s]
     return await_fr_dumps(hb_dir / "fr", live, wait_s)
-
-
-def await_fr_dumps(folder: Path, live: list[int], wait_s: float) -> FlightRecorderEvidence:
-    """Wait (at most ``wait_s``) for the dumps of the ``live`` ranks in ``folder``, then
-    localise the hang from the dumps there (:mod:`stragglers.detect.fr_hang`); a folder that
-    never appeared gives empty evidence, unreadable dumps their error."""
-    deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline:
-        if all((folder / f"_dump_{r}").exists() for r in live):
-            break
-        time.sleep(0.05)
-    if not folder.is_dir():
-        return FlightRecorderEvidence()
-    try:
-        return FlightRecorderEvidence(localize_fr_hang(read_flight_recorder(folder)))
-    except InputError as exc:
-        return FlightRecorderEvidence(error=str(exc))
 
 
 def _validate_slots(slots: list[int]) -> ValidationFlags:
@@ -553,7 +513,7 @@ def diagnose_hang(rec: Recovery) -> AttemptState:
     cfg, a = rec.cfg, rec.current
     assert a.detection is not None
     beats = a.detection.beats
-    heartbeats = _heartbeat_evidence(beats, a.world, time.time(), rec.stale_s, cfg.pp, cfg.tp)
+    heartbeats = heartbeat_evidence(beats, a.world, time.time(), rec.stale_s, cfg.pp, cfg.tp)
     fr = _flight_recorder_evidence(a.hb_dir, beats, a.world, rec.stale_s, cfg.fr_wait_s)
     evidence = HangEvidence.decide(heartbeats, fr)
     a.localisation = Localisation(evidence.culprit_ranks, evidence, time.monotonic())

@@ -70,15 +70,17 @@ from typing import Any
 
 from stragglers.atomic import write_text
 from stragglers.errors import InputError
-from stragglers.recover.blame import Exit, crash_culprits
-from stragglers.recover.heartbeat import DUMP_REQUEST, NODE_NAME, Beat, read_beats
-from stragglers.recover.incidents import (
-    CrashEvidence,
-    ExclusionEvidence,
+from stragglers.hang.heartbeats import (
+    Beat,
     FlightRecorderEvidence,
     HangEvidence,
-    NodeIncident,
+    await_fr_dumps,
+    heartbeat_evidence,
+    read_beats,
 )
+from stragglers.recover.blame import Exit, crash_culprits
+from stragglers.recover.heartbeat import DUMP_REQUEST, NODE_NAME
+from stragglers.recover.incidents import CrashEvidence, ExclusionEvidence, NodeIncident
 
 __all__ = ["EXCLUDE_ON", "EXIT_LEFT", "GuardConfig", "request_exclusion", "run_guard",
            "serve_store"]
@@ -540,14 +542,12 @@ class Guard:
         return "hang" if started else "startup_hang"
 
     def _decide_hang(self, kind: str, beats: Mapping[int, Beat], world: int) -> None:
-        from stragglers.recover.driver import _heartbeat_evidence
-
         cfg = self.cfg
         t_detect = time.time()
         key = f"hang-{max(b.started for b in beats.values()):.3f}"
         if not _create(self.paths.decisions / f"{key}.claim", {"by": self.node, "t": t_detect}):
             return  # another guard localises it: its decision is followed when it comes
-        heartbeats = _heartbeat_evidence(beats, world, t_detect, cfg.stale_s, cfg.pp, cfg.tp)
+        heartbeats = heartbeat_evidence(beats, world, t_detect, cfg.stale_s, cfg.pp, cfg.tp)
         fr = self._flight_recorder(key, beats, world)
         evidence = HangEvidence.decide(heartbeats, fr)
         culprits = evidence.culprit_ranks
@@ -573,8 +573,6 @@ class Guard:
 
     def _flight_recorder(self, key: str, beats: Mapping[int, Beat], world: int
                          ) -> FlightRecorderEvidence:
-        from stragglers.recover.driver import await_fr_dumps
-
         folder = self.paths.heartbeats / "fr"
         shutil.rmtree(folder, ignore_errors=True)
         write_text(self.paths.heartbeats / DUMP_REQUEST, key)

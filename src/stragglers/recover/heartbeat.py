@@ -31,7 +31,8 @@ exception's first line in ``error``; a normal exit without :meth:`Heartbeat.clos
 ``exited``. A process killed by a signal or ``os._exit`` writes nothing more: its heartbeat
 stops.
 
-The driver reads the files back with :func:`read_beats`, as :class:`Beat` records. When a
+The driver reads the files back with :func:`stragglers.hang.heartbeats.read_beats`, as
+:class:`~stragglers.hang.heartbeats.Beat` records. When a
 ``dump-request`` file appears in the folder (its content an id), the thread also writes the
 rank's PyTorch flight-recorder dump (gloo or NCCL) to ``fr/_dump_<rank>``, once per id. Gloo's
 recorder leaves its ``pg_config`` empty; the heartbeat fills it from the process's own group
@@ -51,12 +52,11 @@ import threading
 import time
 import traceback
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-__all__ = ["DUMP_REQUEST", "Beat", "Heartbeat", "read_beats"]
+__all__ = ["DUMP_REQUEST", "NODE_NAME", "Heartbeat"]
 
 DUMP_REQUEST = "dump-request"
 #: the least time between two writes of the background thread (fast steps)
@@ -249,7 +249,7 @@ def _with_pg_config(data: bytes) -> bytes:
 
     import torch.distributed.distributed_c10d as c10d
 
-    from stragglers.detect.flight_recorder import PlainUnpickler
+    from stragglers.hang.flight_recorder import PlainUnpickler
 
     registry = getattr(c10d, "_world", None)  # private: absent in another torch, leave as is
     if registry is None or data[:1] != b"\x80":  # not a pickle (JSON): leave as is
@@ -273,77 +273,3 @@ def _with_pg_config(data: bytes) -> bytes:
         return data
     obj["pg_config"] = filled
     return pickle.dumps(obj)
-
-
-def _opt_int(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _opt_float(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
-
-
-def _opt_str(value: object) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
-@dataclass(frozen=True)
-class Beat:
-    """A rank's latest heartbeat as the driver reads it (the fields of the file it uses)."""
-
-    rank: int
-    step: int  # -1 before the first step
-    status: str | None  # starting | running | done | comm_error | error | exited | ...
-    op: str | None  # the call the rank is in; None: computing
-    group: str | None  # the call's group (tp, dp, pp, world, or another the job names)
-    seq: int | None
-    peer: int | None
-    ts: float  # time.time() of the write (0 when absent)
-    phase: str | None = None  # e.g. "checkpoint": where the rank is outside its calls
-    since: float | None = None  # time.time() it entered its call (or phase)
-    pid: int | None = None
-    node: str | None = None  # the guard's node (None under the driver)
-    local_rank: int | None = None
-    world: int | None = None
-    started: float = 0.0  # time.time() the process began beating
-    error: str | None = None  # the first line of the exception that ended the process
-
-    @classmethod
-    def from_dict(cls, obj: object) -> Beat | None:
-        """The beat of a parsed file; None when it is not one (no integer rank, a step or
-        time that is not a number)."""
-        if not isinstance(obj, dict) or not isinstance(obj.get("rank"), int):
-            return None
-        try:
-            step, ts = int(obj["step"]), float(obj.get("ts", 0.0))
-        except (KeyError, TypeError, ValueError, OverflowError):
-            return None
-        status, op, group = obj.get("status"), obj.get("op"), obj.get("group")
-        return cls(obj["rank"], step, status if isinstance(status, str) else None,
-                   str(op) if op else None, None if group is None else str(group),
-                   _opt_int(obj.get("seq")), _opt_int(obj.get("peer")), ts,
-                   phase=_opt_str(obj.get("phase")), since=_opt_float(obj.get("since")),
-                   pid=_opt_int(obj.get("pid")), node=_opt_str(obj.get("node")),
-                   local_rank=_opt_int(obj.get("local_rank")), world=_opt_int(obj.get("world")),
-                   started=_opt_float(obj.get("started")) or 0.0,
-                   error=_opt_str(obj.get("error")))
-
-
-def read_beats(folder: str | os.PathLike[str]) -> dict[int, Beat]:
-    """The latest heartbeat of every rank in ``folder`` (files that cannot be parsed, being
-    replaced at that moment, are skipped until the next read). When several files name the
-    same rank (a guard's folder across rendezvous rounds), the newest process's."""
-    out: dict[int, Beat] = {}
-    for p in Path(folder).glob("hb-*.json"):
-        try:
-            obj = json.loads(p.read_text())
-        except (OSError, ValueError):
-            continue
-        beat = Beat.from_dict(obj)
-        if beat is not None:
-            old = out.get(beat.rank)
-            if old is None or (beat.started, beat.ts) > (old.started, old.ts):
-                out[beat.rank] = beat
-    return out

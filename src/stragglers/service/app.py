@@ -123,7 +123,7 @@ def open_service(config: ServiceConfig, executor: Executor | None = None) -> Ser
     dispatcher = Dispatcher(store, data, config.workers, finished, executor=executor)
     return Service(config=config, data=data, store=store, checker=checker,
                    dispatcher=dispatcher, ingest=Ingest(store, data, checker),
-                   streams=RecordStreams(store, data), alerter=alerter,
+                   streams=RecordStreams(store, data, detector=config.detector), alerter=alerter,
                    registry=registry, telemetry=telemetry, activity=activity)
 
 

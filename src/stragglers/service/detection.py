@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from stragglers.detect.events import HeldRecordEvent, LevelEvent, SuspectsEvent, WatchEvent
-from stragglers.detect.records import parse_line
+from stragglers.detect.robust import RobustSettings
 from stragglers.detect.watch import Watcher
+from stragglers.logs.records import parse_line
 from stragglers.service.rows import DetectionEvent, StreamPosition
 
 #: Watcher events kept by the service (``summary`` is the end of a stream, not an event).
@@ -21,17 +22,19 @@ KEPT = ("onset", "change", "recovery", "speedup", "flapping", "drift", "suspects
 
 def check_records(lines: Sequence[str], source: str) -> int:
     """Parse every line strictly; returns the number of records. The first bad line raises
-    :class:`~stragglers.detect.records.RecordError` (one line naming source, line and
+    :class:`~stragglers.logs.records.RecordError` (one line naming source, line and
     field), so that a batch is taken whole or not at all."""
     return sum(1 for i, text in enumerate(lines, start=1)
                if parse_line(text, source=source, line=i) is not None)
 
 
 class JobDetector:
-    """The streaming detector state of one job."""
+    """The streaming detector state of one job (the robust detector with ``settings``)."""
 
-    def __init__(self, source: str) -> None:
-        self._watcher = Watcher(source=source)
+    def __init__(self, source: str, settings: RobustSettings | None = None) -> None:
+        settings = settings or RobustSettings()
+        self._watcher = Watcher(source=source, detector_factory=settings.detector,
+                                warmup_iters=settings.warmup_iters)
         self._line = 0
 
     def feed(self, lines: Sequence[str]) -> list[DetectionEvent]:

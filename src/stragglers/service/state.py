@@ -8,7 +8,9 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 
 from stragglers.atomic import check_out_dir
+from stragglers.detect.robust import RobustSettings
 from stragglers.errors import InputError
+from stragglers.limits import check_limit
 from stragglers.service.alert_rules import AlertConfig
 from stragglers.service.alerts import Alerter
 from stragglers.service.auth import load_token
@@ -48,18 +50,28 @@ class ServiceConfig:
     metrics_stale_s: float = DEFAULT_STALE_S
     scheduler: str | None = None
     limits: ConnectionLimits = field(default_factory=ConnectionLimits)
+    #: the detector of record streams (``--threshold``, ... of ``serve``)
+    detector: RobustSettings = field(default_factory=RobustSettings)
 
 
 def service_config(data: str, token_file: str | None, *, db_url: str | None = None,
                    alerts: str | None = None, workers: int = 2, private: bool = False,
                    lease_s: float = LEASE_S, metrics_stale_s: float = DEFAULT_STALE_S,
                    scheduler: str | None = None,
-                   limits: ConnectionLimits | None = None, validators: int = 4
-                   ) -> ServiceConfig:
+                   limits: ConnectionLimits | None = None, validators: int = 4,
+                   detector: RobustSettings | None = None) -> ServiceConfig:
     """The configuration of ``stragglers serve``: the data folder checked writable, the
     database URL's scheme checked, the token read from ``token_file`` (or
-    ``$STRAGGLERS_TOKEN``) and the alert rules from the YAML file ``alerts``."""
+    ``$STRAGGLERS_TOKEN``) and the alert rules from the YAML file ``alerts``; the
+    detector's parameters are checked by building one."""
     check_out_dir(data, "--data")
+    detector = detector or RobustSettings()
+    if detector.warmup_iters is not None:
+        check_limit("warmup_iters", detector.warmup_iters, "--warmup")
+    try:
+        detector.detector()
+    except ValueError as exc:
+        raise InputError(f"detector parameters: {exc}") from None
     if db_url is not None and not db_url.startswith(("postgresql://", "sqlite:///")):
         raise InputError(f"--db {db_url.split('://')[0]}://...: expected a postgresql:// "
                          "or sqlite:/// URL")
@@ -68,7 +80,7 @@ def service_config(data: str, token_file: str | None, *, db_url: str | None = No
                          workers=workers, validators=validators, private=private,
                          lease_s=lease_s,
                          metrics_stale_s=metrics_stale_s, scheduler=scheduler,
-                         limits=limits or ConnectionLimits())
+                         limits=limits or ConnectionLimits(), detector=detector)
 
 
 @dataclass

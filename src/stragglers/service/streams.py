@@ -28,6 +28,7 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
+from stragglers.detect.robust import RobustSettings
 from stragglers.limits import check_limit
 from stragglers.service.crash import crashpoint
 from stragglers.service.datadir import DataDir
@@ -44,8 +45,10 @@ class BatchAnswer:
 
 
 class RecordStreams:
-    def __init__(self, store: Store, data: DataDir, replay_lines: int = 200_000) -> None:
+    def __init__(self, store: Store, data: DataDir, replay_lines: int = 200_000,
+                 detector: RobustSettings | None = None) -> None:
         self.store = store
+        self.detector = detector or RobustSettings()
         self.data = data
         self.replay_lines = replay_lines
         self._detectors: dict[int, JobDetector] = {}
@@ -59,7 +62,7 @@ class RecordStreams:
     def _detector(self, job: str, job_id: int) -> JobDetector:
         detector = self._detectors.get(job_id)
         if detector is None:
-            detector = JobDetector(source=f"records of job {job}")
+            detector = JobDetector(source=f"records of job {job}", settings=self.detector)
             legacy = _tail(self.data.records(job_id), self.replay_lines)
             base, kept = self.store.replay_log(job_id)
             if legacy:

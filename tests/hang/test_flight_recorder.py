@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 
 from stragglers.cli import main
-from stragglers.detect.flight_recorder import read_flight_recorder
-from stragglers.detect.fr_hang import localize_fr_hang
 from stragglers.errors import InputError
+from stragglers.hang.flight_recorder import read_flight_recorder
+from stragglers.hang.fr_hang import localize_fr_hang
 from tests.conftest import SHARED
 
 FR = SHARED / "real" / "flight-recorder"

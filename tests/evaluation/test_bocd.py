@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.special import gammaln
 
-from stragglers.detect.bocd import (
+from stragglers.evaluation.bocd import (
     BOCD,
     BOCDDetector,
     BOCDVerifyDetector,

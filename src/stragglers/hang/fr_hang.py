@@ -36,8 +36,8 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
-from stragglers.detect.flight_recorder import FlightRecord, FREntry, GroupInfo, GroupStatus
-from stragglers.detect.hang import Suspect, waiter_counts
+from stragglers.hang.flight_recorder import FlightRecord, FREntry, GroupInfo, GroupStatus
+from stragglers.hang.last_op import Suspect, waiter_counts
 from stragglers.limits import check_limit
 
 __all__ = ["BlockedCall", "FRDiagnosis", "fr_hang_report", "localize_fr_hang"]
@@ -80,7 +80,7 @@ class FRDiagnosis:
 
     def to_dict(self) -> dict[str, object]:
         """``suspect_ranks`` and ``suspects`` (objects) as
-        :meth:`~stragglers.detect.hang.HangDiagnosis.to_dict` gives them, then the calls."""
+        :meth:`~stragglers.hang.last_op.HangDiagnosis.to_dict` gives them, then the calls."""
         return {
             "suspect_ranks": list(self.suspect_ranks),
             "suspects": [s.to_dict() for s in self.suspects],

@@ -3,7 +3,7 @@ truncation and rotation.
 
 :class:`Follower` yields :class:`Batch` es: the complete lines read so far, in order, with
 their line numbers (counted from 1 in each file, restarted when a truncated or rotated file
-is read from its start again), or one *notice* (:mod:`stragglers.detect.events`) about the
+is read from its start again), or one *notice* about the
 file:
 
 ``rotated``
@@ -34,20 +34,56 @@ import os
 import sys
 import time
 from collections.abc import Generator, Iterator
-from dataclasses import dataclass, field
-from typing import IO, Any
+from dataclasses import dataclass, field, fields
+from typing import IO, Any, ClassVar
 
-from stragglers.detect.events import (
-    FileMissingEvent,
-    FileNotice,
-    RotatedEvent,
-    TruncatedEvent,
-)
-
-__all__ = ["Batch", "Follower", "follow_files"]
+__all__ = ["Batch", "FileMissingEvent", "FileNotice", "Follower", "RotatedEvent",
+           "TruncatedEvent", "follow_files"]
 
 BLOCK = 1 << 20
 HEAD_BYTES = 256
+
+
+class _Notice:
+    """A notice about a followed file; its JSON object (``watch``'s event) is ``event`` and
+    then its fields."""
+
+    event: ClassVar[str]
+
+    def to_dict(self) -> dict[str, object]:
+        values = {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
+        return {"event": self.event, **values}
+
+
+@dataclass(frozen=True)
+class RotatedEvent(_Notice):
+    """The followed path names another file now (:class:`~stragglers.logs.follow.Follower`)."""
+
+    event: ClassVar[str] = "rotated"
+    file: str
+    lines_read_before: int
+
+
+@dataclass(frozen=True)
+class TruncatedEvent(_Notice):
+    """The followed file shrank or was rewritten: read again from its start."""
+
+    event: ClassVar[str] = "truncated"
+    file: str
+    bytes_read_before: int
+    lines_read_before: int
+    partial_bytes: int
+
+
+@dataclass(frozen=True)
+class FileMissingEvent(_Notice):
+    """The followed path disappeared."""
+
+    event: ClassVar[str] = "file_missing"
+    file: str
+
+
+FileNotice = RotatedEvent | TruncatedEvent | FileMissingEvent
 
 
 @dataclass

@@ -141,20 +141,19 @@ from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
 
 import numpy as np
 from scipy.special import gammaln
 
+from stragglers.detect.detector import Alarm, Detector, median_sorted
+from stragglers.detect.robust import RobustLevelDetector
 from stragglers.detect.spikes import SPIKE_FACTOR
 from stragglers.detect.warmup import DEFAULT_MIN_ITERS
 
 __all__ = [
-    "Alarm",
     "BOCD",
     "BOCDDetector",
     "BOCDVerifyDetector",
-    "Detector",
     "METHODS",
     "NormalGammaPrior",
     "SlidingWindowDetector",
@@ -412,82 +411,6 @@ class BOCD:
         return float(self._w[: self._len][np.abs(n - count) <= tolerance].sum())
 
 
-@dataclass(frozen=True)
-class Alarm:
-    """A detector verdict.
-
-    ``index`` is the estimated first iteration of the new regime (0-based position in the series);
-    ``declared_at`` the position of the iteration whose arrival produced the alarm, so the
-    detection delay is ``declared_at - true_onset``.  Detectors that are given iteration
-    numbers (:class:`~stragglers.detect.robust.RobustLevelDetector`) also set ``iteration``
-    (the job iteration of ``index``); ``slow_fraction`` is the share of iterations that were
-    slow (``flapping``); ``note`` says why an alarm came (``segment``: a restart ended the
-    episode; ``flapping``: flapping ended; ``steady``: flapping became a steady slow level).
-    """
-
-    kind: str  # "onset" | "change" | "recovery" | "speedup" | "flapping" | "drift"
-    index: int
-    declared_at: int
-    level_before: float
-    level_after: float
-    healthy_level: float
-    severity: float
-    iteration: int | None = None
-    slow_fraction: float | None = None
-    note: str = ""
-    since: int | None = None  # flapping: the iteration of its first slow episode
-
-    def to_dict(self) -> dict[str, object]:
-        out: dict[str, object] = {
-            "kind": self.kind,
-            "index": self.index,
-            "declared_at": self.declared_at,
-            "level_before": self.level_before,
-            "level_after": self.level_after,
-            "healthy_level": self.healthy_level,
-            "severity": self.severity,
-        }
-        if self.iteration is not None:
-            out["iteration"] = self.iteration
-        return {**out, **self.extras()}
-
-    def extras(self) -> dict[str, object]:
-        """The optional fields that are set: ``slow_fraction``, ``note``, ``since``."""
-        return {k: v for k, v in (("slow_fraction", self.slow_fraction), ("note", self.note),
-                                  ("since", self.since)) if v is not None and v != ""}
-
-
-class Detector(Protocol):
-    """Streaming slow-iteration detector of one rank: one ``update`` (or ``observe``) per new
-    iteration time.
-
-    A *segmented* detector takes job iteration numbers (:meth:`observe`) and restarts
-    (:meth:`new_segment` forgets its levels; the watcher warms up again, for
-    ``default_warmup_iters``); the others take positions only (``observe`` is ``update``)
-    and keep their state across a restart.  ``candidate_open``: the detector is weighing a
-    candidate stretch whose elevated points may yet become a level (not spikes yet)."""
-
-    name: str
-    segmented: bool
-    default_warmup_iters: int
-
-    @property
-    def candidate_open(self) -> bool: ...
-
-    def update(self, x: float) -> list[Alarm]:
-        """Absorb one iteration time (seconds, > 0) and return the alarms it triggers."""
-        ...
-
-    def observe(self, x: float, iteration: int, span: int = 1) -> list[Alarm]:
-        """``x`` seconds per iteration at job iteration ``iteration``, ``span`` iterations
-        after the previous point."""
-        ...
-
-    def new_segment(self) -> list[Alarm]:
-        """A restart or resume: the alarms that end an open episode."""
-        ...
-
-
 class _PositionsOnly(ABC):
     """The :class:`Detector` interface of a detector that takes positions only: no
     iteration numbers, no segments, no candidate stretch."""
@@ -550,11 +473,6 @@ def _pairwise_sum(a: list[float]) -> float:
     for i in range(end, n):
         res += a[i]
     return res
-
-
-def median_sorted(s: list[float]) -> float:
-    m = len(s) // 2
-    return s[m] if len(s) % 2 else (s[m - 1] + s[m]) / 2
 
 
 def robust_stats_small(values: list[float], k: float = 4.0, floor: float = 0.01
@@ -1127,8 +1045,6 @@ class FalconDetector(BOCDVerifyDetector):
 
 
 def _robust(**kwargs: object) -> Detector:
-    from stragglers.detect.robust import RobustLevelDetector  # robust imports Alarm from here
-
     return RobustLevelDetector(**kwargs)  # type: ignore[arg-type]
 
 
@@ -1139,8 +1055,6 @@ METHODS: dict[str, Callable[..., Detector]] = {
     "bocd": BOCDDetector,
     "sliding_window": SlidingWindowDetector,
 }
-#: The detector of ``stragglers watch`` and the service unless ``--method`` says otherwise.
-DEFAULT_METHOD = "robust"
 
 
 def make_detector(method: str, **kwargs: object) -> Detector:

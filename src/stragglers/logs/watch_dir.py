@@ -7,7 +7,7 @@ hold files that ``watch`` cannot read: a probe folder holds the ranks' step reco
 found there is looked at once it has content (its first 64 KiB) and read only when it is
 
 * JSON lines whose first record (of its first 8 complete lines) is one of ``watch``'s
-  (:mod:`stragglers.detect.records`),
+  (:mod:`stragglers.logs.records`),
 * a Megatron-LM training log (a line ``iteration N/ M |``), or
 * Megatron's iteration-time JSON,
 
@@ -33,9 +33,9 @@ from pathlib import Path
 
 import orjson
 
-from stragglers.detect.megatron import decide_format, guess_format
-from stragglers.detect.records import RecordError, StepRecord, parse_line, record_kind
 from stragglers.errors import InputError
+from stragglers.logs.megatron import decide_format, guess_format
+from stragglers.logs.records import RecordError, StepRecord, parse_line, record_kind
 
 __all__ = ["FORMATS", "REASONS", "FileScanner", "classify", "step_rank"]
 

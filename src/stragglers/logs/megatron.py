@@ -8,7 +8,7 @@ Megatron-LM prints one line per logging interval on the last rank::
      per iteration (ms): 1234.5 | learning rate: ... | lm loss: ... |
 
 (one line in the log).  A line is an *iteration line* when it holds ``iteration N/ M |``; it
-gives an :class:`~stragglers.detect.records.IterationRecord` with ``iter = N``, ``duration`` =
+gives an :class:`~stragglers.logs.records.IterationRecord` with ``iter = N``, ``duration`` =
 the elapsed time per iteration in seconds (Megatron's average over the logging interval) and
 ``ts`` = the bracketed timestamp when there is one (read as UTC).  Logs of several ranks can be
 combined in one stream when each line carries the rank prefix that ``torchrun`` writes
@@ -42,9 +42,9 @@ from typing import Any
 
 import orjson
 
-from stragglers.detect.records import INT_MAX, IterationRecord, RecordError, shown_value
 from stragglers.errors import InputError
 from stragglers.limits import check_limit, limit
+from stragglers.logs.records import INT_MAX, IterationRecord, RecordError, shown_value
 
 __all__ = [
     "FORMATS",

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from stragglers.detect.records import (
+from stragglers.errors import InputError
+from stragglers.logs.records import (
     CallRecord,
     IterationRecord,
     MessageRecord,
@@ -14,7 +15,6 @@ from stragglers.detect.records import (
     parse_line,
     read_records,
 )
-from stragglers.errors import InputError
 
 
 def test_kinds_and_inference() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from stragglers.detect.hang import LastOp, Topology, localize_hang
+from stragglers.hang.last_op import LastOp, Topology, localize_hang
 
 TOPO = Topology(dp=4, pp=4)
 

@@ -33,9 +33,9 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
-from stragglers.detect.records import decode_json, iter_file_lines, rank_field, shown_value
 from stragglers.errors import InputError
 from stragglers.limits import limit
+from stragglers.logs.records import decode_json, iter_file_lines, rank_field, shown_value
 
 __all__ = ["HangDiagnosis", "LastOp", "Suspect", "Topology", "hang_report", "localize_hang",
            "read_last_ops"]
