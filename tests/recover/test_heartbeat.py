@@ -28,11 +28,17 @@ def test_written_beats_read_back(tmp_path: Path) -> None:
     hb.step(7)
     hb.enter("all_reduce", "dp", seq=12)
     hb.flush()
-    raw = json.loads((tmp_path / "hb-3.json").read_text())
+    # the writer thread, woken by step(), may write again (a new beat and ts) between two
+    # reads: read the file, the beats and the file again until no write came in between
+    for _ in range(100):
+        text = (tmp_path / "hb-3.json").read_text()
+        beat = read_beats(tmp_path)[3]
+        if (tmp_path / "hb-3.json").read_text() == text:
+            break
+    raw = json.loads(text)
     assert set(raw) == {"rank", "slot", "node", "local_rank", "world", "pid", "started", "step",
                         "op", "group", "seq", "peer", "since", "phase", "status", "error",
                         "beat", "ts"}
-    beat = read_beats(tmp_path)[3]
     assert beat == Beat(3, 7, "running", "all_reduce", "dp", 12, None, raw["ts"],
                         since=raw["since"], pid=os.getpid(), started=raw["started"])
     hb.leave()
