@@ -207,8 +207,11 @@ class _Cols:
             self.cols[k].append(v)
 
     def np(self, name: str) -> np.ndarray:
+        """The column as a numpy array over the column's own memory (not a copy: the
+        columns are not appended to once read, and a copy would double them at the end of
+        the read, the peak of memory of a rank file)."""
         a = self.cols[name]
-        return np.frombuffer(a, dtype=a.typecode).copy() if len(a) else np.zeros(0, a.typecode)
+        return np.frombuffer(a, dtype=a.typecode) if len(a) else np.zeros(0, a.typecode)
 
 
 _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
