@@ -409,17 +409,31 @@ def rank_ops(ev: RankEvents) -> RankOps:
         return np.where(ok, s_n[np.clip(i, 0, None)] if s_ts.size else -1, -1)
 
     # --- kernels: their CPU launch (time, thread) through the correlation id
-    rt_order = np.argsort(ev.rt_corr, kind="stable")
-    rc, rts, rtid = ev.rt_corr[rt_order], ev.rt_ts[rt_order], ev.rt_tid[rt_order]
+    # (the launches come in correlation order, and every kernel has its launch, in the
+    # usual file: the columns are then used as they are, not copied, a few arrays of the
+    # size of the kernels less at the peak of memory)
+    if (np.diff(ev.rt_corr) >= 0).all():
+        rc, rts, rtid = ev.rt_corr, ev.rt_ts, ev.rt_tid
+    else:
+        rt_order = np.argsort(ev.rt_corr, kind="stable")
+        rc, rts, rtid = ev.rt_corr[rt_order], ev.rt_ts[rt_order], ev.rt_tid[rt_order]
+        del rt_order
     j = np.clip(np.searchsorted(rc, ev.k_corr), 0, max(rc.size - 1, 0))
     linked = (rc[j] == ev.k_corr) if rc.size else np.zeros(ev.k_corr.shape, bool)
-    if (~linked).any():
+    all_linked = bool(linked.all())
+    if not all_linked:
         counts["GPU kernels without a CUDA launch record (not used)"] += int((~linked).sum())
-    k_launch = rts[j][linked] if rc.size else np.zeros(0)
-    k_tid = rtid[j][linked] if rc.size else np.zeros(0, np.int64)
-    k_ts, k_end = ev.k_ts[linked], ev.k_end[linked]
-    k_kind, k_group, k_peer = ev.k_kind[linked], ev.k_group[linked], ev.k_peer[linked]
-    k_idx = ev.k_idx[linked]
+    k_launch = (rts[j] if all_linked else rts[j][linked]) if rc.size else np.zeros(0)
+    k_tid = (rtid[j] if all_linked else rtid[j][linked]) if rc.size \
+        else np.zeros(0, np.int64)
+    del j
+    if all_linked:
+        k_ts, k_end, k_kind, k_group, k_peer, k_idx = (
+            ev.k_ts, ev.k_end, ev.k_kind, ev.k_group, ev.k_peer, ev.k_idx)
+    else:
+        k_ts, k_end = ev.k_ts[linked], ev.k_end[linked]
+        k_kind, k_group, k_peer = ev.k_kind[linked], ev.k_group[linked], ev.k_peer[linked]
+        k_idx = ev.k_idx[linked]
     has_gpu = k_ts.size > 0
     is_comm_k = k_kind >= 0
     lorder = np.argsort(k_launch, kind="stable")
