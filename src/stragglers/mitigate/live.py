@@ -32,8 +32,9 @@ Each poll:
    before a plan and between changes), its split (Falcon's Eq. 1 solved exactly, pipeline
    fill and drain included) is written to the action file
    (:mod:`stragglers.testbed.assignment`, atomically, ``step`` = the step after the last
-   complete one) whenever it changes, including back to even when the straggler recovers
-   (give-back); it disengages once back to even with no episode open. S1 needs nothing; S3
+   complete one) whenever it changes, including back to even when the measured times even
+   out; when the episode ends (the detector saw the slow ranks recover) the micro-batches
+   are given back (the even split) and the rebalancer disengages. S1 needs nothing; S3
    and S4 need a restart and are recorded, not applied.
 
 Records (one JSON object per line, key ``record``): ``watch`` (a detection event, as
@@ -305,10 +306,15 @@ class LiveController:
         self.state.episode_open = last is not None and (
             last.end is None or last.end >= plan.end_iteration)
         if was_open and not self.state.episode_open:
+            action = None
+            if self.state.engaged:  # give back: the straggler the split was for is gone
+                self.state.engaged = False
+                self.rebalancer.reset(since=self.state.fed_until + 1)
+                if self.state.counts != self.rebalancer.even:
+                    action = self.write(self.rebalancer.even, "the slow ranks recovered: "
+                                        "micro-batches given back (the even split)")
             self.emit({"record": "recovery", "episode": len(plan.episodes) - 1,
-                       "job_step": self.state.fed_until, "engaged": self.state.engaged,
-                       "note": "the slow ranks recovered: the rebalancer gives micro-batches "
-                               "back as the measured times even out"})
+                       "job_step": self.state.fed_until, "action": action})
 
     def rebalance(self) -> dict[str, object] | None:
         """While S2 is engaged: the rebalancer's split from the measured times, written when
