@@ -107,3 +107,26 @@ def test_bad_input_is_refused() -> None:
         rb.observe(0, 3, [0.1, float("nan")])
     with pytest.raises(InputError, match="min_steps <= window"):
         Rebalancer(2, 4, window=3, min_steps=4)
+
+
+def test_a_split_that_measures_slower_is_taken_back() -> None:
+    """Replicas that share a resource (two ranks on the cores of one loaded machine): replica
+    0 is x1.5, and each micro-batch moved to replica 1 stretches replica 0's micro-batches
+    by another 20%. Moving any is worse than the even split (10 on replica 0: 10 x 1.5 x
+    1.4 = 21 against 18), but the per-micro-batch model alone sees replica 0 ever slower and
+    keeps moving more (down to 7: 7 x 1.5 x 2 = 21). Each change is a trial measured before
+    it is kept: the even split comes back, and failed trials back off (window, then twice
+    as long)."""
+    rb = Rebalancer(2, 12)
+    cost = []
+    for s in range(60):
+        m1 = rb.counts[1]
+        t0 = 0.01 * 1.5 * (1 + 0.2 * (m1 - 12))
+        rb.observe(0, s, [t0] * rb.counts[0])
+        rb.observe(1, s, [0.01] * m1)
+        cost.append(max(rb.counts[0] * t0, m1 * 0.01))
+        rb.plan()
+    assert rb.counts == (12, 12)
+    assert 1 <= rb.reverted <= 3 and rb.changes == 2 * rb.reverted
+    # at most min_steps (4) steps per failed trial ran slower than the even split's 0.18 s
+    assert sum(c > 0.18 + 1e-9 for c in cost) <= 4 * rb.reverted

@@ -212,7 +212,8 @@ class LiveController:
                                  self.state.microbatches)
         self.state.measured.append(slow)
         self.rebalancer.observe_steps(
-            table.steps, np.nanmax(per_mb.reshape(pp, dp, -1), axis=0).T)
+            table.steps, np.nanmax(per_mb.reshape(pp, dp, -1), axis=0).T,
+            ran=table.microbatches[:dp].T)
         # one record per (step, position) with a measured ratio, step-major as the job ran
         step_idx, pos_idx = np.nonzero(np.isfinite(ratio.T))
         first_line = self.state.lines + 1

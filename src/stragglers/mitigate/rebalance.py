@@ -85,11 +85,12 @@ class Estimate:
     relative: np.ndarray  # (dp,) times relative to the steps' lower median
     steps: int  # steps in the window
     rejected: int  # (replica, step) values rejected as outliers
+    faster: tuple[int, ...] = ()  # replicas whose time fell in a level shift in the window
 
     def to_dict(self) -> dict[str, object]:
         return {"times_s": [round(float(x), 6) for x in self.times_s],
                 "relative": [round(float(x), 4) for x in self.relative],
-                "steps": self.steps, "rejected": self.rejected}
+                "steps": self.steps, "rejected": self.rejected, "faster": list(self.faster)}
 
 
 class Rebalancer:
@@ -114,8 +115,16 @@ class Rebalancer:
         self.even: tuple[int, ...] = self.counts
         self._steps = np.full(0, -1, dtype=np.int64)  # step numbers with a row
         self._times = np.full((0, dp_size), np.nan)  # (rows, dp): per-step median per mb
+        self._ran = np.full((0, dp_size), np.nan)  # (rows, dp): micro-batches run (if known)
         self._since = -1  # first step run with the split in effect (its changes)
+        self._hist_from = np.zeros(1, dtype=np.int64)  # splits in effect from these steps
+        self._hist = np.full((1, dp_size), microbatches, dtype=np.int64)
+        # a split on trial: the one before it and its measured step; failed trials back off
+        self._trial: tuple[tuple[int, ...], float] | None = None
+        self._cooldown_until = -1
+        self._backoff = 0
         self.changes = 0
+        self.reverted = 0
 
     # -- input ----------------------------------------------------------------------------
     def observe(self, replica: int, step: int, per_microbatch_s: float | Sequence[float]
@@ -132,25 +141,43 @@ class Rebalancer:
         row[0, replica] = float(np.median(x))
         self.observe_steps(np.asarray([step]), row)
 
-    def observe_steps(self, steps: np.ndarray, per_microbatch_s: np.ndarray) -> None:
+    def observe_steps(self, steps: np.ndarray, per_microbatch_s: np.ndarray,
+                      ran: np.ndarray | None = None) -> None:
         """Vectorised :meth:`observe`: ``per_microbatch_s`` is (len(steps), dp) of each
-        replica's seconds per micro-batch (NaN: not reported)."""
+        replica's seconds per micro-batch (NaN: not reported); ``ran`` (same shape), when
+        known, the micro-batches each replica ran (a split applied later than planned is
+        then measured as it ran)."""
         steps = np.asarray(steps, dtype=np.int64).reshape(-1)
         vals = np.asarray(per_microbatch_s, dtype=np.float64).reshape(steps.size, self.dp)
+        runs = (np.full(vals.shape, np.nan) if ran is None else
+                np.asarray(ran, dtype=np.float64).reshape(vals.shape))
         known, pos = np.unique(np.concatenate([self._steps, steps]), return_inverse=True)
         table = np.full((known.size, self.dp), np.nan)
-        old = pos[:self._steps.size]
-        table[old] = self._times
-        new = pos[self._steps.size:]
-        cur = table[new]
-        table[new] = np.where(np.isfinite(vals), vals, cur)
+        counts = np.full((known.size, self.dp), np.nan)
+        old, new = pos[:self._steps.size], pos[self._steps.size:]
+        table[old], counts[old] = self._times, self._ran
+        table[new] = np.where(np.isfinite(vals), vals, table[new])
+        counts[new] = np.where(np.isfinite(runs), runs, counts[new])
         keep = max(4 * self.window, 64)  # rows kept: enough for the window and the hold
-        self._steps, self._times = known[-keep:], table[-keep:]
+        self._steps, self._times, self._ran = known[-keep:], table[-keep:], counts[-keep:]
 
     # -- estimate -------------------------------------------------------------------------
-    def _complete(self, since: int = -1) -> tuple[np.ndarray, np.ndarray]:
+    def _complete(self, since: int = -1, split: tuple[int, ...] | None = None
+                  ) -> tuple[np.ndarray, np.ndarray]:
+        """Steps from ``since`` that every replica reported (and, with ``split``, that ran
+        it where what ran is known), and their times."""
         ok = np.all(np.isfinite(self._times), axis=1) & (self._steps >= since)
+        if split is not None:
+            ran = self._ran
+            ok &= np.all(~np.isfinite(ran) | (ran == np.asarray(split)), axis=1)
         return self._steps[ok], self._times[ok]
+
+    def _counts_of(self, steps: np.ndarray) -> np.ndarray:
+        """The micro-batches each replica ran in ``steps`` (known, else the split planned)."""
+        idx = np.searchsorted(self._hist_from, steps, side="right") - 1
+        planned = self._hist[np.maximum(idx, 0)].astype(np.float64)
+        ran = self._ran[np.searchsorted(self._steps, steps)]
+        return np.where(np.isfinite(ran), ran, planned)
 
     def estimate(self) -> Estimate | None:
         """The robust times per micro-batch over the last ``window`` complete steps (None
@@ -162,22 +189,25 @@ class Rebalancer:
         common = lower_median(x, axis=1)  # per step: load on every replica cancels
         r = x / common[:, None]
         k = self.min_steps
+        faster: tuple[int, ...] = ()
         if r.shape[0] > k:
             # a level shift (onset, recovery) inside the window: the steps since it only
             recent, older = r[-k:], r[:-k]
             m_new, m_old = np.median(recent, axis=0), np.median(older, axis=0)
             mad = np.maximum(np.median(np.abs(recent - m_new), axis=0),
                              np.median(np.abs(older - m_old), axis=0))
-            if np.any(np.abs(m_new - m_old) > self.outlier_mads * np.maximum(
-                    1.4826 * mad, 0.01 * m_old)):
+            moved = np.abs(m_new - m_old) > self.outlier_mads * np.maximum(
+                1.4826 * mad, 0.01 * m_old)
+            if np.any(moved):
                 r, common = recent, common[-k:]
+                faster = tuple(int(i) for i in np.flatnonzero(moved & (m_new < m_old)))
         med = np.median(r, axis=0)
         mad = np.median(np.abs(r - med), axis=0)
         # a floor of 1% of the level: identical values must not reject a 0.1% wobble
         keep = np.abs(r - med) <= self.outlier_mads * np.maximum(mad * 1.4826, 0.01 * med)
         rel = np.sum(np.where(keep, r, 0.0), axis=0) / np.sum(keep, axis=0)
         return Estimate(times_s=rel * float(np.median(common)), relative=rel,
-                        steps=int(r.shape[0]), rejected=int(np.sum(~keep)))
+                        steps=int(r.shape[0]), rejected=int(np.sum(~keep)), faster=faster)
 
     def predicted_step_s(self, counts: Sequence[int] | np.ndarray,
                          estimate: Estimate | None = None) -> float:
@@ -186,30 +216,76 @@ class Rebalancer:
         return float("nan") if est is None else step_of(counts, est.times_s, self.stages)
 
     # -- decision -------------------------------------------------------------------------
+    def measured_step_s(self, since: int, last: int | None = None,
+                        split: tuple[int, ...] | None = None) -> float:
+        """Median over the complete steps from ``since`` (the ``last`` of them when given) of
+        the measured compute step ``max_i (m_i + stages - 1) x_i`` (``m_i``: the split in
+        effect in that step, ``x_i``: replica i's seconds per micro-batch); NaN when there
+        is none; with ``split``, only the steps that ran it."""
+        steps, x = self._complete(since, split)
+        if last is not None:
+            steps, x = steps[-last:], x[-last:]
+        if steps.size == 0:
+            return float("nan")
+        counts = self._counts_of(steps)
+        return float(np.median(np.max((counts + (self.stages - 1)) * x, axis=1)))
+
+    def _switch(self, new: tuple[int, ...]) -> None:
+        since = int(self._steps[-1]) + 1 if self._steps.size else 0
+        self.counts, self._since = new, since
+        self._hist_from = np.append(self._hist_from, since)
+        self._hist = np.vstack([self._hist, np.asarray(new, dtype=np.int64)])
+        self.changes += 1
+
     def plan(self) -> tuple[int, ...]:
         """The micro-batch counts per replica for the next step: the split in effect unless
         the measurements call for another (the even split whenever it is within
         ``tolerance`` of the best). Returned counts different from the last ones are taken
-        to be in effect from the step after the last one observed."""
-        if self.dp < 2:
+        to be in effect from the step after the last one observed.
+
+        Every change is a *trial*, measured before it is kept: after ``min_steps`` steps
+        with it, its measured compute step (:meth:`measured_step_s`) must be below the one
+        measured with the split before (within ``tolerance`` for the even split), else the
+        split before comes back and no other change is tried for ``window`` steps, doubled
+        after each failed trial in a row. (Where replicas share a resource — two ranks on the
+        cores of one machine — a replica's time per micro-batch depends on the split, and
+        the model ``m_i t_i`` alone drifts.) A replica that got faster in a level shift (a
+        recovery) makes the loop try the even split."""
+        if self.dp < 2 or not self._steps.size:
             return self.counts
-        _, held = self._complete(self._since)
+        last = int(self._steps[-1])
+        held, _ = self._complete(self._since, self.counts)
+        if held.size < self.min_steps:
+            return self.counts
+        if self._trial is not None:
+            prev, prev_cost = self._trial
+            self._trial = None
+            cost = self.measured_step_s(int(held[0]), split=self.counts)
+            slack = self.tolerance if self.counts == self.even else 0.0
+            if not cost < prev_cost * (1 + slack):
+                self._cooldown_until = last + self.window * 2 ** self._backoff
+                self._backoff += 1
+                self.reverted += 1
+                self._switch(prev)
+                return self.counts
+            self._backoff = 0
         est = self.estimate()
-        if est is None or held.shape[0] < self.min_steps:
+        if est is None or last < self._cooldown_until:
             return self.counts
         t = est.times_s
         best = best_split(t, self.m * self.dp, self.stages, source="Rebalancer: times")
         limit = step_of(best, t, self.stages) * (1 + self.tolerance)
-        if step_of(self.even, t, self.stages) <= limit:
+        if step_of(self.even, t, self.stages) <= limit or any(
+                self.counts[i] < self.m for i in est.faster):
             new = self.even
         elif step_of(self.counts, t, self.stages) <= limit:
             new = self.counts
         else:
             new = tuple(int(c) for c in best)
         if new != self.counts:
-            self.counts = new
-            self._since = int(self._steps[-1]) + 1 if self._steps.size else 0
-            self.changes += 1
+            self._trial = (self.counts, self.measured_step_s(self._since, self.min_steps,
+                                                             self.counts))
+            self._switch(new)
         return self.counts
 
     def reset(self, counts: Sequence[int] | None = None, since: int = -1) -> None:
@@ -219,3 +295,6 @@ class Rebalancer:
             raise InputError(f"Rebalancer.reset: {list(c)} is not a split of "
                              f"{self.m * self.dp} micro-batches over {self.dp} replicas")
         self.counts, self._since = c, since
+        self._hist_from = np.append(self._hist_from, max(since, 0))
+        self._hist = np.vstack([self._hist, np.asarray(c, dtype=np.int64)])
+        self._trial, self._backoff, self._cooldown_until = None, 0, -1
