@@ -17,8 +17,15 @@ should run next (:meth:`Rebalancer.plan`). The estimate behind the answer:
   steps' lower medians.
 
 No plan is made before ``min_steps`` steps are in the window, and after each change of the
-split ``min_steps`` steps run with it before the next (a change is measured before the next
-one is decided). The split is Falcon's Eq. 1 solved exactly
+split ``min_steps`` steps run with it before the next. Every change is a *trial*: after
+those steps, its measured compute step (``max_i (m_i + stages - 1) x_i`` with the
+micro-batches each replica ran) must be below the one measured with the split before
+(within ``tolerance`` for the even split), else the split before comes back and no change is
+tried for ``window`` steps, twice as long after each failed trial in a row. Where replicas
+share a resource (ranks on the cores of one loaded machine) a replica's time per micro-batch
+depends on the split, and the model alone drifts: moving micro-batches to the fast replica
+slows the slow one further, which calls for moving more. A replica that got faster in a
+level shift (a recovery) makes it try the even split. The split is Falcon's Eq. 1 solved exactly
 (:func:`~.microbatch.solve_microbatches`) for a step of ``max_i (m_i + stages - 1) t_i``
 (with ``stages`` pipeline stages, the fill and drain of the pipeline add ``stages - 1``
 micro-batch slots to every replica's step). The even split is kept, or returned to (*give
