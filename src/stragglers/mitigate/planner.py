@@ -13,8 +13,18 @@ paid in rent equals the price of buying (the action's overhead). ``t_slow - t_he
 the slowdown per iteration of the job: synchronous training runs at the pace of its slowest
 rank, so it is the largest ``level_s - healthy_s`` among the slow ranks. As in Algorithm 1
 the impact is counted from the episode's start and compared with each overhead in turn
-(S2 at 5 s, S3 at 60 s, S4 at 1,800 s of accumulated slowdown with the defaults), measured
-levels only: a live loop sees the effect of an action in the next events.
+(S2 at 5 s, S3 at 60 s, S4 at 1,800 s of accumulated slowdown with the defaults). From the
+events alone (a recording made without mitigation) the slowdown is the events' levels, as if
+no action had an effect. A live loop passes ``measured``, the slowdown measured in every
+iteration with the actions taken in effect: the accumulated slowdown is then the sum of
+these (after S2, what S2 left, not the per-micro-batch levels S2 does not change), and the
+present step the median of the last 5 measured.
+
+Never slower. A strategy whose predicted step is not faster than the present step is
+skipped and said so: S3 / S4 predict ``healthy + (1 - effectiveness) x`` the events'
+slowdown (a restart starts from the even split), S2 the exact split's step for the slow DP
+groups' factors with the pipeline's fill and drain (``M + pp - 1`` micro-batch slots in a
+healthy step, ``m_i + pp - 1`` in replica i's).
 
 Timing. Events carry the first iteration of the new regime (``iteration``) and the iteration
 at which the detector declared it (``declared_iteration``); the planner only knows an event
@@ -29,8 +39,9 @@ makes the episode a communication fail-slow (S2 does not apply); otherwise compu
 also needs a DP group with no slow rank (with every group slow there is nothing to move).
 
 A strategy whose expected gain is zero at its break-even (S2 when whole micro-batches
-cannot absorb a slight slowdown; a strategy configured with effectiveness 0) is skipped and
-said so: it would cost its overhead for nothing.
+cannot absorb a slight slowdown; a strategy configured with effectiveness 0; S3 after S2
+brought the step below what S3 predicts) is skipped and said so: it would cost its overhead
+for nothing.
 
 Each switch is a :class:`Decision`: when, what, why now, and the expected gain per iteration
 (S2: from the exact micro-batch assignment for the slow ranks' factors, given in the
