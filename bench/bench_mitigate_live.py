@@ -177,6 +177,9 @@ def one_round(tmp: Path, r: int, k: int, factor: float, costs: Path, mode: str
         "giveback_steps": (back[0] - recovery) if back else None,
         "escalations": escalations,
         "healthy_s": healthy_s, "slow_s": _window(s_raw, *after),
+        # within the mitigated run (adjacent windows: the least load drift on a shared machine)
+        "healthy_own_s": _window(m_raw, WARMUP, onset),
+        "before_own_s": _window(m_raw, *before) if before is not None else float("nan"),
         "mitigated_s": _window(m_raw, *after), "healthy_n": healthy_n,
         "slow_n": _window(s_norm, *after), "mitigated_n": mitigated_n,
         "effective_factor": _factor(slow_run, onset + 2, recovery),
@@ -237,9 +240,10 @@ def main() -> None:
     print()
     print("| straggler | load average | optimum (split) | removed, normalised (runs) | "
           "share of optimum | effective factor: optimum, share | removed, raw | "
+          "removed, raw, within the mitigated run | "
           "prediction error (runs) | give-back, steps after recovery (runs) | S3/S4 decided "
           "| first splits |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     for factor, rows in table:
         split, opt = optimum_removed(factor)
 
@@ -249,6 +253,8 @@ def main() -> None:
 
         norm = [rem(x, "n") for x in rows]
         raw = [rem(x, "s") for x in rows]
+        own = [(x["before_own_s"] - x["mitigated_s"]) / (x["before_own_s"] - x["healthy_own_s"])
+               for x in rows]
         err = [x["prediction_error"] for x in rows]
         gb = [x["giveback_steps"] for x in rows]
         loads = [x[key] for x in rows for key in ("load_start", "load_end")]
@@ -262,6 +268,7 @@ def main() -> None:
               f"x{eff:.2f}: {eff_opt * 100:.1f}%, "
               f"{statistics.median(norm) / eff_opt * 100:.0f}% | "
               f"{statistics.median(raw) * 100:.1f}% | "
+              f"{statistics.median(own) * 100:.1f}% | "
               f"{statistics.median(err) * 100:+.1f}% "
               f"({', '.join(f'{v * 100:+.0f}' for v in err)}) | "
               f"{', '.join('never' if g is None else str(g) for g in gb)} | {esc} | "
