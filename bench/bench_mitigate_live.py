@@ -1,43 +1,35 @@
-"""The live S2 loop on the real example job, reported like Falcon's Table 7
-(docs/benchmarks/mitigate.md).
+"""The live S2 loop on the real example job: removed share against the optimum, prediction
+error, give-back time, escalations (issue 30; docs/benchmarks/mitigate.md).
 
-Each round runs the example job (dp 2 x pp 1, gloo, 12 micro-batches per replica) twice, with
-rank 0 (DP replica 0) slowed xFACTOR (``--slow-mode sleep``: on a 2-core machine a spinning
-rank would also take the CPU of the healthy one) from step WARMUP + K on (``--inject-period
-K``; the steps before it are the healthy phase of the same run):
+Each round runs the example job (dp 2 x pp 1, gloo, 12 micro-batches per replica, each rank
+pinned to its own core) twice, with rank 0 (DP replica 0) slowed xFACTOR (``--slow-mode
+sleep``) in steps WARMUP + K .. WARMUP + 2K - 1 (``--inject-period K``):
 
-* **fail-slow**: without mitigation;
+* **fail-slow**: without mitigation (WARMUP + 2K steps);
 * **mitigated**: with ``stragglers mitigate run`` beside it (in this process; S2's overhead
-  set to 0.5 s of accumulated slowdown, a short job's scale).
+  set to 0.5 s of accumulated slowdown, a short job's scale), WARMUP + 3K steps: the
+  straggler recovers at WARMUP + 2K and the loop must give the micro-batches back.
 
-Rows: *healthy* = the steps before the onset (both runs), *fail-slow* = the fail-slow run's
-steps in the mitigated run's window after its first action, *mitigated* = the mitigated
-run's steps after its first action. Slowdown removed = (fail-slow - mitigated) / (fail-slow
-- healthy), from the medians over rounds of each run's median step time in the window.
+Figures per round: *removed* = (fail-slow - mitigated) / (fail-slow - healthy) over the slow
+steps after the loop's first action (healthy = the steps before the onset, both runs), from
+step times in units of the same step's *reference* (``M`` times the faster replica's compute
+per micro-batch, measured by the probes: the machine's other load stretches every rank at
+once and cancels) and raw; the *optimum* is the exact split's (``[8, 16]`` for x2: 66.7%;
+``[10, 14]`` for x1.5: 50%); *prediction error*: ``predict_microbatch`` (the what-if
+simulator) on slow steps before the action (the mitigated run's own when there are 3 or
+more, else the fail-slow run's), against the step measured after the action brought to the
+load of those steps; *give-back*: steps from the recovery to the first step the job ran the
+even split again; *escalations*: S3 / S4 decisions of the loop.
 
-The machine is shared (load average 7-14 on 2 cores while this was written): the other
-processes stretch every rank's compute by x2 to x4 within a minute, more than the injected
-slowdown, and differently in two runs. So the table also gives each step's time in units of
-the same step's *reference* (``M`` times the fastest replica's compute per micro-batch,
-measured by the probes): the load stretches both alike and cancels, the slowdown and its
-removal remain. The slowdown removed is given from both, and within the mitigated run alone
-(its slow steps before the action vs after).
-
-Predicted vs measured: ``stragglers.mitigate.predict.predict_microbatch`` on the mitigated
-run's own merged trace, its slow steps before the action (what the what-if simulator says
-before acting), against the same run's measured step times before and after the action,
-and the measured "after" brought to the load of the "before" steps (times the ratio of
-their reference-normalised medians).
-
-    python bench/bench_mitigate_live.py            # about 5 minutes on 2 cores (hidden 256)
-    python bench/bench_mitigate_live.py --hidden 64 --repeats 5   # the small model, 90 s
-    python bench/bench_mitigate_live.py --repeats 1 --k 30
+    python bench/bench_mitigate_live.py                     # x1.5 and x2, 3 rounds each
+    python bench/bench_mitigate_live.py --factors 2 --repeats 1 --k 20 --hidden 64
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -52,6 +44,7 @@ import numpy as np
 from stragglers.mitigate.costs import load_costs
 from stragglers.mitigate.follow_job import JobFollower
 from stragglers.mitigate.live import LiveConfig, run_live
+from stragglers.mitigate.microbatch import solve_microbatches
 
 WARMUP = 5
 PIN_CPUS = True  # --pin-cpus: rank r on CPU r, so a sleeping rank lends no core to the other
@@ -61,10 +54,10 @@ MODEL = ["--dp", "2", "--pp", "1", "--heads", "2", "--seq-len", "64",
          "--gc-interval", "0", "--warmup-steps", str(WARMUP)]
 
 
-def _job(out: Path, k: int, factor: float, action: Path | None, mode: str
+def _job(out: Path, k: int, factor: float, action: Path | None, mode: str, blocks: int = 2
          ) -> subprocess.Popen[bytes]:
     argv = [sys.executable, "-m", "stragglers.testbed.job", "--out-dir", str(out),
-            "--steps", str(WARMUP + 2 * k), "--inject-period", str(k), "--slow-rank", "0",
+            "--steps", str(WARMUP + blocks * k), "--inject-period", str(k), "--slow-rank", "0",
             "--slow-factor", str(factor), "--slow-mode", mode, *MODEL, "--hidden", str(HIDDEN)]
     if PIN_CPUS:
         argv.append("--pin-cpus")
@@ -105,19 +98,47 @@ def _phases(run: Path, summary: dict[str, Any]) -> tuple[dict[int, float], dict[
     return raw, norm
 
 
+def _factor(run: Path, lo: int, hi: int) -> float:
+    """Replica 0's compute per micro-batch over replica 1's, median over steps lo..hi-1: the
+    straggler as it ran (a sleeping rank wakes late on a loaded machine: above nominal)."""
+    follower = JobFollower(run)
+    follower.poll()
+    table = follower.table(after=lo - 1)
+    per_mb = table.per_microbatch()[:, table.steps < hi]
+    return float(np.nanmedian(per_mb[0] / per_mb[1]))
+
+
 def _window(times: dict[int, float], lo: int, hi: int) -> float:
     return _median([times[s] for s in range(lo, hi) if s in times])
 
 
+def windows(onset: int, at: int, recovery: int, min_before: int = 3
+            ) -> tuple[tuple[int, int] | None, tuple[int, int]]:
+    """Step windows ``[lo, hi)``: the mitigated run's slow steps before its first action
+    (from two steps after the onset, the detector's transition left out; None when fewer
+    than ``min_before``: the action came within ``min_before + 1`` steps of the onset), and
+    the slow steps after the action (up to the recovery)."""
+    lo = onset + 2
+    before = (lo, at) if at - lo >= min_before else None
+    return before, (at + 1, recovery)
+
+
+def optimum_removed(factor: float, m: int = 12) -> tuple[list[int], float]:
+    """The exact split for replica 0 x``factor`` of two, and the share of the slowdown it
+    removes: (m f - makespan) / (m f - m)."""
+    res = solve_microbatches([factor, 1.0], 2 * m)
+    return res.assignment.tolist(), (m * factor - res.makespan) / (m * factor - m)
+
+
 def one_round(tmp: Path, r: int, k: int, factor: float, costs: Path, mode: str
               ) -> dict[str, Any]:
-    end_step = WARMUP + 2 * k
-    onset = WARMUP + k
+    load0 = os.getloadavg()[0]
+    onset, recovery = WARMUP + k, WARMUP + 2 * k
     slow_run = tmp / f"slow{r}"
     slow = _wait(_job(slow_run, k, factor, None, mode), slow_run)
     action = tmp / f"action{r}.json"
     out = tmp / f"mitigated{r}"
-    job = _job(out, k, factor, action, mode)
+    job = _job(out, k, factor, action, mode, blocks=3)
     records: list[dict[str, Any]] = []
     try:
         end = run_live(LiveConfig(job_dir=out, action_path=action,
@@ -130,24 +151,41 @@ def one_round(tmp: Path, r: int, k: int, factor: float, costs: Path, mode: str
         decisions = [x for x in records if x["record"] != "watch"]
         raise SystemExit(f"round {r}: the controller applied no action: {decisions}")
     at = applied[0]["step"]
+    even = [12, 12]
+    back = [a["step"] for a in applied if a["step"] >= recovery and a["assignment"] == even]
     s_raw, s_norm = _phases(slow_run, slow)
     m_raw, m_norm = _phases(out, mitigated)
-    after = (at + 1, end_step)
-    before = (onset + 2, at)  # the slow steps of the mitigated run before its action
-    pred = _predict(out, before[0], before[1] - 1)
+    before, after = windows(onset, at, recovery)
+    healthy_n = _median([t for run in (s_norm, m_norm) for s, t in run.items()
+                         if WARMUP <= s < onset])
+    healthy_s = _median([t for run in (s_raw, m_raw) for s, t in run.items()
+                         if WARMUP <= s < onset])
+    if before is not None:  # predict from the mitigated run's own slow steps
+        src, src_raw, src_norm, src_win = "mitigated run", m_raw, m_norm, before
+    else:  # the action came right after the onset: the fail-slow run's slow steps
+        src, src_raw, src_norm = "fail-slow run", s_raw, s_norm
+        src_win = (onset + 2, min(onset + 12, recovery))
+    pred = _predict(out if before is not None else slow_run, src_win[0], src_win[1] - 1)
+    mitigated_n = _window(m_norm, *after)
+    at_load = _window(src_raw, *src_win) * mitigated_n / _window(src_norm, *src_win)
+    escalations = [x["strategy"] for x in records if x["record"] == "decision"
+                   and x["strategy"] not in ("S1", "S2")]
     return {
+        "load_start": load0, "load_end": os.getloadavg()[0],
         "applied_step": at, "assignment": applied[0]["assignment"], "actions": len(applied),
-        # separate fail-slow run: healthy phase, slow phase (the mitigated run's window)
-        "healthy_s": _window(s_raw, WARMUP, onset), "slow_s": _window(s_raw, *after),
-        # healthy: the steps before the onset of both runs
-        "healthy_n": _median([t for run in (s_norm, m_norm) for s, t in run.items()
-                              if WARMUP <= s < onset]),
-        "slow_n": _window(s_norm, *after),
-        # mitigated run: slow before its action, after it
-        "before_s": _window(m_raw, *before), "mitigated_s": _window(m_raw, *after),
-        "before_n": _window(m_norm, *before), "mitigated_n": _window(m_norm, *after),
-        "predicted_before_s": pred["before_s"], "predicted_after_s": pred["after_s"],
-        "predicted_assignment": pred["assignment"],
+        "splits": [a["assignment"] for a in applied],
+        "giveback_steps": (back[0] - recovery) if back else None,
+        "escalations": escalations,
+        "healthy_s": healthy_s, "slow_s": _window(s_raw, *after),
+        # within the mitigated run (adjacent windows: the least load drift on a shared machine)
+        "healthy_own_s": _window(m_raw, WARMUP, onset),
+        "before_own_s": _window(m_raw, *before) if before is not None else float("nan"),
+        "mitigated_s": _window(m_raw, *after), "healthy_n": healthy_n,
+        "slow_n": _window(s_norm, *after), "mitigated_n": mitigated_n,
+        "effective_factor": _factor(slow_run, onset + 2, recovery),
+        "prediction_source": src, "predicted_after_s": pred["after_s"],
+        "measured_after_at_load_s": at_load,
+        "prediction_error": pred["after_s"] / at_load - 1,
     }
 
 
@@ -165,8 +203,8 @@ def _predict(run: Path, lo: int, hi: int) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--k", type=int, default=40, help="healthy steps, then slow steps")
-    ap.add_argument("--factor", type=float, default=2.0)
+    ap.add_argument("--k", type=int, default=30, help="healthy, slow, healthy steps")
+    ap.add_argument("--factors", default="1.5,2", help="straggler factors, comma-separated")
     ap.add_argument("--mode", choices=("spin", "sleep"), default="sleep",
                     help="how the slow rank is slowed (the job's --slow-mode)")
     ap.add_argument("--pin-cpus", action=argparse.BooleanOptionalAction, default=True,
@@ -176,62 +214,65 @@ def main() -> None:
     args = ap.parse_args()
     global PIN_CPUS, HIDDEN
     PIN_CPUS, HIDDEN = args.pin_cpus, args.hidden
+    factors = [float(x) for x in args.factors.split(",")]
     start = time.perf_counter()
+    table = []
     with tempfile.TemporaryDirectory(prefix="bench-live-") as d:
         tmp = Path(d)
         costs = tmp / "costs.yaml"
         costs.write_text("S2: {overhead_s: 0.5}\n")
-        rows = []
-        for r in range(args.repeats):
-            row = one_round(tmp, r, args.k, args.factor, costs, args.mode)
-            rows.append(row)
-            print(f"round {r}: " + json.dumps({k: (round(v, 4) if isinstance(v, float) else v)
-                                               for k, v in row.items()}), flush=True)
-    keys = ("healthy_s", "slow_s", "mitigated_s", "before_s", "healthy_n", "slow_n",
-            "mitigated_n", "before_n", "predicted_before_s", "predicted_after_s")
-    med = {key: statistics.median(row[key] for row in rows) for key in keys}
+        for factor in factors:
+            rows = []
+            (tmp / f"x{factor:g}").mkdir()
+            for r in range(args.repeats):
+                row = one_round(tmp / f"x{factor:g}", r, args.k, factor, costs, args.mode)
+                rows.append(row)
+                print(f"x{factor:g} round {r}: " + json.dumps(
+                    {k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}),
+                    flush=True)
+            table.append((factor, rows))
+    print()
+    print(f"example job dp 2 x pp 1, hidden {HIDDEN}, 12 micro-batches per replica, rank 0 "
+          f"slowed ({args.mode}) in steps {WARMUP + args.k}-{WARMUP + 2 * args.k - 1} of "
+          f"{WARMUP + 3 * args.k}, {'pinned' if PIN_CPUS else 'not pinned'}; "
+          f"{args.repeats} rounds per factor; medians over rounds (of each run's median "
+          "step in each window)")
+    print()
+    print("| straggler | load average | optimum (split) | removed, normalised (runs) | "
+          "share of optimum | effective factor: optimum, share | removed, raw | "
+          "removed, raw, within the mitigated run | "
+          "prediction error (runs) | give-back, steps after recovery (runs) | S3/S4 decided "
+          "| first splits |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    for factor, rows in table:
+        split, opt = optimum_removed(factor)
 
-    def removed(slow: str, mit: str, healthy: str) -> float:
-        return (med[slow] - med[mit]) / (med[slow] - med[healthy])
+        def rem(row: dict[str, Any], kind: str) -> float:
+            return (row[f"slow_{kind}"] - row[f"mitigated_{kind}"]) / (
+                row[f"slow_{kind}"] - row[f"healthy_{kind}"])
 
-    print()
-    print(f"example job dp 2 x pp 1, hidden {HIDDEN}, 12 micro-batches per replica, rank 0 slowed "
-          f"x{args.factor:g} ({args.mode}) from step {WARMUP + args.k} to "
-          f"{WARMUP + 2 * args.k - 1}, {'pinned' if PIN_CPUS else 'not pinned'}; "
-          f"median of {len(rows)} rounds (the median of each "
-          "run's steps in each window)")
-    print()
-    print("| run (window) | step time | throughput | vs healthy | step / reference | "
-          "vs healthy |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
-    for name, key in (("healthy (both runs, before the onset)", "healthy"),
-                      ("fail-slow (fail-slow run, after the action step)", "slow"),
-                      ("mitigated (S2 live, after its action)", "mitigated")):
-        raw, norm = med[f"{key}_s"], med[f"{key}_n"]
-        print(f"| {name} | {raw * 1e3:.1f} ms | {1 / raw:.2f} steps/s | "
-              f"{raw / med['healthy_s']:.2f}x | {norm:.3f} | {norm / med['healthy_n']:.2f}x |")
-    print()
-    print(f"slowdown removed by S2 (load-normalised step times): "
-          f"{removed('slow_n', 'mitigated_n', 'healthy_n') * 100:.1f}%; "
-          f"raw step times: {removed('slow_s', 'mitigated_s', 'healthy_s') * 100:.1f}%; "
-          f"within the mitigated run (its slow steps before the action vs after, "
-          f"normalised): {removed('before_n', 'mitigated_n', 'healthy_n') * 100:.1f}%; "
-          "target >= 60%")
-    print(f"assignments applied: {[x['assignment'] for x in rows]} at steps "
-          f"{[x['applied_step'] for x in rows]} (onset {WARMUP + args.k}); actions per run "
-          f"{[x['actions'] for x in rows]}")
-    print()
-    print("| what-if from the mitigated run's own trace (slow steps before the action) | "
-          "predicted | measured (same run) | error |")
-    print("| --- | ---: | ---: | ---: |")
-    for name, p, m in (("before the action", "predicted_before_s", "before_s"),
-                       ("after S2", "predicted_after_s", "mitigated_s")):
-        print(f"| {name} | {med[p] * 1e3:.1f} ms | {med[m] * 1e3:.1f} ms | "
-              f"{(med[p] / med[m] - 1) * 100:+.1f}% |")
-    at_load = med["before_s"] * med["mitigated_n"] / med["before_n"]
-    print(f"| after S2, measured at the load of the steps before the action | "
-          f"{med['predicted_after_s'] * 1e3:.1f} ms | {at_load * 1e3:.1f} ms | "
-          f"{(med['predicted_after_s'] / at_load - 1) * 100:+.1f}% |")
+        norm = [rem(x, "n") for x in rows]
+        raw = [rem(x, "s") for x in rows]
+        own = [(x["before_own_s"] - x["mitigated_s"]) / (x["before_own_s"] - x["healthy_own_s"])
+               for x in rows]
+        err = [x["prediction_error"] for x in rows]
+        gb = [x["giveback_steps"] for x in rows]
+        loads = [x[key] for x in rows for key in ("load_start", "load_end")]
+        esc = sum(len(x["escalations"]) for x in rows)
+        eff = statistics.median(x["effective_factor"] for x in rows)
+        _, eff_opt = optimum_removed(eff)
+        print(f"| x{factor:g} | {min(loads):.1f}-{max(loads):.1f} | {opt * 100:.1f}% "
+              f"{split} | {statistics.median(norm) * 100:.1f}% "
+              f"({', '.join(f'{v * 100:.0f}' for v in norm)}) | "
+              f"{statistics.median(norm) / opt * 100:.0f}% | "
+              f"x{eff:.2f}: {eff_opt * 100:.1f}%, "
+              f"{statistics.median(norm) / eff_opt * 100:.0f}% | "
+              f"{statistics.median(raw) * 100:.1f}% | "
+              f"{statistics.median(own) * 100:.1f}% | "
+              f"{statistics.median(err) * 100:+.1f}% "
+              f"({', '.join(f'{v * 100:+.0f}' for v in err)}) | "
+              f"{', '.join('never' if g is None else str(g) for g in gb)} | {esc} | "
+              f"{[x['assignment'] for x in rows]} |")
     print()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"wall {time.perf_counter() - start:.0f} s; peak RSS of this process (controller, "

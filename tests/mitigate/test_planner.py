@@ -60,11 +60,13 @@ def test_escalation_at_break_even(tmp_path) -> None:
     assert got == [("S1", 100), ("S2", 109), ("S3", 219), ("S4", 3699)]
     s2 = plan.decisions[1]
     assert s2.accumulated_slowdown_s == pytest.approx(5.0) and s2.slow_iterations == 10
-    # one slow DP group of four x1.5, 8 micro-batches each: the slow group gets 6 (9 units),
-    # the others 26 (9, 9, 8): step 9/8 of healthy instead of 12/8
-    assert s2.details.split.assignment == [9, 6, 9, 8]
-    assert s2.expected_step_s == pytest.approx(1.125)
-    assert s2.expected_gain_s_per_iter == pytest.approx(0.375)
+    # one slow DP group of four x1.5, 8 micro-batches each, pp 2: a healthy step has 8 + 1
+    # micro-batch slots (the pipeline's fill and drain), replica i's m_i + 1. The slow group
+    # gets 5 (6 x 1.5 = 9 slots), the others 27 (10, 10, 10 slots): step 10/9 of healthy
+    # instead of 13.5/9 (6 micro-batches would give 7 x 1.5 = 10.5 slots)
+    assert s2.details.split.assignment == [9, 5, 9, 9]
+    assert s2.expected_step_s == pytest.approx(10 / 9)
+    assert s2.expected_gain_s_per_iter == pytest.approx(0.5 - 1 / 9)
     assert plan.decisions[3].expected_gain_s_per_iter == pytest.approx(0.5)  # S4 removes all
 
 
@@ -249,3 +251,61 @@ def test_s2_skipped_when_whole_microbatches_cannot_help(tmp_path) -> None:
     assert [d.strategy for d in plan.decisions] == ["S1", "S3"]
     assert plan.episodes[0].skipped[0].strategy == "S2"
     assert "no expected gain" in plan.episodes[0].skipped[0].why
+
+
+def _measured(end: int, parts: list[tuple[int, float]]) -> np.ndarray:
+    """Measured slowdown per iteration: ``parts`` = (first iteration, seconds) segments."""
+    out = np.zeros(end + 1)
+    for first, value in parts:
+        out[first:] = value
+    return out
+
+
+def test_escalation_counts_the_slowdown_measured_after_s2(tmp_path) -> None:
+    """Issue 30: after S2 the accumulated slowdown is what is measured after it, not the
+    events' level (a per-micro-batch ratio S2 does not change). Rank 5 x1.5 from iteration
+    100 (0.5 s per iteration); S2 at 109 leaves 0.125 s measured: S3 (60 s, effectiveness
+    0.9 so that its predicted step 1.05 s beats the present 1.125 s) comes when 5 + 0.125 k
+    reaches 60, k = 440 iterations after 109, not at 219 as with the levels."""
+    strategies = load_costs(None)
+    strategies = tuple(s if s.name != "S3" else type(s)(**{**s.__dict__, "effectiveness": 0.9})
+                       for s in strategies)
+    path = _write(tmp_path / "ev.jsonl", [_ev("onset", 5, 100, 1.5)], 5000)
+    measured = _measured(5000, [(100, 0.5), (110, 0.125)])
+    plan = plan_mitigation(read_events(path), META, strategies, source=str(path),
+                           measured=measured)
+    got = [(d.strategy, d.iteration) for d in plan.decisions]
+    assert got == [("S1", 100), ("S2", 109), ("S3", 549)]
+    s3 = plan.decisions[2]
+    assert s3.accumulated_slowdown_s == pytest.approx(60.0)
+    assert "accumulated slowdown 60 s over 450 slow iterations" in s3.why
+    assert s3.slowdown_s_per_iter == pytest.approx(0.125)  # the present, measured
+    assert s3.expected_step_s == pytest.approx(1.05)
+    assert s3.expected_gain_s_per_iter == pytest.approx(0.075)
+    # the events alone (a recording without mitigation) escalate as before
+    plain = plan_mitigation(read_events(path), META, strategies, source=str(path))
+    assert [(d.strategy, d.iteration) for d in plain.decisions][:3] == [
+        ("S1", 100), ("S2", 109), ("S3", 219)]
+
+
+def test_no_escalation_to_an_action_predicted_slower_than_the_present(tmp_path) -> None:
+    """S3 (effectiveness 0.5: predicted step 1 + 0.25 = 1.25 s) is not taken when S2 has
+    brought the measured step to 1.125 s, however much slowdown accumulates; S4 (predicted
+    1.0 s) still comes at its break-even (5 + 0.125 k = 1800: k = 14360)."""
+    path = _write(tmp_path / "ev.jsonl", [_ev("onset", 5, 100, 1.5)], 20000)
+    measured = _measured(20000, [(100, 0.5), (110, 0.125)])
+    plan = plan_mitigation(read_events(path), META, DEFAULT_STRATEGIES, source=str(path),
+                           measured=measured)
+    assert [(d.strategy, d.iteration) for d in plan.decisions] == [
+        ("S1", 100), ("S2", 109), ("S4", 109 + 14360)]
+    (skip,) = plan.episodes[0].skipped
+    assert skip.strategy == "S3"
+    assert "predicted step 1.25 s is not faster than the present measured step 1.125 s" \
+        in skip.why
+
+
+def test_measured_slowdowns_must_be_non_negative(tmp_path) -> None:
+    path = _write(tmp_path / "ev.jsonl", [_ev("onset", 5, 100, 1.5)], 200)
+    with pytest.raises(ValueError, match="measured"):
+        plan_mitigation(read_events(path), META, DEFAULT_STRATEGIES,
+                        measured=np.full(201, -0.1))

@@ -201,8 +201,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     rn.add_argument("--warmup", type=non_negative_int, default=10, metavar="N",
                     help="steps of warm-up before detection (default %(default)s)")
     rn.add_argument("--window", type=positive_int, default=10, metavar="N",
-                    help="last complete steps over which micro-batch times are measured, "
-                         "none before the latest change detected (default %(default)s)")
+                    help="last complete steps over which the rebalancer measures each "
+                         "replica's micro-batch time (outliers rejected; after a level shift "
+                         "only the steps since) (default %(default)s)")
     rn.add_argument("--poll", type=positive_float, default=0.25, metavar="S",
                     help="seconds between polls of the probe files (default %(default)s)")
     rn.add_argument("--idle-timeout", type=positive_float, default=120.0, metavar="S",

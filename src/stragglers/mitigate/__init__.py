@@ -1,6 +1,8 @@
 """Mitigation: from "who is slow" to "what to do" (issue 11).
 
 * :mod:`~stragglers.mitigate.microbatch` — S2, the exact micro-batch assignment across DP groups;
+* :mod:`~stragglers.mitigate.rebalance` — S2 for a user's own loop (:class:`Rebalancer`: robust
+  per-replica speed, the split, give-back);
 * :mod:`~stragglers.mitigate.planner` — the multi-level ski-rental planner over ``watch`` events;
 * :mod:`~stragglers.mitigate.topology` — S3 plans: straggler consolidation, link reassignment;
 * :mod:`~stragglers.mitigate.seqlen` — sequence-length rebalancing (cost model, partitioning);
@@ -9,5 +11,6 @@
 """
 
 from stragglers.mitigate.microbatch import Assignment, solve_microbatches
+from stragglers.mitigate.rebalance import Estimate, Rebalancer
 
-__all__ = ["Assignment", "solve_microbatches"]
+__all__ = ["Assignment", "Estimate", "Rebalancer", "solve_microbatches"]

@@ -5,33 +5,42 @@ Each poll:
 1. :class:`~.follow_job.JobFollower` reads what the job's ranks appended to their probe files;
 2. every newly *complete* step (all ranks wrote its ``step_end``) becomes one iteration record
    per rank for the :class:`~stragglers.detect.watch.Watcher`: the rank's forward + backward
-   compute *per micro-batch*, *relative to the fastest DP rank of its stage in the same
-   step* (1 = the fastest). Compute, not the step time, because in synchronous training
-   every rank's step is as slow as the slowest: only the slow rank's compute shows who it
-   is; per micro-batch, so that the controller's own actions (fewer micro-batches on a slow
-   replica, more on the others) do not look like slowdowns or recoveries; relative, because
-   on a shared machine the load of other processes stretches every rank's compute at once
-   (x2 to x4 within a minute on the 2-core test machine) while the ratio stays put. Records
-   carry the rank's *position* ``stage * dp + dp_rank`` (Megatron's order, which the planner
+   compute *per micro-batch*, *relative to the step's expected time*: divided by its stage's
+   baseline (each stage's time relative to stage 0's, median of the first ``warmup`` steps),
+   then by the step's lower median of these over all ranks (1 = as expected). Compute, not
+   the step time, because in synchronous training every rank's step is as slow as the
+   slowest: only the slow rank's compute shows who it is; per micro-batch, so that the
+   controller's own actions do not look like slowdowns or recoveries; relative, because on a
+   shared machine the load of other processes stretches every rank's compute at once (x2 to
+   x4 within a minute on the 2-core test machine) while the ratio stays put; not relative to
+   the fastest rank of the stage, because in a pipeline a slow stage-1 rank lets its stage-0
+   peer idle and lend its core, which made the *other* stage-0 rank look slow. Records carry
+   the rank's *position* ``stage * dp + dp_rank`` (Megatron's order, which the planner
    assumes);
-3. the ``onset`` / ``change`` / ``recovery`` events so far go to the ski-rental planner
-   (:func:`~.planner.plan_mitigation`, with the events' end at the last step fed, so that the
-   accumulated slowdown grows between events), their relative levels turned into seconds by
-   the *reference*: ``M`` times the fastest rank's compute per micro-batch (of the slowest
-   stage; median of the last ``window`` steps), a healthy step's compute on the critical
-   path; each new decision is one record;
-4. an S2 decision is acted on: each DP replica's time per micro-batch ``t_i`` is measured
-   over the last ``window`` complete steps (the slowest stage of the replica: a pipeline runs
-   at the pace of its slowest stage), :func:`~.microbatch.solve_microbatches` splits the
-   ``dp * M`` micro-batches, and the action file (:mod:`stragglers.testbed.assignment`)
-   is written atomically with ``step`` = the step after the last complete one. When an
-   episode in which S2 acted ends (the planner saw the slow ranks recover), the assignment is
-   solved again from the times measured then (back to the even split when they are equal).
-   S1 needs nothing; S3 and S4 need a restart and are recorded, not applied.
+3. each step's *measured slowdown* (seconds of compute on the critical path above a healthy
+   step: ``max_i (m_i + pp - 1) t_i - (M + pp - 1) t_h``, ``t_i`` replica i's seconds per
+   micro-batch at its slowest stage, ``m_i`` what it ran, ``t_h`` the replicas' lower
+   median; 0 when not above) goes with the ``onset`` / ``change`` / ``recovery`` events to
+   the ski-rental planner (:func:`~.planner.plan_mitigation` with ``measured``): the
+   accumulated slowdown is what was measured, with the actions taken in effect (after S2,
+   what S2 left), and no strategy is taken whose predicted step is not faster than the
+   present measured one. Relative levels become seconds through the *reference*, ``M + pp -
+   1`` times ``t_h`` (median of the last ``window`` steps); each new decision is one record;
+4. an S2 decision *engages* the :class:`~.rebalance.Rebalancer`, fed every step with each
+   replica's seconds per micro-batch: robust over the last ``window`` steps (outliers from
+   other load on a core rejected, a level shift restarting the window, at least 4 steps
+   before a plan and between changes), its split (Falcon's Eq. 1 solved exactly, pipeline
+   fill and drain included) is written to the action file
+   (:mod:`stragglers.testbed.assignment`, atomically, ``step`` = the step after the last
+   complete one) whenever it changes, including back to even when the measured times even
+   out; when the episode ends (the detector saw the slow ranks recover) the micro-batches
+   are given back (the even split) and the rebalancer disengages. S1 needs nothing; S3
+   and S4 need a restart and are recorded, not applied.
 
 Records (one JSON object per line, key ``record``): ``watch`` (a detection event, as
 ``stragglers watch`` prints it), ``decision`` (a planner decision and what the loop did),
-``action`` (an action file written), ``end`` (when the job finished: steps followed, actions,
+``action`` (an action file written, with the rebalancer's estimate), ``recovery`` (an
+episode ended), ``end`` (when the job finished: steps followed, actions,
 what the job reports it applied, lines of the probe files that could not be read).
 """
 
@@ -56,19 +65,47 @@ from stragglers.mitigate.action import MicrobatchAction, parse_action
 from stragglers.mitigate.costs import Strategy
 from stragglers.mitigate.events import LEVEL_KINDS, EventStream, add_event
 from stragglers.mitigate.follow_job import JobFollower
-from stragglers.mitigate.microbatch import solve_microbatches
 from stragglers.mitigate.planner import Decision, plan_mitigation
+from stragglers.mitigate.rebalance import Rebalancer, lower_median
 
 __all__ = ["LiveConfig", "LiveController", "run_live"]
 
 
-def _relative(per_mb: np.ndarray, pp: int, dp: int) -> np.ndarray:
-    """Each position's compute per micro-batch relative to the fastest DP rank of its stage
-    in the same step ((positions, steps); 1 = the fastest)."""
-    by_stage = per_mb.reshape(pp, dp, -1)
+def _stage_ratio(u: np.ndarray) -> np.ndarray:
+    """Per step (columns), each stage's lower median over its DP ranks relative to stage
+    0's ((pp, steps)): how much slower a stage's micro-batch is by construction."""
+    low = lower_median(u, axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        rel = by_stage / np.nanmin(by_stage, axis=1, keepdims=True)
-    return np.asarray(rel.reshape(pp * dp, -1), dtype=np.float64)
+        return np.asarray(low / low[:1], dtype=np.float64)
+
+
+def _relative(per_mb: np.ndarray, pp: int, dp: int, stage_base: np.ndarray) -> np.ndarray:
+    """Each position's compute per micro-batch relative to the step's *expected* time
+    ((positions, steps); 1 = as expected): divided by its stage's baseline ``stage_base``
+    (stage 0 = 1), then by the step's lower median over all positions of these (the load
+    that stretches every rank at once cancels). Not relative to the fastest rank of its
+    stage: with a slow rank in stage 1 of a pipeline, its stage-0 peer of the same replica
+    idles and lends its core, so the *other* stage-0 rank looked slow beside it."""
+    u = per_mb.reshape(pp, dp, -1) / stage_base.reshape(pp, 1, 1)
+    flat = u.reshape(pp * dp, -1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rel = flat / lower_median(flat, axis=0)
+    return np.asarray(rel, dtype=np.float64)
+
+
+def _step_slowdown(per_mb: np.ndarray, counts: np.ndarray, pp: int, dp: int, m: int
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """Per step: the measured slowdown (seconds of compute on the critical path above a
+    healthy step: ``max_i (m_i + pp - 1) t_i - (M + pp - 1) t_h``, 0 when not above) and
+    the healthy step ``(M + pp - 1) t_h``; ``t_i`` is replica i's seconds per micro-batch
+    (its slowest stage), ``t_h`` their lower median, ``m_i`` the micro-batches replica i
+    ran (``counts``, (dp, steps))."""
+    t = np.nanmax(per_mb.reshape(pp, dp, -1), axis=0)  # (dp, steps)
+    healthy = (m + pp - 1) * lower_median(t, axis=0)
+    crit = np.nanmax((counts + (pp - 1)) * t, axis=0)
+    with np.errstate(invalid="ignore"):
+        slow = np.where(np.isfinite(crit - healthy), np.maximum(crit - healthy, 0.0), 0.0)
+    return np.asarray(slow, dtype=np.float64), np.asarray(healthy, dtype=np.float64)
 
 
 @dataclass(frozen=True)
@@ -96,9 +133,12 @@ class _State:
     counts: tuple[int, ...] = ()  # the assignment in effect (as written by us)
     seq: int = 0
     handled: set[tuple[int, str]] = field(default_factory=set)
-    acted: set[int] = field(default_factory=set)  # episodes in which S2 wrote an action
-    reverted: set[int] = field(default_factory=set)
     actions: list[dict[str, object]] = field(default_factory=list)
+    measured: list[np.ndarray] = field(default_factory=list)  # slowdown per fed step (s)
+    stage_base: np.ndarray | None = None  # each stage's expected time / stage 0's
+    base_rows: list[np.ndarray] = field(default_factory=list)  # until the baseline is set
+    engaged: bool = False  # S2 decided: the rebalancer follows the replicas' speeds
+    episode_open: bool = False
 
 
 class LiveController:
@@ -117,6 +157,7 @@ class LiveController:
         self.watcher = Watcher(source="live", warmup_iters=cfg.warmup_iters)
         self.stream = EventStream()
         self.state = _State()
+        self.rebalancer = Rebalancer(1, 1)  # set from the job's first complete step
         if cfg.action_path.exists():  # --force: continue the numbering of the file there
             self.state.seq = self._existing_seq()
 
@@ -157,11 +198,22 @@ class LiveController:
             return
         meta = self.follower.meta
         assert meta is not None
+        pp, dp = meta.pp_size, meta.dp_size
         if self.state.microbatches == 0:
-            first = table.microbatches[:meta.dp_size, 0]  # stage 0: the whole global batch
-            self.state.microbatches = max(int(first.sum()) // meta.dp_size, 1)
-            self.state.counts = (self.state.microbatches,) * meta.dp_size
-        ratio = _relative(table.per_microbatch(), meta.pp_size, meta.dp_size)
+            first = table.microbatches[:dp, 0]  # stage 0: the whole global batch
+            self.state.microbatches = max(int(first.sum()) // dp, 1)
+            self.state.counts = (self.state.microbatches,) * dp
+            self.rebalancer = Rebalancer(dp, self.state.microbatches, stages=pp,
+                                         window=self.cfg.window,
+                                         min_steps=min(4, self.cfg.window))
+        per_mb = table.per_microbatch()
+        ratio = _relative(per_mb, pp, dp, self.stage_base(per_mb))
+        slow, _ = _step_slowdown(per_mb, table.microbatches[:dp].astype(np.float64), pp, dp,
+                                 self.state.microbatches)
+        self.state.measured.append(slow)
+        self.rebalancer.observe_steps(
+            table.steps, np.nanmax(per_mb.reshape(pp, dp, -1), axis=0).T,
+            ran=table.microbatches[:dp].T)
         # one record per (step, position) with a measured ratio, step-major as the job ran
         step_idx, pos_idx = np.nonzero(np.isfinite(ratio.T))
         first_line = self.state.lines + 1
@@ -175,7 +227,6 @@ class LiveController:
         if self.state.first_fed < 0:
             self.state.first_fed = int(table.steps[0])
         self.state.fed_until = int(table.steps[-1])
-        before = len(self.stream.events)
         events = self.watcher.process_items(items)
         ref = self.reference_s() if events else 0.0
         if not (math.isfinite(ref) and ref > 0):  # no compute measured in the window
@@ -190,7 +241,29 @@ class LiveController:
             if math.isfinite(ref) and ev.level_s is not None and ev.healthy_s is not None:
                 ev = replace(ev, level_s=ev.level_s * ref, healthy_s=ev.healthy_s * ref)
             add_event(self.stream, ev, f"watch event {ev.line}", self.state.lines)
-        self.plan(changed=len(self.stream.events) > before)
+        self.plan()
+        self.rebalance()
+
+    def stage_base(self, per_mb: np.ndarray) -> np.ndarray:
+        """Each stage's expected time per micro-batch relative to stage 0's: the median over
+        the first ``warmup`` steps (at least 3) of the stages' lower medians; until then,
+        the steps' own."""
+        meta = self.follower.meta
+        assert meta is not None
+        pp, dp = meta.pp_size, meta.dp_size
+        if pp == 1:
+            return np.ones(1)
+        if self.state.stage_base is not None:
+            return self.state.stage_base
+        ratios = _stage_ratio(per_mb.reshape(pp, dp, -1))
+        self.state.base_rows.append(ratios)
+        seen = np.concatenate(self.state.base_rows, axis=1)
+        need = max(self.cfg.warmup_iters, 3)
+        base = np.nanmedian(seen[:, :need], axis=1)
+        if seen.shape[1] >= need and np.all(np.isfinite(base) & (base > 0)):
+            self.state.stage_base = base
+            return base
+        return np.asarray(np.where(np.isfinite(base) & (base > 0), base, 1.0))
 
     def recent(self) -> tuple[np.ndarray, int]:
         """Compute per micro-batch (positions, steps) over the last ``window`` complete
@@ -200,57 +273,80 @@ class LiveController:
         return self.follower.table(after=first).per_microbatch(), self.state.microbatches
 
     def reference_s(self) -> float:
-        """Seconds of a healthy step's compute on the critical path: M times the fastest
-        rank's compute per micro-batch of the slowest stage, median of the recent steps (the
-        unit that turns the watcher's relative levels into seconds for the planner)."""
+        """Seconds of a healthy step's compute on the critical path: ``M + pp - 1``
+        micro-batch slots (the pipeline's fill and drain) of the replicas' lower median
+        seconds per micro-batch (each replica at its slowest stage), median of the recent
+        steps (the unit that turns the watcher's relative levels into seconds)."""
         meta = self.follower.meta
         assert meta is not None
         per_mb, m = self.recent()
-        fastest = np.nanmin(per_mb.reshape(meta.pp_size, meta.dp_size, -1), axis=1)
-        return float(m * np.nanmax(np.nanmedian(fastest, axis=1)))
+        counts = np.full((meta.dp_size, per_mb.shape[1]), float(m))
+        _, healthy = _step_slowdown(per_mb, counts, meta.pp_size, meta.dp_size, m)
+        return float(np.nanmedian(healthy)) if healthy.size else float("nan")
 
-    def plan(self, changed: bool = False) -> None:
-        """Re-plan over the events so far; act on new decisions. ``changed``: new events
-        arrived (an episode in which S2 was decided then solves its assignment again)."""
+    def plan(self) -> None:
+        """Re-plan over the events so far, with the slowdown measured in every step fed
+        (the accumulated slowdown and the present step include what the actions did); act
+        on new decisions."""
         meta = self.follower.meta
         assert meta is not None
         if not self.stream.events:
             return
         stream = replace(self.stream, end_iteration=self.state.points - 1)
+        measured = np.concatenate(self.state.measured)
         plan = plan_mitigation(stream, meta, self.cfg.strategies,
-                               microbatches=self.state.microbatches, source="live events")
+                               microbatches=self.state.microbatches, source="live events",
+                               measured=measured)
         for e, ep in enumerate(plan.episodes):
-            new = False
             for d in ep.decisions:
                 if (e, d.strategy) not in self.state.handled:
                     self.state.handled.add((e, d.strategy))
                     self.decide(e, d)
-                    new = True
-            closed = ep.end is not None and ep.end < plan.end_iteration
-            s2 = any(d.action == "microbatch" for d in ep.decisions)
-            if s2 and changed and not new and not closed:
-                action = self.solve_and_write(f"episode {e}: the slowdown changed while S2 is "
-                                              "in effect: the assignment solved again")
-                if action is not None:
-                    self.state.acted.add(e)
-            if closed and e in self.state.acted and e not in self.state.reverted:
-                self.state.reverted.add(e)
-                action = self.solve_and_write(f"episode {e} ended (the slow ranks recovered): "
-                                              "the assignment solved again")
-                self.emit({"record": "recovery", "episode": e, "job_step": self.state.fed_until,
-                           "action": action})
+        last = plan.episodes[-1] if plan.episodes else None
+        was_open = self.state.episode_open
+        self.state.episode_open = last is not None and (
+            last.end is None or last.end >= plan.end_iteration)
+        if was_open and not self.state.episode_open:
+            action = None
+            if self.state.engaged:  # give back: the straggler the split was for is gone
+                self.state.engaged = False
+                self.rebalancer.reset(since=self.state.fed_until + 1)
+                if self.state.counts != self.rebalancer.even:
+                    action = self.write(self.rebalancer.even, "the slow ranks recovered: "
+                                        "micro-batches given back (the even split)")
+            self.emit({"record": "recovery", "episode": len(plan.episodes) - 1,
+                       "job_step": self.state.fed_until, "action": action})
+
+    def rebalance(self) -> dict[str, object] | None:
+        """While S2 is engaged: the rebalancer's split from the measured times, written when
+        it changes; disengaged once back to even with no episode open."""
+        if not self.state.engaged:
+            return None
+        counts = self.rebalancer.plan()
+        action = None
+        if counts != self.state.counts:
+            back = counts == self.rebalancer.even
+            action = self.write(counts, "the replicas' measured times are even again: "
+                                "micro-batches given back" if back else
+                                "S2: the replicas' measured times call for this split")
+        if counts == self.rebalancer.even and not self.state.episode_open:
+            self.state.engaged = False
+        return action
 
     def decide(self, episode: int, d: Decision) -> None:
         rec: dict[str, object] = {"record": "decision", "episode": episode,
                                "job_step": self.state.fed_until, **d.to_dict()}
         if d.action == "microbatch":
-            action = self.solve_and_write(f"{d.strategy} at iteration {d.iteration}")
+            self.state.engaged = True
+            action = self.rebalance()
             rec["applied"] = action is not None
             rec["action_file"] = action
-            if action is not None:
-                self.state.acted.add(episode)
-            else:
-                rec["note"] = "the measured times give the assignment already in effect"
+            if action is None:
+                est = self.rebalancer.estimate()
+                rec["note"] = ("the measured times give the assignment already in effect; "
+                               "the rebalancer follows them from now on" if est is not None
+                               else f"fewer than {self.rebalancer.min_steps} steps measured: "
+                               "the rebalancer acts once they are")
         elif d.action == "ignore":
             rec["applied"] = True
             rec["note"] = "nothing to do: keep training"
@@ -260,26 +356,12 @@ class LiveController:
                            "new nodes); the live loop does not restart jobs")
         self.emit(rec)
 
-    def group_times(self) -> np.ndarray:
-        """Seconds per micro-batch of each DP replica over the last ``window`` complete
-        steps: per step, the slowest stage's compute per micro-batch; the median over the
-        steps (robust to the odd step stretched by the machine's other load)."""
+    def write(self, counts: tuple[int, ...], why: str) -> dict[str, object]:
+        """Write the action file for ``counts`` (from the step after the last complete one)."""
         meta = self.follower.meta
         assert meta is not None
-        per_mb, _ = self.recent()
-        per_group = np.nanmax(per_mb.reshape(meta.pp_size, meta.dp_size, -1), axis=0)
-        return np.asarray(np.nanmedian(per_group, axis=1), dtype=np.float64)
-
-    def solve_and_write(self, why: str) -> dict[str, object] | None:
-        """Solve S2 from the measured times; write the action file unless nothing changes."""
-        meta = self.follower.meta
-        assert meta is not None
-        t = self.group_times()
         m = self.state.microbatches
-        res = solve_microbatches(t, m * meta.dp_size, source="measured micro-batch times")
-        counts = tuple(int(c) for c in res.assignment)
-        if counts == self.state.counts:
-            return None
+        est = self.rebalancer.estimate()
         self.state.seq += 1
         action = MicrobatchAction(seq=self.state.seq, step=self.state.fed_until + 1,
                                   assignment=counts)
@@ -287,13 +369,17 @@ class LiveController:
         # what we write, the job must accept: same parser, same checks
         parse_action(text, str(self.cfg.action_path), meta.dp_size, m)
         write_text(self.cfg.action_path, text)
+        before = self.state.counts
         self.state.counts = counts
-        current = np.asarray(self.state.counts, dtype=np.float64)
-        record = {**action.to_dict(), "why": why,
-                  "group_times_s": [round(float(x), 6) for x in t],
-                  "compute_makespan_even_s": round(float(m * t.max()), 6),
-                  "compute_makespan_after_s": round(float((current * t).max()), 6),
-                  "solve_s": res.solve_s}
+        record: dict[str, object] = {**action.to_dict(), "why": why}
+        if est is not None:
+            record.update({
+                "group_times_s": [round(float(x), 6) for x in est.times_s],
+                "estimate": est.to_dict(),
+                "compute_step_before_s": round(self.rebalancer.predicted_step_s(before, est), 6),
+                "compute_step_even_s": round(
+                    self.rebalancer.predicted_step_s(self.rebalancer.even, est), 6),
+                "compute_step_after_s": round(self.rebalancer.predicted_step_s(counts, est), 6)})
         self.state.actions.append(record)
         self.emit({"record": "action", **record})
         return record

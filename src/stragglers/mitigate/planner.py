@@ -13,8 +13,18 @@ paid in rent equals the price of buying (the action's overhead). ``t_slow - t_he
 the slowdown per iteration of the job: synchronous training runs at the pace of its slowest
 rank, so it is the largest ``level_s - healthy_s`` among the slow ranks. As in Algorithm 1
 the impact is counted from the episode's start and compared with each overhead in turn
-(S2 at 5 s, S3 at 60 s, S4 at 1,800 s of accumulated slowdown with the defaults), measured
-levels only: a live loop sees the effect of an action in the next events.
+(S2 at 5 s, S3 at 60 s, S4 at 1,800 s of accumulated slowdown with the defaults). From the
+events alone (a recording made without mitigation) the slowdown is the events' levels, as if
+no action had an effect. A live loop passes ``measured``, the slowdown measured in every
+iteration with the actions taken in effect: the accumulated slowdown is then the sum of
+these (after S2, what S2 left, not the per-micro-batch levels S2 does not change), and the
+present step the median of the last 5 measured.
+
+Never slower. A strategy whose predicted step is not faster than the present step is
+skipped and said so: S3 / S4 predict ``healthy + (1 - effectiveness) x`` the events'
+slowdown (a restart starts from the even split), S2 the exact split's step for the slow DP
+groups' factors with the pipeline's fill and drain (``M + pp - 1`` micro-batch slots in a
+healthy step, ``m_i + pp - 1`` in replica i's).
 
 Timing. Events carry the first iteration of the new regime (``iteration``) and the iteration
 at which the detector declared it (``declared_iteration``); the planner only knows an event
@@ -29,8 +39,9 @@ makes the episode a communication fail-slow (S2 does not apply); otherwise compu
 also needs a DP group with no slow rank (with every group slow there is nothing to move).
 
 A strategy whose expected gain is zero at its break-even (S2 when whole micro-batches
-cannot absorb a slight slowdown; a strategy configured with effectiveness 0) is skipped and
-said so: it would cost its overhead for nothing.
+cannot absorb a slight slowdown; a strategy configured with effectiveness 0; S3 after S2
+brought the step below what S3 predicts) is skipped and said so: it would cost its overhead
+for nothing.
 
 Each switch is a :class:`Decision`: when, what, why now, and the expected gain per iteration
 (S2: from the exact micro-batch assignment for the slow ranks' factors, given in the
@@ -52,7 +63,7 @@ from stragglers.detect.events import LevelEvent, SuspectsEvent
 from stragglers.errors import InputError
 from stragglers.mitigate.costs import COMMUNICATION, COMPUTE, Strategy, load_costs
 from stragglers.mitigate.events import EventStream, read_events
-from stragglers.mitigate.microbatch import solve_microbatches
+from stragglers.mitigate.rebalance import best_split, step_of
 from stragglers.mitigate.topology import Move, consolidate
 from stragglers.trace.io import JobMeta, read_meta
 
@@ -217,8 +228,11 @@ class Plan:
 
 class _Planner:
     def __init__(self, meta: JobMeta, strategies: tuple[Strategy, ...],
-                 microbatches: int, source: str) -> None:
+                 microbatches: int, source: str, measured: np.ndarray | None = None) -> None:
         self.meta = meta
+        # measured slowdown per iteration (live loop): cum[i] = sum of measured[:i]
+        self.cum = (None if measured is None else
+                    np.concatenate([[0.0], np.cumsum(np.asarray(measured, dtype=np.float64))]))
         self.candidates = sorted((s for s in strategies if s.enabled),
                                  key=lambda s: s.overhead_s)
         self.microbatches = microbatches
@@ -241,6 +255,10 @@ class _Planner:
 
     def impact(self, n: int) -> float:
         """Accumulated slowdown over iterations start..n of the current episode."""
+        if self.cum is not None:
+            assert self.ep is not None
+            last = self.cum.size - 1
+            return float(self.cum[min(n + 1, last)] - self.cum[min(self.ep.start, last)])
         k = bisect.bisect_right(self.seg_from, n) - 1
         if k < 0:
             return 0.0
@@ -256,6 +274,10 @@ class _Planner:
         if not self.seg_from:
             return None
         tol = _EPS * max(overhead, 1.0)
+        if self.cum is not None:  # measured: the first n with cum[n + 1] - cum[start] >= ...
+            base = float(self.cum[min(self.ep.start, self.cum.size - 1)])
+            i = int(np.searchsorted(self.cum, base + overhead - tol, side="left"))
+            return max(i - 1, self.ep.start) if i < self.cum.size else None
         if overhead <= tol:
             return max(self.seg_from[0], self.ep.start)
         # last segment whose start has impact-before < overhead - tol
@@ -302,15 +324,31 @@ class _Planner:
                 return "every DP group has a slow rank: no room to move micro-batches"
         return None
 
+    def present(self, at: int) -> float:
+        """The slowdown per iteration now: the median of the last 5 measured iterations up
+        to ``at`` (live), else the events' levels (a recording made without mitigation)."""
+        if self.cum is None or self.ep is None:
+            return self.slowdown()
+        hi = min(at + 1, self.cum.size - 1)
+        lo = max(min(self.ep.start, hi - 1), hi - 5, 0)
+        if hi <= lo:
+            return self.slowdown()
+        return float(np.median(np.diff(self.cum[lo:hi + 1])))
+
     def expected(self, s: Strategy) -> tuple[float, DecisionDetails]:
-        """Expected gain (s per iteration) of ``s`` now, and its details."""
+        """Expected slowdown per iteration left after ``s`` (seconds above the healthy
+        step), and its details. S3, S4: ``1 - effectiveness`` of the events' slowdown (a
+        restart starts from the even split); S2: the step of the exact split for the slow
+        DP groups' factors, pipeline fill and drain included (``M + pp - 1`` micro-batch
+        slots in a healthy step, ``m_i + pp - 1`` in replica i's)."""
         d = self.slowdown()
         if s.action == "topology" and self.ep is not None and self.ep.root_cause == COMPUTE:
             plan = consolidate(self.meta, sorted(self.slow), source=self.source)
-            return s.effectiveness * d, DecisionDetails(consolidation=PlannedConsolidation(
-                plan.note, plan.moves, plan.rank_permutation().tolist()))
+            return (1 - s.effectiveness) * d, DecisionDetails(
+                consolidation=PlannedConsolidation(plan.note, plan.moves,
+                                                   plan.rank_permutation().tolist()))
         if s.action != "microbatch":
-            return s.effectiveness * d, DecisionDetails()
+            return (1 - s.effectiveness) * d, DecisionDetails()
         worst = max(self.slow.items(), key=lambda kv: kv[1][0] - kv[1][1])
         healthy = worst[1][1]
         factor = np.ones(self.meta.dp_size)
@@ -318,12 +356,14 @@ class _Planner:
             g = self.dp_of(r)
             factor[g] = max(factor[g], lv / h)
         total = self.microbatches * self.meta.dp_size
-        res = solve_microbatches(factor, total, source=f"{self.source}: slowdown factors "
-                                 "of the DP groups (level_s / healthy_s)")
-        after = healthy * (res.makespan / self.microbatches - 1.0)
-        split = PlannedSplit(res.assignment.tolist(), total,
+        pp = self.meta.pp_size
+        counts = best_split(factor, total, pp, source=f"{self.source}: slowdown factors "
+                            "of the DP groups (level_s / healthy_s)")
+        slots = self.microbatches + pp - 1
+        after = healthy * (step_of(counts, factor, pp) / slots - 1.0)
+        split = PlannedSplit(counts.tolist(), total,
                              [round(float(f), 6) for f in factor], round(max(after, 0.0), 6))
-        return max(d - after, 0.0), DecisionDetails(split=split)
+        return max(after, 0.0), DecisionDetails(split=split)
 
     def advance(self, upto: int) -> None:
         """Apply every candidate whose break-even falls at or before iteration ``upto``."""
@@ -346,21 +386,25 @@ class _Planner:
                 why = (f"the slowdown became known at iteration {at} (declared late); the "
                        f"accumulated {acc:.6g} s had reached the overhead {s.overhead_s:g} s "
                        f"at iteration {n}")
-            gain, details = self.expected(s)
-            if gain <= 0 and s.overhead_s > 0:
+            left, details = self.expected(s)
+            d = self.present(at)
+            gain = d - left
+            healthy = max(self.slow.values(), key=lambda v: v[0] - v[1])[1]
+            if gain <= _EPS * max(healthy, 1.0) and s.overhead_s > 0:
                 self.ep.skipped.append(Skip(s.name, (
-                    f"no expected gain at iteration {at} (it would cost {s.overhead_s:g} s "
-                    "for nothing; S2: whole micro-batches cannot absorb this slowdown)")))
+                    f"no expected gain at iteration {at}: its predicted step "
+                    f"{healthy + left:.6g} s is not faster than the present "
+                    f"{'measured ' if self.cum is not None else ''}step {healthy + d:.6g} s "
+                    f"(it would cost {s.overhead_s:g} s for nothing; S2: whole micro-batches "
+                    "cannot absorb this slowdown)")))
                 self.next_id += 1
                 continue
-            d = self.slowdown()
-            healthy = max(self.slow.values(), key=lambda v: v[0] - v[1])[1]
             self.ep.decisions.append(Decision(
                 iteration=at, strategy=s.name, action=s.action, why=why,
                 root_cause=self.ep.root_cause, slow_ranks=tuple(sorted(self.slow)),
                 slow_iterations=at - self.ep.start + 1, accumulated_slowdown_s=acc,
                 overhead_s=s.overhead_s, slowdown_s_per_iter=d,
-                expected_gain_s_per_iter=gain, expected_step_s=healthy + d - gain,
+                expected_gain_s_per_iter=gain, expected_step_s=healthy + left,
                 details=details))
             self.next_id += 1
 
@@ -404,12 +448,18 @@ class _Planner:
 
 
 def plan_mitigation(stream: EventStream, meta: JobMeta, strategies: tuple[Strategy, ...],
-                    microbatches: int = 8, source: str = "<events>") -> Plan:
+                    microbatches: int = 8, source: str = "<events>",
+                    measured: np.ndarray | None = None) -> Plan:
     """The plan for ``stream`` (see the module docstring). ``microbatches`` is the number of
-    micro-batches per DP group per step of the healthy job (for S2)."""
+    micro-batches per DP group per step of the healthy job (for S2). ``measured`` (the live
+    loop): the slowdown measured in each iteration (seconds above a healthy step, >= 0,
+    index = iteration): the accumulated slowdown and the present step are then these, with
+    every action taken so far in effect, not the events' levels."""
     if microbatches < 1:
         raise InputError(f"--microbatches: expected an integer >= 1, got {microbatches}")
-    planner = _Planner(meta, strategies, microbatches, source)
+    if measured is not None and not np.all(np.asarray(measured) >= 0):
+        raise ValueError("plan_mitigation: measured slowdowns must be finite and >= 0")
+    planner = _Planner(meta, strategies, microbatches, source, measured)
     last = 0
     for line, ev in stream.events:
         if isinstance(ev, LevelEvent):

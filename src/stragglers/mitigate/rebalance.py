@@ -1,0 +1,307 @@
+"""S2 for any training loop: each DP replica's speed, measured robustly, and the micro-batch
+split it calls for (:class:`Rebalancer`; the live loop of ``mitigate run`` uses the same).
+
+A user's loop tells the rebalancer, after each step, how long each micro-batch took on each
+DP replica (:meth:`Rebalancer.observe`), and asks it how many micro-batches each replica
+should run next (:meth:`Rebalancer.plan`). The estimate behind the answer:
+
+* per step and replica, the **median** of the micro-batch times given (one micro-batch
+  stretched by a context switch or a garbage collection does not move it);
+* per step, each replica's time **relative to the step's lower median over the replicas**
+  (with two replicas, the faster): load that stretches every replica at once (a shared
+  machine, a slow file system) cancels;
+* per replica, over the last ``window`` steps that every replica reported, the steps whose
+  ratio lies more than ``outlier_mads`` median absolute deviations from the replica's median
+  are **rejected** (other load on that replica's core for a step or two), and the rest
+  averaged; times in seconds are these ratios times the median over the window of the
+  steps' lower medians.
+
+No plan is made before ``min_steps`` steps are in the window, and after each change of the
+split ``min_steps`` steps run with it before the next. Every change is a *trial*: after
+those steps, its measured compute step (``max_i (m_i + stages - 1) x_i`` with the
+micro-batches each replica ran) must be below the one measured with the split before
+(within ``tolerance`` for the even split), else the split before comes back and no change is
+tried for ``window`` steps, twice as long after each failed trial in a row. Where replicas
+share a resource (ranks on the cores of one loaded machine) a replica's time per micro-batch
+depends on the split, and the model alone drifts: moving micro-batches to the fast replica
+slows the slow one further, which calls for moving more. A replica that got faster in a
+level shift (a recovery) makes it try the even split. The split is Falcon's Eq. 1 solved exactly
+(:func:`~.microbatch.solve_microbatches`) for a step of ``max_i (m_i + stages - 1) t_i``
+(with ``stages`` pipeline stages, the fill and drain of the pipeline add ``stages - 1``
+micro-batch slots to every replica's step). The even split is kept, or returned to (*give
+back*), whenever its predicted step is within ``tolerance`` of the best; the split in effect
+is kept while it is within ``tolerance`` (no flapping on noise).
+
+Example (two replicas, 12 micro-batches each, replica 0 twice as slow)::
+
+    rb = Rebalancer(dp_size=2, microbatches=12)
+    for step in range(6):
+        rb.observe(0, step, [0.02] * rb.counts[0])
+        rb.observe(1, step, [0.01] * rb.counts[1])
+    rb.plan()  # (8, 16)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from stragglers.errors import InputError
+from stragglers.mitigate.microbatch import solve_microbatches
+
+__all__ = ["Estimate", "Rebalancer", "best_split", "lower_median", "step_of"]
+
+
+def lower_median(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    """The lower median along ``axis`` (NaN ignored; the faster of two)."""
+    s = np.sort(x, axis=axis)  # NaN sort last
+    n = np.sum(np.isfinite(x), axis=axis, keepdims=True)
+    idx = np.maximum((n - 1) // 2, 0)
+    return np.asarray(np.take_along_axis(s, idx, axis=axis).squeeze(axis), dtype=np.float64)
+
+
+def step_of(counts: np.ndarray | Sequence[int], times: np.ndarray, stages: int = 1) -> float:
+    """Predicted compute step of a split: ``max_i (m_i + stages - 1) * t_i``."""
+    c = np.asarray(counts, dtype=np.float64)
+    return float(np.max((c + (stages - 1)) * np.asarray(times, dtype=np.float64)))
+
+
+def best_split(times: np.ndarray, total: int, stages: int = 1,
+               source: str = "micro-batch times") -> np.ndarray:
+    """The split of ``total`` micro-batches that minimises :func:`step_of`: the exact solver
+    for ``max m_i t_i``, and for ``stages > 1`` also for the shifted problem (``m_i + stages
+    - 1`` slots each), the better of the two (every replica keeps >= 1 micro-batch)."""
+    t = np.asarray(times, dtype=np.float64)
+    plain = solve_microbatches(t, total, source=source).assignment
+    if stages <= 1:
+        return np.asarray(plain, dtype=np.int64)
+    k = stages - 1
+    shifted = solve_microbatches(t, total + k * t.size, source=source).assignment - k
+    if shifted.min() >= 1 and step_of(shifted, t, stages) < step_of(plain, t, stages):
+        return np.asarray(shifted, dtype=np.int64)
+    return np.asarray(plain, dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Each replica's robust seconds per micro-batch over the window, and what it used."""
+
+    times_s: np.ndarray  # (dp,)
+    relative: np.ndarray  # (dp,) times relative to the steps' lower median
+    steps: int  # steps in the window
+    rejected: int  # (replica, step) values rejected as outliers
+    faster: tuple[int, ...] = ()  # replicas whose time fell in a level shift in the window
+
+    def to_dict(self) -> dict[str, object]:
+        return {"times_s": [round(float(x), 6) for x in self.times_s],
+                "relative": [round(float(x), 4) for x in self.relative],
+                "steps": self.steps, "rejected": self.rejected, "faster": list(self.faster)}
+
+
+class Rebalancer:
+    """Micro-batch rebalancing across ``dp_size`` replicas of ``microbatches`` micro-batches
+    each (the module docstring says how it measures and decides)."""
+
+    def __init__(self, dp_size: int, microbatches: int, *, stages: int = 1, window: int = 8,
+                 min_steps: int = 4, tolerance: float = 0.03,
+                 outlier_mads: float = 3.0) -> None:
+        if dp_size < 1 or microbatches < 1 or stages < 1:
+            raise InputError(f"Rebalancer: dp_size, microbatches and stages must be >= 1, got "
+                             f"{dp_size}, {microbatches}, {stages}")
+        if window < 1 or not 1 <= min_steps <= window:
+            raise InputError(f"Rebalancer: expected 1 <= min_steps <= window, got min_steps "
+                             f"{min_steps}, window {window}")
+        if not (tolerance >= 0 and outlier_mads > 0):
+            raise InputError("Rebalancer: tolerance must be >= 0 and outlier_mads > 0")
+        self.dp, self.m, self.stages = dp_size, microbatches, stages
+        self.window, self.min_steps = window, min_steps
+        self.tolerance, self.outlier_mads = tolerance, outlier_mads
+        self.counts: tuple[int, ...] = (microbatches,) * dp_size
+        self.even: tuple[int, ...] = self.counts
+        self._steps = np.full(0, -1, dtype=np.int64)  # step numbers with a row
+        self._times = np.full((0, dp_size), np.nan)  # (rows, dp): per-step median per mb
+        self._ran = np.full((0, dp_size), np.nan)  # (rows, dp): micro-batches run (if known)
+        self._since = -1  # first step run with the split in effect (its changes)
+        self._hist_from = np.zeros(1, dtype=np.int64)  # splits in effect from these steps
+        self._hist = np.full((1, dp_size), microbatches, dtype=np.int64)
+        # a split on trial: the one before it and its measured step; failed trials back off
+        self._trial: tuple[tuple[int, ...], float] | None = None
+        self._cooldown_until = -1
+        self._backoff = 0
+        self.changes = 0
+        self.reverted = 0
+
+    # -- input ----------------------------------------------------------------------------
+    def observe(self, replica: int, step: int, per_microbatch_s: float | Sequence[float]
+                | np.ndarray) -> None:
+        """Record how long each micro-batch of ``replica`` took in ``step`` (seconds; one
+        value or one per micro-batch: their median is kept)."""
+        if not 0 <= replica < self.dp:
+            raise InputError(f"Rebalancer.observe: replica {replica} is outside 0..{self.dp - 1}")
+        x = np.asarray(per_microbatch_s, dtype=np.float64).reshape(-1)
+        if x.size == 0 or not np.all(np.isfinite(x) & (x > 0)):
+            raise InputError(f"Rebalancer.observe: replica {replica}, step {step}: expected "
+                             "finite micro-batch times > 0")
+        row = np.full((1, self.dp), np.nan)
+        row[0, replica] = float(np.median(x))
+        self.observe_steps(np.asarray([step]), row)
+
+    def observe_steps(self, steps: np.ndarray, per_microbatch_s: np.ndarray,
+                      ran: np.ndarray | None = None) -> None:
+        """Vectorised :meth:`observe`: ``per_microbatch_s`` is (len(steps), dp) of each
+        replica's seconds per micro-batch (NaN: not reported); ``ran`` (same shape), when
+        known, the micro-batches each replica ran (a split applied later than planned is
+        then measured as it ran)."""
+        steps = np.asarray(steps, dtype=np.int64).reshape(-1)
+        vals = np.asarray(per_microbatch_s, dtype=np.float64).reshape(steps.size, self.dp)
+        runs = (np.full(vals.shape, np.nan) if ran is None else
+                np.asarray(ran, dtype=np.float64).reshape(vals.shape))
+        known, pos = np.unique(np.concatenate([self._steps, steps]), return_inverse=True)
+        table = np.full((known.size, self.dp), np.nan)
+        counts = np.full((known.size, self.dp), np.nan)
+        old, new = pos[:self._steps.size], pos[self._steps.size:]
+        table[old], counts[old] = self._times, self._ran
+        table[new] = np.where(np.isfinite(vals), vals, table[new])
+        counts[new] = np.where(np.isfinite(runs), runs, counts[new])
+        keep = max(4 * self.window, 64)  # rows kept: enough for the window and the hold
+        self._steps, self._times, self._ran = known[-keep:], table[-keep:], counts[-keep:]
+
+    # -- estimate -------------------------------------------------------------------------
+    def _complete(self, since: int = -1, split: tuple[int, ...] | None = None
+                  ) -> tuple[np.ndarray, np.ndarray]:
+        """Steps from ``since`` that every replica reported (and, with ``split``, that ran
+        it where what ran is known), and their times."""
+        ok = np.all(np.isfinite(self._times), axis=1) & (self._steps >= since)
+        if split is not None:
+            ran = self._ran
+            ok &= np.all(~np.isfinite(ran) | (ran == np.asarray(split)), axis=1)
+        return self._steps[ok], self._times[ok]
+
+    def _counts_of(self, steps: np.ndarray) -> np.ndarray:
+        """The micro-batches each replica ran in ``steps`` (known, else the split planned)."""
+        idx = np.searchsorted(self._hist_from, steps, side="right") - 1
+        planned = self._hist[np.maximum(idx, 0)].astype(np.float64)
+        ran = self._ran[np.searchsorted(self._steps, steps)]
+        return np.where(np.isfinite(ran), ran, planned)
+
+    def estimate(self) -> Estimate | None:
+        """The robust times per micro-batch over the last ``window`` complete steps (None
+        before ``min_steps`` such steps)."""
+        _, x = self._complete()
+        x = x[-self.window:]
+        if x.shape[0] < self.min_steps:
+            return None
+        common = lower_median(x, axis=1)  # per step: load on every replica cancels
+        r = x / common[:, None]
+        k = self.min_steps
+        faster: tuple[int, ...] = ()
+        if r.shape[0] > k:
+            # a level shift (onset, recovery) inside the window: the steps since it only
+            recent, older = r[-k:], r[:-k]
+            m_new, m_old = np.median(recent, axis=0), np.median(older, axis=0)
+            mad = np.maximum(np.median(np.abs(recent - m_new), axis=0),
+                             np.median(np.abs(older - m_old), axis=0))
+            moved = np.abs(m_new - m_old) > self.outlier_mads * np.maximum(
+                1.4826 * mad, 0.01 * m_old)
+            if np.any(moved):
+                r, common = recent, common[-k:]
+                faster = tuple(int(i) for i in np.flatnonzero(moved & (m_new < m_old)))
+        med = np.median(r, axis=0)
+        mad = np.median(np.abs(r - med), axis=0)
+        # a floor of 1% of the level: identical values must not reject a 0.1% wobble
+        keep = np.abs(r - med) <= self.outlier_mads * np.maximum(mad * 1.4826, 0.01 * med)
+        rel = np.sum(np.where(keep, r, 0.0), axis=0) / np.sum(keep, axis=0)
+        return Estimate(times_s=rel * float(np.median(common)), relative=rel,
+                        steps=int(r.shape[0]), rejected=int(np.sum(~keep)), faster=faster)
+
+    def predicted_step_s(self, counts: Sequence[int] | np.ndarray,
+                         estimate: Estimate | None = None) -> float:
+        """The compute step of a split at the estimated times (NaN before an estimate)."""
+        est = estimate if estimate is not None else self.estimate()
+        return float("nan") if est is None else step_of(counts, est.times_s, self.stages)
+
+    # -- decision -------------------------------------------------------------------------
+    def measured_step_s(self, since: int, last: int | None = None,
+                        split: tuple[int, ...] | None = None) -> float:
+        """Median over the complete steps from ``since`` (the ``last`` of them when given) of
+        the measured compute step ``max_i (m_i + stages - 1) x_i`` (``m_i``: the split in
+        effect in that step, ``x_i``: replica i's seconds per micro-batch); NaN when there
+        is none; with ``split``, only the steps that ran it."""
+        steps, x = self._complete(since, split)
+        if last is not None:
+            steps, x = steps[-last:], x[-last:]
+        if steps.size == 0:
+            return float("nan")
+        counts = self._counts_of(steps)
+        return float(np.median(np.max((counts + (self.stages - 1)) * x, axis=1)))
+
+    def _switch(self, new: tuple[int, ...]) -> None:
+        since = int(self._steps[-1]) + 1 if self._steps.size else 0
+        self.counts, self._since = new, since
+        self._hist_from = np.append(self._hist_from, since)
+        self._hist = np.vstack([self._hist, np.asarray(new, dtype=np.int64)])
+        self.changes += 1
+
+    def plan(self) -> tuple[int, ...]:
+        """The micro-batch counts per replica for the next step: the split in effect unless
+        the measurements call for another (the even split whenever it is within
+        ``tolerance`` of the best). Returned counts different from the last ones are taken
+        to be in effect from the step after the last one observed.
+
+        Every change is a *trial*, measured before it is kept: after ``min_steps`` steps
+        with it, its measured compute step (:meth:`measured_step_s`) must be below the one
+        measured with the split before (within ``tolerance`` for the even split), else the
+        split before comes back and no other change is tried for ``window`` steps, doubled
+        after each failed trial in a row. (Where replicas share a resource — two ranks on the
+        cores of one machine — a replica's time per micro-batch depends on the split, and
+        the model ``m_i t_i`` alone drifts.) A replica that got faster in a level shift (a
+        recovery) makes the loop try the even split."""
+        if self.dp < 2 or not self._steps.size:
+            return self.counts
+        last = int(self._steps[-1])
+        held, _ = self._complete(self._since, self.counts)
+        if held.size < self.min_steps:
+            return self.counts
+        if self._trial is not None:
+            prev, prev_cost = self._trial
+            self._trial = None
+            cost = self.measured_step_s(int(held[0]), split=self.counts)
+            slack = self.tolerance if self.counts == self.even else 0.0
+            if not cost < prev_cost * (1 + slack):
+                self._cooldown_until = last + self.window * 2 ** self._backoff
+                self._backoff += 1
+                self.reverted += 1
+                self._switch(prev)
+                return self.counts
+            self._backoff = 0
+        est = self.estimate()
+        if est is None or last < self._cooldown_until:
+            return self.counts
+        t = est.times_s
+        best = best_split(t, self.m * self.dp, self.stages, source="Rebalancer: times")
+        limit = step_of(best, t, self.stages) * (1 + self.tolerance)
+        if step_of(self.even, t, self.stages) <= limit or any(
+                self.counts[i] < self.m for i in est.faster):
+            new = self.even
+        elif step_of(self.counts, t, self.stages) <= limit:
+            new = self.counts
+        else:
+            new = tuple(int(c) for c in best)
+        if new != self.counts:
+            self._trial = (self.counts, self.measured_step_s(self._since, self.min_steps,
+                                                             self.counts))
+            self._switch(new)
+        return self.counts
+
+    def reset(self, counts: Sequence[int] | None = None, since: int = -1) -> None:
+        """Set the split in effect (e.g. one applied by other means) from step ``since``."""
+        c = tuple(int(x) for x in (counts if counts is not None else self.even))
+        if len(c) != self.dp or sum(c) != self.m * self.dp or min(c) < 1:
+            raise InputError(f"Rebalancer.reset: {list(c)} is not a split of "
+                             f"{self.m * self.dp} micro-batches over {self.dp} replicas")
+        self.counts, self._since = c, since
+        self._hist_from = np.append(self._hist_from, max(since, 0))
+        self._hist = np.vstack([self._hist, np.asarray(c, dtype=np.int64)])
+        self._trial, self._backoff, self._cooldown_until = None, 0, -1

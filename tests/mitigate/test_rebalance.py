@@ -1,0 +1,132 @@
+"""The S2 rebalancer for a user's own loop (``stragglers.mitigate.Rebalancer``) on hand-built
+per-micro-batch time series with a known optimum: a steady straggler, other load on a
+replica's core (outliers), load on every core at once, recovery and give-back, the
+pipeline's fill and drain."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from stragglers.errors import InputError
+from stragglers.mitigate import Rebalancer
+from stragglers.mitigate.microbatch import solve_microbatches
+from stragglers.mitigate.rebalance import best_split, step_of
+
+
+def _run(rb: Rebalancer, slow: np.ndarray, load: np.ndarray, core: np.ndarray,
+         base: float = 0.01, seed: int = 0) -> list[tuple[int, ...]]:
+    """Feed steps 0..n-1: replica i's micro-batches take ``base * slow[s, i] * load[s] *
+    core[s, i]`` (+-2% noise each); the plan after each step."""
+    rng = np.random.default_rng(seed)
+    plans = []
+    for s in range(slow.shape[0]):
+        for i in range(rb.dp):
+            t = base * slow[s, i] * load[s] * core[s, i]
+            rb.observe(i, s, t * rng.uniform(0.98, 1.02, size=rb.counts[i]))
+        plans.append(rb.plan())
+    return plans
+
+
+@pytest.mark.parametrize(("factor", "optimum"), [(2.0, (8, 16)), (1.5, (10, 14))])
+def test_steady_straggler_gets_the_optimum(factor: float, optimum: tuple[int, int]) -> None:
+    """Replica 0 x``factor`` from the start; the optimum is the exact solver's."""
+    assert tuple(solve_microbatches([factor, 1.0], 24).assignment) == optimum
+    n = 12
+    slow = np.ones((n, 2))
+    slow[:, 0] = factor
+    plans = _run(Rebalancer(2, 12), slow, np.ones(n), np.ones((n, 2)))
+    assert plans[:3] == [(12, 12)] * 3  # min_steps (4) steps before the first plan
+    assert plans[3] == optimum and plans[-1] == optimum
+
+
+def test_loaded_core_outliers_and_common_load_do_not_move_the_split() -> None:
+    """Replica 0 x2. The whole machine's load varies x1 to x3 from step to step (every
+    replica at once), and other load on the healthy replica's core stretches it x3 in 2
+    of every 8 steps, the slow one's x2.5 in 1 of 8: the split stays the optimum (8, 16)
+    from the first plan on, with no change in between (a plain mean of the window would give
+    the healthy replica 1.5x its time and take micro-batches from it)."""
+    n = 40
+    rng = np.random.default_rng(1)
+    slow = np.ones((n, 2))
+    slow[:, 0] = 2.0
+    core = np.ones((n, 2))
+    core[np.isin(np.arange(n) % 8, (4, 6)), 1] = 3.0
+    core[np.arange(n) % 8 == 1, 0] = 2.5
+    rb = Rebalancer(2, 12)
+    plans = _run(rb, slow, rng.uniform(1.0, 3.0, size=n), core)
+    assert set(plans[3:]) == {(8, 16)}
+    assert rb.changes == 1
+    est = rb.estimate()
+    assert est is not None and est.rejected >= 2
+    assert est.relative[0] / est.relative[1] == pytest.approx(2.0, rel=0.05)
+
+
+def test_gives_back_after_each_recovery_and_stays_even_on_noise() -> None:
+    """Replica 1 x2 in steps 10-29 and again 40-59, healthy otherwise: rebalanced within 5
+    steps of each onset, even again within 5 steps of each recovery (the window holds 8
+    steps; a level shift inside it restarts it), and even throughout the healthy steps
+    despite +-2% noise (the tolerance, 3%)."""
+    n = 75
+    slow = np.ones((n, 2))
+    slow[10:30, 1] = 2.0
+    slow[40:60, 1] = 2.0
+    plans = _run(Rebalancer(2, 12), slow, np.ones(n), np.ones((n, 2)), seed=3)
+    changes = [s for s in range(1, n) if plans[s] != plans[s - 1]]
+    assert changes[0] in range(10, 15) and plans[changes[0]] == (16, 8)
+    after = [s for s in changes if plans[s] == (12, 12)]
+    assert len(after) == 2 and after[0] in range(30, 35) and after[1] in range(60, 65)
+    assert all(plans[s] == (12, 12) for s in range(0, 10))
+    assert all(plans[s] == (16, 8) for s in range(15, 30)) and plans[-1] == (12, 12)
+    assert len(changes) == 4  # on, off, on, off: no flapping
+
+
+def test_pipeline_fill_and_drain_in_the_split_and_the_prediction() -> None:
+    """pp 2 (2 stages): replica i's step has m_i + 1 micro-batch slots. One replica of four
+    x1.5, 8 micro-batches each: 5 on it (6 x 1.5 = 9 slots) against 9, 9, 9 (10 slots):
+    step 10 slots; the plain makespan split (6, 9, 9, 8) would take 7 x 1.5 = 10.5."""
+    t = np.array([1.5, 1.0, 1.0, 1.0])
+    counts = best_split(t, 32, stages=2)
+    assert counts.tolist() == [5, 9, 9, 9]
+    assert step_of(counts, t, 2) == pytest.approx(10.0)
+    assert step_of([6, 9, 9, 8], t, 2) == pytest.approx(10.5)
+    assert step_of([8, 8, 8, 8], t, 2) == pytest.approx(13.5)
+    n = 8
+    slow = np.ones((n, 4))
+    slow[:, 0] = 1.5
+    rb = Rebalancer(4, 8, stages=2)
+    assert _run(rb, slow, np.ones(n), np.ones((n, 4)))[-1] == (5, 9, 9, 9)
+    assert rb.predicted_step_s(rb.counts) == pytest.approx(0.01 * 10, rel=0.03)
+
+
+def test_bad_input_is_refused() -> None:
+    rb = Rebalancer(2, 4)
+    with pytest.raises(InputError, match="replica 2 is outside 0..1"):
+        rb.observe(2, 0, 0.1)
+    with pytest.raises(InputError, match="replica 0, step 3: expected finite"):
+        rb.observe(0, 3, [0.1, float("nan")])
+    with pytest.raises(InputError, match="min_steps <= window"):
+        Rebalancer(2, 4, window=3, min_steps=4)
+
+
+def test_a_split_that_measures_slower_is_taken_back() -> None:
+    """Replicas that share a resource (two ranks on the cores of one loaded machine): replica
+    0 is x1.5, and each micro-batch moved to replica 1 stretches replica 0's micro-batches
+    by another 20%. Moving any is worse than the even split (10 on replica 0: 10 x 1.5 x
+    1.4 = 21 against 18), but the per-micro-batch model alone sees replica 0 ever slower and
+    keeps moving more (down to 7: 7 x 1.5 x 2 = 21). Each change is a trial measured before
+    it is kept: the even split comes back, and failed trials back off (window, then twice
+    as long)."""
+    rb = Rebalancer(2, 12)
+    cost = []
+    for s in range(60):
+        m1 = rb.counts[1]
+        t0 = 0.01 * 1.5 * (1 + 0.2 * (m1 - 12))
+        rb.observe(0, s, [t0] * rb.counts[0])
+        rb.observe(1, s, [0.01] * m1)
+        cost.append(max(rb.counts[0] * t0, m1 * 0.01))
+        rb.plan()
+    assert rb.counts == (12, 12)
+    assert 1 <= rb.reverted <= 3 and rb.changes == 2 * rb.reverted
+    # at most min_steps (4) steps per failed trial ran slower than the even split's 0.18 s
+    assert sum(c > 0.18 + 1e-9 for c in cost) <= 4 * rb.reverted
