@@ -51,7 +51,7 @@ def test_every_family_and_scenario_is_present(corpus) -> None:
     assert {s.family for s in corpus} == set(FAMILIES)
     assert {(s.family, s.scenario) for s in corpus} == {(f, s) for f, s, _, _ in SCENARIOS}
     assert len(generate_job_corpus(0, scale=1.0, families=("flapping",))) == 24
-    assert sum(c for _, _, c, _ in SCENARIOS) in range(345, 376)
+    assert sum(c for _, _, c, _ in SCENARIOS) in range(345, 401)
     assert set(HELD_OUT) < set(FAMILIES)
 
 
@@ -75,6 +75,8 @@ def test_records_are_well_formed(corpus) -> None:
 def test_labels_are_true_by_construction(corpus) -> None:
     checked = 0
     for s in corpus:
+        if s.family == "contention":  # its own rules (test_contention_labels)
+            continue
         factor = s.level / s.healthy
         for e in s.events:
             if s.family in NEW:  # slowdowns of the iteration time, some shorter
@@ -165,7 +167,7 @@ def test_issue_29_families_are_true_by_construction(corpus) -> None:
     """Every labelled slowdown of the new families is slow where it says, by at least its
     own definition, and the iteration time outside the events is the healthy one."""
     seen = set()
-    for s in (x for x in corpus if x.family in NEW):
+    for s in (x for x in corpus if x.family in NEW and x.family != "contention"):
         factor = s.level / s.healthy
         inside_any = np.zeros(s.iter.size, dtype=bool)
         for e in s.events:
@@ -183,6 +185,50 @@ def test_issue_29_families_are_true_by_construction(corpus) -> None:
         if s.family != "ramp":  # a ramp cools back after its label
             assert np.allclose(factor[~inside_any], 1.0), s.name
     assert seen >= {"failslow", "ramp", "short", "hump", "warmup", "minor"}
+
+
+def test_contention_labels() -> None:
+    """The replay-style family: slowdowns (+10-50 %, step / ramp / hump) are labelled by their
+    level; contention episodes are unlabelled up to CT_STALL_MAX iterations (an alert there
+    is spurious), optional below MIN_EVENT_ITERS, and labelled by their mean rise from
+    there; nothing else is slow."""
+    from stragglers.evaluation.jobcorpus import CT_STALL_MAX
+
+    kinds: set[str] = set()
+    unlabelled = 0
+    for scenario in ("slow", "episodes"):
+        for i in range(6):
+            s = generate_series(5, "contention", scenario, i)
+            assert s.positive == (scenario == "slow")
+            factor = s.level / s.healthy
+            inside_any = np.zeros(s.iter.size, dtype=bool)
+            for e in s.events:
+                kinds.add(e.kind)
+                inside = (s.iter >= e.start_iter) & (s.iter < e.end_iter)
+                inside_any |= inside
+                rise = factor[inside] - 1.0
+                s_e = e.loss / (1.0 - e.loss)
+                length = e.end_iter - e.start_iter
+                assert length > CT_STALL_MAX
+                if e.kind == "shift":
+                    assert np.allclose(rise, s_e) and s_e >= SLOWDOWN_EVENT
+                elif e.kind in ("ramp", "hump"):
+                    assert s_e - 1e-9 <= rise.max() <= s_e + 1e-9 and s_e >= SLOWDOWN_EVENT
+                else:  # a contention episode: its mean rise
+                    assert np.isclose(np.mean(rise), s_e)
+                    major = length >= MIN_EVENT_ITERS and s_e >= SLOWDOWN_EVENT
+                    assert (e.kind == "contention") == major
+                    assert e.kind in ("contention", "minor")
+                if e.kind != "minor":
+                    assert e.start_iter >= 300
+            # outside the labels: healthy, or a short unlabelled episode
+            out = np.flatnonzero(~inside_any & (factor > 1.0 + 1e-9))
+            if out.size:
+                runs = np.split(out, np.flatnonzero(np.diff(out) > 1) + 1)
+                assert max(r.size for r in runs) <= CT_STALL_MAX
+                unlabelled += len(runs)
+    assert kinds >= {"shift", "ramp", "hump", "minor"}
+    assert unlabelled > 0
 
 
 def test_warm_up_onsets_start_inside_the_warm_up_and_reconfig_renumbers(corpus) -> None:

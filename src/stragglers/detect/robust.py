@@ -141,6 +141,17 @@ class _Stretch:
                 return k
         return 0
 
+    def after_return(self, floor: float) -> int:
+        """Index of the point after the latest one below ``floor`` that a point beyond the
+        midpoint followed (0: none is)."""
+        later = False
+        for k in range(len(self.pts) - 1, -1, -1):
+            y, inside = self.pts[k][0], self.pts[k][1]
+            if later and y < floor:
+                return k + 1
+            later = later or inside
+        return 0
+
     def start(self, before: float, level: float) -> tuple[int, int]:
         """Position and iteration where the new level began (:meth:`first`)."""
         p = self.pts[self.first(before, level)]
@@ -303,7 +314,8 @@ class RobustLevelDetector:
         level = st.held() if startup else latest
         k = st.first(r, latest)
         if (self._slow_enough(level - r, n) and self._clears(level - (r + self.mid), n)
-                and self._lasted(st, k) and (not startup or self._step(st, k, n, latest))):
+                and self._lasted(st, max(k, st.after_return(self._return_floor(r, latest))))
+                and (not startup or self._step(st, k, n, latest))):
             return alarms + self._onset(st, r, level)
         return alarms + self._ramp(st, self._settle, it)  # a trend, not a step
 
@@ -313,6 +325,14 @@ class RobustLevelDetector:
         begin sharply (:meth:`_Stretch.sharp`)."""
         before = _median(self._settled) if self._settled else self._ref.median()
         return self._slow_enough(latest - before, n) and st.sharp(k, before, latest)
+
+    def _return_floor(self, r: float, level: float) -> float:
+        """Below this a point of a candidate stretch is back at the healthy level ``r``, not
+        a low point of the new level ``level``: below the midpoint, nearer to ``r`` than to
+        ``level``, and ``confidence`` noise scales below ``level``.  Bursts that come in
+        clusters return there between them; a new level does not (``docs/detection.md``)."""
+        s, _ = self._noise_model()
+        return min(r + self.mid, 0.5 * (r + level), level - self.confidence * s)
 
     def _lasted(self, st: _Stretch, k: int) -> bool:
         """The new level, from where it began (point ``k`` of the stretch, not the noise
