@@ -35,7 +35,11 @@ import numpy as np
 from stragglers.kineto import load_patterns
 from stragglers.kineto.rankops import rank_ops
 from stragglers.kineto.reader import read_rank_file
-ops = rank_ops(read_rank_file(sys.argv[1], load_patterns(None)))
+try:  # in windows of whole steps past $STRAGGLERS_KINETO_MEMORY bytes (where it exists)
+    from stragglers.kineto.windowed import read_rank_ops
+    ops = read_rank_ops(sys.argv[1], load_patterns(None))
+except ImportError:
+    ops = rank_ops(read_rank_file(sys.argv[1], load_patterns(None)))
 np.savez(sys.argv[2], **{k: v for k, v in vars(ops).items() if isinstance(v, np.ndarray)})
 print(ops.start.size)
 """

@@ -28,8 +28,9 @@ from typing import Any, TypeVar
 from stragglers.errors import InputError
 from stragglers.kineto.assemble import ImportReport, assemble
 from stragglers.kineto.patterns import Patterns, load_patterns
-from stragglers.kineto.rankops import RankOps, rank_ops
-from stragglers.kineto.reader import not_regular, read_rank_file
+from stragglers.kineto.rankops import RankOps
+from stragglers.kineto.reader import not_regular
+from stragglers.kineto.windowed import read_rank_ops
 from stragglers.limits import check_limit
 from stragglers.trace.io import JobMeta, TraceColumns
 
@@ -87,10 +88,9 @@ def _one(path: Path, patterns: Patterns, meta: JobMeta) -> RankOps:
         return position(info_rank, pg if isinstance(pg, list) else [], meta,
                         str(path)).inner == 0
 
-    ev = read_rank_file(path, patterns, keep if meta.tp_size * meta.dsp_size > 1 else None)
-    if ev.skipped:
-        return RankOps.skipped_rank(ev)
-    return rank_ops(ev)
+    # in windows of whole steps when the file's events would take more than BUDGET
+    return read_rank_ops(path, patterns,
+                         keep if meta.tp_size * meta.dsp_size > 1 else None)
 
 
 #: Tasks in flight per Dask worker thread (submitted as earlier ones finish).

@@ -386,6 +386,14 @@ def _pieces(ann: np.ndarray, a_ts: np.ndarray, a_end: np.ndarray, cuts: np.ndarr
 
 
 def rank_ops(ev: RankEvents) -> RankOps:
+    """The operations of one rank's kept events (the rules of this module's docstring)."""
+    return rank_ops_parts(ev)[0]
+
+
+def rank_ops_parts(ev: RankEvents) -> tuple[RankOps, np.ndarray]:
+    """:func:`rank_ops`, and the part of the list each op comes from (0: whole annotations,
+    1: pieces of annotations cut at all-to-alls, 2: communication calls, 3: NCCL kernels
+    outside every call, 4: segments of compute kernels): the ops come part by part."""
     counts: Counter[str] = Counter()
     for cat, n in ev.ignored.items():
         if cat == "cpu_op" and ev.cpu_read:
@@ -651,6 +659,8 @@ def rank_ops(ev: RankEvents) -> RankOps:
     if out.any():
         counts["operations outside every ProfilerStep range (not used)"] += int(out.sum())
     keep_op = ~out & ~not_comm
+    part = np.repeat(np.arange(5, dtype=np.int8),
+                     [int(whole.sum()), n_a - int(whole.sum()), n_c, n_l, n_s])[keep_op]
     return RankOps(
         path=ev.path, rank=ev.rank, world_size=ev.world_size, host=ev.host,
         pg_config=list(ev.pg_config), optype=optype[keep_op], comm=comm[keep_op],
@@ -661,4 +671,4 @@ def rank_ops(ev: RankEvents) -> RankOps:
         a2a_in_compute=in_compute[keep_op], seq=seq[keep_op].astype(np.int64),
         msg=msg[keep_op].astype(np.int64), base_ns=ev.base_ns,
         comm_in_compute_us=comm_in_compute,
-        copy_timed=int(by_copies[keep_op[n_a:n_a + n_c]].sum()))
+        copy_timed=int(by_copies[keep_op[n_a:n_a + n_c]].sum())), part

@@ -683,7 +683,11 @@ def read_rank_file(path: str | Path, patterns: Patterns,
         return _read_rank_file(path, patterns, keep_rank)
 
 
-def _read_rank_file(path: str | Path, patterns: Patterns, keep_rank: Any) -> RankEvents:
+def _read_rank_file(path: str | Path, patterns: Patterns, keep_rank: Any,
+                    after_batch: Any = None) -> RankEvents:
+    """``after_batch(reader)`` (optional) is called after each batch of events is kept (it
+    may drop rows from the end of the launch and kernel columns: a window of the file,
+    :mod:`stragglers.kineto.windowed`); with it, no second pass reads CPU ops."""
     p = Path(path)
     reader = _Reader(p, patterns)
     max_events = limit("kineto_events")
@@ -712,6 +716,8 @@ def _read_rank_file(path: str | Path, patterns: Patterns, keep_rank: Any) -> Ran
                         reader.n += batch.count
                         del batch  # not alive while the next batch is parsed
                         ev = None
+                        if after_batch is not None:
+                            after_batch(reader)
                 except OverflowError:  # an integer beyond the 64-bit columns
                     raise InputError(f"{reader.where(i)}: {_too_big(ev)}") from None
                 text, after = split_trailer(trailer[0])
@@ -732,7 +738,7 @@ def _read_rank_file(path: str | Path, patterns: Patterns, keep_rank: Any) -> Ran
         if info is None:
             raise InputError(f"{p}: field 'distributedInfo' missing: the rank of this trace "
                              "is unknown (record the trace in a torch.distributed job)")
-        if not skipped:
+        if not skipped and after_batch is None:
             tids = _cpu_timed_threads(reader)
             if tids:
                 with _open(p) as fh:
