@@ -460,3 +460,21 @@ def test_a_noise_point_after_a_stall_does_not_make_it_a_level(seed) -> None:
     x[800:810] *= 1.2
     alerts = _alerts(_run(it, x))
     assert [(a["event"], a["job_iteration"]) for a in alerts] == [("onset", 801)]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_flapping_whose_own_episode_stays_slow_ends_with_a_steady_change(seed) -> None:
+    """Two 30-iteration phases 30 apart, then the third episode (the one that makes it
+    flapping) stays slow for 400 iterations: once it has lasted three slow phases the
+    flapping is over, said by a change noted steady (no folded recovery to report; before:
+    a recovery at iteration 0 with no levels), and the episode's end is a recovery."""
+    it, x = _healthy(seed, 3000)
+    x[2000:2030] *= 1.3
+    x[2060:2090] *= 1.3
+    x[2120:2520] *= 1.3
+    ev = [e for e in _run(it, x) if e["event"] in ("onset", "flapping", "recovery", "change")]
+    assert [e["event"] for e in ev] == ["onset", "recovery", "onset", "recovery", "flapping",
+                                        "change", "recovery"]
+    assert ev[5]["note"] == "steady" and 2121 + 90 <= ev[5]["job_iteration"] <= 2121 + 110
+    assert 2515 <= ev[6]["job_iteration"] <= 2530
+    assert all(e["job_iteration"] > 1000 for e in ev)

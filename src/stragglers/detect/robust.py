@@ -238,7 +238,8 @@ class RobustLevelDetector:
         self._drifts = 0  # drift events of the segment
         self._onsets: deque[int] = deque()  # onset iterations (flapping window)
         self._slow_spans: deque[tuple[int, int]] = deque()  # (first, end) of slow episodes
-        self._flap_recovery = (0, 0, math.nan, math.nan)  # the latest folded-in recovery
+        # the latest recovery folded into the flapping (None: none yet)
+        self._flap_recovery: tuple[int, int, float, float] | None = None
         self._slow_pos = 0  # position where the open slow episode began
         self._tallies = (_SpikeTally(SPIKE_POINTS[0]), _SpikeTally(SPIKE_POINTS[1]))
         self._needed = self._points_for(*self._tallies[0].rates())
@@ -570,17 +571,19 @@ class RobustLevelDetector:
         if (len(self._onsets) < self.flap_episodes
                 or self._slow_fraction(now) < FLAP_SHARE or not self._alike()):
             return [self._alarm("onset", pos, first, math.exp(r), math.exp(level))]
-        self._flapping = True
+        self._flapping, self._flap_recovery = True, None
         return [self._alarm("flapping", pos, first, math.exp(r), math.exp(level),
                             frac=self._slow_fraction(now), since=self._onsets[0])]
 
     def _unfold(self, pos: int, first: int, r: float, level: float) -> list[Alarm]:
         """The episode from ``first`` is no phase of the flapping: the flapping ended at its
         latest recovery (said now), and the episode is an onset of its own."""
-        self._flapping = False
+        self._flapping, rec = False, self._flap_recovery
         self._onsets = deque([first])
         self._slow_spans = deque([self._slow_spans[-1]])
-        rec = self._flap_recovery
+        if rec is None:  # the episode that made it flapping stayed slow: said as at the end
+            return [self._alarm("change", self._t, self._last_it, math.exp(r), math.exp(level),
+                                note="steady", frac=self._slow_fraction(self._last_it))]
         return [self._alarm("recovery", rec[0], rec[1], rec[2], rec[3], note="flapping"),
                 self._alarm("onset", pos, first, math.exp(r), math.exp(level))]
 
