@@ -377,3 +377,104 @@ def test_a_jittery_level_is_still_found(seed: int) -> None:
     onsets = [a for v in x for a in det.update(float(v)) if a.kind == "onset"]
     assert len(onsets) == 1 and 600 <= onsets[0].index <= 603
     assert onsets[0].declared_at - 600 <= 20
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_intermittent_episodes_are_no_flapping_that_hides_a_slowdown(seed) -> None:
+    """Three short episodes (+40 % for 12 iterations) 300 iterations apart are slow for a
+    small share of the time: separate onsets, not a flapping rank whose later onsets are
+    folded in.  The slowdown (+30 % for 200 iterations) that follows is declared as its own
+    onset within 10 points (before: folded into a flapping event, no alert)."""
+    it, x = _healthy(seed, 2600)
+    for a in (1000, 1300, 1600):
+        x[a:a + 12] *= 1.4
+    x[1900:2100] *= 1.3
+    alerts = _alerts(_run(it, x))
+    assert [a["event"] for a in alerts] == ["onset"] * 4
+    assert [a["job_iteration"] for a in alerts] == [1001, 1301, 1601, 1901]
+    assert alerts[-1]["declared_job_iteration"] - 1901 <= 10
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_slowdown_after_a_flapping_is_not_folded_into_it(seed) -> None:
+    """A link flaps (+30 % for 30 iterations, fast for 30) from 2,000 to 2,600; 600
+    healthy iterations later (less than flap_window_iters) a slowdown of +30 % for 200
+    iterations begins.  The healthy gap is 20 times the flapping's fast phases: the flapping
+    ended (a recovery noted flapping) and the slowdown is its own onset, within 10 points
+    (before: folded into the flapping, no alert)."""
+    it, x = _healthy(seed, 3800)
+    phase = ((it - 2000) // 30) % 2 == 0
+    x[(it > 2000) & (it <= 2600) & phase] *= 1.3
+    x[3200:3400] *= 1.3
+    ev = _run(it, x)
+    alerts = _alerts(ev)
+    assert [a["event"] for a in alerts] == ["onset", "onset", "flapping", "onset"]
+    assert alerts[-1]["job_iteration"] == 3201
+    assert alerts[-1]["declared_job_iteration"] - 3201 <= 10
+    ends = [e for e in ev if e["event"] == "recovery" and e.get("note") == "flapping"]
+    assert ends and 2565 <= ends[0]["job_iteration"] <= 2640  # its last slow phase ended
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_long_slowdown_among_short_episodes_is_no_flapping(seed) -> None:
+    """A 12-iteration episode, a 300-iteration slowdown, another 12-iteration episode: three
+    onsets within flap_window_iters, slow about half the time, but no alike phases of a
+    cycle.  Each is its own onset, and so is the slowdown that follows 500 iterations later
+    (before: a flapping that folded it in)."""
+    it, x = _healthy(seed, 2800)
+    x[1000:1012] *= 1.4
+    x[1200:1500] *= 1.3
+    x[1700:1712] *= 1.4
+    x[2200:2260] *= 1.3
+    alerts = _alerts(_run(it, x))
+    assert [a["event"] for a in alerts] == ["onset"] * 4
+    assert [a["job_iteration"] for a in alerts] == [1001, 1201, 1701, 2201]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_slowdown_that_outlasts_the_flapping_phases_is_an_onset(seed) -> None:
+    """A link flaps (+30 % for 30 iterations, fast for 30) from 2,000; after its last fast
+    phase the rank stays slow (+30 %) for 400 iterations.  Once it has been slow three
+    times as long as a slow phase the flapping is over and the slowdown is an onset from
+    where it began (before: nothing until flap_window_iters without an onset)."""
+    it, x = _healthy(seed, 3800)
+    phase = ((it - 2000) // 30) % 2 == 0
+    x[(it > 2000) & (it <= 2600) & phase] *= 1.3
+    x[(it > 2600) & (it <= 3000)] *= 1.3
+    ev = _run(it, x)
+    alerts = _alerts(ev)
+    assert [a["event"] for a in alerts] == ["onset", "onset", "flapping", "onset"]
+    assert 2598 <= alerts[-1]["job_iteration"] <= 2606
+    assert alerts[-1]["declared_job_iteration"] <= 2601 + 3 * 30 + 15
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_noise_point_after_a_stall_does_not_make_it_a_level(seed) -> None:
+    """A stall of 8 iterations at +20 % followed by one noise point at +6 % (beyond the
+    slow limit, +4.9 %, but nearer the healthy level than the stall's): the stall lasted 8
+    iterations, no onset (before: 9 points beyond the slow limit, an onset).  A 10-iteration
+    episode is still one."""
+    it, x = _healthy(seed, 1200, noise=0.005)
+    x[400:408] *= 1.2
+    x[408] *= 1.06
+    x[800:810] *= 1.2
+    alerts = _alerts(_run(it, x))
+    assert [(a["event"], a["job_iteration"]) for a in alerts] == [("onset", 801)]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_flapping_whose_own_episode_stays_slow_ends_with_a_steady_change(seed) -> None:
+    """Two 30-iteration phases 30 apart, then the third episode (the one that makes it
+    flapping) stays slow for 400 iterations: once it has lasted three slow phases the
+    flapping is over, said by a change noted steady (no folded recovery to report; before:
+    a recovery at iteration 0 with no levels), and the episode's end is a recovery."""
+    it, x = _healthy(seed, 3000)
+    x[2000:2030] *= 1.3
+    x[2060:2090] *= 1.3
+    x[2120:2520] *= 1.3
+    ev = [e for e in _run(it, x) if e["event"] in ("onset", "flapping", "recovery", "change")]
+    assert [e["event"] for e in ev] == ["onset", "recovery", "onset", "recovery", "flapping",
+                                        "change", "recovery"]
+    assert ev[5]["note"] == "steady" and 2121 + 90 <= ev[5]["job_iteration"] <= 2121 + 110
+    assert 2515 <= ev[6]["job_iteration"] <= 2530
+    assert all(e["job_iteration"] > 1000 for e in ev)

@@ -51,7 +51,7 @@ def test_every_family_and_scenario_is_present(corpus) -> None:
     assert {s.family for s in corpus} == set(FAMILIES)
     assert {(s.family, s.scenario) for s in corpus} == {(f, s) for f, s, _, _ in SCENARIOS}
     assert len(generate_job_corpus(0, scale=1.0, families=("flapping",))) == 24
-    assert sum(c for _, _, c, _ in SCENARIOS) in range(345, 401)
+    assert sum(c for _, _, c, _ in SCENARIOS) in range(345, 421)
     assert set(HELD_OUT) < set(FAMILIES)
 
 
@@ -75,7 +75,7 @@ def test_records_are_well_formed(corpus) -> None:
 def test_labels_are_true_by_construction(corpus) -> None:
     checked = 0
     for s in corpus:
-        if s.family == "contention":  # its own rules (test_contention_labels)
+        if s.family in ("contention", "megatron"):  # own rules (test_*_labels)
             continue
         factor = s.level / s.healthy
         for e in s.events:
@@ -251,3 +251,27 @@ def test_call_job_truth() -> None:
     bare = generate_call_job(3, ranks=2, restarts=2, with_step=False)
     assert all(c.step is None for c in bare.records)
     assert [c.ts for c in bare.records] == [c.ts for c in job.records]
+
+
+def test_megatron_labels() -> None:
+    """The component replay: every slowdown raises the mean iteration time by its labelled
+    rise (+10-50 % at its plateau) and nothing else is slow; negatives carry no event."""
+    kinds: set[str] = set()
+    for scenario in ("slow", "healthy"):
+        for i in range(8):
+            s = generate_series(5, "megatron", scenario, i)
+            assert s.positive == (scenario == "slow")
+            factor = s.level / s.healthy
+            inside_any = np.zeros(s.iter.size, dtype=bool)
+            for e in s.events:
+                kinds.add(e.kind)
+                inside = (s.iter >= e.start_iter) & (s.iter < e.end_iter)
+                inside_any |= inside
+                s_e = e.loss / (1.0 - e.loss)
+                assert 0.10 - 1e-9 <= s_e <= 0.50 + 1e-9 and e.kind != "minor"
+                assert e.end_iter - e.start_iter >= MIN_EVENT_ITERS
+                # the absolute rise over the series' mean healthy time peaks at s_e
+                rise = (s.level[inside] - s.healthy[inside]) / np.median(s.healthy)
+                assert 0.5 * s_e < rise.max() < 2.5 * s_e
+            assert np.allclose(factor[~inside_any], 1.0)
+    assert kinds <= {"shift", "ramp", "hump"} and len(kinds) >= 2

@@ -22,6 +22,8 @@ SPIKE_PRIOR = (0.5, 10.0)  # Beta prior of both rates (pseudo-counts: beyond, no
 NOISE_POINTS = 64  # healthy points behind the noise scale and its autocorrelation
 WARM_POINTS = 5  # values behind a level of the warm-up (the watcher's settle test)
 SHARP_POINTS = 3  # values where a new level began that tell a step from a ramp
+FLAP_SHARE = 0.25  # flapping: slow this share of the time since the first onset, or more
+FLAP_GAP = 3.0  # a healthy gap this many times its longest one ends a flapping
 
 Sink = Callable[[float, int], list[Alarm]]
 
@@ -141,6 +143,21 @@ class _Stretch:
                 return k
         return 0
 
+    def inside_level(self) -> float:
+        """The median of its points beyond the midpoint (the new level without the healthy
+        points that may follow it)."""
+        return _median([p[0] for p in self.pts if p[1]])
+
+    def last_beyond(self, floor: float) -> tuple[int, float]:
+        """Iteration of its latest point at ``floor`` or beyond, and seconds from its first
+        point to the end of that one (none is: the iteration before its first point, 0)."""
+        total = self.total
+        for y, _, _, it, before in reversed(self.pts):
+            if y >= floor:
+                return it, total
+            total = before
+        return self.pts[0][3] - 1, 0.0
+
     def after_return(self, floor: float) -> int:
         """Index of the point after the latest one below ``floor`` that a point beyond the
         midpoint followed (0: none is)."""
@@ -221,6 +238,9 @@ class RobustLevelDetector:
         self._drifts = 0  # drift events of the segment
         self._onsets: deque[int] = deque()  # onset iterations (flapping window)
         self._slow_spans: deque[tuple[int, int]] = deque()  # (first, end) of slow episodes
+        # the latest recovery folded into the flapping (None: none yet)
+        self._flap_recovery: tuple[int, int, float, float] | None = None
+        self._slow_pos = 0  # position where the open slow episode began
         self._tallies = (_SpikeTally(SPIKE_POINTS[0]), _SpikeTally(SPIKE_POINTS[1]))
         self._needed = self._points_for(*self._tallies[0].rates())
         self._last_it = self._t
@@ -250,6 +270,9 @@ class RobustLevelDetector:
                 self._first_noise()
             return []
         alarms = (self._slow_point if self.slow else self._healthy_point)(y, iteration, secs)
+        if self._flapping and self.slow and self._outlasts(iteration):
+            alarms += self._unfold(self._slow_pos, self._slow_spans[-1][0],
+                                   self._healthy, self._episode.median())
         if self._flapping and iteration - self._onsets[-1] >= self.flap_window_iters:
             # No onset for a whole window: over (healthy), or steadily slow (a change).
             self._flapping = False
@@ -314,7 +337,8 @@ class RobustLevelDetector:
         level = st.held() if startup else latest
         k = st.first(r, latest)
         if (self._slow_enough(level - r, n) and self._clears(level - (r + self.mid), n)
-                and self._lasted(st, max(k, st.after_return(self._return_floor(r, latest))))
+                and self._lasted(st, max(k, st.after_return(self._return_floor(r, latest))),
+                                 max(r + self.mid, 0.5 * (r + st.inside_level())))
                 and (not startup or self._step(st, k, n, latest))):
             return alarms + self._onset(st, r, level)
         return alarms + self._ramp(st, self._settle, it)  # a trend, not a step
@@ -334,15 +358,19 @@ class RobustLevelDetector:
         s, _ = self._noise_model()
         return min(r + self.mid, 0.5 * (r + level), level - self.confidence * s)
 
-    def _lasted(self, st: _Stretch, k: int) -> bool:
+    def _lasted(self, st: _Stretch, k: int, mid: float) -> bool:
         """The new level, from where it began (point ``k`` of the stretch, not the noise
-        that opened the stretch before it), has lasted longer than a stall."""
+        that opened the stretch before it) to its latest point beyond ``mid`` (the midpoint
+        between the healthy level and the new one, as where it began: a noise point after a
+        stall that is only beyond the slow limit does not make the stall longer), has
+        lasted longer than a stall."""
         p = st.pts[k]
+        end_it, end_cum = st.last_beyond(mid)
         # with one value per span iterations (a mean of them, maybe), the first and the last
         # value may each show only part of their span: a stall of stall_iters can reach
         # values span - 1 iterations further apart than it lasts
-        iters = st.in_it - p[3] + 1 - (self._span - 1)
-        return iters > self.stall_iters and st.in_cum - p[4] > self.stall_seconds
+        iters = end_it - p[3] + 1 - (self._span - 1)
+        return iters > self.stall_iters and end_cum - p[4] > self.stall_seconds
 
     def _slow_point(self, y: float, it: int, secs: float) -> list[Alarm]:
         e, st = self._episode.median(), self._stretch
@@ -523,7 +551,7 @@ class RobustLevelDetector:
     def _declare(self, pos: int, first: int, r: float, level: float, now: int
                  ) -> list[Alarm]:
         """A new slow episode from ``first`` (position ``pos``): onset, or flapping."""
-        self.slow, self._healthy = True, r
+        self.slow, self._healthy, self._slow_pos = True, r, pos
         self._slow_spans.append((first, -1))
         window = first - self.flap_window_iters
         while self._onsets and self._onsets[0] < window:
@@ -532,12 +560,55 @@ class RobustLevelDetector:
             self._slow_spans.popleft()
         self._onsets.append(first)
         if self._flapping:
-            return []
-        if len(self._onsets) < self.flap_episodes:
+            if not self._flap_over(first):
+                return []
+            # healthy far longer than between its phases: the flapping ended at its latest
+            # recovery, and this is a new episode of its own
+            return self._unfold(pos, first, r, level)
+        # flapping alternates alike slow and healthy phases: episodes that leave the rank
+        # healthy most of the time, or unlike each other, are separate episodes, each its
+        # own onset (folding them would hide a slowdown that comes after them)
+        if (len(self._onsets) < self.flap_episodes
+                or self._slow_fraction(now) < FLAP_SHARE or not self._alike()):
             return [self._alarm("onset", pos, first, math.exp(r), math.exp(level))]
-        self._flapping = True
+        self._flapping, self._flap_recovery = True, None
         return [self._alarm("flapping", pos, first, math.exp(r), math.exp(level),
                             frac=self._slow_fraction(now), since=self._onsets[0])]
+
+    def _unfold(self, pos: int, first: int, r: float, level: float) -> list[Alarm]:
+        """The episode from ``first`` is no phase of the flapping: the flapping ended at its
+        latest recovery (said now), and the episode is an onset of its own."""
+        self._flapping, rec = False, self._flap_recovery
+        self._onsets = deque([first])
+        self._slow_spans = deque([self._slow_spans[-1]])
+        if rec is None:  # the episode that made it flapping stayed slow: said as at the end
+            return [self._alarm("change", self._t, self._last_it, math.exp(r), math.exp(level),
+                                note="steady", frac=self._slow_fraction(self._last_it))]
+        return [self._alarm("recovery", rec[0], rec[1], rec[2], rec[3], note="flapping"),
+                self._alarm("onset", pos, first, math.exp(r), math.exp(level))]
+
+    def _alike(self) -> bool:
+        """The window's finished slow episodes are alike, as a flapping's slow phases are:
+        the longest lasted at most ``FLAP_GAP`` times the shortest (a long slowdown among
+        short episodes is no phase of a cycle)."""
+        spans = [b - a for a, b in self._slow_spans if b >= 0]
+        return not spans or max(spans) <= FLAP_GAP * max(min(spans), 1)
+
+    def _outlasts(self, it: int) -> bool:
+        """The open episode has lasted ``FLAP_GAP`` times the flapping's longest slow phase:
+        it is no phase of it."""
+        spans = self._slow_spans
+        longest = max((b - a for a, b in list(spans)[:-1] if b >= 0), default=0)
+        return longest > 0 and it - spans[-1][0] > FLAP_GAP * longest
+
+    def _flap_over(self, first: int) -> bool:
+        """The healthy gap before the episode from ``first`` is ``FLAP_GAP`` times the
+        longest one between the flapping's earlier episodes (its fast phases), or longer."""
+        spans = list(self._slow_spans)[:-1]
+        if len(spans) < 2 or spans[-1][1] < 0:
+            return False
+        gaps = [b[0] - a[1] for a, b in zip(spans, spans[1:], strict=False) if a[1] >= 0]
+        return bool(gaps) and first - spans[-1][1] > FLAP_GAP * max(max(gaps), 1)
 
     def _new_episode(self, st: _Stretch) -> None:
         """The episode level from the confirming stretch's second half."""
@@ -551,7 +622,10 @@ class RobustLevelDetector:
         self._slow_spans[-1] = (self._slow_spans[-1][0], first)
         for v in ys:
             self._ref.add(v)
-        return [] if self._flapping else [
+        if self._flapping:  # folded in; said if the flapping ends at it (_flap_over)
+            self._flap_recovery = (pos, first, math.exp(e), math.exp(_median(ys)))
+            return []
+        return [
             self._alarm("recovery", pos, first, math.exp(e), math.exp(_median(ys)))]
 
     def _slow_fraction(self, now: int) -> float:
