@@ -115,11 +115,12 @@ def check_slow_loader(trace_file: Path, wait_span: str,
     (``SLOW_LOADER_RANK=1``) and return rank 1's first-op start minus rank 0's, per step.
 
     Rank 1 starts each step late on the common clock: its first op starts at least
-    0.8 x ``delay_s`` after rank 0's (median over the steps; at least 0.5 x in every step: a
-    margin for a loaded 2-core machine, where rank 0 may lose the CPU for a few tens of
-    milliseconds). Rank 0 waits for it in ``wait_span`` (a DP-synchronised collective), not
-    in its compute: its median ``wait_span`` lasts at least 0.6 x ``delay_s`` longer than
-    rank 1's, and neither rank's compute (forward + backward) holds the delay."""
+    0.8 x ``delay_s`` after rank 0's (median over the steps; at least 0.5 x in 9 steps of 10:
+    a margin for a loaded 2-core machine, where rank 0 may lose the CPU for a few tens of
+    milliseconds, and once in a while for longer: a step where rank 0 started 0.59 s after
+    rank 1 was seen at load 7). Rank 0 waits for it in ``wait_span`` (a DP-synchronised
+    collective), not in its compute: its median ``wait_span`` lasts at least 0.6 x ``delay_s``
+    longer than rank 1's, and neither rank's compute (forward + backward) holds the delay."""
     import pandas as pd
 
     trace = pd.read_parquet(trace_file)
@@ -127,7 +128,7 @@ def check_slow_loader(trace_file: Path, wait_span: str,
     first = trace.groupby(["step", "dp_rank"])["start_ts"].min().unstack()
     lag = (first[1] - first[0]).to_numpy()
     assert float(pd.Series(lag).median()) >= 0.8 * delay_s, lag
-    assert lag.min() >= 0.5 * delay_s, lag
+    assert (lag >= 0.5 * delay_s).mean() >= 0.9, lag
     per_step = trace.groupby(["optype", "dp_rank", "step"])["duration"].sum()
     medians = per_step.groupby(["optype", "dp_rank"]).median().unstack("dp_rank")
     assert wait_span in medians.index, f"no {wait_span}; median durations:\n{medians}"
