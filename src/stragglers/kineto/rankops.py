@@ -152,13 +152,16 @@ def _union(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _compute_time(owner: np.ndarray, kstart: np.ndarray, kend: np.ndarray, n: int,
-                  cover: tuple[np.ndarray, np.ndarray]
+                  cover: tuple[np.ndarray, np.ndarray], base: float = 0.0
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The time of ``n`` compute ops from their kernels (``owner``: the op of each kernel):
     the span of the kernels less the time inside ``cover`` (disjoint sorted intervals: the
     kernels of the all-to-alls that the model places between compute ops). Returns the
     first instant of the span outside the cover, the length, and whether the op has
-    kernels; an op whose span lies inside the cover gets length 0 at its span's end."""
+    kernels; an op whose span lies inside the cover gets length 0 at its span's end.
+    ``base``: the covered time before the first interval (the running sum of the covers of
+    the earlier windows of a file read in windows, :mod:`stragglers.kineto.windowed`: the
+    sums are then added in the one-pass order, bit for bit)."""
     first = np.full(n, np.nan)
     has = np.bincount(owner, minlength=n) > 0
     lo = np.full(n, np.inf)
@@ -169,12 +172,12 @@ def _compute_time(owner: np.ndarray, kstart: np.ndarray, kend: np.ndarray, n: in
     cs, ce = cover
     length = np.zeros(n)
     if cs.size:
-        cum = np.r_[0.0, np.cumsum(ce - cs)]
+        cum = np.cumsum(np.r_[base, ce - cs])  # sequential: the one-pass sums, from base
 
         def covered_until(t: np.ndarray) -> np.ndarray:
             i = np.searchsorted(cs, t, "right") - 1
             ic = np.clip(i, 0, None)
-            return np.where(i >= 0, cum[ic] + np.clip(t - cs[ic], 0.0, ce[ic] - cs[ic]), 0.0)
+            return np.where(i >= 0, cum[ic] + np.clip(t - cs[ic], 0.0, ce[ic] - cs[ic]), base)
 
         i = np.searchsorted(cs, lo, "right") - 1
         ic = np.clip(i, 0, None)
@@ -266,11 +269,12 @@ def _call_of(c_ts: np.ndarray, c_end: np.ndarray, c_tid: np.ndarray, launch: np.
 
 def _copies_of_calls(ev: RankEvents, rc: np.ndarray, rts: np.ndarray, rtid: np.ndarray,
                      c_ts: np.ndarray, c_end: np.ndarray, c_tid: np.ndarray,
-                     counts: Counter[str]) -> np.ndarray:
+                     counts: Counter[str]) -> tuple[np.ndarray, np.ndarray]:
     """The communication call of each device<->host copy of the file (-1: none, -2: no
-    launch record) (``rc``, ``rts``, ``rtid``: the runtime launches sorted by correlation
-    id). A copy launched inside a call on the call's thread is that call's (gloo copies a
-    collective's result back to the GPU on its worker thread, inside the ``gloo:*`` range).
+    launch record), and whether the copy was launched inside that call (``rc``, ``rts``,
+    ``rtid``: the runtime launches sorted by correlation id). A copy launched inside a call
+    on the call's thread is that call's (gloo copies a collective's result back to the GPU
+    on its worker thread, inside the ``gloo:*`` range).
     A device-to-host copy launched elsewhere (gloo's copy of the input to the host is launched
     by the caller, e.g. DDP's ``c10d::allreduce_`` on the autograd thread, before the worker
     thread runs the collective) is the call of the next copy launched inside a call on the
@@ -278,7 +282,7 @@ def _copies_of_calls(ev: RankEvents, rc: np.ndarray, rts: np.ndarray, rtid: np.n
     on it), when it was launched before that call ended. Vectorised over the copies."""
     n = ev.m_corr.size
     if not n:
-        return np.zeros(0, np.int64)
+        return np.zeros(0, np.int64), np.zeros(0, bool)
     j = np.clip(np.searchsorted(rc, ev.m_corr), 0, max(rc.size - 1, 0))
     linked = (rc[j] == ev.m_corr) if rc.size else np.zeros(n, bool)
     if (~linked).any():
@@ -287,6 +291,7 @@ def _copies_of_calls(ev: RankEvents, rc: np.ndarray, rts: np.ndarray, rtid: np.n
     launch = np.where(linked, rts[j] if rc.size else 0.0, np.nan)
     tid = np.where(linked, rtid[j] if rc.size else -1, -1)
     call = np.where(linked, _call_of(c_ts, c_end, c_tid, launch, tid), -2)
+    owned = call >= 0
     # device-to-host copies launched outside a call: the call of the next owned copy of
     # their stream
     order = np.lexsort((ev.m_ts, ev.m_stream))
@@ -297,9 +302,10 @@ def _copies_of_calls(ev: RankEvents, rc: np.ndarray, rts: np.ndarray, rtid: np.n
     nxt_call = own[nc]
     ok = (nxt < n) & (ev.m_stream[order][nc] == ev.m_stream[order]) & (own == -1) \
         & (ev.m_dir[order] == DTOH)
-    ok &= launch[order] <= c_end[np.clip(nxt_call, 0, None)]
+    if c_end.size:  # (no call: no owned copy, none tied)
+        ok &= launch[order] <= c_end[np.clip(nxt_call, 0, None)]
     call[order[ok]] = nxt_call[ok]
-    return call
+    return call, owned
 
 
 def _copy_times(m_call: np.ndarray, m_end: np.ndarray, m_dir: np.ndarray,
@@ -362,7 +368,7 @@ class _Pieces:
 
 def _pieces(ann: np.ndarray, a_ts: np.ndarray, a_end: np.ndarray, cuts: np.ndarray,
             cut_end: np.ndarray, launch: np.ndarray, kstart: np.ndarray, kend: np.ndarray,
-            cover: tuple[np.ndarray, np.ndarray]) -> _Pieces:
+            cover: tuple[np.ndarray, np.ndarray], base: float = 0.0) -> _Pieces:
     """The compute kernels launched inside each annotation of ``ann`` (``launch`` sorted),
     grouped by the cut times (sorted; ``cut_end``: the end of the all-to-all of each cut)
     before their launch: each group is one piece, timed by the span of its kernels less
@@ -375,7 +381,7 @@ def _pieces(ann: np.ndarray, a_ts: np.ndarray, a_end: np.ndarray, cuts: np.ndarr
     uniq, piece = np.unique(key, return_inverse=True)
     first = np.full(uniq.size, np.inf)
     np.minimum.at(first, piece, launch[pos])
-    start, length, _ = _compute_time(piece, kstart[pos], kend[pos], uniq.size, cover)
+    start, length, _ = _compute_time(piece, kstart[pos], kend[pos], uniq.size, cover, base)
     a_of = ann[uniq // (cuts.size + 1)]
     after = uniq % (cuts.size + 1) - 1  # the cut before the piece, if in its annotation
     follows = (after >= 0) & (cuts[np.clip(after, 0, None)] >= a_ts[a_of]) if cuts.size \
@@ -390,10 +396,27 @@ def rank_ops(ev: RankEvents) -> RankOps:
     return rank_ops_parts(ev)[0]
 
 
-def rank_ops_parts(ev: RankEvents) -> tuple[RankOps, np.ndarray]:
+@dataclass
+class Links:
+    """What a window's ops depend on beyond the window (:mod:`stragglers.kineto.windowed`
+    checks that the windows agree with the one-pass read)."""
+
+    #: the all-to-all time taken out of compute: its disjoint sorted intervals
+    cover_start: np.ndarray
+    cover_end: np.ndarray
+    #: the running sum of their lengths, from ``a2a_base`` (the next window's base)
+    cover_sum: float
+    #: per device<->host copy: launched inside a communication call of the file
+    copy_owned: np.ndarray
+
+
+def rank_ops_parts(ev: RankEvents, a2a_base: float = 0.0
+                   ) -> tuple[RankOps, np.ndarray, Links]:
     """:func:`rank_ops`, and the part of the list each op comes from (0: whole annotations,
     1: pieces of annotations cut at all-to-alls, 2: communication calls, 3: NCCL kernels
-    outside every call, 4: segments of compute kernels): the ops come part by part."""
+    outside every call, 4: segments of compute kernels): the ops come part by part; and the
+    links of the ops beyond the events (``a2a_base``: the all-to-all time covered before the
+    events, :func:`_compute_time`)."""
     counts: Counter[str] = Counter()
     for cat, n in ev.ignored.items():
         if cat == "cpu_op" and ev.cpu_read:
@@ -537,7 +560,7 @@ def rank_ops_parts(ev: RankEvents) -> tuple[RankOps, np.ndarray]:
     c_kind = np.where(c_kind < 0, COMM_CODE["other"], c_kind).astype(np.int8)
     # a call without NCCL kernels whose data lives on the GPU (gloo with CUDA tensors): timed
     # on the GPU by its device<->host copies
-    m_call = _copies_of_calls(ev, rc, rts, rtid, c_ts, c_end, c_tid, counts)
+    m_call, m_owned = _copies_of_calls(ev, rc, rts, rtid, c_ts, c_end, c_tid, counts)
     by_copies = np.zeros(cci.size, bool)
     if m_call.size:
         by_copies = ~c_kernel & ~c_wait & ~c_bare
@@ -545,7 +568,7 @@ def rank_ops_parts(ev: RankEvents) -> tuple[RankOps, np.ndarray]:
         by_copies &= has_m
         c_stop = np.where(by_copies, np.where(np.isnan(end_m), c_end, end_m), c_stop)
         c_start = np.where(by_copies, np.minimum(np.fmax(c_ts, start_m), c_stop), c_start)
-        used = (m_call >= 0) & by_copies[np.clip(m_call, 0, None)]
+        used = (m_call >= 0) & (by_copies[np.clip(m_call, 0, None)] if cci.size else False)
         n_unused = int(((m_call > -2) & ~used).sum())
         if n_unused:
             counts["gpu_memcpy events (device<->host copies not of a communication call "
@@ -589,7 +612,7 @@ def rank_ops_parts(ev: RankEvents) -> tuple[RankOps, np.ndarray]:
         ms = np.flatnonzero(timed)
         k_own, k_pos = _launched(a_ts[ms], a_end[ms], k_launch[c_sel])
         first, length, has = _compute_time(k_own, k_ts[c_sel][k_pos], k_end[c_sel][k_pos],
-                                           ms.size, cover)
+                                           ms.size, cover, a2a_base)
         a_start[ms[has]], a_stop[ms[has]] = first[has], first[has] + length[has]
     # without GPU kernels: the CPU range less the time its thread spends in communication
     comm_in_compute = 0.0
@@ -605,7 +628,7 @@ def rank_ops_parts(ev: RankEvents) -> tuple[RankOps, np.ndarray]:
     pieces = _pieces(np.flatnonzero(split), a_ts, a_end,
                      cuts if split.any() else np.zeros(0),
                      cut_end if split.any() else np.zeros(0),
-                     k_launch[c_sel], k_ts[c_sel], k_end[c_sel], cover)
+                     k_launch[c_sel], k_ts[c_sel], k_end[c_sel], cover, a2a_base)
     whole = ~split
     a_type, a_mb, a_ts_k, a_start, a_stop, a_idx = (
         np.r_[a_type[whole], a_type[pieces.annotation]].astype(np.int8),
@@ -633,7 +656,8 @@ def rank_ops_parts(ev: RankEvents) -> tuple[RankOps, np.ndarray]:
                     | (n_p2p[1:] != n_p2p[:-1])] if cs.size else np.zeros(0, bool)
         seg = np.cumsum(cut) - 1
         n_seg = int(seg[-1]) + 1 if cs.size else 0
-        seg_start, seg_len, _ = _compute_time(seg, k_ts[cs], k_end[cs], n_seg, cover)
+        seg_start, seg_len, _ = _compute_time(seg, k_ts[cs], k_end[cs], n_seg, cover,
+                                              a2a_base)
         seg_end = seg_start + seg_len
         first = np.flatnonzero(cut)
         seg_type = np.where(back[first], b_code, f_code).astype(np.int8)
@@ -671,4 +695,6 @@ def rank_ops_parts(ev: RankEvents) -> tuple[RankOps, np.ndarray]:
         a2a_in_compute=in_compute[keep_op], seq=seq[keep_op].astype(np.int64),
         msg=msg[keep_op].astype(np.int64), base_ns=ev.base_ns,
         comm_in_compute_us=comm_in_compute,
-        copy_timed=int(by_copies[keep_op[n_a:n_a + n_c]].sum())), part
+        copy_timed=int(by_copies[keep_op[n_a:n_a + n_c]].sum())), part, Links(
+            cover[0], cover[1], float(np.cumsum(np.r_[a2a_base, cover[1] - cover[0]])[-1]),
+            m_owned)

@@ -18,12 +18,23 @@ is read several times:
 
 The result is the one-pass result, array for array. The rules that look across a window's
 edge are checked, and when one could see beyond a window the file is read in one pass
-instead (:class:`_OnePass`): a file without GPU kernels, with device<->host copies
-(:func:`~stragglers.kineto.rankops._copies_of_calls` pairs copies across calls), with
-all-to-all kernels (their time is taken out of every compute op), whose correlation ids do
-not grow with the launch time across windows, a window without kernels, compute segmented
-(no forward/backward annotation) where the windows' kernels overlap on the GPU, or no step
-start free of annotations and calls.
+instead (:class:`_OnePass`): a file without GPU kernels, whose correlation ids do not grow
+with the launch time across windows, a window without kernels, compute segmented (no
+forward/backward annotation) where the windows' kernels overlap on the GPU, or no step start
+free of annotations and calls. Two rules are carried across the windows:
+
+* device<->host copies (:func:`~stragglers.kineto.rankops._copies_of_calls`): a copy to the
+  host launched outside a call is tied to the next copy of its stream (GPU order) launched
+  inside one, maybe in a later step. The edges avoid the CPU range from such a copy's launch
+  to that of the next copy of its stream that may be a call's (launched inside a call or
+  annotation; the launches bounded by the survey's sample, exact in files of up to
+  :data:`SAMPLE` launches), and after the windows each copy and the copy it may be tied to
+  (from the copies each window found launched in a call) must be in one window
+  (:class:`_Copies`);
+* all-to-all time taken out of compute (:func:`~stragglers.kineto.rankops._compute_time`):
+  the running sum of the cover goes from window to window (the one-pass additions, in their
+  order), and the windows' covers must follow one another on the GPU with each window's
+  compute kernels between the earlier windows' cover and the later ones' (:class:`_Alltoall`).
 """
 
 from __future__ import annotations
@@ -39,9 +50,9 @@ import numpy as np
 
 from stragglers.errors import InputError
 from stragglers.kineto.patterns import Patterns
-from stragglers.kineto.rankops import RankOps, rank_ops, rank_ops_parts
+from stragglers.kineto.rankops import Links, RankOps, rank_ops, rank_ops_parts
 from stragglers.kineto.reader import (
-    COMM_CODE,
+    DTOH,
     RankEvents,
     _few_collections,
     _read_rank_file,
@@ -121,7 +132,6 @@ class _Survey:
         self.ts = np.zeros(0)
         self.corr = np.zeros(0, np.int64)
         self.kernels = 0
-        self.alltoall = False
 
     def __call__(self, r: _Reader) -> None:
         corr, ts = _take(r.rt.cols["corr"], 0), _take(r.rt.cols["ts"], 0)
@@ -133,26 +143,35 @@ class _Survey:
             self.k *= 2
             keep = self.corr % self.k == 0
             self.ts, self.corr = self.ts[keep], self.corr[keep]
-        kind = _take(r.k.cols["kind"], 0)
-        self.kernels += kind.size
-        self.alltoall |= bool((kind == COMM_CODE["alltoall"]).any())
+        self.kernels += len(r.k.cols["kind"])
         for a in r.k.cols.values():
             del a[:]
 
 
 class _Window:
     """After each batch: keep the new launches with a CPU time in [t0, t1) and the new
-    kernels with a correlation id in (c0, c1]."""
+    kernels and copies with a correlation id in (c0, c1] (and the copies' positions among
+    the file's copies)."""
 
     def __init__(self, t0: float, t1: float, c0: float, c1: float) -> None:
         self.t0, self.t1, self.c0, self.c1 = t0, t1, c0, c1
-        self.n_rt = self.n_k = 0
+        self.n_rt = self.n_k = self.n_m = self.seen_m = 0
+        self.m_pos: list[np.ndarray] = []
 
     def __call__(self, r: _Reader) -> None:
         ts = _take(r.rt.cols["ts"], self.n_rt)
         self.n_rt = _compact(r.rt.cols, self.n_rt, (ts >= self.t0) & (ts < self.t1))
         corr = _take(r.k.cols["corr"], self.n_k)
         self.n_k = _compact(r.k.cols, self.n_k, (corr > self.c0) & (corr <= self.c1))
+        corr = _take(r.m.cols["corr"], self.n_m)
+        keep = (corr > self.c0) & (corr <= self.c1)
+        self.m_pos.append(self.seen_m + np.flatnonzero(keep))
+        self.seen_m += corr.size
+        self.n_m = _compact(r.m.cols, self.n_m, keep)
+
+    def positions(self) -> np.ndarray:
+        """The kept copies' positions among the file's copies (file order)."""
+        return np.concatenate(self.m_pos) if self.m_pos else np.zeros(0, np.int64)
 
 
 def _take(a: Any, start: int) -> np.ndarray:
@@ -172,12 +191,50 @@ def _compact(cols: dict[str, Any], start: int, keep: np.ndarray) -> int:
     return start + int(keep.sum())
 
 
-def _cuts(ev: RankEvents, windows: int) -> np.ndarray:
+def _copy_spans(ev: RankEvents, s_ts: np.ndarray,
+                s_corr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """CPU time ranges a window edge should not cut: from the launch of each device-to-host
+    copy to the launch of the next copy of its stream (GPU order) that may have been launched
+    inside a communication call (the copy it may be tied to,
+    :func:`~stragglers.kineto.rankops._copies_of_calls`). The launches are bounded by the
+    sampled launches around their correlation id (exact where the sample is whole)."""
+    n = ev.m_corr.size
+    if not n:
+        return np.zeros(0), np.zeros(0)
+    o = np.argsort(s_corr, kind="stable")
+    sc, st = s_corr[o], s_ts[o]
+    i = np.searchsorted(sc, ev.m_corr, "left")  # the first sampled id >= the copy's
+    j = np.searchsorted(sc, ev.m_corr, "right") - 1  # the last one <= it
+    late = np.where(i < sc.size, st[np.clip(i, 0, max(sc.size - 1, 0))] if sc.size else 0.0,
+                    np.inf)
+    early = np.where(j >= 0, st[np.clip(j, 0, None)] if sc.size else 0.0, -np.inf)
+    # may be inside a call: the range meets one (annotations too: a superset)
+    c_lo, c_hi = np.r_[ev.cc_ts, ev.ann_ts], np.r_[ev.cc_end, ev.ann_end]
+    maybe = np.zeros(n, bool)
+    if c_lo.size:
+        co = np.argsort(c_lo, kind="stable")
+        run = np.maximum.accumulate(c_hi[co])
+        k = np.searchsorted(c_lo[co], late, "right") - 1
+        maybe = (k >= 0) & (run[np.clip(k, 0, None)] >= early)
+    order = np.lexsort((ev.m_ts, ev.m_stream))
+    pos = np.where(maybe[order], np.arange(n), n)
+    nxt = np.minimum.accumulate(pos[::-1])[::-1]
+    nxt = np.r_[nxt[1:], n]  # the next one after the copy
+    nc = np.clip(nxt, 0, n - 1)
+    tied = (nxt < n) & (ev.m_stream[order][nc] == ev.m_stream[order]) \
+        & (ev.m_dir[order] == DTOH)
+    a, b = order[tied], order[nc[tied]]
+    return np.minimum(early[a], early[b]), np.maximum(late[a], late[b])
+
+
+def _cuts(ev: RankEvents, windows: int,
+          spans: tuple[np.ndarray, np.ndarray] = (np.zeros(0), np.zeros(0))) -> np.ndarray:
     """Window edges: step starts cutting the steps into ``windows`` runs of about equal
-    count, each moved to the nearest step start no annotation or call straddles."""
+    count, each moved to the nearest step start no annotation, call or span of ``spans``
+    straddles."""
     starts = np.unique(ev.step_ts)
-    lo = np.r_[ev.ann_ts, ev.cc_ts]
-    hi = np.r_[ev.ann_end, ev.cc_end]
+    lo = np.r_[ev.ann_ts, ev.cc_ts, spans[0]]
+    hi = np.r_[ev.ann_end, ev.cc_end, spans[1]]
     if not lo.size:
         free = starts
     else:
@@ -217,17 +274,15 @@ def _windowed(p: Path, patterns: Patterns, keep_rank: Any, windows: int) -> Rank
         return RankOps.skipped_rank(ev)
     if not survey.kernels or not ev.step_ts.size:
         raise _OnePass("no GPU kernel or no step")
-    if ev.m_corr.size:
-        raise _OnePass("device<->host copies")
-    if survey.alltoall:
-        raise _OnePass("all-to-all kernels")
-    cuts = _cuts(ev, windows)
+    s_ts, s_corr = survey.ts, survey.corr
+    cuts = _cuts(ev, windows, _copy_spans(ev, s_ts, s_corr))
+    copies = _Copies(ev.m_ts, ev.m_stream, ev.m_dir)
     del ev
     edges = np.r_[-np.inf, cuts, np.inf]
-    s_ts, s_corr = survey.ts, survey.corr
     parts: list[tuple[RankOps, np.ndarray]] = []
     c0 = -math.inf
     gpu_end = -math.inf
+    a2a = _Alltoall()
     for w in range(edges.size - 1):
         t0, t1 = float(edges[w]), float(edges[w + 1])
         after = s_corr[s_ts >= t1]  # sampled launches after the window: a bound of its ids
@@ -241,11 +296,13 @@ def _windowed(p: Path, patterns: Patterns, keep_rank: Any, windows: int) -> Rank
         else:
             raise _OnePass("a window without launches")
         k = (ev.k_corr > c0) & (ev.k_corr <= top)
+        m = (ev.m_corr > c0) & (ev.m_corr <= top)
         ev = replace(ev, k_corr=ev.k_corr[k], k_ts=ev.k_ts[k], k_end=ev.k_end[k],
                      k_kind=ev.k_kind[k], k_group=ev.k_group[k], k_peer=ev.k_peer[k],
-                     k_idx=ev.k_idx[k])
+                     k_idx=ev.k_idx[k], m_corr=ev.m_corr[m], m_ts=ev.m_ts[m],
+                     m_end=ev.m_end[m], m_dir=ev.m_dir[m], m_stream=ev.m_stream[m])
         ev = _subset(ev, t0, t1, w == 0)
-        ops, part = rank_ops_parts(ev)
+        ops, part, links = rank_ops_parts(ev, a2a.base)
         if ops.segmented:  # segments follow the GPU order: the windows' kernels must not mix
             linked = np.isin(ev.k_corr, ev.rt_corr)
             if not linked.any() or ev.k_ts[linked].min() <= gpu_end:
@@ -253,10 +310,82 @@ def _windowed(p: Path, patterns: Patterns, keep_rank: Any, windows: int) -> Rank
             gpu_end = float(ev.k_end[linked].max())
         if not np.isin(ev.k_corr, ev.rt_corr).any():
             raise _OnePass("a window without GPU kernels")
+        a2a.add(ev, links)
+        copies.add(w, keep.positions()[m], links.copy_owned)
         parts.append((ops, part))
         c0 = top
-        del ev, k
+        del ev, k, m
+    a2a.check()
+    copies.check()
     return _merge(parts)
+
+
+class _Alltoall:
+    """The all-to-all time taken out of compute (:func:`~stragglers.kineto.rankops.
+    _compute_time`), window by window: the running sum of the cover's lengths goes from one
+    window to the next (the same additions in the same order as in one pass), which gives
+    the one-pass times when the windows' covers follow one another on the GPU (each starts
+    after the earlier ones end: their union is the one-pass cover) and each window's compute
+    kernels run between the earlier windows' cover and the later ones' (they see no other
+    window's cover)."""
+
+    def __init__(self) -> None:
+        self.base = 0.0
+        self.cover_end = -math.inf  # the latest end of the earlier windows' covers
+        self.first: list[float] = []  # per window: its cover's first start (inf: none)
+        self.last_k: list[float] = []  # per window: its compute kernels' latest end
+
+    def add(self, ev: RankEvents, links: Links) -> None:
+        comp = ev.k_kind < 0
+        if comp.any() and ev.k_ts[comp].min() < self.cover_end:
+            raise _OnePass("all-to-all: compute kernels before an earlier window's")
+        cs, ce = links.cover_start, links.cover_end
+        if cs.size and cs[0] <= self.cover_end:
+            raise _OnePass("all-to-all: the windows' kernels overlap on the GPU")
+        self.first.append(float(cs[0]) if cs.size else math.inf)
+        self.last_k.append(float(ev.k_end[comp].max()) if comp.any() else -math.inf)
+        if cs.size:
+            self.cover_end = max(self.cover_end, float(ce.max()))
+        self.base = links.cover_sum
+
+    def check(self) -> None:
+        later = np.minimum.accumulate(np.r_[self.first[1:], math.inf][::-1])[::-1]
+        if (np.array(self.last_k) >= later).any():
+            raise _OnePass("all-to-all: compute kernels after a later window's")
+
+
+class _Copies:
+    """The device<->host copies, window by window: a device-to-host copy launched outside a
+    call is tied to the next copy of its stream launched inside one
+    (:func:`~stragglers.kineto.rankops._copies_of_calls`); a window ties its copies as the
+    one pass does when each such pair (in the file's copies) is in one window."""
+
+    def __init__(self, ts: np.ndarray, stream: np.ndarray, direction: np.ndarray) -> None:
+        self.ts, self.stream, self.dir = ts, stream, direction
+        self.window = np.full(ts.size, -1)
+        self.owned = np.zeros(ts.size, bool)
+
+    def add(self, w: int, pos: np.ndarray, owned: np.ndarray) -> None:
+        if (self.window[pos] >= 0).any():
+            raise _OnePass("copies: one in two windows")
+        self.window[pos] = w
+        self.owned[pos] = owned
+
+    def check(self) -> None:
+        n = self.ts.size
+        if not n:
+            return
+        if (self.window < 0).any():
+            raise _OnePass("copies: one in no window")
+        order = np.lexsort((self.ts, self.stream))
+        own = self.owned[order]
+        pos = np.where(own, np.arange(n), n)
+        nxt = np.minimum.accumulate(pos[::-1])[::-1]  # the next owned copy (n: none)
+        nc = np.clip(nxt, 0, n - 1)
+        pair = (nxt < n) & (self.stream[order][nc] == self.stream[order]) & ~own \
+            & (self.dir[order] == DTOH)
+        if (self.window[order][pair] != self.window[order][nc][pair]).any():
+            raise _OnePass("copies: a copy and the one it may be tied to in two windows")
 
 
 def _merge(parts: list[tuple[RankOps, np.ndarray]]) -> RankOps:
