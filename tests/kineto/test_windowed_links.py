@@ -73,22 +73,21 @@ def copy_file(path: Path, crossing: bool, decoy: bool = False) -> Path:
     its input is copied to the host (``DtoH``, stream 60) by a launch at the end of step 1,
     outside every call (tied to the call in the next step), running on the GPU at
     ``T0 + 2 STEP + 100``-``+ 200``, after the call opened; else that copy is launched in
-    step 2. ``decoy``: a copy back (``HtoD``, stream 60) launched inside the forward of step
-    1, outside every call, between the two on the GPU (a copy that might have been the
-    call's, not tied)."""
+    step 2. ``decoy``: a copy back (``HtoD``, stream 60) launched in step 1 by the main
+    thread while a ``gloo:barrier`` runs on a second worker thread (not that call's: another
+    thread), between the two on the GPU (a copy that might have been a call's, not tied)."""
     e = Events()
-    e.events.append({"ph": "M", "name": "thread_name", "pid": 1, "tid": GLOO[0],
-                     "args": {"name": "pt_gloo_runloop0"}})
+    for i, tid in enumerate(GLOO):
+        e.events.append({"ph": "M", "name": "thread_name", "pid": 1, "tid": tid,
+                         "args": {"name": f"pt_gloo_runloop{i}"}})
     o2 = T0 + 2 * STEP
     for step in range(4):  # (launched in time order: the correlation ids grow with it)
         o = T0 + STEP * step
         e.cpu("user_annotation", f"ProfilerStep#{step}", o, STEP - 100)
+        _forward(e, o)
         if step == 1 and decoy:
-            e.cpu("user_annotation", "## forward ##", o + 1, 10)
-            copy(e, "HtoD", o + 5, o2 + 210, MAIN, 60)
-            e.kernel("gemm", o + 6, o + 100, o + 300)
-        else:
-            _forward(e, o)
+            e.cpu("user_annotation", "gloo:barrier", o + 20, 20, GLOO[1])
+            copy(e, "HtoD", o + 30, o2 + 210, MAIN, 60)
         if step == 1 and crossing:
             copy(e, "DtoH", o2 - 200, o2 + 100, AUTOGRAD, 60)
         if step == 2:
@@ -105,7 +104,9 @@ def test_a_copy_tied_to_a_call_in_the_next_step_reads_in_windows(
     f = copy_file(tmp_path / "r.json", crossing)
     one, win, seen = _both(f, monkeypatch)
     assert _same(one, win) == []
-    assert _windowed(seen) >= 2  # (before: one pass, copies)
+    # (before: one pass, copies) a window per step, but the copy's step and the next
+    # together when it is tied across their edge
+    assert _windowed(seen) == (3 if crossing else 4)
     # the known answer: the call arrives when its copy to the host ends (T0 + 2 STEP + 200:
     # after it opened) and ends when its copy back ends (+ 2600 + COPY 100)
     assert one.copy_timed == 1
@@ -117,12 +118,12 @@ def test_a_copy_tied_to_a_call_in_the_next_step_reads_in_windows(
 
 def test_a_copy_tied_past_a_window_edge_reads_in_one_pass(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The decoy (launched inside an annotation: it may be a call's) ends the copy's span
+    """The decoy (launched while a call runs: it may be that call's) ends the copy's span
     the edges avoid, so the edge at step 2 is taken: the check of the windows' copies sees
     the copy and its call in two windows, and the file is read in one pass."""
     f = copy_file(tmp_path / "r.json", crossing=True, decoy=True)
     one, win, seen = _both(f, monkeypatch)
-    assert _same(one, win) == [] and one.copy_timed == 1
+    assert _same(one, win) == [] and one.copy_timed == 1 and one.start.size == 6
     assert _windowed(seen) == 0 and len(seen) >= 3  # windows were read, then one pass
     # without the check, the windows' ops differ: the call timed by its copy back only
     monkeypatch.setattr(windowed._Copies, "check", lambda self: None)

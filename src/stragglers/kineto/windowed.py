@@ -26,8 +26,8 @@ free of annotations and calls. Two rules are carried across the windows:
 * device<->host copies (:func:`~stragglers.kineto.rankops._copies_of_calls`): a copy to the
   host launched outside a call is tied to the next copy of its stream (GPU order) launched
   inside one, maybe in a later step. The edges avoid the CPU range from such a copy's launch
-  to that of the next copy of its stream that may be a call's (launched inside a call or
-  annotation; the launches bounded by the survey's sample, exact in files of up to
+  to that of the next copy of its stream that may be a call's (launched while a call runs,
+  on any thread; the launches bounded by the survey's sample, exact in files of up to
   :data:`SAMPLE` launches), and after the windows each copy and the copy it may be tied to
   (from the copies each window found launched in a call) must be in one window
   (:class:`_Copies`);
@@ -208,8 +208,8 @@ def _copy_spans(ev: RankEvents, s_ts: np.ndarray,
     late = np.where(i < sc.size, st[np.clip(i, 0, max(sc.size - 1, 0))] if sc.size else 0.0,
                     np.inf)
     early = np.where(j >= 0, st[np.clip(j, 0, None)] if sc.size else 0.0, -np.inf)
-    # may be inside a call: the range meets one (annotations too: a superset)
-    c_lo, c_hi = np.r_[ev.cc_ts, ev.ann_ts], np.r_[ev.cc_end, ev.ann_end]
+    # may be inside a call: the range meets one (on any thread: a superset)
+    c_lo, c_hi = ev.cc_ts, ev.cc_end
     maybe = np.zeros(n, bool)
     if c_lo.size:
         co = np.argsort(c_lo, kind="stable")
