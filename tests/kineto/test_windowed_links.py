@@ -210,3 +210,45 @@ def test_a_copy_in_a_file_without_calls_is_not_used(tmp_path: Path) -> None:
     ops = rank_ops(read_rank_file(_write(tmp_path / "r.json", e.events), PAT))
     assert (ops.start.tolist(), ops.end.tolist()) == ([T0 + 100], [T0 + 300])
     assert sum(n for what, n in ops.counts.items() if "gpu_memcpy" in what) == 1
+
+
+@pytest.mark.parametrize("job", ["gloo-cuda", "all-to-all"])
+def test_windows_give_the_same_parquet(job: str, tmp_path: Path,
+                                       monkeypatch: pytest.MonkeyPatch,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """Two-rank jobs with copies (DDP over gloo with CUDA tensors) and with all-to-alls
+    inside the forward (the DLRM-like job): ``import kineto`` gives the same
+    trace.parquet, byte for byte, with a budget of 1 byte (read in windows)."""
+    from stragglers.cli import main
+    from tests.kineto.test_all_to_all_import import rank_file
+
+    folder = tmp_path / "ranks"
+    folder.mkdir()
+    if job == "gloo-cuda":
+        for rank in range(2):
+            _write(folder / f"r{rank}.json", rank_events(rank, pool=2, item=True), rank)
+    else:
+        for rank, until in ((0, 600), (1, 2000)):
+            rank_file(folder, rank, slow_until=until)
+    (tmp_path / "job.yaml").write_text("dp_size: 2\npp_size: 1\nworld_size: 2\n")
+    seen: list[Any] = []
+    real = windowed._windowed
+
+    def spy(*args: Any) -> RankOps:
+        ops = real(*args)
+        seen.append(args)  # read in windows (not the one pass after them)
+        return ops
+
+    monkeypatch.setattr(windowed, "_windowed", spy)
+    out = {}
+    for name, env in (("one", None), ("win", "1")):
+        if env is None:
+            monkeypatch.delenv(windowed.ENV, raising=False)
+        else:
+            monkeypatch.setenv(windowed.ENV, env)
+        assert main(["import", "kineto", str(folder), "--meta", str(tmp_path / "job.yaml"),
+                     "--out", str(tmp_path / name), "--jobs", "1"]) == 0
+        out[name] = capsys.readouterr().out.splitlines()[:-1]
+    assert len(seen) == 2 and out["one"] == out["win"]
+    assert (tmp_path / "one" / "trace.parquet").read_bytes() == \
+        (tmp_path / "win" / "trace.parquet").read_bytes()
