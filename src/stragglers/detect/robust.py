@@ -341,12 +341,16 @@ class RobustLevelDetector:
 
     def _mode_runs(self, level: float, it: int) -> list[int]:
         """Points of the returned runs at the height ``level`` within ``MODE_WINDOW``
-        iterations when they are ``MODE_RUNS`` or more (a mode there), else none."""
+        iterations when ``MODE_RUNS`` or more of them, and most, were never declared (a
+        mode there), else none."""
         runs = self._runs
         while runs and runs[0][0] < it - MODE_WINDOW:
             runs.popleft()
-        near = [n for _, n, h, _ in runs if abs(h - level) <= MODE_BAND * self.mid]
-        return near if len(near) >= MODE_RUNS else []
+        near = [(n, slow) for _, n, h, slow in runs if abs(h - level) <= MODE_BAND * self.mid]
+        # the mode is the healthy level's: most of its runs came and went undeclared (the
+        # slow phases of a flapping the detector reported are no mode)
+        quiet = sum(not slow for _, slow in near)
+        return [n for n, _ in near] if quiet >= MODE_RUNS and quiet >= len(near) / 2 else []
 
     def _mode_need(self, level: float, it: int) -> int:
         """Points a candidate level ``level`` (over the healthy level) needs when the healthy
