@@ -51,7 +51,7 @@ def test_every_family_and_scenario_is_present(corpus) -> None:
     assert {s.family for s in corpus} == set(FAMILIES)
     assert {(s.family, s.scenario) for s in corpus} == {(f, s) for f, s, _, _ in SCENARIOS}
     assert len(generate_job_corpus(0, scale=1.0, families=("flapping",))) == 24
-    assert sum(c for _, _, c, _ in SCENARIOS) in range(345, 421)
+    assert sum(c for _, _, c, _ in SCENARIOS) in range(345, 445)
     assert set(HELD_OUT) < set(FAMILIES)
 
 
@@ -75,7 +75,7 @@ def test_records_are_well_formed(corpus) -> None:
 def test_labels_are_true_by_construction(corpus) -> None:
     checked = 0
     for s in corpus:
-        if s.family in ("contention", "megatron"):  # own rules (test_*_labels)
+        if s.family in ("contention", "megatron", "bimodal_replay"):  # own rules (test_*_labels)
             continue
         factor = s.level / s.healthy
         for e in s.events:
@@ -275,3 +275,45 @@ def test_megatron_labels() -> None:
                 assert 0.5 * s_e < rise.max() < 2.5 * s_e
             assert np.allclose(factor[~inside_any], 1.0)
     assert kinds <= {"shift", "ramp", "hump"} and len(kinds) >= 2
+
+
+def test_bimodal_replay_labels() -> None:
+    """Healthy modes by a Markov chain of dwells: negatives carry no event and stay healthy;
+    every slowdown is labelled by its rise over the healthy mean (+10-50 %, or the highest
+    mode stuck for 80 iterations or more) and is no healthy mode: at its plateau the level is
+    beyond every mode (a shift) or the highest mode all along (stuck)."""
+    kinds: set[str] = set()
+    dwells: list[int] = []
+    for scenario in ("slow", "healthy"):
+        for i in range(10):
+            s = generate_series(5, "bimodal_replay", scenario, i)
+            assert s.positive == (scenario == "slow")
+            factor = s.level / s.healthy
+            inside_any = np.zeros(s.iter.size, dtype=bool)
+            # the healthy modes: runs of the noise-free level at one mode
+            h = s.healthy / np.median(s.healthy)
+            for e in s.events:
+                kinds.add(e.kind)
+                inside = (s.iter >= e.start_iter) & (s.iter < e.end_iter)
+                inside_any |= inside
+                s_e = e.loss / (1.0 - e.loss)
+                assert 0.10 - 1e-9 <= s_e <= 0.50 + 1e-9 and e.kind != "minor"
+                assert e.start_iter >= 300 and e.end_iter - e.start_iter >= MIN_EVENT_ITERS
+                if e.kind == "stuck":
+                    assert e.end_iter - e.start_iter >= 80 or e.end_iter == s.iter.max() + 1
+                    lv = s.level[inside] / s.level[inside][0]
+                    assert np.ptp(np.log(lv)) < 0.2  # one mode (and the jitter) throughout
+                elif e.kind == "shift":
+                    assert np.allclose(factor[inside], 1.0 + s_e)
+                else:
+                    assert np.isclose(factor[inside].max(), 1.0 + s_e)
+            assert np.allclose(factor[~inside_any], 1.0)
+            if scenario == "healthy":
+                assert not s.events
+                # two or more modes that persist: the level of the sorted halves differs
+                lh = np.log(h[50:])  # after the warm-up
+                top = lh > np.percentile(lh, 2) + 0.06
+                runs = np.split(top, np.flatnonzero(np.diff(top.astype(int))) + 1)
+                dwells += [r.size for r in runs if r[0]]
+    assert kinds <= {"shift", "ramp", "hump", "stuck"} and len(kinds) >= 3
+    assert max(dwells) >= 5

@@ -24,6 +24,12 @@ WARM_POINTS = 5  # values behind a level of the warm-up (the watcher's settle te
 SHARP_POINTS = 3  # values where a new level began that tell a step from a ramp
 FLAP_SHARE = 0.25  # flapping: slow this share of the time since the first onset, or more
 FLAP_GAP = 3.0  # a healthy gap this many times its longest one ends a flapping
+MODE_RUNS = 6  # returned runs at one height that make it a healthy mode
+MODE_WINDOW = 1000  # ... within this many iterations
+MODE_MARGIN = 1.5  # a level at a mode's height must outlast its longest run this many times
+MODE_TAIL = 0.001  # ... and than all but this share of geometric dwells of their mean
+MODE_BAND = 0.5  # a run within this many midpoints (half thresholds) of a level is at its height
+MODE_GAP = 2  # points back below the midpoint that end a run
 
 Sink = Callable[[float, int], list[Alarm]]
 
@@ -249,6 +255,11 @@ class RobustLevelDetector:
         # level of the latest rise_iters iterations is the first (a sliding minimum)
         self._lows: deque[tuple[int, int, float]] | None = None  # (after the start-up)
         self._settled: list[float] = []  # the latest WARM_POINTS settled points
+        # runs of points beyond the midpoint that returned: (iteration, points, height,
+        # declared: the detector was slow when it returned)
+        self._runs: deque[tuple[int, int, float, bool]] = deque(maxlen=64)
+        self._run_ys: list[float] = []  # heights of the open run's points beyond it
+        self._run_first = self._run_last = self._run_gap = 0
 
     def update(self, x: float) -> list[Alarm]:
         """One iteration time of a series without iteration numbers (position = iteration)."""
@@ -269,6 +280,7 @@ class RobustLevelDetector:
             if len(self._ref.fifo) == self.min_reference:
                 self._first_noise()
             return []
+        self._track_run(y, iteration)
         alarms = (self._slow_point if self.slow else self._healthy_point)(y, iteration, secs)
         if self._flapping and self.slow and self._outlasts(iteration):
             alarms += self._unfold(self._slow_pos, self._slow_spans[-1][0],
@@ -309,6 +321,55 @@ class RobustLevelDetector:
             return None
         return best
 
+    def _track_run(self, y: float, it: int) -> None:
+        """Runs of points beyond the midpoint over the healthy level that returned below it
+        (``MODE_GAP`` points), declared or not, of at most ``ramp_iters`` points: the dwells
+        of the healthy level's modes (:meth:`_mode_need`)."""
+        r = self._healthy if self.slow else self._ref.median()
+        if y >= r + self.mid:
+            if not self._run_ys:
+                self._run_first = self._t
+            self._run_ys.append(y - r)
+            self._run_last, self._run_gap = self._t, 0
+        elif self._run_ys:
+            self._run_gap += 1
+            if self._run_gap >= MODE_GAP:
+                n = self._run_last - self._run_first + 1
+                if n <= self.ramp_iters:
+                    self._runs.append((it, n, _median(self._run_ys), self.slow))
+                self._run_ys = []
+
+    def _mode_runs(self, level: float, it: int) -> list[int]:
+        """Points of the returned runs at the height ``level`` within ``MODE_WINDOW``
+        iterations when ``MODE_RUNS`` or more of them, and most, were never declared (a
+        mode there), else none."""
+        runs = self._runs
+        while runs and runs[0][0] < it - MODE_WINDOW:
+            runs.popleft()
+        near = [(n, slow) for _, n, h, slow in runs if abs(h - level) <= MODE_BAND * self.mid]
+        # the mode is the healthy level's: most of its runs came and went undeclared (the
+        # slow phases of a flapping the detector reported are no mode)
+        quiet = sum(not slow for _, slow in near)
+        return [n for n, _ in near] if quiet >= MODE_RUNS and quiet >= len(near) / 2 else []
+
+    def _mode_need(self, level: float, it: int) -> int:
+        """Points a candidate level ``level`` (over the healthy level) needs when the healthy
+        level has a mode at its height: ``MODE_RUNS`` runs or more within ``MODE_WINDOW``
+        iterations that rose within half the threshold of it and returned.  It must then
+        outlast the longest of them ``MODE_MARGIN`` times (a return to a known mode is no
+        new level; a level beyond the modes' range is judged as any other)."""
+        near = self._mode_runs(level, it)
+        if not near:
+            return 0
+        # the longest dwell from the runs never declared (a slowdown declared and over is
+        # no dwell: 1.5 times it would hide the next one); the mean from all of them
+        quiet = [n for _, n, h, slow in self._runs
+                 if abs(h - level) <= MODE_BAND * self.mid and not slow]
+        # dwells with no memory (geometric, mean m): one in 1 / MODE_TAIL lasts n or more
+        m = sum(near) / len(near)
+        tail = 1 + math.ceil(math.log(MODE_TAIL) / math.log(1.0 - 1.0 / m)) if m > 1.0 else 0
+        return max(math.ceil(MODE_MARGIN * max(quiet, default=0)), tail)
+
     def _first_noise(self) -> None:
         """The noise of the first reference points (the level is their median)."""
         r = self._ref.median()
@@ -329,7 +390,8 @@ class RobustLevelDetector:
             st = self._stretch = _Stretch(up=True)
         st.add(y, inside, self._t, it, secs)
         alarms = self._trim(st, self._settle, it)
-        if self._stretch is None or not self._persists(st):
+        if (self._stretch is None or not self._persists(st)
+                or len(st.pts) < self._mode_need(st.latest() - r, it)):
             return alarms
         # A step holds its level over the whole stretch; a ramp or a hump over its latest
         # half (in the start-up only a step is an onset: a gradual rise there is the start)
@@ -481,7 +543,8 @@ class RobustLevelDetector:
     def _settle(self, y: float, it: int) -> list[Alarm]:
         """A healthy point (or a stall's): spike tally, noise, level (winsorised), drift."""
         r = self._ref.median()
-        inside = y >= r + self.mid
+        # a point at a healthy mode's height is no spike: the mode's dwell is its own model
+        inside = y >= r + self.mid and not self._mode_runs(y - r, it)
         w = min(y, r + self.mid)  # winsorised: a long stall cannot carry the level away
         # ... nor the first points of a new level, given back by a stretch that one low point
         # ended, make it look like no step from the points just before it (start-up)

@@ -136,6 +136,21 @@ changes, never run through the detector until they were final):
                  a ramp (5-80 iterations) or a hump; labelled by that rise, as
                  ``contention``'s slowdowns.  Negatives: the components alone.
 
+The held-out family of the fourth round (written and committed before that round's detector
+changes, never run through the detector until they were final):
+
+``bimodal_replay`` a healthy regime of two or three persistent modes (the fast one and
+                 modes +12-35 % above it), visited by a Markov chain: each visit of a mode
+                 lasts a random dwell (log-uniform between the mode's own bounds, within
+                 1-60 iterations; some modes 5-40), the next mode drawn at random among the
+                 others; a warm-up, log-space Student-t jitter (2.5-5 degrees of freedom,
+                 0.4-2.5 %).  Positives: 1-3 slowdowns of 20-600 iterations that are no
+                 healthy mode: the whole regime +10-50 % as a step, a ramp or a hump (a new
+                 level beyond the modes' range at its plateau), or the highest mode stuck
+                 (its dwell becomes permanent for 80-600 iterations), labelled by the rise
+                 over the healthy mean (a mode is stuck only where that is +10 % or more).
+                 Negatives: the chain alone.
+
 :data:`HELD_OUT` names the families that were never looked at while the detector was changed
 for issue 29 (decided before the changes): they are only evaluated.
 """
@@ -296,17 +311,35 @@ MG_SLOW_ITERS = (MIN_EVENT_ITERS, 600)
 MG_RAMP_RISE = (5, 80)
 MG_HUMP_RISE = (3, 20)
 MG_HUMP_DECAY = (3, 25)
+# bimodal_replay (module docstring)
+BM_MODES = (2, 3)  # healthy modes (inclusive)
+BM_GAP = (0.12, 0.35)  # a slower mode over the fast one (relative)
+BM_DWELL = (1, 60)  # bounds of a mode's dwell bounds (iterations)
+BM_DWELL_SPAN = (5, 40)  # ... a mode's dwell drawn log-uniform in [lo, lo x this ratio]
+BM_JITTER = (0.004, 0.025)  # log-space Student-t jitter scale ...
+BM_JITTER_DF = (2.5, 5.0)  # ... and degrees of freedom
+BM_WARM_AMPLITUDE = (0.05, 0.4)
+BM_WARM_TAU = (3.0, 30.0)
+BM_FIRST = (2.0, 10.0)
+BM_SLOWDOWN = (0.10, 0.50)
+BM_SLOW_ITERS = (MIN_EVENT_ITERS, 600)
+BM_STUCK_ITERS = (80, 600)  # a mode stuck: far longer than any dwell
+BM_STUCK_P = 0.35  # chance that a slowdown is the highest mode stuck
+BM_RAMP_RISE = (5, 60)
+BM_HUMP_RISE = (3, 15)
+BM_HUMP_DECAY = (3, 20)
 
 FAMILIES: tuple[str, ...] = ("restart", "ckpt_stall", "flapping", "staircase", "noise_regime",
                              "sampled", "multirank", "greyhound", "failslow", "ramp", "short",
                              "hump", "warmup_onset", "reconfig", "ckpt_burst", "contention",
-                             "megatron")
+                             "megatron", "bimodal_replay")
 #: Families held out in the current round of issue 29: never looked at while the detector was
-#: changed (only evaluated; ``megatron`` was written before the third round's changes).  The
-#: others, ``contention`` (held out in the second round), ``hump``, ``warmup_onset``,
+#: changed (only evaluated; ``bimodal_replay`` was written before the fourth round's changes).
+#: The others, ``megatron`` (held out in the third round), ``contention`` (the second),
+#: ``hump``, ``warmup_onset``,
 #: ``reconfig`` and ``ckpt_burst`` (the first round) included, are the families it was built
 #: and tuned on.
-HELD_OUT: tuple[str, ...] = ("megatron",)
+HELD_OUT: tuple[str, ...] = ("bimodal_replay",)
 
 #: (family, scenario, series per seed at scale 1, positive)
 SCENARIOS: tuple[tuple[str, str, int, bool], ...] = (
@@ -350,6 +383,8 @@ SCENARIOS: tuple[tuple[str, str, int, bool], ...] = (
     ("contention", "episodes", 10, False),
     ("megatron", "slow", 14, True),
     ("megatron", "healthy", 10, False),
+    ("bimodal_replay", "slow", 14, True),
+    ("bimodal_replay", "healthy", 10, False),
 )
 
 
@@ -1010,12 +1045,81 @@ def _megatron(rng: np.random.Generator, scenario: str) -> _Timeline:
     return tl
 
 
+def _shape(rng: np.random.Generator, dur: int) -> tuple[str, np.ndarray]:
+    """A slowdown's shape over ``dur`` iterations (0-1 of its plateau): step, ramp or hump."""
+    shape = str(rng.choice(["step", "ramp", "hump"]))
+    xs = np.ones(dur)
+    if shape == "ramp":
+        rise = min(int(rng.integers(BM_RAMP_RISE[0], BM_RAMP_RISE[1] + 1)), dur // 2)
+        xs[:rise] = (np.arange(rise) + 1.0) / rise
+    elif shape == "hump":
+        rise = min(int(rng.integers(BM_HUMP_RISE[0], BM_HUMP_RISE[1] + 1)), dur // 3)
+        decay = min(int(rng.integers(BM_HUMP_DECAY[0], BM_HUMP_DECAY[1] + 1)), dur // 3)
+        xs[:rise] = (np.arange(rise) + 1.0) / rise
+        xs[dur - decay:] = 1.0 - (np.arange(decay) + 1.0) / (decay + 1.0)
+    return shape, xs
+
+
+def _bimodal_replay(rng: np.random.Generator, scenario: str) -> _Timeline:
+    """Healthy modes visited by a Markov chain of random dwells (module docstring); the
+    corpus' noise is turned off (``noise_scale`` ~ 0)."""
+    n = _n(rng)
+    k = int(rng.integers(BM_MODES[0], BM_MODES[1] + 1))
+    mult = np.concatenate([[1.0], 1.0 + np.sort(rng.uniform(*BM_GAP, k - 1))])
+    lo = np.array([_logint(rng, BM_DWELL[0], BM_DWELL[1] // 4) for _ in range(k)])
+    hi = np.minimum(np.array([lo[j] * rng.uniform(*BM_DWELL_SPAN) for j in range(k)]),
+                    BM_DWELL[1]).astype(int)
+    hi = np.maximum(hi, lo + 1)
+    mode = np.empty(n, dtype=np.int64)
+    at, m = 0, int(rng.integers(0, k))
+    while at < n:
+        dwell = _logint(rng, int(lo[m]), int(hi[m]))
+        mode[at:at + dwell] = m
+        at += dwell
+        m = int(rng.choice([j for j in range(k) if j != m]))
+    t = np.arange(n, dtype=float)
+    warm = 1.0 + rng.uniform(*BM_WARM_AMPLITUDE) * np.exp(-t / rng.uniform(*BM_WARM_TAU))
+    warm[0] *= rng.uniform(*BM_FIRST)
+    sd, df = float(rng.uniform(*BM_JITTER)), float(rng.uniform(*BM_JITTER_DF))
+    jit = np.exp(sd * rng.standard_t(df, n) / math.sqrt(df / (df - 2.0)))
+    healthy = _loguniform(rng, *BASE_S) * mult[mode] * warm * jit
+    # the healthy mean: each mode weighted by its share of the time
+    mean = float(np.mean(mult[mode]))
+    factor = np.ones(n)
+    events: list[tuple[int, int, float, str]] = []
+    if scenario == "slow":
+        ne = int(rng.integers(1, 4))
+        part = (n - LEAD_ITERS) // ne
+        for j in range(ne):  # one in each of ne equal parts, 40 healthy iterations after it
+            a0 = LEAD_ITERS + j * part
+            a = a0 + int(rng.integers(0, part // 3))
+            stuck = float(mult[-1] / mean - 1.0)
+            if rng.random() < BM_STUCK_P and stuck >= SLOWDOWN_EVENT:  # the highest
+                # mode's dwell becomes permanent (when that is a slowdown of the mean)
+                dur = min(_logint(rng, *BM_STUCK_ITERS), a0 + part - a - 40)
+                factor[a:a + dur] = mult[-1] / mult[mode[a:a + dur]]
+                events.append((a, a + dur, stuck, "stuck"))
+                continue
+            dur = min(_logint(rng, *BM_SLOW_ITERS), a0 + part - a - 40)
+            s = float(rng.uniform(*BM_SLOWDOWN))
+            shape, xs = _shape(rng, dur)
+            factor[a:a + dur] = 1.0 + s * xs
+            events.append((a, a + dur, s, "shift" if shape == "step" else shape))
+    tl = _Timeline(iters=np.arange(1, n + 1, dtype=np.int64), healthy=healthy,
+                   factor=factor[None, :], pause=np.zeros(n), protect=np.zeros(n, dtype=bool),
+                   events=[], noise_scale=np.full(n, 1e-6))
+    for a, b, s, kind in events:
+        _slowdown_label(tl, a, b, s, kind)
+    return tl
+
+
 _BUILDERS: dict[str, Callable[[np.random.Generator, str], _Timeline]] = {
     "restart": _restart, "ckpt_stall": _ckpt_stall, "flapping": _flapping,
     "staircase": _staircase, "noise_regime": _noise_regime, "multirank": _multirank,
     "greyhound": _greyhound, "failslow": _failslow, "ramp": _thermal, "short": _short,
     "hump": _hump, "warmup_onset": _warmup_onset, "reconfig": _reconfig,
     "ckpt_burst": _ckpt_burst, "contention": _contention, "megatron": _megatron,
+    "bimodal_replay": _bimodal_replay,
 }
 
 
