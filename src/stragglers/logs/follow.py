@@ -249,6 +249,16 @@ class Follower:
                     idle_since = time.monotonic()
                     continue
                 data = fh.read(BLOCK)
+                if (data and not self.once and head
+                        and os.pread(fh.fileno(), len(head), 0) != head):
+                    # Truncated and rewritten between the check above and this read: what
+                    # was read continues the new content, not this file's; it is read again
+                    # from the start (a rewrite is sequential, so a new file as long as the
+                    # position already read has its new first bytes written).
+                    yield self._truncated(fh, pos, head)
+                    pos, head = 0, b""
+                    idle_since = time.monotonic()
+                    continue
                 if data:
                     if len(head) < HEAD_BYTES:
                         head += data[: HEAD_BYTES - len(head)]
