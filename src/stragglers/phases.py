@@ -71,7 +71,9 @@ def _hwm_mib() -> float:
     return 0.0
 
 
-def _reset_hwm() -> bool:
+def reset_peak_rss() -> bool:
+    """Reset this process's resident-memory high-water mark (``VmHWM``) to its present
+    resident size; False where the kernel does not allow it."""
     try:
         with open("/proc/self/clear_refs", "w") as fh:
             fh.write("5")
@@ -105,7 +107,7 @@ def phase(name: str) -> Iterator[None]:
     hwm = _hwm_mib()
     if _STACK:  # what the enclosing phase reached so far, before the reset
         _STACK[-1].peak = max(_STACK[-1].peak, hwm)
-    if not _reset_hwm():
+    if not reset_peak_rss():
         log.peak_exact = False
     full = f"{_STACK[-1].name}/{name}" if _STACK else name
     rec = log.records.setdefault(full, PhaseRecord(full))

@@ -34,19 +34,11 @@ def _status_kib(key: str) -> int | None:
     return None
 
 
-def _reset_peak() -> bool:
-    try:
-        with open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")
-        return True
-    except OSError:
-        return False
-
-
 def main() -> None:
     import stragglers.analysis  # noqa: F401  (warm imports before the cap)
     import stragglers.probe.merge  # noqa: F401
     from stragglers.cli import main as cli_main
+    from stragglers.phases import reset_peak_rss
 
     budget = int(os.environ.get("FUZZ_MEM_BUDGET_MIB", "2048")) * 2**20
     size = (_status_kib("VmSize:") or 0) * 1024
@@ -58,7 +50,7 @@ def main() -> None:
         out, err = io.StringIO(), io.StringIO()
         tb = None
         code: int | None = None
-        measured = _reset_peak()
+        measured = reset_peak_rss()
         before = _status_kib("VmRSS:") or 0
         t0 = time.perf_counter()
         try:

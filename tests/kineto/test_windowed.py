@@ -37,15 +37,25 @@ def _same(a: RankOps, b: RankOps) -> list[str]:
 
 
 def _passes(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """The window objects of each pass over a file (None: a one-pass read)."""
+    """The window objects of each pass over a file (None: a one-pass read), then
+    ``"one pass"`` when the windows were read and given up for one pass."""
     seen: list[Any] = []
-    real = windowed._read_rank_file
+    real_read = windowed._read_rank_file
+    real_windowed = windowed._windowed
 
-    def spy(path: Any, patterns: Any, keep: Any, after: Any = None) -> Any:
+    def read(path: Any, patterns: Any, keep: Any, after: Any = None) -> Any:
         seen.append(after)
-        return real(path, patterns, keep, after)
+        return real_read(path, patterns, keep, after)
 
-    monkeypatch.setattr(windowed, "_read_rank_file", spy)
+    def in_windows(*args: Any) -> RankOps:
+        try:
+            return real_windowed(*args)
+        except windowed._OnePass:
+            seen.append("one pass")
+            raise
+
+    monkeypatch.setattr(windowed, "_read_rank_file", read)
+    monkeypatch.setattr(windowed, "_windowed", in_windows)
     return seen
 
 
@@ -117,16 +127,6 @@ def test_windows_on_real_traces(f: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     pat = load_patterns(None)
     one = rank_ops(read_rank_file(f, pat))
     seen = _passes(monkeypatch)
-    real = windowed._windowed
-
-    def spy(*args: Any) -> RankOps:
-        try:
-            return real(*args)
-        except windowed._OnePass:
-            seen.append("one pass")
-            raise
-
-    monkeypatch.setattr(windowed, "_windowed", spy)
     third = int(windowed.json_bytes(f) * windowed.PER_JSON_BYTE / 3)
     for budget in (third, 1) if "sampled" in f.name else (third,):
         seen.clear()

@@ -930,16 +930,7 @@ def _contention(rng: np.random.Generator, scenario: str) -> _Timeline:
             a = a0 + int(rng.integers(0, part // 3))
             dur = min(_logint(rng, *CT_SLOW_ITERS), a0 + part - a - 40)
             s = float(rng.uniform(*CT_SLOWDOWN))
-            shape = str(rng.choice(["step", "ramp", "hump"]))
-            x = np.ones(dur)
-            if shape == "ramp":
-                rise = min(int(rng.integers(CT_RAMP_RISE[0], CT_RAMP_RISE[1] + 1)), dur // 2)
-                x[:rise] = (np.arange(rise) + 1.0) / rise
-            elif shape == "hump":
-                rise = min(int(rng.integers(CT_HUMP_RISE[0], CT_HUMP_RISE[1] + 1)), dur // 3)
-                decay = min(int(rng.integers(CT_HUMP_DECAY[0], CT_HUMP_DECAY[1] + 1)), dur // 3)
-                x[:rise] = (np.arange(rise) + 1.0) / rise
-                x[dur - decay:] = 1.0 - (np.arange(decay) + 1.0) / (decay + 1.0)
+            shape, x = _shape(rng, dur, CT_RAMP_RISE, CT_HUMP_RISE, CT_HUMP_DECAY)
             tl.factor[:, a:a + dur] *= 1.0 + s * x
             busy[max(0, a - 30):a + dur + 30] = True
             _slowdown_label(tl, a, a + dur, s, "shift" if shape == "step" else shape)
@@ -1016,17 +1007,7 @@ def _megatron(rng: np.random.Generator, scenario: str) -> _Timeline:
             a = a0 + int(rng.integers(0, part // 3))
             dur = min(_logint(rng, *MG_SLOW_ITERS), a0 + part - a - 40)
             s = float(rng.uniform(*MG_SLOWDOWN))
-            shape = str(rng.choice(["step", "ramp", "hump"]))
-            xs = np.ones(dur)
-            if shape == "ramp":
-                rise = min(int(rng.integers(MG_RAMP_RISE[0], MG_RAMP_RISE[1] + 1)), dur // 2)
-                xs[:rise] = (np.arange(rise) + 1.0) / rise
-            elif shape == "hump":
-                rise = min(int(rng.integers(MG_HUMP_RISE[0], MG_HUMP_RISE[1] + 1)), dur // 3)
-                decay = min(int(rng.integers(MG_HUMP_DECAY[0], MG_HUMP_DECAY[1] + 1)),
-                            dur // 3)
-                xs[:rise] = (np.arange(rise) + 1.0) / rise
-                xs[dur - decay:] = 1.0 - (np.arange(decay) + 1.0) / (decay + 1.0)
+            shape, xs = _shape(rng, dur, MG_RAMP_RISE, MG_HUMP_RISE, MG_HUMP_DECAY)
             which = str(rng.choice(["compute", "allreduce", "dataloader"]))
             seg = slice(a, a + dur)
             if which == "dataloader":  # the input pipeline falls behind: a wait every step
@@ -1045,16 +1026,19 @@ def _megatron(rng: np.random.Generator, scenario: str) -> _Timeline:
     return tl
 
 
-def _shape(rng: np.random.Generator, dur: int) -> tuple[str, np.ndarray]:
-    """A slowdown's shape over ``dur`` iterations (0-1 of its plateau): step, ramp or hump."""
+def _shape(rng: np.random.Generator, dur: int, ramp_rise: tuple[int, int],
+           hump_rise: tuple[int, int], hump_decay: tuple[int, int]) -> tuple[str, np.ndarray]:
+    """A slowdown's shape over ``dur`` iterations (0-1 of its plateau): step, ramp (rising
+    over ``ramp_rise`` iterations) or hump (rising over ``hump_rise``, decaying over
+    ``hump_decay``), each bound drawn uniformly and capped by the episode's length."""
     shape = str(rng.choice(["step", "ramp", "hump"]))
     xs = np.ones(dur)
     if shape == "ramp":
-        rise = min(int(rng.integers(BM_RAMP_RISE[0], BM_RAMP_RISE[1] + 1)), dur // 2)
+        rise = min(int(rng.integers(ramp_rise[0], ramp_rise[1] + 1)), dur // 2)
         xs[:rise] = (np.arange(rise) + 1.0) / rise
     elif shape == "hump":
-        rise = min(int(rng.integers(BM_HUMP_RISE[0], BM_HUMP_RISE[1] + 1)), dur // 3)
-        decay = min(int(rng.integers(BM_HUMP_DECAY[0], BM_HUMP_DECAY[1] + 1)), dur // 3)
+        rise = min(int(rng.integers(hump_rise[0], hump_rise[1] + 1)), dur // 3)
+        decay = min(int(rng.integers(hump_decay[0], hump_decay[1] + 1)), dur // 3)
         xs[:rise] = (np.arange(rise) + 1.0) / rise
         xs[dur - decay:] = 1.0 - (np.arange(decay) + 1.0) / (decay + 1.0)
     return shape, xs
@@ -1102,7 +1086,7 @@ def _bimodal_replay(rng: np.random.Generator, scenario: str) -> _Timeline:
                 continue
             dur = min(_logint(rng, *BM_SLOW_ITERS), a0 + part - a - 40)
             s = float(rng.uniform(*BM_SLOWDOWN))
-            shape, xs = _shape(rng, dur)
+            shape, xs = _shape(rng, dur, BM_RAMP_RISE, BM_HUMP_RISE, BM_HUMP_DECAY)
             factor[a:a + dur] = 1.0 + s * xs
             events.append((a, a + dur, s, "shift" if shape == "step" else shape))
     tl = _Timeline(iters=np.arange(1, n + 1, dtype=np.int64), healthy=healthy,
