@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import pytest
+from numpy.lib.stride_tricks import sliding_window_view
+from scipy.stats import trim_mean
 
 from stragglers.evaluation.jobcorpus import (
     EVENT_LOSS,
     FAMILIES,
     HELD_OUT,
+    LD_MEAN_MIN,
+    LD_RUNG,
+    LD_RUNGS,
+    LD_TOTAL,
+    LEAD_ITERS,
     MIN_EVENT_ITERS,
     SAMPLE_STRIDES,
     SCENARIOS,
@@ -51,7 +60,7 @@ def test_every_family_and_scenario_is_present(corpus) -> None:
     assert {s.family for s in corpus} == set(FAMILIES)
     assert {(s.family, s.scenario) for s in corpus} == {(f, s) for f, s, _, _ in SCENARIOS}
     assert len(generate_job_corpus(0, scale=1.0, families=("flapping",))) == 24
-    assert sum(c for _, _, c, _ in SCENARIOS) in range(345, 445)
+    assert sum(c for _, _, c, _ in SCENARIOS) in range(345, 470)
     assert set(HELD_OUT) < set(FAMILIES)
 
 
@@ -75,7 +84,7 @@ def test_records_are_well_formed(corpus) -> None:
 def test_labels_are_true_by_construction(corpus) -> None:
     checked = 0
     for s in corpus:
-        if s.family in ("contention", "megatron", "bimodal_replay"):  # own rules (test_*_labels)
+        if s.family in ("contention", "megatron", "bimodal_replay", "ladder"):  # own rules
             continue
         factor = s.level / s.healthy
         for e in s.events:
@@ -317,3 +326,120 @@ def test_bimodal_replay_labels() -> None:
                 dwells += [r.size for r in runs if r[0]]
     assert kinds <= {"shift", "ramp", "hump", "stuck"} and len(kinds) >= 3
     assert max(dwells) >= 5
+
+
+#: Fingerprints of series 0 and of the last series of every scenario of seed 0, per family,
+#: computed with the corpus of main before ``ladder`` was appended (commit a9d633b): a family
+#: appended at the end of FAMILIES / SCENARIOS must leave every other family's bytes alone.
+FINGERPRINTS = {
+    "restart": "73ad9d2339f0bd2b",
+    "ckpt_stall": "a80f728be80fd00f",
+    "flapping": "4e01987ee587f4fc",
+    "staircase": "bac42ff03d9ca436",
+    "noise_regime": "84621661224b9531",
+    "sampled": "68e3b270915a88c8",
+    "multirank": "c3ff0a420402d6d4",
+    "greyhound": "9712f85c8a94cddf",
+    "failslow": "31d4098c4373c850",
+    "ramp": "5b9b09b6941d750a",
+    "short": "047aa299a991c3c7",
+    "hump": "b67e1873f2d0c38c",
+    "warmup_onset": "a2c34b6134f68c4e",
+    "reconfig": "778c80fe3d2b21fe",
+    "ckpt_burst": "dc2406dab4e89eb9",
+    "contention": "fe32e065721e4fec",
+    "megatron": "7e1bd0bab1dd05c7",
+    "bimodal_replay": "11b2727c632b08f6",
+}
+
+
+def _fingerprint(family: str) -> str:
+    m = hashlib.sha256()
+    for f, sc, c, _ in SCENARIOS:
+        if f != family:
+            continue
+        for i in (0, c - 1):
+            s = generate_series(0, f, sc, i)
+            m.update(np.ascontiguousarray(s.rank).tobytes())
+            m.update(np.ascontiguousarray(s.iter).tobytes())
+            for a, nd in ((s.duration, 9), (s.ts, 6), (s.level, 9), (s.healthy, 9)):
+                m.update(np.ascontiguousarray(np.round(a, nd)).tobytes())
+            m.update(repr([(e.start_iter, e.end_iter, round(e.loss, 12), round(e.peak_loss, 12),
+                            e.kind, e.ranks) for e in s.events]).encode())
+    return m.hexdigest()[:16]
+
+
+def test_existing_families_are_unchanged() -> None:
+    assert set(FINGERPRINTS) == set(FAMILIES) - {"ladder"}
+    assert FAMILIES[-1] == "ladder"
+    assert {f: _fingerprint(f) for f in FINGERPRINTS} == FINGERPRINTS
+
+
+def _durations(s: JobSeries) -> np.ndarray:
+    """The iteration times the records give: ``duration``, else the difference of ``ts``."""
+    if np.isfinite(s.duration).all():
+        return s.duration
+    return np.concatenate([[np.nan], np.diff(s.ts)])
+
+
+def test_ladder_is_deterministic_per_seed() -> None:
+    a = generate_series(11, "ladder", "congested", 2)
+    assert _same(a, generate_series(11, "ladder", "congested", 2))
+    assert not _same(a, generate_series(12, "ladder", "congested", 2))
+    assert not _same(a, generate_series(11, "ladder", "congested", 3))
+    h = generate_series(11, "ladder", "healthy", 0)
+    assert _same(h, generate_series(11, "ladder", "healthy", 0))
+    assert HELD_OUT == ("ladder",)
+
+
+def test_ladder_labels() -> None:
+    """Congestion ladders: every labelled ladder climbs in rungs that are each below the 10 %
+    rule (+3-8 %) to a top of +18 % or more, its mean rise over the labelled span is its
+    label (>= LD_MEAN_MIN), and the records show it: their trimmed mean over the span is at
+    least 1.1 x the one around it.  Nothing else is slow, 40 healthy iterations follow each
+    ladder, and negatives carry no label and no sustained rise in their records."""
+    shapes: set[str] = set()
+    for seed in (3, 4):
+        for scenario, count in (("congested", 14), ("healthy", 10)):
+            for i in range(count):
+                s = generate_series(seed, "ladder", scenario, i)
+                assert s.positive == (scenario == "congested")
+                factor = s.level / s.healthy
+                d = _durations(s)
+                inside_any = np.zeros(s.iter.size, dtype=bool)
+                for e in s.events:
+                    assert e.kind == "ladder" and not e.ranks
+                    assert e.start_iter >= LEAD_ITERS
+                    assert e.end_iter - e.start_iter >= MIN_EVENT_ITERS
+                    inside = (s.iter >= e.start_iter) & (s.iter < e.end_iter)
+                    inside_any |= inside
+                    rise = factor[inside] - 1.0
+                    s_e = e.loss / (1.0 - e.loss)
+                    assert np.isclose(rise.mean(), s_e) and s_e >= LD_MEAN_MIN - 1e-9
+                    assert LD_TOTAL[0] - 1e-9 <= rise.max() <= LD_TOTAL[1] + 1e-9
+                    steps = np.diff(np.concatenate([[0.0], rise]))
+                    up = steps[steps > 1e-12]
+                    assert LD_RUNGS[0] <= up.size <= LD_RUNGS[1]
+                    assert np.all((up >= LD_RUNG[0] - 1e-9) & (up <= LD_RUNG[1] + 1e-9))
+                    assert up.max() < SLOWDOWN_EVENT  # no single rung crosses the rule
+                    down = steps[steps < -1e-12]
+                    shapes.add("abrupt" if down.size == 0 else "stepwise")
+                    # 40 healthy iterations after it
+                    after = (s.iter >= e.end_iter) & (s.iter < e.end_iter + 40)
+                    assert after.sum() == 40 and np.allclose(factor[after], 1.0)
+                    # on the records: the span over the iterations around it
+                    around = (((s.iter >= e.start_iter - 100) & (s.iter < e.start_iter))
+                              | after)
+                    x, y = d[inside], d[around]
+                    x, y = x[np.isfinite(x)], y[np.isfinite(y)]
+                    assert trim_mean(x, 0.05) >= (1.0 + SLOWDOWN_EVENT) * trim_mean(y, 0.05)
+                assert np.allclose(factor[~inside_any], 1.0), s.name
+                if scenario == "healthy":
+                    assert not s.events
+                    # no sustained rise: the median of any 50 records after the warm-up
+                    # stays below 1.1 x the median of the 300 records before them
+                    x = d[LEAD_ITERS + 1:]
+                    win = np.median(sliding_window_view(x, 50), axis=1)[300:]
+                    base = np.median(sliding_window_view(x, 300), axis=1)[:win.size]
+                    assert np.all(win < (1.0 + SLOWDOWN_EVENT) * base), s.name
+    assert shapes == {"abrupt", "stepwise"}
