@@ -30,9 +30,6 @@ MODE_MARGIN = 1.5  # a level at a mode's height must outlast its longest run thi
 MODE_TAIL = 0.001  # ... and than all but this share of geometric dwells of their mean
 MODE_BAND = 0.5  # a run within this many midpoints (half thresholds) of a level is at its height
 MODE_GAP = 2  # points back below the midpoint that end a run
-MODE_EARLY = 2  # returned runs at one height in the start-up, none declared, make a mode too
-MODE_CAP = 3.0  # ... the memoryless tail asks at most this many times its longest run
-MODE_DROP = 0.75  # the healthy level fell this many thresholds: it held a mode above the new one
 
 Sink = Callable[[float, int], list[Alarm]]
 
@@ -259,13 +256,8 @@ class RobustLevelDetector:
         self._lows: deque[tuple[int, int, float]] | None = None  # (after the start-up)
         self._settled: list[float] = []  # the latest WARM_POINTS settled points
         # runs of points beyond the midpoint that returned: (iteration, points, height,
-        # declared: the detector was slow when it returned, evidence of a healthy mode: 1 a
-        # run in the start-up never declared, MODE_EARLY a level the healthy level held)
-        self._runs: deque[tuple[int, int, float, bool, int]] = deque(maxlen=64)
-        # the highest healthy level since it last fell, and the iteration it reached it
-        self._top: tuple[float, int, int] | None = None  # (and the latest position at it)
-        # after it fell: (its lowest level since, index and iteration of the mode's run)
-        self._fall: tuple[float, int, int] | None = None
+        # declared: the detector was slow when it returned)
+        self._runs: deque[tuple[int, int, float, bool]] = deque(maxlen=64)
         self._run_ys: list[float] = []  # heights of the open run's points beyond it
         self._run_first = self._run_last = self._run_gap = 0
 
@@ -344,85 +336,39 @@ class RobustLevelDetector:
             if self._run_gap >= MODE_GAP:
                 n = self._run_last - self._run_first + 1
                 if n <= self.ramp_iters:
-                    early = not self.slow and self._startup(it)
-                    self._runs.append((it, n, _median(self._run_ys), self.slow, int(early)))
+                    self._runs.append((it, n, _median(self._run_ys), self.slow))
                 self._run_ys = []
 
     def _mode_runs(self, level: float, it: int) -> list[int]:
         """Points of the returned runs at the height ``level`` within ``MODE_WINDOW``
-        iterations when they make a mode there, else none: a level the healthy level itself
-        held (:meth:`_fell`), ``MODE_EARLY`` runs that came and went undeclared in the
-        start-up (the job's regime from its start), or ``MODE_RUNS`` runs or more, most of
-        them never declared."""
+        iterations when ``MODE_RUNS`` or more of them, and most, were never declared (a
+        mode there), else none."""
         runs = self._runs
         while runs and runs[0][0] < it - MODE_WINDOW:
             runs.popleft()
-        near = [(n, slow, held) for _, n, h, slow, held in runs
-                if abs(h - level) <= MODE_BAND * self.mid]
+        near = [(n, slow) for _, n, h, slow in runs if abs(h - level) <= MODE_BAND * self.mid]
         # the mode is the healthy level's: most of its runs came and went undeclared (the
-        # slow phases of a flapping the detector reported are no mode), or the healthy
-        # level was there (the job's own level, from its start on: no slowdown)
-        quiet = sum(not slow for _, slow, _ in near)
-        if (sum(held for _, _, held in near) >= MODE_EARLY
-                or (quiet >= MODE_RUNS and quiet >= len(near) / 2)):
-            return [n for n, _, _ in near]
-        return []
+        # slow phases of a flapping the detector reported are no mode)
+        quiet = sum(not slow for _, slow in near)
+        return [n for n, _ in near] if quiet >= MODE_RUNS and quiet >= len(near) / 2 else []
 
     def _mode_need(self, level: float, it: int) -> int:
         """Points a candidate level ``level`` (over the healthy level) needs when the healthy
-        level has a mode at its height (:meth:`_mode_runs`).  It must then outlast the
-        longest of its dwells ``MODE_MARGIN`` times and all but ``MODE_TAIL`` of memoryless
-        dwells of their mean (at most ``MODE_CAP`` times the longest: a few long dwells
-        say little of their tail): a return to a known mode is no new level; a level beyond
-        the modes' range is judged as any other."""
+        level has a mode at its height: ``MODE_RUNS`` runs or more within ``MODE_WINDOW``
+        iterations that rose within half the threshold of it and returned.  It must then
+        outlast the longest of them ``MODE_MARGIN`` times (a return to a known mode is no
+        new level; a level beyond the modes' range is judged as any other)."""
         near = self._mode_runs(level, it)
         if not near:
             return 0
         # the longest dwell from the runs never declared (a slowdown declared and over is
-        # no dwell: 1.5 times it would hide the next one) or held by the healthy level; the
-        # mean from all of them
-        quiet = [n for _, n, h, slow, held in self._runs
-                 if abs(h - level) <= MODE_BAND * self.mid and (held or not slow)]
-        longest = max(quiet, default=0)
+        # no dwell: 1.5 times it would hide the next one); the mean from all of them
+        quiet = [n for _, n, h, slow in self._runs
+                 if abs(h - level) <= MODE_BAND * self.mid and not slow]
         # dwells with no memory (geometric, mean m): one in 1 / MODE_TAIL lasts n or more
         m = sum(near) / len(near)
         tail = 1 + math.ceil(math.log(MODE_TAIL) / math.log(1.0 - 1.0 / m)) if m > 1.0 else 0
-        return max(math.ceil(MODE_MARGIN * longest), min(tail, math.ceil(MODE_CAP * longest)))
-
-    def _fell(self, r: float, it: int) -> None:
-        """The healthy level ``r`` (after a point at ``it``) fell ``MODE_DROP`` thresholds
-        below its highest value since it last fell: the level it held there is a mode of
-        the healthy level above the new one (a job that began in a slower mode, or whose
-        slower mode held most of the reference window), held from when it reached it until
-        about half a reference window ago (the median's lag), at its height over the
-        lowest value the level falls to next."""
-        top = self._top
-        if top is None or r > top[0]:
-            # a new top; its time counts from where the level came within a midpoint of it
-            self._top = (r, it if top is None or r - top[0] > 0.5 * self.mid else top[1],
-                         self._t)
-            self._fall = None
-            return
-        if r >= top[0] - 0.5 * self.mid:  # still at it
-            self._top = (top[0], top[1], self._t)
-            return
-        fall = self._fall
-        if fall is not None:  # still falling: the mode's height over the lowest level yet
-            if r < fall[0]:
-                k = fall[1]
-                if k < len(self._runs) and self._runs[k][0] == fall[2]:
-                    at, n, h, slow, ev = self._runs[k]
-                    self._runs[k] = (at, n, h + fall[0] - r, slow, ev)
-                    self._fall = (r, k, at)
-            elif r - fall[0] > 0.5 * self.mid:  # it rose again: the next top begins here
-                self._top, self._fall = (r, it, self._t), None
-            return
-        # a step down (a switch of modes: the median leaves one for the other within a few
-        # points), not the slow decay of a warm-up whose early levels are no mode
-        if top[0] - r >= MODE_DROP * self.limit and self._t - top[2] <= SHARP_POINTS + 1:
-            n = max(it - top[1] - self.reference_points // 2, 1)
-            self._runs.append((it, n, top[0] - r, False, MODE_EARLY))
-            self._fall = (r, len(self._runs) - 1, it)
+        return max(math.ceil(MODE_MARGIN * max(quiet, default=0)), tail)
 
     def _first_noise(self) -> None:
         """The noise of the first reference points (the level is their median)."""
@@ -597,13 +543,8 @@ class RobustLevelDetector:
     def _settle(self, y: float, it: int) -> list[Alarm]:
         """A healthy point (or a stall's): spike tally, noise, level (winsorised), drift."""
         r = self._ref.median()
-        # a point at a healthy mode's height is no spike (the mode's dwell is its own model)
-        # and no point of the healthy level (the lowest mode: a slower mode that holds
-        # longer would carry it up, and the return to the fast one would look a new level)
-        at_mode = y >= r + self.mid and bool(self._mode_runs(y - r, it))
-        inside = y >= r + self.mid and not at_mode
-        # (a mode above the threshold: one within it is the noise's own upper tail)
-        above = at_mode and y >= r + self.limit
+        # a point at a healthy mode's height is no spike: the mode's dwell is its own model
+        inside = y >= r + self.mid and not self._mode_runs(y - r, it)
         w = min(y, r + self.mid)  # winsorised: a long stall cannot carry the level away
         # ... nor the first points of a new level, given back by a stretch that one low point
         # ended, make it look like no step from the points just before it (start-up)
@@ -616,11 +557,9 @@ class RobustLevelDetector:
         self._prev_inside = inside
         (p1, q1), (p2, q2) = (t.rates() for t in self._tallies)
         self._needed = self._points_for(max(p1, p2), max(q1, q2))
-        if not above:
-            self._ref.add(w)
+        self._ref.add(w)
         self._dev.add(abs(w - r))
         self._difference(w)
-        self._fell(self._ref.median(), it)
         r, base = self._ref.median(), self._base
         if self.rise_iters and not self._startup(it):
             rise = self._rise(r, it)
@@ -659,7 +598,7 @@ class RobustLevelDetector:
         self._episode = _Window(self.reference_points,
                                 list(self._ref.fifo)[-(self.reference_points // 2):])
         self._ref = _Window(self.reference_points, [low] * self.reference_points)
-        self._stretch, self._top = None, None  # (the level it fell back to is no mode's)
+        self._stretch = None
         lows.clear()
         return self._declare(pos, first, low, r, it)
 
