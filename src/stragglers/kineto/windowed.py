@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import math
 import os
+import zlib
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -49,12 +50,14 @@ from typing import Any
 import numpy as np
 
 from stragglers.errors import InputError
+from stragglers.kineto.jsonstream import EventSyntaxError, scan_piece
 from stragglers.kineto.patterns import Patterns
 from stragglers.kineto.rankops import Links, RankOps, rank_ops, rank_ops_parts
 from stragglers.kineto.reader import (
     DTOH,
     RankEvents,
     _few_collections,
+    _open,
     _read_rank_file,
     _Reader,
 )
@@ -125,18 +128,21 @@ def read_rank_ops(path: str | Path, patterns: Patterns, keep_rank: Any = None,
 
 
 class _Survey:
-    """After each batch: the new launches thinned to a sample, the new kernels counted."""
+    """After each batch: the new launches thinned to a sample, the new kernels counted, and
+    the ranges of the piece being read (:class:`_Index`) widened by them."""
 
     def __init__(self) -> None:
         self.k = 1
         self.ts = np.zeros(0)
         self.corr = np.zeros(0, np.int64)
         self.kernels = 0
+        self.index = _Index()
 
     def __call__(self, r: _Reader) -> None:
         corr, ts = _take(r.rt.cols["corr"], 0), _take(r.rt.cols["ts"], 0)
         for a in r.rt.cols.values():
             del a[:]
+        self.index.launches(ts)
         keep = corr % self.k == 0
         self.ts, self.corr = np.r_[self.ts, ts[keep]], np.r_[self.corr, corr[keep]]
         while self.corr.size > SAMPLE:
@@ -144,8 +150,59 @@ class _Survey:
             keep = self.corr % self.k == 0
             self.ts, self.corr = self.ts[keep], self.corr[keep]
         self.kernels += len(r.k.cols["kind"])
+        self.index.kernels(_take(r.k.cols["corr"], 0))
         for a in r.k.cols.values():
             del a[:]
+        self.index.kernels(_take(r.m.cols["corr"], self.index.copies))
+        self.index.copies = len(r.m.cols["corr"])
+
+
+class _Index:
+    """Per piece of the events array (:func:`~stragglers.kineto.jsonstream.
+    iter_event_batches`' ``on_chunk``: about :data:`~stragglers.kineto.jsonstream.CHUNK`
+    bytes of whole events): its byte range, the index of its first event, the copies kept
+    before it, the range of its launches' CPU times and that of its kernels' and copies'
+    correlation ids. A window reads again only the pieces whose ranges meet its own
+    (:func:`_read_window`): about one read of each byte in all, where the events of a step
+    are near one another in the file (Kineto's order: the CPU ops in time order, then the
+    GPU activities in time order); a file whose steps are spread over it is read whole by
+    each window, with the same result. 8 numbers per piece (64 bytes per 2 MiB of JSON)."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[float, ...]] = []
+        self.copies = 0  # copies kept so far
+        self.m_first = 0  # copies kept before the piece being read
+        self._reset()
+
+    def _reset(self) -> None:
+        self.t_lo, self.t_hi = math.inf, -math.inf
+        self.c_lo, self.c_hi = math.inf, -math.inf
+
+    def launches(self, ts: np.ndarray) -> None:
+        if ts.size:
+            self.t_lo = min(self.t_lo, float(ts.min()))
+            self.t_hi = max(self.t_hi, float(ts.max()))
+
+    def kernels(self, corr: np.ndarray) -> None:
+        if corr.size:
+            self.c_lo = min(self.c_lo, float(corr.min()))
+            self.c_hi = max(self.c_hi, float(corr.max()))
+
+    def __call__(self, at: int, size: int, first: int, count: int) -> None:
+        self.rows.append((at, size, first, self.m_first, self.t_lo, self.t_hi, self.c_lo,
+                          self.c_hi))
+        self.m_first = self.copies
+        self._reset()
+
+    def table(self) -> np.ndarray:
+        return np.array(self.rows, float).reshape(-1, 8)
+
+    @staticmethod
+    def pieces(table: np.ndarray, t0: float, t1: float, c0: float, c1: float) -> np.ndarray:
+        """The pieces a window reads: launches in [t0, t1), kernels or copies with a
+        correlation id in (c0, c1]."""
+        t_lo, t_hi, c_lo, c_hi = table[:, 4], table[:, 5], table[:, 6], table[:, 7]
+        return np.flatnonzero(((t_hi >= t0) & (t_lo < t1)) | ((c_hi > c0) & (c_lo <= c1)))
 
 
 class _Window:
@@ -267,9 +324,47 @@ def _subset(ev: RankEvents, t0: float, t1: float, first: bool) -> RankEvents:
         names_unmatched=ev.names_unmatched if first else Counter())
 
 
+def _read_window(p: Path, patterns: Patterns, base: RankEvents, table: np.ndarray,
+                 pieces: np.ndarray, keep: _Window) -> RankEvents:
+    """The launches, kernels and copies of a window (``keep``) read from the ``pieces`` of
+    the file (rows of :class:`_Index`' table); the rest is the survey's (``base``). A
+    gzipped file is decompressed from its start to the window's last piece (the pieces
+    before are skipped unscanned)."""
+    reader = _Reader(p, patterns)
+    reader.groups = {g: i for i, g in enumerate(base.groups)}
+    i = -1
+    try:
+        with _open(p) as fh:
+            for at, size, first, m_first in table[pieces, :4].astype(np.int64).tolist():
+                fh.seek(at)
+                piece = fh.read(size)
+                if len(piece) != size:
+                    raise _OnePass("the file changed since the survey")
+                keep.seen_m = m_first
+                for batch in scan_piece(piece, first):
+                    for ev, i in zip(batch.events, batch.index.tolist(), strict=True):
+                        reader.event(ev, i)
+                    del batch
+                    keep(reader)
+                del piece
+    except (OSError, EventSyntaxError, UnicodeDecodeError, OverflowError, EOFError,
+            zlib.error) as exc:  # the survey read the same bytes without error
+        raise _OnePass(f"the file changed since the survey ({exc})") from None
+    del i
+    if len(reader.groups) != len(base.groups):
+        raise _OnePass("a process group the survey did not see")
+    r, k, m = reader.rt, reader.k, reader.m
+    return replace(
+        base, rt_corr=r.np("corr"), rt_ts=r.np("ts"), rt_tid=r.np("tid"),
+        k_corr=k.np("corr"), k_ts=k.np("ts"), k_end=k.np("end"),
+        k_kind=k.np("kind").astype(np.int8), k_group=k.np("group"), k_peer=k.np("peer"),
+        k_idx=k.np("idx"), m_corr=m.np("corr"), m_ts=m.np("ts"), m_end=m.np("end"),
+        m_dir=m.np("dir").astype(np.int8), m_stream=m.np("stream"))
+
+
 def _windowed(p: Path, patterns: Patterns, keep_rank: Any, windows: int) -> RankOps:
     survey = _Survey()
-    ev = _read_rank_file(p, patterns, keep_rank, survey)
+    ev = _read_rank_file(p, patterns, keep_rank, survey, survey.index)
     if ev.skipped:
         return RankOps.skipped_rank(ev)
     if not survey.kernels or not ev.step_ts.size:
@@ -277,6 +372,9 @@ def _windowed(p: Path, patterns: Patterns, keep_rank: Any, windows: int) -> Rank
     s_ts, s_corr = survey.ts, survey.corr
     cuts = _cuts(ev, windows, _copy_spans(ev, s_ts, s_corr))
     copies = _Copies(ev.m_ts, ev.m_stream, ev.m_dir)
+    table = survey.index.table()
+    base = replace(ev, m_corr=ev.m_corr[:0], m_ts=ev.m_ts[:0], m_end=ev.m_end[:0],
+                   m_dir=ev.m_dir[:0], m_stream=ev.m_stream[:0])
     del ev
     edges = np.r_[-np.inf, cuts, np.inf]
     parts: list[tuple[RankOps, np.ndarray]] = []
@@ -288,7 +386,8 @@ def _windowed(p: Path, patterns: Patterns, keep_rank: Any, windows: int) -> Rank
         after = s_corr[s_ts >= t1]  # sampled launches after the window: a bound of its ids
         c1 = float(after.min()) if after.size else math.inf
         keep = _Window(t0, t1, c0, c1)
-        ev = _read_rank_file(p, patterns, keep_rank, keep)
+        ev = _read_window(p, patterns, base, table, _Index.pieces(table, t0, t1, c0, c1),
+                          keep)
         if ev.rt_corr.size:
             if ev.rt_corr.min() <= c0 or ev.rt_corr.max() >= c1:
                 raise _OnePass("correlation ids not growing with the launch time")
