@@ -44,9 +44,10 @@ def _passes(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     real_window = windowed._read_window
     real_windowed = windowed._windowed
 
-    def read(path: Any, patterns: Any, keep: Any, after: Any = None, *more: Any) -> Any:
+    def read(path: Any, patterns: Any, keep: Any, after: Any = None, *more: Any,
+             **kw: Any) -> Any:
         seen.append(after)
-        return real_read(path, patterns, keep, after, *more)
+        return real_read(path, patterns, keep, after, *more, **kw)
 
     def window(*args: Any) -> Any:
         seen.append(args[-1])

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -525,13 +525,13 @@ def _names(b: np.ndarray, quotes: _Quotes, v0: np.ndarray) -> tuple[np.ndarray, 
     return vals[first].view(f"S{_WIDTH}").ravel(), inv.ravel()
 
 
-def _scan(buf: bytes, n0: int, only: frozenset[bytes] | None = None,
-          with_args: bool = False) -> tuple[Iterator[Batch] | None, int, bool]:
+def _scan(buf: bytes, n0: int, only: frozenset[bytes] | None = None
+          ) -> tuple[Iterator[Batch] | None, int, bool]:
     """Locate the complete events at the start of ``buf``; returns their batches (parsed
     lazily, about :data:`PARSE_BYTES` of events at a time, so that the parsed objects of a
     chunk are not all alive at once), the bytes consumed and whether the array ended. With
     ``only``, the events of those categories are parsed and all others skipped (not
-    counted by category), their ``args`` objects left out unless ``with_args``."""
+    counted by category)."""
     b = np.frombuffer(buf, np.uint8)
     quotes, s, ch, depth = _brackets(buf, b)  # depth after each, relative to the array
     end_arr = np.flatnonzero(depth < 0)
@@ -590,8 +590,8 @@ def _scan(buf: bytes, n0: int, only: frozenset[bytes] | None = None,
                 skipped[names[code].decode("utf-8", "replace")] += int(count)
     kept = np.flatnonzero(keep)
     # the second pass needs no arguments: an event's "args" object is left out
-    args = None if only is None or with_args else \
-        _args_objects(buf, b, quotes, s, ch, depth, last, starts, n)
+    args = None if only is None else _args_objects(buf, b, quotes, s, ch, depth, last,
+                                                   starts, n)
     del s, ch, depth
     size = np.cumsum(ends[kept] - starts[kept] + 1)
     cuts = np.flatnonzero(np.diff(size // PARSE_BYTES)) + 1
@@ -766,34 +766,23 @@ def _args_objects(buf: bytes, b: np.ndarray, quotes: _Quotes, s: np.ndarray, ch:
 
 def iter_event_batches(fh: Readable, trailer: list[bytes] | None = None,
                        only: frozenset[bytes] | None = None,
-                       start: bytes | None = None,
-                       on_chunk: Callable[[int, int, int, int], None] | None = None,
-                       offset: int = 0) -> Iterator[Batch]:
+                       start: bytes | None = None) -> Iterator[Batch]:
     """Yield the used events of the ``traceEvents`` array, in batches, in file order. With
     ``trailer`` (a list), the bytes after the array (the top-level keys that follow it, up
     to ``kineto_event_bytes``) are appended to it once the array has ended. With ``only`` (a
     set of categories), only the events of those categories are parsed (a second pass for
     what the first one skipped). ``start``: the bytes after the array's ``[`` when the
-    header was read already (:func:`read_header`). ``on_chunk(at, size, first, count)``
-    (optional) is called after the batches of each scanned piece of the array: its byte
-    range in the stream (``offset``: the stream position of the first byte of ``start``),
-    the index of its first event and its number of events; the pieces follow one another
-    and cover the array, each ends after an event and the next starts with its separator
-    (:func:`scan_piece` reads one again)."""
+    header was read already (:func:`read_header`)."""
     buf = start if start is not None else read_header(fh)[1]
     cap = limit("kineto_event_bytes")
     n = 0
     while True:
         batches, used, ended = _scan(buf, n, only)
-        n0 = n
         for batch in batches or ():
             count = batch.count
             yield batch
             del batch  # not alive while the next one is parsed
             n += count
-        if on_chunk is not None and used:
-            on_chunk(offset, used, n0, n - n0)
-        offset += used
         if ended:
             if trailer is not None:
                 trailer.append(_rest(buf[used + 1:], fh, cap))
@@ -821,13 +810,3 @@ def _rest(tail: bytes, fh: Readable, cap: int) -> bytes:
         parts.append(chunk)
         size += len(chunk)
     raise _too_long("the keys after the traceEvents array are", -1)
-
-
-def scan_piece(piece: bytes, first: int, only: frozenset[bytes] | None = None,
-               args: bool = False) -> Iterator[Batch]:
-    """The batches of one piece of the array reported by ``iter_event_batches``'
-    ``on_chunk`` (its bytes read again, ``first``: the index of its first event), parsed as
-    in that pass (``only``: of those categories only; ``args``: with their ``args``
-    objects)."""
-    batches, _, _ = _scan(piece + b"]", first, only, args)
-    return batches or iter(())

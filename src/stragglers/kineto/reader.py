@@ -684,12 +684,10 @@ def read_rank_file(path: str | Path, patterns: Patterns,
 
 
 def _read_rank_file(path: str | Path, patterns: Patterns, keep_rank: Any,
-                    after_batch: Any = None, on_chunk: Any = None) -> RankEvents:
+                    after_batch: Any = None) -> RankEvents:
     """``after_batch(reader)`` (optional) is called after each batch of events is kept (it
     may drop rows from the end of the launch and kernel columns: a window of the file,
-    :mod:`stragglers.kineto.windowed`); with it, no second pass reads CPU ops.
-    ``on_chunk``: given to :func:`~stragglers.kineto.jsonstream.iter_event_batches` (the
-    byte ranges of the pieces of the events array, in the uncompressed stream)."""
+    :mod:`stragglers.kineto.windowed`); with it, no second pass reads CPU ops."""
     p = Path(path)
     reader = _Reader(p, patterns)
     max_events = limit("kineto_events")
@@ -709,9 +707,7 @@ def _read_rank_file(path: str | Path, patterns: Patterns, keep_rank: Any,
             if not skipped:
                 trailer: list[bytes] = []
                 try:
-                    for batch in iter_event_batches(
-                            counting, trailer, start=start, on_chunk=on_chunk,
-                            offset=counting.total - len(start)):
+                    for batch in iter_event_batches(counting, trailer, start=start):
                         if reader.n + batch.count > max_events:
                             check_limit("kineto_events", reader.n + batch.count, str(p))
                         for ev, i in zip(batch.events, batch.index.tolist(), strict=True):

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import math
 import os
-import zlib
+import tempfile
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -50,14 +50,12 @@ from typing import Any
 import numpy as np
 
 from stragglers.errors import InputError
-from stragglers.kineto.jsonstream import EventSyntaxError, scan_piece
 from stragglers.kineto.patterns import Patterns
 from stragglers.kineto.rankops import Links, RankOps, rank_ops, rank_ops_parts
 from stragglers.kineto.reader import (
     DTOH,
     RankEvents,
     _few_collections,
-    _open,
     _read_rank_file,
     _Reader,
 )
@@ -127,125 +125,154 @@ def read_rank_ops(path: str | Path, patterns: Patterns, keep_rank: Any = None,
     return RankOps.skipped_rank(ev) if ev.skipped else rank_ops(ev)
 
 
-class _Survey:
-    """After each batch: the new launches thinned to a sample, the new kernels counted, and
-    the ranges of the piece being read (:class:`_Index`) widened by them."""
+#: The launch and kernel columns as the spill file holds them (one record per row).
+RT_ROW = np.dtype([("corr", "<i8"), ("ts", "<f8"), ("tid", "<i8")])
+K_ROW = np.dtype([("corr", "<i8"), ("ts", "<f8"), ("end", "<f8"), ("kind", "i1"),
+                  ("group", "<i8"), ("peer", "<i8"), ("idx", "<i8")])
 
-    def __init__(self) -> None:
+
+class _Survey:
+    """After each batch of the one pass over the file: its launches and kernels are moved
+    from the reader's columns to the spill (:class:`_Spill`), the launches thinned to a
+    sample, the kernels counted."""
+
+    def __init__(self, spill: _Spill) -> None:
         self.k = 1
         self.ts = np.zeros(0)
         self.corr = np.zeros(0, np.int64)
         self.kernels = 0
-        self.index = _Index()
+        self.spill = spill
 
     def __call__(self, r: _Reader) -> None:
-        corr, ts = _take(r.rt.cols["corr"], 0), _take(r.rt.cols["ts"], 0)
+        rt = {k: _take(a, 0) for k, a in r.rt.cols.items()}
         for a in r.rt.cols.values():
             del a[:]
-        self.index.launches(ts)
+        kc = {k: _take(a, 0) for k, a in r.k.cols.items()}
+        for a in r.k.cols.values():
+            del a[:]
+        self.spill.add(rt, kc)
+        corr, ts = rt["corr"], rt["ts"]
         keep = corr % self.k == 0
         self.ts, self.corr = np.r_[self.ts, ts[keep]], np.r_[self.corr, corr[keep]]
         while self.corr.size > SAMPLE:
             self.k *= 2
             keep = self.corr % self.k == 0
             self.ts, self.corr = self.ts[keep], self.corr[keep]
-        self.kernels += len(r.k.cols["kind"])
-        self.index.kernels(_take(r.k.cols["corr"], 0))
-        for a in r.k.cols.values():
-            del a[:]
-        self.index.kernels(_take(r.m.cols["corr"], self.index.copies))
-        self.index.copies = len(r.m.cols["corr"])
+        self.kernels += kc["corr"].size
 
 
-class _Index:
-    """Per piece of the events array (:func:`~stragglers.kineto.jsonstream.
-    iter_event_batches`' ``on_chunk``: about :data:`~stragglers.kineto.jsonstream.CHUNK`
-    bytes of whole events): its byte range, the index of its first event, the copies kept
-    before it, the range of its launches' CPU times and that of its kernels' and copies'
-    correlation ids. A window reads again only the pieces whose ranges meet its own
-    (:func:`_read_window`): about one read of each byte in all, where the events of a step
-    are near one another in the file (Kineto's order: the CPU ops in time order, then the
-    GPU activities in time order); a file whose steps are spread over it is read whole by
-    each window, with the same result. 8 numbers per piece (64 bytes per 2 MiB of JSON)."""
+class _Spill:
+    """The launches and kernels of the file, in file order, in two temporary files (typed
+    records: :data:`RT_ROW`, 24 bytes, and :data:`K_ROW`, 49 bytes; about 6% of the JSON of
+    a kernel-dense trace), with an index in memory: per batch of the pass (about
+    :data:`~stragglers.kineto.jsonstream.PARSE_BYTES` of parsed JSON), its rows in each
+    file, the range of its launches' CPU times and that of its kernels' correlation ids (8
+    numbers a batch: 64 bytes per MiB of JSON). A window reads back only the batches whose
+    ranges meet its own (:meth:`rows`): in all about one read of each record where the
+    events of a step are near one another in the file (Kineto's order: the CPU ops in time
+    order, then the GPU activities in time order); a file whose steps are spread over it is
+    read whole by each window (binary records, not JSON), with the same result. The files
+    are unnamed (``tempfile.TemporaryFile`` in ``$TMPDIR``): gone when closed, or when the
+    process ends."""
 
     def __init__(self) -> None:
-        self.rows: list[tuple[float, ...]] = []
-        self.copies = 0  # copies kept so far
-        self.m_first = 0  # copies kept before the piece being read
-        self._reset()
+        self.rt_file: Any = tempfile.TemporaryFile(prefix="stragglers-rt-")
+        self.k_file: Any = tempfile.TemporaryFile(prefix="stragglers-k-")
+        self.index: list[tuple[float, ...]] = []
+        self.n_rt = self.n_k = 0
 
-    def _reset(self) -> None:
-        self.t_lo, self.t_hi = math.inf, -math.inf
-        self.c_lo, self.c_hi = math.inf, -math.inf
+    def close(self) -> None:
+        self.rt_file.close()
+        self.k_file.close()
 
-    def launches(self, ts: np.ndarray) -> None:
-        if ts.size:
-            self.t_lo = min(self.t_lo, float(ts.min()))
-            self.t_hi = max(self.t_hi, float(ts.max()))
+    def add(self, rt: dict[str, np.ndarray], kc: dict[str, np.ndarray]) -> None:
+        n_rt, n_k = rt["corr"].size, kc["corr"].size
+        if not (n_rt or n_k):
+            return
+        rec = np.empty(n_rt, RT_ROW)
+        for name in RT_ROW.names or ():
+            rec[name] = rt[name]
+        self.rt_file.write(rec.tobytes())
+        rec = np.empty(n_k, K_ROW)
+        for name in K_ROW.names or ():
+            rec[name] = kc[name]
+        self.k_file.write(rec.tobytes())
+        ts, corr = rt["ts"], kc["corr"]
+        self.index.append((self.n_rt, self.n_rt + n_rt, self.n_k, self.n_k + n_k,
+                           float(ts.min()) if n_rt else math.inf,
+                           float(ts.max()) if n_rt else -math.inf,
+                           float(corr.min()) if n_k else math.inf,
+                           float(corr.max()) if n_k else -math.inf))
+        self.n_rt += n_rt
+        self.n_k += n_k
 
-    def kernels(self, corr: np.ndarray) -> None:
-        if corr.size:
-            self.c_lo = min(self.c_lo, float(corr.min()))
-            self.c_hi = max(self.c_hi, float(corr.max()))
+    def done(self) -> None:
+        self.rt_file.flush()
+        self.k_file.flush()
+        self.table = np.array(self.index, float).reshape(-1, 8)
+        del self.index
 
-    def __call__(self, at: int, size: int, first: int, count: int) -> None:
-        self.rows.append((at, size, first, self.m_first, self.t_lo, self.t_hi, self.c_lo,
-                          self.c_hi))
-        self.m_first = self.copies
-        self._reset()
+    def rows(self, t0: float, t1: float, c0: float, c1: float
+             ) -> tuple[np.ndarray, np.ndarray]:
+        """The launches of the batches whose CPU times meet [t0, t1) and the kernels of
+        those whose correlation ids meet (c0, c1], in file order (records)."""
+        t = self.table
+        lt = (t[:, 5] >= t0) & (t[:, 4] < t1)
+        kc = (t[:, 7] > c0) & (t[:, 6] <= c1)
+        return (_records(self.rt_file, RT_ROW, t[lt, 0], t[lt, 1]),
+                _records(self.k_file, K_ROW, t[kc, 2], t[kc, 3]))
 
-    def table(self) -> np.ndarray:
-        return np.array(self.rows, float).reshape(-1, 8)
 
-    @staticmethod
-    def pieces(table: np.ndarray, t0: float, t1: float, c0: float, c1: float) -> np.ndarray:
-        """The pieces a window reads: launches in [t0, t1), kernels or copies with a
-        correlation id in (c0, c1]."""
-        t_lo, t_hi, c_lo, c_hi = table[:, 4], table[:, 5], table[:, 6], table[:, 7]
-        return np.flatnonzero(((t_hi >= t0) & (t_lo < t1)) | ((c_hi > c0) & (c_lo <= c1)))
+def _records(fh: Any, dtype: np.dtype, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """The records [lo, hi) of each range (runs of adjacent ranges read at once)."""
+    lo, hi = lo.astype(np.int64), hi.astype(np.int64)
+    if not lo.size:
+        return np.zeros(0, dtype)
+    new = np.r_[True, lo[1:] != hi[:-1]]  # a run starts where a range does not follow
+    first = lo[new]
+    last = hi[np.r_[new[1:], True]]
+    parts = []
+    for a, b in zip(first.tolist(), last.tolist(), strict=True):
+        fh.seek(a * dtype.itemsize)
+        parts.append(np.frombuffer(fh.read((b - a) * dtype.itemsize), dtype))
+    return np.concatenate(parts) if len(parts) > 1 else parts[0]
 
 
 class _Window:
-    """After each batch: keep the new launches with a CPU time in [t0, t1) and the new
-    kernels and copies with a correlation id in (c0, c1] (and the copies' positions among
-    the file's copies)."""
+    """A window: the launches with a CPU time in [t0, t1), the kernels and copies with a
+    correlation id in (c0, c1]."""
 
     def __init__(self, t0: float, t1: float, c0: float, c1: float) -> None:
         self.t0, self.t1, self.c0, self.c1 = t0, t1, c0, c1
-        self.n_rt = self.n_k = self.n_m = self.seen_m = 0
-        self.m_pos: list[np.ndarray] = []
 
-    def __call__(self, r: _Reader) -> None:
-        ts = _take(r.rt.cols["ts"], self.n_rt)
-        self.n_rt = _compact(r.rt.cols, self.n_rt, (ts >= self.t0) & (ts < self.t1))
-        corr = _take(r.k.cols["corr"], self.n_k)
-        self.n_k = _compact(r.k.cols, self.n_k, (corr > self.c0) & (corr <= self.c1))
-        corr = _take(r.m.cols["corr"], self.n_m)
-        keep = (corr > self.c0) & (corr <= self.c1)
-        self.m_pos.append(self.seen_m + np.flatnonzero(keep))
-        self.seen_m += corr.size
-        self.n_m = _compact(r.m.cols, self.n_m, keep)
+    def __call__(self, spill: _Spill, base: RankEvents
+                 ) -> tuple[RankEvents, np.ndarray]:
+        """The window's launches, kernels and copies (the rest: ``base``'s, the survey's),
+        and its copies' positions among the file's copies."""
+        rt, k = spill.rows(self.t0, self.t1, self.c0, self.c1)
+        rt = rt[(rt["ts"] >= self.t0) & (rt["ts"] < self.t1)]
+        k = k[(k["corr"] > self.c0) & (k["corr"] <= self.c1)]
+        m = np.flatnonzero((base.m_corr > self.c0) & (base.m_corr <= self.c1))
+        col = _column
+        ev = replace(
+            base, rt_corr=col(rt, "corr"), rt_ts=col(rt, "ts"), rt_tid=col(rt, "tid"),
+            k_corr=col(k, "corr"), k_ts=col(k, "ts"), k_end=col(k, "end"),
+            k_kind=col(k, "kind"), k_group=col(k, "group"), k_peer=col(k, "peer"),
+            k_idx=col(k, "idx"), m_corr=base.m_corr[m], m_ts=base.m_ts[m],
+            m_end=base.m_end[m], m_dir=base.m_dir[m], m_stream=base.m_stream[m])
+        return ev, m
 
-    def positions(self) -> np.ndarray:
-        """The kept copies' positions among the file's copies (file order)."""
-        return np.concatenate(self.m_pos) if self.m_pos else np.zeros(0, np.int64)
+
+def _column(rec: np.ndarray, name: str) -> np.ndarray:
+    """A field of records as a contiguous array in native byte order (the reader's)."""
+    return np.ascontiguousarray(rec[name]).astype(rec.dtype[name].newbyteorder("="),
+                                                  copy=False)
 
 
 def _take(a: Any, start: int) -> np.ndarray:
     """Rows ``start:`` of an ``array`` column as a numpy copy."""
     return np.frombuffer(a[start:], dtype=a.typecode) if len(a) > start \
         else np.zeros(0, a.typecode)
-
-
-def _compact(cols: dict[str, Any], start: int, keep: np.ndarray) -> int:
-    """Keep the rows ``start:`` of ``cols`` where ``keep``; returns the new length."""
-    if keep.all():
-        return start + keep.size
-    for a in cols.values():
-        tail = _take(a, start)[keep]
-        del a[start:]
-        a.frombytes(tail.tobytes())
-    return start + int(keep.sum())
 
 
 def _copy_spans(ev: RankEvents, s_ts: np.ndarray,
@@ -324,47 +351,30 @@ def _subset(ev: RankEvents, t0: float, t1: float, first: bool) -> RankEvents:
         names_unmatched=ev.names_unmatched if first else Counter())
 
 
-def _read_window(p: Path, patterns: Patterns, base: RankEvents, table: np.ndarray,
-                 pieces: np.ndarray, keep: _Window) -> RankEvents:
-    """The launches, kernels and copies of a window (``keep``) read from the ``pieces`` of
-    the file (rows of :class:`_Index`' table); the rest is the survey's (``base``). A
-    gzipped file is decompressed from its start to the window's last piece (the pieces
-    before are skipped unscanned)."""
-    reader = _Reader(p, patterns)
-    reader.groups = {g: i for i, g in enumerate(base.groups)}
-    i = -1
-    try:
-        with _open(p) as fh:
-            for at, size, first, m_first in table[pieces, :4].astype(np.int64).tolist():
-                fh.seek(at)
-                piece = fh.read(size)
-                if len(piece) != size:
-                    raise _OnePass("the file changed since the survey")
-                keep.seen_m = m_first
-                for batch in scan_piece(piece, first):
-                    for ev, i in zip(batch.events, batch.index.tolist(), strict=True):
-                        reader.event(ev, i)
-                    del batch
-                    keep(reader)
-                del piece
-    except (OSError, EventSyntaxError, UnicodeDecodeError, OverflowError, EOFError,
-            zlib.error) as exc:  # the survey read the same bytes without error
-        raise _OnePass(f"the file changed since the survey ({exc})") from None
-    del i
-    if len(reader.groups) != len(base.groups):
-        raise _OnePass("a process group the survey did not see")
-    r, k, m = reader.rt, reader.k, reader.m
-    return replace(
-        base, rt_corr=r.np("corr"), rt_ts=r.np("ts"), rt_tid=r.np("tid"),
-        k_corr=k.np("corr"), k_ts=k.np("ts"), k_end=k.np("end"),
-        k_kind=k.np("kind").astype(np.int8), k_group=k.np("group"), k_peer=k.np("peer"),
-        k_idx=k.np("idx"), m_corr=m.np("corr"), m_ts=m.np("ts"), m_end=m.np("end"),
-        m_dir=m.np("dir").astype(np.int8), m_stream=m.np("stream"))
+def _read_window(spill: _Spill, base: RankEvents, keep: _Window
+                 ) -> tuple[RankEvents, np.ndarray]:
+    """The events of a window (``keep``): its launches and kernels read back from the
+    spill, the rest the survey's (``base``)."""
+    return keep(spill, base)
 
 
 def _windowed(p: Path, patterns: Patterns, keep_rank: Any, windows: int) -> RankOps:
-    survey = _Survey()
-    ev = _read_rank_file(p, patterns, keep_rank, survey, survey.index)
+    spill = _Spill()
+    try:
+        return _in_windows(p, patterns, keep_rank, windows, spill)
+    finally:
+        spill.close()
+
+
+def _in_windows(p: Path, patterns: Patterns, keep_rank: Any, windows: int,
+                spill: _Spill) -> RankOps:
+    survey = _Survey(spill)
+    try:
+        ev = _read_rank_file(p, patterns, keep_rank, survey)
+        spill.done()
+    except OSError as exc:  # the spill (the reader's own errors are InputErrors)
+        raise InputError(f"{p}: cannot write the temporary files of a read in windows "
+                         f"({exc.strerror or exc}; they are written in $TMPDIR)") from None
     if ev.skipped:
         return RankOps.skipped_rank(ev)
     if not survey.kernels or not ev.step_ts.size:
@@ -372,9 +382,7 @@ def _windowed(p: Path, patterns: Patterns, keep_rank: Any, windows: int) -> Rank
     s_ts, s_corr = survey.ts, survey.corr
     cuts = _cuts(ev, windows, _copy_spans(ev, s_ts, s_corr))
     copies = _Copies(ev.m_ts, ev.m_stream, ev.m_dir)
-    table = survey.index.table()
-    base = replace(ev, m_corr=ev.m_corr[:0], m_ts=ev.m_ts[:0], m_end=ev.m_end[:0],
-                   m_dir=ev.m_dir[:0], m_stream=ev.m_stream[:0])
+    base = ev
     del ev
     edges = np.r_[-np.inf, cuts, np.inf]
     parts: list[tuple[RankOps, np.ndarray]] = []
@@ -386,8 +394,7 @@ def _windowed(p: Path, patterns: Patterns, keep_rank: Any, windows: int) -> Rank
         after = s_corr[s_ts >= t1]  # sampled launches after the window: a bound of its ids
         c1 = float(after.min()) if after.size else math.inf
         keep = _Window(t0, t1, c0, c1)
-        ev = _read_window(p, patterns, base, table, _Index.pieces(table, t0, t1, c0, c1),
-                          keep)
+        ev, m_pos = _read_window(spill, base, keep)
         if ev.rt_corr.size:
             if ev.rt_corr.min() <= c0 or ev.rt_corr.max() >= c1:
                 raise _OnePass("correlation ids not growing with the launch time")
@@ -410,7 +417,7 @@ def _windowed(p: Path, patterns: Patterns, keep_rank: Any, windows: int) -> Rank
         if not np.isin(ev.k_corr, ev.rt_corr).any():
             raise _OnePass("a window without GPU kernels")
         a2a.add(ev, links)
-        copies.add(w, keep.positions()[m], links.copy_owned)
+        copies.add(w, m_pos[m], links.copy_owned)
         parts.append((ops, part))
         c0 = top
         del ev, k, m
