@@ -351,6 +351,12 @@ def _subset(ev: RankEvents, t0: float, t1: float, first: bool) -> RankEvents:
         names_unmatched=ev.names_unmatched if first else Counter())
 
 
+def _no_spill(p: Path, exc: OSError) -> InputError:
+    return InputError(f"{p}: cannot write the temporary files of a read in windows in "
+                      f"{tempfile.gettempdir()} ({exc.strerror or exc}; set $TMPDIR to a "
+                      f"folder with room, or ${ENV} to read the file in one pass)")
+
+
 def _read_window(spill: _Spill, base: RankEvents, keep: _Window
                  ) -> tuple[RankEvents, np.ndarray]:
     """The events of a window (``keep``): its launches and kernels read back from the
@@ -359,7 +365,10 @@ def _read_window(spill: _Spill, base: RankEvents, keep: _Window
 
 
 def _windowed(p: Path, patterns: Patterns, keep_rank: Any, windows: int) -> RankOps:
-    spill = _Spill()
+    try:
+        spill = _Spill()
+    except OSError as exc:
+        raise _no_spill(p, exc) from None
     try:
         return _in_windows(p, patterns, keep_rank, windows, spill)
     finally:
@@ -373,8 +382,7 @@ def _in_windows(p: Path, patterns: Patterns, keep_rank: Any, windows: int,
         ev = _read_rank_file(p, patterns, keep_rank, survey)
         spill.done()
     except OSError as exc:  # the spill (the reader's own errors are InputErrors)
-        raise InputError(f"{p}: cannot write the temporary files of a read in windows "
-                         f"({exc.strerror or exc}; they are written in $TMPDIR)") from None
+        raise _no_spill(p, exc) from None
     if ev.skipped:
         return RankOps.skipped_rank(ev)
     if not survey.kernels or not ev.step_ts.size:
