@@ -178,3 +178,34 @@ def test_no_room_for_the_spill_exits_2_with_one_line(
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1, err
     assert "rank-0.json" in err[0] and "TMPDIR" in err[0], err
+
+
+@pytest.mark.parametrize("case", ["copy tied past an edge", "all-to-all into the next step"])
+def test_the_one_pass_fallback_reads_the_spill_not_the_json(
+        case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.kineto.test_windowed_links import a2a_file, copy_file
+
+    f = (copy_file(tmp_path / "r.json", crossing=True, decoy=True) if case.startswith("copy")
+         else a2a_file(tmp_path / "r.json", steps=6, long=True))
+    one = rank_ops(read_rank_file(f, PAT))
+    seen = _passes(monkeypatch)
+    opens = _opens(monkeypatch)
+    assert _same(one, windowed.read_rank_ops(f, PAT, budget=1)) == []
+    assert "one pass" in seen and opens == [f]  # (before: parsed again)
+
+
+def test_copies_launches_are_exact_past_the_sample(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """DDP over gloo with CUDA tensors (the copies tied across steps decide the edges): with
+    a sample of 2 launches the copies' own launches still come from the spill, exact: the
+    same windows (a window per step) and the one-pass ops (before: the sample's bounds made
+    every edge unsafe, and the file was read in one pass)."""
+    from tests.kineto.test_gloo_cuda import rank_events
+    from tests.kineto.test_windowed_links import _write as write_links
+
+    monkeypatch.setattr(windowed, "SAMPLE", 2)
+    f = write_links(tmp_path / "r1.json", rank_events(1, pool=2, item=True), 1)
+    one = rank_ops(read_rank_file(f, PAT))
+    seen = _passes(monkeypatch)
+    assert _same(one, windowed.read_rank_ops(f, PAT, budget=1)) == []
+    assert "one pass" not in seen and len(seen) - 1 == 3, seen

@@ -4,33 +4,47 @@ A rank file's kept events grow with it (about 75 bytes per GPU kernel and its CU
 about 120 MiB per GB of kernel-dense JSON, with :func:`~stragglers.kineto.rankops.rank_ops`'
 arrays). :func:`read_rank_ops` reads a file whose estimated footprint is within
 ``budget`` bytes as before (one pass, :func:`read_rank_file` then ``rank_ops``); a larger one
-is read several times:
+is parsed once and turned into ops window by window:
 
-1. a survey pass keeps the steps, annotations and communication calls (a few per op), and of
-   the launches a thinned sample (time, correlation id) of at most :data:`SAMPLE` rows;
+1. the one pass over the JSON keeps the steps, annotations, communication calls and copies
+   (a few per op), and moves the launches and kernels, batch by batch, to a spill of typed
+   records in two temporary files (:class:`_Spill`: 24 and 49 bytes a row, about 6% of
+   the JSON) indexed per batch by the range of its launches' CPU times and of its kernels'
+   correlation ids; of the launches it keeps a thinned sample (time, correlation id) of at
+   most :data:`SAMPLE` rows;
 2. the steps are cut into windows (time ranges starting at a ``ProfilerStep`` start that no
    kept annotation or call straddles), as many as the footprint needs;
-3. each window is one more pass over the file (Kineto files are not in time order: CPU ops
-   first, then the GPU activities), keeping only the launches whose CPU time falls in the
-   window, the kernels whose correlation id falls in the window's range (the correlation id
-   grows with the launch time: checked) and the annotations and calls that start in it (all
-   the steps are kept), and gives its ops; the windows' ops are put in the one-pass order.
+3. each window reads back from the spill the batches whose ranges meet its own (Kineto
+   files are not in time order, CPU ops first, then the GPU activities, but each part is:
+   a window reads about its share of the records, a batch at each edge more), keeps the
+   launches whose CPU time falls in the window, the kernels whose correlation id falls in
+   the window's range (the correlation id grows with the launch time: checked, exactly,
+   against the least id launched after the window, from the spill) and the
+   annotations and calls that start in it (all the steps are kept), and gives its ops;
+   the windows' ops are put in the one-pass order. A file whose steps are spread over it
+   gives the same ops, its windows reading more of the spill.
+
+The JSON is parsed once, gzipped or not (before: one more full pass per window); what the
+process holds is the survey's small columns, one window's launches and kernels and the
+reader's batch.
 
 The result is the one-pass result, array for array. The rules that look across a window's
 edge are checked, and when one could see beyond a window the file is read in one pass
 instead (:class:`_OnePass`): a file without GPU kernels, whose correlation ids do not grow
 with the launch time across windows, a window without kernels, compute segmented (no
 forward/backward annotation) where the windows' kernels overlap on the GPU, or no step start
-free of annotations and calls. Two rules are carried across the windows:
+free of annotations and calls; the one-pass events are then read back from the spill, not
+parsed again (a file without kernels is: its CPU ops may be needed). Two rules are carried
+across the windows:
 
 * device<->host copies (:func:`~stragglers.kineto.rankops._copies_of_calls`): a copy to the
   host launched outside a call is tied to the next copy of its stream (GPU order) launched
   inside one, maybe in a later step. The edges avoid the CPU range from such a copy's launch
   to that of the next copy of its stream that may be a call's (launched while a call runs,
-  on any thread; the launches bounded by the survey's sample, exact in files of up to
-  :data:`SAMPLE` launches), and after the windows each copy and the copy it may be tied to
-  (from the copies each window found launched in a call) must be in one window
-  (:class:`_Copies`);
+  on any thread; the copies' own launches read back from the spill, exact whatever the
+  file's size; a copy without a launch bounded by the sample), and after the windows each
+  copy and the copy it may be tied to (from the copies each window found launched in a
+  call) must be in one window (:class:`_Copies`);
 * all-to-all time taken out of compute (:func:`~stragglers.kineto.rankops._compute_time`):
   the running sum of the cover goes from window to window (the one-pass additions, in their
   order), and the windows' covers must follow one another on the GPU with each window's
@@ -72,7 +86,11 @@ SAMPLE = 1 << 18
 
 
 class _OnePass(Exception):
-    """A rule of ``rank_ops`` would look beyond a window: read the file in one pass."""
+    """A rule of ``rank_ops`` would look beyond a window: read the file in one pass (its
+    ``events``, when set: the one-pass events, read back from the spill, not parsed
+    again)."""
+
+    events: RankEvents | None = None
 
 
 def json_bytes(path: Path) -> int:
@@ -118,8 +136,9 @@ def read_rank_ops(path: str | Path, patterns: Patterns, keep_rank: Any = None,
         with _few_collections():
             try:
                 return _windowed(p, patterns, keep_rank, windows)
-            except _OnePass:
-                pass
+            except _OnePass as exc:
+                if exc.events is not None:
+                    return rank_ops(exc.events)
     from stragglers.kineto.reader import read_rank_file
     ev = read_rank_file(p, patterns, keep_rank)
     return RankOps.skipped_rank(ev) if ev.skipped else rank_ops(ev)
@@ -211,6 +230,28 @@ class _Spill:
         self.k_file.flush()
         self.table = np.array(self.index, float).reshape(-1, 8)
         del self.index
+
+    def _blocks(self, rows: int = 1 << 20) -> Any:
+        """The launches, all of them, a block of records at a time."""
+        self.rt_file.seek(0)
+        while block := self.rt_file.read(rows * RT_ROW.itemsize):
+            yield np.frombuffer(block, RT_ROW)
+
+    def launches_of(self, corr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The CPU times and correlation ids of the launches with one of ids ``corr``."""
+        ts, ids = [np.zeros(0)], [np.zeros(0, np.int64)]
+        for b in self._blocks():
+            hit = b[np.isin(b["corr"], corr)]
+            ts.append(_column(hit, "ts"))
+            ids.append(_column(hit, "corr"))
+        return np.concatenate(ts), np.concatenate(ids)
+
+    def first_after(self, cuts: np.ndarray) -> np.ndarray:
+        """Per cut: the least correlation id of the launches at or after it (inf: none)."""
+        least = np.full(cuts.size + 1, np.inf)
+        for b in self._blocks():  # by the number of cuts at or before each launch
+            np.minimum.at(least, np.searchsorted(cuts, b["ts"], "right"), b["corr"])
+        return np.minimum.accumulate(least[::-1])[::-1][1:]
 
     def rows(self, t0: float, t1: float, c0: float, c1: float
              ) -> tuple[np.ndarray, np.ndarray]:
@@ -388,10 +429,22 @@ def _in_windows(p: Path, patterns: Patterns, keep_rank: Any, windows: int,
     if not survey.kernels or not ev.step_ts.size:
         raise _OnePass("no GPU kernel or no step")
     s_ts, s_corr = survey.ts, survey.corr
+    if ev.m_corr.size:  # the copies' own launches, exact (the sample bounds the others')
+        ts, corr = spill.launches_of(ev.m_corr)
+        s_ts, s_corr = np.r_[s_ts, ts], np.r_[s_corr, corr]
     cuts = _cuts(ev, windows, _copy_spans(ev, s_ts, s_corr))
-    copies = _Copies(ev.m_ts, ev.m_stream, ev.m_dir)
-    base = ev
-    del ev
+    try:
+        return _each_window(spill, ev, cuts)
+    except _OnePass as exc:  # the one-pass events, from the spill
+        exc.events = _Window(-math.inf, math.inf, -math.inf, math.inf)(spill, ev)[0]
+        raise
+
+
+def _each_window(spill: _Spill, base: RankEvents, cuts: np.ndarray) -> RankOps:
+    """The ops of the windows cut at ``cuts`` (their launches and kernels from ``spill``,
+    the rest from ``base``), in the one-pass order."""
+    copies = _Copies(base.m_ts, base.m_stream, base.m_dir)
+    first_after = spill.first_after(cuts)
     edges = np.r_[-np.inf, cuts, np.inf]
     parts: list[tuple[RankOps, np.ndarray]] = []
     c0 = -math.inf
@@ -399,8 +452,7 @@ def _in_windows(p: Path, patterns: Patterns, keep_rank: Any, windows: int,
     a2a = _Alltoall()
     for w in range(edges.size - 1):
         t0, t1 = float(edges[w]), float(edges[w + 1])
-        after = s_corr[s_ts >= t1]  # sampled launches after the window: a bound of its ids
-        c1 = float(after.min()) if after.size else math.inf
+        c1 = float(first_after[w]) if w < cuts.size else math.inf  # the next window's ids
         keep = _Window(t0, t1, c0, c1)
         ev, m_pos = _read_window(spill, base, keep)
         if ev.rt_corr.size:
