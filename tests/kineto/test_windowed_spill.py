@@ -82,14 +82,20 @@ def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
 def _read_back(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The records each window reads back from the spill (launches and kernels)."""
     counts: list[int] = []
-    real = windowed._Spill.rows
+    real_rows, real_records = windowed._Spill.rows, windowed._records
 
     def rows(self: Any, *args: Any) -> Any:
-        rt, k = real(self, *args)
-        counts.append(rt.size + k.size)
-        return rt, k
+        counts.append(0)
+        return real_rows(self, *args)
+
+    def records(fh: Any, dtype: Any, lo: Any, hi: Any, keep: Any) -> Any:
+        def counted(block: Any) -> Any:
+            counts[-1] += block.size
+            return keep(block)
+        return real_records(fh, dtype, lo, hi, counted)
 
     monkeypatch.setattr(windowed._Spill, "rows", rows)
+    monkeypatch.setattr(windowed, "_records", records)
     return counts
 
 
@@ -147,8 +153,18 @@ def test_a_step_spread_over_the_file_reads_the_same_ops(
     win = windowed.read_rank_ops(f, PAT, budget=1)
     assert _same(one, win) == []
     assert len(seen) - 1 >= STEPS - 2 and "one pass" not in seen, seen
-    # most batches hold launches or kernels of most steps: the windows read them again
+    # most batches hold launches or kernels of most steps: the windows read them again,
+    # a block at a time (a window holds its own records and one block)
     assert sum(counts) > 3 * 2 * 5 * STEPS
+
+
+@pytest.mark.usefixtures("small_batches")
+def test_blocks_smaller_than_a_window_read_the_same_records(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    f = shuffled(tmp_path / "r.json")
+    one = rank_ops(read_rank_file(f, PAT))
+    monkeypatch.setattr(windowed, "BLOCK_ROWS", 3)
+    assert _same(one, windowed.read_rank_ops(f, PAT, budget=1)) == []
 
 
 @pytest.mark.usefixtures("small_batches")

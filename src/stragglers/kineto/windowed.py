@@ -57,6 +57,7 @@ import math
 import os
 import tempfile
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -255,27 +256,38 @@ class _Spill:
 
     def rows(self, t0: float, t1: float, c0: float, c1: float
              ) -> tuple[np.ndarray, np.ndarray]:
-        """The launches of the batches whose CPU times meet [t0, t1) and the kernels of
-        those whose correlation ids meet (c0, c1], in file order (records)."""
+        """The launches with a CPU time in [t0, t1) and the kernels with a correlation id
+        in (c0, c1], in file order (records), read from the batches whose ranges meet
+        those."""
         t = self.table
         lt = (t[:, 5] >= t0) & (t[:, 4] < t1)
         kc = (t[:, 7] > c0) & (t[:, 6] <= c1)
-        return (_records(self.rt_file, RT_ROW, t[lt, 0], t[lt, 1]),
-                _records(self.k_file, K_ROW, t[kc, 2], t[kc, 3]))
+        return (_records(self.rt_file, RT_ROW, t[lt, 0], t[lt, 1],
+                         lambda r: (r["ts"] >= t0) & (r["ts"] < t1)),
+                _records(self.k_file, K_ROW, t[kc, 2], t[kc, 3],
+                         lambda r: (r["corr"] > c0) & (r["corr"] <= c1)))
 
 
-def _records(fh: Any, dtype: np.dtype, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """The records [lo, hi) of each range (runs of adjacent ranges read at once)."""
+#: Records read back at a time (a block of the spill: 24 or 49 MiB).
+BLOCK_ROWS = 1 << 20
+
+
+def _records(fh: Any, dtype: np.dtype, lo: np.ndarray, hi: np.ndarray,
+             keep: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """The records [lo, hi) of each range where ``keep``, read a block of at most
+    :data:`BLOCK_ROWS` at a time (adjacent ranges: one run), so that a window whose batches
+    hold other windows' records too (a file whose steps are spread over it) holds its own
+    and one block."""
     lo, hi = lo.astype(np.int64), hi.astype(np.int64)
-    if not lo.size:
-        return np.zeros(0, dtype)
-    new = np.r_[True, lo[1:] != hi[:-1]]  # a run starts where a range does not follow
-    first = lo[new]
-    last = hi[np.r_[new[1:], True]]
-    parts = []
-    for a, b in zip(first.tolist(), last.tolist(), strict=True):
-        fh.seek(a * dtype.itemsize)
-        parts.append(np.frombuffer(fh.read((b - a) * dtype.itemsize), dtype))
+    parts = [np.zeros(0, dtype)]
+    if lo.size:
+        new = np.r_[True, lo[1:] != hi[:-1]]  # a run starts where a range does not follow
+        for a, b in zip(lo[new].tolist(), hi[np.r_[new[1:], True]].tolist(), strict=True):
+            fh.seek(a * dtype.itemsize)
+            for at in range(a, b, BLOCK_ROWS):
+                block = np.frombuffer(fh.read((min(b, at + BLOCK_ROWS) - at) * dtype.itemsize),
+                                      dtype)
+                parts.append(block[keep(block)])
     return np.concatenate(parts) if len(parts) > 1 else parts[0]
 
 
@@ -291,8 +303,6 @@ class _Window:
         """The window's launches, kernels and copies (the rest: ``base``'s, the survey's),
         and its copies' positions among the file's copies."""
         rt, k = spill.rows(self.t0, self.t1, self.c0, self.c1)
-        rt = rt[(rt["ts"] >= self.t0) & (rt["ts"] < self.t1)]
-        k = k[(k["corr"] > self.c0) & (k["corr"] <= self.c1)]
         m = np.flatnonzero((base.m_corr > self.c0) & (base.m_corr <= self.c1))
         col = _column
         ev = replace(
