@@ -90,7 +90,7 @@ def _read_back(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     def records(fh: Any, dtype: Any, lo: Any, hi: Any, keep: Any) -> Any:
         def counted(block: Any) -> Any:
-            counts[-1] += block.size
+            counts[-1] += block.size  # (read)
             return keep(block)
         return real_records(fh, dtype, lo, hi, counted)
 

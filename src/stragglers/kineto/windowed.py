@@ -242,9 +242,9 @@ class _Spill:
         """The CPU times and correlation ids of the launches with one of ids ``corr``."""
         ts, ids = [np.zeros(0)], [np.zeros(0, np.int64)]
         for b in self._blocks():
-            hit = b[np.isin(b["corr"], corr)]
-            ts.append(_column(hit, "ts"))
-            ids.append(_column(hit, "corr"))
+            hit = np.isin(b["corr"], corr)
+            ts.append(b["ts"][hit])
+            ids.append(b["corr"][hit])
         return np.concatenate(ts), np.concatenate(ids)
 
     def first_after(self, cuts: np.ndarray) -> np.ndarray:
@@ -255,7 +255,7 @@ class _Spill:
         return np.minimum.accumulate(least[::-1])[::-1][1:]
 
     def rows(self, t0: float, t1: float, c0: float, c1: float
-             ) -> tuple[np.ndarray, np.ndarray]:
+             ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         """The launches with a CPU time in [t0, t1) and the kernels with a correlation id
         in (c0, c1], in file order (records), read from the batches whose ranges meet
         those."""
@@ -273,22 +273,28 @@ BLOCK_ROWS = 1 << 20
 
 
 def _records(fh: Any, dtype: np.dtype, lo: np.ndarray, hi: np.ndarray,
-             keep: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
-    """The records [lo, hi) of each range where ``keep``, read a block of at most
-    :data:`BLOCK_ROWS` at a time (adjacent ranges: one run), so that a window whose batches
-    hold other windows' records too (a file whose steps are spread over it) holds its own
-    and one block."""
+             keep: Callable[[np.ndarray], np.ndarray]) -> dict[str, np.ndarray]:
+    """The columns of the records [lo, hi) of each range where ``keep``, read a block of
+    at most :data:`BLOCK_ROWS` at a time (adjacent ranges: one run) and taken apart as read,
+    so that a window holds its own rows once and one block (also where its batches hold
+    other windows' records: a file whose steps are spread over it)."""
     lo, hi = lo.astype(np.int64), hi.astype(np.int64)
-    parts = [np.zeros(0, dtype)]
+    names = dtype.names or ()
+    parts: dict[str, list[np.ndarray]] = {name: [np.zeros(0, dtype[name])] for name in names}
     if lo.size:
         new = np.r_[True, lo[1:] != hi[:-1]]  # a run starts where a range does not follow
         for a, b in zip(lo[new].tolist(), hi[np.r_[new[1:], True]].tolist(), strict=True):
             fh.seek(a * dtype.itemsize)
             for at in range(a, b, BLOCK_ROWS):
-                block = np.frombuffer(fh.read((min(b, at + BLOCK_ROWS) - at) * dtype.itemsize),
-                                      dtype)
-                parts.append(block[keep(block)])
-    return np.concatenate(parts) if len(parts) > 1 else parts[0]
+                size = (min(b, at + BLOCK_ROWS) - at) * dtype.itemsize
+                block = np.frombuffer(fh.read(size), dtype)
+                mask = keep(block)
+                for name in names:
+                    parts[name].append(block[name][mask])
+                del block
+    native = {name: dtype[name].newbyteorder("=") for name in names}
+    return {name: np.concatenate(parts.pop(name)).astype(native[name], copy=False)
+            for name in names}
 
 
 class _Window:
@@ -304,20 +310,13 @@ class _Window:
         and its copies' positions among the file's copies."""
         rt, k = spill.rows(self.t0, self.t1, self.c0, self.c1)
         m = np.flatnonzero((base.m_corr > self.c0) & (base.m_corr <= self.c1))
-        col = _column
         ev = replace(
-            base, rt_corr=col(rt, "corr"), rt_ts=col(rt, "ts"), rt_tid=col(rt, "tid"),
-            k_corr=col(k, "corr"), k_ts=col(k, "ts"), k_end=col(k, "end"),
-            k_kind=col(k, "kind"), k_group=col(k, "group"), k_peer=col(k, "peer"),
-            k_idx=col(k, "idx"), m_corr=base.m_corr[m], m_ts=base.m_ts[m],
+            base, rt_corr=rt["corr"], rt_ts=rt["ts"], rt_tid=rt["tid"],
+            k_corr=k["corr"], k_ts=k["ts"], k_end=k["end"], k_kind=k["kind"],
+            k_group=k["group"], k_peer=k["peer"], k_idx=k["idx"], m_corr=base.m_corr[m],
+            m_ts=base.m_ts[m],
             m_end=base.m_end[m], m_dir=base.m_dir[m], m_stream=base.m_stream[m])
         return ev, m
-
-
-def _column(rec: np.ndarray, name: str) -> np.ndarray:
-    """A field of records as a contiguous array in native byte order (the reader's)."""
-    return np.ascontiguousarray(rec[name]).astype(rec.dtype[name].newbyteorder("="),
-                                                  copy=False)
 
 
 def _take(a: Any, start: int) -> np.ndarray:
