@@ -158,10 +158,18 @@ class _Survey:
 
     def __init__(self, spill: _Spill) -> None:
         self.k = 1
-        self.ts = np.zeros(0)
-        self.corr = np.zeros(0, np.int64)
+        self.parts: list[tuple[np.ndarray, np.ndarray]] = []  # (times, ids) per batch
+        self.rows = 0
         self.kernels = 0
         self.spill = spill
+
+    @property
+    def ts(self) -> np.ndarray:
+        return np.concatenate([np.zeros(0)] + [t for t, _ in self.parts])
+
+    @property
+    def corr(self) -> np.ndarray:
+        return np.concatenate([np.zeros(0, np.int64)] + [c for _, c in self.parts])
 
     def __call__(self, r: _Reader) -> None:
         rt = {k: _take(a, 0) for k, a in r.rt.cols.items()}
@@ -173,11 +181,15 @@ class _Survey:
         self.spill.add(rt, kc)
         corr, ts = rt["corr"], rt["ts"]
         keep = corr % self.k == 0
-        self.ts, self.corr = np.r_[self.ts, ts[keep]], np.r_[self.corr, corr[keep]]
-        while self.corr.size > SAMPLE:
-            self.k *= 2
-            keep = self.corr % self.k == 0
-            self.ts, self.corr = self.ts[keep], self.corr[keep]
+        self.parts.append((ts[keep], corr[keep]))
+        self.rows += int(keep.sum())
+        if self.rows > SAMPLE:  # thinned (the batches' parts are not copied each time)
+            ts, corr = self.ts, self.corr
+            while corr.size > SAMPLE:
+                self.k *= 2
+                keep = corr % self.k == 0
+                ts, corr = ts[keep], corr[keep]
+            self.parts, self.rows = [(ts, corr)], corr.size
         self.kernels += kc["corr"].size
 
 
@@ -438,6 +450,7 @@ def _in_windows(p: Path, patterns: Patterns, keep_rank: Any, windows: int,
     if not survey.kernels or not ev.step_ts.size:
         raise _OnePass("no GPU kernel or no step")
     s_ts, s_corr = survey.ts, survey.corr
+    del survey
     if ev.m_corr.size:  # the copies' own launches, exact (the sample bounds the others')
         ts, corr = spill.launches_of(ev.m_corr)
         s_ts, s_corr = np.r_[s_ts, ts], np.r_[s_corr, corr]
