@@ -180,20 +180,27 @@ def test_a_bad_kernel_is_the_one_pass_error(tmp_path: Path) -> None:
     assert str(win.value) == str(one.value) and f"traceEvents[{bad}]" in str(one.value)
 
 
+@pytest.mark.parametrize("why", ["no folder", "disk full"])
 def test_no_room_for_the_spill_exits_2_with_one_line(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        why: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     folder = tmp_path / "ranks"
     folder.mkdir()
     kineto_order(folder / "rank-0.json")
     (tmp_path / "job.yaml").write_text("dp_size: 1\npp_size: 1\nworld_size: 1\n")
     monkeypatch.setenv(windowed.ENV, "1")
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "missing"))
+    if why == "no folder":
+        monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "missing"))
+    else:
+        def full(*args: Any) -> None:
+            raise OSError(28, "No space left on device")
+        monkeypatch.setattr(windowed._Spill, "add", full)
     code = main(["import", "kineto", str(folder), "--meta", str(tmp_path / "job.yaml"),
                  "--out", str(tmp_path / "out"), "--jobs", "1"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1, err
     assert "rank-0.json" in err[0] and "TMPDIR" in err[0], err
+    assert "cannot read the trace" not in err[0], err
 
 
 @pytest.mark.parametrize("case", ["copy tied past an edge", "all-to-all into the next step"])

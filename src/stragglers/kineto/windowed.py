@@ -86,6 +86,14 @@ PER_JSON_BYTE = 0.125
 SAMPLE = 1 << 18
 
 
+class _SpillError(Exception):
+    """The spill could not be written (``error``)."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 class _OnePass(Exception):
     """A rule of ``rank_ops`` would look beyond a window: read the file in one pass (its
     ``events``, when set: the one-pass events, read back from the spill, not parsed
@@ -178,7 +186,10 @@ class _Survey:
         kc = {k: _take(a, 0) for k, a in r.k.cols.items()}
         for a in r.k.cols.values():
             del a[:]
-        self.spill.add(rt, kc)
+        try:
+            self.spill.add(rt, kc)
+        except OSError as exc:  # (not the reader's: it would say the trace is unreadable)
+            raise _SpillError(exc) from None
         corr, ts = rt["corr"], rt["ts"]
         keep = corr % self.k == 0
         self.parts.append((ts[keep], corr[keep]))
@@ -443,6 +454,8 @@ def _in_windows(p: Path, patterns: Patterns, keep_rank: Any, windows: int,
     try:
         ev = _read_rank_file(p, patterns, keep_rank, survey)
         spill.done()
+    except _SpillError as exc:
+        raise _no_spill(p, exc.error) from None
     except OSError as exc:  # the spill (the reader's own errors are InputErrors)
         raise _no_spill(p, exc) from None
     if ev.skipped:
