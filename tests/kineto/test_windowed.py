@@ -41,11 +41,17 @@ def _passes(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     ``"one pass"`` when the windows were read and given up for one pass."""
     seen: list[Any] = []
     real_read = windowed._read_rank_file
+    real_window = windowed._read_window
     real_windowed = windowed._windowed
 
-    def read(path: Any, patterns: Any, keep: Any, after: Any = None) -> Any:
+    def read(path: Any, patterns: Any, keep: Any, after: Any = None, *more: Any,
+             **kw: Any) -> Any:
         seen.append(after)
-        return real_read(path, patterns, keep, after)
+        return real_read(path, patterns, keep, after, *more, **kw)
+
+    def window(*args: Any) -> Any:
+        seen.append(args[-1])
+        return real_window(*args)
 
     def in_windows(*args: Any) -> RankOps:
         try:
@@ -55,6 +61,7 @@ def _passes(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
             raise
 
     monkeypatch.setattr(windowed, "_read_rank_file", read)
+    monkeypatch.setattr(windowed, "_read_window", window)
     monkeypatch.setattr(windowed, "_windowed", in_windows)
     return seen
 

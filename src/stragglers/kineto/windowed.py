@@ -4,33 +4,47 @@ A rank file's kept events grow with it (about 75 bytes per GPU kernel and its CU
 about 120 MiB per GB of kernel-dense JSON, with :func:`~stragglers.kineto.rankops.rank_ops`'
 arrays). :func:`read_rank_ops` reads a file whose estimated footprint is within
 ``budget`` bytes as before (one pass, :func:`read_rank_file` then ``rank_ops``); a larger one
-is read several times:
+is parsed once and turned into ops window by window:
 
-1. a survey pass keeps the steps, annotations and communication calls (a few per op), and of
-   the launches a thinned sample (time, correlation id) of at most :data:`SAMPLE` rows;
+1. the one pass over the JSON keeps the steps, annotations, communication calls and copies
+   (a few per op), and moves the launches and kernels, batch by batch, to a spill of typed
+   records in two temporary files (:class:`_Spill`: 24 and 49 bytes a row, about 6% of
+   the JSON) indexed per batch by the range of its launches' CPU times and of its kernels'
+   correlation ids; of the launches it keeps a thinned sample (time, correlation id) of at
+   most :data:`SAMPLE` rows;
 2. the steps are cut into windows (time ranges starting at a ``ProfilerStep`` start that no
    kept annotation or call straddles), as many as the footprint needs;
-3. each window is one more pass over the file (Kineto files are not in time order: CPU ops
-   first, then the GPU activities), keeping only the launches whose CPU time falls in the
-   window, the kernels whose correlation id falls in the window's range (the correlation id
-   grows with the launch time: checked) and the annotations and calls that start in it (all
-   the steps are kept), and gives its ops; the windows' ops are put in the one-pass order.
+3. each window reads back from the spill the batches whose ranges meet its own (Kineto
+   files are not in time order, CPU ops first, then the GPU activities, but each part is:
+   a window reads about its share of the records, a batch at each edge more), keeps the
+   launches whose CPU time falls in the window, the kernels whose correlation id falls in
+   the window's range (the correlation id grows with the launch time: checked, exactly,
+   against the least id launched after the window, from the spill) and the
+   annotations and calls that start in it (all the steps are kept), and gives its ops;
+   the windows' ops are put in the one-pass order. A file whose steps are spread over it
+   gives the same ops, its windows reading more of the spill.
+
+The JSON is parsed once, gzipped or not (before: one more full pass per window); what the
+process holds is the survey's small columns, one window's launches and kernels and the
+reader's batch.
 
 The result is the one-pass result, array for array. The rules that look across a window's
 edge are checked, and when one could see beyond a window the file is read in one pass
 instead (:class:`_OnePass`): a file without GPU kernels, whose correlation ids do not grow
 with the launch time across windows, a window without kernels, compute segmented (no
 forward/backward annotation) where the windows' kernels overlap on the GPU, or no step start
-free of annotations and calls. Two rules are carried across the windows:
+free of annotations and calls; the one-pass events are then read back from the spill, not
+parsed again (a file without kernels is: its CPU ops may be needed). Two rules are carried
+across the windows:
 
 * device<->host copies (:func:`~stragglers.kineto.rankops._copies_of_calls`): a copy to the
   host launched outside a call is tied to the next copy of its stream (GPU order) launched
   inside one, maybe in a later step. The edges avoid the CPU range from such a copy's launch
   to that of the next copy of its stream that may be a call's (launched while a call runs,
-  on any thread; the launches bounded by the survey's sample, exact in files of up to
-  :data:`SAMPLE` launches), and after the windows each copy and the copy it may be tied to
-  (from the copies each window found launched in a call) must be in one window
-  (:class:`_Copies`);
+  on any thread; the copies' own launches read back from the spill, exact whatever the
+  file's size; a copy without a launch bounded by the sample), and after the windows each
+  copy and the copy it may be tied to (from the copies each window found launched in a
+  call) must be in one window (:class:`_Copies`);
 * all-to-all time taken out of compute (:func:`~stragglers.kineto.rankops._compute_time`):
   the running sum of the cover goes from window to window (the one-pass additions, in their
   order), and the windows' covers must follow one another on the GPU with each window's
@@ -41,7 +55,9 @@ from __future__ import annotations
 
 import math
 import os
+import tempfile
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -70,8 +86,20 @@ PER_JSON_BYTE = 0.125
 SAMPLE = 1 << 18
 
 
+class _SpillError(Exception):
+    """The spill could not be written (``error``)."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 class _OnePass(Exception):
-    """A rule of ``rank_ops`` would look beyond a window: read the file in one pass."""
+    """A rule of ``rank_ops`` would look beyond a window: read the file in one pass (its
+    ``events``, when set: the one-pass events, read back from the spill, not parsed
+    again)."""
+
+    events: RankEvents | None = None
 
 
 def json_bytes(path: Path) -> int:
@@ -117,78 +145,207 @@ def read_rank_ops(path: str | Path, patterns: Patterns, keep_rank: Any = None,
         with _few_collections():
             try:
                 return _windowed(p, patterns, keep_rank, windows)
-            except _OnePass:
-                pass
+            except _OnePass as exc:
+                if exc.events is not None:
+                    return rank_ops(exc.events)
     from stragglers.kineto.reader import read_rank_file
     ev = read_rank_file(p, patterns, keep_rank)
     return RankOps.skipped_rank(ev) if ev.skipped else rank_ops(ev)
 
 
-class _Survey:
-    """After each batch: the new launches thinned to a sample, the new kernels counted."""
+#: The launch and kernel columns as the spill file holds them (one record per row).
+RT_ROW = np.dtype([("corr", "<i8"), ("ts", "<f8"), ("tid", "<i8")])
+K_ROW = np.dtype([("corr", "<i8"), ("ts", "<f8"), ("end", "<f8"), ("kind", "i1"),
+                  ("group", "<i8"), ("peer", "<i8"), ("idx", "<i8")])
 
-    def __init__(self) -> None:
+
+class _Survey:
+    """After each batch of the one pass over the file: its launches and kernels are moved
+    from the reader's columns to the spill (:class:`_Spill`), the launches thinned to a
+    sample, the kernels counted."""
+
+    def __init__(self, spill: _Spill) -> None:
         self.k = 1
-        self.ts = np.zeros(0)
-        self.corr = np.zeros(0, np.int64)
+        self.parts: list[tuple[np.ndarray, np.ndarray]] = []  # (times, ids) per batch
+        self.rows = 0
         self.kernels = 0
+        self.spill = spill
+
+    @property
+    def ts(self) -> np.ndarray:
+        return np.concatenate([np.zeros(0)] + [t for t, _ in self.parts])
+
+    @property
+    def corr(self) -> np.ndarray:
+        return np.concatenate([np.zeros(0, np.int64)] + [c for _, c in self.parts])
 
     def __call__(self, r: _Reader) -> None:
-        corr, ts = _take(r.rt.cols["corr"], 0), _take(r.rt.cols["ts"], 0)
+        rt = {k: _take(a, 0) for k, a in r.rt.cols.items()}
         for a in r.rt.cols.values():
             del a[:]
-        keep = corr % self.k == 0
-        self.ts, self.corr = np.r_[self.ts, ts[keep]], np.r_[self.corr, corr[keep]]
-        while self.corr.size > SAMPLE:
-            self.k *= 2
-            keep = self.corr % self.k == 0
-            self.ts, self.corr = self.ts[keep], self.corr[keep]
-        self.kernels += len(r.k.cols["kind"])
+        kc = {k: _take(a, 0) for k, a in r.k.cols.items()}
         for a in r.k.cols.values():
             del a[:]
+        try:
+            self.spill.add(rt, kc)
+        except OSError as exc:  # (not the reader's: it would say the trace is unreadable)
+            raise _SpillError(exc) from None
+        corr, ts = rt["corr"], rt["ts"]
+        keep = corr % self.k == 0
+        self.parts.append((ts[keep], corr[keep]))
+        self.rows += int(keep.sum())
+        if self.rows > SAMPLE:  # thinned (the batches' parts are not copied each time)
+            ts, corr = self.ts, self.corr
+            while corr.size > SAMPLE:
+                self.k *= 2
+                keep = corr % self.k == 0
+                ts, corr = ts[keep], corr[keep]
+            self.parts, self.rows = [(ts, corr)], corr.size
+        self.kernels += kc["corr"].size
+
+
+class _Spill:
+    """The launches and kernels of the file, in file order, in two temporary files (typed
+    records: :data:`RT_ROW`, 24 bytes, and :data:`K_ROW`, 49 bytes; about 6% of the JSON of
+    a kernel-dense trace), with an index in memory: per batch of the pass (about
+    :data:`~stragglers.kineto.jsonstream.PARSE_BYTES` of parsed JSON), its rows in each
+    file, the range of its launches' CPU times and that of its kernels' correlation ids (8
+    numbers a batch: 64 bytes per MiB of JSON). A window reads back only the batches whose
+    ranges meet its own (:meth:`rows`): in all about one read of each record where the
+    events of a step are near one another in the file (Kineto's order: the CPU ops in time
+    order, then the GPU activities in time order); a file whose steps are spread over it is
+    read whole by each window (binary records, not JSON), with the same result. The files
+    are unnamed (``tempfile.TemporaryFile`` in ``$TMPDIR``): gone when closed, or when the
+    process ends."""
+
+    def __init__(self) -> None:
+        self.rt_file: Any = tempfile.TemporaryFile(prefix="stragglers-rt-")
+        self.k_file: Any = tempfile.TemporaryFile(prefix="stragglers-k-")
+        self.index: list[tuple[float, ...]] = []
+        self.n_rt = self.n_k = 0
+
+    def close(self) -> None:
+        self.rt_file.close()
+        self.k_file.close()
+
+    def add(self, rt: dict[str, np.ndarray], kc: dict[str, np.ndarray]) -> None:
+        n_rt, n_k = rt["corr"].size, kc["corr"].size
+        if not (n_rt or n_k):
+            return
+        rec = np.empty(n_rt, RT_ROW)
+        for name in RT_ROW.names or ():
+            rec[name] = rt[name]
+        self.rt_file.write(rec.tobytes())
+        rec = np.empty(n_k, K_ROW)
+        for name in K_ROW.names or ():
+            rec[name] = kc[name]
+        self.k_file.write(rec.tobytes())
+        ts, corr = rt["ts"], kc["corr"]
+        self.index.append((self.n_rt, self.n_rt + n_rt, self.n_k, self.n_k + n_k,
+                           float(ts.min()) if n_rt else math.inf,
+                           float(ts.max()) if n_rt else -math.inf,
+                           float(corr.min()) if n_k else math.inf,
+                           float(corr.max()) if n_k else -math.inf))
+        self.n_rt += n_rt
+        self.n_k += n_k
+
+    def done(self) -> None:
+        self.rt_file.flush()
+        self.k_file.flush()
+        self.table = np.array(self.index, float).reshape(-1, 8)
+        del self.index
+
+    def _blocks(self, rows: int = 1 << 20) -> Any:
+        """The launches, all of them, a block of records at a time."""
+        self.rt_file.seek(0)
+        while block := self.rt_file.read(rows * RT_ROW.itemsize):
+            yield np.frombuffer(block, RT_ROW)
+
+    def launches_of(self, corr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The CPU times and correlation ids of the launches with one of ids ``corr``."""
+        ts, ids = [np.zeros(0)], [np.zeros(0, np.int64)]
+        for b in self._blocks():
+            hit = np.isin(b["corr"], corr)
+            ts.append(b["ts"][hit])
+            ids.append(b["corr"][hit])
+        return np.concatenate(ts), np.concatenate(ids)
+
+    def first_after(self, cuts: np.ndarray) -> np.ndarray:
+        """Per cut: the least correlation id of the launches at or after it (inf: none)."""
+        least = np.full(cuts.size + 1, np.inf)
+        for b in self._blocks():  # by the number of cuts at or before each launch
+            np.minimum.at(least, np.searchsorted(cuts, b["ts"], "right"), b["corr"])
+        return np.minimum.accumulate(least[::-1])[::-1][1:]
+
+    def rows(self, t0: float, t1: float, c0: float, c1: float
+             ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """The launches with a CPU time in [t0, t1) and the kernels with a correlation id
+        in (c0, c1], in file order (records), read from the batches whose ranges meet
+        those."""
+        t = self.table
+        lt = (t[:, 5] >= t0) & (t[:, 4] < t1)
+        kc = (t[:, 7] > c0) & (t[:, 6] <= c1)
+        return (_records(self.rt_file, RT_ROW, t[lt, 0], t[lt, 1],
+                         lambda r: (r["ts"] >= t0) & (r["ts"] < t1)),
+                _records(self.k_file, K_ROW, t[kc, 2], t[kc, 3],
+                         lambda r: (r["corr"] > c0) & (r["corr"] <= c1)))
+
+
+#: Records read back at a time (a block of the spill: 24 or 49 MiB).
+BLOCK_ROWS = 1 << 20
+
+
+def _records(fh: Any, dtype: np.dtype, lo: np.ndarray, hi: np.ndarray,
+             keep: Callable[[np.ndarray], np.ndarray]) -> dict[str, np.ndarray]:
+    """The columns of the records [lo, hi) of each range where ``keep``, read a block of
+    at most :data:`BLOCK_ROWS` at a time (adjacent ranges: one run) and taken apart as read,
+    so that a window holds its own rows once and one block (also where its batches hold
+    other windows' records: a file whose steps are spread over it)."""
+    lo, hi = lo.astype(np.int64), hi.astype(np.int64)
+    names = dtype.names or ()
+    parts: dict[str, list[np.ndarray]] = {name: [np.zeros(0, dtype[name])] for name in names}
+    if lo.size:
+        new = np.r_[True, lo[1:] != hi[:-1]]  # a run starts where a range does not follow
+        for a, b in zip(lo[new].tolist(), hi[np.r_[new[1:], True]].tolist(), strict=True):
+            fh.seek(a * dtype.itemsize)
+            for at in range(a, b, BLOCK_ROWS):
+                size = (min(b, at + BLOCK_ROWS) - at) * dtype.itemsize
+                block = np.frombuffer(fh.read(size), dtype)
+                mask = keep(block)
+                for name in names:
+                    parts[name].append(block[name][mask])
+                del block
+    native = {name: dtype[name].newbyteorder("=") for name in names}
+    return {name: np.concatenate(parts.pop(name)).astype(native[name], copy=False)
+            for name in names}
 
 
 class _Window:
-    """After each batch: keep the new launches with a CPU time in [t0, t1) and the new
-    kernels and copies with a correlation id in (c0, c1] (and the copies' positions among
-    the file's copies)."""
+    """A window: the launches with a CPU time in [t0, t1), the kernels and copies with a
+    correlation id in (c0, c1]."""
 
     def __init__(self, t0: float, t1: float, c0: float, c1: float) -> None:
         self.t0, self.t1, self.c0, self.c1 = t0, t1, c0, c1
-        self.n_rt = self.n_k = self.n_m = self.seen_m = 0
-        self.m_pos: list[np.ndarray] = []
 
-    def __call__(self, r: _Reader) -> None:
-        ts = _take(r.rt.cols["ts"], self.n_rt)
-        self.n_rt = _compact(r.rt.cols, self.n_rt, (ts >= self.t0) & (ts < self.t1))
-        corr = _take(r.k.cols["corr"], self.n_k)
-        self.n_k = _compact(r.k.cols, self.n_k, (corr > self.c0) & (corr <= self.c1))
-        corr = _take(r.m.cols["corr"], self.n_m)
-        keep = (corr > self.c0) & (corr <= self.c1)
-        self.m_pos.append(self.seen_m + np.flatnonzero(keep))
-        self.seen_m += corr.size
-        self.n_m = _compact(r.m.cols, self.n_m, keep)
-
-    def positions(self) -> np.ndarray:
-        """The kept copies' positions among the file's copies (file order)."""
-        return np.concatenate(self.m_pos) if self.m_pos else np.zeros(0, np.int64)
+    def __call__(self, spill: _Spill, base: RankEvents
+                 ) -> tuple[RankEvents, np.ndarray]:
+        """The window's launches, kernels and copies (the rest: ``base``'s, the survey's),
+        and its copies' positions among the file's copies."""
+        rt, k = spill.rows(self.t0, self.t1, self.c0, self.c1)
+        m = np.flatnonzero((base.m_corr > self.c0) & (base.m_corr <= self.c1))
+        ev = replace(
+            base, rt_corr=rt["corr"], rt_ts=rt["ts"], rt_tid=rt["tid"],
+            k_corr=k["corr"], k_ts=k["ts"], k_end=k["end"], k_kind=k["kind"],
+            k_group=k["group"], k_peer=k["peer"], k_idx=k["idx"], m_corr=base.m_corr[m],
+            m_ts=base.m_ts[m],
+            m_end=base.m_end[m], m_dir=base.m_dir[m], m_stream=base.m_stream[m])
+        return ev, m
 
 
 def _take(a: Any, start: int) -> np.ndarray:
     """Rows ``start:`` of an ``array`` column as a numpy copy."""
     return np.frombuffer(a[start:], dtype=a.typecode) if len(a) > start \
         else np.zeros(0, a.typecode)
-
-
-def _compact(cols: dict[str, Any], start: int, keep: np.ndarray) -> int:
-    """Keep the rows ``start:`` of ``cols`` where ``keep``; returns the new length."""
-    if keep.all():
-        return start + keep.size
-    for a in cols.values():
-        tail = _take(a, start)[keep]
-        del a[start:]
-        a.frombytes(tail.tobytes())
-    return start + int(keep.sum())
 
 
 def _copy_spans(ev: RankEvents, s_ts: np.ndarray,
@@ -267,17 +424,62 @@ def _subset(ev: RankEvents, t0: float, t1: float, first: bool) -> RankEvents:
         names_unmatched=ev.names_unmatched if first else Counter())
 
 
+def _no_spill(p: Path, exc: OSError) -> InputError:
+    return InputError(f"{p}: cannot write the temporary files of a read in windows in "
+                      f"{tempfile.gettempdir()} ({exc.strerror or exc}; set $TMPDIR to a "
+                      f"folder with room, or ${ENV} to read the file in one pass)")
+
+
+def _read_window(spill: _Spill, base: RankEvents, keep: _Window
+                 ) -> tuple[RankEvents, np.ndarray]:
+    """The events of a window (``keep``): its launches and kernels read back from the
+    spill, the rest the survey's (``base``)."""
+    return keep(spill, base)
+
+
 def _windowed(p: Path, patterns: Patterns, keep_rank: Any, windows: int) -> RankOps:
-    survey = _Survey()
-    ev = _read_rank_file(p, patterns, keep_rank, survey)
+    try:
+        spill = _Spill()
+    except OSError as exc:
+        raise _no_spill(p, exc) from None
+    try:
+        return _in_windows(p, patterns, keep_rank, windows, spill)
+    finally:
+        spill.close()
+
+
+def _in_windows(p: Path, patterns: Patterns, keep_rank: Any, windows: int,
+                spill: _Spill) -> RankOps:
+    survey = _Survey(spill)
+    try:
+        ev = _read_rank_file(p, patterns, keep_rank, survey)
+        spill.done()
+    except _SpillError as exc:
+        raise _no_spill(p, exc.error) from None
+    except OSError as exc:  # the spill (the reader's own errors are InputErrors)
+        raise _no_spill(p, exc) from None
     if ev.skipped:
         return RankOps.skipped_rank(ev)
     if not survey.kernels or not ev.step_ts.size:
         raise _OnePass("no GPU kernel or no step")
     s_ts, s_corr = survey.ts, survey.corr
+    del survey
+    if ev.m_corr.size:  # the copies' own launches, exact (the sample bounds the others')
+        ts, corr = spill.launches_of(ev.m_corr)
+        s_ts, s_corr = np.r_[s_ts, ts], np.r_[s_corr, corr]
     cuts = _cuts(ev, windows, _copy_spans(ev, s_ts, s_corr))
-    copies = _Copies(ev.m_ts, ev.m_stream, ev.m_dir)
-    del ev
+    try:
+        return _each_window(spill, ev, cuts)
+    except _OnePass as exc:  # the one-pass events, from the spill
+        exc.events = _Window(-math.inf, math.inf, -math.inf, math.inf)(spill, ev)[0]
+        raise
+
+
+def _each_window(spill: _Spill, base: RankEvents, cuts: np.ndarray) -> RankOps:
+    """The ops of the windows cut at ``cuts`` (their launches and kernels from ``spill``,
+    the rest from ``base``), in the one-pass order."""
+    copies = _Copies(base.m_ts, base.m_stream, base.m_dir)
+    first_after = spill.first_after(cuts)
     edges = np.r_[-np.inf, cuts, np.inf]
     parts: list[tuple[RankOps, np.ndarray]] = []
     c0 = -math.inf
@@ -285,10 +487,9 @@ def _windowed(p: Path, patterns: Patterns, keep_rank: Any, windows: int) -> Rank
     a2a = _Alltoall()
     for w in range(edges.size - 1):
         t0, t1 = float(edges[w]), float(edges[w + 1])
-        after = s_corr[s_ts >= t1]  # sampled launches after the window: a bound of its ids
-        c1 = float(after.min()) if after.size else math.inf
+        c1 = float(first_after[w]) if w < cuts.size else math.inf  # the next window's ids
         keep = _Window(t0, t1, c0, c1)
-        ev = _read_rank_file(p, patterns, keep_rank, keep)
+        ev, m_pos = _read_window(spill, base, keep)
         if ev.rt_corr.size:
             if ev.rt_corr.min() <= c0 or ev.rt_corr.max() >= c1:
                 raise _OnePass("correlation ids not growing with the launch time")
@@ -311,7 +512,7 @@ def _windowed(p: Path, patterns: Patterns, keep_rank: Any, windows: int) -> Rank
         if not np.isin(ev.k_corr, ev.rt_corr).any():
             raise _OnePass("a window without GPU kernels")
         a2a.add(ev, links)
-        copies.add(w, keep.positions()[m], links.copy_owned)
+        copies.add(w, m_pos[m], links.copy_owned)
         parts.append((ops, part))
         c0 = top
         del ev, k, m
