@@ -258,6 +258,7 @@ class RobustLevelDetector:
         # when it left zero), the noise then, and its points since (y, position, iteration)
         self._cs, self._cs_anchor, self._cs_noise = 0.0, math.nan, (0.0, 0.0)
         self._cs_pts: deque[tuple[float, int, int]] = deque()
+        self._cs_refs: deque[float] = deque(maxlen=self.reference_points // 2)
         self._settled: list[float] = []  # the latest WARM_POINTS settled points
         # runs of points beyond the midpoint that returned: (iteration, points, height,
         # declared: the detector was slow when it returned)
@@ -387,7 +388,7 @@ class RobustLevelDetector:
 
     def _healthy_point(self, y: float, it: int, secs: float) -> list[Alarm]:
         alarms = self._level_point(y, it, secs)
-        if not self.slow and self.rise_iters and self._lows:
+        if not self.slow and self.rise_iters and not self._startup(it):
             alarms += self._cusum(y, it)
         return alarms
 
@@ -398,9 +399,13 @@ class RobustLevelDetector:
         healthy level follows (a ramp too gradual to open a stretch) still adds up here.
         It is an onset when the points since the sum left zero hold a level ``threshold``
         above the anchor, as a level would (:meth:`_cusum_level`)."""
+        r = self._ref.median()
+        past = self._cs_refs
+        past.append(r)
         if self._cs <= 0.0:
-            assert self._lows is not None
-            self._cs_anchor, self._cs_noise = self._lows[0][2], self._noise_model()
+            # the healthy level before the latest points entered it (a rise it follows has
+            # carried it part of the way already), or now when lower
+            self._cs_anchor, self._cs_noise = min(r, past[0]), self._noise_model()
             self._cs_pts.clear()
         a = self._cs_anchor
         self._cs = max(0.0, self._cs + min(max(y - a, -self.limit), 2.0 * self.limit)
