@@ -419,7 +419,10 @@ class RobustLevelDetector:
             return []
         # an open candidate stretch is judged as a level (a step, a mode's dwell): this
         # view is for the rise that the healthy level follows
-        return [] if self._stretch is not None else self._cusum_level(a, it)
+        st = self._stretch
+        if st is not None and st.persisted()[0] <= 2 * self.stall_iters:
+            return []
+        return self._cusum_level(a, it)
 
     def _cusum_level(self, a: float, it: int) -> list[Alarm]:
         pts = self._cs_pts
