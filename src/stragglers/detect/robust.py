@@ -420,8 +420,9 @@ class RobustLevelDetector:
         # an open candidate stretch is judged as a level (a step, a mode's dwell): this
         # view is for the rise that the healthy level follows
         st = self._stretch
-        if st is not None and st.persisted()[0] <= 2 * self.stall_iters:
-            return []
+        if st is not None and (st.persisted()[0] <= 2 * self.stall_iters or len(st.pts) < (
+                self._mode_need(st.latest() - self._ref.median(), it))):
+            return []  # (nor a stretch at a healthy mode's height that its dwells allow)
         return self._cusum_level(a, it)
 
     def _cusum_level(self, a: float, it: int) -> list[Alarm]:
@@ -454,9 +455,14 @@ class RobustLevelDetector:
                 break
             later = later or ys[i] >= a + self.mid
         first, last = pts[k], pts[-1]
-        if (last[2] - first[2] + 1 - (self._span - 1) <= self.stall_iters
-                or n - k < max(self._needed, self._mode_need(
-                    _median(ys[k + (n - k) // 2:]) - self._ref.median(), it))):
+        if last[2] - first[2] + 1 - (self._span - 1) <= self.stall_iters:
+            return []
+        # as many points as a level needs: the spike model's, and a healthy mode's at its
+        # height over the healthy level or over the anchor (the modes' runs are measured
+        # over the healthy level of their time, which the anchor may be)
+        h = _median(ys[k + (n - k) // 2:])
+        if n - k < max(self._needed, self._mode_need(h - self._ref.median(), it),
+                       self._mode_need(h - a, it)):
             return []
         self._episode = _Window(self.reference_points, half)
         self._ref = _Window(self.reference_points, [a] * self.reference_points)
