@@ -428,7 +428,8 @@ class RobustLevelDetector:
     def _cusum_level(self, a: float, it: int) -> list[Alarm]:
         pts = self._cs_pts
         n = len(pts)
-        if n < max(self._needed, 2 * self.min_points):
+        # a level is confirmed at a point beyond the midpoint (as a stretch's)
+        if n < max(self._needed, 2 * self.min_points) or pts[-1][0] < a + self.mid:
             return []
         ys = [p[0] for p in pts]
         half = ys[n // 2:]
@@ -454,7 +455,10 @@ class RobustLevelDetector:
                 k = i + 1
                 break
             later = later or ys[i] >= a + self.mid
-        first, last = pts[k], pts[-1]
+        # ... to its latest point beyond that midpoint (a healthy point after a stall does
+        # not make it longer), as a stretch's level (:meth:`_lasted`)
+        first = pts[k]
+        last = next(p for p in reversed(pts) if p[0] >= mid or p is first)
         if last[2] - first[2] + 1 - (self._span - 1) <= self.stall_iters:
             return []
         # as many points as a level needs: the spike model's, and a healthy mode's at its
