@@ -254,11 +254,6 @@ class RobustLevelDetector:
         # (position, iteration, healthy level) with increasing levels: the lowest healthy
         # level of the latest rise_iters iterations is the first (a sliding minimum)
         self._lows: deque[tuple[int, int, float]] | None = None  # (after the start-up)
-        # the cumulative-sum view (_cusum): the sum, its anchor (the lowest healthy level
-        # when it left zero), the noise then, and its points since (y, position, iteration)
-        self._cs, self._cs_anchor, self._cs_noise = 0.0, math.nan, (0.0, 0.0)
-        self._cs_pts: deque[tuple[float, int, int]] = deque()
-        self._cs_refs: deque[float] = deque(maxlen=self.reference_points // 2)
         self._settled: list[float] = []  # the latest WARM_POINTS settled points
         # runs of points beyond the midpoint that returned: (iteration, points, height,
         # declared: the detector was slow when it returned)
@@ -387,96 +382,6 @@ class RobustLevelDetector:
         return self._first_it is not None and it - self._first_it < self.startup_iters
 
     def _healthy_point(self, y: float, it: int, secs: float) -> list[Alarm]:
-        alarms = self._level_point(y, it, secs)
-        if not self.slow and self.rise_iters and not self._startup(it):
-            alarms += self._cusum(y, it)
-        return alarms
-
-    def _cusum(self, y: float, it: int) -> list[Alarm]:
-        """The cumulative-sum view (Page's test): the excess of each point over the lowest
-        healthy level of the latest ``rise_iters`` iterations (the anchor, held while the
-        sum is above zero) beyond the midpoint, summed while positive.  A rise that the
-        healthy level follows (a ramp too gradual to open a stretch) still adds up here.
-        It is an onset when the points since the sum left zero hold a level ``threshold``
-        above the anchor, as a level would (:meth:`_cusum_level`)."""
-        r = self._ref.median()
-        past = self._cs_refs
-        past.append(r)
-        if self._cs <= 0.0:
-            # the healthy level before the latest points entered it (a rise it follows has
-            # carried it part of the way already), or now when lower
-            self._cs_anchor, self._cs_noise = min(r, past[0]), self._noise_model()
-            self._cs_pts.clear()
-        a = self._cs_anchor
-        self._cs = max(0.0, self._cs + min(max(y - a, -self.limit), 2.0 * self.limit)
-                       - self.mid)
-        if self._cs <= 0.0:
-            return []
-        pts = self._cs_pts
-        pts.append((y, self._t, it))
-        if it - pts[0][2] > self.rise_iters:  # no rise within rise_iters: start afresh
-            self._cs = 0.0
-            return []
-        # an open candidate stretch is judged as a level (a step, a mode's dwell): this
-        # view is for the rise that the healthy level follows
-        st = self._stretch
-        if st is not None and (st.persisted()[0] <= 2 * self.stall_iters or len(st.pts) < (
-                self._mode_need(st.latest() - self._ref.median(), it))):
-            return []  # (nor a stretch at a healthy mode's height that its dwells allow)
-        return self._cusum_level(a, it)
-
-    def _cusum_level(self, a: float, it: int) -> list[Alarm]:
-        pts = self._cs_pts
-        n = len(pts)
-        # a level is confirmed at a point beyond the midpoint (as a stretch's)
-        if n < max(self._needed, 2 * self.min_points) or pts[-1][0] < a + self.mid:
-            return []
-        ys = [p[0] for p in pts]
-        half = ys[n // 2:]
-        beyond = sum(y >= a + self.mid for y in half)
-        if beyond < self.persist_fraction * len(half):
-            return []
-        level = _median(half)
-        s, phi = self._cs_noise
-        se = 1.2533 * s * math.sqrt((1.0 + phi) / (1.0 - phi) / max(n // 2, 1))
-        if level - a < self.limit or level - (a + self.mid) < self.confidence * se:
-            return []
-        # where the new level began: the first point beyond the midpoint between the
-        # anchor and the level, from which it lasted longer than a stall
-        # (not before an open candidate stretch: a step after a smaller rise began there)
-        mid, st = 0.5 * (a + level), self._stretch
-        after = st.pts[0][2] if st is not None else -1
-        k = next((i for i, p in enumerate(pts) if p[0] >= mid and p[1] >= after), n - 1)
-        # ... nor before a point back at the healthy level that a point beyond the
-        # midpoint followed (bursts in a cluster return there between them; a level does not)
-        floor, later = self._return_floor(a, level), False
-        for i in range(n - 1, k - 1, -1):
-            if later and ys[i] < floor:
-                k = i + 1
-                break
-            later = later or ys[i] >= a + self.mid
-        # ... to its latest point beyond that midpoint (a healthy point after a stall does
-        # not make it longer), as a stretch's level (:meth:`_lasted`)
-        first = pts[k]
-        last = next(p for p in reversed(pts) if p[0] >= mid or p is first)
-        if last[2] - first[2] + 1 - (self._span - 1) <= self.stall_iters:
-            return []
-        # as many points as a level needs: the spike model's, and a healthy mode's at its
-        # height over the healthy level or over the anchor (the modes' runs are measured
-        # over the healthy level of their time, which the anchor may be)
-        h = _median(ys[k + (n - k) // 2:])
-        if n - k < max(self._needed, self._mode_need(h - self._ref.median(), it),
-                       self._mode_need(h - a, it)):
-            return []
-        self._episode = _Window(self.reference_points, half)
-        self._ref = _Window(self.reference_points, [a] * self.reference_points)
-        self._stretch = None
-        self._cs = 0.0
-        if self._lows is not None:
-            self._lows.clear()
-        return self._declare(first[1], first[2], a, level, it)
-
-    def _level_point(self, y: float, it: int, secs: float) -> list[Alarm]:
         r = self._ref.median()
         st, inside = self._stretch, y >= r + self.mid
         if st is None:
@@ -710,7 +615,6 @@ class RobustLevelDetector:
                  ) -> list[Alarm]:
         """A new slow episode from ``first`` (position ``pos``): onset, or flapping."""
         self.slow, self._healthy, self._slow_pos = True, r, pos
-        self._cs = 0.0  # the cumulative-sum view starts afresh after the episode
         self._slow_spans.append((first, -1))
         window = first - self.flap_window_iters
         while self._onsets and self._onsets[0] < window:
