@@ -34,8 +34,8 @@ instead (:class:`_OnePass`): a file without GPU kernels, whose correlation ids d
 with the launch time across windows, a window without kernels, compute segmented (no
 forward/backward annotation) where the windows' kernels overlap on the GPU, or no step start
 free of annotations and calls; the one-pass events are then read back from the spill, not
-parsed again (a file without kernels is: its CPU ops may be needed). Two rules are carried
-across the windows:
+parsed again (the CPU ops a file without kernels may need are read by the pass over the
+file, as in one pass). Two rules are carried across the windows:
 
 * device<->host copies (:func:`~stragglers.kineto.rankops._copies_of_calls`): a copy to the
   host launched outside a call is tied to the next copy of its stream (GPU order) launched
@@ -478,7 +478,10 @@ def _in_windows(p: Path, patterns: Patterns, keep_rank: Any, windows: int, spill
     if ev.skipped:
         return then(RankOps.skipped_rank(ev), ev)
     if not survey.kernels or not ev.step_ts.size:
-        raise _OnePass("no GPU kernel or no step")
+        # the one-pass events (the CPU ops of a file without kernels read as by one pass)
+        one = _OnePass("no GPU kernel or no step")
+        one.events = _whole(spill, ev)
+        raise one
     s_ts, s_corr = survey.ts, survey.corr
     del survey
     if ev.m_corr.size:  # the copies' own launches, exact (the sample bounds the others')
