@@ -156,9 +156,12 @@ def _in_steps(ev: RankEvents, counts: Counter[str]
     s_n, s_ts, s_end = ev.step_n[order], ev.step_ts[order], ev.step_end[order]
     rc_order = np.argsort(ev.rt_corr, kind="stable")
     rc, rts = ev.rt_corr[rc_order], ev.rt_ts[rc_order]
-    j = np.clip(np.searchsorted(rc, ev.k_corr), 0, rc.size - 1)
+    del rc_order  # (the temporaries freed as soon as they are used: a window's peak)
+    j = np.searchsorted(rc, ev.k_corr)
+    np.clip(j, 0, rc.size - 1, out=j)
     linked = rc[j] == ev.k_corr
     launch = rts[j]
+    del rc, rts, j
     i = np.searchsorted(s_ts, launch, "right") - 1
     ok = linked & (i >= 0) & (launch <= s_end[np.clip(i, 0, None)]) if s_ts.size \
         else np.zeros(launch.shape, bool)
@@ -215,8 +218,8 @@ def window_step_table(windows: WindowEvents, ops: RankOps) -> StepTable:
     seen: list[np.ndarray] = []
     low = np.full(3, np.inf)  # compute, communication, all
     high = np.full(3, -np.inf)
-    for ev in windows:
-        step, start, end, is_comm = _in_steps(ev, counts)
+    for w in range(len(windows)):  # (a window's events freed once its kernels are found)
+        step, start, end, is_comm = _in_steps(windows.read(w), counts)
         seen.append(np.unique(step))
         for j, sel in enumerate((~is_comm, is_comm, np.ones(step.size, bool))):
             if sel.any():
@@ -232,16 +235,18 @@ def window_step_table(windows: WindowEvents, ops: RankOps) -> StepTable:
     lo = np.full(n, np.inf)
     hi = np.full(n, -np.inf)
     sums = np.zeros((3, n))
-    for ev in windows:
-        step, start, end, is_comm = _in_steps(ev, Counter())
+    for w in range(len(windows)):
+        step, start, end, is_comm = _in_steps(windows.read(w), Counter())
         gid = np.searchsorted(steps, step)
+        del step
         np.minimum.at(lo, gid, start)
         np.maximum.at(hi, gid, end)
         mine = np.unique(gid)
-        for j, sel in enumerate((~is_comm, is_comm, np.ones(step.size, bool))):
+        for j, sel in enumerate((~is_comm, is_comm)):
             sums[j, mine] = _union_by_group(gid[sel], start[sel], end[sel], n,
                                             shifts[j])[mine]
-        del step, start, end, is_comm, gid
+        sums[2, mine] = _union_by_group(gid, start, end, n, shifts[2])[mine]
+        del start, end, is_comm, gid
     return _table(steps, lo, hi, sums[0], sums[1], sums[2], _GPU, counts)
 
 

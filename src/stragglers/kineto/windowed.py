@@ -515,9 +515,14 @@ class WindowEvents:
         return len(self.bounds)
 
     def __iter__(self) -> Iterator[RankEvents]:
-        for t0, t1, c0, c1, top in self.bounds:
-            ev, _ = _Window(t0, t1, c0, c1)(self.spill, self.base)
-            yield _clip(ev, c0, top)[0]
+        for w in range(len(self.bounds)):
+            yield self.read(w)
+
+    def read(self, w: int) -> RankEvents:
+        """The events of window ``w``."""
+        t0, t1, c0, c1, top = self.bounds[w]
+        ev, _ = _Window(t0, t1, c0, c1)(self.spill, self.base)
+        return _clip(ev, c0, top)[0]
 
     def whole(self) -> RankEvents:
         return _whole(self.spill, self.base)
