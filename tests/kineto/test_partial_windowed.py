@@ -30,7 +30,7 @@ from tests.kineto.test_windowed import _passes, _same
 PAT = load_patterns(None)
 STEPS = 10
 STEP = 10_000.0
-T0 = 1_234.5  # (times after baseTimeNanoseconds: all their bits below 1 us are set)
+T0 = 1_234.5  # (times near 0, as after a baseTimeNanoseconds: many bits below 1 us)
 
 
 def _events(seed: int, outside: bool = True) -> list[dict[str, Any]]:
