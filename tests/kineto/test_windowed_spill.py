@@ -232,3 +232,34 @@ def test_copies_launches_are_exact_past_the_sample(tmp_path: Path,
     seen = _passes(monkeypatch)
     assert _same(one, windowed.read_rank_ops(f, PAT, budget=1)) == []
     assert "one pass" not in seen and len(seen) - 1 == 3, seen
+
+
+@pytest.mark.parametrize("case", ["cpu only", "real mtia"])
+def test_a_file_without_kernels_is_parsed_as_in_one_pass(
+        case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        request: pytest.FixtureRequest) -> None:
+    """A file without GPU kernels cannot be read in windows: its events are the pass's,
+    read back from the spill, its CPU ops (compute timed by CPU ranges with calls inside
+    them) read by the same second pass as in one pass: the JSON opened as often as by one
+    pass (before: once more, the whole file parsed again)."""
+    if case == "cpu only":
+        from tests.kineto.test_comm_in_compute import cpu_rank_events, write_job
+
+        request.getfixturevalue("small_batches")
+        folder = tmp_path / "job"
+        write_job(folder, lambda rank: cpu_rank_events(rank, "gloo"))
+        f = folder / "rank-0.json"
+    else:
+        from tests.kineto.test_windowed import REAL
+
+        f = REAL / "kineto-more" / "C_hta_mtia_w1" / "mtia_rank_0.json.gz"
+        if not f.is_file():
+            pytest.skip(f"{f}: the real traces are not here")
+    opens = _opens(monkeypatch)
+    one = rank_ops(read_rank_file(f, PAT))
+    one_pass = list(opens)
+    assert one_pass == [f] * (2 if case == "cpu only" else 1)
+    opens.clear()
+    seen = _passes(monkeypatch)
+    assert _same(one, windowed.read_rank_ops(f, PAT, budget=1)) == []
+    assert "one pass" in seen and opens == one_pass, (seen, opens)

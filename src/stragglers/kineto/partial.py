@@ -69,8 +69,9 @@ from stragglers.kineto.assemble import _ranges
 from stragglers.kineto.consistency import P2P_KINDS, P2P_OPTYPES, check_layout
 from stragglers.kineto.layout import JobLayout, Position, position
 from stragglers.kineto.patterns import Patterns
-from stragglers.kineto.rankops import COMM_OPTYPE_CODES, RankOps, base_offsets_us, rank_ops
-from stragglers.kineto.reader import COMM_CODE, COMM_KINDS, Group, RankEvents, read_rank_file
+from stragglers.kineto.rankops import COMM_OPTYPE_CODES, RankOps, base_offsets_us
+from stragglers.kineto.reader import COMM_CODE, COMM_KINDS, Group, RankEvents
+from stragglers.kineto.windowed import WindowEvents, read_rank
 from stragglers.trace import schema
 from stragglers.trace.io import JobMeta
 
@@ -108,14 +109,16 @@ class PartialRank:
     table: StepTable
 
 
-def _union_by_group(gid: np.ndarray, start: np.ndarray, end: np.ndarray,
-                    n_groups: int) -> np.ndarray:
-    """Length of the union of the intervals of each group (vectorised)."""
+def _union_by_group(gid: np.ndarray, start: np.ndarray, end: np.ndarray, n_groups: int,
+                    shift: tuple[float, float] | None = None) -> np.ndarray:
+    """Length of the union of the intervals of each group (vectorised). The times are taken
+    relative to the earliest one and the groups kept apart by ``2 * span`` each (``shift``:
+    that earliest time and span, given where the intervals are a part of a larger set: the
+    groups whose intervals are all here then get the larger set's lengths, bit for bit)."""
     out = np.zeros(n_groups)
     if not gid.size:
         return out
-    base = min(float(start.min()), float(end.min()))
-    span = max(float(end.max()), float(start.max())) - base + 1.0
+    base, span = _shift(start, end) if shift is None else shift
     order = np.lexsort((start, gid))
     g, s, e = gid[order], start[order] - base, end[order] - base
     # running max of the ends within each group: groups offset so that they never mix
@@ -126,29 +129,57 @@ def _union_by_group(gid: np.ndarray, start: np.ndarray, end: np.ndarray,
     return np.bincount(g, weights=piece, minlength=n_groups)
 
 
-def step_table(ev: RankEvents, ops: RankOps) -> StepTable:
-    """Compute / communication / idle per step of one rank (module docstring)."""
-    counts: Counter[str] = Counter()
+def _range(start: np.ndarray, end: np.ndarray) -> tuple[float, float]:
+    """The earliest and the latest time of intervals."""
+    return (min(float(start.min()), float(end.min())),
+            max(float(end.max()), float(start.max())))
+
+
+def _shift(start: np.ndarray, end: np.ndarray) -> tuple[float, float]:
+    """The earliest time of intervals and their span (+1), as :func:`_union_by_group`
+    shifts them."""
+    return _span(*_range(start, end))
+
+
+def _span(low: float, high: float) -> tuple[float, float]:
+    return low, high - low + 1.0
+
+
+_GPU = "GPU kernels"
+
+
+def _in_steps(ev: RankEvents, counts: Counter[str]
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The GPU kernels launched in a ``ProfilerStep``: their step, start, end and whether
+    they communicate (the others counted in ``counts``)."""
     order = np.argsort(ev.step_ts, kind="stable")
     s_n, s_ts, s_end = ev.step_n[order], ev.step_ts[order], ev.step_end[order]
     rc_order = np.argsort(ev.rt_corr, kind="stable")
     rc, rts = ev.rt_corr[rc_order], ev.rt_ts[rc_order]
-    if ev.k_ts.size and rc.size:
-        j = np.clip(np.searchsorted(rc, ev.k_corr), 0, rc.size - 1)
-        linked = rc[j] == ev.k_corr
-        launch = rts[j]
-        i = np.searchsorted(s_ts, launch, "right") - 1
-        ok = linked & (i >= 0) & (launch <= s_end[np.clip(i, 0, None)]) if s_ts.size \
-            else np.zeros(launch.shape, bool)
-        # kernels without a launch record are counted once, by rank_ops ("not used"): they
-        # are in neither the ops nor the breakdown
-        outside = linked & ~ok
-        if outside.any():
-            counts["GPU kernels launched outside every ProfilerStep (not in the breakdown)"] \
-                += int(outside.sum())
-        step = s_n[np.clip(i, 0, None)][ok]
-        start, end, is_comm = ev.k_ts[ok], ev.k_end[ok], ev.k_kind[ok] >= 0
-        source = "GPU kernels"
+    del rc_order  # (the temporaries freed as soon as they are used: a window's peak)
+    j = np.searchsorted(rc, ev.k_corr)
+    np.clip(j, 0, rc.size - 1, out=j)
+    linked = rc[j] == ev.k_corr
+    launch = rts[j]
+    del rc, rts, j
+    i = np.searchsorted(s_ts, launch, "right") - 1
+    ok = linked & (i >= 0) & (launch <= s_end[np.clip(i, 0, None)]) if s_ts.size \
+        else np.zeros(launch.shape, bool)
+    # kernels without a launch record are counted once, by rank_ops ("not used"): they
+    # are in neither the ops nor the breakdown
+    outside = linked & ~ok
+    if outside.any():
+        counts["GPU kernels launched outside every ProfilerStep (not in the breakdown)"] \
+            += int(outside.sum())
+    return s_n[np.clip(i, 0, None)][ok], ev.k_ts[ok], ev.k_end[ok], ev.k_kind[ok] >= 0
+
+
+def step_table(ev: RankEvents, ops: RankOps) -> StepTable:
+    """Compute / communication / idle per step of one rank (module docstring)."""
+    counts: Counter[str] = Counter()
+    if ev.k_ts.size and ev.rt_corr.size:
+        step, start, end, is_comm = _in_steps(ev, counts)
+        source = _GPU
     else:
         step, start, end = ops.step, ops.start, ops.end
         is_comm = (ops.comm >= 0) | np.isin(ops.optype, COMM_OPTYPE_CODES)
@@ -162,17 +193,75 @@ def step_table(ev: RankEvents, ops: RankOps) -> StepTable:
     compute = _union_by_group(gid[~is_comm], start[~is_comm], end[~is_comm], n)
     comm_all = _union_by_group(gid[is_comm], start[is_comm], end[is_comm], n)
     busy = _union_by_group(gid, start, end, n)
+    return _table(steps, lo, hi, compute, comm_all, busy, source, counts)
+
+
+def _table(steps: np.ndarray, lo: np.ndarray, hi: np.ndarray, compute: np.ndarray,
+           comm_all: np.ndarray, busy: np.ndarray, source: str,
+           counts: Counter[str]) -> StepTable:
     overlap = np.maximum(compute + comm_all - busy, 0.0)
     return StepTable(step=steps.astype(np.int64), start=lo, end=hi, compute=compute,
                      comm=busy - compute, overlap=overlap, idle=np.maximum(hi - lo - busy, 0.0),
                      source=source, counts=counts)
 
 
-def read_partial_rank(path: Path, patterns: Patterns) -> PartialRank:
-    """One rank file → its operations and its per-step breakdown (run in a worker)."""
-    ev = read_rank_file(path, patterns)
-    ops = rank_ops(ev)
-    return PartialRank(ops, step_table(ev, ops))
+def window_step_table(windows: WindowEvents, ops: RankOps) -> StepTable:
+    """:func:`step_table` of a file read in windows of whole steps, window by window (two
+    reads of the windows' launches and kernels from the spill), equal to the one-pass
+    table bit for bit: a first read finds the steps with kernels and, for the compute, the
+    communication and all the kernels, the earliest time and the span that
+    :func:`_union_by_group` shifts the times by; the second gives each window's steps their
+    unions with those shifts (a step's kernels are all in the window of its launches: the
+    window starts at a step start). Should a step have kernels in two windows (not
+    expected), the one-pass events are read back from the spill."""
+    counts: Counter[str] = Counter()
+    seen: list[np.ndarray] = []
+    low = np.full(3, np.inf)  # compute, communication, all
+    high = np.full(3, -np.inf)
+    for w in range(len(windows)):  # (a window's events freed once its kernels are found)
+        step, start, end, is_comm = _in_steps(windows.read(w), counts)
+        seen.append(np.unique(step))
+        for j, sel in enumerate((~is_comm, is_comm, np.ones(step.size, bool))):
+            if sel.any():
+                a, b = _range(start[sel], end[sel])
+                low[j] = min(low[j], a)
+                high[j] = max(high[j], b)
+        del step, start, end, is_comm
+    steps = np.unique(np.concatenate([np.zeros(0, np.int64)] + seen))
+    if sum(x.size for x in seen) != steps.size:
+        return step_table(windows.whole(), ops)
+    shifts = [_span(float(low[j]), float(high[j])) for j in range(3)]
+    n = steps.size
+    lo = np.full(n, np.inf)
+    hi = np.full(n, -np.inf)
+    sums = np.zeros((3, n))
+    for w in range(len(windows)):
+        step, start, end, is_comm = _in_steps(windows.read(w), Counter())
+        gid = np.searchsorted(steps, step)
+        del step
+        np.minimum.at(lo, gid, start)
+        np.maximum.at(hi, gid, end)
+        mine = np.unique(gid)
+        for j, sel in enumerate((~is_comm, is_comm)):
+            sums[j, mine] = _union_by_group(gid[sel], start[sel], end[sel], n,
+                                            shifts[j])[mine]
+        sums[2, mine] = _union_by_group(gid, start, end, n, shifts[2])[mine]
+        del start, end, is_comm, gid
+    return _table(steps, lo, hi, sums[0], sums[1], sums[2], _GPU, counts)
+
+
+def read_partial_rank(path: Path, patterns: Patterns, budget: int | None = None
+                      ) -> PartialRank:
+    """One rank file → its operations and its per-step breakdown (run in a worker); a file
+    over the memory budget (``budget`` bytes, default ``$STRAGGLERS_KINETO_MEMORY``) is
+    read in windows of whole steps (:mod:`.windowed`), with the one-pass result."""
+    return read_rank(path, patterns, _partial_rank, budget=budget)
+
+
+def _partial_rank(ops: RankOps, events: RankEvents | WindowEvents) -> PartialRank:
+    table = window_step_table(events, ops) if isinstance(events, WindowEvents) \
+        else step_table(events, ops)
+    return PartialRank(ops, table)
 
 
 def _group_key(g: Group | None) -> tuple[Any, ...]:

@@ -687,7 +687,9 @@ def _read_rank_file(path: str | Path, patterns: Patterns, keep_rank: Any,
                     after_batch: Any = None) -> RankEvents:
     """``after_batch(reader)`` (optional) is called after each batch of events is kept (it
     may drop rows from the end of the launch and kernel columns: a window of the file,
-    :mod:`stragglers.kineto.windowed`); with it, no second pass reads CPU ops."""
+    :mod:`stragglers.kineto.windowed`); the kernels it drops count as the file's when the
+    second pass is decided (the CPU ops of a file without GPU kernels: read in either
+    case, so that its events are the one-pass events)."""
     p = Path(path)
     reader = _Reader(p, patterns)
     max_events = limit("kineto_events")
@@ -695,6 +697,7 @@ def _read_rank_file(path: str | Path, patterns: Patterns, keep_rank: Any,
     counting: _CountingReader | None = None
     cpu: _Cols | None = None
     i = -1
+    dropped = 0  # kernels dropped by ``after_batch``
     try:
         with _open(p) as fh:
             counting = _CountingReader(fh, p)
@@ -717,7 +720,9 @@ def _read_rank_file(path: str | Path, patterns: Patterns, keep_rank: Any,
                         del batch  # not alive while the next batch is parsed
                         ev = None
                         if after_batch is not None:
+                            kept = len(reader.k.cols["ts"])
                             after_batch(reader)
+                            dropped += kept - len(reader.k.cols["ts"])
                 except OverflowError:  # an integer beyond the 64-bit columns
                     raise InputError(f"{reader.where(i)}: {_too_big(ev)}") from None
                 text, after = split_trailer(trailer[0])
@@ -738,8 +743,8 @@ def _read_rank_file(path: str | Path, patterns: Patterns, keep_rank: Any,
         if info is None:
             raise InputError(f"{p}: field 'distributedInfo' missing: the rank of this trace "
                              "is unknown (record the trace in a torch.distributed job)")
-        if not skipped and after_batch is None:
-            tids = _cpu_timed_threads(reader)
+        if not skipped:
+            tids = _cpu_timed_threads(reader, dropped)
             if tids:
                 with _open(p) as fh:
                     cpu = reader.cpu_ops(fh, tids)
@@ -800,12 +805,13 @@ def _too_big(ev: Any) -> str:
     return "an integer beyond the 64-bit range"  # pragma: no cover
 
 
-def _cpu_timed_threads(reader: _Reader) -> set[int]:
+def _cpu_timed_threads(reader: _Reader, dropped: int = 0) -> set[int]:
     """The threads whose CPU ops the importer needs: in a file without GPU kernels (its
-    compute annotations are timed by their CPU range), those of the compute annotations that
-    overlap a communication call (record_param_comms, nccl:*/gloo:* ranges, on any thread
-    of the rank). Empty when none."""
-    if len(reader.k.cols["ts"]) or not len(reader.cc.cols["end"]):
+    compute annotations are timed by their CPU range; ``dropped``: kernels no longer in the
+    reader's columns), those of the compute annotations that overlap a communication call
+    (record_param_comms, nccl:*/gloo:* ranges, on any thread of the rank). Empty when
+    none."""
+    if len(reader.k.cols["ts"]) or dropped or not len(reader.cc.cols["end"]):
         return set()
     a = reader.ann
     types, ts, end, tid = a.np("type"), a.np("ts"), a.np("end"), a.np("tid")

@@ -34,8 +34,8 @@ instead (:class:`_OnePass`): a file without GPU kernels, whose correlation ids d
 with the launch time across windows, a window without kernels, compute segmented (no
 forward/backward annotation) where the windows' kernels overlap on the GPU, or no step start
 free of annotations and calls; the one-pass events are then read back from the spill, not
-parsed again (a file without kernels is: its CPU ops may be needed). Two rules are carried
-across the windows:
+parsed again (the CPU ops a file without kernels may need are read by the pass over the
+file, as in one pass). Two rules are carried across the windows:
 
 * device<->host copies (:func:`~stragglers.kineto.rankops._copies_of_calls`): a copy to the
   host launched outside a call is tied to the next copy of its stream (GPU order) launched
@@ -57,10 +57,10 @@ import math
 import os
 import tempfile
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -74,6 +74,8 @@ from stragglers.kineto.reader import (
     _read_rank_file,
     _Reader,
 )
+
+T = TypeVar("T")
 
 #: Memory a rank file's events may take (bytes, estimated) before it is read in windows.
 BUDGET = 512 << 20
@@ -134,6 +136,20 @@ def read_rank_ops(path: str | Path, patterns: Patterns, keep_rank: Any = None,
     """The ops of one rank file (``rank_ops(read_rank_file(...))``), in windows of whole
     steps when its events would take more than ``budget`` bytes (default:
     :func:`memory_budget`)."""
+    return read_rank(path, patterns, _ops_only, keep_rank, budget)
+
+
+def _ops_only(ops: RankOps, events: RankEvents | WindowEvents) -> RankOps:
+    return ops
+
+
+def read_rank(path: str | Path, patterns: Patterns,
+              then: Callable[[RankOps, RankEvents | WindowEvents], T],
+              keep_rank: Any = None, budget: int | None = None) -> T:
+    """``then(ops, events)`` of one rank file: its ops as :func:`read_rank_ops` gives them
+    and its events, those of one pass (:class:`RankEvents`) or, for a file read in windows,
+    read back from the spill window by window (:class:`WindowEvents`, while the spill
+    exists: ``then`` runs before it is removed)."""
     p = Path(path)
     budget = memory_budget() if budget is None else budget
     try:
@@ -144,13 +160,13 @@ def read_rank_ops(path: str | Path, patterns: Patterns, keep_rank: Any = None,
     if windows > 1:
         with _few_collections():
             try:
-                return _windowed(p, patterns, keep_rank, windows)
+                return _windowed(p, patterns, keep_rank, windows, then)
             except _OnePass as exc:
                 if exc.events is not None:
-                    return rank_ops(exc.events)
+                    return then(rank_ops(exc.events), exc.events)
     from stragglers.kineto.reader import read_rank_file
     ev = read_rank_file(p, patterns, keep_rank)
-    return RankOps.skipped_rank(ev) if ev.skipped else rank_ops(ev)
+    return then(RankOps.skipped_rank(ev) if ev.skipped else rank_ops(ev), ev)
 
 
 #: The launch and kernel columns as the spill file holds them (one record per row).
@@ -437,19 +453,20 @@ def _read_window(spill: _Spill, base: RankEvents, keep: _Window
     return keep(spill, base)
 
 
-def _windowed(p: Path, patterns: Patterns, keep_rank: Any, windows: int) -> RankOps:
+def _windowed(p: Path, patterns: Patterns, keep_rank: Any, windows: int,
+              then: Callable[[RankOps, RankEvents | WindowEvents], T]) -> T:
     try:
         spill = _Spill()
     except OSError as exc:
         raise _no_spill(p, exc) from None
     try:
-        return _in_windows(p, patterns, keep_rank, windows, spill)
+        return _in_windows(p, patterns, keep_rank, windows, spill, then)
     finally:
         spill.close()
 
 
-def _in_windows(p: Path, patterns: Patterns, keep_rank: Any, windows: int,
-                spill: _Spill) -> RankOps:
+def _in_windows(p: Path, patterns: Patterns, keep_rank: Any, windows: int, spill: _Spill,
+                then: Callable[[RankOps, RankEvents | WindowEvents], T]) -> T:
     survey = _Survey(spill)
     try:
         ev = _read_rank_file(p, patterns, keep_rank, survey)
@@ -459,9 +476,12 @@ def _in_windows(p: Path, patterns: Patterns, keep_rank: Any, windows: int,
     except OSError as exc:  # the spill (the reader's own errors are InputErrors)
         raise _no_spill(p, exc) from None
     if ev.skipped:
-        return RankOps.skipped_rank(ev)
+        return then(RankOps.skipped_rank(ev), ev)
     if not survey.kernels or not ev.step_ts.size:
-        raise _OnePass("no GPU kernel or no step")
+        # the one-pass events (the CPU ops of a file without kernels read as by one pass)
+        one = _OnePass("no GPU kernel or no step")
+        one.events = _whole(spill, ev)
+        raise one
     s_ts, s_corr = survey.ts, survey.corr
     del survey
     if ev.m_corr.size:  # the copies' own launches, exact (the sample bounds the others')
@@ -469,15 +489,62 @@ def _in_windows(p: Path, patterns: Patterns, keep_rank: Any, windows: int,
         s_ts, s_corr = np.r_[s_ts, ts], np.r_[s_corr, corr]
     cuts = _cuts(ev, windows, _copy_spans(ev, s_ts, s_corr))
     try:
-        return _each_window(spill, ev, cuts)
+        ops, bounds = _each_window(spill, ev, cuts)
     except _OnePass as exc:  # the one-pass events, from the spill
-        exc.events = _Window(-math.inf, math.inf, -math.inf, math.inf)(spill, ev)[0]
+        exc.events = _whole(spill, ev)
         raise
+    return then(ops, WindowEvents(spill, ev, bounds))
 
 
-def _each_window(spill: _Spill, base: RankEvents, cuts: np.ndarray) -> RankOps:
+def _whole(spill: _Spill, base: RankEvents) -> RankEvents:
+    """The one-pass events: all the launches and kernels read back from the spill."""
+    return _Window(-math.inf, math.inf, -math.inf, math.inf)(spill, base)[0]
+
+
+class WindowEvents:
+    """The events of a file read in windows, for a second look after its ops: window by
+    window (:meth:`__iter__`: each window's launches and kernels, as its ops saw them, read
+    back from the spill; all the steps), or all at once (:meth:`whole`: the one-pass
+    events)."""
+
+    def __init__(self, spill: _Spill, base: RankEvents,
+                 bounds: list[tuple[float, float, float, float, float]]) -> None:
+        self.spill, self.base, self.bounds = spill, base, bounds
+
+    def __len__(self) -> int:
+        return len(self.bounds)
+
+    def __iter__(self) -> Iterator[RankEvents]:
+        for w in range(len(self.bounds)):
+            yield self.read(w)
+
+    def read(self, w: int) -> RankEvents:
+        """The events of window ``w``."""
+        t0, t1, c0, c1, top = self.bounds[w]
+        ev, _ = _Window(t0, t1, c0, c1)(self.spill, self.base)
+        return _clip(ev, c0, top)[0]
+
+    def whole(self) -> RankEvents:
+        return _whole(self.spill, self.base)
+
+
+def _clip(ev: RankEvents, c0: float, top: float) -> tuple[RankEvents, np.ndarray]:
+    """A window's kernels and copies with a correlation id in (c0, top] (and the copies
+    kept)."""
+    k = (ev.k_corr > c0) & (ev.k_corr <= top)
+    m = (ev.m_corr > c0) & (ev.m_corr <= top)
+    return replace(ev, k_corr=ev.k_corr[k], k_ts=ev.k_ts[k], k_end=ev.k_end[k],
+                   k_kind=ev.k_kind[k], k_group=ev.k_group[k], k_peer=ev.k_peer[k],
+                   k_idx=ev.k_idx[k], m_corr=ev.m_corr[m], m_ts=ev.m_ts[m],
+                   m_end=ev.m_end[m], m_dir=ev.m_dir[m], m_stream=ev.m_stream[m]), m
+
+
+def _each_window(spill: _Spill, base: RankEvents, cuts: np.ndarray
+                 ) -> tuple[RankOps, list[tuple[float, float, float, float, float]]]:
     """The ops of the windows cut at ``cuts`` (their launches and kernels from ``spill``,
-    the rest from ``base``), in the one-pass order."""
+    the rest from ``base``), in the one-pass order, and the windows' bounds (CPU times
+    [t0, t1), correlation ids read (c0, c1], kept (c0, top])."""
+    bounds: list[tuple[float, float, float, float, float]] = []
     copies = _Copies(base.m_ts, base.m_stream, base.m_dir)
     first_after = spill.first_after(cuts)
     edges = np.r_[-np.inf, cuts, np.inf]
@@ -496,12 +563,8 @@ def _each_window(spill: _Spill, base: RankEvents, cuts: np.ndarray) -> RankOps:
             top = float(ev.rt_corr.max()) if w < edges.size - 2 else math.inf
         else:
             raise _OnePass("a window without launches")
-        k = (ev.k_corr > c0) & (ev.k_corr <= top)
-        m = (ev.m_corr > c0) & (ev.m_corr <= top)
-        ev = replace(ev, k_corr=ev.k_corr[k], k_ts=ev.k_ts[k], k_end=ev.k_end[k],
-                     k_kind=ev.k_kind[k], k_group=ev.k_group[k], k_peer=ev.k_peer[k],
-                     k_idx=ev.k_idx[k], m_corr=ev.m_corr[m], m_ts=ev.m_ts[m],
-                     m_end=ev.m_end[m], m_dir=ev.m_dir[m], m_stream=ev.m_stream[m])
+        ev, m = _clip(ev, c0, top)
+        bounds.append((t0, t1, c0, c1, top))
         ev = _subset(ev, t0, t1, w == 0)
         ops, part, links = rank_ops_parts(ev, a2a.base)
         if ops.segmented:  # segments follow the GPU order: the windows' kernels must not mix
@@ -515,10 +578,10 @@ def _each_window(spill: _Spill, base: RankEvents, cuts: np.ndarray) -> RankOps:
         copies.add(w, m_pos[m], links.copy_owned)
         parts.append((ops, part))
         c0 = top
-        del ev, k, m
+        del ev, m
     a2a.check()
     copies.check()
-    return _merge(parts)
+    return _merge(parts), bounds
 
 
 class _Alltoall:
