@@ -23,8 +23,9 @@ if not REAL.is_dir():
     REAL = Path("/work/shared/real")
 
 
-def _same(a: RankOps, b: RankOps) -> list[str]:
-    """The fields where two ops differ (arrays: dtype and bytes)."""
+def _same(a: Any, b: Any) -> list[str]:
+    """The fields where two ops (or any two objects of one dataclass: a partial import's
+    step tables) differ (arrays: dtype and bytes)."""
     bad = []
     for k, v in vars(a).items():
         w = vars(b)[k]
@@ -34,6 +35,14 @@ def _same(a: RankOps, b: RankOps) -> list[str]:
         elif v != w:
             bad.append(k)
     return bad
+
+
+def _budget(monkeypatch: pytest.MonkeyPatch, env: str | None) -> None:
+    """``$STRAGGLERS_KINETO_MEMORY`` set to ``env`` (None: unset, the default budget)."""
+    if env is None:
+        monkeypatch.delenv(windowed.ENV, raising=False)
+    else:
+        monkeypatch.setenv(windowed.ENV, env)
 
 
 def _passes(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
@@ -97,10 +106,7 @@ def test_windows_give_the_same_parquet(generated: Path, tmp_path: Path,
                                        capsys: pytest.CaptureFixture[str]) -> None:
     out = {}
     for name, env in (("one", None), ("win", "1")):
-        if env is None:
-            monkeypatch.delenv(windowed.ENV, raising=False)
-        else:
-            monkeypatch.setenv(windowed.ENV, env)
+        _budget(monkeypatch, env)
         args = ["import", "kineto", str(generated / "ranks"), "--meta",
                 str(generated / "job.yaml"), "--out", str(tmp_path / name), "--jobs", "2"]
         assert main(args) == 0

@@ -25,7 +25,7 @@ from stragglers.kineto.rankops import RankOps, _compute_time, rank_ops
 from stragglers.kineto.reader import read_rank_file
 from tests.kineto.test_all_to_all_import import A2A_KERNEL, AUTOGRAD, MAIN, Events
 from tests.kineto.test_gloo_cuda import GLOO, copy, rank_events
-from tests.kineto.test_windowed import _passes, _same
+from tests.kineto.test_windowed import _budget, _passes, _same
 
 PAT = load_patterns(None)
 STEP = 10_000.0
@@ -232,10 +232,7 @@ def test_windows_give_the_same_parquet(job: str, tmp_path: Path,
     monkeypatch.setattr(windowed, "_windowed", spy)
     out = {}
     for name, env in (("one", None), ("win", "1")):
-        if env is None:
-            monkeypatch.delenv(windowed.ENV, raising=False)
-        else:
-            monkeypatch.setenv(windowed.ENV, env)
+        _budget(monkeypatch, env)
         assert main(["import", "kineto", str(folder), "--meta", str(tmp_path / "job.yaml"),
                      "--out", str(tmp_path / name), "--jobs", "1"]) == 0
         out[name] = capsys.readouterr().out.splitlines()[:-1]
