@@ -69,19 +69,45 @@ def test_the_slowed_rank_is_the_verdicts_worker(slow_run: tuple[Path, dict[str, 
     assert res["slowdown"] > 1.3
 
 
+#: Ops a rank spends its own time in (the others are collectives, where it may wait for a peer).
+OWN_OPS = ("forward-compute", "backward-compute", "gc", "optimizer")
+#: A rank whose own time (own ops + late start) exceeds its peer's by this share was really
+#: slowed by the machine's other load (the healthy run's steps last ~25 ms: a rank that loses
+#: its core for a while is a real straggler). On a quiet machine the two ranks differ by ~8 %.
+ENV_SLOWED = 0.2
+
+
+def own_time(trace_file: Path) -> pd.Series:
+    """Per rank, the time the other rank waits for: its own ops plus its late start (its first
+    op's start minus the earliest rank's), summed over the steps. Measured from the trace
+    alone, independently of the what-if."""
+    trace = pd.read_parquet(trace_file)
+    trace["optype"] = trace["optype"].astype(str)
+    own = trace[trace["optype"].isin(OWN_OPS)].groupby("dp_rank")["duration"].sum()
+    first = trace.groupby(["step", "dp_rank"])["start_ts"].min().unstack()
+    late = first.sub(first.min(axis=1), axis=0).sum()
+    return own + late
+
+
 def test_a_healthy_run_has_no_worker_verdict(tmp_path: Path,
                                              slow_run: tuple[Path, dict[str, Any]]) -> None:
+    """No rank is slowed: the verdict names no worker with confidence, unless the machine's
+    other load really slowed one rank (its own time, measured from the trace, >= 1.2x its
+    peer's; one CI run at load ~4 gave S = 1.36 and 'worker' 1,0 at 0.94): then the worker
+    it names must be that rank."""
     run_doc(RUN_HEALTHY, tmp_path)
     run_doc(ANALYZE_HEALTHY, tmp_path)
-    res = result(tmp_path / "ddp-healthy" / "analysis")
-    # On a loaded machine the other load can really slow one rank for a while: a "worker"
-    # verdict may then come, but never a confident one (the verdict evaluation's bar:
-    # CONFIDENT; at load 5-6 one run gave "worker" at 0.75)
+    out = tmp_path / "ddp-healthy"
+    res = result(out / "analysis")
+    own = own_time(out / "trace.parquet")
+    slowed = [f"{rank},0" for rank in own.index if own[rank] >= (1 + ENV_SLOWED) * own.min()]
     verdict = res["verdict"]
-    assert verdict["cause"] != "worker" or verdict["confidence"] < CONFIDENT, verdict["evidence"]
-    scores = res["attribution"]["worker"]
-    slow = slow_run[1]["attribution"]["worker"]
-    assert abs(scores["1,0"] - scores["0,0"]) < 0.5 * (slow["1,0"] - slow["0,0"]), scores
+    if verdict["cause"] == "worker" and verdict["confidence"] >= CONFIDENT:
+        assert slowed and verdict["workers"] == slowed, (own.to_dict(), verdict["evidence"])
+    if not slowed:
+        scores = res["attribution"]["worker"]
+        slow = slow_run[1]["attribution"]["worker"]
+        assert abs(scores["1,0"] - scores["0,0"]) < 0.5 * (slow["1,0"] - slow["0,0"]), scores
 
 
 def test_a_slow_loader_is_the_late_start_of_its_rank(tmp_path: Path) -> None:
