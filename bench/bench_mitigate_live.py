@@ -16,7 +16,8 @@ step times in units of the same step's *reference* (``M`` times the faster repli
 per micro-batch, measured by the probes: the machine's other load stretches every rank at
 once and cancels) and raw; the *optimum* is the exact split's (``[8, 16]`` for x2: 66.7%;
 ``[10, 14]`` for x1.5: 50%); *prediction error*: ``predict_microbatch`` (the what-if
-simulator) on slow steps before the action (the mitigated run's own when there are 3 or
+simulator) for the split the loop applied first (and, beside it, for the split the simulator
+finds optimal) on slow steps before the action (the mitigated run's own when there are 3 or
 more, else the fail-slow run's), against the step measured after the action brought to the
 load of those steps; *give-back*: steps from the recovery to the first step the job ran the
 even split again; *escalations*: S3 / S4 decisions of the loop.
@@ -165,7 +166,10 @@ def one_round(tmp: Path, r: int, k: int, factor: float, costs: Path, mode: str
     else:  # the action came right after the onset: the fail-slow run's slow steps
         src, src_raw, src_norm = "fail-slow run", s_raw, s_norm
         src_win = (onset + 2, min(onset + 12, recovery))
-    pred = _predict(out if before is not None else slow_run, src_win[0], src_win[1] - 1)
+    src_run = out if before is not None else slow_run
+    # the split the loop applied first (what its step after is measured with) and the optimum
+    pred = _predict(src_run, src_win[0], src_win[1] - 1, applied[0]["assignment"])
+    pred_opt = _predict(src_run, src_win[0], src_win[1] - 1, None)
     mitigated_n = _window(m_norm, *after)
     at_load = _window(src_raw, *src_win) * mitigated_n / _window(src_norm, *src_win)
     escalations = [x["strategy"] for x in records if x["record"] == "decision"
@@ -186,18 +190,22 @@ def one_round(tmp: Path, r: int, k: int, factor: float, costs: Path, mode: str
         "prediction_source": src, "predicted_after_s": pred["after_s"],
         "measured_after_at_load_s": at_load,
         "prediction_error": pred["after_s"] / at_load - 1,
+        "predicted_optimum_split": pred_opt["assignment"],
+        "predicted_optimum_after_s": pred_opt["after_s"],
+        "prediction_error_optimum": pred_opt["after_s"] / at_load - 1,
     }
 
 
-def _predict(run: Path, lo: int, hi: int) -> dict[str, Any]:
+def _predict(run: Path, lo: int, hi: int, split: list[int] | None) -> dict[str, Any]:
     """S2 predicted by the what-if simulator from the run's own trace, steps lo..hi (the
-    slow steps before the action: one micro-batch count, a consistent schedule)."""
+    slow steps before the action: one micro-batch count, a consistent schedule), for
+    ``split`` (the one applied) or, with None, for the split the simulator finds optimal."""
     from stragglers.analysis.engine import prepare
     from stragglers.analysis.runner import load_table
     from stragglers.mitigate.predict import predict_microbatch
 
     engine = prepare(load_table(run / "trace.parquet", run / "meta.yaml", (lo, hi)))
-    return predict_microbatch(engine).to_dict()
+    return predict_microbatch(engine, split).to_dict()
 
 
 def main() -> None:
@@ -241,9 +249,11 @@ def main() -> None:
     print("| straggler | load average | optimum (split) | removed, normalised (runs) | "
           "share of optimum | effective factor: optimum, share | removed, raw | "
           "removed, raw, within the mitigated run | "
-          "prediction error (runs) | give-back, steps after recovery (runs) | S3/S4 decided "
+          "prediction error, applied split (runs) | prediction error, optimum split (runs) | "
+          "give-back, steps after recovery (runs) | S3/S4 decided "
           "| first splits |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+          "| --- |")
     for factor, rows in table:
         split, opt = optimum_removed(factor)
 
@@ -256,6 +266,7 @@ def main() -> None:
         own = [(x["before_own_s"] - x["mitigated_s"]) / (x["before_own_s"] - x["healthy_own_s"])
                for x in rows]
         err = [x["prediction_error"] for x in rows]
+        err_opt = [x["prediction_error_optimum"] for x in rows]
         gb = [x["giveback_steps"] for x in rows]
         loads = [x[key] for x in rows for key in ("load_start", "load_end")]
         esc = sum(len(x["escalations"]) for x in rows)
@@ -271,6 +282,8 @@ def main() -> None:
               f"{statistics.median(own) * 100:.1f}% | "
               f"{statistics.median(err) * 100:+.1f}% "
               f"({', '.join(f'{v * 100:+.0f}' for v in err)}) | "
+              f"{statistics.median(err_opt) * 100:+.1f}% "
+              f"({', '.join(f'{v * 100:+.0f}' for v in err_opt)}) | "
               f"{', '.join('never' if g is None else str(g) for g in gb)} | {esc} | "
               f"{[x['assignment'] for x in rows]} |")
     print()

@@ -45,6 +45,25 @@ def test_s2_prediction_matches_the_rebalanced_job() -> None:
     assert (measured_slow - pred.after_s) / (measured_slow - healthy) > 0.6
 
 
+def test_s2_prediction_of_a_given_split_matches_that_job() -> None:
+    """A split other than the optimum (what a live loop applied, e.g. one micro-batch off):
+    predicted against a job generated with that split, and slower than the optimum's."""
+    engine, _, measured_slow = _job([(1, s, 2.0) for s in range(PP)])
+    split = [17, 12, 17, 18]
+    pred = predict_microbatch(engine, split)
+    assert pred.details.assignment == split
+    factors = [(2.0 if d == 1 else 1.0) * m / MB for d, m in enumerate(split)]
+    _, _, truth = _job([(d, s, f) for d, f in enumerate(factors) for s in range(PP)])
+    assert pred.after_s == pytest.approx(truth, rel=1e-6)
+    assert predict_microbatch(engine).after_s < pred.after_s < measured_slow
+    optimum = predict_microbatch(engine)
+    same = predict_microbatch(engine, optimum.details.assignment)
+    assert same.after_s == optimum.after_s
+    for bad in ([16, 16, 16], [16, 16, 16, 17], [0, 20, 22, 22]):
+        with pytest.raises(InputError, match="needs 4 counts >= 1 that add up to 64"):
+            predict_microbatch(engine, bad)
+
+
 @pytest.mark.parametrize("slow", [
     [(1, 0, 1.5), (2, 1, 1.5)],
     [(1, 0, 1.5), (1, 2, 1.5)],

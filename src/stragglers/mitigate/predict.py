@@ -28,6 +28,7 @@ on the no-delay timeline; "before" is the trace's own values on that timeline.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -132,19 +133,31 @@ def _mean_step(engine: WhatIfEngine, values: np.ndarray | None) -> float:
     return float(engine.run([scen])["run"].mean())
 
 
-def predict_microbatch(engine: WhatIfEngine) -> Prediction:
-    """The step time after S2's optimal assignment (see the module docstring)."""
+def predict_microbatch(engine: WhatIfEngine,
+                       assignment: Sequence[int] | None = None) -> Prediction:
+    """The step time after S2's optimal assignment (see the module docstring), or after
+    ``assignment`` when given (micro-batches per DP group, e.g. the split a live loop
+    applied: its own prediction, comparable with the step it then measured)."""
     per, m = worker_compute(engine)
     if engine.dp < 2:
         raise InputError(f"{engine.table.source}: one DP group: no micro-batches to move")
     t = per.max(axis=1)
-    res = solve_microbatches(t, m * engine.dp, source=f"{engine.table.source}: group times")
-    scale = res.assignment / m
+    if assignment is None:
+        split = solve_microbatches(t, m * engine.dp,
+                                   source=f"{engine.table.source}: group times").assignment
+    else:
+        split = np.asarray(assignment, dtype=np.int64)
+        if split.shape != (engine.dp,) or split.sum() != m * engine.dp or split.min() < 1:
+            raise InputError(
+                f"assignment {list(map(int, split.reshape(-1)))}: needs {engine.dp} counts "
+                f">= 1 that add up to {m * engine.dp} (the trace's {m} micro-batches per "
+                f"group x {engine.dp} groups)")
+    scale = split / m
     values = engine.derived.value.astype(np.float64)
     compute = _compute_nodes(engine)
     values[compute] *= scale[None, :, None]
     return Prediction("microbatch", _mean_step(engine, None), _mean_step(engine, values),
-                      PredictedSplit(t.tolist(), m, res.assignment.tolist()))
+                      PredictedSplit(t.tolist(), m, split.tolist()))
 
 
 def predict_permutation(engine: WhatIfEngine, plan: TopologyPlan) -> Prediction:
