@@ -22,6 +22,8 @@ from stragglers.evaluation.jobcorpus import (
     SAMPLE_STRIDES,
     SCENARIOS,
     SHORT_ITERS,
+    SL_SLOW_ITERS,
+    SL_SLOWDOWN,
     SLOWDOWN_EVENT,
     JobSeries,
     generate_call_job,
@@ -60,7 +62,7 @@ def test_every_family_and_scenario_is_present(corpus) -> None:
     assert {s.family for s in corpus} == set(FAMILIES)
     assert {(s.family, s.scenario) for s in corpus} == {(f, s) for f, s, _, _ in SCENARIOS}
     assert len(generate_job_corpus(0, scale=1.0, families=("flapping",))) == 24
-    assert sum(c for _, _, c, _ in SCENARIOS) in range(345, 470)
+    assert sum(c for _, _, c, _ in SCENARIOS) in range(345, 500)
     assert set(HELD_OUT) < set(FAMILIES)
 
 
@@ -84,7 +86,8 @@ def test_records_are_well_formed(corpus) -> None:
 def test_labels_are_true_by_construction(corpus) -> None:
     checked = 0
     for s in corpus:
-        if s.family in ("contention", "megatron", "bimodal_replay", "ladder"):  # own rules
+        if s.family in ("contention", "megatron", "bimodal_replay", "ladder",
+                        "seqlen"):  # own rules
             continue
         factor = s.level / s.healthy
         for e in s.events:
@@ -329,8 +332,9 @@ def test_bimodal_replay_labels() -> None:
 
 
 #: Fingerprints of series 0 and of the last series of every scenario of seed 0, per family,
-#: computed with the corpus of main before ``ladder`` was appended (commit a9d633b): a family
-#: appended at the end of FAMILIES / SCENARIOS must leave every other family's bytes alone.
+#: computed with the corpus of main before ``ladder`` was appended (commit a9d633b; ``ladder``'s
+#: own before ``seqlen`` was, commit f0ac124): a family appended at the end of FAMILIES /
+#: SCENARIOS must leave every other family's bytes alone.
 FINGERPRINTS = {
     "restart": "73ad9d2339f0bd2b",
     "ckpt_stall": "a80f728be80fd00f",
@@ -350,6 +354,7 @@ FINGERPRINTS = {
     "contention": "fe32e065721e4fec",
     "megatron": "7e1bd0bab1dd05c7",
     "bimodal_replay": "11b2727c632b08f6",
+    "ladder": "6f9ef8805904670a",
 }
 
 
@@ -370,8 +375,8 @@ def _fingerprint(family: str) -> str:
 
 
 def test_existing_families_are_unchanged() -> None:
-    assert set(FINGERPRINTS) == set(FAMILIES) - {"ladder"}
-    assert FAMILIES[-1] == "ladder"
+    assert set(FINGERPRINTS) == set(FAMILIES) - {"seqlen"}
+    assert FAMILIES[-2:] == ("ladder", "seqlen")
     assert {f: _fingerprint(f) for f in FINGERPRINTS} == FINGERPRINTS
 
 
@@ -389,7 +394,6 @@ def test_ladder_is_deterministic_per_seed() -> None:
     assert not _same(a, generate_series(11, "ladder", "congested", 3))
     h = generate_series(11, "ladder", "healthy", 0)
     assert _same(h, generate_series(11, "ladder", "healthy", 0))
-    assert HELD_OUT == ("ladder",)
 
 
 def test_ladder_labels() -> None:
@@ -443,3 +447,73 @@ def test_ladder_labels() -> None:
                     base = np.median(sliding_window_view(x, 300), axis=1)[:win.size]
                     assert np.all(win < (1.0 + SLOWDOWN_EVENT) * base), s.name
     assert shapes == {"abrupt", "stepwise"}
+
+
+def test_seqlen_is_deterministic_per_seed() -> None:
+    a = generate_series(11, "seqlen", "slow", 2)
+    assert _same(a, generate_series(11, "seqlen", "slow", 2))
+    assert not _same(a, generate_series(12, "seqlen", "slow", 2))
+    assert not _same(a, generate_series(11, "seqlen", "slow", 3))
+    h = generate_series(11, "seqlen", "healthy", 0)
+    assert _same(h, generate_series(11, "seqlen", "healthy", 0))
+    assert HELD_OUT == ("seqlen",)
+
+
+def test_seqlen_labels() -> None:
+    """Variable-length batches through the slowest rank: the healthy step time is wide and
+    skewed (data-dependent), every labelled slowdown raises the mean step time over its span
+    to its label (+12-45 % over the healthy mean after the warm-up) and the records show it
+    (their mean over the span is at least 1.1 x their mean outside every event, and 1.1 x
+    the trimmed mean of the 100 iterations before and 40 after it); nothing else is slow and
+    negatives carry no label and no sustained rise in their records."""
+    kinds: set[str] = set()
+    cvs: list[float] = []
+    for seed in (3, 4):
+        for scenario, count in (("slow", 14), ("healthy", 10)):
+            for i in range(count):
+                s = generate_series(seed, "seqlen", scenario, i)
+                assert s.positive == (scenario == "slow") and s.ranks == 1
+                factor = s.level / s.healthy
+                assert np.all(factor >= 1.0 - 1e-12)
+                d = _durations(s)
+                steady = s.healthy[s.iter > LEAD_ITERS]
+                mean = steady.mean()
+                inside_any = np.zeros(s.iter.size, dtype=bool)
+                for e in s.events:
+                    inside_any |= (s.iter >= e.start_iter) & (s.iter < e.end_iter)
+                h = s.healthy[(s.iter > LEAD_ITERS) & ~inside_any]
+                cvs.append(float(h.std() / h.mean()))
+                for e in s.events:
+                    kinds.add(e.kind)
+                    assert e.kind in ("worker", "comm") and not e.ranks
+                    assert e.start_iter >= LEAD_ITERS
+                    assert e.end_iter - e.start_iter >= max(MIN_EVENT_ITERS, SL_SLOW_ITERS[0])
+                    inside = (s.iter >= e.start_iter) & (s.iter < e.end_iter)
+                    s_e = e.loss / (1.0 - e.loss)
+                    assert SL_SLOWDOWN[0] - 1e-9 <= s_e <= SL_SLOWDOWN[1] + 1e-9
+                    # the label is the span's mean rise over the healthy mean
+                    assert np.isclose(s.level[inside].mean(), (1.0 + s_e) * mean, rtol=1e-6)
+                    # 40 healthy iterations after it
+                    after = (s.iter >= e.end_iter) & (s.iter < e.end_iter + 40)
+                    assert after.sum() == 40 and np.allclose(factor[after], 1.0)
+                    # on the records
+                    x = d[inside]
+                    x = x[np.isfinite(x)]
+                    out = d[(s.iter > LEAD_ITERS) & ~inside_any]
+                    assert x.mean() >= (1.0 + SLOWDOWN_EVENT) * np.nanmean(out), s.name
+                    around = (((s.iter >= e.start_iter - 100) & (s.iter < e.start_iter))
+                              | after)
+                    y = d[around]
+                    y = y[np.isfinite(y)]
+                    assert trim_mean(x, 0.05) >= (1.0 + SLOWDOWN_EVENT) * trim_mean(y, 0.05)
+                assert np.allclose(factor[~inside_any], 1.0), s.name
+                if scenario == "healthy":
+                    assert not s.events
+                    # no sustained rise: the mean of any 100 records after the warm-up stays
+                    # below 1.1 x the series' mean
+                    x = d[LEAD_ITERS + 1:]
+                    win = sliding_window_view(x, 100).mean(axis=1)
+                    assert np.all(win < (1.0 + SLOWDOWN_EVENT) * x.mean()), s.name
+    assert kinds == {"worker", "comm"}
+    # the healthy step time is data-dependent: some series wide, none flat
+    assert min(cvs) > 0.02 and max(cvs) > 0.12

@@ -176,6 +176,34 @@ changes, never run through the detector until they were final):
                  up to +2-5 % (:data:`LD_SMALL_TOTAL`) are healthy (never an event), in
                  positives and negatives alike.  Negatives: everything but the ladders.
 
+The held-out family of the sixth round (written and committed before that round's detector
+changes, never run through the detector until they were final):
+
+``seqlen``       variable-length long-context batches in synchronous data parallelism (the
+                 what-if study of stragglers, section 5.3: long-tailed sequence lengths,
+                 quadratic self-attention, "DP ranks finishing at different times"; section
+                 5.4: unsynchronised Python GC pauses that stall one worker and so the whole
+                 job).  Healthy: 2-16 data-parallel ranks (:data:`SL_RANKS`), each with 1-6
+                 micro-batches per step; a micro-batch packs sequences of log-normal lengths
+                 (median 1/32-1/4 of the maximum, spread 1-2, clipped at the maximum; one that
+                 crosses a micro-batch's end is split) and costs ``1 + attn x sum(piece^2)``
+                 (``attn`` 0.5-4, :data:`SL_ATTN`); a rank's compute is the sum of its
+                 micro-batches (x per-step kernel jitter 0.3-1.5 %), plus a GC pause of 0.1-0.6
+                 mean compute times on its rank with chance 1/100-1/1000 per step; the step is
+                 the slowest rank's compute plus the exposed all-reduce (5-25 % of the mean
+                 compute, 2-10 % jitter) and fixed work (2-10 %), with a warm-up.  The healthy
+                 step time is data-dependent: wide and right-skewed (coefficient of variation
+                 about 4-22 %), with no level change.  Positives: 1-3 slowdowns (one in each of
+                 as many equal parts after iteration 300, 40 healthy iterations after each),
+                 each raising the mean step time by +12-45 % (:data:`SL_SLOWDOWN`) over the
+                 series' healthy mean (after the warm-up) for 40-800 iterations
+                 (:data:`SL_SLOW_ITERS`; at least 25 x (cv / rise)^2, so that the rise is five
+                 standard errors of the span's mean): one slow rank (``worker``, 60 %: its
+                 compute x(1 + u), u solved by bisection for the rise, so it only shows in the
+                 steps it is the slowest in) or a slower all-reduce (``comm``, its time scaled
+                 for the rise).  Labelled over the span, by that mean rise (kinds ``worker`` /
+                 ``comm``).  Negatives: the data-dependent steps, GC pauses and warm-up alone.
+
 :data:`HELD_OUT` names the families that were never looked at while the detector was changed
 for issue 29 (decided before the changes): they are only evaluated.
 """
@@ -382,18 +410,38 @@ LD_SMALL_RUNGS = (1, 2)  # a light competing flow (never an event): rungs ...
 LD_SMALL_TOTAL = (0.02, 0.05)  # ... adding up to this
 LD_SMALL_P = 0.5  # chance per part of the series without a ladder
 LD_PART = 700  # the series is cut in parts of at least this many iterations
+# seqlen (module docstring): variable-length long-context batches, synchronous data parallelism
+SL_RANKS = (2, 4, 8, 16)  # data-parallel ranks; the step waits for the slowest
+SL_MICRO = (1, 6)  # micro-batches per rank and step (log-uniform integer)
+SL_MEDIAN = (1 / 32, 1 / 4)  # median sequence length over the maximum (log-uniform) ...
+SL_SIGMA = (1.0, 2.0)  # ... and the log-normal spread of the lengths (clipped at the maximum)
+SL_ATTN = (0.5, 4.0)  # attention cost of one full-length sequence over the linear cost
+SL_KERNEL_JITTER = (0.003, 0.015)  # per rank and step (log space)
+SL_COMM_SHARE = (0.05, 0.25)  # exposed gradient all-reduce: share of the mean compute ...
+SL_COMM_JITTER = (0.02, 0.10)  # ... its per-step spread (log space)
+SL_FIXED_SHARE = (0.02, 0.10)  # optimizer step, logging: fixed work
+SL_GC_EVERY = (100, 1000)  # unsynchronised GC: mean steps between two pauses of one rank ...
+SL_GC_PAUSE = (0.1, 0.6)  # ... each this many mean compute times (log-uniform)
+SL_WARM_AMPLITUDE = (0.05, 0.4)
+SL_WARM_TAU = (3.0, 30.0)
+SL_FIRST = (2.0, 10.0)
+SL_SLOWDOWN = (0.12, 0.45)  # mean rise of a slowdown over the healthy mean step time
+SL_SLOW_ITERS = (40, 800)  # its duration (log-uniform) ...
+SL_DECIDABLE = 25.0  # ... at least this x (healthy cv / rise)^2 (the rise 5 standard errors)
+SL_WORKER_P = 0.6  # chance that a slowdown is one slow rank (else the all-reduce)
+SL_WORKER_MAX = 20.0  # a slow rank's compute is at most this many times slower
 
 FAMILIES: tuple[str, ...] = ("restart", "ckpt_stall", "flapping", "staircase", "noise_regime",
                              "sampled", "multirank", "greyhound", "failslow", "ramp", "short",
                              "hump", "warmup_onset", "reconfig", "ckpt_burst", "contention",
-                             "megatron", "bimodal_replay", "ladder")
+                             "megatron", "bimodal_replay", "ladder", "seqlen")
 #: Families held out in the current round of issue 29: never looked at while the detector was
-#: changed (only evaluated; ``ladder`` was written and committed before the fifth round's
-#: changes, by someone who never ran the detector on it).  The others, ``bimodal_replay``
-#: (held out in the fourth round), ``megatron`` (the third), ``contention`` (the second),
-#: ``hump``, ``warmup_onset``, ``reconfig`` and ``ckpt_burst`` (the first round) included, are
-#: the families it was built and tuned on.
-HELD_OUT: tuple[str, ...] = ("ladder",)
+#: changed (only evaluated; ``seqlen`` was written and committed before the sixth round's
+#: changes, by someone who never ran the detector on it).  The others, ``ladder`` (held out
+#: in the fifth round), ``bimodal_replay`` (the fourth), ``megatron`` (the third),
+#: ``contention`` (the second), ``hump``, ``warmup_onset``, ``reconfig`` and ``ckpt_burst``
+#: (the first round) included, are the families it was built and tuned on.
+HELD_OUT: tuple[str, ...] = ("seqlen",)
 
 #: (family, scenario, series per seed at scale 1, positive)
 SCENARIOS: tuple[tuple[str, str, int, bool], ...] = (
@@ -441,6 +489,8 @@ SCENARIOS: tuple[tuple[str, str, int, bool], ...] = (
     ("bimodal_replay", "healthy", 10, False),
     ("ladder", "congested", 14, True),
     ("ladder", "healthy", 10, False),
+    ("seqlen", "slow", 14, True),
+    ("seqlen", "healthy", 10, False),
 )
 
 
@@ -1246,13 +1296,111 @@ def _ladder(rng: np.random.Generator, scenario: str) -> _Timeline:
     return tl
 
 
+def _packed_cost(rng: np.random.Generator, bins: int, median: float, sigma: float,
+                 attn: float) -> np.ndarray:
+    """The compute cost of ``bins`` packed micro-batches (1 = the linear cost of a full one):
+    sequences of log-normal lengths (in units of the maximum length, clipped at it) are
+    packed one after another, a sequence that crosses a micro-batch's end is split, and a
+    micro-batch costs ``1 + attn x sum(piece^2)`` (self-attention is quadratic)."""
+    chunks, total = [], 0.0
+    while total < bins:  # enough sequences for ``bins`` micro-batches (one or two draws)
+        x = np.minimum(np.exp(math.log(median) + sigma * rng.standard_normal(
+            int(bins / median / 2) + 1000)), 1.0)
+        chunks.append(x)
+        total += float(x.sum())
+    x = np.concatenate(chunks)
+    end = np.cumsum(x)
+    k = int(np.searchsorted(end, bins)) + 1
+    x, end = x[:k], end[:k]
+    start = end - x
+    b0 = np.floor(start).astype(np.int64)
+    p1 = np.minimum(end, b0 + 1.0) - start
+    p2 = np.maximum(end - (b0 + 1.0), 0.0)
+    sq = (np.bincount(b0, p1 * p1, minlength=bins + 1)[:bins]
+          + np.bincount(b0 + 1, p2 * p2, minlength=bins + 2)[:bins])
+    return np.asarray(1.0 + attn * sq)
+
+
+def _seqlen(rng: np.random.Generator, scenario: str) -> _Timeline:
+    """Variable-length long-context batches in synchronous data parallelism (module
+    docstring): the step is the slowest rank's compute plus the all-reduce; the corpus' noise
+    is turned off (``noise_scale`` ~ 0)."""
+    n = _n(rng)
+    t = np.arange(n, dtype=float)
+    ranks = int(rng.choice(SL_RANKS))
+    micro = _logint(rng, *SL_MICRO)
+    median, sigma = _loguniform(rng, *SL_MEDIAN), float(rng.uniform(*SL_SIGMA))
+    attn = _loguniform(rng, *SL_ATTN)
+    cost = _packed_cost(rng, n * ranks * micro, median, sigma, attn)
+    comp = cost.reshape(n, ranks, micro).sum(axis=2)  # (n, ranks): each rank's own batch
+    kj = float(rng.uniform(*SL_KERNEL_JITTER))
+    comp *= np.exp(kj * rng.standard_normal((n, ranks)))
+    unit = float(comp.mean())  # the mean compute of a rank and step
+    # unsynchronised Python GC: a pause stalls its rank, and the step waits for it
+    gc_p = 1.0 / rng.uniform(*SL_GC_EVERY)
+    hit = rng.random((n, ranks)) < gc_p
+    comp[hit] += unit * np.exp(rng.uniform(math.log(SL_GC_PAUSE[0]), math.log(SL_GC_PAUSE[1]),
+                                           int(hit.sum())))
+    cs, cj = float(rng.uniform(*SL_COMM_SHARE)), float(rng.uniform(*SL_COMM_JITTER))
+    comm = cs * unit * np.exp(cj * rng.standard_normal(n) - 0.5 * cj * cj)
+    fixed = float(rng.uniform(*SL_FIXED_SHARE)) * unit
+    warm = 1.0 + rng.uniform(*SL_WARM_AMPLITUDE) * np.exp(-t / rng.uniform(*SL_WARM_TAU))
+    warm[0] *= rng.uniform(*SL_FIRST)
+    healthy_it = (comp.max(axis=1) + comm + fixed) * warm
+    steady = healthy_it[LEAD_ITERS:]
+    mean = float(steady.mean())
+    cv = float(steady.std() / mean)
+    it = healthy_it.copy()
+    events: list[tuple[int, int, float, str]] = []
+    if scenario == "slow":
+        k = int(rng.integers(1, 4))
+        part = (n - LEAD_ITERS) // k
+        for j in range(k):  # one in each of k equal parts, 40 healthy iterations after it
+            a0 = LEAD_ITERS + j * part
+            s = float(rng.uniform(*SL_SLOWDOWN))
+            need = math.ceil(SL_DECIDABLE * (cv / s) ** 2)
+            dur = min(max(_logint(rng, *SL_SLOW_ITERS), need), part - 40)
+            a = a0 + int(rng.integers(0, part - 40 - dur + 1))
+            seg = slice(a, a + dur)
+            target = (1.0 + s) * mean * dur  # the span's total time
+            if rng.random() < SL_WORKER_P:
+                # one rank's compute slower by u (a throttled GPU, a faulty host): the step
+                # waits for it only where it is the slowest, so u is solved for the rise
+                r = int(rng.integers(0, ranks))
+                own = comp[seg, r]
+                others = np.delete(comp[seg], r, axis=1).max(axis=1, initial=0.0)
+                rest = (comm[seg] + fixed) * warm[seg]
+                lo, hi = 0.0, SL_WORKER_MAX
+                for _ in range(60):  # bisection: the span's time grows with u
+                    u = 0.5 * (lo + hi)
+                    tot = float(((np.maximum(others, own * (1.0 + u))) * warm[seg]
+                                 + rest).sum())
+                    lo, hi = (u, hi) if tot < target else (lo, u)
+                u = 0.5 * (lo + hi)
+                it[seg] = np.maximum(others, own * (1.0 + u)) * warm[seg] + rest
+                kind = "worker"
+            else:  # the gradient all-reduce slower (congestion on the data-parallel ring)
+                extra = (target - float(healthy_it[seg].sum())) / float(
+                    (comm[seg] * warm[seg]).sum())
+                it[seg] += comm[seg] * warm[seg] * max(extra, 0.0)
+                kind = "comm"
+            events.append((a, a + dur, float(it[seg].mean() / mean - 1.0), kind))
+    tl = _Timeline(iters=np.arange(1, n + 1, dtype=np.int64),
+                   healthy=_loguniform(rng, *BASE_S) * healthy_it,
+                   factor=(it / healthy_it)[None, :], pause=np.zeros(n),
+                   protect=np.zeros(n, dtype=bool), events=[], noise_scale=np.full(n, 1e-6))
+    for a, b, s, kind in events:  # labelled by the span's mean rise over the healthy mean
+        _slowdown_label(tl, a, b, s, kind)
+    return tl
+
+
 _BUILDERS: dict[str, Callable[[np.random.Generator, str], _Timeline]] = {
     "restart": _restart, "ckpt_stall": _ckpt_stall, "flapping": _flapping,
     "staircase": _staircase, "noise_regime": _noise_regime, "multirank": _multirank,
     "greyhound": _greyhound, "failslow": _failslow, "ramp": _thermal, "short": _short,
     "hump": _hump, "warmup_onset": _warmup_onset, "reconfig": _reconfig,
     "ckpt_burst": _ckpt_burst, "contention": _contention, "megatron": _megatron,
-    "bimodal_replay": _bimodal_replay, "ladder": _ladder,
+    "bimodal_replay": _bimodal_replay, "ladder": _ladder, "seqlen": _seqlen,
 }
 
 
