@@ -44,6 +44,9 @@ SKIP_CATEGORIES = frozenset({b"cpu_op", b"ac2g", b"fwdbwd", b"gpu_memcpy", b"gpu
 PARSE_IF: dict[bytes, tuple[bytes, ...]] = {b"cpu_op": (b"record_param_comms",),
                                             b"gpu_memcpy": (b"DtoH", b"HtoD")}
 _CAT = b'"cat"'
+#: Categories whose events the reader may keep column by column (``Batch.cats``): 1 GPU
+#: kernels, 2 CUDA runtime/driver calls (launches).
+COLUMN_CATEGORIES = {b"kernel": 1, b"cuda_runtime": 2, b"cuda_driver": 2}
 _ARGS = b'"args"'
 _WIDTH = 24
 
@@ -69,6 +72,9 @@ class Batch:
     index: np.ndarray
     skipped: Counter[str]
     count: int  # events of the chunk, parsed or skipped
+    #: per parsed event, its top-level ``"cat"`` as read from the bytes: the code of
+    #: :data:`COLUMN_CATEGORIES`, 0 for any other (or none); None where not known
+    cats: np.ndarray | None = None
 
 
 #: ``bytes.translate`` table keeping the bytes that make a JSON text's structure (quotes,
@@ -562,6 +568,7 @@ def _scan(buf: bytes, n0: int, only: frozenset[bytes] | None = None
     if n and int(size.max()) > limit("kineto_event_bytes"):
         raise _too_long("an event is", n0 + int(np.argmax(size > limit("kineto_event_bytes"))))
     keep = np.ones(n, bool) if only is None else np.zeros(n, bool)
+    codes = np.zeros(n, np.int8)
     skipped: Counter[str] = Counter()
     cat, v0 = _keys_named(buf, b, quotes, _CAT, last) if n else (np.zeros(0, np.int64),) * 2
     if cat.size:
@@ -571,6 +578,8 @@ def _scan(buf: bytes, n0: int, only: frozenset[bytes] | None = None
             (b[np.minimum(v0, b.size - 1)] == 34) & (v0 < last)
         owner, v0 = owner[top], v0[top] + 1  # a string value: its first byte
         names, inv = _names(b, quotes, v0)
+        codes[owner] = np.array([COLUMN_CATEGORIES.get(nm, 0) for nm in names.tolist()],
+                                np.int8)[inv]
         if only is not None:
             keep[owner[np.array([nm in only for nm in names.tolist()], bool)[inv]]] = True
         skip_name = np.array([nm in SKIP_CATEGORIES for nm in names.tolist()], bool)
@@ -586,8 +595,9 @@ def _scan(buf: bytes, n0: int, only: frozenset[bytes] | None = None
                     hit[at[at >= 0]] = True
                 skip &= ~(of_cat & hit[owner])
             keep[owner[skip]] = False
-            for code, count in zip(*np.unique(inv[skip], return_counts=True), strict=True):
-                skipped[names[code].decode("utf-8", "replace")] += int(count)
+            counts = np.bincount(inv[skip], minlength=names.size)
+            for code in np.flatnonzero(counts).tolist():
+                skipped[names[code].decode("utf-8", "replace")] += int(counts[code])
     kept = np.flatnonzero(keep)
     # the second pass needs no arguments: an event's "args" object is left out
     args = None if only is None else _args_objects(buf, b, quotes, s, ch, depth, last,
@@ -599,7 +609,8 @@ def _scan(buf: bytes, n0: int, only: frozenset[bytes] | None = None
     keys = _key_colons(b, quotes) if kept.size else None
     del quotes
     batches = (Batch(_parse(buf, keys, starts, ends, g, args, n0), n0 + g,
-                     skipped if j == 0 else Counter(), n if j == 0 else 0)
+                     skipped if j == 0 else Counter(), n if j == 0 else 0,
+                     codes[g] if only is None else None)
                for j, g in enumerate(groups))
     return batches, last, bool(end_arr.size)
 
@@ -614,16 +625,25 @@ def _parse(buf: bytes, keys: _Bits | None, starts: np.ndarray, ends: np.ndarray,
     if args is None:  # runs of consecutive events taken whole, with their separators
         cut = np.flatnonzero(np.diff(kept) != 1) + 1
         first, last = kept[np.r_[0, cut]], kept[np.r_[cut - 1, kept.size - 1]]
-        body = b",".join([buf[a: e + 1] for a, e in zip(starts[first].tolist(),
-                                                         ends[last].tolist(), strict=True)])
+        # views of the buffer (not copies), and the array's brackets and commas among them:
+        # the text for orjson is copied once
+        view = memoryview(buf)
+        parts: list[Any] = [b","] * (2 * first.size + 1)
+        parts[0], parts[-1] = b"[", b"]"
+        parts[1::2] = [view[a: e + 1] for a, e in zip(starts[first].tolist(),
+                                                      ends[last].tolist(), strict=True)]
+        text = b"".join(parts)
+        del parts, view
     else:
         lo, hi, _ = args
         body = b",".join([buf[a: c] + b'"args":{}' + buf[d + 1: e + 1] if c >= 0 else
                           buf[a: e + 1] for a, e, c, d in
                           zip(starts[kept].tolist(), ends[kept].tolist(),
                               lo[kept].tolist(), hi[kept].tolist(), strict=True)])
+        text = b"[" + body + b"]"
+        del body
     try:
-        events = orjson.loads(b"[" + body + b"]")
+        events = orjson.loads(text)
     except orjson.JSONDecodeError:
         for i in kept.tolist():  # the error path: find the event
             try:
@@ -631,7 +651,7 @@ def _parse(buf: bytes, keys: _Bits | None, starts: np.ndarray, ends: np.ndarray,
             except orjson.JSONDecodeError as exc:
                 raise EventSyntaxError(f"not valid JSON ({exc})", n0 + i) from None
         raise
-    del body
+    del text
     assert keys is not None
     _check_keys(buf, keys, starts, ends, kept, events, n0, args)
     return events

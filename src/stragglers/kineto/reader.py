@@ -52,6 +52,8 @@ from array import array
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import compress, repeat
+from operator import eq, is_not
 from pathlib import Path
 from typing import IO, Any, NoReturn
 
@@ -59,6 +61,7 @@ import numpy as np
 
 from stragglers.errors import InputError
 from stragglers.kineto.jsonstream import (
+    Batch,
     EventSyntaxError,
     iter_event_batches,
     loads_strict,
@@ -308,6 +311,16 @@ def _ranks_list(value: Any, where: str) -> tuple[int, ...] | None:
     raise InputError(f"{where}: field 'Process Group Ranks' must be a list of ranks")
 
 
+#: Types of the values :meth:`_Reader.columns` keeps as they are (``bool`` is not ``int``).
+_INT = frozenset({int})
+_NUM = frozenset({int, float})
+_STR = frozenset({str})
+_DICT = frozenset({dict})
+#: Integers up to this magnitude are exact as floats, and so are sums of two of them:
+#: :meth:`_Reader.columns` gives the values (and ``ts + dur``) :meth:`_Reader.event` gives.
+_EXACT = float(1 << 52)
+
+
 class _Reader:
     def __init__(self, path: Path, patterns: Patterns) -> None:
         self.path = path
@@ -335,6 +348,7 @@ class _Reader:
         self.n = 0
         self.bounds = _Bounds()
         self.ts_lo, self.ts_hi, self.dur_hi = -self.bounds.ts, self.bounds.ts, self.bounds.dur
+        self._held_k: Any = ()  # a batch's compute kernels kept by :meth:`columns`
 
     def group_id(self, args: dict[str, Any], where: str) -> int:
         ranks = _ranks_list(args.get("Process Group Ranks"), where)
@@ -500,6 +514,97 @@ class _Reader:
                 self.ann.add(type=code, mb=extra, ts=ts, end=end, tid=tid, idx=i)
             return
         _tally(self.ignored, _short(cat))
+
+    def columns(self, batch: Batch) -> list[int] | None:
+        """Keep a batch's CUDA launches and compute kernels (the bulk of a kernel-dense
+        trace) column by column, with the values and checks of :meth:`event`; return the
+        positions (in the batch) of its other events, for :meth:`event` in file order, then
+        :meth:`columns_done`. The categories come from the bytes (``batch.cats``: exact,
+        the event's only top-level ``"cat"``); a launch without a correlation id, an event
+        whose ``ph`` is not ``X`` and an NCCL kernel are among the others. None (nothing
+        kept) where a launch or compute kernel would be refused or is out of the ordinary
+        (a field of another type, a value out of bounds or beyond 2^52, an integer beyond
+        64 bits): the batch is then read event by event (:meth:`event` says why)."""
+        cats = batch.cats
+        if cats is None:
+            return None
+        is_rt, is_k = cats == 2, cats == 1
+        if not is_k.any() and not is_rt.any():
+            return None
+        events = batch.events
+        get: Any = dict.get
+        hold = np.zeros(len(events), bool)  # kept here
+        rt_pos = np.flatnonzero(is_rt)
+        rts = list(map(events.__getitem__, rt_pos.tolist()))
+        args = list(map(get, rts, repeat("args")))
+        if not set(map(type, args)) <= _DICT:
+            return None
+        corr = list(map(get, args, repeat("correlation")))
+        ok = np.fromiter(map(eq, map(get, rts, repeat("ph")), repeat("X")), bool, len(rts))
+        ok &= np.fromiter(map(is_not, corr, repeat(None)), bool, len(rts))
+        if not ok.all():
+            rts, corr = list(compress(rts, ok)), list(compress(corr, ok))
+            rt_pos = rt_pos[ok]
+        ts = list(map(get, rts, repeat("ts")))
+        tid = list(map(get, rts, repeat("tid")))
+        if not (set(map(type, corr)) <= _INT and set(map(type, tid)) <= _INT
+                and set(map(type, ts)) <= _NUM):
+            return None
+        k_pos = np.flatnonzero(is_k)
+        kev = list(map(events.__getitem__, k_pos.tolist()))
+        name = list(map(get, kev, repeat("name")))
+        if not set(map(type, name)) <= _STR:
+            return None
+        ok = np.fromiter(map(eq, map(get, kev, repeat("ph")), repeat("X")), bool, len(kev))
+        ok &= ~np.fromiter(map(str.startswith, name, repeat("nccl")), bool, len(kev))
+        if not ok.all():
+            kev = list(compress(kev, ok))
+            k_pos = k_pos[ok]
+        kargs = list(map(get, kev, repeat("args")))
+        if not set(map(type, kargs)) <= _DICT:
+            return None
+        kcorr = list(map(get, kargs, repeat("correlation"), repeat(-1)))
+        kts = list(map(get, kev, repeat("ts")))
+        kdur = list(map(get, kev, repeat("dur")))
+        if not (set(map(type, kcorr)) <= _INT and set(map(type, kts)) <= _NUM
+                and set(map(type, kdur)) <= _NUM):
+            return None
+        try:
+            c_rt, c_tid, c_k = (np.array(v, np.int64) for v in (corr, tid, kcorr))
+            t_rt, t_k, d_k = (np.array(v, np.float64) for v in (ts, kts, kdur))
+        except OverflowError:  # an integer beyond 64 bits (or a float's range)
+            return None
+        lo, hi = max(self.ts_lo, -_EXACT), min(self.ts_hi, _EXACT)
+        for t in (t_rt, t_k):
+            if t.size and not (lo <= t.min() and t.max() <= hi):
+                return None
+        if d_k.size and not (0.0 <= d_k.min() and d_k.max() <= min(self.dur_hi, _EXACT)):
+            return None
+        for name_, v in (("corr", c_rt), ("ts", t_rt), ("tid", c_tid)):
+            self.rt.cols[name_].frombytes(v.tobytes())
+        hold[rt_pos] = True
+        hold[k_pos] = True
+        self._held_k = (k_pos, len(self.k.cols["ts"]), {
+            "corr": c_k, "ts": t_k, "end": t_k + d_k, "kind": np.full(c_k.size, -1, np.int8),
+            "group": np.full(c_k.size, -1, np.int64), "peer": np.full(c_k.size, -1, np.int64),
+            "idx": batch.index[k_pos].astype(np.int64)})
+        return np.flatnonzero(~hold).tolist()
+
+    def columns_done(self, slow_k: list[int]) -> None:
+        """After the other events of a batch (:meth:`columns`), ``slow_k`` the positions of
+        those :meth:`event` kept as kernels (NCCL ones, ...): the batch's compute kernels
+        put among them, in file order."""
+        k_pos, n0, new = self._held_k
+        self._held_k = ()
+        cols = self.k.cols
+        if slow_k:  # merged by position in the batch
+            order = np.argsort(np.r_[k_pos, slow_k], kind="stable")
+            for key, a in cols.items():
+                tail = np.frombuffer(a, a.typecode)[n0:].copy()
+                del a[n0:]
+                new[key] = np.r_[new[key].astype(a.typecode), tail][order]
+        for key, a in cols.items():
+            a.frombytes(new[key].astype(a.typecode, copy=False).tobytes())
 
     def cpu_ops(self, fh: IO[bytes], tids: set[int]) -> _Cols:
         """Second pass: the CPU ops of threads ``tids`` (start, end, thread, collective call
@@ -713,8 +818,22 @@ def _read_rank_file(path: str | Path, patterns: Patterns, keep_rank: Any,
                     for batch in iter_event_batches(counting, trailer, start=start):
                         if reader.n + batch.count > max_events:
                             check_limit("kineto_events", reader.n + batch.count, str(p))
-                        for ev, i in zip(batch.events, batch.index.tolist(), strict=True):
-                            reader.event(ev, i)
+                        others = reader.columns(batch)
+                        if others is None:  # event by event
+                            for ev, i in zip(batch.events, batch.index.tolist(),
+                                             strict=True):
+                                reader.event(ev, i)
+                        else:
+                            evs, idx = batch.events, batch.index
+                            kernels = reader.k.cols["ts"]
+                            slow_k = []  # the others kept as kernels
+                            for j in others:
+                                ev, i = evs[j], int(idx[j])
+                                before = len(kernels)
+                                reader.event(ev, i)
+                                if len(kernels) != before:
+                                    slow_k.append(j)
+                            reader.columns_done(slow_k)
                         reader.ignored.update(batch.skipped)
                         reader.n += batch.count
                         del batch  # not alive while the next batch is parsed
