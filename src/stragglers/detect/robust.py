@@ -191,7 +191,7 @@ class RobustLevelDetector:
     def __init__(self, *, threshold: float = 0.10, stall_iters: int = 8,
                  stall_seconds: float = 0.0, min_points: int = 3,
                  persist_fraction: float = 0.8, ramp_iters: int = 60,
-                 rise_iters: int = 100, startup_iters: int = 300,
+                 rise_iters: int = 100, startup_iters: int = 300, lag_iters: int = 100,
                  reference_points: int = 32, flap_episodes: int = 3,
                  flap_window_iters: int = 1000, spike_run_chance: float = 1e-4,
                  confidence: float = 2.5) -> None:
@@ -202,16 +202,18 @@ class RobustLevelDetector:
                              "0 < spike_run_chance < 1 and confidence >= 0")
         if (stall_iters < 0 or min_points < 1 or ramp_iters < 1 or reference_points < 3
                 or stall_seconds < 0 or flap_episodes < 2 or flap_window_iters < 1
-                or rise_iters < 0 or startup_iters < 0):
+                or rise_iters < 0 or startup_iters < 0 or lag_iters < 0):
             raise ValueError("need stall_iters >= 0, min_points >= 1, ramp_iters >= 1, "
                              "reference_points >= 3, stall_seconds >= 0, flap_episodes >= 2, "
-                             "flap_window_iters >= 1, rise_iters >= 0 and startup_iters >= 0")
+                             "flap_window_iters >= 1, rise_iters >= 0, startup_iters >= 0 "
+                             "and lag_iters >= 0")
         self.threshold, self.limit = float(threshold), math.log1p(threshold)
         self.mid = 0.5 * self.limit
         self.stall_iters, self.stall_seconds = int(stall_iters), float(stall_seconds)
         self.min_points, self.persist_fraction = int(min_points), float(persist_fraction)
         self.ramp_iters, self.reference_points = int(ramp_iters), int(reference_points)
         self.rise_iters, self.startup_iters = int(rise_iters), int(startup_iters)
+        self.lag_iters = int(lag_iters)
         self.min_reference = max(self.min_points, 5)
         self.flap_episodes, self.flap_window_iters = int(flap_episodes), int(flap_window_iters)
         self.spike_run_chance, self.confidence = float(spike_run_chance), float(confidence)
@@ -260,6 +262,9 @@ class RobustLevelDetector:
         self._runs: deque[tuple[int, int, float, bool]] = deque(maxlen=64)
         self._run_ys: list[float] = []  # heights of the open run's points beyond it
         self._run_first = self._run_last = self._run_gap = 0
+        # (iteration, healthy level) after each healthy point since the latest episode: the
+        # level as it was lag_iters iterations ago is the first (the lagged reference)
+        self._past: deque[tuple[int, float]] = deque()
 
     def update(self, x: float) -> list[Alarm]:
         """One iteration time of a series without iteration numbers (position = iteration)."""
@@ -381,8 +386,19 @@ class RobustLevelDetector:
         """Within the first ``startup_iters`` iterations of the segment's detection."""
         return self._first_it is not None and it - self._first_it < self.startup_iters
 
+    def _lagged(self, it: int) -> float:
+        """The healthy level as it was ``lag_iters`` iterations before ``it`` (its latest
+        value at that iteration or earlier, since the latest episode), or inf (none)."""
+        past, then = self._past, it - self.lag_iters
+        while len(past) > 1 and past[1][0] <= then:
+            past.popleft()
+        return past[0][1] if past and past[0][0] <= then and self.lag_iters else math.inf
+
     def _healthy_point(self, y: float, it: int, secs: float) -> list[Alarm]:
-        r = self._ref.median()
+        # a rise is judged against the healthy level and against that level a time-scale
+        # ago, the lower of the two: rungs that the healthy level followed one by one add up
+        now, lag = self._ref.median(), self._lagged(it)
+        r = min(now, lag)
         st, inside = self._stretch, y >= r + self.mid
         if st is None:
             if not inside:
@@ -391,19 +407,32 @@ class RobustLevelDetector:
         st.add(y, inside, self._t, it, secs)
         alarms = self._trim(st, self._settle, it)
         if (self._stretch is None or not self._persists(st)
-                or len(st.pts) < self._mode_need(st.latest() - r, it)):
+                or len(st.pts) < self._mode_need(st.latest() - now, it)):
             return alarms
         # A step holds its level over the whole stretch; a ramp or a hump over its latest
         # half (in the start-up only a step is an onset: a gradual rise there is the start)
         n, startup, latest = len(st.pts), self._startup(it), st.latest()
         level = st.held() if startup else latest
+        # slow against the healthy level, or else against the lagged reference
+        slow = self._slow_enough(level - now, n) and self._clears(level - (now + self.mid), n)
+        r = now if slow else lag
         k = st.first(r, latest)
-        if (self._slow_enough(level - r, n) and self._clears(level - (r + self.mid), n)
+        if ((slow or self._lag_slow(st, k, lag, level))
                 and self._lasted(st, max(k, st.after_return(self._return_floor(r, latest))),
                                  max(r + self.mid, 0.5 * (r + st.inside_level())))
                 and (not startup or self._step(st, k, n, latest))):
             return alarms + self._onset(st, r, level)
         return alarms + self._ramp(st, self._settle, it)  # a trend, not a step
+
+    def _lag_slow(self, st: _Stretch, k: int, lag: float, level: float) -> bool:
+        """Slow against the lagged reference ``lag`` (:meth:`_lagged`): the whole threshold
+        above it (no tolerance for the level's estimate: the level a time-scale ago is one
+        more estimate, and a schedule's steps or a wandering level can leave it lower),
+        clearing its midpoint by ``confidence`` standard errors, and lasting twice as long
+        as a stall from where it began (point ``k``: a burst on a level that rose is none)."""
+        return (level - lag >= self.limit
+                and self._clears(level - (lag + self.mid), len(st.pts))
+                and st.in_it - st.pts[k][3] + 1 - (self._span - 1) > 2 * self.stall_iters)
 
     def _step(self, st: _Stretch, k: int, n: int, latest: float) -> bool:
         """In the start-up, a new level must be a step up from the points just before the
@@ -561,6 +590,7 @@ class RobustLevelDetector:
         self._dev.add(abs(w - r))
         self._difference(w)
         r, base = self._ref.median(), self._base
+        self._past.append((it, r))
         if self.rise_iters and not self._startup(it):
             rise = self._rise(r, it)
             if rise:
@@ -615,6 +645,7 @@ class RobustLevelDetector:
                  ) -> list[Alarm]:
         """A new slow episode from ``first`` (position ``pos``): onset, or flapping."""
         self.slow, self._healthy, self._slow_pos = True, r, pos
+        self._past.clear()  # the lagged reference spans no episode
         self._slow_spans.append((first, -1))
         window = first - self.flap_window_iters
         while self._onsets and self._onsets[0] < window:
