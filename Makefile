@@ -42,10 +42,12 @@ demo: $(STAMP)
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
 
+# --dist loadgroup: the tests that share a module-scoped run (a training job, a server, a
+# Dask cluster) go to one pytest-xdist worker, so each run is built once (tests/conftest.py).
 test: $(STAMP) system-deps docs
 	$(VENV)/bin/ruff check src tests bench tools
 	$(VENV)/bin/mypy
-	$(PY) -m pytest -q -n 2 --durations=40
+	$(PY) -m pytest -q -n 2 --dist loadgroup --durations=40
 
 # The quick tier: lint, types and the tests not marked slow (no real processes, servers or
 # browsers; under 3 minutes on 2 cores). `make test` runs everything.

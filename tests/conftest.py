@@ -32,6 +32,40 @@ def reference_dir() -> Path:
     return require_shared(REFERENCE, "reference traces", probe=REFERENCE / "trace-AR.parquet")
 
 
+#: Session-scoped fixtures that are real runs (seconds of processes each): the tests that
+#: use one are sent to one pytest-xdist worker (see :func:`pytest_collection_modifyitems`).
+EXPENSIVE_SESSION_FIXTURES = frozenset({"slow_run", "last_stage_run"})
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Build each shared run once under pytest-xdist (``make test``: ``--dist loadgroup``).
+
+    xdist's plain load scheduling deals consecutive tests to both workers, so a module-scoped
+    fixture (a training run, a server, a Dask cluster) was set up on each worker that got one
+    of its tests. Tests that use a module-scoped fixture of this suite are grouped per module
+    (``xdist_group``), and those using an expensive session-scoped run per fixture; the
+    others stay free. Files with slow-marked tests are collected first (a stable sort: a
+    file's tests stay together and in order), so that the long tests start early and the
+    short ones fill both workers at the end.
+    Without ``--dist loadgroup`` the marks do nothing."""
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None or item.get_closest_marker("xdist_group") is not None:
+            continue
+        defs = {name: d[-1] for name, d in info.name2fixturedefs.items() if d}
+        session = sorted(n for n, d in defs.items()
+                         if n in EXPENSIVE_SESSION_FIXTURES and d.scope == "session")
+        module = any(d.scope == "module" and d.baseid for d in defs.values())
+        if session:
+            item.add_marker(pytest.mark.xdist_group("+".join(session)))
+        elif module:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+    slow_files = {item.nodeid.split("::", 1)[0] for item in items
+                  if item.get_closest_marker("slow") is not None}
+    items.sort(key=lambda item: item.nodeid.split("::", 1)[0] not in slow_files)
+
+
 @pytest.fixture(scope="session")
 def ref_dir() -> Path:
     return reference_dir()
