@@ -42,8 +42,11 @@ demo: $(STAMP)
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
 
-# --dist loadgroup: the tests that share a module-scoped run (a training job, a server, a
-# Dask cluster) go to one pytest-xdist worker, so each run is built once (tests/conftest.py).
+# --dist loadgroup: tests are handed out one at a time as a worker frees up (files with slow
+# tests collected first, tests/conftest.py), so no worker idles while the other works off a
+# queue of long tests. The xdist_group marks of tests/conftest.py (one worker per shared
+# module-scoped run) need an xdist that names groups in pytest 9's node ids: xdist 3.8 sets
+# item._nodeid, which pytest 9 no longer reads, so today each test is its own unit.
 test: $(STAMP) system-deps docs
 	$(VENV)/bin/ruff check src tests bench tools
 	$(VENV)/bin/mypy
