@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -36,12 +37,22 @@ def _record(out: Path, rank: int = 0) -> dict:
     return json.loads((out / "workers" / f"worker-{rank:05d}.json").read_text())
 
 
+@pytest.fixture(scope="module")
+def even_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
+    """One step with the even split and the default seed, checkpointed: the summary and the
+    checkpoint folder (read by both tests below, written by neither)."""
+    root = tmp_path_factory.mktemp("even")
+    even = run_job(JobConfig(out_dir=str(root / "even"), steps=1,
+                             ckpt_dir=str(root / "ck_even"), ckpt_every=1, **TINY))
+    return even, root / "ck_even"
+
+
 @pytest.mark.slow
-def test_uneven_assignment_keeps_loss_and_gradients(tmp_path: Path) -> None:
+def test_uneven_assignment_keeps_loss_and_gradients(
+        even_run: tuple[dict[str, Any], Path], tmp_path: Path) -> None:
     """[M, M] and [M + 1, M - 1] on dp 2 x pp 2 (gloo, real processes): the same loss, and the
     same gradient on every stage and optimizer shard (up to float summation order)."""
-    even = run_job(JobConfig(out_dir=str(tmp_path / "even"), steps=1,
-                             ckpt_dir=str(tmp_path / "ck_even"), ckpt_every=1, **TINY))
+    even, ck_even = even_run
     moved = run_job(JobConfig(out_dir=str(tmp_path / "moved"), steps=1,
                               ckpt_dir=str(tmp_path / "ck_moved"), ckpt_every=1,
                               action_file=str(_action(tmp_path / "a.json", [3, 1])), **TINY))
@@ -49,7 +60,7 @@ def test_uneven_assignment_keeps_loss_and_gradients(tmp_path: Path) -> None:
     assert live["applied"] == [{"seq": 1, "step": 0, "assignment": [3, 1]}]
     assert live["errors"] == 0
     assert moved["losses"] == pytest.approx(even["losses"], rel=1e-6)
-    g_even, g_moved = _gradients(tmp_path / "ck_even"), _gradients(tmp_path / "ck_moved")
+    g_even, g_moved = _gradients(ck_even), _gradients(tmp_path / "ck_moved")
     assert g_even.keys() == g_moved.keys() and len(g_even) == 4
     for name in g_even:
         assert g_even[name].abs().max() > 0
@@ -57,15 +68,14 @@ def test_uneven_assignment_keeps_loss_and_gradients(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_assignment_without_global_indexing_would_differ(tmp_path: Path) -> None:
+def test_assignment_without_global_indexing_would_differ(
+        even_run: tuple[dict[str, Any], Path], tmp_path: Path) -> None:
     """The control of the test above: the gradient does depend on which samples run (a
     different seed = other samples), so equal gradients are not a tautology."""
-    run_job(JobConfig(out_dir=str(tmp_path / "a"), steps=1, ckpt_dir=str(tmp_path / "ck_a"),
-                      ckpt_every=1, **TINY))
     other = {**TINY, "seed": 99}
     run_job(JobConfig(out_dir=str(tmp_path / "b"), steps=1, ckpt_dir=str(tmp_path / "ck_b"),
                       ckpt_every=1, **other))
-    g_a, g_b = _gradients(tmp_path / "ck_a"), _gradients(tmp_path / "ck_b")
+    g_a, g_b = _gradients(even_run[1]), _gradients(tmp_path / "ck_b")
     assert any(not torch.allclose(g_a[k], g_b[k], rtol=1e-3) for k in g_a)
 
 

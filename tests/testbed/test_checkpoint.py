@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,13 +18,29 @@ SMALL = dict(dp=2, pp=2, warmup_steps=1, hidden=32, heads=2, seq_len=16, vocab_s
              microbatches=2, micro_batch_size=2, gc_interval=0, probe=False)
 
 
-@pytest.mark.slow
-def test_resume_continues_the_loss_curve(tmp_path: Path) -> None:
-    """The losses of steps K..2K after a resume are those of the uninterrupted run."""
-    whole = run_job(JobConfig(out_dir=str(tmp_path / "whole"), steps=6, **SMALL))
-    ckpt = tmp_path / "ckpt"
-    first = run_job(JobConfig(out_dir=str(tmp_path / "a"), steps=3, ckpt_dir=str(ckpt),
+@pytest.fixture(scope="module")
+def first_half(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The uninterrupted 6-step run, and a 3-step run that checkpointed at step 3: the
+    resume tests start from copies of that checkpoint (a resume only reads it)."""
+    root = tmp_path_factory.mktemp("ckpt-runs")
+    whole = run_job(JobConfig(out_dir=str(root / "whole"), steps=6, **SMALL))
+    ckpt = root / "ckpt"
+    first = run_job(JobConfig(out_dir=str(root / "a"), steps=3, ckpt_dir=str(ckpt),
                               ckpt_every=3, **SMALL))
+    return {"whole": whole, "first": first, "ckpt": ckpt}
+
+
+def _checkpoint_copy(first_half: dict[str, Any], tmp_path: Path) -> Path:
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(first_half["ckpt"], ckpt)
+    return ckpt
+
+
+@pytest.mark.slow
+def test_resume_continues_the_loss_curve(first_half: dict[str, Any], tmp_path: Path) -> None:
+    """The losses of steps K..2K after a resume are those of the uninterrupted run."""
+    whole, first = first_half["whole"], first_half["first"]
+    ckpt = _checkpoint_copy(first_half, tmp_path)
     assert checkpoint.read_marker(ckpt) == checkpoint.Marker(step=3, dp=2, pp=2)
     second = run_job(JobConfig(out_dir=str(tmp_path / "b"), steps=6, ckpt_dir=str(ckpt),
                                resume=True, **SMALL))
@@ -42,14 +60,12 @@ def test_resume_without_checkpoint_starts_at_zero(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_resume_with_permuted_ranks(tmp_path: Path) -> None:
+def test_resume_with_permuted_ranks(first_half: dict[str, Any], tmp_path: Path) -> None:
     """After a restart with the roles reversed (rank r takes position 3 - r, so each rank
     loads another role's checkpoint and holds another optimizer shard), the losses are those
     of the uninterrupted run."""
-    whole = run_job(JobConfig(out_dir=str(tmp_path / "whole"), steps=6, **SMALL))
-    ckpt = tmp_path / "ckpt"
-    run_job(JobConfig(out_dir=str(tmp_path / "a"), steps=3, ckpt_dir=str(ckpt), ckpt_every=3,
-                      **SMALL))
+    whole = first_half["whole"]
+    ckpt = _checkpoint_copy(first_half, tmp_path)
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({"dp_size": 2, "pp_size": 2, "rank_permutation": [3, 2, 1, 0]}))
     second = run_job(JobConfig(out_dir=str(tmp_path / "b"), steps=6, ckpt_dir=str(ckpt),
