@@ -42,15 +42,13 @@ demo: $(STAMP)
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
 
-# --dist loadgroup: tests are handed out one at a time as a worker frees up (files with slow
-# tests collected first, tests/conftest.py), so no worker idles while the other works off a
-# queue of long tests. The xdist_group marks of tests/conftest.py (one worker per shared
-# module-scoped run) need an xdist that names groups in pytest 9's node ids: xdist 3.8 sets
-# item._nodeid, which pytest 9 no longer reads, so today each test is its own unit.
+# --dist loadscope: each test module runs on one worker, so a module-scoped run (a training
+# job, a server, a Dask cluster) is built once; files with slow tests are collected first
+# (tests/conftest.py), so the long modules start early and short ones fill both workers.
 test: $(STAMP) system-deps docs
 	$(VENV)/bin/ruff check src tests bench tools
 	$(VENV)/bin/mypy
-	$(PY) -m pytest -q -n 2 --dist loadgroup --durations=40
+	$(PY) -m pytest -q -n 2 --dist loadscope --durations=40
 
 # The quick tier: lint, types and the tests not marked slow (no real processes, servers or
 # browsers; under 3 minutes on 2 cores). `make test` runs everything.

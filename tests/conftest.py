@@ -32,39 +32,11 @@ def reference_dir() -> Path:
     return require_shared(REFERENCE, "reference traces", probe=REFERENCE / "trace-AR.parquet")
 
 
-#: Session-scoped fixtures that are real runs (seconds of processes each): the tests that
-#: use one are sent to one pytest-xdist worker (see :func:`pytest_collection_modifyitems`).
-EXPENSIVE_SESSION_FIXTURES = frozenset({"slow_run", "last_stage_run"})
-
-
-def pytest_itemcollected(item: pytest.Item) -> None:
-    """Build each shared run once under pytest-xdist (``make test``: ``--dist loadgroup``).
-
-    xdist's plain load scheduling deals consecutive tests to both workers, so a module-scoped
-    fixture (a training run, a server, a Dask cluster) may be set up on each worker that got
-    one of its tests, and the last long tests may queue on one worker while the other idles.
-    Tests that use a module-scoped fixture of this suite are grouped per module
-    (``xdist_group``), and those using an expensive session-scoped run per fixture; the
-    others stay free, one at a time to whichever worker is idle. (Marked here, as each item
-    is collected: xdist names the groups in its own ``pytest_collection_modifyitems``.)
-    Without ``--dist loadgroup`` the marks do nothing; with pytest 9 and xdist 3.8 neither
-    (xdist appends the group to ``item._nodeid``, which pytest 9 no longer reads)."""
-    info = getattr(item, "_fixtureinfo", None)
-    if info is None or item.get_closest_marker("xdist_group") is not None:
-        return
-    defs = {name: d[-1] for name, d in info.name2fixturedefs.items() if d}
-    session = sorted(n for n, d in defs.items()
-                     if n in EXPENSIVE_SESSION_FIXTURES and d.scope == "session")
-    if session:
-        item.add_marker(pytest.mark.xdist_group("+".join(session)))
-    elif any(d.scope == "module" and d.baseid for d in defs.values()):
-        item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Files with slow-marked tests first (a stable sort: a file's tests stay together and
-    in order), so that under xdist the long tests start early and the short ones fill both
-    workers at the end."""
+    in order), so that under xdist (``make test``: ``--dist loadscope``, a module's tests on
+    one worker, so its module-scoped runs are built once) the long files start early and the
+    short ones fill both workers at the end."""
     slow_files = {item.nodeid.split("::", 1)[0] for item in items
                   if item.get_closest_marker("slow") is not None}
     items.sort(key=lambda item: item.nodeid.split("::", 1)[0] not in slow_files)

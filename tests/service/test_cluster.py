@@ -269,10 +269,7 @@ def _alert_rules(tmp_path: Path, receiver: Receiver) -> Path:
     return rules
 
 
-# the dask case takes the module's cluster (dask_cluster) at run time: it is sent to the
-# pytest-xdist worker of the module's other tests that use it (tests/conftest.py)
-@pytest.mark.parametrize("engine", [
-    "local", pytest.param("dask", marks=pytest.mark.xdist_group("tests/service/test_cluster.py"))])
+@pytest.mark.parametrize("engine", ["local", "dask"])
 def test_two_servers_share_the_queue_and_survive_a_kill_9(
         engine: str, pg: PostgresServer, server_factory: Any, tmp_path: Path,
         receiver: Receiver, request: pytest.FixtureRequest) -> None:
