@@ -168,8 +168,7 @@ def one_round(tmp: Path, r: int, k: int, factor: float, costs: Path, mode: str
         src_win = (onset + 2, min(onset + 12, recovery))
     src_run = out if before is not None else slow_run
     # the split the loop applied first (what its step after is measured with) and the optimum
-    pred = _predict(src_run, src_win[0], src_win[1] - 1, applied[0]["assignment"])
-    pred_opt = _predict(src_run, src_win[0], src_win[1] - 1, None)
+    pred, pred_opt = _predict(src_run, src_win[0], src_win[1] - 1, applied[0]["assignment"])
     mitigated_n = _window(m_norm, *after)
     at_load = _window(src_raw, *src_win) * mitigated_n / _window(src_norm, *src_win)
     escalations = [x["strategy"] for x in records if x["record"] == "decision"
@@ -196,16 +195,17 @@ def one_round(tmp: Path, r: int, k: int, factor: float, costs: Path, mode: str
     }
 
 
-def _predict(run: Path, lo: int, hi: int, split: list[int] | None) -> dict[str, Any]:
+def _predict(run: Path, lo: int, hi: int, split: list[int]
+             ) -> tuple[dict[str, Any], dict[str, Any]]:
     """S2 predicted by the what-if simulator from the run's own trace, steps lo..hi (the
-    slow steps before the action: one micro-batch count, a consistent schedule), for
-    ``split`` (the one applied) or, with None, for the split the simulator finds optimal."""
+    slow steps before the action: one micro-batch count, a consistent schedule): for
+    ``split`` (the one applied), and for the split the simulator finds optimal."""
     from stragglers.analysis.engine import prepare
     from stragglers.analysis.runner import load_table
     from stragglers.mitigate.predict import predict_microbatch
 
     engine = prepare(load_table(run / "trace.parquet", run / "meta.yaml", (lo, hi)))
-    return predict_microbatch(engine, split).to_dict()
+    return predict_microbatch(engine, split).to_dict(), predict_microbatch(engine).to_dict()
 
 
 def main() -> None:

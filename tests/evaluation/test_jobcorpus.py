@@ -387,13 +387,18 @@ def _durations(s: JobSeries) -> np.ndarray:
     return np.concatenate([[np.nan], np.diff(s.ts)])
 
 
-def test_ladder_is_deterministic_per_seed() -> None:
-    a = generate_series(11, "ladder", "congested", 2)
-    assert _same(a, generate_series(11, "ladder", "congested", 2))
-    assert not _same(a, generate_series(12, "ladder", "congested", 2))
-    assert not _same(a, generate_series(11, "ladder", "congested", 3))
-    h = generate_series(11, "ladder", "healthy", 0)
-    assert _same(h, generate_series(11, "ladder", "healthy", 0))
+@pytest.mark.parametrize(("family", "slow"), [("ladder", "congested"), ("seqlen", "slow")])
+def test_family_is_deterministic_per_seed(family: str, slow: str) -> None:
+    a = generate_series(11, family, slow, 2)
+    assert _same(a, generate_series(11, family, slow, 2))
+    assert not _same(a, generate_series(12, family, slow, 2))
+    assert not _same(a, generate_series(11, family, slow, 3))
+    h = generate_series(11, family, "healthy", 0)
+    assert _same(h, generate_series(11, family, "healthy", 0))
+
+
+def test_seqlen_is_the_held_out_family() -> None:
+    assert HELD_OUT == ("seqlen",)
 
 
 def test_ladder_labels() -> None:
@@ -447,16 +452,6 @@ def test_ladder_labels() -> None:
                     base = np.median(sliding_window_view(x, 300), axis=1)[:win.size]
                     assert np.all(win < (1.0 + SLOWDOWN_EVENT) * base), s.name
     assert shapes == {"abrupt", "stepwise"}
-
-
-def test_seqlen_is_deterministic_per_seed() -> None:
-    a = generate_series(11, "seqlen", "slow", 2)
-    assert _same(a, generate_series(11, "seqlen", "slow", 2))
-    assert not _same(a, generate_series(12, "seqlen", "slow", 2))
-    assert not _same(a, generate_series(11, "seqlen", "slow", 3))
-    h = generate_series(11, "seqlen", "healthy", 0)
-    assert _same(h, generate_series(11, "seqlen", "healthy", 0))
-    assert HELD_OUT == ("seqlen",)
 
 
 def test_seqlen_labels() -> None:

@@ -73,7 +73,7 @@ def test_the_slowed_rank_is_the_verdicts_worker(slow_run: tuple[Path, dict[str, 
 OWN_OPS = ("forward-compute", "backward-compute", "gc", "optimizer")
 #: A rank whose own time (own ops + late start) exceeds its peer's by this share was really
 #: slowed by the machine's other load (the healthy run's steps last ~25 ms: a rank that loses
-#: its core for a while is a real straggler). On a quiet machine the two ranks differ by ~8 %.
+#: its core for a while is a real straggler). A quiet run measured 0.336 and 0.342 s (2 %).
 ENV_SLOWED = 0.2
 
 
