@@ -141,19 +141,31 @@ def test_a_server_that_is_down_costs_the_live_records_nothing(token_file: Path,
 
 #: The DDP job of the end-to-end test: rank 1 slowed (0.3 s more per step) from step
 #: DDP_SLOW_FROM on; the job is stopped once the server names it (the onset is declared about
-#: 8 steps after it). Not earlier: a noisy start can keep a rank's warm-up open past step 20,
-#: and a rise inside the warm-up is taken as its level (measured: rank 1's warm-up ended at
-#: step 28 with the slowdown at 20).
-DDP_STEPS, DDP_SLOW_FROM = 100, 30
+#: 8 steps after it). Not earlier: a noisy start can keep a rank's warm-up open past step 30
+#: (measured: 10-17 in 12 of 14 ranks' runs here, 31 and 37 in the others; a slowdown inside
+#: it is found when the level before it is one: tests/detect/test_steps.py has such a run).
+DDP_STEPS, DDP_SLOW_FROM = 110, 40
+
+
+def _busy_ms(run: Path) -> str:
+    """Each rank's busy times (ms) from its live step records (for a failure's message)."""
+    from stragglers.probe.recorder import rank_file
+
+    out = []
+    for r in (0, 1):
+        path = rank_file(run / "probe", r, "steps")
+        rows = [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+        out.append(f"rank {r} busy ms: " + " ".join(f"{1e3 * x['busy']:.1f}" for x in rows))
+    return "\n".join(out)
 
 
 def test_a_ddp_job_pushed_live_names_its_slow_rank(live_server: Server, page: Any,
                                                    tmp_path: Path) -> None:
-    """The plain DDP snippet (2 processes, gloo) with rank 1 slowed from step 30 on, its
+    """The plain DDP snippet (2 processes, gloo) with rank 1 slowed from step 40 on, its
     probe pushing to a real server (the snippet's ``attach`` given a ``ProbeConfig`` with
     ``push_server``): while the job runs, the server's detector names rank 1, the jobs page
     (Chromium) shows it as the job's culprit and ``/metrics`` has
-    ``stragglers_job_slow_rank{rank="1"} 1``; the rise is placed at step 30. (``watch``
+    ``stragglers_job_slow_rank{rank="1"} 1``; the rise is placed at step 40. (``watch``
     following such a job's probe folder: the guide's example, docs/guides/watch.md.)
 
     The server's detector has the default threshold (10 %): on a loaded 2-core machine it
@@ -197,7 +209,8 @@ def test_a_ddp_job_pushed_live_names_its_slow_rank(live_server: Server, page: An
     assert seen and running, (
         f"the detector named no rank while the job ran: "
         f"{server.get('/api/v1/jobs/ddp-live').text}\n"
-        f"{server.get('/api/v1/jobs/ddp-live/events').text}\n{out[-2000:]}")
+        f"{server.get('/api/v1/jobs/ddp-live/events').text}\n{_busy_ms(tmp_path / 'run')}\n"
+        f"{out[-2000:]}")
     assert seen["job"]["culprit"].startswith("rank "), seen  # no analysed session yet
     assert "1" in seen["job"]["culprit"][5:].split(", "), seen
     assert seen["metrics"].get("1") == 1.0, seen

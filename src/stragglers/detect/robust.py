@@ -303,7 +303,9 @@ class RobustLevelDetector:
         """The warm-up's iteration times (the last one ends it): where a slowdown that began
         inside the warm-up started from, or None.  The warm-up settled on a level (its
         lowest median of ``WARM_POINTS`` consecutive values after the first value) and rose
-        ``threshold`` above it, and most values since stayed beyond the midpoint: the
+        ``threshold`` above it to a level (the latest ``WARM_POINTS`` values), the values of
+        each spreading less than ``threshold`` or than half the rise, and most values since
+        stayed beyond the midpoint: the
         watcher then gives the detector the values from that level on, so that the level
         becomes the healthy one and the rise is judged as any other (``docs/detection.md``,
         warm-up)."""
@@ -316,10 +318,14 @@ class RobustLevelDetector:
             m = _median(ys[j:j + w])
             if m < low:
                 best, low = j, m
-        # both are levels: their values within threshold of each other (not a saw-tooth)
-        if (best is None or _median(ys[-w:]) - low < self.limit
-                or max(ys[best:best + w]) - min(ys[best:best + w]) > self.limit
-                or max(ys[-w:]) - min(ys[-w:]) > self.limit):
+        # both are levels, told apart by the rise: the values of each window spread less
+        # than the rise between their medians (within threshold of each other, or less
+        # than a rise of many thresholds: a noisy warm-up, a shared machine; not a
+        # saw-tooth, whose windows span what lies between them)
+        rise = -math.inf if best is None else _median(ys[-w:]) - low
+        if (best is None or rise < self.limit
+                or max(ys[best:best + w]) - min(ys[best:best + w]) > max(self.limit, rise / 2)
+                or max(ys[-w:]) - min(ys[-w:]) > max(self.limit, rise / 2)):
             return None
         after = ys[best + w:]
         if sum(y >= low + self.mid for y in after) < self.persist_fraction * len(after):
