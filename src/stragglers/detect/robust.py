@@ -235,7 +235,8 @@ class RobustLevelDetector:
 
     def _reset(self) -> None:
         self._ref = _Window(self.reference_points)  # healthy level (winsorised points)
-        self._dev = _Window(NOISE_POINTS)  # |healthy point - healthy level|
+        self._dev = _Window(NOISE_POINTS)  # |healthy point - healthy level|, winsorised
+        self._spread = _Window(NOISE_POINTS)  # the same, not winsorised
         # signed differences of successive healthy points
         self._d1: deque[float] = deque(maxlen=NOISE_POINTS)
         self._noise_at, self._noise = -2, (0.0, 0.0)  # (position, (scale, phi)) cached
@@ -386,6 +387,7 @@ class RobustLevelDetector:
         r = self._ref.median()
         for v in self._ref.fifo:
             self._dev.add(abs(v - r))
+            self._spread.add(abs(v - r))
             self._difference(v)
 
     def _startup(self, it: int) -> bool:
@@ -526,13 +528,26 @@ class RobustLevelDetector:
         self._noise_at, self._noise = self._t, (s, phi)
         return s, phi
 
-    def _se(self, n: int) -> float:
+    def _se(self, n: int, spread: bool = False) -> float:
         """Standard error of the median of ``n / 2`` points in the healthy noise
-        (:meth:`_noise_model`)."""
+        (:meth:`_noise_model`); ``spread``: with the healthy points' whole spread as the
+        scale (not winsorised: :meth:`_spread_scale`), for a median of healthy points."""
         s, phi = self._noise_model()
+        if spread:
+            s = max(s, self._spread_scale())
         if s <= 0.0 or s == math.inf:
             return s
         return 1.2533 * s * math.sqrt((1.0 + phi) / (1.0 - phi) / max(n // 2, 1))
+
+    def _spread_scale(self) -> float:
+        """``1.4826 MAD`` of the healthy points around the healthy level, not winsorised:
+        the noise scale winsorised at the midpoint cannot exceed ``1.4826`` midpoints, so a
+        series noisier than that (wide, right-skewed step times) looked no noisier."""
+        m = len(self._spread.fifo)
+        if not m:
+            return math.inf
+        s = 1.4826 * self._spread.median()
+        return s * (1.0 + 1.17 / math.sqrt(m)) if m < NOISE_POINTS // 2 else s
 
     def _clears(self, gap: float, n: int) -> bool:
         """The new level clears the midpoint by ``confidence`` standard errors of the median
@@ -594,6 +609,7 @@ class RobustLevelDetector:
         self._needed = self._points_for(max(p1, p2), max(q1, q2))
         self._ref.add(w)
         self._dev.add(abs(w - r))
+        self._spread.add(abs(y - r))
         self._difference(w)
         r, base = self._ref.median(), self._base
         self._past.append((it, r))
@@ -627,7 +643,7 @@ class RobustLevelDetector:
         # standard errors of the difference of two medians of reference_points points
         n = 2 * self.reference_points
         if rise < self.limit or (rise - self.mid < math.sqrt(2.0) * self.confidence
-                                 * self._se(n)):
+                                 * self._se(n, spread=True)):
             return []
         # the rise began at the last of the sliding minima still near the lowest level
         pos, first, _ = next(p for p in reversed(lows) if p[2] <= low + 0.2 * self.limit)
