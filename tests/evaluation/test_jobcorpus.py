@@ -512,3 +512,15 @@ def test_seqlen_labels() -> None:
     assert kinds == {"worker", "comm"}
     # the healthy step time is data-dependent: some series wide, none flat
     assert min(cvs) > 0.02 and max(cvs) > 0.12
+
+
+def test_every_checkpoint_burst_shift_is_built_with_its_event() -> None:
+    """A shift drawn to start past the series' end (seed 29, ``ckpt_burst/shift/013``: the
+    draw after the chosen checkpoint went beyond the last iteration, and building the
+    series raised) starts right after that checkpoint instead: every such series of seeds
+    0-31 is built, with one labelled event of at least MIN_EVENT_ITERS iterations."""
+    for seed in range(32):
+        for i in range(14):
+            s = generate_series(seed, "ckpt_burst", "shift", i)
+            assert len(s.events) == 1, (seed, i)
+            assert s.events[0].end_iter - s.events[0].start_iter >= MIN_EVENT_ITERS

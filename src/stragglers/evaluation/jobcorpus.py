@@ -986,6 +986,8 @@ def _ckpt_burst(rng: np.random.Generator, scenario: str) -> _Timeline:
         if after.size:
             c = int(rng.choice(after))
             a = c + CB_CKPT_ITERS[1] + int(rng.integers(5, every // 2 + 1))
+            if a + MIN_EVENT_ITERS > n:  # drawn past the end: the earliest start there is
+                a = c + CB_CKPT_ITERS[1] + 5
             if rng.random() < 0.5:  # compute: its share runs s / f slower
                 slow_comp[a:a + dur] = 1.0 + s / f
             else:  # communication: its share runs s / (1 - f) slower
