@@ -10,6 +10,10 @@ from numpy.lib.stride_tricks import sliding_window_view
 from scipy.stats import trim_mean
 
 from stragglers.evaluation.jobcorpus import (
+    AC_MIN_CYCLES,
+    AC_SLOW_ITERS,
+    AC_SLOWDOWN,
+    AC_STEPS,
     EVENT_LOSS,
     FAMILIES,
     HELD_OUT,
@@ -62,7 +66,7 @@ def test_every_family_and_scenario_is_present(corpus) -> None:
     assert {s.family for s in corpus} == set(FAMILIES)
     assert {(s.family, s.scenario) for s in corpus} == {(f, s) for f, s, _, _ in SCENARIOS}
     assert len(generate_job_corpus(0, scale=1.0, families=("flapping",))) == 24
-    assert sum(c for _, _, c, _ in SCENARIOS) in range(345, 500)
+    assert sum(c for _, _, c, _ in SCENARIOS) in range(345, 560)
     assert set(HELD_OUT) < set(FAMILIES)
 
 
@@ -87,7 +91,7 @@ def test_labels_are_true_by_construction(corpus) -> None:
     checked = 0
     for s in corpus:
         if s.family in ("contention", "megatron", "bimodal_replay", "ladder",
-                        "seqlen"):  # own rules
+                        "seqlen", "accum"):  # own rules
             continue
         factor = s.level / s.healthy
         for e in s.events:
@@ -333,8 +337,9 @@ def test_bimodal_replay_labels() -> None:
 
 #: Fingerprints of series 0 and of the last series of every scenario of seed 0, per family,
 #: computed with the corpus of main before ``ladder`` was appended (commit a9d633b; ``ladder``'s
-#: own before ``seqlen`` was, commit f0ac124): a family appended at the end of FAMILIES /
-#: SCENARIOS must leave every other family's bytes alone.
+#: own before ``seqlen`` was, commit f0ac124; ``seqlen``'s before ``accum`` was, commit
+#: 8fc6638): a family appended at the end of FAMILIES / SCENARIOS must leave every other
+#: family's bytes alone.
 FINGERPRINTS = {
     "restart": "73ad9d2339f0bd2b",
     "ckpt_stall": "a80f728be80fd00f",
@@ -355,6 +360,7 @@ FINGERPRINTS = {
     "megatron": "7e1bd0bab1dd05c7",
     "bimodal_replay": "11b2727c632b08f6",
     "ladder": "6f9ef8805904670a",
+    "seqlen": "894dc2c423f57db2",
 }
 
 
@@ -375,8 +381,8 @@ def _fingerprint(family: str) -> str:
 
 
 def test_existing_families_are_unchanged() -> None:
-    assert set(FINGERPRINTS) == set(FAMILIES) - {"seqlen"}
-    assert FAMILIES[-2:] == ("ladder", "seqlen")
+    assert set(FINGERPRINTS) == set(FAMILIES) - {"accum"}
+    assert FAMILIES[-3:] == ("ladder", "seqlen", "accum")
     assert {f: _fingerprint(f) for f in FINGERPRINTS} == FINGERPRINTS
 
 
@@ -387,7 +393,8 @@ def _durations(s: JobSeries) -> np.ndarray:
     return np.concatenate([[np.nan], np.diff(s.ts)])
 
 
-@pytest.mark.parametrize(("family", "slow"), [("ladder", "congested"), ("seqlen", "slow")])
+@pytest.mark.parametrize(("family", "slow"), [("ladder", "congested"), ("seqlen", "slow"),
+                                              ("accum", "slow")])
 def test_family_is_deterministic_per_seed(family: str, slow: str) -> None:
     a = generate_series(11, family, slow, 2)
     assert _same(a, generate_series(11, family, slow, 2))
@@ -397,8 +404,8 @@ def test_family_is_deterministic_per_seed(family: str, slow: str) -> None:
     assert _same(h, generate_series(11, family, "healthy", 0))
 
 
-def test_seqlen_is_the_held_out_family() -> None:
-    assert HELD_OUT == ("seqlen",)
+def test_accum_is_the_held_out_family() -> None:
+    assert HELD_OUT == ("accum",)
 
 
 def test_ladder_labels() -> None:
@@ -524,3 +531,93 @@ def test_every_checkpoint_burst_shift_is_built_with_its_event() -> None:
             s = generate_series(seed, "ckpt_burst", "shift", i)
             assert len(s.events) == 1, (seed, i)
             assert s.events[0].end_iter - s.events[0].start_iter >= MIN_EVENT_ITERS
+
+
+def _around(d: np.ndarray, ok: np.ndarray, a: int, b: int, span: int = 200) -> np.ndarray:
+    """Means of 48 records in a row (whole accumulation cycles for every ``k`` of
+    :data:`AC_STEPS`) over the healthy records of ``span`` iterations before ``a`` and after
+    ``b`` (``ok``: healthy and after the warm-up)."""
+    out = []
+    for lo, hi in ((max(0, a - span), a), (b, b + span)):
+        y = d[lo:hi][ok[lo:hi]]
+        y = y[np.isfinite(y)]
+        if y.size >= 48:
+            out.append(sliding_window_view(y, 48).mean(axis=1))
+    return np.concatenate(out)
+
+
+def test_accum_labels() -> None:
+    """Gradient accumulation logged per micro-batch: the healthy series has its own periodic
+    long iterations (the boundaries); every labelled slowdown raises the mean iteration time
+    over its span to its label (+12-45 % over the healthy mean after the warm-up) and the
+    records show it (their mean over the span is at least 1.1 x their mean outside every
+    event, and 1.1 x the typical mean of 48 healthy records around it), in ``comm`` ones
+    while most iterations and the median stay healthy; nothing else is slow, and negatives
+    carry no label and no sustained rise in their records."""
+    kinds: set[str] = set()
+    assert all(48 % k == 0 for k in AC_STEPS)
+    for seed in (3, 4):
+        for scenario, count in (("slow", 14), ("healthy", 10)):
+            for i in range(count):
+                s = generate_series(seed, "accum", scenario, i)
+                assert s.positive == (scenario == "slow") and s.ranks == 1
+                factor = s.level / s.healthy
+                assert np.all(factor >= 1.0 - 1e-12)
+                d = _durations(s)
+                steady = s.iter > LEAD_ITERS
+                mean = s.healthy[steady].mean()
+                # periodic long iterations over the micro-batches' level: the boundaries
+                # (1/16 to 1/2 of the iterations), validation passes, epoch restarts
+                h = s.healthy[steady] / np.percentile(s.healthy[steady], 10)
+                assert 1 / 17 <= np.mean(h > 1.15) <= 0.6, s.name
+                inside_any = np.zeros(s.iter.size, dtype=bool)
+                for e in s.events:
+                    inside_any |= (s.iter >= e.start_iter) & (s.iter < e.end_iter)
+                ok = steady & ~inside_any
+                for e in s.events:
+                    kinds.add(e.kind)
+                    assert e.kind in ("comm", "offload", "compute") and not e.ranks
+                    assert e.start_iter > LEAD_ITERS
+                    length = e.end_iter - e.start_iter
+                    assert length >= max(MIN_EVENT_ITERS, AC_MIN_CYCLES * 2)
+                    inside = (s.iter >= e.start_iter) & (s.iter < e.end_iter)
+                    s_e = e.loss / (1.0 - e.loss)
+                    assert AC_SLOWDOWN[0] - 1e-9 <= s_e <= AC_SLOWDOWN[1] + 1e-9
+                    # the label is the span's mean rise over the healthy mean
+                    assert np.isclose(s.level[inside].mean(), (1.0 + s_e) * mean, rtol=1e-6)
+                    # ... and the slowdown makes at least half of it
+                    added = (s.level[inside] - s.healthy[inside]).sum()
+                    assert added >= 0.5 * s_e * mean * inside.sum()
+                    slowed = factor[inside] > 1.0 + 1e-9
+                    if e.kind == "comm":  # only boundaries: at most every other iteration,
+                        # and the long ones
+                        assert slowed.mean() <= 0.5 + 1e-9
+                        assert np.all(s.healthy[inside][slowed]
+                                      > np.median(s.healthy[inside]))
+                    elif e.kind == "offload":  # boundaries, and a little everywhere
+                        assert np.percentile(factor[inside], 40) <= 1.03 + 1e-9
+                    else:  # every micro-batch
+                        assert slowed.all()
+                    # at least max(40, 3k) healthy iterations after it
+                    after = (s.iter >= e.end_iter) & (s.iter < e.end_iter + 40)
+                    assert after.sum() == 40 and np.allclose(factor[after], 1.0)
+                    # on the records
+                    x = d[inside]
+                    x = x[np.isfinite(x)]
+                    assert x.mean() >= (1.0 + SLOWDOWN_EVENT) * np.nanmean(d[ok]), s.name
+                    typical = float(np.median(_around(d, ok, int(np.flatnonzero(inside)[0]),
+                                                      int(np.flatnonzero(inside)[-1]) + 1)))
+                    assert x.mean() >= (1.0 + SLOWDOWN_EVENT) * typical, s.name
+                    if e.kind == "comm" and slowed.mean() <= 1 / 3:  # the median stays
+                        assert np.median(x) < (1.0 + SLOWDOWN_EVENT) * np.nanmedian(d[ok])
+                assert np.allclose(factor[~inside_any], 1.0), s.name
+                if scenario == "healthy":
+                    assert not s.events
+                    # no sustained rise: the mean of any 96 records after the warm-up (whole
+                    # cycles), its largest left out, stays below 1.1 x the series' mean
+                    x = d[LEAD_ITERS + 1:]
+                    v = sliding_window_view(x, 96)
+                    top = (v.sum(axis=1) - v.max(axis=1)) / 95
+                    assert np.all(top < (1.0 + SLOWDOWN_EVENT) * x.mean()), s.name
+    assert kinds == {"comm", "offload", "compute"}
+    assert AC_SLOW_ITERS[0] >= MIN_EVENT_ITERS

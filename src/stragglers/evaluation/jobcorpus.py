@@ -204,6 +204,49 @@ changes, never run through the detector until they were final):
                  for the rise).  Labelled over the span, by that mean rise (kinds ``worker`` /
                  ``comm``).  Negatives: the data-dependent steps, GC pauses and warm-up alone.
 
+The held-out family of the seventh round (written and committed before that round's detector
+changes, by someone who never ran the detector on it):
+
+``accum``        gradient accumulation logged per micro-batch (a training loop that times
+                 every batch with ``accumulate_grad_batches = k``; the what-if study of
+                 stragglers, section 3.2: gradients are accumulated locally and synchronised
+                 after the last micro-batch's backward; C4, section 4: "a high Gradient
+                 Accumulation (GA) value of 16 ... parameter updates occur only once every 16
+                 steps"; Falcon, section 3: network congestion is the most frequent
+                 fail-slow, CPU contention and GPU throttling the others).  Healthy: ``k`` of
+                 2-16 micro-batches per optimizer step (:data:`AC_STEPS`); a micro-batch is
+                 its compute (a slowly wandering rate, AR(1) in log space, sd 0.3-1.5 %, and
+                 jitter 0.3-2 %, with a warm-up); only the boundary micro-batch that closes a
+                 step adds the exposed gradient all-reduce (0.2-2 micro-batch times, 3-15 %
+                 jitter, transient congestion of single boundaries at 1.5-4x with chance k x
+                 1/400-1/80) and the optimizer step (0.05-0.3 on the GPU, or 0.5-3 offloaded
+                 to the host in 40 % of the series).  So the healthy series has its own
+                 periodic long iterations.  Epochs of 300-2000 micro-batches restart the
+                 accumulation (the epoch's last micro-batch closes a short step) and the
+                 data-loader workers (a stall of 2-15 micro-batch times); a validation pass
+                 every 50-500 optimizer steps adds 2-8 micro-batch times to its boundary.
+                 Positives: 1-3 slowdowns (one in each of as many equal parts after iteration
+                 300, at least max(40, 3k) healthy iterations after each) of whole cycles,
+                 40-800 iterations (:data:`AC_SLOW_ITERS`; at least 6 cycles and 25 x (cv /
+                 rise)^2 cycles, cv that of a healthy cycle's time), each raising the mean
+                 iteration time by +12-45 % (:data:`AC_SLOWDOWN`) over the series' healthy
+                 mean (after the warm-up; never a span whose validation passes and epoch
+                 restarts would make up half of that rise): congestion on the data-parallel
+                 ring (``comm``, 50 %: 70-100 % of the span's boundaries, each all-reduce
+                 slower by a factor that varies 20-50 % from boundary to boundary), CPU
+                 contention on an offloaded optimizer (``offload``, 30 %, where it is
+                 offloaded: the host optimizer step slower, and every micro-batch 0-3 %
+                 slower), or a throttled GPU (``compute``, the rest: every micro-batch
+                 slower).  The all-reduce and
+                 the host optimizer step are at most about :data:`AC_COMM_MAX` /
+                 :data:`AC_OFFLOAD_MAX` times slower on average, so their rise is drawn
+                 below what their share of the time allows, and the slowdown is ``compute``
+                 where that is under +12 % (large ``k``, a small all-reduce).  In ``comm`` and
+                 ``offload`` slowdowns only every k-th iteration is slower: the mean rises
+                 while most iterations, and the median, stay healthy.  Labelled over the
+                 span by its mean rise (kinds ``comm`` / ``offload`` / ``compute``).
+                 Negatives: the healthy series alone.
+
 :data:`HELD_OUT` names the families that were never looked at while the detector was changed
 for issue 29 (decided before the changes): they are only evaluated.
 """
@@ -430,18 +473,51 @@ SL_SLOW_ITERS = (40, 800)  # its duration (log-uniform) ...
 SL_DECIDABLE = 25.0  # ... at least this x (healthy cv / rise)^2 (the rise 5 standard errors)
 SL_WORKER_P = 0.6  # chance that a slowdown is one slow rank (else the all-reduce)
 SL_WORKER_MAX = 20.0  # a slow rank's compute is at most this many times slower
+# accum (module docstring): gradient accumulation, one record per micro-batch
+AC_STEPS = (2, 3, 4, 6, 8, 12, 16)  # micro-batches per optimizer step (accumulation steps)
+AC_WANDER_SD = (0.003, 0.015)  # micro-batch compute: AR(1) in log space, stationary sd ...
+AC_WANDER_PHI = (0.95, 0.995)  # ... and lag-1 correlation
+AC_JITTER = (0.003, 0.02)  # ... plus per-micro-batch jitter (log space)
+AC_COMM = (0.2, 2.0)  # exposed gradient all-reduce at the boundary, over a micro-batch
+AC_COMM_JITTER = (0.03, 0.15)  # its spread from boundary to boundary (log space)
+AC_BURST_RATE = (1 / 400, 1 / 80)  # transient congestion: chance per micro-batch ...
+AC_BURST_P_MAX = 0.25  # ... of a boundary (k x the rate, at most this) ...
+AC_BURST_X = (1.5, 4.0)  # ... of an all-reduce this many times slower (one boundary)
+AC_OPT = (0.05, 0.3)  # optimizer step on the GPU, over a micro-batch ...
+AC_OFFLOAD_OPT = (0.5, 3.0)  # ... or offloaded to the host (ZeRO-Offload style, CPU Adam)
+AC_OFFLOAD_P = 0.4  # chance that a series offloads its optimizer
+AC_OPT_JITTER = (0.01, 0.05)  # the optimizer step's spread (log space)
+AC_EPOCH = (300, 2000)  # iterations (micro-batches) per epoch: at each epoch's start ...
+AC_EPOCH_STALL = (2.0, 15.0)  # ... the data-loader workers restart (micro-batch times) and
+#                               the accumulation restarts (a short last step flushes the rest)
+AC_EVAL_EVERY = (50, 100, 200, 500)  # a validation pass every this many optimizer steps ...
+AC_EVAL_X = (2.0, 8.0)  # ... adding this many micro-batch times to the boundary iteration
+AC_WARM_AMPLITUDE = (0.05, 0.4)
+AC_WARM_TAU = (3.0, 30.0)
+AC_FIRST = (2.0, 10.0)
+AC_SLOWDOWN = (0.12, 0.45)  # mean rise of a slowdown over the healthy mean time
+AC_SLOW_ITERS = (40, 800)  # its duration (log-uniform), whole accumulation cycles ...
+AC_MIN_CYCLES = 6  # ... at least this many (so at least 6 slow boundaries), and at least
+AC_DECIDABLE = 25.0  # this x (healthy cv of a cycle's time / rise)^2 (5 standard errors)
+AC_COMM_P = 0.5  # kind of a slowdown: the all-reduce (congestion) with this chance, ...
+AC_OFFLOAD_SLOW_P = 0.3  # ... the offloaded optimizer (CPU contention) with this one, else compute
+AC_COMM_HIT = (0.7, 1.0)  # congestion: the share of the span's boundaries it slows ...
+AC_COMM_SLOW_JITTER = (0.2, 0.5)  # ... each by a factor that varies this much (log space)
+AC_COMM_MAX = 10.0  # a congested all-reduce is at most this many times slower
+AC_OFFLOAD_MAX = 8.0  # a contended host optimizer step is at most this many times slower ...
+AC_LAUNCH = (0.0, 0.03)  # ... and the micro-batches this much slower (CPU-bound launches)
 
 FAMILIES: tuple[str, ...] = ("restart", "ckpt_stall", "flapping", "staircase", "noise_regime",
                              "sampled", "multirank", "greyhound", "failslow", "ramp", "short",
                              "hump", "warmup_onset", "reconfig", "ckpt_burst", "contention",
-                             "megatron", "bimodal_replay", "ladder", "seqlen")
+                             "megatron", "bimodal_replay", "ladder", "seqlen", "accum")
 #: Families held out in the current round of issue 29: never looked at while the detector was
-#: changed (only evaluated; ``seqlen`` was written and committed before the sixth round's
-#: changes, by someone who never ran the detector on it).  The others, ``ladder`` (held out
-#: in the fifth round), ``bimodal_replay`` (the fourth), ``megatron`` (the third),
-#: ``contention`` (the second), ``hump``, ``warmup_onset``, ``reconfig`` and ``ckpt_burst``
-#: (the first round) included, are the families it was built and tuned on.
-HELD_OUT: tuple[str, ...] = ("seqlen",)
+#: changed (only evaluated; ``accum`` was written and committed before the seventh round's
+#: changes, by someone who never ran the detector on it).  The others, ``seqlen`` (held out
+#: in the sixth round), ``ladder`` (the fifth), ``bimodal_replay`` (the fourth), ``megatron``
+#: (the third), ``contention`` (the second), ``hump``, ``warmup_onset``, ``reconfig`` and
+#: ``ckpt_burst`` (the first round) included, are the families it was built and tuned on.
+HELD_OUT: tuple[str, ...] = ("accum",)
 
 #: (family, scenario, series per seed at scale 1, positive)
 SCENARIOS: tuple[tuple[str, str, int, bool], ...] = (
@@ -491,6 +567,8 @@ SCENARIOS: tuple[tuple[str, str, int, bool], ...] = (
     ("ladder", "healthy", 10, False),
     ("seqlen", "slow", 14, True),
     ("seqlen", "healthy", 10, False),
+    ("accum", "slow", 14, True),
+    ("accum", "healthy", 10, False),
 )
 
 
@@ -1396,13 +1474,146 @@ def _seqlen(rng: np.random.Generator, scenario: str) -> _Timeline:
     return tl
 
 
+def _accum(rng: np.random.Generator, scenario: str) -> _Timeline:
+    """Gradient accumulation logged per micro-batch (module docstring): only the boundary
+    micro-batch of each optimizer step runs the all-reduce and the optimizer step; the
+    corpus' noise is turned off (``noise_scale`` ~ 0)."""
+    n = _n(rng)
+    t = np.arange(n)
+    k = int(rng.choice(AC_STEPS))
+    # epochs: the accumulation counter restarts at each epoch's start, the epoch's last
+    # micro-batch always closes a (possibly short) optimizer step
+    lengths = rng.integers(AC_EPOCH[0], AC_EPOCH[1] + 1, n // AC_EPOCH[0] + 1)
+    starts = np.concatenate([[0], np.cumsum(lengths)])
+    starts = starts[starts < n]
+    ep = np.searchsorted(starts, t, side="right") - 1
+    pos = t - starts[ep]
+    last = np.zeros(n, dtype=bool)
+    last[starts[1:] - 1] = True
+    last[-1] = True
+    bnd = ((pos + 1) % k == 0) | last
+    nb = int(bnd.sum())
+    # micro-batch compute: a slowly wandering rate and jitter, with the warm-up
+    sd, phi = float(rng.uniform(*AC_WANDER_SD)), float(rng.uniform(*AC_WANDER_PHI))
+    wander = lfilter([sd * math.sqrt(1.0 - phi * phi)], [1.0, -phi], rng.standard_normal(n))
+    jit = float(rng.uniform(*AC_JITTER))
+    warm = 1.0 + rng.uniform(*AC_WARM_AMPLITUDE) * np.exp(-t / rng.uniform(*AC_WARM_TAU))
+    warm[0] *= rng.uniform(*AC_FIRST)
+    comp = np.exp(wander + jit * rng.standard_normal(n) - 0.5 * jit * jit) * warm
+    # the boundary's work: the exposed all-reduce (jitter, transient congestion of one
+    # boundary) and the optimizer step (on the GPU, or offloaded to the host)
+    cj = float(rng.uniform(*AC_COMM_JITTER))
+    comm = np.zeros(n)
+    comm[bnd] = _loguniform(rng, *AC_COMM) * np.exp(cj * rng.standard_normal(nb) - 0.5 * cj * cj)
+    burst_p = min(AC_BURST_P_MAX, k * float(rng.uniform(*AC_BURST_RATE)))
+    hit = rng.random(nb) < burst_p
+    bx = np.ones(nb)
+    bx[hit] = np.exp(rng.uniform(math.log(AC_BURST_X[0]), math.log(AC_BURST_X[1]),
+                                 int(hit.sum())))
+    comm[bnd] *= bx
+    offloaded = bool(rng.random() < AC_OFFLOAD_P)
+    oj = float(rng.uniform(*AC_OPT_JITTER))
+    opt = np.zeros(n)
+    opt[bnd] = _loguniform(rng, *(AC_OFFLOAD_OPT if offloaded else AC_OPT)) * np.exp(
+        oj * rng.standard_normal(nb) - 0.5 * oj * oj)
+    # other healthy long iterations: data-loader restarts at epoch starts, validation passes
+    other = np.zeros(n)
+    other[starts[1:]] = np.exp(rng.uniform(math.log(AC_EPOCH_STALL[0]),
+                                           math.log(AC_EPOCH_STALL[1]), starts.size - 1))
+    every = int(rng.choice(AC_EVAL_EVERY))
+    evals = np.flatnonzero(bnd)[every - 1::every]
+    other[evals] += np.exp(rng.uniform(math.log(AC_EVAL_X[0]), math.log(AC_EVAL_X[1]),
+                                       evals.size))
+    healthy_it = comp + comm + opt + other
+    it = healthy_it.copy()
+    events: list[tuple[int, int, float, str]] = []
+    if scenario == "slow":
+        ends = np.flatnonzero(bnd)  # a cycle ends at a boundary (inclusive)
+        # the healthy spread of a cycle's time (bursts, jitter; validation passes and epoch
+        # restarts left out): a slowdown lasts long enough for its rise to stand out
+        cyc = np.add.reduceat(healthy_it, np.concatenate([[0], ends[:-1] + 1]))
+        plain = np.add.reduceat(other, np.concatenate([[0], ends[:-1] + 1])) == 0
+        steady = cyc[(ends >= LEAD_ITERS) & plain]
+        cv = float(steady.std() / steady.mean())
+        tail = slice(LEAD_ITERS, n)
+        total = float(healthy_it[tail].sum())
+        mean = total / (n - LEAD_ITERS)  # the healthy mean time after the warm-up
+        cum = np.concatenate([[0.0], np.cumsum(healthy_it)])
+        ne = int(rng.integers(1, 4))
+        part = (n - LEAD_ITERS) // ne
+        gap = max(40, 3 * k)  # healthy iterations after each slowdown
+        for j in range(ne):  # one in each of ne equal parts, ``gap`` healthy ones after it
+            a0, a1 = LEAD_ITERS + j * part, LEAD_ITERS + (j + 1) * part - gap
+            # the kind and the rise: the all-reduce or the host optimizer step can only cause
+            # a rise as large as their share of the time allows (at most AC_COMM_MAX /
+            # AC_OFFLOAD_MAX times slower): the rise is drawn below that bound, and the kind
+            # is compute where the bound is under AC_SLOWDOWN[0]
+            u_draw = rng.random()
+            kind = "comm" if u_draw < AC_COMM_P else (
+                "offload" if u_draw < AC_COMM_P + AC_OFFLOAD_SLOW_P and offloaded else "compute")
+            q = float(rng.uniform(*AC_COMM_HIT))
+            sj = float(rng.uniform(*AC_COMM_SLOW_JITTER))
+            v = float(rng.uniform(*AC_LAUNCH))
+            if kind == "comm":
+                top = (AC_COMM_MAX - 1.0) * q * float(comm[tail].sum()) / total
+            elif kind == "offload":
+                top = (v * float(comp[tail].sum())
+                       + (AC_OFFLOAD_MAX - 1.0) * float(opt[tail].sum())) / total
+            else:
+                top = AC_SLOWDOWN[1]
+            if top < AC_SLOWDOWN[0]:
+                kind, top = "compute", AC_SLOWDOWN[1]
+            s = float(rng.uniform(AC_SLOWDOWN[0], min(AC_SLOWDOWN[1], top)))
+            # whole cycles (start after a boundary, end on one), long enough to be decided
+            want = max(_logint(rng, *AC_SLOW_ITERS) / k, AC_MIN_CYCLES,
+                       AC_DECIDABLE * (cv / s) ** 2)
+            first = ends[(ends >= a0 - 1) & (ends < a1)]
+            if first.size < AC_MIN_CYCLES + 1:
+                continue
+            cycles = min(math.ceil(want), first.size - 1)
+            # a span whose healthy long iterations (validation, epoch restart) would make up
+            # more than half of the rise is not taken: the slowdown makes most of it
+            lo_, hi_ = first[:first.size - cycles] + 1, first[cycles:] + 1
+            fits = np.flatnonzero(cum[hi_] - cum[lo_] <= (1.0 + s / 2.0) * mean * (hi_ - lo_))
+            if fits.size == 0:
+                continue
+            i0 = int(rng.choice(fits))
+            a, b = int(lo_[i0]), int(hi_[i0])
+            seg = slice(a, b)
+            # the span's extra time: its mean (1 + s) x the healthy mean
+            need = (1.0 + s) * mean * (b - a) - float(healthy_it[seg].sum())
+            if kind == "comm":  # congestion on the data-parallel ring: most boundaries,
+                # each slower by a varying factor
+                g = np.exp(sj * rng.standard_normal(b - a) - 0.5 * sj * sj)
+                g *= (rng.random(b - a) < q) & bnd[seg]
+                if not g.any():
+                    g = bnd[seg].astype(float)
+                w = comm[seg] * g
+                extra = w * (need / float(w.sum()))
+            elif kind == "offload":  # CPU contention: the host optimizer step, and a little
+                # of every micro-batch's launch work
+                launch = comp[seg] * v
+                extra = launch + opt[seg] * ((need - float(launch.sum())) / float(opt[seg].sum()))
+            else:  # a throttled GPU: every micro-batch's compute slower
+                extra = comp[seg] * (need / float(comp[seg].sum()))
+            it[seg] += extra
+            events.append((a, b, float(it[seg].mean() / mean - 1.0), kind))
+    base = _loguniform(rng, *BASE_S)
+    tl = _Timeline(iters=np.arange(1, n + 1, dtype=np.int64), healthy=base * healthy_it,
+                   factor=(it / healthy_it)[None, :], pause=np.zeros(n),
+                   protect=np.zeros(n, dtype=bool), events=[], noise_scale=np.full(n, 1e-6))
+    for a, b, s, kind in events:  # labelled by the span's mean rise over the healthy mean
+        _slowdown_label(tl, a, b, s, kind)
+    return tl
+
+
 _BUILDERS: dict[str, Callable[[np.random.Generator, str], _Timeline]] = {
     "restart": _restart, "ckpt_stall": _ckpt_stall, "flapping": _flapping,
     "staircase": _staircase, "noise_regime": _noise_regime, "multirank": _multirank,
     "greyhound": _greyhound, "failslow": _failslow, "ramp": _thermal, "short": _short,
     "hump": _hump, "warmup_onset": _warmup_onset, "reconfig": _reconfig,
     "ckpt_burst": _ckpt_burst, "contention": _contention, "megatron": _megatron,
-    "bimodal_replay": _bimodal_replay, "ladder": _ladder, "seqlen": _seqlen,
+    "bimodal_replay": _bimodal_replay, "ladder": _ladder, "seqlen": _seqlen, "accum": _accum,
 }
 
 
