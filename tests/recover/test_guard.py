@@ -92,12 +92,17 @@ def test_a_killed_rank_under_torchrun_takes_its_node_out(tmp_path: Path) -> None
     """Two agents, one worker each; node a hosts the rendezvous store. The worker of node b
     is killed (SIGKILL) as it begins step 3: its guard blames it (it ended first, killed),
     node b leaves (guard exit 3), node a's agent restarts its failed worker and the next
-    round runs without b, from the checkpoint of step 1 (restart at step 2)."""
+    round runs without b, from the checkpoint of step 1 (restart at step 2).
+
+    Both nodes must be in the first round: node b's agent starts first (it waits for a's
+    store) and the rendezvous waits 5 s after its first node for more (with 1 s, on a loaded
+    machine node a once ran the first round alone past a checkpoint of step 3; b joined a
+    later round, which resumed past the kill step: no kill, nobody left)."""
     port = _free_port()
     run, ck = tmp_path / "run", tmp_path / "ck"
-    conf = "last_call_timeout=1,keep_alive_interval=1,keep_alive_max_attempt=2"
+    conf = "last_call_timeout=5,keep_alive_interval=1,keep_alive_max_attempt=2"
     guards = {}
-    for node, host in (("a", 1), ("b", 0)):
+    for node, host in (("b", 0), ("a", 1)):
         guards[node] = subprocess.Popen(
             [STRAGGLERS, "guard", "--run-dir", str(run), "--ckpt", str(ck), "--node", node,
              "--heartbeat-s", "0.2", "--timeout-s", "30", "--",
