@@ -23,6 +23,8 @@ from stragglers.evaluation.jobcorpus import (
     LD_TOTAL,
     LEAD_ITERS,
     MIN_EVENT_ITERS,
+    MP_SLOW_ITERS,
+    MP_SLOWDOWN,
     SAMPLE_STRIDES,
     SCENARIOS,
     SHORT_ITERS,
@@ -91,7 +93,7 @@ def test_labels_are_true_by_construction(corpus) -> None:
     checked = 0
     for s in corpus:
         if s.family in ("contention", "megatron", "bimodal_replay", "ladder",
-                        "seqlen", "accum"):  # own rules
+                        "seqlen", "accum", "memory"):  # own rules
             continue
         factor = s.level / s.healthy
         for e in s.events:
@@ -338,8 +340,8 @@ def test_bimodal_replay_labels() -> None:
 #: Fingerprints of series 0 and of the last series of every scenario of seed 0, per family,
 #: computed with the corpus of main before ``ladder`` was appended (commit a9d633b; ``ladder``'s
 #: own before ``seqlen`` was, commit f0ac124; ``seqlen``'s before ``accum`` was, commit
-#: 8fc6638): a family appended at the end of FAMILIES / SCENARIOS must leave every other
-#: family's bytes alone.
+#: 8fc6638; ``accum``'s before ``memory`` was, commit 54f4b8d): a family appended at the
+#: end of FAMILIES / SCENARIOS must leave every other family's bytes alone.
 FINGERPRINTS = {
     "restart": "73ad9d2339f0bd2b",
     "ckpt_stall": "a80f728be80fd00f",
@@ -361,6 +363,7 @@ FINGERPRINTS = {
     "bimodal_replay": "11b2727c632b08f6",
     "ladder": "6f9ef8805904670a",
     "seqlen": "894dc2c423f57db2",
+    "accum": "6e272925722771df",
 }
 
 
@@ -381,8 +384,8 @@ def _fingerprint(family: str) -> str:
 
 
 def test_existing_families_are_unchanged() -> None:
-    assert set(FINGERPRINTS) == set(FAMILIES) - {"accum"}
-    assert FAMILIES[-3:] == ("ladder", "seqlen", "accum")
+    assert set(FINGERPRINTS) == set(FAMILIES) - {"memory"}
+    assert FAMILIES[-4:] == ("ladder", "seqlen", "accum", "memory")
     assert {f: _fingerprint(f) for f in FINGERPRINTS} == FINGERPRINTS
 
 
@@ -394,7 +397,7 @@ def _durations(s: JobSeries) -> np.ndarray:
 
 
 @pytest.mark.parametrize(("family", "slow"), [("ladder", "congested"), ("seqlen", "slow"),
-                                              ("accum", "slow")])
+                                              ("accum", "slow"), ("memory", "slow")])
 def test_family_is_deterministic_per_seed(family: str, slow: str) -> None:
     a = generate_series(11, family, slow, 2)
     assert _same(a, generate_series(11, family, slow, 2))
@@ -404,8 +407,8 @@ def test_family_is_deterministic_per_seed(family: str, slow: str) -> None:
     assert _same(h, generate_series(11, family, "healthy", 0))
 
 
-def test_accum_is_the_held_out_family() -> None:
-    assert HELD_OUT == ("accum",)
+def test_memory_is_the_held_out_family() -> None:
+    assert HELD_OUT == ("memory",)
 
 
 def test_ladder_labels() -> None:
@@ -621,3 +624,66 @@ def test_accum_labels() -> None:
                     assert np.all(top < (1.0 + SLOWDOWN_EVENT) * x.mean()), s.name
     assert kinds == {"comm", "offload", "compute"}
     assert AC_SLOW_ITERS[0] >= MIN_EVENT_ITERS
+
+
+def test_memory_labels() -> None:
+    """Memory pressure (the caching allocator's sawtooth, GC pauses that grow with the heap):
+    every labelled slowdown raises the mean time over its span to its label (+12-45 % over
+    the healthy mean after the warm-up) and the records show it (their mean over the span is
+    at least 1.1 x their mean outside every event, and 1.1 x the mean of the 200 healthy
+    records before it or after it, whichever is larger); ``leak`` ones creep up (the span's
+    second half slower than its first) and drop back at its end; nothing else is slow, and
+    negatives carry no label and no sustained rise in their records."""
+    kinds: set[str] = set()
+    for seed in (3, 4):
+        for scenario, count in (("slow", 14), ("healthy", 10)):
+            for i in range(count):
+                s = generate_series(seed, "memory", scenario, i)
+                assert s.positive == (scenario == "slow") and s.ranks == 1
+                factor = s.level / s.healthy
+                d = _durations(s)
+                steady = s.iter > LEAD_ITERS
+                mean = s.healthy[steady].mean()
+                inside_any = np.zeros(s.iter.size, dtype=bool)
+                for e in s.events:
+                    inside_any |= (s.iter >= e.start_iter) & (s.iter < e.end_iter)
+                ok = steady & ~inside_any
+                for e in s.events:
+                    kinds.add(e.kind)
+                    assert e.kind in ("frag", "leak") and not e.ranks
+                    assert e.start_iter > LEAD_ITERS
+                    length = e.end_iter - e.start_iter
+                    assert length >= max(MIN_EVENT_ITERS, MP_SLOW_ITERS[0])
+                    inside = (s.iter >= e.start_iter) & (s.iter < e.end_iter)
+                    s_e = e.loss / (1.0 - e.loss)
+                    assert MP_SLOWDOWN[0] - 1e-9 <= s_e <= MP_SLOWDOWN[1] + 1e-9
+                    # the label is the span's mean rise over the healthy mean
+                    assert np.isclose(s.level[inside].mean(), (1.0 + s_e) * mean, rtol=1e-6)
+                    lv = s.level[inside] / s.healthy[inside]
+                    if e.kind == "leak":  # a creep: the second half slower than the first
+                        half = lv.size // 2
+                        assert lv[half:].mean() > lv[:half].mean() + 0.5 * s_e
+                    # 40 healthy iterations after it
+                    after = (s.iter >= e.end_iter) & (s.iter < e.end_iter + 40)
+                    assert after.sum() == 40 and np.allclose(factor[after], 1.0)
+                    # on the records
+                    x = d[inside]
+                    x = x[np.isfinite(x)]
+                    assert x.mean() >= (1.0 + SLOWDOWN_EVENT) * np.nanmean(d[ok]), s.name
+                    a, b = int(np.flatnonzero(inside)[0]), int(np.flatnonzero(inside)[-1]) + 1
+                    for lo, hi in ((max(0, a - 200), a), (b, b + 200)):
+                        y = d[lo:hi][ok[lo:hi]]
+                        y = y[np.isfinite(y)]
+                        if y.size >= 100:
+                            assert x.mean() >= (1.0 + SLOWDOWN_EVENT) * y.mean(), s.name
+                assert np.allclose(factor[~inside_any], 1.0), s.name
+                if scenario == "healthy":
+                    assert not s.events
+                    assert np.allclose(factor, 1.0)
+                    # no sustained rise: the mean of any 200 records after the warm-up, its
+                    # largest left out, stays below 1.1 x the series' mean
+                    x = d[LEAD_ITERS + 1:]
+                    v = sliding_window_view(x, 200)
+                    top = (v.sum(axis=1) - v.max(axis=1)) / 199
+                    assert np.all(top < (1.0 + SLOWDOWN_EVENT) * x.mean()), s.name
+    assert kinds == {"frag", "leak"}

@@ -247,6 +247,42 @@ changes, by someone who never ran the detector on it):
                  span by its mean rise (kinds ``comm`` / ``offload`` / ``compute``).
                  Negatives: the healthy series alone.
 
+The held-out family of the eighth round (written and committed before that round's detector
+changes, by someone who never ran the detector on it):
+
+``memory``       memory pressure: PyTorch's CUDA caching allocator and Python's garbage
+                 collector (the what-if study of stragglers, section 5.4: GC pauses stall one
+                 worker and so the job, planned GC runs every rank at once every N steps,
+                 "the amount of time for which the GC pauses execution increases as the job
+                 progresses ... due to a memory leak", planned GC masks it; section 5.5:
+                 memory fragmentation "led to a significant increase in calls to cudaFree and
+                 cudaMalloc, which led to slower than usual forward- or backward-compute
+                 operations").  Healthy: compute with a slowly wandering rate (AR(1) in log
+                 space, sd 0.3-1.5 %), jitter 0.3-2 % and a warm-up; the allocator's sawtooth:
+                 fragmentation grows for 50-600 iterations (:data:`MP_TOOTH`, each tooth
+                 +-30 %), the compute slower by up to 1-5 % (:data:`MP_FRAG_AMP`), until the
+                 cache is full and is freed and refilled (one iteration +0.3-2 iteration
+                 times, :data:`MP_FLUSH`); full GC pauses of 0.1-1 iteration times
+                 (:data:`MP_GC_PAUSE`, 30 % spread) that grow with the heap: automatic (each of
+                 1-16 ranks with chance 1/1000-1/150 per iteration, the step waits for the
+                 longest) or planned (40 %: every rank at once every 100-1000 iterations; the
+                 heap then grows slowly over the series, x1.5-4, masked by the planned GC:
+                 taller pauses, never an event).  Positives: 1-3 slowdowns (one in each of as
+                 many equal parts after iteration 300, 40 healthy iterations after each) of
+                 60-800 iterations (:data:`MP_SLOW_ITERS`; at least 25 x (cv / rise)^2, cv
+                 the healthy one), each raising the mean time over its span by +12-45 %
+                 (:data:`MP_SLOWDOWN`) over the series' healthy mean: allocator thrash
+                 (``frag``, half of them and every one under planned GC: the cache fills 2-8x
+                 sooner, the teeth at least 5 iterations and 3 in the span, every tooth
+                 climbing higher, the height solved for the rise; the added flushes make at
+                 most half of it, else the slowdown is a leak) or a host memory leak
+                 (``leak``, the other half, under automatic GC: the heap
+                 grows linearly over the span, every GC pause with it, and every iteration
+                 slower by 0.1-1x the heap's growth, the growth rate solved for the rise;
+                 freed at the span's end, so the time creeps up and drops back).  Labelled
+                 over the span by its mean rise (kinds ``frag`` / ``leak``).  Negatives: the
+                 healthy series alone.
+
 :data:`HELD_OUT` names the families that were never looked at while the detector was changed
 for issue 29 (decided before the changes): they are only evaluated.
 """
@@ -506,18 +542,47 @@ AC_COMM_SLOW_JITTER = (0.2, 0.5)  # ... each by a factor that varies this much (
 AC_COMM_MAX = 10.0  # a congested all-reduce is at most this many times slower
 AC_OFFLOAD_MAX = 8.0  # a contended host optimizer step is at most this many times slower ...
 AC_LAUNCH = (0.0, 0.03)  # ... and the micro-batches this much slower (CPU-bound launches)
+# memory (module docstring): memory pressure, the CUDA caching allocator and Python's GC
+MP_RANKS = (1, 2, 4, 8, 16)  # data-parallel ranks: one rank's GC pause stalls the whole step
+MP_WANDER_SD = (0.003, 0.015)  # compute: AR(1) in log space, stationary sd ...
+MP_WANDER_PHI = (0.95, 0.995)  # ... and lag-1 correlation
+MP_JITTER = (0.003, 0.02)  # ... plus per-iteration jitter (log space)
+MP_WARM_AMPLITUDE = (0.05, 0.4)
+MP_WARM_TAU = (3.0, 30.0)
+MP_FIRST = (2.0, 10.0)
+MP_TOOTH = (50, 600)  # allocator: iterations until the cache is full (log-uniform) ...
+MP_TOOTH_SPREAD = 0.3  # ... each tooth this much shorter or longer (uniform, relative)
+MP_FRAG_AMP = (0.01, 0.05)  # ... the compute slower by up to this as fragmentation grows ...
+MP_FLUSH = (0.3, 2.0)  # ... then the cache is freed and refilled: this many iteration times
+MP_GC_PAUSE = (0.1, 1.0)  # a full GC pause, in iteration times (log-uniform) ...
+MP_GC_JITTER = 0.3  # ... its spread (log space)
+MP_GC_RATE = (1 / 1000, 1 / 150)  # automatic GC: chance per rank and iteration
+MP_PLANNED_P = 0.4  # chance that a series runs planned GC (every rank at once) ...
+MP_PLANNED_EVERY = (100, 200, 500, 1000)  # ... every this many iterations
+MP_MASKED = (0.5, 3.0)  # planned GC: a slow healthy heap growth over the series (x1.5-4)
+MP_SLOWDOWN = (0.12, 0.45)  # mean rise of a slowdown over the healthy mean time
+MP_SLOW_ITERS = (60, 800)  # its duration (log-uniform) ...
+MP_DECIDABLE = 25.0  # ... at least this x (healthy cv / rise)^2 (the rise 5 standard errors)
+MP_FRAG_P = 0.5  # kind of a slowdown: allocator thrash with this chance (always under
+#                  planned GC), else a host memory leak under automatic GC
+MP_THRASH = (2.0, 8.0)  # thrash: the teeth this many times shorter (at least MP_MIN_TOOTH) ...
+MP_MIN_TOOTH = 5
+MP_MIN_TEETH = 3  # ... and at least this many teeth in the span
+MP_LEAK_STEP = (0.1, 1.0)  # leak: every iteration this much slower per unit of heap growth
 
 FAMILIES: tuple[str, ...] = ("restart", "ckpt_stall", "flapping", "staircase", "noise_regime",
                              "sampled", "multirank", "greyhound", "failslow", "ramp", "short",
                              "hump", "warmup_onset", "reconfig", "ckpt_burst", "contention",
-                             "megatron", "bimodal_replay", "ladder", "seqlen", "accum")
+                             "megatron", "bimodal_replay", "ladder", "seqlen", "accum",
+                             "memory")
 #: Families held out in the current round of issue 29: never looked at while the detector was
-#: changed (only evaluated; ``accum`` was written and committed before the seventh round's
-#: changes, by someone who never ran the detector on it).  The others, ``seqlen`` (held out
-#: in the sixth round), ``ladder`` (the fifth), ``bimodal_replay`` (the fourth), ``megatron``
+#: changed (only evaluated; ``memory`` was written and committed before the eighth round's
+#: changes, by someone who never ran the detector on it).  The others, ``accum`` (held out in
+#: the seventh round), ``seqlen`` (the sixth), ``ladder`` (the fifth), ``bimodal_replay``
+#: (the fourth), ``megatron``
 #: (the third), ``contention`` (the second), ``hump``, ``warmup_onset``, ``reconfig`` and
 #: ``ckpt_burst`` (the first round) included, are the families it was built and tuned on.
-HELD_OUT: tuple[str, ...] = ("accum",)
+HELD_OUT: tuple[str, ...] = ("memory",)
 
 #: (family, scenario, series per seed at scale 1, positive)
 SCENARIOS: tuple[tuple[str, str, int, bool], ...] = (
@@ -569,6 +634,8 @@ SCENARIOS: tuple[tuple[str, str, int, bool], ...] = (
     ("seqlen", "healthy", 10, False),
     ("accum", "slow", 14, True),
     ("accum", "healthy", 10, False),
+    ("memory", "slow", 14, True),
+    ("memory", "healthy", 10, False),
 )
 
 
@@ -1607,6 +1674,107 @@ def _accum(rng: np.random.Generator, scenario: str) -> _Timeline:
     return tl
 
 
+def _memory(rng: np.random.Generator, scenario: str) -> _Timeline:
+    """Memory pressure (module docstring): the caching allocator's sawtooth and Python's GC
+    pauses on top of the compute; the corpus' noise is turned off (``noise_scale`` ~ 0)."""
+    n = _n(rng)
+    t = np.arange(n)
+    ranks = int(rng.choice(MP_RANKS))
+    # compute: a slowly wandering rate and jitter, with the warm-up
+    sd, phi = float(rng.uniform(*MP_WANDER_SD)), float(rng.uniform(*MP_WANDER_PHI))
+    wander = lfilter([sd * math.sqrt(1.0 - phi * phi)], [1.0, -phi], rng.standard_normal(n))
+    jit = float(rng.uniform(*MP_JITTER))
+    warm = 1.0 + rng.uniform(*MP_WARM_AMPLITUDE) * np.exp(-t / rng.uniform(*MP_WARM_TAU))
+    warm[0] *= rng.uniform(*MP_FIRST)
+    comp = np.exp(wander + jit * rng.standard_normal(n) - 0.5 * jit * jit) * warm
+    # the caching allocator: fragmentation grows until the cache is full (the compute slower
+    # by up to ``amp``: cudaMalloc / cudaFree calls), then the cache is freed and refilled
+    period = _loguniform(rng, *MP_TOOTH)
+    lengths = np.maximum(2, np.round(period * rng.uniform(1.0 - MP_TOOTH_SPREAD,
+                                                          1.0 + MP_TOOTH_SPREAD,
+                                                          n // 2 + 1))).astype(np.int64)
+    starts = np.concatenate([[0], np.cumsum(lengths)])
+    starts = starts[starts < n]
+    tooth = np.searchsorted(starts, t, side="right") - 1
+    frac = (t - starts[tooth] + 1) / lengths[tooth]
+    amp = float(rng.uniform(*MP_FRAG_AMP))
+    flush_cost = _loguniform(rng, *MP_FLUSH)
+    flush = np.where(frac >= 1.0, flush_cost, 0.0)
+    alloc = comp * amp * frac + flush
+    # Python's GC: a full collection pauses its rank (and so the step) for a time that grows
+    # with the heap; automatic (each rank on its own) or planned (every rank at once)
+    pause = _loguniform(rng, *MP_GC_PAUSE)
+    planned = bool(rng.random() < MP_PLANNED_P)
+    heap = np.ones(n)
+    if planned:
+        every = int(rng.choice(MP_PLANNED_EVERY))
+        hit = (t + 1) % every == 0
+        gc = np.where(hit, pause * np.exp(MP_GC_JITTER * rng.standard_normal(n)), 0.0)
+        heap += rng.uniform(*MP_MASKED) * t / n  # masked by the planned GC: not an event
+    else:
+        p = float(rng.uniform(*MP_GC_RATE))
+        pr = np.where(rng.random((n, ranks)) < p,
+                      pause * np.exp(MP_GC_JITTER * rng.standard_normal((n, ranks))), 0.0)
+        gc = pr.max(axis=1)  # the step waits for the longest pause
+    healthy_it = comp + alloc + gc * heap
+    it = healthy_it.copy()
+    events: list[tuple[int, int, float, str]] = []
+    if scenario == "slow":
+        steady = healthy_it[LEAD_ITERS:]
+        mean = float(steady.mean())
+        cv = float(steady.std() / mean)
+        ne = int(rng.integers(1, 4))
+        part = (n - LEAD_ITERS) // ne
+        for j in range(ne):  # one in each of ne equal parts, 40 healthy iterations after it
+            a0 = LEAD_ITERS + j * part
+            s = float(rng.uniform(*MP_SLOWDOWN))
+            kind = "frag" if planned or rng.random() < MP_FRAG_P else "leak"
+            need_iters = math.ceil(MP_DECIDABLE * (cv / s) ** 2)
+            dur = min(max(_logint(rng, *MP_SLOW_ITERS), need_iters), part - 40)
+            if dur < max(MIN_EVENT_ITERS, MP_SLOW_ITERS[0]):
+                continue
+            a = a0 + int(rng.integers(0, part - 40 - dur + 1))
+            b = a + dur
+            seg = slice(a, b)
+            target = (1.0 + s) * mean * dur  # the span's total time
+            u = t[seg] - a
+            if kind == "frag":
+                # allocator thrash (a changed allocation pattern, or GPU tensors kept alive):
+                # the cache fills m times sooner and every tooth climbs higher; the flushes
+                # make at most half of the rise
+                m = float(rng.uniform(*MP_THRASH))
+                m = max(1.0, min(m, s * period / (2.0 * flush_cost)))
+                ts_ = max(MP_MIN_TOOTH, int(round(period / m)))
+                ts_ = min(ts_, dur // MP_MIN_TEETH)
+                fr = (u % ts_ + 1) / ts_
+                fl = np.where(u % ts_ == ts_ - 1, flush_cost, 0.0)
+                rest = comp[seg] + fl + gc[seg] * heap[seg]
+                big = (target - float(rest.sum())) / float((comp[seg] * fr).sum())
+                if big > amp and (float(fl.sum() - flush[seg].sum())
+                                  <= 0.5 * (target - float(healthy_it[seg].sum()))):
+                    it[seg] = rest + comp[seg] * big * fr
+                else:  # a thrash made mostly of flushes: a leak instead
+                    kind = "leak"
+            if kind == "leak":
+                # a host memory leak (tensors or outputs kept in a list): the heap grows
+                # linearly, every GC pause with it, and every iteration a little slower;
+                # freed at the span's end (the list is cleared)
+                w = float(rng.uniform(*MP_LEAK_STEP))
+                per = u * (comp[seg] * w + gc[seg])
+                g = (target - float(healthy_it[seg].sum())) / float(per.sum())
+                if g <= 0.0:
+                    continue
+                it[seg] = healthy_it[seg] + g * per
+            events.append((a, b, float(it[seg].mean() / mean - 1.0), kind))
+    base = _loguniform(rng, *BASE_S)
+    tl = _Timeline(iters=np.arange(1, n + 1, dtype=np.int64), healthy=base * healthy_it,
+                   factor=(it / healthy_it)[None, :], pause=np.zeros(n),
+                   protect=np.zeros(n, dtype=bool), events=[], noise_scale=np.full(n, 1e-6))
+    for a, b, s, kind in events:  # labelled by the span's mean rise over the healthy mean
+        _slowdown_label(tl, a, b, s, kind)
+    return tl
+
+
 _BUILDERS: dict[str, Callable[[np.random.Generator, str], _Timeline]] = {
     "restart": _restart, "ckpt_stall": _ckpt_stall, "flapping": _flapping,
     "staircase": _staircase, "noise_regime": _noise_regime, "multirank": _multirank,
@@ -1614,6 +1782,7 @@ _BUILDERS: dict[str, Callable[[np.random.Generator, str], _Timeline]] = {
     "hump": _hump, "warmup_onset": _warmup_onset, "reconfig": _reconfig,
     "ckpt_burst": _ckpt_burst, "contention": _contention, "megatron": _megatron,
     "bimodal_replay": _bimodal_replay, "ladder": _ladder, "seqlen": _seqlen, "accum": _accum,
+    "memory": _memory,
 }
 
 
