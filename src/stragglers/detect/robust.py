@@ -34,6 +34,7 @@ FOLD_POINTS = 32  # latest points behind the short level of a periodic series (l
 FOLD_GAPS = 16  # gaps between long points behind its period
 FOLD_LOCK = 12  # a period: this many of those gaps equal (at least 2 points) ...
 FOLD_UNLOCK = 8  # ... and no more period when fewer than this are
+FOLD_HISTORY = 512  # latest points kept to fold the gaps that made a period
 FOLD_BLOCK = 8  # a folded value: the mean over whole periods of at least this many points
 
 Sink = Callable[[float, int], list[Alarm]]
@@ -202,17 +203,17 @@ class _PeriodFold:
     block begins after a long point and ends at the first long point once it holds
     ``FOLD_BLOCK`` points or more (whole periods; at most one period more without one)."""
 
-    __slots__ = ("cut", "make", "win", "gaps", "counts", "last_long", "prev_long", "period",
-                 "size",
-                 "total", "n", "first", "det")
+    __slots__ = ("cut", "make", "win", "hist", "gaps", "counts", "last_long", "prev_long",
+                 "period", "size", "total", "n", "det")
 
     def __init__(self, cut: float, make: Callable[[], RobustLevelDetector]) -> None:
         self.cut, self.make = cut, make
         self.win = _Window(FOLD_POINTS)
+        self.hist: deque[tuple[float, int, bool]] = deque(maxlen=FOLD_HISTORY)
         self.gaps: deque[int] = deque(maxlen=FOLD_GAPS)
         self.counts: dict[int, int] = {}
         self.last_long, self.prev_long = -1, False
-        self.period = self.size = self.n = self.first = 0
+        self.period = self.size = self.n = 0
         self.total = 0.0
         self.det: RobustLevelDetector | None = None
 
@@ -225,16 +226,8 @@ class _PeriodFold:
         if len(win.fifo) < FOLD_POINTS:
             return []
         long = y >= win.sorted[FOLD_POINTS // 4] + self.cut
-        alarms: list[Alarm] = []
-        if self.period:
-            self.total += x
-            self.n += 1
-            if self.n == 1:
-                self.first = it
-            if (self.n >= self.size and long) or self.n >= self.size + self.period:
-                assert self.det is not None
-                alarms = self.det.observe(self.total / self.n, it, self.n)
-                self.total, self.n = 0.0, 0
+        self.hist.append((x, it, long))
+        alarms = self._add(x, it, long) if self.period else []
         if long and not self.prev_long:  # a run of long points begins
             if self.last_long >= 0:
                 gaps, counts = self.gaps, self.counts
@@ -245,13 +238,35 @@ class _PeriodFold:
                 counts[g] = counts.get(g, 0) + 1
                 k, c = max(counts.items(), key=lambda kv: kv[1])
                 if not self.period and len(gaps) == FOLD_GAPS and k >= 2 and c >= FOLD_LOCK:
-                    self.period, self.size = k, k * -(-FOLD_BLOCK // k)
-                    self.det, self.total, self.n = self.make(), 0.0, 0
+                    alarms = self._lock(k)
                 elif self.period and counts.get(self.period, 0) < FOLD_UNLOCK:
-                    return alarms + self.stop(it, t)
+                    return self._place(alarms, it, t) + self.stop(it, t)
             self.last_long = t
         self.prev_long = long
         return self._place(alarms, it, t)
+
+    def _add(self, x: float, it: int, long: bool) -> list[Alarm]:
+        """A point into the open block; a block that ends goes to the folded detector."""
+        self.total += x
+        self.n += 1
+        if (self.n >= self.size and long) or self.n >= self.size + self.period:
+            assert self.det is not None
+            alarms = self.det.observe(self.total / self.n, it, self.n)
+            self.total, self.n = 0.0, 0
+            return alarms
+        return []
+
+    def _lock(self, k: int) -> list[Alarm]:
+        """A period of ``k`` points: the folded detector starts on the points of the gaps
+        that made it (from after the first long point of the first gap, so that the healthy
+        level of whole periods is known before the next point)."""
+        self.period, self.size = k, k * -(-FOLD_BLOCK // k)
+        self.det, self.total, self.n = self.make(), 0.0, 0
+        back = min(sum(self.gaps), len(self.hist) - 1)
+        alarms: list[Alarm] = []
+        for x, it, long in list(self.hist)[-back:]:
+            alarms += self._add(x, it, long)
+        return alarms
 
     @staticmethod
     def _place(alarms: list[Alarm], it: int, t: int) -> list[Alarm]:
@@ -355,8 +370,7 @@ class RobustLevelDetector:
                     # (the main view's episode level may not be: in a series with long
                     # iterations every few points, too few points return to the healthy
                     # level for its own recovery)
-                    self.slow, self._stretch = False, None
-                    self._slow_spans[-1] = (self._slow_spans[-1][0], a.iteration or 0)
+                    self._end_episode(a.iteration or 0)
                 out.append(replace(a, note=a.note or "periods"))
         return out
 
@@ -878,6 +892,11 @@ class RobustLevelDetector:
             return []
         return [
             self._alarm("recovery", pos, first, math.exp(e), math.exp(_median(ys)))]
+
+    def _end_episode(self, end: int) -> None:
+        """The open episode ended at iteration ``end`` (said by the folded view)."""
+        self.slow, self._stretch = False, None
+        self._slow_spans[-1] = (self._slow_spans[-1][0], end)
 
     def _slow_fraction(self, now: int) -> float:
         slow = sum((now if end < 0 else end) - first for first, end in self._slow_spans)
