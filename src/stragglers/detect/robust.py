@@ -36,6 +36,8 @@ FOLD_LOCK = 12  # a period: this many of those gaps equal (at least 2 points) ..
 FOLD_UNLOCK = 8  # ... and no more period when fewer than this are
 FOLD_HISTORY = 512  # latest points kept to fold the gaps that made a period
 FOLD_BLOCK = 8  # a folded value: the mean over whole periods of at least this many points
+FOLD_MIN_POINTS = 4  # a level of the folded view: at least this many blocks (clusters of
+#                      congested boundaries raise a few blocks in a row)
 
 Sink = Callable[[float, int], list[Alarm]]
 
@@ -329,8 +331,10 @@ class RobustLevelDetector:
                   lag_iters=lag_iters, reference_points=reference_points,
                   flap_episodes=flap_episodes, flap_window_iters=flap_window_iters,
                   spike_run_chance=spike_run_chance, confidence=confidence)
+        # the folded view: its own detector, a level there at least FOLD_MIN_POINTS blocks
+        fkw = {**kw, "min_points": max(self.min_points, FOLD_MIN_POINTS)}
         self._fold = _PeriodFold(self.limit, lambda: RobustLevelDetector(
-            **kw, fold=False)) if fold else None  # type: ignore[arg-type]
+            **fkw, fold=False)) if fold else None  # type: ignore[arg-type]
         self._fold_slow = False  # the folded view holds a slow episode
         self._reset()
 
