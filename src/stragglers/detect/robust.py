@@ -245,7 +245,7 @@ class _PeriodFold:
                     return self._place(alarms, it, t) + self.stop(it, t)
             self.last_long = t
         self.prev_long = long
-        return self._place(alarms, it, t)
+        return self._place(alarms, it, t) if alarms else alarms
 
     def _add(self, x: float, it: int, long: bool) -> list[Alarm]:
         """A point into the open block; a block that ends goes to the folded detector."""
@@ -429,7 +429,8 @@ class RobustLevelDetector:
             return self._observe(y, iteration, secs)
         folded = (fold.feed(y, x, iteration, self._t) if span == 1
                   else fold.stop(iteration, self._t) if fold.period else [])
-        return self._merge(self._observe(y, iteration, secs), folded)
+        alarms = self._observe(y, iteration, secs)
+        return self._merge(alarms, folded) if folded or (alarms and self._fold_slow) else alarms
 
     def _observe(self, y: float, iteration: int, secs: float) -> list[Alarm]:
         if self._first_it is None:
