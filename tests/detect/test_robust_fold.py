@@ -99,3 +99,19 @@ def test_only_a_regular_period_is_folded() -> None:
     for v in x:
         det.update(float(v))
     assert det._fold is not None and (det._fold.period, det._fold.size) == (6, 12)
+
+
+@pytest.mark.parametrize(("k", "seed"), [(2, 1), (3, 2), (4, 3)])
+def test_a_slower_compute_recovers_where_long_iterations_are_frequent(k: int,
+                                                                     seed: int) -> None:
+    # with a long iteration every 2-4 points, fewer than persist_fraction of the points
+    # return to the healthy level after a slowdown of every micro-batch: the main view never
+    # said the recovery (before the change: none, to the series' end); the folded view's
+    # recovery ends the episode, within 6 blocks of its end
+    it, x, _ = _periodic(seed, 3000, k, 2.0)
+    x[1200:1600] *= 1.3
+    events = _run(it, x)
+    alerts = _alerts(events)
+    rec = [e for e in events if e["event"] == "recovery"]
+    assert len(alerts) == 1 and 1195 <= alerts[0]["job_iteration"] <= 1210
+    assert len(rec) == 1 and 1590 <= rec[0]["declared_job_iteration"] <= 1650
