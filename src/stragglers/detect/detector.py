@@ -28,7 +28,8 @@ class Alarm:
     numbers (:class:`~stragglers.detect.robust.RobustLevelDetector`) also set ``iteration``
     (the job iteration of ``index``); ``slow_fraction`` is the share of iterations that were
     slow (``flapping``); ``note`` says why an alarm came (``segment``: a restart ended the
-    episode; ``flapping``: flapping ended; ``steady``: flapping became a steady slow level).
+    episode; ``flapping``: flapping ended; ``steady``: flapping became a steady slow level;
+    ``periods``: said by the view on whole periods of a periodic series).
     """
 
     kind: str  # "onset" | "change" | "recovery" | "speedup" | "flapping" | "drift"

@@ -10,7 +10,7 @@ import math
 from bisect import bisect_left, insort
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 from stragglers.detect.detector import Alarm, median_sorted
 from stragglers.detect.warmup import DEFAULT_WARMUP_ITERS
@@ -30,6 +30,14 @@ MODE_MARGIN = 1.5  # a level at a mode's height must outlast its longest run thi
 MODE_TAIL = 0.001  # ... and than all but this share of geometric dwells of their mean
 MODE_BAND = 0.5  # a run within this many midpoints (half thresholds) of a level is at its height
 MODE_GAP = 2  # points back below the midpoint that end a run
+FOLD_POINTS = 32  # latest points behind the short level of a periodic series (lower quartile)
+FOLD_GAPS = 16  # gaps between long points behind its period
+FOLD_LOCK = 12  # a period: this many of those gaps equal (at least 2 points) ...
+FOLD_UNLOCK = 8  # ... and no more period when fewer than this are
+FOLD_HISTORY = 512  # latest points kept to fold the gaps that made a period
+FOLD_BLOCK = 8  # a folded value: the mean over whole periods of at least this many points
+FOLD_MIN_POINTS = 4  # a level of the folded view: at least this many blocks (clusters of
+#                      congested boundaries raise a few blocks in a row)
 
 Sink = Callable[[float, int], list[Alarm]]
 
@@ -181,6 +189,105 @@ class _Stretch:
         return p[2], p[3]
 
 
+class _PeriodFold:
+    """The view on whole periods (``docs/detection.md``): a series whose long iterations
+    come at a regular period (gradient accumulation: only the micro-batch that closes an
+    optimizer step runs the all-reduce and the optimizer step) is folded into the mean time
+    of whole periods, one value per block of periods, and those values are judged by a
+    detector of their own.  A slowdown of the long iterations only raises the mean while
+    every median of the points stays healthy.
+
+    A point is *long* when it lies ``cut`` (log) above the lower quartile of the latest
+    ``FOLD_POINTS`` points (the short level); the period is the gap between the starts of
+    runs of long points that ``FOLD_LOCK`` of the latest ``FOLD_GAPS`` gaps take (2 points
+    or more; a level shift, where the short level follows a few points late, is one long
+    run), and it holds until fewer than ``FOLD_UNLOCK`` do.  A
+    block begins after a long point and ends at the first long point once it holds
+    ``FOLD_BLOCK`` points or more (whole periods; at most one period more without one)."""
+
+    __slots__ = ("cut", "make", "win", "hist", "gaps", "counts", "last_long", "prev_long",
+                 "period", "size", "total", "n", "det")
+
+    def __init__(self, cut: float, make: Callable[[], RobustLevelDetector]) -> None:
+        self.cut, self.make = cut, make
+        self.win = _Window(FOLD_POINTS)
+        self.hist: deque[tuple[float, int, bool]] = deque(maxlen=FOLD_HISTORY)
+        self.gaps: deque[int] = deque(maxlen=FOLD_GAPS)
+        self.counts: dict[int, int] = {}
+        self.last_long, self.prev_long = -1, False
+        self.period = self.size = self.n = 0
+        self.total = 0.0
+        self.det: RobustLevelDetector | None = None
+
+    def feed(self, y: float, x: float, it: int, t: int) -> list[Alarm]:
+        """One point (``y`` its log, ``x`` seconds, iteration ``it``, position ``t``): the
+        folded detector's alarms, their positions the main series' (``t`` - iterations
+        back)."""
+        win = self.win
+        win.add(y)
+        if len(win.fifo) < FOLD_POINTS:
+            return []
+        long = y >= win.sorted[FOLD_POINTS // 4] + self.cut
+        self.hist.append((x, it, long))
+        alarms = self._add(x, it, long) if self.period else []
+        if long and not self.prev_long:  # a run of long points begins
+            if self.last_long >= 0:
+                gaps, counts = self.gaps, self.counts
+                if len(gaps) == FOLD_GAPS:
+                    counts[gaps[0]] -= 1
+                g = t - self.last_long
+                gaps.append(g)
+                counts[g] = counts.get(g, 0) + 1
+                k, c = max(counts.items(), key=lambda kv: kv[1])
+                if not self.period and len(gaps) == FOLD_GAPS and k >= 2 and c >= FOLD_LOCK:
+                    alarms = self._lock(k)
+                elif self.period and counts.get(self.period, 0) < FOLD_UNLOCK:
+                    return self._place(alarms, it, t) + self.stop(it, t)
+            self.last_long = t
+        self.prev_long = long
+        return self._place(alarms, it, t) if alarms else alarms
+
+    def _add(self, x: float, it: int, long: bool) -> list[Alarm]:
+        """A point into the open block; a block that ends goes to the folded detector."""
+        self.total += x
+        self.n += 1
+        if (self.n >= self.size and long) or self.n >= self.size + self.period:
+            assert self.det is not None
+            alarms = self.det.observe(self.total / self.n, it, self.n)
+            self.total, self.n = 0.0, 0
+            return alarms
+        return []
+
+    def _lock(self, k: int) -> list[Alarm]:
+        """A period of ``k`` points: the folded detector starts on the points of the gaps
+        that made it (from after the first long point of the first gap, so that the healthy
+        level of whole periods is known before the next point)."""
+        self.period, self.size = k, k * -(-FOLD_BLOCK // k)
+        self.det, self.total, self.n = self.make(), 0.0, 0
+        back = min(sum(self.gaps), len(self.hist) - 1)
+        alarms: list[Alarm] = []
+        for x, it, long in list(self.hist)[-back:]:
+            alarms += self._add(x, it, long)
+        return alarms
+
+    @staticmethod
+    def _place(alarms: list[Alarm], it: int, t: int) -> list[Alarm]:
+        """The folded detector's alarms at the main series' positions (one point an
+        iteration: ``t`` is iteration ``it``)."""
+        return [replace(a, index=t - (it - a.iteration if a.iteration is not None else 0),
+                        declared_at=t) for a in alarms]
+
+    def stop(self, it: int, t: int) -> list[Alarm]:
+        """No period any more (or a new segment): the folded detector ends."""
+        alarms = self.det.new_segment() if self.det is not None else []
+        self.period, self.det, self.total, self.n = 0, None, 0.0, 0
+        return self._place(alarms, it, t)
+
+    @property
+    def slow(self) -> bool:
+        return self.det is not None and (self.det.slow or self.det._flapping)
+
+
 class RobustLevelDetector:
     """Streaming detector of one rank (``docs/detection.md``)."""
 
@@ -194,7 +301,7 @@ class RobustLevelDetector:
                  rise_iters: int = 100, startup_iters: int = 300, lag_iters: int = 100,
                  reference_points: int = 32, flap_episodes: int = 3,
                  flap_window_iters: int = 1000, spike_run_chance: float = 1e-4,
-                 confidence: float = 2.5) -> None:
+                 confidence: float = 2.5, fold: bool = True) -> None:
         """Every parameter, its unit and meaning: ``docs/detection.md`` (Parameters)."""
         if not (0.0 < threshold < 10.0 and 0.5 <= persist_fraction <= 1.0
                 and 0.0 < spike_run_chance < 1.0 and confidence >= 0.0):
@@ -218,6 +325,17 @@ class RobustLevelDetector:
         self.flap_episodes, self.flap_window_iters = int(flap_episodes), int(flap_window_iters)
         self.spike_run_chance, self.confidence = float(spike_run_chance), float(confidence)
         self._t, self._span = -1, 1
+        kw = dict(threshold=threshold, stall_iters=stall_iters, stall_seconds=stall_seconds,
+                  min_points=min_points, persist_fraction=persist_fraction,
+                  ramp_iters=ramp_iters, rise_iters=rise_iters, startup_iters=startup_iters,
+                  lag_iters=lag_iters, reference_points=reference_points,
+                  flap_episodes=flap_episodes, flap_window_iters=flap_window_iters,
+                  spike_run_chance=spike_run_chance, confidence=confidence)
+        # the folded view: its own detector, a level there at least FOLD_MIN_POINTS blocks
+        fkw = {**kw, "min_points": max(self.min_points, FOLD_MIN_POINTS)}
+        self._fold = _PeriodFold(self.limit, lambda: RobustLevelDetector(
+            **fkw, fold=False)) if fold else None  # type: ignore[arg-type]
+        self._fold_slow = False  # the folded view holds a slow episode
         self._reset()
 
     @property
@@ -231,7 +349,34 @@ class RobustLevelDetector:
         alarms = [self._alarm("recovery", self._t, self._last_it, e, e, note="segment")
                   ] if self.slow or self._flapping else []
         self._reset()
-        return alarms
+        folded = self._fold.stop(self._last_it, self._t) if self._fold is not None else []
+        if self._fold is not None:
+            self._fold = _PeriodFold(self._fold.cut, self._fold.make)  # a new series
+        return self._merge(alarms, folded)
+
+    def _merge(self, alarms: list[Alarm], folded: list[Alarm]) -> list[Alarm]:
+        """One episode at a time from the two views: an onset (or recovery) of either is
+        said when the other is not slow; while the folded view is slow the main view's
+        onsets and recoveries are part of its episode, and the reverse."""
+        out = [a for a in alarms if not (self._fold_slow and a.kind in (
+            "onset", "flapping", "recovery"))]
+        for a in folded:
+            if a.kind in ("onset", "flapping"):
+                if not self._fold_slow and not (self.slow or self._flapping):
+                    out.append(replace(a, kind="onset", since=None, slow_fraction=None,
+                                       note="periods"))
+                self._fold_slow = True
+            elif a.kind == "recovery" and self._fold_slow:
+                self._fold_slow = False
+                if self._flapping:
+                    continue
+                if self.slow:  # the mean of whole periods is back: so is every iteration
+                    # (the main view's episode level may not be: in a series with long
+                    # iterations every few points, too few points return to the healthy
+                    # level for its own recovery)
+                    self._end_episode(a.iteration or 0)
+                out.append(replace(a, note=a.note or "periods"))
+        return out
 
     def _reset(self) -> None:
         self._ref = _Window(self.reference_points)  # healthy level (winsorised points)
@@ -279,6 +424,15 @@ class RobustLevelDetector:
         self._t += 1
         self._last_it, self._span = iteration, max(span, 1)
         y, secs = math.log(x), x * self._span
+        fold = self._fold
+        if fold is None:
+            return self._observe(y, iteration, secs)
+        folded = (fold.feed(y, x, iteration, self._t) if span == 1
+                  else fold.stop(iteration, self._t) if fold.period else [])
+        alarms = self._observe(y, iteration, secs)
+        return self._merge(alarms, folded) if folded or (alarms and self._fold_slow) else alarms
+
+    def _observe(self, y: float, iteration: int, secs: float) -> list[Alarm]:
         if self._first_it is None:
             self._first_it = iteration
         if len(self._ref.fifo) < self.min_reference:
@@ -743,6 +897,11 @@ class RobustLevelDetector:
             return []
         return [
             self._alarm("recovery", pos, first, math.exp(e), math.exp(_median(ys)))]
+
+    def _end_episode(self, end: int) -> None:
+        """The open episode ended at iteration ``end`` (said by the folded view)."""
+        self.slow, self._stretch = False, None
+        self._slow_spans[-1] = (self._slow_spans[-1][0], end)
 
     def _slow_fraction(self, now: int) -> float:
         slow = sum((now if end < 0 else end) - first for first, end in self._slow_spans)
