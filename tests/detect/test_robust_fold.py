@@ -71,14 +71,19 @@ def test_a_new_period_after_a_restart_is_no_onset(seed: int) -> None:
     assert _alerts(_run(it, np.concatenate([x1, x2]))) == []
 
 
+def _slower_compute(seed: int, k: int) -> tuple[list[dict], list[dict]]:
+    """Every micro-batch of a period-``k`` series +30 % at iterations 1,201-1,600: the
+    alerts and the recoveries."""
+    it, x, _ = _periodic(seed, 3000, k, 2.0)
+    x[1200:1600] *= 1.3
+    events = _run(it, x)
+    return _alerts(events), [e for e in events if e["event"] == "recovery"]
+
+
 def test_a_slower_compute_is_one_episode_with_one_recovery() -> None:
     # every micro-batch +30 % for 400 iterations (both views see it): one onset, one recovery
     # (as before the change: the folded view's episode is part of the main view's)
-    it, x, _ = _periodic(5, 3000, 8, 2.0)
-    x[1200:1600] *= 1.3
-    events = _run(it, x)
-    alerts = _alerts(events)
-    rec = [e for e in events if e["event"] == "recovery"]
+    alerts, rec = _slower_compute(5, 8)
     assert len(alerts) == 1 and 1195 <= alerts[0]["job_iteration"] <= 1210
     assert len(rec) == 1 and 1590 <= rec[0]["job_iteration"] <= 1620
 
@@ -108,10 +113,6 @@ def test_a_slower_compute_recovers_where_long_iterations_are_frequent(k: int,
     # return to the healthy level after a slowdown of every micro-batch: the main view never
     # said the recovery (before the change: none, to the series' end); the folded view's
     # recovery ends the episode, within 6 blocks of its end
-    it, x, _ = _periodic(seed, 3000, k, 2.0)
-    x[1200:1600] *= 1.3
-    events = _run(it, x)
-    alerts = _alerts(events)
-    rec = [e for e in events if e["event"] == "recovery"]
+    alerts, rec = _slower_compute(seed, k)
     assert len(alerts) == 1 and 1195 <= alerts[0]["job_iteration"] <= 1210
     assert len(rec) == 1 and 1590 <= rec[0]["declared_job_iteration"] <= 1650

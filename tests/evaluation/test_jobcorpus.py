@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -464,6 +465,25 @@ def test_ladder_labels() -> None:
     assert shapes == {"abrupt", "stepwise"}
 
 
+def _family_series(family: str) -> Iterator[JobSeries]:
+    """The series of ``family``'s scenarios ``slow`` (14) and ``healthy`` (10) of seeds 3
+    and 4, each one rank, positive exactly when ``slow``."""
+    for seed in (3, 4):
+        for scenario, count in (("slow", 14), ("healthy", 10)):
+            for i in range(count):
+                s = generate_series(seed, family, scenario, i)
+                assert s.positive == (scenario == "slow") and s.ranks == 1
+                yield s
+
+
+def _in_events(s: JobSeries) -> np.ndarray:
+    """Which records of ``s`` lie in one of its labelled events."""
+    inside = np.zeros(s.iter.size, dtype=bool)
+    for e in s.events:
+        inside |= (s.iter >= e.start_iter) & (s.iter < e.end_iter)
+    return inside
+
+
 def test_seqlen_labels() -> None:
     """Variable-length batches through the slowest rank: the healthy step time is wide and
     skewed (data-dependent), every labelled slowdown raises the mean step time over its span
@@ -473,52 +493,46 @@ def test_seqlen_labels() -> None:
     negatives carry no label and no sustained rise in their records."""
     kinds: set[str] = set()
     cvs: list[float] = []
-    for seed in (3, 4):
-        for scenario, count in (("slow", 14), ("healthy", 10)):
-            for i in range(count):
-                s = generate_series(seed, "seqlen", scenario, i)
-                assert s.positive == (scenario == "slow") and s.ranks == 1
-                factor = s.level / s.healthy
-                assert np.all(factor >= 1.0 - 1e-12)
-                d = _durations(s)
-                steady = s.healthy[s.iter > LEAD_ITERS]
-                mean = steady.mean()
-                inside_any = np.zeros(s.iter.size, dtype=bool)
-                for e in s.events:
-                    inside_any |= (s.iter >= e.start_iter) & (s.iter < e.end_iter)
-                h = s.healthy[(s.iter > LEAD_ITERS) & ~inside_any]
-                cvs.append(float(h.std() / h.mean()))
-                for e in s.events:
-                    kinds.add(e.kind)
-                    assert e.kind in ("worker", "comm") and not e.ranks
-                    assert e.start_iter >= LEAD_ITERS
-                    assert e.end_iter - e.start_iter >= max(MIN_EVENT_ITERS, SL_SLOW_ITERS[0])
-                    inside = (s.iter >= e.start_iter) & (s.iter < e.end_iter)
-                    s_e = e.loss / (1.0 - e.loss)
-                    assert SL_SLOWDOWN[0] - 1e-9 <= s_e <= SL_SLOWDOWN[1] + 1e-9
-                    # the label is the span's mean rise over the healthy mean
-                    assert np.isclose(s.level[inside].mean(), (1.0 + s_e) * mean, rtol=1e-6)
-                    # 40 healthy iterations after it
-                    after = (s.iter >= e.end_iter) & (s.iter < e.end_iter + 40)
-                    assert after.sum() == 40 and np.allclose(factor[after], 1.0)
-                    # on the records
-                    x = d[inside]
-                    x = x[np.isfinite(x)]
-                    out = d[(s.iter > LEAD_ITERS) & ~inside_any]
-                    assert x.mean() >= (1.0 + SLOWDOWN_EVENT) * np.nanmean(out), s.name
-                    around = (((s.iter >= e.start_iter - 100) & (s.iter < e.start_iter))
-                              | after)
-                    y = d[around]
-                    y = y[np.isfinite(y)]
-                    assert trim_mean(x, 0.05) >= (1.0 + SLOWDOWN_EVENT) * trim_mean(y, 0.05)
-                assert np.allclose(factor[~inside_any], 1.0), s.name
-                if scenario == "healthy":
-                    assert not s.events
-                    # no sustained rise: the mean of any 100 records after the warm-up stays
-                    # below 1.1 x the series' mean
-                    x = d[LEAD_ITERS + 1:]
-                    win = sliding_window_view(x, 100).mean(axis=1)
-                    assert np.all(win < (1.0 + SLOWDOWN_EVENT) * x.mean()), s.name
+    for s in _family_series("seqlen"):
+        factor = s.level / s.healthy
+        assert np.all(factor >= 1.0 - 1e-12)
+        d = _durations(s)
+        steady = s.healthy[s.iter > LEAD_ITERS]
+        mean = steady.mean()
+        inside_any = _in_events(s)
+        h = s.healthy[(s.iter > LEAD_ITERS) & ~inside_any]
+        cvs.append(float(h.std() / h.mean()))
+        for e in s.events:
+            kinds.add(e.kind)
+            assert e.kind in ("worker", "comm") and not e.ranks
+            assert e.start_iter >= LEAD_ITERS
+            assert e.end_iter - e.start_iter >= max(MIN_EVENT_ITERS, SL_SLOW_ITERS[0])
+            inside = (s.iter >= e.start_iter) & (s.iter < e.end_iter)
+            s_e = e.loss / (1.0 - e.loss)
+            assert SL_SLOWDOWN[0] - 1e-9 <= s_e <= SL_SLOWDOWN[1] + 1e-9
+            # the label is the span's mean rise over the healthy mean
+            assert np.isclose(s.level[inside].mean(), (1.0 + s_e) * mean, rtol=1e-6)
+            # 40 healthy iterations after it
+            after = (s.iter >= e.end_iter) & (s.iter < e.end_iter + 40)
+            assert after.sum() == 40 and np.allclose(factor[after], 1.0)
+            # on the records
+            x = d[inside]
+            x = x[np.isfinite(x)]
+            out = d[(s.iter > LEAD_ITERS) & ~inside_any]
+            assert x.mean() >= (1.0 + SLOWDOWN_EVENT) * np.nanmean(out), s.name
+            around = (((s.iter >= e.start_iter - 100) & (s.iter < e.start_iter))
+                      | after)
+            y = d[around]
+            y = y[np.isfinite(y)]
+            assert trim_mean(x, 0.05) >= (1.0 + SLOWDOWN_EVENT) * trim_mean(y, 0.05)
+        assert np.allclose(factor[~inside_any], 1.0), s.name
+        if not s.positive:
+            assert not s.events
+            # no sustained rise: the mean of any 100 records after the warm-up stays
+            # below 1.1 x the series' mean
+            x = d[LEAD_ITERS + 1:]
+            win = sliding_window_view(x, 100).mean(axis=1)
+            assert np.all(win < (1.0 + SLOWDOWN_EVENT) * x.mean()), s.name
     assert kinds == {"worker", "comm"}
     # the healthy step time is data-dependent: some series wide, none flat
     assert min(cvs) > 0.02 and max(cvs) > 0.12
@@ -559,69 +573,63 @@ def test_accum_labels() -> None:
     carry no label and no sustained rise in their records."""
     kinds: set[str] = set()
     assert all(48 % k == 0 for k in AC_STEPS)
-    for seed in (3, 4):
-        for scenario, count in (("slow", 14), ("healthy", 10)):
-            for i in range(count):
-                s = generate_series(seed, "accum", scenario, i)
-                assert s.positive == (scenario == "slow") and s.ranks == 1
-                factor = s.level / s.healthy
-                assert np.all(factor >= 1.0 - 1e-12)
-                d = _durations(s)
-                steady = s.iter > LEAD_ITERS
-                mean = s.healthy[steady].mean()
-                # periodic long iterations over the micro-batches' level: the boundaries
-                # (1/16 to 1/2 of the iterations), validation passes, epoch restarts
-                h = s.healthy[steady] / np.percentile(s.healthy[steady], 10)
-                assert 1 / 17 <= np.mean(h > 1.15) <= 0.6, s.name
-                inside_any = np.zeros(s.iter.size, dtype=bool)
-                for e in s.events:
-                    inside_any |= (s.iter >= e.start_iter) & (s.iter < e.end_iter)
-                ok = steady & ~inside_any
-                for e in s.events:
-                    kinds.add(e.kind)
-                    assert e.kind in ("comm", "offload", "compute") and not e.ranks
-                    assert e.start_iter > LEAD_ITERS
-                    length = e.end_iter - e.start_iter
-                    assert length >= max(MIN_EVENT_ITERS, AC_MIN_CYCLES * 2)
-                    inside = (s.iter >= e.start_iter) & (s.iter < e.end_iter)
-                    s_e = e.loss / (1.0 - e.loss)
-                    assert AC_SLOWDOWN[0] - 1e-9 <= s_e <= AC_SLOWDOWN[1] + 1e-9
-                    # the label is the span's mean rise over the healthy mean
-                    assert np.isclose(s.level[inside].mean(), (1.0 + s_e) * mean, rtol=1e-6)
-                    # ... and the slowdown makes at least half of it
-                    added = (s.level[inside] - s.healthy[inside]).sum()
-                    assert added >= 0.5 * s_e * mean * inside.sum()
-                    slowed = factor[inside] > 1.0 + 1e-9
-                    if e.kind == "comm":  # only boundaries: at most every other iteration,
-                        # and the long ones
-                        assert slowed.mean() <= 0.5 + 1e-9
-                        assert np.all(s.healthy[inside][slowed]
-                                      > np.median(s.healthy[inside]))
-                    elif e.kind == "offload":  # boundaries, and a little everywhere
-                        assert np.percentile(factor[inside], 40) <= 1.03 + 1e-9
-                    else:  # every micro-batch
-                        assert slowed.all()
-                    # at least max(40, 3k) healthy iterations after it
-                    after = (s.iter >= e.end_iter) & (s.iter < e.end_iter + 40)
-                    assert after.sum() == 40 and np.allclose(factor[after], 1.0)
-                    # on the records
-                    x = d[inside]
-                    x = x[np.isfinite(x)]
-                    assert x.mean() >= (1.0 + SLOWDOWN_EVENT) * np.nanmean(d[ok]), s.name
-                    typical = float(np.median(_around(d, ok, int(np.flatnonzero(inside)[0]),
-                                                      int(np.flatnonzero(inside)[-1]) + 1)))
-                    assert x.mean() >= (1.0 + SLOWDOWN_EVENT) * typical, s.name
-                    if e.kind == "comm" and slowed.mean() <= 1 / 3:  # the median stays
-                        assert np.median(x) < (1.0 + SLOWDOWN_EVENT) * np.nanmedian(d[ok])
-                assert np.allclose(factor[~inside_any], 1.0), s.name
-                if scenario == "healthy":
-                    assert not s.events
-                    # no sustained rise: the mean of any 96 records after the warm-up (whole
-                    # cycles), its largest left out, stays below 1.1 x the series' mean
-                    x = d[LEAD_ITERS + 1:]
-                    v = sliding_window_view(x, 96)
-                    top = (v.sum(axis=1) - v.max(axis=1)) / 95
-                    assert np.all(top < (1.0 + SLOWDOWN_EVENT) * x.mean()), s.name
+    for s in _family_series("accum"):
+        factor = s.level / s.healthy
+        assert np.all(factor >= 1.0 - 1e-12)
+        d = _durations(s)
+        steady = s.iter > LEAD_ITERS
+        mean = s.healthy[steady].mean()
+        # periodic long iterations over the micro-batches' level: the boundaries
+        # (1/16 to 1/2 of the iterations), validation passes, epoch restarts
+        h = s.healthy[steady] / np.percentile(s.healthy[steady], 10)
+        assert 1 / 17 <= np.mean(h > 1.15) <= 0.6, s.name
+        inside_any = _in_events(s)
+        ok = steady & ~inside_any
+        for e in s.events:
+            kinds.add(e.kind)
+            assert e.kind in ("comm", "offload", "compute") and not e.ranks
+            assert e.start_iter > LEAD_ITERS
+            length = e.end_iter - e.start_iter
+            assert length >= max(MIN_EVENT_ITERS, AC_MIN_CYCLES * 2)
+            inside = (s.iter >= e.start_iter) & (s.iter < e.end_iter)
+            s_e = e.loss / (1.0 - e.loss)
+            assert AC_SLOWDOWN[0] - 1e-9 <= s_e <= AC_SLOWDOWN[1] + 1e-9
+            # the label is the span's mean rise over the healthy mean
+            assert np.isclose(s.level[inside].mean(), (1.0 + s_e) * mean, rtol=1e-6)
+            # ... and the slowdown makes at least half of it
+            added = (s.level[inside] - s.healthy[inside]).sum()
+            assert added >= 0.5 * s_e * mean * inside.sum()
+            slowed = factor[inside] > 1.0 + 1e-9
+            if e.kind == "comm":  # only boundaries: at most every other iteration,
+                # and the long ones
+                assert slowed.mean() <= 0.5 + 1e-9
+                assert np.all(s.healthy[inside][slowed]
+                              > np.median(s.healthy[inside]))
+            elif e.kind == "offload":  # boundaries, and a little everywhere
+                assert np.percentile(factor[inside], 40) <= 1.03 + 1e-9
+            else:  # every micro-batch
+                assert slowed.all()
+            # at least max(40, 3k) healthy iterations after it
+            after = (s.iter >= e.end_iter) & (s.iter < e.end_iter + 40)
+            assert after.sum() == 40 and np.allclose(factor[after], 1.0)
+            # on the records
+            x = d[inside]
+            x = x[np.isfinite(x)]
+            assert x.mean() >= (1.0 + SLOWDOWN_EVENT) * np.nanmean(d[ok]), s.name
+            typical = float(np.median(_around(d, ok, int(np.flatnonzero(inside)[0]),
+                                              int(np.flatnonzero(inside)[-1]) + 1)))
+            assert x.mean() >= (1.0 + SLOWDOWN_EVENT) * typical, s.name
+            if e.kind == "comm" and slowed.mean() <= 1 / 3:  # the median stays
+                assert np.median(x) < (1.0 + SLOWDOWN_EVENT) * np.nanmedian(d[ok])
+        assert np.allclose(factor[~inside_any], 1.0), s.name
+        if not s.positive:
+            assert not s.events
+            # no sustained rise: the mean of any 96 records after the warm-up (whole
+            # cycles), its largest left out, stays below 1.1 x the series' mean
+            x = d[LEAD_ITERS + 1:]
+            v = sliding_window_view(x, 96)
+            top = (v.sum(axis=1) - v.max(axis=1)) / 95
+            assert np.all(top < (1.0 + SLOWDOWN_EVENT) * x.mean()), s.name
     assert kinds == {"comm", "offload", "compute"}
     assert AC_SLOW_ITERS[0] >= MIN_EVENT_ITERS
 
@@ -635,55 +643,49 @@ def test_memory_labels() -> None:
     second half slower than its first) and drop back at its end; nothing else is slow, and
     negatives carry no label and no sustained rise in their records."""
     kinds: set[str] = set()
-    for seed in (3, 4):
-        for scenario, count in (("slow", 14), ("healthy", 10)):
-            for i in range(count):
-                s = generate_series(seed, "memory", scenario, i)
-                assert s.positive == (scenario == "slow") and s.ranks == 1
-                factor = s.level / s.healthy
-                d = _durations(s)
-                steady = s.iter > LEAD_ITERS
-                mean = s.healthy[steady].mean()
-                inside_any = np.zeros(s.iter.size, dtype=bool)
-                for e in s.events:
-                    inside_any |= (s.iter >= e.start_iter) & (s.iter < e.end_iter)
-                ok = steady & ~inside_any
-                for e in s.events:
-                    kinds.add(e.kind)
-                    assert e.kind in ("frag", "leak") and not e.ranks
-                    assert e.start_iter > LEAD_ITERS
-                    length = e.end_iter - e.start_iter
-                    assert length >= max(MIN_EVENT_ITERS, MP_SLOW_ITERS[0])
-                    inside = (s.iter >= e.start_iter) & (s.iter < e.end_iter)
-                    s_e = e.loss / (1.0 - e.loss)
-                    assert MP_SLOWDOWN[0] - 1e-9 <= s_e <= MP_SLOWDOWN[1] + 1e-9
-                    # the label is the span's mean rise over the healthy mean
-                    assert np.isclose(s.level[inside].mean(), (1.0 + s_e) * mean, rtol=1e-6)
-                    lv = s.level[inside] / s.healthy[inside]
-                    if e.kind == "leak":  # a creep: the second half slower than the first
-                        half = lv.size // 2
-                        assert lv[half:].mean() > lv[:half].mean() + 0.5 * s_e
-                    # 40 healthy iterations after it
-                    after = (s.iter >= e.end_iter) & (s.iter < e.end_iter + 40)
-                    assert after.sum() == 40 and np.allclose(factor[after], 1.0)
-                    # on the records
-                    x = d[inside]
-                    x = x[np.isfinite(x)]
-                    assert x.mean() >= (1.0 + SLOWDOWN_EVENT) * np.nanmean(d[ok]), s.name
-                    a, b = int(np.flatnonzero(inside)[0]), int(np.flatnonzero(inside)[-1]) + 1
-                    for lo, hi in ((max(0, a - 200), a), (b, b + 200)):
-                        y = d[lo:hi][ok[lo:hi]]
-                        y = y[np.isfinite(y)]
-                        if y.size >= 100:
-                            assert x.mean() >= (1.0 + SLOWDOWN_EVENT) * y.mean(), s.name
-                assert np.allclose(factor[~inside_any], 1.0), s.name
-                if scenario == "healthy":
-                    assert not s.events
-                    assert np.allclose(factor, 1.0)
-                    # no sustained rise: the mean of any 200 records after the warm-up, its
-                    # largest left out, stays below 1.1 x the series' mean
-                    x = d[LEAD_ITERS + 1:]
-                    v = sliding_window_view(x, 200)
-                    top = (v.sum(axis=1) - v.max(axis=1)) / 199
-                    assert np.all(top < (1.0 + SLOWDOWN_EVENT) * x.mean()), s.name
+    for s in _family_series("memory"):
+        factor = s.level / s.healthy
+        d = _durations(s)
+        steady = s.iter > LEAD_ITERS
+        mean = s.healthy[steady].mean()
+        inside_any = _in_events(s)
+        ok = steady & ~inside_any
+        for e in s.events:
+            kinds.add(e.kind)
+            assert e.kind in ("frag", "leak") and not e.ranks
+            assert e.start_iter > LEAD_ITERS
+            length = e.end_iter - e.start_iter
+            assert length >= max(MIN_EVENT_ITERS, MP_SLOW_ITERS[0])
+            inside = (s.iter >= e.start_iter) & (s.iter < e.end_iter)
+            s_e = e.loss / (1.0 - e.loss)
+            assert MP_SLOWDOWN[0] - 1e-9 <= s_e <= MP_SLOWDOWN[1] + 1e-9
+            # the label is the span's mean rise over the healthy mean
+            assert np.isclose(s.level[inside].mean(), (1.0 + s_e) * mean, rtol=1e-6)
+            lv = s.level[inside] / s.healthy[inside]
+            if e.kind == "leak":  # a creep: the second half slower than the first
+                half = lv.size // 2
+                assert lv[half:].mean() > lv[:half].mean() + 0.5 * s_e
+            # 40 healthy iterations after it
+            after = (s.iter >= e.end_iter) & (s.iter < e.end_iter + 40)
+            assert after.sum() == 40 and np.allclose(factor[after], 1.0)
+            # on the records
+            x = d[inside]
+            x = x[np.isfinite(x)]
+            assert x.mean() >= (1.0 + SLOWDOWN_EVENT) * np.nanmean(d[ok]), s.name
+            a, b = int(np.flatnonzero(inside)[0]), int(np.flatnonzero(inside)[-1]) + 1
+            for lo, hi in ((max(0, a - 200), a), (b, b + 200)):
+                y = d[lo:hi][ok[lo:hi]]
+                y = y[np.isfinite(y)]
+                if y.size >= 100:
+                    assert x.mean() >= (1.0 + SLOWDOWN_EVENT) * y.mean(), s.name
+        assert np.allclose(factor[~inside_any], 1.0), s.name
+        if not s.positive:
+            assert not s.events
+            assert np.allclose(factor, 1.0)
+            # no sustained rise: the mean of any 200 records after the warm-up, its
+            # largest left out, stays below 1.1 x the series' mean
+            x = d[LEAD_ITERS + 1:]
+            v = sliding_window_view(x, 200)
+            top = (v.sum(axis=1) - v.max(axis=1)) / 199
+            assert np.all(top < (1.0 + SLOWDOWN_EVENT) * x.mean()), s.name
     assert kinds == {"frag", "leak"}

@@ -95,9 +95,10 @@ def test_a_killed_rank_under_torchrun_takes_its_node_out(tmp_path: Path) -> None
     round runs without b, from the checkpoint of step 1 (restart at step 2).
 
     Both nodes must be in the first round: node b's agent starts first (it waits for a's
-    store) and the rendezvous waits 5 s after its first node for more (with 1 s, on a loaded
-    machine node a once ran the first round alone past a checkpoint of step 3; b joined a
-    later round, which resumed past the kill step: no kill, nobody left)."""
+    store) and the rendezvous waits 5 s after its first node for more. (With 1 s a loaded run
+    ended with b's guard exiting 0 and node a's agent stopping its worker for a new round:
+    node a had run the first round alone and b joined a later one, which resumed past the
+    kill step; started 3 s after a, b finds a round it cannot join at all.)"""
     port = _free_port()
     run, ck = tmp_path / "run", tmp_path / "ck"
     conf = "last_call_timeout=5,keep_alive_interval=1,keep_alive_max_attempt=2"

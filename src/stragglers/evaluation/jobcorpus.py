@@ -946,6 +946,20 @@ def _slowdown_label(tl: _Timeline, a: int, b: int, s: float, kind: str) -> None:
     _label(tl, a, b, s / (1.0 + s), kind=kind if s >= SLOWDOWN_EVENT else "minor", apply=False)
 
 
+def _quiet_timeline(healthy: np.ndarray, factor: np.ndarray,
+                    events: list[tuple[int, int, float, str]]) -> _Timeline:
+    """The timeline of a generator with noise of its own (the corpus' noise turned off:
+    ``noise_scale`` ~ 0): one iteration per point, ``factor`` the slowdown of each, and each
+    event ``(a, b, rise, kind)`` labelled by its span's rise (:func:`_slowdown_label`)."""
+    n = healthy.size
+    tl = _Timeline(iters=np.arange(1, n + 1, dtype=np.int64), healthy=healthy,
+                   factor=factor[None, :], pause=np.zeros(n), protect=np.zeros(n, dtype=bool),
+                   events=[], noise_scale=np.full(n, 1e-6))
+    for a, b, s, kind in events:
+        _slowdown_label(tl, a, b, s, kind)
+    return tl
+
+
 def _slots(rng: np.random.Generator, lo: int, hi: int, k: int, length: int
            ) -> list[int]:
     """``k`` starts in ``[lo, hi - length)``, one in each of ``k`` equal parts (so that the
@@ -1342,12 +1356,7 @@ def _bimodal_replay(rng: np.random.Generator, scenario: str) -> _Timeline:
             shape, xs = _shape(rng, dur, BM_RAMP_RISE, BM_HUMP_RISE, BM_HUMP_DECAY)
             factor[a:a + dur] = 1.0 + s * xs
             events.append((a, a + dur, s, "shift" if shape == "step" else shape))
-    tl = _Timeline(iters=np.arange(1, n + 1, dtype=np.int64), healthy=healthy,
-                   factor=factor[None, :], pause=np.zeros(n), protect=np.zeros(n, dtype=bool),
-                   events=[], noise_scale=np.full(n, 1e-6))
-    for a, b, s, kind in events:
-        _slowdown_label(tl, a, b, s, kind)
-    return tl
+    return _quiet_timeline(healthy, factor, events)
 
 
 def _ladder_rise(rng: np.random.Generator, rungs: tuple[int, int], total: tuple[float, float],
@@ -1532,13 +1541,8 @@ def _seqlen(rng: np.random.Generator, scenario: str) -> _Timeline:
                 it[seg] += comm[seg] * warm[seg] * max(extra, 0.0)
                 kind = "comm"
             events.append((a, a + dur, float(it[seg].mean() / mean - 1.0), kind))
-    tl = _Timeline(iters=np.arange(1, n + 1, dtype=np.int64),
-                   healthy=_loguniform(rng, *BASE_S) * healthy_it,
-                   factor=(it / healthy_it)[None, :], pause=np.zeros(n),
-                   protect=np.zeros(n, dtype=bool), events=[], noise_scale=np.full(n, 1e-6))
-    for a, b, s, kind in events:  # labelled by the span's mean rise over the healthy mean
-        _slowdown_label(tl, a, b, s, kind)
-    return tl
+    # labelled by the span's mean rise over the healthy mean
+    return _quiet_timeline(_loguniform(rng, *BASE_S) * healthy_it, it / healthy_it, events)
 
 
 def _accum(rng: np.random.Generator, scenario: str) -> _Timeline:
@@ -1665,13 +1669,8 @@ def _accum(rng: np.random.Generator, scenario: str) -> _Timeline:
                 extra = comp[seg] * (need / float(comp[seg].sum()))
             it[seg] += extra
             events.append((a, b, float(it[seg].mean() / mean - 1.0), kind))
-    base = _loguniform(rng, *BASE_S)
-    tl = _Timeline(iters=np.arange(1, n + 1, dtype=np.int64), healthy=base * healthy_it,
-                   factor=(it / healthy_it)[None, :], pause=np.zeros(n),
-                   protect=np.zeros(n, dtype=bool), events=[], noise_scale=np.full(n, 1e-6))
-    for a, b, s, kind in events:  # labelled by the span's mean rise over the healthy mean
-        _slowdown_label(tl, a, b, s, kind)
-    return tl
+    # labelled by the span's mean rise over the healthy mean
+    return _quiet_timeline(_loguniform(rng, *BASE_S) * healthy_it, it / healthy_it, events)
 
 
 def _memory(rng: np.random.Generator, scenario: str) -> _Timeline:
@@ -1766,13 +1765,8 @@ def _memory(rng: np.random.Generator, scenario: str) -> _Timeline:
                     continue
                 it[seg] = healthy_it[seg] + g * per
             events.append((a, b, float(it[seg].mean() / mean - 1.0), kind))
-    base = _loguniform(rng, *BASE_S)
-    tl = _Timeline(iters=np.arange(1, n + 1, dtype=np.int64), healthy=base * healthy_it,
-                   factor=(it / healthy_it)[None, :], pause=np.zeros(n),
-                   protect=np.zeros(n, dtype=bool), events=[], noise_scale=np.full(n, 1e-6))
-    for a, b, s, kind in events:  # labelled by the span's mean rise over the healthy mean
-        _slowdown_label(tl, a, b, s, kind)
-    return tl
+    # labelled by the span's mean rise over the healthy mean
+    return _quiet_timeline(_loguniform(rng, *BASE_S) * healthy_it, it / healthy_it, events)
 
 
 _BUILDERS: dict[str, Callable[[np.random.Generator, str], _Timeline]] = {
