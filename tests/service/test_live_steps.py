@@ -163,6 +163,19 @@ def _busy_ms(run: Path) -> str:
     return "\n".join(out)
 
 
+def _rise_at_the_slowdown(server: Server) -> bool:
+    """Whether the job's events have a rise of rank 1 placed at ``DDP_SLOW_FROM`` (-5..+2)
+    and declared within 20 steps of it."""
+    doc = server.get("/api/v1/jobs/ddp-live/events")
+    if doc.status_code != 200:
+        return False
+    return any(e["event"] in ("onset", "change") and e["rank"] == 1
+               and e["level_s"] > e["previous_s"]
+               and -5 <= e["job_iteration"] - DDP_SLOW_FROM <= 2
+               and e["declared_job_iteration"] - DDP_SLOW_FROM <= 20
+               for e in doc.json()["events"])
+
+
 def test_a_ddp_job_pushed_live_names_its_slow_rank(live_server: Server, page: Any,
                                                    tmp_path: Path) -> None:
     """The plain DDP snippet (2 processes, gloo) with rank 1 slowed from step 80 on, its
@@ -174,9 +187,10 @@ def test_a_ddp_job_pushed_live_names_its_slow_rank(live_server: Server, page: An
 
     The server's detector has the default threshold (10 %): on a loaded 2-core machine it
     also names the relative stragglers the machine makes (the watch guide's runs: false
-    onsets in 3 of 5 healthy DDP runs of 120 steps), so another rank named too, or a rise of
-    rank 1 a few steps before the slowdown, is not a failure here; the hand-built records
-    above check the exact culprit."""
+    onsets in 3 of 5 healthy DDP runs of 120 steps), so another rank named too, or rank 1
+    named before its slowdown, is not a failure here: the test waits for the rise placed at
+    step 80 and checks the API, page and metrics then; the hand-built records above check
+    the exact culprit."""
     pytest.importorskip("torch")
     from tests.probe.integration import REPO, tool
 
@@ -199,9 +213,12 @@ def test_a_ddp_job_pushed_live_names_its_slow_rank(live_server: Server, page: An
     try:
         end = time.monotonic() + 600
         while time.monotonic() < end and job.poll() is None:
+            # wait for the rise at the slowdown, not the first naming of rank 1: the loaded
+            # machine's own stragglers may name it before (a false onset at step 18 of a
+            # CI run ended the job before its slowdown began)
             doc = server.get("/api/v1/jobs/ddp-live")
-            if doc.status_code == 200 and 1 in ((doc.json()["detection"] or {})
-                                                .get("slow_ranks") or ()):
+            if (doc.status_code == 200 and _rise_at_the_slowdown(server)
+                    and 1 in ((doc.json()["detection"] or {}).get("slow_ranks") or ())):
                 seen = {"job": doc.json(), "metrics": _slow_rank_metrics(server, "ddp-live"),
                         "page": _culprit_on_the_jobs_page(page, server, "ddp-live")}
                 break
@@ -211,7 +228,7 @@ def test_a_ddp_job_pushed_live_names_its_slow_rank(live_server: Server, page: An
         job.terminate()  # torchrun stops its workers
         out, _ = job.communicate(timeout=120)
     assert seen and running, (
-        f"the detector named no rank while the job ran: "
+        f"no rise of rank 1 at step {DDP_SLOW_FROM} while the job ran: "
         f"{server.get('/api/v1/jobs/ddp-live').text}\n"
         f"{server.get('/api/v1/jobs/ddp-live/events').text}\n{_busy_ms(tmp_path / 'run')}\n"
         f"{out[-2000:]}")
@@ -220,9 +237,3 @@ def test_a_ddp_job_pushed_live_names_its_slow_rank(live_server: Server, page: An
     assert seen["metrics"].get("1") == 1.0, seen
     shown = re.fullmatch(r"rank ([\d, ]+) \(detector\)", seen["page"])
     assert shown and "1" in shown.group(1).split(", "), seen
-    events = server.get("/api/v1/jobs/ddp-live/events").json()["events"]
-    rises = [(e["event"], e["job_iteration"], e["declared_job_iteration"]) for e in events
-             if e["event"] in ("onset", "change") and e["rank"] == 1
-             and e["level_s"] > e["previous_s"]]
-    assert any(-5 <= it - DDP_SLOW_FROM <= 2 and declared - DDP_SLOW_FROM <= 20
-               for _, it, declared in rises), events
