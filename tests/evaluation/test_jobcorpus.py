@@ -15,6 +15,8 @@ from stragglers.evaluation.jobcorpus import (
     AC_SLOW_ITERS,
     AC_SLOWDOWN,
     AC_STEPS,
+    DL_SLOW_ITERS,
+    DL_SLOWDOWN,
     EVENT_LOSS,
     FAMILIES,
     HELD_OUT,
@@ -94,7 +96,7 @@ def test_labels_are_true_by_construction(corpus) -> None:
     checked = 0
     for s in corpus:
         if s.family in ("contention", "megatron", "bimodal_replay", "ladder",
-                        "seqlen", "accum", "memory"):  # own rules
+                        "seqlen", "accum", "memory", "prefetch"):  # own rules
             continue
         factor = s.level / s.healthy
         for e in s.events:
@@ -341,7 +343,8 @@ def test_bimodal_replay_labels() -> None:
 #: Fingerprints of series 0 and of the last series of every scenario of seed 0, per family,
 #: computed with the corpus of main before ``ladder`` was appended (commit a9d633b; ``ladder``'s
 #: own before ``seqlen`` was, commit f0ac124; ``seqlen``'s before ``accum`` was, commit
-#: 8fc6638; ``accum``'s before ``memory`` was, commit 54f4b8d): a family appended at the
+#: 8fc6638; ``accum``'s before ``memory`` was, commit 54f4b8d; ``memory``'s before
+#: ``prefetch`` was, commit 11edf64): a family appended at the
 #: end of FAMILIES / SCENARIOS must leave every other family's bytes alone.
 FINGERPRINTS = {
     "restart": "73ad9d2339f0bd2b",
@@ -365,6 +368,7 @@ FINGERPRINTS = {
     "ladder": "6f9ef8805904670a",
     "seqlen": "894dc2c423f57db2",
     "accum": "6e272925722771df",
+    "memory": "bade849fba185adf",
 }
 
 
@@ -385,8 +389,8 @@ def _fingerprint(family: str) -> str:
 
 
 def test_existing_families_are_unchanged() -> None:
-    assert set(FINGERPRINTS) == set(FAMILIES) - {"memory"}
-    assert FAMILIES[-4:] == ("ladder", "seqlen", "accum", "memory")
+    assert set(FINGERPRINTS) == set(FAMILIES) - {"prefetch"}
+    assert FAMILIES[-5:] == ("ladder", "seqlen", "accum", "memory", "prefetch")
     assert {f: _fingerprint(f) for f in FINGERPRINTS} == FINGERPRINTS
 
 
@@ -398,7 +402,8 @@ def _durations(s: JobSeries) -> np.ndarray:
 
 
 @pytest.mark.parametrize(("family", "slow"), [("ladder", "congested"), ("seqlen", "slow"),
-                                              ("accum", "slow"), ("memory", "slow")])
+                                              ("accum", "slow"), ("memory", "slow"),
+                                              ("prefetch", "slow")])
 def test_family_is_deterministic_per_seed(family: str, slow: str) -> None:
     a = generate_series(11, family, slow, 2)
     assert _same(a, generate_series(11, family, slow, 2))
@@ -408,8 +413,8 @@ def test_family_is_deterministic_per_seed(family: str, slow: str) -> None:
     assert _same(h, generate_series(11, family, "healthy", 0))
 
 
-def test_memory_is_the_held_out_family() -> None:
-    assert HELD_OUT == ("memory",)
+def test_prefetch_is_the_held_out_family() -> None:
+    assert HELD_OUT == ("prefetch",)
 
 
 def test_ladder_labels() -> None:
@@ -689,3 +694,63 @@ def test_memory_labels() -> None:
             top = (v.sum(axis=1) - v.max(axis=1)) / 199
             assert np.all(top < (1.0 + SLOWDOWN_EVENT) * x.mean()), s.name
     assert kinds == {"frag", "leak"}
+
+
+def test_prefetch_labels() -> None:
+    """Input-pipeline stalls behind a prefetch queue: every labelled slowdown raises the mean
+    step time over its span to its label (+12-45 % over the healthy mean after the warm-up)
+    and the records show it (their mean over the span is at least 1.1 x their mean outside
+    every event, and 1.1 x the mean of the 200 healthy records before it or after it, their
+    largest 4 left out); in a ``storage`` slowdown a quarter of the steps or more are slower
+    (they wait for the loader), in a ``storm``
+    the median step stays healthy while the mean rises (dense stalls); nothing else is slow
+    (the queue hides the rest), and negatives carry no label and no sustained rise."""
+    kinds: set[str] = set()
+    for s in _family_series("prefetch"):
+        factor = s.level / s.healthy
+        assert np.all(factor >= 1.0 - 1e-12)
+        d = _durations(s)
+        steady = s.iter > LEAD_ITERS
+        mean = s.healthy[steady].mean()
+        inside_any = _in_events(s)
+        ok = steady & ~inside_any
+        for e in s.events:
+            kinds.add(e.kind)
+            assert e.kind in ("storage", "storm") and not e.ranks
+            assert e.start_iter > LEAD_ITERS
+            assert e.end_iter - e.start_iter >= max(MIN_EVENT_ITERS, DL_SLOW_ITERS[0])
+            inside = (s.iter >= e.start_iter) & (s.iter < e.end_iter)
+            s_e = e.loss / (1.0 - e.loss)
+            assert DL_SLOWDOWN[0] - 1e-9 <= s_e
+            # the label is the span's mean rise over the healthy mean
+            assert np.isclose(s.level[inside].mean(), (1.0 + s_e) * mean, rtol=1e-6)
+            # the span starts and ends with a step slower than the healthy one
+            lv = factor[inside]
+            assert lv[0] > 1.0 + 1e-9 and lv[-1] > 1.0 + 1e-9
+            if e.kind == "storage":  # many steps wait for the loader
+                assert np.mean(lv > 1.0 + 1e-9) >= 0.25, s.name
+            else:  # dense stalls: the median step stays healthy
+                assert np.median(lv) < 1.0 + 1e-6, s.name
+            # 40 healthy iterations after it
+            after = (s.iter >= e.end_iter) & (s.iter < e.end_iter + 40)
+            assert after.sum() == 40 and np.allclose(factor[after], 1.0)
+            # on the records
+            x = d[inside]
+            x = x[np.isfinite(x)]
+            assert x.mean() >= (1.0 + SLOWDOWN_EVENT) * np.nanmean(d[ok]), s.name
+            a, b = int(np.flatnonzero(inside)[0]), int(np.flatnonzero(inside)[-1]) + 1
+            for lo, hi in ((max(0, a - 200), a), (b, b + 200)):
+                y = d[lo:hi][ok[lo:hi]]
+                y = y[np.isfinite(y)]
+                if y.size >= 100:  # its largest 4 (hiccups, a restart) left out
+                    y = np.sort(y)[:-4]
+                    assert x.mean() >= (1.0 + SLOWDOWN_EVENT) * y.mean(), s.name
+        assert np.allclose(factor[~inside_any], 1.0), s.name
+        if not s.positive:
+            assert not s.events
+            # no sustained rise: the mean of any 200 records after the warm-up, its
+            # largest 4 (hiccups, a restart) left out, stays below 1.1 x the series' mean
+            x = d[LEAD_ITERS + 1:]
+            v = np.sort(sliding_window_view(x, 200), axis=1)[:, :-4]
+            assert np.all(v.mean(axis=1) < (1.0 + SLOWDOWN_EVENT) * x.mean()), s.name
+    assert kinds == {"storage", "storm"}

@@ -283,6 +283,43 @@ changes, by someone who never ran the detector on it):
                  over the span by its mean rise (kinds ``frag`` / ``leak``).  Negatives: the
                  healthy series alone.
 
+The held-out family of the ninth round (written and committed before that round's detector
+changes, by someone who never ran the detector on it):
+
+``prefetch``     input-pipeline stalls behind a prefetch queue (the what-if study of
+                 stragglers, section 6: "data is stored on a remote storage cluster using a
+                 separate, slower network, data loading is susceptible to network slowdown and
+                 time-out"; MegaScale, section 3: data loaders compete for disk read bandwidth;
+                 C4, section 2: stalls "due to delays in ... data loading tasks").  Healthy:
+                 compute with a slowly wandering rate (AR(1) in log space, sd 0.3-1.5 %),
+                 jitter 0.3-2 % and a warm-up; a loader (the worker pool) that produces a batch
+                 every ``rho`` = 0.55-0.85 mean compute times (:data:`DL_RHO`; log-normal, spread
+                 5-30 %) into a queue of 2-16 batches (:data:`DL_DEPTH`); each step takes one
+                 and waits for it when the queue is empty (a fluid queue, ``q = clip(q + c / p -
+                 1, 0, depth)``, computed as a scan of clip maps).  Storage hiccups (a slow open
+                 or read: 1-3 batches 3-20x slower, chance 1/1000-1/150 per batch) drain the
+                 queue now and then: a few single long steps.  Epochs of 300-3000 steps restart
+                 non-persistent workers (half the series): the queue empty, a wait of 1-10 mean
+                 steps.  Hidden storage slowdowns (every read slower for 100-1000 steps, the
+                 loader's utilisation at most 0.9): the queue hides them, never an event.
+                 Positives: 1-3 slowdowns (one in each of as many equal parts after iteration
+                 300, at least 40 healthy iterations after each), each raising the mean step
+                 time over its visible span by +12-45 % (:data:`DL_SLOWDOWN`) over the series'
+                 healthy mean: a slower storage (``storage``, 60 %: every read slower, the
+                 loader's utilisation above 1, so the queue drains first, up to depth x (1 + s)
+                 / s steps in which nothing shows, then the steps wait for the loader, wider
+                 by the read times' spread) or a storm of hiccups (``storm``: the filesystem's
+                 metadata server overloaded, hiccups of 2-8x start with a chance up to 0.5 per
+                 batch: dense stalls, most steps and the median healthy).  The size is solved
+                 by bisection for the rise; the span lasts 60-800 steps and at least 25 x (cv /
+                 rise)^2 (the healthy cv; storms 4x that), and at least 25 x (noise / rise)^2
+                 steps in the labelled span (its step-to-step noise, winsorised at its 98th
+                 percentile), drawn again (at most 8 times) until it is.  Labelled over the
+                 visible span (from the first step that waits longer than in the healthy series
+                 to the last, the queue refilled), by its mean rise (kinds ``storage`` /
+                 ``storm``).  Negatives: the healthy series alone (hiccups, restarts, hidden
+                 slowdowns).
+
 :data:`HELD_OUT` names the families that were never looked at while the detector was changed
 for issue 29 (decided before the changes): they are only evaluated.
 """
@@ -569,20 +606,50 @@ MP_THRASH = (2.0, 8.0)  # thrash: the teeth this many times shorter (at least MP
 MP_MIN_TOOTH = 5
 MP_MIN_TEETH = 3  # ... and at least this many teeth in the span
 MP_LEAK_STEP = (0.1, 1.0)  # leak: every iteration this much slower per unit of heap growth
+# prefetch (module docstring): input-pipeline stalls behind a prefetch queue
+DL_WANDER_SD = (0.003, 0.015)  # compute: AR(1) in log space, stationary sd ...
+DL_WANDER_PHI = (0.95, 0.995)  # ... and lag-1 correlation
+DL_JITTER = (0.003, 0.02)  # ... plus per-step jitter (log space)
+DL_WARM_AMPLITUDE = (0.05, 0.4)
+DL_WARM_TAU = (3.0, 30.0)
+DL_FIRST = (2.0, 10.0)
+DL_RHO = (0.55, 0.85)  # the loader's utilisation: mean production time over mean compute
+DL_READ_SIGMA = (0.05, 0.3)  # production time per batch: log-normal spread (mean kept)
+DL_DEPTH = (2, 4, 8, 16)  # prefetch queue depth in batches (prefetch_factor x workers)
+DL_HICCUP_RATE = (1 / 1000, 1 / 150)  # a storage hiccup starts with this chance per batch ...
+DL_HICCUP_X = (3.0, 20.0)  # ... the batches' production this many times slower ...
+DL_HICCUP_LEN = (1, 3)  # ... for this many batches
+DL_EPOCH = (300, 3000)  # steps per epoch (log-uniform) ...
+DL_PERSISTENT_P = 0.5  # ... the workers persist with this chance, else restart at each epoch
+DL_STARTUP = (1.0, 10.0)  # ... a restart (and the job's start) waits this many mean steps
+DL_HIDDEN_P = 0.5  # a hidden storage slowdown (never an event) in a part with this chance ...
+DL_HIDDEN_ITERS = (100, 1000)  # ... this long (log-uniform) ...
+DL_HIDDEN_MAX = 0.9  # ... the loader's utilisation at most this: the queue hides it
+DL_SLOWDOWN = (0.12, 0.45)  # mean rise of a slowdown's visible span over the healthy mean
+DL_SLOW_ITERS = (60, 800)  # the storage slow this long (log-uniform) ...
+DL_DECIDABLE = 25.0  # ... at least this x (cv / rise)^2 (the healthy cv, and the span's own)
+DL_TAIL = 60  # the queue refills within this many steps after a slowdown (else none)
+DL_TRIES = 8  # a planned slowdown is drawn again until decidable, at most this many times
+DL_MORE_P = 0.7  # a positive: a slowdown in its first part, in each other with this chance
+DL_STORAGE_P = 0.6  # kind: every read slower (storage) with this chance, else a hiccup storm
+DL_STORAGE_MAX = 2.5  # storage: the production time at most this many mean compute times
+DL_STORM_X = (2.0, 8.0)  # storm: its hiccups this many times slower ...
+DL_STORM_MAX = 0.5  # ... starting with chance up to this per batch; its span is drawn at
+DL_STORM_WIDE = 4.0  # least this x DL_DECIDABLE x (healthy cv / rise)^2 long
 
 FAMILIES: tuple[str, ...] = ("restart", "ckpt_stall", "flapping", "staircase", "noise_regime",
                              "sampled", "multirank", "greyhound", "failslow", "ramp", "short",
                              "hump", "warmup_onset", "reconfig", "ckpt_burst", "contention",
                              "megatron", "bimodal_replay", "ladder", "seqlen", "accum",
-                             "memory")
+                             "memory", "prefetch")
 #: Families held out in the current round of issue 29: never looked at while the detector was
-#: changed (only evaluated; ``memory`` was written and committed before the eighth round's
-#: changes, by someone who never ran the detector on it).  The others, ``accum`` (held out in
-#: the seventh round), ``seqlen`` (the sixth), ``ladder`` (the fifth), ``bimodal_replay``
-#: (the fourth), ``megatron``
+#: changed (only evaluated; ``prefetch`` was written and committed before the ninth round's
+#: changes, by someone who never ran the detector on it).  The others, ``memory`` (held out in
+#: the eighth round), ``accum`` (the seventh), ``seqlen`` (the sixth), ``ladder`` (the fifth),
+#: ``bimodal_replay`` (the fourth), ``megatron``
 #: (the third), ``contention`` (the second), ``hump``, ``warmup_onset``, ``reconfig`` and
 #: ``ckpt_burst`` (the first round) included, are the families it was built and tuned on.
-HELD_OUT: tuple[str, ...] = ("memory",)
+HELD_OUT: tuple[str, ...] = ("prefetch",)
 
 #: (family, scenario, series per seed at scale 1, positive)
 SCENARIOS: tuple[tuple[str, str, int, bool], ...] = (
@@ -636,6 +703,8 @@ SCENARIOS: tuple[tuple[str, str, int, bool], ...] = (
     ("accum", "healthy", 10, False),
     ("memory", "slow", 14, True),
     ("memory", "healthy", 10, False),
+    ("prefetch", "slow", 14, True),
+    ("prefetch", "healthy", 10, False),
 )
 
 
@@ -1769,6 +1838,203 @@ def _memory(rng: np.random.Generator, scenario: str) -> _Timeline:
     return _quiet_timeline(_loguniform(rng, *BASE_S) * healthy_it, it / healthy_it, events)
 
 
+
+def _clip_scan(a: np.ndarray, lo: np.ndarray, hi: np.ndarray, x0: float) -> np.ndarray:
+    """``x[j] = clip(x[j-1] + a[j], lo[j], hi[j])`` from ``x[-1] = x0``, as a scan: maps of
+    the form ``x -> clip(x + a, lo, hi)`` (``lo <= hi``) are closed under composition, so the
+    prefix compositions are built in ``log2(n)`` vectorised rounds (Hillis-Steele)."""
+    a, lo, hi = a.astype(float), lo.astype(float), hi.astype(float)
+    shift = 1
+    while shift < a.size:
+        # later (j) after earlier (j - shift): x -> clip(x + a_e + a_l, clip(lo_e + a_l, lo_l,
+        # hi_l), clip(hi_e + a_l, lo_l, hi_l))
+        ae, le, he = a[:-shift], lo[:-shift], hi[:-shift]
+        al, ll, hl = a[shift:], lo[shift:], hi[shift:]
+        new_lo = np.clip(le + al, ll, hl)
+        new_hi = np.clip(he + al, ll, hl)
+        a = np.concatenate([a[:shift], ae + al])
+        lo = np.concatenate([lo[:shift], new_lo])
+        hi = np.concatenate([hi[:shift], new_hi])
+        shift *= 2
+    return np.clip(x0 + a, lo, hi)
+
+
+@dataclass(frozen=True)
+class _Loader:
+    """The input pipeline of a :func:`_prefetch` series: per-batch production times of the
+    loader (``prod``, the worker pool's interval between two ready batches), the prefetch
+    queue's depth (batches) and where the workers restart (epoch starts, with their startup
+    time; 0 where they persist)."""
+
+    depth: float
+    restart: np.ndarray  # (n,) bool: the queue is empty at this step's start
+    startup: np.ndarray  # (n,) the workers' startup wait at a restart
+
+
+def _steps(comp: np.ndarray, prod: np.ndarray, ld: _Loader) -> np.ndarray:
+    """Step times of a trainer that computes ``comp`` per step and takes each batch from the
+    prefetch queue (a fluid model: the loader adds ``1 / prod`` batches per unit of time, at
+    most ``depth`` wait, every step takes one and waits for it when the queue is empty)."""
+    d = comp / prod - 1.0  # the queue's change over a step that does not wait
+    a = np.where(ld.restart, 0.0, d)
+    hi = np.where(ld.restart, 0.0, ld.depth)
+    q = _clip_scan(a, np.zeros(d.size), hi, 0.0)  # the queue after each step
+    before = np.concatenate([[0.0], q[:-1]])
+    wait = prod * np.maximum(0.0, -(before + d))
+    wait = np.where(ld.restart, ld.startup + prod, wait)
+    return comp + wait
+
+
+def _hiccups(u: np.ndarray, r: np.ndarray, x: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """The production times' factor of storage hiccups: one starts at batch ``j`` where
+    ``u[j] < r[j]`` and makes ``length[j]`` batches ``x[j]`` times slower (a later start takes
+    over)."""
+    t = np.arange(u.size)
+    owner = np.maximum.accumulate(np.where(u < r, t, -1))
+    own = np.maximum(owner, 0)
+    live = (owner >= 0) & (t < own + length[own])
+    return np.where(live, x[own], 1.0)
+
+
+@dataclass(frozen=True)
+class _Storage:
+    """The draws of a :func:`_prefetch` series' loader (one entry per batch): production
+    times without hiccups (``base``), the hiccups' draws and the storms' heights."""
+
+    base: np.ndarray
+    u: np.ndarray
+    rate: np.ndarray
+    x: np.ndarray
+    length: np.ndarray
+    storm_x: np.ndarray
+
+    def prod(self, slow: tuple[tuple[int, int, str, float], ...] = ()) -> np.ndarray:
+        """Production times, with slowdowns ``(a, b, kind, g)`` of ``kind`` and size ``g``
+        over ``[a, b)``: ``storage`` (every read ``g`` times slower: a congested storage
+        network, or the workers' CPU contended) or ``storm`` (hiccups start with chance ``g``
+        per batch: the shared filesystem's metadata server overloaded)."""
+        base, rate, x = self.base.copy(), self.rate.copy(), self.x.copy()
+        for a, b, kind, g in slow:
+            if kind == "storage":
+                base[a:b] *= g
+            else:
+                rate[a:b] = np.maximum(rate[a:b], g)
+                x[a:b] = np.maximum(x[a:b], self.storm_x[a:b])  # never a healthy one shorter
+        return np.asarray(base * _hiccups(self.u, rate, x, self.length))
+
+
+def _prefetch(rng: np.random.Generator, scenario: str) -> _Timeline:
+    """Input-pipeline stalls behind a prefetch queue (module docstring); the corpus' noise is
+    turned off (``noise_scale`` ~ 0)."""
+    n = _n(rng)
+    t = np.arange(n)
+    # compute: a slowly wandering rate and jitter, with the warm-up
+    sd, phi = float(rng.uniform(*DL_WANDER_SD)), float(rng.uniform(*DL_WANDER_PHI))
+    wander = lfilter([sd * math.sqrt(1.0 - phi * phi)], [1.0, -phi], rng.standard_normal(n))
+    jit = float(rng.uniform(*DL_JITTER))
+    warm = 1.0 + rng.uniform(*DL_WARM_AMPLITUDE) * np.exp(-t / rng.uniform(*DL_WARM_TAU))
+    warm[0] *= rng.uniform(*DL_FIRST)
+    comp = np.exp(wander + jit * rng.standard_normal(n) - 0.5 * jit * jit) * warm
+    # the loader: the worker pool's interval between two ready batches, a utilisation rho of
+    # the trainer's rate, log-normal read times (mean kept) and storage hiccups
+    rho = float(rng.uniform(*DL_RHO))
+    sig = float(rng.uniform(*DL_READ_SIGMA))
+    base = rho * np.exp(sig * rng.standard_normal(n) - 0.5 * sig * sig)
+    # epochs: non-persistent workers restart at each epoch's start (the queue empty, the
+    # workers' startup waited for); the job's start is one
+    restart = t % _logint(rng, *DL_EPOCH) == 0
+    if rng.random() < DL_PERSISTENT_P:
+        restart[1:] = False
+    startup = np.where(restart, rng.uniform(*DL_STARTUP) * float(comp[LEAD_ITERS:].mean()),
+                       0.0)
+    ld = _Loader(depth=float(rng.choice(DL_DEPTH)), restart=restart, startup=startup)
+    # hidden storage slowdowns: every read slower, the loader still ahead of the trainer
+    # (utilisation at most DL_HIDDEN_MAX): the queue hides them, never an event
+    k = int(rng.integers(1, 4))
+    part = (n - LEAD_ITERS) // k
+    kinds = ["storage" if rng.random() < DL_STORAGE_P else "storm" for _ in range(k)]
+    plan = [scenario == "slow" and (j == 0 or rng.random() < DL_MORE_P) for j in range(k)]
+    for j in range(k):
+        if plan[j] or rng.random() >= DL_HIDDEN_P:
+            continue
+        dur = min(_logint(rng, *DL_HIDDEN_ITERS), part - 40)
+        a = LEAD_ITERS + j * part + int(rng.integers(0, part - 40 - dur + 1))
+        base[a:a + dur] *= rng.uniform(1.0, max(1.0, DL_HIDDEN_MAX / rho))
+    st = _Storage(
+        base=base, u=rng.random(n), rate=np.full(n, float(rng.uniform(*DL_HICCUP_RATE))),
+        x=np.exp(rng.uniform(math.log(DL_HICCUP_X[0]), math.log(DL_HICCUP_X[1]), n)),
+        length=rng.integers(DL_HICCUP_LEN[0], DL_HICCUP_LEN[1] + 1, n),
+        storm_x=np.exp(rng.uniform(math.log(DL_STORM_X[0]), math.log(DL_STORM_X[1]), n)))
+    healthy_it = _steps(comp, st.prod(), ld)
+    steady = healthy_it[LEAD_ITERS:]
+    mean = float(steady.mean())
+    cv = float(steady.std() / mean)
+    it = healthy_it.copy()
+    slow: tuple[tuple[int, int, str, float], ...] = ()
+    events: list[tuple[int, int, float, str]] = []
+    for j in range(k):  # one in each of k equal parts, 40 healthy iterations after it
+        for _ in range(DL_TRIES if plan[j] else 0):  # fresh draws until one is decidable
+            s = float(rng.uniform(*DL_SLOWDOWN))
+            # the visible span's length; a slower storage first drains the queue (at
+            # 1 - 1/(1 + s) batches a step), so its span is longer by that much
+            dur = max(_logint(rng, *DL_SLOW_ITERS), math.ceil(DL_DECIDABLE * (cv / s) ** 2))
+            if kinds[j] == "storm":  # a storm's steps are far wider than the healthy ones
+                dur = max(dur, math.ceil(DL_STORM_WIDE * DL_DECIDABLE * (cv / s) ** 2))
+            else:
+                dur += math.ceil(ld.depth * (1.0 + s) / s)
+            dur = min(dur, part - 40 - DL_TAIL)
+            a = LEAD_ITERS + j * part + int(rng.integers(0, max(1, part - 40 - DL_TAIL - dur
+                                                                   + 1)))
+            found = _dl_slowdown(st, comp, ld, it, mean, slow, (a, a + dur, kinds[j]), s)
+            if found is None:
+                continue
+            lo, hi, y, g = found
+            seg = y[lo:hi]
+            r = float(seg.mean() / mean - 1.0)
+            # decidable: the rise is DL_DECIDABLE standard errors of the span's mean, its
+            # noise from one step to the next (winsorised at the 98th percentile: a hiccup's
+            # or a restart's single wait)
+            w = np.minimum(seg, np.percentile(seg, 98))
+            noise = float(np.diff(w).std()) / math.sqrt(2.0) / mean
+            if (hi <= a + dur + DL_TAIL and r >= DL_SLOWDOWN[0] and hi - lo >= DL_SLOW_ITERS[0]
+                    and hi - lo >= DL_DECIDABLE * (noise / r) ** 2):
+                it = y
+                slow += ((a, a + dur, kinds[j], g),)
+                events.append((lo, hi, r, kinds[j]))
+                break
+    # labelled by the span's mean rise over the healthy mean
+    return _quiet_timeline(_loguniform(rng, *BASE_S) * healthy_it, it / healthy_it, events)
+
+
+def _dl_slowdown(st: _Storage, comp: np.ndarray, ld: _Loader, it: np.ndarray, mean: float,
+                 slow: tuple[tuple[int, int, str, float], ...], where: tuple[int, int, str],
+                 s: float) -> tuple[int, int, np.ndarray, float] | None:
+    """A slowdown of the loader over ``where`` = ``(a, b, kind)`` (on top of ``slow``) whose
+    visible span (where the step times differ from ``it``: after the queue has drained,
+    until it has refilled) rises by about ``s`` over ``mean``, its size ``g`` solved by
+    bisection: ``(start, end, step times, g)``, or None where none does."""
+    a, b, kind = where
+
+    def trial(g: float) -> tuple[int, int, np.ndarray]:
+        y = _steps(comp, st.prod(slow + ((a, b, kind, g),)), ld)
+        diff = np.flatnonzero(y[a:] > it[a:] * (1.0 + 1e-9))
+        if diff.size == 0:
+            return a, a, y
+        return a + int(diff[0]), a + int(diff[-1]) + 1, y
+
+    def rise(g: float) -> float:
+        lo, hi, y = trial(g)
+        return float(y[lo:hi].mean() / mean - 1.0) if hi - lo >= MIN_EVENT_ITERS else 0.0
+
+    lo, hi = (1.0, DL_STORAGE_MAX / float(st.base[a:b].mean())) if kind == "storage" else (
+        0.0, DL_STORM_MAX)
+    if rise(hi) < s:
+        return None
+    for _ in range(40):  # bisection: the span's rise grows with g
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if rise(mid) < s else (lo, mid)
+    return (*trial(hi), hi)
+
 _BUILDERS: dict[str, Callable[[np.random.Generator, str], _Timeline]] = {
     "restart": _restart, "ckpt_stall": _ckpt_stall, "flapping": _flapping,
     "staircase": _staircase, "noise_regime": _noise_regime, "multirank": _multirank,
@@ -1776,7 +2042,7 @@ _BUILDERS: dict[str, Callable[[np.random.Generator, str], _Timeline]] = {
     "hump": _hump, "warmup_onset": _warmup_onset, "reconfig": _reconfig,
     "ckpt_burst": _ckpt_burst, "contention": _contention, "megatron": _megatron,
     "bimodal_replay": _bimodal_replay, "ladder": _ladder, "seqlen": _seqlen, "accum": _accum,
-    "memory": _memory,
+    "memory": _memory, "prefetch": _prefetch,
 }
 
 
