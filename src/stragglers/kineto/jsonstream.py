@@ -517,6 +517,12 @@ def loads_strict(text: bytes) -> Any:
     return value
 
 
+#: per width ``w`` (0 to :data:`_WIDTH`), the 64-bit words (:data:`_WIDTH` bytes, little
+#: endian) with their first ``w`` bytes all ones, the others 0
+_FIRST_BYTES = np.where(np.arange(_WIDTH)[None, :] < np.arange(_WIDTH + 1)[:, None], 0xFF,
+                        0).astype(np.uint8).view("<u8")
+
+
 def _names(b: np.ndarray, quotes: _Quotes, v0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The string values that start at ``v0`` (their first byte), up to :data:`_WIDTH`
     bytes each: the distinct ones (bytes) and the index of each value among them.
@@ -539,8 +545,9 @@ def _names(b: np.ndarray, quotes: _Quotes, v0: np.ndarray) -> tuple[np.ndarray, 
         isq[isq] = quotes.at(idx[isq])
     isq[:, _WIDTH] = True
     width = np.argmax(isq, axis=1)
-    vals = win[:, :_WIDTH] * (np.arange(_WIDTH) < width[:, None])
-    words = vals.view("<u8")  # _WIDTH is a multiple of 8
+    # the bytes before the closing quote kept, the others zeroed: a word mask per width
+    words = np.ascontiguousarray(win[:, :_WIDTH]).view("<u8") & _FIRST_BYTES[width]
+    vals = words.view(np.uint8)
     h = words[:, 0] * np.uint64(0x9E3779B97F4A7C15)
     for j in range(1, words.shape[1]):
         h = (h ^ words[:, j]) * np.uint64(0xBF58476D1CE4E5B9)
