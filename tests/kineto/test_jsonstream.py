@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 
+import numpy as np
 import pytest
 
 from stragglers.kineto import jsonstream
@@ -105,3 +106,65 @@ def test_the_category_is_the_value_of_a_cat_key_not_a_string_cat() -> None:
     batches = list(jsonstream.iter_event_batches(io.BytesIO(data)))
     assert [e for b in batches for e in b.events] == [kernel]
     assert sum((b.skipped for b in batches), start=jsonstream.Counter()) == {"cpu_op": 1}
+
+
+def _naive_quotes(data: bytes) -> list[int]:
+    """The valid quotes of a text, one byte at a time: those not escaped by an odd run of
+    backslashes right before them (inside a string or not: the scan's definition)."""
+    out = []
+    for i, c in enumerate(data):
+        if c == 34:
+            run = len(data[:i]) - len(data[:i].rstrip(b"\\"))
+            if run % 2 == 0:
+                out.append(i)
+    return out
+
+
+def _texts() -> list[bytes]:
+    """Texts with keys at every offset of a 64-bit word, escaped quotes and backslashes
+    before a key, a key's name inside a string value, and ``"cat"`` in other spellings."""
+    rng = np.random.default_rng(7)
+    pieces = [b'"cat"', b'"cat": "k"', b' "cat" ', b'"\\"cat\\""', b'"\\\\"', b'"ca"',
+              b'"catt"', b'"xcat"', b'"c"', b'"args": {}', b'"\\\\\\"cat"', b"cat", b" ",
+              b", ", b'"', b"\\", b'"a\\"r"', b'"\xc3\xa9cat"']
+    out = [b'"cat"' * 40, b' ' * 59 + b'"cat"' + b' ' * 70, b'"cat"']
+    for _ in range(60):
+        out.append(b"".join(pieces[k] for k in rng.integers(0, len(pieces), 60)))
+    return out
+
+
+@pytest.mark.parametrize("key", [b'"cat"', b'"args"', b'"c"'])
+def test_quoted_keys_found_on_the_bit_sets_are_those_of_a_byte_by_byte_search(
+        key: bytes) -> None:
+    """``_find_quoted`` (bit sets of the quotes and of the key's first byte) gives the
+    occurrences of the key whose opening quote is a valid quote, as a search byte by byte
+    does, at every offset within a 64-bit word and up to any end."""
+    for data in _texts():
+        b = np.frombuffer(data, np.uint8)
+        quotes = jsonstream._Quotes(data, b)
+        valid = set(_naive_quotes(data))
+        for end in {len(data), len(data) - 1, len(data) // 2, 0}:
+            want = [p for p in range(max(end - len(key) + 1, 0))
+                    if data[p: p + len(key)] == key and p in valid]
+            got = jsonstream._find_quoted(b, quotes, key, end)
+            assert got.tolist() == want, (data, end)
+
+
+def test_bit_positions_and_the_bytes_inside_strings() -> None:
+    """``_bit_positions`` lists the set bits of any bit set (sparse, dense, words full of
+    ones); ``inside_words`` marks the bytes from each opening quote to before its closing
+    one, across words (checked byte by byte)."""
+    rng = np.random.default_rng(3)
+    for density in (0.0, 0.01, 0.3, 1.0):
+        mask = rng.random(1000) < density
+        words = jsonstream._packed(mask)
+        assert jsonstream._bit_positions(words).tolist() == np.flatnonzero(mask).tolist()
+    for data in _texts():
+        b = np.frombuffer(data, np.uint8)
+        quotes = jsonstream._Quotes(data, b)
+        q = _naive_quotes(data)
+        inside = np.zeros(len(data), bool)
+        for start, stop in zip(q[::2], [*q[1::2], len(data)], strict=False):
+            inside[start:stop] = True
+        bits = np.unpackbits(quotes.inside_words().view(np.uint8), bitorder="little")
+        assert bits[: len(data)].tolist() == inside.tolist(), data

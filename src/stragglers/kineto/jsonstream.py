@@ -253,8 +253,8 @@ class _Quotes(_Bits):
         x = self.words.copy()
         for shift in (1, 2, 4, 8, 16, 32):
             x ^= x << np.uint64(shift)
-        odd = (self.before[:-1] & 1).astype(bool)
-        x[odd] = ~x[odd]
+        # all ones after an odd number of quotes (0 - 1), else 0: one XOR, no mask index
+        x ^= np.uint64(0) - (self.before[:-1] & 1).astype(np.uint64)
         return x
 
 
@@ -273,26 +273,46 @@ def _brackets(buf: bytes, b: np.ndarray
     return quotes, s, ch, np.cumsum(_DELTA[ch], dtype=np.int32)
 
 
-def _find_all4(b: np.ndarray, pattern: bytes, end: int) -> np.ndarray:
-    """Start positions of ``pattern`` (4 bytes or more) in ``b[:end]``: its first four
-    bytes compared as one 32-bit word at each of the four alignments (a pass over a
-    quarter of the words each), then the rest."""
-    n = len(pattern)
-    head = int.from_bytes(pattern[:4], "little")
-    hits = []
-    for o in range(4):
-        k = (end - o) // 4
-        if k <= 0:
-            continue
-        w = b[o: o + 4 * k].view("<u4")
-        hits.append(np.flatnonzero(w == head) * 4 + o)
-    if not hits:
+def _shifted(words: np.ndarray, k: int) -> np.ndarray:
+    """A bit set (:func:`_packed`) moved down by ``k`` bits (0 < k < 64): bit ``p`` of the
+    result is bit ``p + k`` of ``words`` (0 past the end)."""
+    out = words >> np.uint64(k)
+    out[:-1] |= words[1:] << np.uint64(64 - k)
+    return out
+
+
+def _bit_positions(words: np.ndarray) -> np.ndarray:
+    """The positions of the set bits of a bit set (:func:`_packed`), ascending. Vectorised
+    over the words holding any: their lowest bit taken at each round (a round per bit of
+    the fullest word: a few for a sparse set)."""
+    at = np.flatnonzero(words)
+    v = words[at]
+    base = at.astype(np.int64) * 64
+    parts = []
+    one = np.uint64(1)
+    while v.size:
+        parts.append(base + np.bitwise_count((v & (~v + one)) - one).astype(np.int64))
+        v = v & (v - one)
+        more = v != 0
+        v, base = v[more], base[more]
+    if not parts:
         return np.zeros(0, np.int64)
-    cand = np.sort(np.concatenate(hits))
-    cand = cand[cand <= end - n]
-    for i in range(4, n):
-        cand = cand[b[cand + i] == pattern[i]]
-    return cand
+    return parts[0] if len(parts) == 1 else np.sort(np.concatenate(parts))
+
+
+def _find_quoted(b: np.ndarray, quotes: _Quotes, key: bytes, end: int) -> np.ndarray:
+    """Start positions of ``key`` (a quoted string of 1 byte or more between its quotes,
+    with no quote or backslash in it) in ``b[:end]`` whose opening quote is a valid quote
+    (not escaped): a valid quote with the key's first byte after it and a quote ``len(key)
+    - 1`` bytes on, found on the bit sets (a pass over the bytes for the first byte, not
+    one per alignment of the key), then the other bytes compared."""
+    n = len(key)
+    cand = quotes.words & _shifted(_packed(b == key[1]), 1) & _shifted(quotes.words, n - 1)
+    at = _bit_positions(cand)
+    at = at[at <= end - n]
+    for i in range(2, n - 1):
+        at = at[b[at + i] == key[i]]
+    return at
 
 
 def _keys_named(buf: bytes, b: np.ndarray, quotes: _Quotes, key: bytes, end: int
@@ -300,8 +320,8 @@ def _keys_named(buf: bytes, b: np.ndarray, quotes: _Quotes, key: bytes, end: int
     """The keys ``key`` (quoted, no escapes in it) before ``end``, outside strings: the
     position of each key's opening quote and of the first byte of its value (past the
     ``:`` and whitespace)."""
-    at = _find_all4(b, key, end)
-    at = at[quotes.at(at) & quotes.outside(at)]
+    at = _find_quoted(b, quotes, key, end)
+    at = at[quotes.outside(at)]
     if not at.size:
         return at, at
     colon = _past_space(buf, b, at + len(key), end)
@@ -497,6 +517,12 @@ def loads_strict(text: bytes) -> Any:
     return value
 
 
+#: per width ``w`` (0 to :data:`_WIDTH`), the 64-bit words (:data:`_WIDTH` bytes, little
+#: endian) with their first ``w`` bytes all ones, the others 0
+_FIRST_BYTES = np.where(np.arange(_WIDTH)[None, :] < np.arange(_WIDTH + 1)[:, None], 0xFF,
+                        0).astype(np.uint8).view("<u8")
+
+
 def _names(b: np.ndarray, quotes: _Quotes, v0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The string values that start at ``v0`` (their first byte), up to :data:`_WIDTH`
     bytes each: the distinct ones (bytes) and the index of each value among them.
@@ -519,8 +545,9 @@ def _names(b: np.ndarray, quotes: _Quotes, v0: np.ndarray) -> tuple[np.ndarray, 
         isq[isq] = quotes.at(idx[isq])
     isq[:, _WIDTH] = True
     width = np.argmax(isq, axis=1)
-    vals = win[:, :_WIDTH] * (np.arange(_WIDTH) < width[:, None])
-    words = vals.view("<u8")  # _WIDTH is a multiple of 8
+    # the bytes before the closing quote kept, the others zeroed: a word mask per width
+    words = np.ascontiguousarray(win[:, :_WIDTH]).view("<u8") & _FIRST_BYTES[width]
+    vals = words.view(np.uint8)
     h = words[:, 0] * np.uint64(0x9E3779B97F4A7C15)
     for j in range(1, words.shape[1]):
         h = (h ^ words[:, j]) * np.uint64(0xBF58476D1CE4E5B9)
