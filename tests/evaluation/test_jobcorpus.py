@@ -28,6 +28,11 @@ from stragglers.evaluation.jobcorpus import (
     MIN_EVENT_ITERS,
     MP_SLOW_ITERS,
     MP_SLOWDOWN,
+    PP_CHANGE_RATIO,
+    PP_CLEAR,
+    PP_SETTLE,
+    PP_SLOW_ITERS,
+    PP_SLOWDOWN,
     SAMPLE_STRIDES,
     SCENARIOS,
     SHORT_ITERS,
@@ -71,7 +76,7 @@ def test_every_family_and_scenario_is_present(corpus) -> None:
     assert {s.family for s in corpus} == set(FAMILIES)
     assert {(s.family, s.scenario) for s in corpus} == {(f, s) for f, s, _, _ in SCENARIOS}
     assert len(generate_job_corpus(0, scale=1.0, families=("flapping",))) == 24
-    assert sum(c for _, _, c, _ in SCENARIOS) in range(345, 560)
+    assert sum(c for _, _, c, _ in SCENARIOS) in range(345, 600)
     assert set(HELD_OUT) < set(FAMILIES)
 
 
@@ -96,7 +101,7 @@ def test_labels_are_true_by_construction(corpus) -> None:
     checked = 0
     for s in corpus:
         if s.family in ("contention", "megatron", "bimodal_replay", "ladder",
-                        "seqlen", "accum", "memory", "prefetch"):  # own rules
+                        "seqlen", "accum", "memory", "prefetch", "pipeline"):  # own rules
             continue
         factor = s.level / s.healthy
         for e in s.events:
@@ -344,8 +349,9 @@ def test_bimodal_replay_labels() -> None:
 #: computed with the corpus of main before ``ladder`` was appended (commit a9d633b; ``ladder``'s
 #: own before ``seqlen`` was, commit f0ac124; ``seqlen``'s before ``accum`` was, commit
 #: 8fc6638; ``accum``'s before ``memory`` was, commit 54f4b8d; ``memory``'s before
-#: ``prefetch`` was, commit 11edf64): a family appended at the
-#: end of FAMILIES / SCENARIOS must leave every other family's bytes alone.
+#: ``prefetch`` was, commit 11edf64; ``prefetch``'s before ``pipeline`` was, commit b179149):
+#: a family appended at the end of FAMILIES / SCENARIOS must leave every other family's bytes
+#: alone.
 FINGERPRINTS = {
     "restart": "73ad9d2339f0bd2b",
     "ckpt_stall": "a80f728be80fd00f",
@@ -369,6 +375,7 @@ FINGERPRINTS = {
     "seqlen": "894dc2c423f57db2",
     "accum": "6e272925722771df",
     "memory": "bade849fba185adf",
+    "prefetch": "958f2c91d519da9e",
 }
 
 
@@ -389,8 +396,8 @@ def _fingerprint(family: str) -> str:
 
 
 def test_existing_families_are_unchanged() -> None:
-    assert set(FINGERPRINTS) == set(FAMILIES) - {"prefetch"}
-    assert FAMILIES[-5:] == ("ladder", "seqlen", "accum", "memory", "prefetch")
+    assert set(FINGERPRINTS) == set(FAMILIES) - {"pipeline"}
+    assert FAMILIES[-6:] == ("ladder", "seqlen", "accum", "memory", "prefetch", "pipeline")
     assert {f: _fingerprint(f) for f in FINGERPRINTS} == FINGERPRINTS
 
 
@@ -403,7 +410,8 @@ def _durations(s: JobSeries) -> np.ndarray:
 
 @pytest.mark.parametrize(("family", "slow"), [("ladder", "congested"), ("seqlen", "slow"),
                                               ("accum", "slow"), ("memory", "slow"),
-                                              ("prefetch", "slow")])
+                                              ("prefetch", "slow"),
+                                              ("pipeline", "slow")])
 def test_family_is_deterministic_per_seed(family: str, slow: str) -> None:
     a = generate_series(11, family, slow, 2)
     assert _same(a, generate_series(11, family, slow, 2))
@@ -413,8 +421,13 @@ def test_family_is_deterministic_per_seed(family: str, slow: str) -> None:
     assert _same(h, generate_series(11, family, "healthy", 0))
 
 
-def test_prefetch_is_the_held_out_family() -> None:
-    assert HELD_OUT == ("prefetch",)
+def test_pipeline_is_the_held_out_family() -> None:
+    assert HELD_OUT == ("pipeline",)
+
+
+def test_pipeline_fingerprint() -> None:
+    """The held-out family's own bytes (seed 0), as committed before its one evaluation."""
+    assert _fingerprint("pipeline") == "77f03227529405ff"
 
 
 def test_ladder_labels() -> None:
@@ -754,3 +767,64 @@ def test_prefetch_labels() -> None:
             v = np.sort(sliding_window_view(x, 200), axis=1)[:, :-4]
             assert np.all(v.mean(axis=1) < (1.0 + SLOWDOWN_EVENT) * x.mean()), s.name
     assert kinds == {"storage", "storm"}
+
+
+def test_pipeline_labels() -> None:
+    """Pipeline-parallel training: every labelled slowdown raises the mean iteration time over
+    its span to its label (+12-45 % over the span's healthy mean) and the records show it
+    (their mean over the span is at least 1.1 x the mean of the 200 healthy records before it
+    and after it, their largest 4 left out: transfer hiccups); nothing outside the spans is
+    slow, PP_CLEAR healthy iterations follow each; the healthy level may step down (or up by
+    at most 3 %) at a micro-batch schedule change, never inside or next to a span; negatives
+    carry no label and no sustained rise."""
+    kinds: set[str] = set()
+    changes = 0
+    for s in _family_series("pipeline"):
+        factor = s.level / s.healthy
+        assert np.all(factor >= 1.0 - 1e-12)
+        d = _durations(s)
+        steady = s.iter > LEAD_ITERS
+        inside_any = _in_events(s)
+        # a schedule change: the healthy level of 100 iterations after a point over the 100
+        # before, away from the warm-up, stays within PP_CHANGE_RATIO (plus the wander)
+        h = s.healthy[LEAD_ITERS:]
+        v = sliding_window_view(h, 100).mean(axis=1)
+        ratio = v[100:] / v[:-100]
+        assert ratio.max() <= PP_CHANGE_RATIO[1] + 0.03, s.name
+        changes += int(ratio.min() < 0.95)
+        for e in s.events:
+            kinds.add(e.kind)
+            assert e.kind in ("stage", "link") and not e.ranks
+            assert e.start_iter >= LEAD_ITERS + PP_SETTLE
+            assert e.end_iter - e.start_iter >= max(MIN_EVENT_ITERS, PP_SLOW_ITERS[0])
+            inside = (s.iter >= e.start_iter) & (s.iter < e.end_iter)
+            s_e = e.loss / (1.0 - e.loss)
+            assert PP_SLOWDOWN[0] - 1e-6 <= s_e <= PP_SLOWDOWN[1] + 1e-3
+            # the label is the span's mean rise over its healthy mean
+            assert np.isclose(s.level[inside].mean(), (1.0 + s_e) * s.healthy[inside].mean(),
+                              rtol=1e-6)
+            # healthy iterations after it
+            after = (s.iter >= e.end_iter) & (s.iter < e.end_iter + PP_CLEAR)
+            assert after.sum() == min(PP_CLEAR, int((s.iter >= e.end_iter).sum()))
+            assert np.allclose(factor[after], 1.0)
+            # on the records
+            x = d[inside]
+            x = x[np.isfinite(x)]
+            a, b = int(np.flatnonzero(inside)[0]), int(np.flatnonzero(inside)[-1]) + 1
+            ok = steady & ~inside_any
+            for lo, hi in ((max(0, a - 200), a), (b, b + 200)):
+                y = d[lo:hi][ok[lo:hi]]
+                y = np.sort(y[np.isfinite(y)])[:-4]
+                if y.size >= 100:
+                    assert x.mean() >= (1.0 + SLOWDOWN_EVENT) * y.mean(), s.name
+        assert np.allclose(factor[~inside_any], 1.0), s.name
+        if not s.positive:
+            assert not s.events
+            # no sustained rise: the mean of any 200 records after the warm-up, their
+            # largest 4 (hiccups) left out, stays below 1.1 x the mean of the 400 before
+            x = d[LEAD_ITERS + 1:]
+            v = np.sort(sliding_window_view(x, 200), axis=1)[:, :-4].mean(axis=1)
+            ref = sliding_window_view(x, 400).mean(axis=1)
+            assert np.all(v[400:] < (1.0 + SLOWDOWN_EVENT) * ref[:v.size - 400]), s.name
+    assert kinds == {"stage", "link"}
+    assert changes >= 5  # schedule changes appear

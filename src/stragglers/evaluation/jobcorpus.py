@@ -320,6 +320,45 @@ changes, by someone who never ran the detector on it):
                  ``storm``).  Negatives: the healthy series alone (hiccups, restarts, hidden
                  slowdowns).
 
+The held-out family of the tenth round (written and committed before that round's detector
+changes, by someone who never ran the detector on it):
+
+``pipeline``     pipeline-parallel training (Falcon: hybrid-parallel jobs with 4- and 8-stage
+                 pipelines, their bubbles, and the micro-batch adjustment that mitigates a slow one;
+                 MegaScale, section 5: the 3D-parallel view that finds a slow stage; C4, section
+                 3.1: slow compute found by the receivers that wait). An iteration is a GPipe
+                 schedule over ``p`` = 2-8 stages (:data:`PP_STAGES`) and ``m`` = 4-32 micro-batches
+                 (:data:`PP_MICRO`, at least ``p``, at first at most ``3 p``): each stage runs its
+                 forwards in order, then its backwards (1.8-2.2x) in reverse order after the last
+                 stage's last forward; a micro-batch starts when its input (activations or
+                 gradients, sent over the link between two stages: 2-30 % of a forward, 5-20 %
+                 jitter) has arrived and the stage is free; then each stage's exposed data-parallel
+                 all-reduce (2-20 % of the iteration); the iteration time is the longest path (a
+                 max-plus scan per stage, vectorised over iterations). Healthy: stages imbalanced by
+                 up to 25 % (the first and last heavier: embedding, loss head), each stage's rate
+                 wandering slowly (AR(1) in log space, sd 0.3-1.2 %), jitter per stage, micro-batch
+                 and pass (0.5-3 %), the warm-up, transfer hiccups (one transfer 3-20x slower,
+                 chance 1/400-1/80 per iteration); in 60 % of the series an online micro-batch
+                 schedule change (the global batch kept, ``o + (1 - o) m0 / m`` per micro-batch,
+                 ``o`` the fixed share 2-15 %) to an ``m`` whose level is 0.7-1.03x the old one
+                 (:data:`PP_CHANGE_RATIO`; with chance 0.75 one of 0.97x or less where there is one:
+                 a smaller bubble, a level change that is not a slowdown); hidden slowdowns of a
+                 stage with slack (slower by 50-95 % of its slack to the slowest stage for 100-1000
+                 iterations, kept only where the mean iteration rises by less than 4 %: the
+                 bottleneck is elsewhere). Positives: 1-3 slowdowns (one in each of as many equal
+                 parts after iteration 300, the first always, the others with chance 0.7; each at
+                 least :data:`PP_SETTLE` iterations after its part's start, where a schedule change
+                 may lie, and :data:`PP_CLEAR` before the next part's), each raising the mean
+                 iteration time over its span by +12-45 % (:data:`PP_SLOWDOWN`) over the span's
+                 healthy mean, for 60-800 iterations (:data:`PP_SLOW_ITERS`; at least 25 x (cv /
+                 rise)^2, cv the healthy one, at most the part's room): one stage slower (``stage``,
+                 60 %: a throttled GPU, a contended host; a stage with slack hides part of it) or
+                 one link congested (``link``: its transfers both ways slower, by a factor that
+                 varies 20-50 % from transfer to transfer; a stage where no link factor up to
+                 :data:`PP_LINK_MAX` reaches the rise), the factor solved by bisection for the rise.
+                 Labelled over the span by its mean rise (kinds ``stage`` / ``link``). Negatives:
+                 the healthy series alone (imbalance, schedule changes, hiccups, hidden slowdowns).
+
 :data:`HELD_OUT` names the families that were never looked at while the detector was changed
 for issue 29 (decided before the changes): they are only evaluated.
 """
@@ -636,20 +675,58 @@ DL_STORAGE_MAX = 2.5  # storage: the production time at most this many mean comp
 DL_STORM_X = (2.0, 8.0)  # storm: its hiccups this many times slower ...
 DL_STORM_MAX = 0.5  # ... starting with chance up to this per batch; its span is drawn at
 DL_STORM_WIDE = 4.0  # least this x DL_DECIDABLE x (healthy cv / rise)^2 long
+# pipeline (module docstring): pipeline-parallel training, a GPipe schedule per iteration
+PP_STAGES = (2, 4, 8)  # pipeline stages
+PP_MICRO = (4, 6, 8, 12, 16, 24, 32)  # micro-batches per iteration (at least the stages) ...
+PP_MICRO_START = 3  # ... at the start at most this many times the stages (a large bubble)
+PP_IMBALANCE = (0.0, 0.25)  # a stage's compute 1 + this x u (u uniform; first and last >= 0.5)
+PP_BACKWARD = (1.8, 2.2)  # backward over forward
+PP_WANDER_SD = (0.003, 0.012)  # each stage's rate: AR(1) in log space, stationary sd ...
+PP_WANDER_PHI = (0.95, 0.995)  # ... and lag-1 correlation
+PP_JITTER = (0.005, 0.03)  # per stage, micro-batch and pass (log space)
+PP_OVERHEAD = (0.02, 0.15)  # fixed per-micro-batch work (launches), share of one at the first m
+PP_P2P = (0.02, 0.3)  # activation / gradient transfer between stages, over a forward
+PP_P2P_JITTER = (0.05, 0.2)  # its spread (log space)
+PP_HICCUP_RATE = (1 / 400, 1 / 80)  # a transfer hiccup: chance per iteration ...
+PP_HICCUP_X = (3.0, 20.0)  # ... one transfer this many times slower
+PP_AR = (0.02, 0.2)  # exposed data-parallel all-reduce per stage, over the mean iteration ...
+PP_AR_JITTER = (0.03, 0.15)  # ... its spread (log space)
+PP_WARM_AMPLITUDE = (0.05, 0.4)
+PP_WARM_TAU = (3.0, 30.0)
+PP_FIRST = (2.0, 10.0)
+PP_CHANGE_P = 0.6  # a micro-batch schedule change (online, the global batch kept) ...
+PP_CHANGE_RATIO = (0.7, 1.03)  # ... to an m whose level over the old one lies here
+PP_CHANGE_FASTER = 0.97  # ... one this much faster or more where there is one, ...
+PP_CHANGE_FASTER_P = 0.75  # ... with this chance
+PP_HIDDEN_P = 0.5  # a hidden slowdown of a stage with slack, in a part with this chance ...
+PP_HIDDEN_ITERS = (100, 1000)  # ... this long (log-uniform) ...
+PP_HIDDEN_SLACK = (0.5, 0.95)  # ... using this share of its slack to the slowest stage ...
+PP_HIDDEN_RISE = 0.04  # ... kept only where the mean iteration rises by less than this
+PP_SLOWDOWN = (0.12, 0.45)  # mean rise of a slowdown over the span's healthy mean
+PP_SLOW_ITERS = (60, 800)  # its duration (log-uniform) ...
+PP_DECIDABLE = 25.0  # ... at least this x (healthy cv / rise)^2 (the rise 5 standard errors)
+PP_MORE_P = 0.7  # a positive: a slowdown in its first part, in each other with this chance
+PP_STAGE_P = 0.6  # kind: one stage slower (else one link between two stages)
+PP_STAGE_MAX = 8.0  # a slow stage at most this many times slower ...
+PP_LINK_MAX = 60.0  # ... a congested link's transfers this many (mean) ...
+PP_LINK_JITTER = (0.2, 0.5)  # ... varying this much from transfer to transfer (log space)
+PP_SETTLE = 150  # slowdowns start this long after a part's start (a schedule change) ...
+PP_CLEAR = 200  # ... and end this long before the next part's start
 
 FAMILIES: tuple[str, ...] = ("restart", "ckpt_stall", "flapping", "staircase", "noise_regime",
                              "sampled", "multirank", "greyhound", "failslow", "ramp", "short",
                              "hump", "warmup_onset", "reconfig", "ckpt_burst", "contention",
                              "megatron", "bimodal_replay", "ladder", "seqlen", "accum",
-                             "memory", "prefetch")
+                             "memory", "prefetch", "pipeline")
 #: Families held out in the current round of issue 29: never looked at while the detector was
-#: changed (only evaluated; ``prefetch`` was written and committed before the ninth round's
-#: changes, by someone who never ran the detector on it).  The others, ``memory`` (held out in
-#: the eighth round), ``accum`` (the seventh), ``seqlen`` (the sixth), ``ladder`` (the fifth),
+#: changed (only evaluated; ``pipeline`` was written and committed before the tenth round's
+#: changes, by someone who never ran the detector on it).  The others, ``prefetch`` (held out
+#: in the ninth round), ``memory`` (the eighth), ``accum`` (the seventh), ``seqlen`` (the
+#: sixth), ``ladder`` (the fifth),
 #: ``bimodal_replay`` (the fourth), ``megatron``
 #: (the third), ``contention`` (the second), ``hump``, ``warmup_onset``, ``reconfig`` and
 #: ``ckpt_burst`` (the first round) included, are the families it was built and tuned on.
-HELD_OUT: tuple[str, ...] = ("prefetch",)
+HELD_OUT: tuple[str, ...] = ("pipeline",)
 
 #: (family, scenario, series per seed at scale 1, positive)
 SCENARIOS: tuple[tuple[str, str, int, bool], ...] = (
@@ -705,6 +782,8 @@ SCENARIOS: tuple[tuple[str, str, int, bool], ...] = (
     ("memory", "healthy", 10, False),
     ("prefetch", "slow", 14, True),
     ("prefetch", "healthy", 10, False),
+    ("pipeline", "slow", 14, True),
+    ("pipeline", "healthy", 10, False),
 )
 
 
@@ -2035,6 +2114,200 @@ def _dl_slowdown(st: _Storage, comp: np.ndarray, ld: _Loader, it: np.ndarray, me
         lo, hi = (mid, hi) if rise(mid) < s else (lo, mid)
     return (*trial(hi), hi)
 
+
+def _gpipe(f: np.ndarray, b: np.ndarray, cf: np.ndarray, cb: np.ndarray,
+           ar: np.ndarray) -> np.ndarray:
+    """Iteration times of a GPipe schedule, one iteration per row: ``f`` / ``b`` ``(n, p,
+    m)`` the forward / backward time of each stage and micro-batch, ``cf`` / ``cb`` ``(n, p -
+    1, m)`` the transfer of activations (stage ``l`` to ``l + 1``) and of gradients (back) on
+    link ``l``, ``ar`` ``(n, p)`` each stage's exposed all-reduce after its last backward.
+    Every stage runs its micro-batches in order (the backwards in reverse order, after the
+    last stage's last forward); a micro-batch starts when its input has arrived and the
+    stage is free: ``x[j] = max(ready[j], x[j - 1]) + w[j]``, a max-plus scan along the
+    micro-batches, ``x = C + cummax(ready - C_prev)`` (C the cumulative work).  Micro-batches
+    of zero work at the start of the order are padding (they cost nothing)."""
+    n, p, m = f.shape
+    zero = np.zeros((n, 1))
+
+    def scan(ready: np.ndarray, w: np.ndarray) -> np.ndarray:
+        c = np.cumsum(w, axis=1)
+        prev = np.concatenate([zero, c[:, :-1]], axis=1)
+        return np.asarray(c + np.maximum.accumulate(ready - prev, axis=1))
+
+    x = scan(np.zeros((n, m)), f[:, 0])
+    for s in range(1, p):  # the stages (a handful), vectorised over iterations
+        x = scan(x + cf[:, s - 1], f[:, s])
+    fend = np.broadcast_to(x[:, -1:], (n, m))
+    end = np.empty((n, p))
+    y = scan(np.asarray(fend), b[:, p - 1, ::-1])
+    end[:, p - 1] = y[:, -1]
+    for s in range(p - 2, -1, -1):
+        y = scan(y + cb[:, s, ::-1], b[:, s, ::-1])
+        end[:, s] = y[:, -1]
+    return np.asarray((end + ar).max(axis=1))
+
+
+@dataclass(frozen=True)
+class _Pipe:
+    """The draws of a :func:`_pipeline` series (arrays of :func:`_gpipe`, one row per
+    iteration) and the per-transfer spread of a congested link."""
+
+    f: np.ndarray
+    b: np.ndarray
+    cf: np.ndarray
+    cb: np.ndarray
+    ar: np.ndarray
+    link_jit: np.ndarray  # (n, p - 1, m) unit-mean log-normal factors
+
+    def times(self, lo: int, hi: int,
+              slow: tuple[tuple[int, int, str, int, float], ...] = ()) -> np.ndarray:
+        """Iteration times of rows ``[lo, hi)`` with slowdowns ``(a, b, kind, where, g)``:
+        ``stage`` (stage ``where``'s compute ``g`` times slower) or ``link`` (the transfers
+        on link ``where``, both ways, ``g`` times slower on average)."""
+        f, b = self.f[lo:hi].copy(), self.b[lo:hi].copy()
+        cf, cb = self.cf[lo:hi].copy(), self.cb[lo:hi].copy()
+        for a, e, kind, w, g in slow:
+            i0, i1 = max(a, lo) - lo, min(e, hi) - lo
+            if i1 <= i0:
+                continue
+            if kind == "stage":
+                f[i0:i1, w] *= g
+                b[i0:i1, w] *= g
+            else:
+                x = g * self.link_jit[lo + i0:lo + i1, w]
+                cf[i0:i1, w] *= x
+                cb[i0:i1, w] *= x
+        return _gpipe(f, b, cf, cb, self.ar[lo:hi])
+
+
+def _pipeline(rng: np.random.Generator, scenario: str) -> _Timeline:
+    """Pipeline-parallel training (module docstring); the corpus' noise is turned off
+    (``noise_scale`` ~ 0)."""
+    n = _n(rng)
+    t = np.arange(n)
+    p = int(rng.choice(PP_STAGES))
+    m0 = int(rng.choice([m for m in PP_MICRO if p <= m <= PP_MICRO_START * p]))
+    k = int(rng.integers(1, 4))
+    part = (n - LEAD_ITERS) // k
+    # a micro-batch schedule change (the global batch kept): more micro-batches shrink the
+    # bubble, (m + p - 1) micro-batch times of o + (1 - o) m0 / m each; only to an m whose
+    # level lies in PP_CHANGE_RATIO of the old one
+    o = float(rng.uniform(*PP_OVERHEAD))
+    work = {m: o + (1.0 - o) * m0 / m for m in PP_MICRO if m >= p}
+    m_at = np.full(n, m0)
+    change = -1
+    if rng.random() < PP_CHANGE_P:
+        level = {m: (m + p - 1) * work[m] / (m0 + p - 1) for m in work if m != m0}
+        ok = [m for m, r in level.items() if PP_CHANGE_RATIO[0] <= r <= PP_CHANGE_RATIO[1]]
+        faster = [m for m in ok if level[m] <= PP_CHANGE_FASTER]
+        if faster and rng.random() < PP_CHANGE_FASTER_P:  # mostly a change worth making
+            ok = faster
+        jc = int(rng.integers(0, k))
+        if ok:
+            change = LEAD_ITERS + jc * part + int(rng.integers(0, 50))
+            m_at[change:] = int(rng.choice(ok))
+    mm = int(m_at.max())
+    pad = np.arange(mm)[None, :] < (mm - m_at)[:, None]  # (n, mm): padding first
+    wmb = np.array([work[int(m)] for m in (m0, m_at[-1])])[(m_at != m0).astype(np.int64)]
+    # compute: stage imbalance (first and last heavier: embedding, loss head), each stage's
+    # rate wandering slowly, jitter per stage, micro-batch and pass, the warm-up
+    imb = float(rng.uniform(*PP_IMBALANCE))
+    u = rng.uniform(0.0, 1.0, p)
+    u[[0, -1]] = rng.uniform(0.5, 1.0, 2)
+    weight = 1.0 + imb * u
+    sd, phi = float(rng.uniform(*PP_WANDER_SD)), float(rng.uniform(*PP_WANDER_PHI))
+    wander = lfilter([sd * math.sqrt(1.0 - phi * phi)], [1.0, -phi],
+                     rng.standard_normal((p, n)), axis=1).T  # (n, p)
+    warm = 1.0 + rng.uniform(*PP_WARM_AMPLITUDE) * np.exp(-t / rng.uniform(*PP_WARM_TAU))
+    warm[0] *= rng.uniform(*PP_FIRST)
+    rate = (np.exp(wander) * weight[None, :] * warm[:, None] * wmb[:, None])[:, :, None]
+    jit = float(rng.uniform(*PP_JITTER))
+    bwd = float(rng.uniform(*PP_BACKWARD))
+    live = ~pad[:, None, :]
+
+    def lognorm(sig: float, shape: tuple[int, ...]) -> np.ndarray:
+        return np.asarray(np.exp(sig * rng.standard_normal(shape) - 0.5 * sig * sig))
+
+    f = rate * lognorm(jit, (n, p, mm)) * live
+    b = bwd * rate * lognorm(jit, (n, p, mm)) * live
+    # transfers between stages, with hiccups (one transfer far slower)
+    c0, cj = float(rng.uniform(*PP_P2P)), float(rng.uniform(*PP_P2P_JITTER))
+    lk = (p - 1, mm)
+    cf = c0 * wmb[:, None, None] * lognorm(cj, (n, *lk)) * live
+    cb = c0 * wmb[:, None, None] * lognorm(cj, (n, *lk)) * live
+    hic = rng.random(n) < rng.uniform(*PP_HICCUP_RATE)
+    hx = np.exp(rng.uniform(math.log(PP_HICCUP_X[0]), math.log(PP_HICCUP_X[1]), n))
+    hl = rng.integers(0, max(1, p - 1), n)
+    hj = mm - 1 - rng.integers(0, m_at)  # a real micro-batch
+    rows = np.flatnonzero(hic & (p > 1))
+    cf[rows, hl[rows], hj[rows]] *= hx[rows]
+    # each stage's exposed all-reduce (its share of the mean iteration, the first m's)
+    t0 = (m0 + p - 1) * (1.0 + bwd) * float(weight.max())
+    ar = float(rng.uniform(*PP_AR)) * t0 * lognorm(float(rng.uniform(*PP_AR_JITTER)), (n, p))
+    pipe = _Pipe(f=f, b=b, cf=cf, cb=cb, ar=ar,
+                 link_jit=lognorm(float(rng.uniform(*PP_LINK_JITTER)), (n, *lk)))
+    plain = pipe.times(0, n)
+    # where each part's slowdown may lie: after the part's start (a schedule change) has
+    # settled, PP_CLEAR iterations before the next part's start
+    starts = [LEAD_ITERS + j * part for j in range(k)]
+    plan = [scenario == "slow" and (j == 0 or rng.random() < PP_MORE_P) for j in range(k)]
+    # hidden slowdowns (healthy): a stage with slack to the slowest one slower by part of that
+    # slack; the pipeline's bottleneck is elsewhere, the iteration hardly slower
+    hidden: tuple[tuple[int, int, str, int, float], ...] = ()
+    for j in range(k):
+        if plan[j] or rng.random() >= PP_HIDDEN_P or p < 2:
+            continue
+        s_h = int(rng.integers(0, p))
+        slack = float(weight.max() / weight[s_h])
+        g = 1.0 + rng.uniform(*PP_HIDDEN_SLACK) * (slack - 1.0)
+        dur = min(_logint(rng, *PP_HIDDEN_ITERS), part - PP_SETTLE - PP_CLEAR)
+        a = starts[j] + PP_SETTLE + int(rng.integers(0, part - PP_SETTLE - PP_CLEAR - dur + 1))
+        trial = pipe.times(a, a + dur, ((a, a + dur, "stage", s_h, g),))
+        if g > 1.0 and trial.mean() < (1.0 + PP_HIDDEN_RISE) * plain[a:a + dur].mean():
+            hidden += ((a, a + dur, "stage", s_h, g),)
+    healthy_it = plain.copy()
+    for a, e, *_ in hidden:
+        healthy_it[a:e] = pipe.times(a, e, hidden)
+    steady = healthy_it[LEAD_ITERS:]
+    cv = float(steady.std() / steady.mean())
+    it = healthy_it.copy()
+    events: list[tuple[int, int, float, str]] = []
+    for j in range(k):  # one in each of k parts
+        if not plan[j]:
+            continue
+        s = float(rng.uniform(*PP_SLOWDOWN))
+        kind = "stage" if rng.random() < PP_STAGE_P or p < 2 else "link"
+        room = part - PP_SETTLE - PP_CLEAR
+        dur = min(max(_logint(rng, *PP_SLOW_ITERS), math.ceil(PP_DECIDABLE * (cv / s) ** 2)),
+                  room)
+        if dur < PP_SLOW_ITERS[0]:
+            continue
+        a = starts[j] + PP_SETTLE + int(rng.integers(0, room - dur + 1))
+        where = int(rng.integers(0, p)) if kind == "stage" else int(rng.integers(0, p - 1))
+        base = float(healthy_it[a:a + dur].mean())
+
+        def rise(g: float, kind: str = kind, where: int = where, a: int = a,
+                 dur: int = dur, base: float = base) -> float:
+            y = pipe.times(a, a + dur, hidden + ((a, a + dur, kind, where, g),))
+            return float(y.mean() / base - 1.0)
+
+        top = PP_STAGE_MAX if kind == "stage" else PP_LINK_MAX
+        if rise(top) < s and kind == "link":  # a link too fast to matter: a stage instead
+            kind, where, top = "stage", int(rng.integers(0, p)), PP_STAGE_MAX
+        if rise(top, kind, where) < s:
+            continue
+        lo_g, hi_g = 1.0, top
+        for _ in range(40):  # bisection: the span's rise grows with g
+            mid = 0.5 * (lo_g + hi_g)
+            lo_g, hi_g = (mid, hi_g) if rise(mid, kind, where) < s else (lo_g, mid)
+        y = pipe.times(a, a + dur, hidden + ((a, a + dur, kind, where, hi_g),))
+        it[a:a + dur] = y
+        events.append((a, a + dur, float(y.mean() / base - 1.0), kind))
+    # labelled by the span's mean rise over its healthy mean
+    return _quiet_timeline(_loguniform(rng, *BASE_S) * healthy_it / float(steady.mean()),
+                           it / healthy_it, events)
+
+
 _BUILDERS: dict[str, Callable[[np.random.Generator, str], _Timeline]] = {
     "restart": _restart, "ckpt_stall": _ckpt_stall, "flapping": _flapping,
     "staircase": _staircase, "noise_regime": _noise_regime, "multirank": _multirank,
@@ -2042,7 +2315,7 @@ _BUILDERS: dict[str, Callable[[np.random.Generator, str], _Timeline]] = {
     "hump": _hump, "warmup_onset": _warmup_onset, "reconfig": _reconfig,
     "ckpt_burst": _ckpt_burst, "contention": _contention, "megatron": _megatron,
     "bimodal_replay": _bimodal_replay, "ladder": _ladder, "seqlen": _seqlen, "accum": _accum,
-    "memory": _memory, "prefetch": _prefetch,
+    "memory": _memory, "prefetch": _prefetch, "pipeline": _pipeline,
 }
 
 
