@@ -45,7 +45,6 @@ LOSS_Z = 15.0  # ... and LOSS_Z x the excess' long-run variance / drift (healthy
 LOSS_BATCH = 32  # points per batch mean behind the long-run variance
 LOSS_BATCHES = 8  # batches before the sum is judged
 LOSS_BASE = 1024  # healthy points behind the healthy excess and its variance
-LOSS_FREEZE = 0.5  # a sum this share of the need or more: the healthy excess is not updated
 LOSS_WINDOW = 64  # points behind a recovery's mean excess
 LOSS_STARTS = 256  # run starts kept to place an onset
 
@@ -313,12 +312,14 @@ class _LossView:
     variance over the drift (from means of ``LOSS_BATCH`` points: healthy clumps of stalls
     ask for more), made of ``LOSS_RUNS`` runs of long points or more.  The rise began at
     the run after which the excess beyond the healthy one and half the rise is largest.
+    The healthy excess and its variance learn the points of each excursion of the sum that
+    ends without an onset (at most ``LOSS_BASE`` points pending; a rise is not learnt).
     The mean excess of the latest ``LOSS_WINDOW`` points back within the drift of the
     healthy one is its recovery.  O(1) a point."""
 
     __slots__ = ("limit", "k", "need", "max_run", "base", "n", "s", "start", "runs", "run",
                  "run_sum", "top", "starts", "cum", "pos", "win", "wsum", "bsum", "bn", "nb",
-                 "bm", "bm2", "slow")
+                 "bm", "bm2", "slow", "pend_e", "pend_n", "pend_b")
 
     def __init__(self, threshold: float, stall_iters: int) -> None:
         self.limit, self.k = math.log1p(threshold), 0.5 * threshold
@@ -327,6 +328,9 @@ class _LossView:
         self.bsum, self.bn, self.nb, self.bm, self.bm2 = 0.0, 0, 0, 0.0, 0.0  # batch means
         self.win: deque[float] = deque(maxlen=LOSS_WINDOW)  # excess since the onset
         self.wsum, self.slow = 0.0, False
+        # an open excursion's points: learnt as healthy when it ends without an onset
+        self.pend_e, self.pend_n = 0.0, 0
+        self.pend_b: list[float] = []
         self._clear()
 
     def _clear(self) -> None:
@@ -342,6 +346,7 @@ class _LossView:
     def pause(self) -> None:
         """The main view is slow (or has no healthy level): the sum starts afresh after."""
         self._clear()
+        self._drop()
         self.slow, self.wsum = False, 0.0
         self.win.clear()
 
@@ -384,30 +389,60 @@ class _LossView:
             return None
         self.bsum += e
         self.bn += 1
-        if self.s < LOSS_FREEZE * self.need:  # not inside a rise: the healthy excess
-            self.n += 1
-            self.base += (e - self.base) / min(self.n, LOSS_BASE)
-        if self.bn == LOSS_BATCH and self.s < LOSS_FREEZE * self.need:
-            self.nb += 1
-            b, w = self.bsum / LOSS_BATCH, 1.0 / min(self.nb, LOSS_BASE // LOSS_BATCH)
-            self.bm += (b - self.bm) * w
-            self.bm2 += (b * b - self.bm2) * w
-        if self.bn == LOSS_BATCH:
+        b = self.bsum / LOSS_BATCH if self.bn == LOSS_BATCH else None
+        if b is not None:
             self.bsum, self.bn = 0.0, 0
         if self.nb < LOSS_BATCHES:
+            self._learn(e, b)
             return None
         self.s = max(0.0, self.s + e - self.base - self.k)
-        if self.s <= 0:
+        if self.s <= 0:  # an excursion over without an onset: healthy, learnt
+            self._learn(e, b)
             self._restart()
             return None
         self.cum += e
+        self.pend_e += e
+        self.pend_n += 1
+        if b is not None:
+            self.pend_b.append(b)
+        if self.pend_n >= LOSS_BASE:  # a long excursion below the need: the healthy excess
+            self._commit()
         lrv = LOSS_BATCH * max(self.bm2 - self.bm * self.bm, 0.0)  # long-run variance
         need = max(self.need, LOSS_Z * lrv / self.k)
         if self.s - self.top >= need and self.runs >= LOSS_RUNS:  # not one stall
             self.slow, self.wsum = True, 0.0
             self.win.clear()
+            self._drop()  # the rise, not the healthy excess
             return self._began()
         return None
+
+    def _learn(self, e: float, b: float | None) -> None:
+        """The healthy excess: the pending points of an excursion that ended, then ``e``
+        (and the batch mean ``b`` that it closed)."""
+        self._commit()
+        self.n += 1
+        self.base += (e - self.base) / min(self.n, LOSS_BASE)
+        if b is not None:
+            self._batch(b)
+
+    def _commit(self) -> None:
+        if self.pend_n:
+            self.n += self.pend_n
+            self.base += (self.pend_e / self.pend_n - self.base) * min(
+                1.0, self.pend_n / min(self.n, LOSS_BASE))
+            for m in self.pend_b:
+                self._batch(m)
+        self._drop()
+
+    def _drop(self) -> None:
+        self.pend_e, self.pend_n = 0.0, 0
+        self.pend_b.clear()
+
+    def _batch(self, b: float) -> None:
+        self.nb += 1
+        w = 1.0 / min(self.nb, LOSS_BASE // LOSS_BATCH)
+        self.bm += (b - self.bm) * w
+        self.bm2 += (b * b - self.bm2) * w
 
     def _began(self) -> tuple[str, int, float]:
         """Where the rise began: the run start after which the excess beyond the healthy
