@@ -29,7 +29,8 @@ class Alarm:
     (the job iteration of ``index``); ``slow_fraction`` is the share of iterations that were
     slow (``flapping``); ``note`` says why an alarm came (``segment``: a restart ended the
     episode; ``flapping``: flapping ended; ``steady``: flapping became a steady slow level;
-    ``periods``: said by the view on whole periods of a periodic series).
+    ``periods``: said by the view on whole periods of a periodic series; ``mean``: said by
+    the view on the mean, a rise of the mean made of sparse long iterations).
     """
 
     kind: str  # "onset" | "change" | "recovery" | "speedup" | "flapping" | "drift"

@@ -38,6 +38,15 @@ FOLD_HISTORY = 512  # latest points kept to fold the gaps that made a period
 FOLD_BLOCK = 8  # a folded value: the mean over whole periods of at least this many points
 FOLD_MIN_POINTS = 4  # a level of the folded view: at least this many blocks (clusters of
 #                      congested boundaries raise a few blocks in a row)
+LOSS_CAP = 8.0  # the view on the mean: one point's excess (x / h - 1) counted at most
+LOSS_ITERS = 1.0  # an onset: at least this many stall_iters of iterations lost ...
+LOSS_RUNS = 4  # ... made of this many runs of long points or more
+LOSS_Z = 15.0  # ... and LOSS_Z x the excess' long-run variance / drift (healthy clumps)
+LOSS_BATCH = 32  # points per batch mean behind the long-run variance
+LOSS_BATCHES = 8  # batches before the sum is judged
+LOSS_BASE = 1024  # healthy points behind the healthy excess and its variance
+LOSS_WINDOW = 64  # points behind a recovery's mean excess
+LOSS_STARTS = 256  # run starts kept to place an onset
 
 Sink = Callable[[float, int], list[Alarm]]
 
@@ -288,6 +297,168 @@ class _PeriodFold:
         return self.det is not None and (self.det.slow or self.det._flapping)
 
 
+class _LossView:
+    """The view on the mean (``docs/detection.md``): the time that sparse long iterations
+    add in a series without a period (a storm of input stalls, part of the steps waiting
+    for a slower loader).  The median, and every level of the main view, stays healthy
+    there while the mean rises; each long iteration is a spike.
+
+    Each point's excess over the main view's healthy level ``h``, ``min(x / h - 1,
+    LOSS_CAP)``, goes into Page's cumulative sum less the healthy excess (its mean over
+    the healthy points) and half the threshold (the drift).  A run of more than
+    ``stall_iters`` long points is a level (the main view's) and adds nothing.  The sum is
+    an onset when, less its largest run (not one stall), it holds ``LOSS_ITERS x
+    stall_iters`` iterations lost and ``LOSS_Z`` times the healthy excess' long-run
+    variance over the drift (from means of ``LOSS_BATCH`` points: healthy clumps of stalls
+    ask for more), made of ``LOSS_RUNS`` runs of long points or more.  The rise began at
+    the run after which the excess beyond the healthy one and half the rise is largest.
+    The healthy excess and its variance learn the points of each excursion of the sum that
+    ends without an onset (at most ``LOSS_BASE`` points pending; a rise is not learnt).
+    The mean excess of the latest ``LOSS_WINDOW`` points back within the drift of the
+    healthy one is its recovery.  O(1) a point."""
+
+    __slots__ = ("limit", "k", "need", "max_run", "base", "n", "s", "start", "runs", "run",
+                 "run_sum", "top", "starts", "cum", "pos", "win", "wsum", "bsum", "bn", "nb",
+                 "bm", "bm2", "slow", "pend_e", "pend_n", "pend_b")
+
+    def __init__(self, threshold: float, stall_iters: int) -> None:
+        self.limit, self.k = math.log1p(threshold), 0.5 * threshold
+        self.need, self.max_run = LOSS_ITERS * max(stall_iters, 1), max(stall_iters, 1)
+        self.base, self.n, self.pos = 0.0, 0, 0
+        self.bsum, self.bn, self.nb, self.bm, self.bm2 = 0.0, 0, 0, 0.0, 0.0  # batch means
+        self.win: deque[float] = deque(maxlen=LOSS_WINDOW)  # excess since the onset
+        self.wsum, self.slow = 0.0, False
+        # an open excursion's points: learnt as healthy when it ends without an onset
+        self.pend_e, self.pend_n = 0.0, 0
+        self.pend_b: list[float] = []
+        self._clear()
+
+    def _clear(self) -> None:
+        self.run, self.run_sum = 0, 0.0  # the open run of long points and its excess
+        self._restart()
+
+    def _restart(self) -> None:
+        """The sum at zero: no rise under way."""
+        self.s, self.start, self.runs, self.top, self.cum = 0.0, -1, 0, 0.0, 0.0
+        # (iteration, position, excess summed before it) of the runs since the sum left zero
+        self.starts: deque[tuple[int, int, float]] = deque(maxlen=LOSS_STARTS)
+
+    def pause(self) -> None:
+        """The main view is slow (or has no healthy level): the sum starts afresh after."""
+        self._clear()
+        self._drop()
+        self.slow, self.wsum = False, 0.0
+        self.win.clear()
+
+    def feed(self, x: float, h: float, it: int) -> tuple[str, int, float] | None:
+        """One point: ``("onset", iteration, excess)`` (where the rise began, the mean
+        excess since), ``("recovery", iteration, excess)`` (the latest window's) or None."""
+        r = math.log(x / h)
+        e = min(x / h - 1.0, LOSS_CAP)
+        self.pos += 1
+        if r >= self.limit:  # a long point
+            self.run += 1
+            if self.run == 1:
+                if self.s <= 0:
+                    self._restart()
+                    self.start = it
+                self.runs += 1
+                self.starts.append((it, self.pos, self.cum))
+            if self.run > self.max_run:  # a level, not stalls
+                self.s = max(0.0, self.s - self.run_sum)
+                self.run_sum, e = 0.0, 0.0
+                if self.s <= 0:
+                    self._restart()
+            else:
+                self.run_sum += e
+                self.top = max(self.top, self.run_sum)
+        else:
+            if self.run > self.max_run:
+                e = 0.0
+            self.run, self.run_sum = 0, 0.0
+        if self.slow:
+            win = self.win
+            if len(win) == LOSS_WINDOW:
+                self.wsum -= win[0]
+            win.append(e)
+            self.wsum += e
+            if len(win) == LOSS_WINDOW and self.wsum / LOSS_WINDOW - self.base < self.k:
+                self.slow = False
+                self._clear()
+                return "recovery", it, self.wsum / LOSS_WINDOW
+            return None
+        self.bsum += e
+        self.bn += 1
+        b = self.bsum / LOSS_BATCH if self.bn == LOSS_BATCH else None
+        if b is not None:
+            self.bsum, self.bn = 0.0, 0
+        if self.nb < LOSS_BATCHES:
+            self._learn(e, b)
+            return None
+        self.s = max(0.0, self.s + e - self.base - self.k)
+        if self.s <= 0:  # an excursion over without an onset: healthy, learnt
+            self._learn(e, b)
+            self._restart()
+            return None
+        self.cum += e
+        self.pend_e += e
+        self.pend_n += 1
+        if b is not None:
+            self.pend_b.append(b)
+        if self.pend_n >= LOSS_BASE:  # a long excursion below the need: the healthy excess
+            self._commit()
+        lrv = LOSS_BATCH * max(self.bm2 - self.bm * self.bm, 0.0)  # long-run variance
+        need = max(self.need, LOSS_Z * lrv / self.k)
+        if self.s - self.top >= need and self.runs >= LOSS_RUNS:  # not one stall
+            self.slow, self.wsum = True, 0.0
+            self.win.clear()
+            self._drop()  # the rise, not the healthy excess
+            return self._began()
+        return None
+
+    def _learn(self, e: float, b: float | None) -> None:
+        """The healthy excess: the pending points of an excursion that ended, then ``e``
+        (and the batch mean ``b`` that it closed)."""
+        self._commit()
+        self.n += 1
+        self.base += (e - self.base) / min(self.n, LOSS_BASE)
+        if b is not None:
+            self._batch(b)
+
+    def _commit(self) -> None:
+        if self.pend_n:
+            self.n += self.pend_n
+            self.base += (self.pend_e / self.pend_n - self.base) * min(
+                1.0, self.pend_n / min(self.n, LOSS_BASE))
+            for m in self.pend_b:
+                self._batch(m)
+        self._drop()
+
+    def _drop(self) -> None:
+        self.pend_e, self.pend_n = 0.0, 0
+        self.pend_b.clear()
+
+    def _batch(self, b: float) -> None:
+        self.nb += 1
+        w = 1.0 / min(self.nb, LOSS_BASE // LOSS_BATCH)
+        self.bm += (b - self.bm) * w
+        self.bm2 += (b * b - self.bm2) * w
+
+    def _began(self) -> tuple[str, int, float]:
+        """Where the rise began: the run start after which the excess beyond the healthy
+        one and half the rise (as large as the sum's life says, at least the threshold)
+        is largest (hiccups before the rise left the sum above zero)."""
+        it0, p0, c0 = self.starts[0]
+        rise = max(self.k, 0.5 * ((self.cum - c0) / (self.pos - p0 + 1) - self.base))
+        drift = self.base + rise
+        best, at, excess = -math.inf, it0, 0.0
+        for it, p, c in self.starts:
+            v = (self.cum - c) - drift * (self.pos - p + 1)
+            if v > best:
+                best, at, excess = v, it, (self.cum - c) / (self.pos - p + 1)
+        return "onset", at, excess
+
+
 class RobustLevelDetector:
     """Streaming detector of one rank (``docs/detection.md``)."""
 
@@ -301,7 +472,7 @@ class RobustLevelDetector:
                  rise_iters: int = 100, startup_iters: int = 300, lag_iters: int = 100,
                  reference_points: int = 32, flap_episodes: int = 3,
                  flap_window_iters: int = 1000, spike_run_chance: float = 1e-4,
-                 confidence: float = 2.5, fold: bool = True) -> None:
+                 confidence: float = 2.5, fold: bool = True, mean_view: bool = True) -> None:
         """Every parameter, its unit and meaning: ``docs/detection.md`` (Parameters)."""
         if not (0.0 < threshold < 10.0 and 0.5 <= persist_fraction <= 1.0
                 and 0.0 < spike_run_chance < 1.0 and confidence >= 0.0):
@@ -334,8 +505,11 @@ class RobustLevelDetector:
         # the folded view: its own detector, a level there at least FOLD_MIN_POINTS blocks
         fkw = {**kw, "min_points": max(self.min_points, FOLD_MIN_POINTS)}
         self._fold = _PeriodFold(self.limit, lambda: RobustLevelDetector(
-            **fkw, fold=False)) if fold else None  # type: ignore[arg-type]
+            **fkw, fold=False, mean_view=False)) if fold else None  # type: ignore[arg-type]
         self._fold_slow = False  # the folded view holds a slow episode
+        # the view on the mean: the time lost by sparse long iterations
+        self._mean = _LossView(self.threshold, self.stall_iters) if mean_view else None
+        self._mean_slow = False  # the view on the mean holds a slow episode
         self._reset()
 
     @property
@@ -352,17 +526,23 @@ class RobustLevelDetector:
         folded = self._fold.stop(self._last_it, self._t) if self._fold is not None else []
         if self._fold is not None:
             self._fold = _PeriodFold(self._fold.cut, self._fold.make)  # a new series
-        return self._merge(alarms, folded)
+        out = self._merge(alarms, folded)
+        if self._mean is not None:
+            if self._mean.slow:
+                out = self._merge_mean(out, [self._alarm(
+                    "recovery", self._t, self._last_it, math.nan, math.nan, note="segment")])
+            self._mean = _LossView(self.threshold, self.stall_iters)
+        return out
 
     def _merge(self, alarms: list[Alarm], folded: list[Alarm]) -> list[Alarm]:
         """One episode at a time from the two views: an onset (or recovery) of either is
         said when the other is not slow; while the folded view is slow the main view's
         onsets and recoveries are part of its episode, and the reverse."""
-        out = [a for a in alarms if not (self._fold_slow and a.kind in (
+        out = [a for a in alarms if not ((self._fold_slow or self._mean_slow) and a.kind in (
             "onset", "flapping", "recovery"))]
         for a in folded:
             if a.kind in ("onset", "flapping"):
-                if not self._fold_slow and not (self.slow or self._flapping):
+                if not (self._fold_slow or self._mean_slow or self.slow or self._flapping):
                     out.append(replace(a, kind="onset", since=None, slow_fraction=None,
                                        note="periods"))
                 self._fold_slow = True
@@ -376,6 +556,23 @@ class RobustLevelDetector:
                     # level for its own recovery)
                     self._end_episode(a.iteration or 0)
                 out.append(replace(a, note=a.note or "periods"))
+        return out
+
+    def _merge_mean(self, alarms: list[Alarm], mean: list[Alarm]) -> list[Alarm]:
+        """The view on the mean's alarms into the episode of the other two (their own
+        alarms already merged): its onset is an onset when neither is slow, its recovery a
+        recovery when neither is (the episode is the time any view is slow)."""
+        out = alarms
+        for a in mean:
+            other = self.slow or self._flapping or self._fold_slow
+            if a.kind == "onset":
+                if not (self._mean_slow or other):
+                    out = out + [a]
+                self._mean_slow = True
+            elif a.kind == "recovery" and self._mean_slow:
+                self._mean_slow = False
+                if not other:
+                    out = out + [a]
         return out
 
     def _reset(self) -> None:
@@ -424,13 +621,33 @@ class RobustLevelDetector:
         self._t += 1
         self._last_it, self._span = iteration, max(span, 1)
         y, secs = math.log(x), x * self._span
-        fold = self._fold
-        if fold is None:
+        fold, mv = self._fold, self._mean
+        if fold is None and mv is None:
             return self._observe(y, iteration, secs)
-        folded = (fold.feed(y, x, iteration, self._t) if span == 1
-                  else fold.stop(iteration, self._t) if fold.period else [])
+        folded = [] if fold is None else (
+            fold.feed(y, x, iteration, self._t) if span == 1
+            else fold.stop(iteration, self._t) if fold.period else [])
         alarms = self._observe(y, iteration, secs)
-        return self._merge(alarms, folded) if folded or (alarms and self._fold_slow) else alarms
+        mean: list[Alarm] = []
+        if mv is not None:
+            if (span == 1 and not (fold is not None and fold.period) and not self.slow
+                    and not self._flapping and len(self._ref.fifo) >= self.min_reference):
+                h = math.exp(self._ref.median())
+                said = mv.feed(x, h, iteration)
+                if said is not None:
+                    kind, at, excess = said
+                    e = h * (1.0 + max(excess, 0.0))
+                    pos = self._t - (iteration - at)
+                    mean = [self._alarm(kind, pos, at, *((h, e) if kind == "onset"
+                                                         else (e, h)), note="mean")]
+            elif mv.slow or mv.s > 0:
+                if mv.slow:
+                    mean = [self._alarm("recovery", self._t, iteration, math.nan, math.nan,
+                                        note="mean")]
+                mv.pause()
+        if folded or (alarms and (self._fold_slow or self._mean_slow)):
+            alarms = self._merge(alarms, folded)
+        return self._merge_mean(alarms, mean) if mean else alarms
 
     def _observe(self, y: float, iteration: int, secs: float) -> list[Alarm]:
         if self._first_it is None:
