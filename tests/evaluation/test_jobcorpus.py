@@ -581,6 +581,22 @@ def _around(d: np.ndarray, ok: np.ndarray, a: int, b: int, span: int = 200) -> n
     return np.concatenate(out)
 
 
+def _above_the_healthy_around(d: np.ndarray, ok: np.ndarray, inside: np.ndarray, name: str,
+                              drop: int = 0) -> None:
+    """The records' mean over the span ``inside`` is at least ``1 + SLOWDOWN_EVENT`` times
+    the mean of the healthy records (``ok``) of the 200 iterations before it and of the 200
+    after it (each side with 100 records or more; its largest ``drop`` left out)."""
+    x = d[inside]
+    x = x[np.isfinite(x)]
+    a, b = int(np.flatnonzero(inside)[0]), int(np.flatnonzero(inside)[-1]) + 1
+    for lo, hi in ((max(0, a - 200), a), (b, b + 200)):
+        y = d[lo:hi][ok[lo:hi]]
+        y = y[np.isfinite(y)]
+        if y.size >= 100:
+            y = np.sort(y)[:y.size - drop]
+            assert x.mean() >= (1.0 + SLOWDOWN_EVENT) * y.mean(), name
+
+
 def test_accum_labels() -> None:
     """Gradient accumulation logged per micro-batch: the healthy series has its own periodic
     long iterations (the boundaries); every labelled slowdown raises the mean iteration time
@@ -690,12 +706,7 @@ def test_memory_labels() -> None:
             x = d[inside]
             x = x[np.isfinite(x)]
             assert x.mean() >= (1.0 + SLOWDOWN_EVENT) * np.nanmean(d[ok]), s.name
-            a, b = int(np.flatnonzero(inside)[0]), int(np.flatnonzero(inside)[-1]) + 1
-            for lo, hi in ((max(0, a - 200), a), (b, b + 200)):
-                y = d[lo:hi][ok[lo:hi]]
-                y = y[np.isfinite(y)]
-                if y.size >= 100:
-                    assert x.mean() >= (1.0 + SLOWDOWN_EVENT) * y.mean(), s.name
+            _above_the_healthy_around(d, ok, inside, s.name)
         assert np.allclose(factor[~inside_any], 1.0), s.name
         if not s.positive:
             assert not s.events
@@ -751,13 +762,8 @@ def test_prefetch_labels() -> None:
             x = d[inside]
             x = x[np.isfinite(x)]
             assert x.mean() >= (1.0 + SLOWDOWN_EVENT) * np.nanmean(d[ok]), s.name
-            a, b = int(np.flatnonzero(inside)[0]), int(np.flatnonzero(inside)[-1]) + 1
-            for lo, hi in ((max(0, a - 200), a), (b, b + 200)):
-                y = d[lo:hi][ok[lo:hi]]
-                y = y[np.isfinite(y)]
-                if y.size >= 100:  # its largest 4 (hiccups, a restart) left out
-                    y = np.sort(y)[:-4]
-                    assert x.mean() >= (1.0 + SLOWDOWN_EVENT) * y.mean(), s.name
+            # its largest 4 (hiccups, a restart) left out
+            _above_the_healthy_around(d, ok, inside, s.name, drop=4)
         assert np.allclose(factor[~inside_any], 1.0), s.name
         if not s.positive:
             assert not s.events
@@ -808,15 +814,8 @@ def test_pipeline_labels() -> None:
             assert after.sum() == min(PP_CLEAR, int((s.iter >= e.end_iter).sum()))
             assert np.allclose(factor[after], 1.0)
             # on the records
-            x = d[inside]
-            x = x[np.isfinite(x)]
-            a, b = int(np.flatnonzero(inside)[0]), int(np.flatnonzero(inside)[-1]) + 1
-            ok = steady & ~inside_any
-            for lo, hi in ((max(0, a - 200), a), (b, b + 200)):
-                y = d[lo:hi][ok[lo:hi]]
-                y = np.sort(y[np.isfinite(y)])[:-4]
-                if y.size >= 100:
-                    assert x.mean() >= (1.0 + SLOWDOWN_EVENT) * y.mean(), s.name
+            # their largest 4 (transfer hiccups) left out
+            _above_the_healthy_around(d, steady & ~inside_any, inside, s.name, drop=4)
         assert np.allclose(factor[~inside_any], 1.0), s.name
         if not s.positive:
             assert not s.events

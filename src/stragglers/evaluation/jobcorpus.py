@@ -852,6 +852,24 @@ class _Timeline:
     restarts: int = 0
 
 
+def _wandering_compute(rng: np.random.Generator, t: np.ndarray, wander_sd: tuple[float, float],
+                       wander_phi: tuple[float, float], jitter: tuple[float, float],
+                       warm_amplitude: tuple[float, float], warm_tau: tuple[float, float],
+                       first: tuple[float, float]) -> np.ndarray:
+    """The compute time of iterations ``t`` (mean 1): a slowly wandering rate (AR(1) in log
+    space, its sd and lag-1 correlation drawn from ``wander_sd`` / ``wander_phi``), log-normal
+    jitter (``jitter``, mean kept) and the warm-up (``1 + A exp(-t / tau)``, the first
+    iteration ``first`` times more). The draws come in this order (the generators that use it
+    keep their bytes)."""
+    n = t.size
+    sd, phi = float(rng.uniform(*wander_sd)), float(rng.uniform(*wander_phi))
+    wander = lfilter([sd * math.sqrt(1.0 - phi * phi)], [1.0, -phi], rng.standard_normal(n))
+    jit = float(rng.uniform(*jitter))
+    warm = 1.0 + rng.uniform(*warm_amplitude) * np.exp(-t / rng.uniform(*warm_tau))
+    warm[0] *= rng.uniform(*first)
+    return np.asarray(np.exp(wander + jit * rng.standard_normal(n) - 0.5 * jit * jit) * warm)
+
+
 def _loguniform(rng: np.random.Generator, lo: float, hi: float) -> float:
     return float(math.exp(rng.uniform(math.log(lo), math.log(hi))))
 
@@ -1713,12 +1731,8 @@ def _accum(rng: np.random.Generator, scenario: str) -> _Timeline:
     bnd = ((pos + 1) % k == 0) | last
     nb = int(bnd.sum())
     # micro-batch compute: a slowly wandering rate and jitter, with the warm-up
-    sd, phi = float(rng.uniform(*AC_WANDER_SD)), float(rng.uniform(*AC_WANDER_PHI))
-    wander = lfilter([sd * math.sqrt(1.0 - phi * phi)], [1.0, -phi], rng.standard_normal(n))
-    jit = float(rng.uniform(*AC_JITTER))
-    warm = 1.0 + rng.uniform(*AC_WARM_AMPLITUDE) * np.exp(-t / rng.uniform(*AC_WARM_TAU))
-    warm[0] *= rng.uniform(*AC_FIRST)
-    comp = np.exp(wander + jit * rng.standard_normal(n) - 0.5 * jit * jit) * warm
+    comp = _wandering_compute(rng, t, AC_WANDER_SD, AC_WANDER_PHI, AC_JITTER,
+                              AC_WARM_AMPLITUDE, AC_WARM_TAU, AC_FIRST)
     # the boundary's work: the exposed all-reduce (jitter, transient congestion of one
     # boundary) and the optimizer step (on the GPU, or offloaded to the host)
     cj = float(rng.uniform(*AC_COMM_JITTER))
@@ -1828,12 +1842,8 @@ def _memory(rng: np.random.Generator, scenario: str) -> _Timeline:
     t = np.arange(n)
     ranks = int(rng.choice(MP_RANKS))
     # compute: a slowly wandering rate and jitter, with the warm-up
-    sd, phi = float(rng.uniform(*MP_WANDER_SD)), float(rng.uniform(*MP_WANDER_PHI))
-    wander = lfilter([sd * math.sqrt(1.0 - phi * phi)], [1.0, -phi], rng.standard_normal(n))
-    jit = float(rng.uniform(*MP_JITTER))
-    warm = 1.0 + rng.uniform(*MP_WARM_AMPLITUDE) * np.exp(-t / rng.uniform(*MP_WARM_TAU))
-    warm[0] *= rng.uniform(*MP_FIRST)
-    comp = np.exp(wander + jit * rng.standard_normal(n) - 0.5 * jit * jit) * warm
+    comp = _wandering_compute(rng, t, MP_WANDER_SD, MP_WANDER_PHI, MP_JITTER,
+                              MP_WARM_AMPLITUDE, MP_WARM_TAU, MP_FIRST)
     # the caching allocator: fragmentation grows until the cache is full (the compute slower
     # by up to ``amp``: cudaMalloc / cudaFree calls), then the cache is freed and refilled
     period = _loguniform(rng, *MP_TOOTH)
@@ -2008,12 +2018,8 @@ def _prefetch(rng: np.random.Generator, scenario: str) -> _Timeline:
     n = _n(rng)
     t = np.arange(n)
     # compute: a slowly wandering rate and jitter, with the warm-up
-    sd, phi = float(rng.uniform(*DL_WANDER_SD)), float(rng.uniform(*DL_WANDER_PHI))
-    wander = lfilter([sd * math.sqrt(1.0 - phi * phi)], [1.0, -phi], rng.standard_normal(n))
-    jit = float(rng.uniform(*DL_JITTER))
-    warm = 1.0 + rng.uniform(*DL_WARM_AMPLITUDE) * np.exp(-t / rng.uniform(*DL_WARM_TAU))
-    warm[0] *= rng.uniform(*DL_FIRST)
-    comp = np.exp(wander + jit * rng.standard_normal(n) - 0.5 * jit * jit) * warm
+    comp = _wandering_compute(rng, t, DL_WANDER_SD, DL_WANDER_PHI, DL_JITTER,
+                              DL_WARM_AMPLITUDE, DL_WARM_TAU, DL_FIRST)
     # the loader: the worker pool's interval between two ready batches, a utilisation rho of
     # the trainer's rate, log-normal read times (mean kept) and storage hiccups
     rho = float(rng.uniform(*DL_RHO))
