@@ -149,19 +149,56 @@ def test_one_rank_alone_is_detected_on_its_busy_time(tmp_path: Path, capsys) -> 
 
 
 def test_the_joiner_holds_records_for_a_rank_announced_and_lets_go_at_the_end() -> None:
+    """Records wait for the announced rank's record of their step, and the first steps
+    also for the scale (``REF_SKIP + SCALE_POINTS`` steps both ranks have): then they go
+    in step order, in the scale; what is held at the end of the input goes as it is."""
     j: StepJoiner[int] = StepJoiner()
     j.expect(1)
     out = []
-    for k in range(REF_SKIP + REF_POINTS + 5):
+    total = REF_SKIP + REF_POINTS + 5
+    for k in range(total):
         out += j.add(StepRecord(rank=0, step=k, busy=1.0, wait=0.0), k, 0)
-    assert out == [] and j.held == REF_SKIP + REF_POINTS + 5  # waiting for rank 1
-    for k in range(3):
+    assert out == [] and j.held == total  # waiting for rank 1
+    first = REF_SKIP + SCALE_POINTS
+    for k in range(first - 1):
         out += j.add(StepRecord(rank=1, step=k, busy=2.0, wait=0.0), k, 1)
-    assert [(r.rank, r.iter) for r, _, _ in out] == [(0, 0), (1, 0), (0, 1), (1, 1),
-                                                     (0, 2), (1, 2)]
+    assert out == [] and j.scale is None  # the scale is not set yet: nothing goes
+    out += j.add(StepRecord(rank=1, step=first - 1, busy=2.0, wait=0.0), first - 1, 1)
+    assert j.scale == 1.0
+    assert sorted((r.iter, r.rank) for r, _, _ in out) == [
+        (k, r) for k in range(first) for r in (0, 1)]
+    for rank in (0, 1):  # each rank's records in the order they came
+        assert [r.iter for r, _, _ in out if r.rank == rank] == list(range(first))
+    # in the scale: rank 0 at the common pace, rank 1 twice as busy
+    assert {(r.rank, r.duration) for r, _, _ in out} == {(0, 1.0), (1, 2.0)}
     rest = j.flush()
-    assert len(rest) == REF_SKIP + REF_POINTS + 2 and j.held == 0
+    assert len(rest) == total - first and j.held == 0
     assert all(r.rank == 0 and r.duration == 1.0 for r, _, _ in rest)
+
+
+def test_a_healthy_ddp_run_on_a_loaded_machine_has_no_onset_at_its_start() -> None:
+    """Two ranks of equal work on a loaded machine: every step stretched alike by the
+    machine's load (a wandering factor, log-sd 0.09 a step, and per-step jumps of log-sd
+    0.18) and each rank's own noise (12 %): no rise in 40 seeded runs of 150 steps. Before
+    the first steps were held for the scale, they went to the detector as raw busy times
+    (the load's swings and all) and the series changed scale at step 12: 2 of these runs
+    had a false onset at step 10 or 11 (declared at 47 and 69)."""
+    found = []
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        n = 150
+        wander = np.cumsum(rng.normal(0, 0.35 / 4, n))
+        common = np.exp(wander - wander.mean() + rng.normal(0, 0.35 / 2, n))
+        lines = [json.dumps({"kind": "step", "v": 1, "rank": r, "step": k, "wait": 0.0,
+                             "busy": round(BASE * float(common[k])
+                                           * float(np.exp(rng.normal(0, 0.12))), 7)})
+                 for k in range(n) for r in (0, 1)]
+        w = Watcher()
+        events = [e.to_dict() for e in w.process_lines(enumerate(lines, start=1)) + w.finish()]
+        found += [(seed, e["event"], e["rank"], e["job_iteration"]) for e in events
+                  if e["event"] in ("onset", "change", "flapping")
+                  and e["level_s"] > e["previous_s"]]
+    assert found == []
 
 
 def test_the_watcher_names_events_by_the_file_the_record_came_from(tmp_path: Path) -> None:
@@ -201,10 +238,14 @@ DDP_BUSY_MS = {
 def test_a_slowdown_inside_a_noisy_warm_up_of_a_ddp_run_is_found() -> None:
     """The recorded DDP run above: rank 1's warm-up ends on its slow level (step 37), but the
     level it had before (steps 9-13, within the noise of the start) is told from the slow
-    one by a rise larger than either level's spread: the onset is rank 1's, placed at most
-    3 steps before step 30 (the noisy steps 27-29 join the rise) and declared by step 40.
-    With the former level test (5 values within the threshold of each other) the noisy
-    level was no level: the slow one was taken as rank 1's healthy time, nothing found."""
+    one by a rise larger than either level's spread: a rise of rank 1 to twice its healthy
+    time or more is placed at most 3 steps before step 30 (the noisy steps 27-29 join the
+    rise) and declared by step 40, and no other rank is named. With the former level test (5 values
+    within the threshold of each other) the noisy level was no level: the slow one was
+    taken as rank 1's healthy time, nothing found. (In steps 15-29 rank 1 was 1.2-3x as
+    busy as rank 0 in most steps, the machine's load on its core: since the first steps go
+    to the detector in the scale of the rest, that is an earlier onset of rank 1, at step
+    12, declared at 29.)"""
     lines = [json.dumps({"kind": "step", "v": 1, "rank": r, "step": k, "busy": ms / 1e3,
                          "wait": 0.0})
              for k in range(60) for r in (0, 1) for ms in [DDP_BUSY_MS[r][k]]]
@@ -213,4 +254,6 @@ def test_a_slowdown_inside_a_noisy_warm_up_of_a_ddp_run_is_found() -> None:
     rises = [e for e in events if e["event"] in ("onset", "change", "flapping")
              and e["level_s"] > e["previous_s"]]
     assert rises and {e["rank"] for e in rises} == {1}, rises
-    assert 27 <= rises[0]["job_iteration"] <= 30 and rises[0]["declared_job_iteration"] <= 40
+    slow = [e for e in rises if e["level_s"] > 2 * e["healthy_s"]]
+    assert slow and 27 <= slow[0]["job_iteration"] <= 30, rises
+    assert slow[0]["declared_job_iteration"] <= 40, rises

@@ -29,8 +29,13 @@ the common pace is taken at that pace (the ``max``): being faster is no sign of 
 straggler, and a rank that was faster than the others for a while (a shared machine's load
 on its peers) and comes back to their pace has not slowed down; so a rank that kept its own
 time while more than half of the others slowed does not look faster either. No estimate of
-each rank's own level is needed. Until ``S`` has a value, and for a step that only one rank
-has, ``x`` is the busy time.
+each rank's own level is needed. The records of the first steps are held until ``S`` has a
+value (:data:`REF_SKIP` + :data:`SCALE_POINTS` steps that two ranks or more have), so the
+start-up goes to the detector in the scale of the rest of the series, less the job's common
+slowdown like any other step: let go raw, the start-up's busy times (a loaded machine, a
+first compilation) were a level change at that step. For a step that only one rank has,
+and for records let go before ``S`` has a value (the end of the input, a silent peer),
+``x`` is the busy time.
 
 Records are held until every rank seen so far, and every rank announced (:meth:`expect`:
 ``watch`` reads the rank of each file of step records it follows before reading on), has a
@@ -137,11 +142,18 @@ class StepJoiner(Generic[T]):
         return out
 
     def _advance(self, step: int) -> list[tuple[IterationRecord, int, T]]:
-        """``step`` has a record of every rank: the ranks waiting there go on, each until
-        its oldest held record is of a step some rank has not reached."""
+        """``step`` has a record of every rank: its pace is taken, and the ranks waiting
+        there go on, each until its oldest held record is of a step some rank has not
+        reached. Until the scale ``S`` is set (with two ranks or more), nothing goes on:
+        the first steps go, in the scale of the rest of the series, once it is."""
         out: list[tuple[IterationRecord, int, T]] = []
         n = len(self._ranks)
-        for rank in sorted(self._heads.get(step, ())):
+        had_scale = self.scale is not None
+        self._pace(step)
+        if self.scale is None and n >= 2:
+            return out
+        waiting = self._heads.get(step, ()) if had_scale or n < 2 else list(self._queues)
+        for rank in sorted(waiting):
             q = self._queues[rank]
             while q and len(self._steps[q[0].rec.step]) >= n:
                 out.append(self._pop(rank))
