@@ -25,6 +25,9 @@ from stragglers.evaluation.jobcorpus import (
     LD_RUNGS,
     LD_TOTAL,
     LEAD_ITERS,
+    LL_OVERSHOOT,
+    LL_SLOW_ITERS,
+    LL_SLOWDOWN,
     MIN_EVENT_ITERS,
     MP_SLOW_ITERS,
     MP_SLOWDOWN,
@@ -76,7 +79,7 @@ def test_every_family_and_scenario_is_present(corpus) -> None:
     assert {s.family for s in corpus} == set(FAMILIES)
     assert {(s.family, s.scenario) for s in corpus} == {(f, s) for f, s, _, _ in SCENARIOS}
     assert len(generate_job_corpus(0, scale=1.0, families=("flapping",))) == 24
-    assert sum(c for _, _, c, _ in SCENARIOS) in range(345, 600)
+    assert sum(c for _, _, c, _ in SCENARIOS) in range(345, 650)
     assert set(HELD_OUT) < set(FAMILIES)
 
 
@@ -376,6 +379,7 @@ FINGERPRINTS = {
     "accum": "6e272925722771df",
     "memory": "bade849fba185adf",
     "prefetch": "958f2c91d519da9e",
+    "pipeline": "77f03227529405ff",
 }
 
 
@@ -396,8 +400,9 @@ def _fingerprint(family: str) -> str:
 
 
 def test_existing_families_are_unchanged() -> None:
-    assert set(FINGERPRINTS) == set(FAMILIES) - {"pipeline"}
-    assert FAMILIES[-6:] == ("ladder", "seqlen", "accum", "memory", "prefetch", "pipeline")
+    assert set(FINGERPRINTS) == set(FAMILIES) - {"lossy_link"}
+    assert FAMILIES[-7:] == ("ladder", "seqlen", "accum", "memory", "prefetch", "pipeline",
+                             "lossy_link")
     assert {f: _fingerprint(f) for f in FINGERPRINTS} == FINGERPRINTS
 
 
@@ -411,7 +416,8 @@ def _durations(s: JobSeries) -> np.ndarray:
 @pytest.mark.parametrize(("family", "slow"), [("ladder", "congested"), ("seqlen", "slow"),
                                               ("accum", "slow"), ("memory", "slow"),
                                               ("prefetch", "slow"),
-                                              ("pipeline", "slow")])
+                                              ("pipeline", "slow"),
+                                              ("lossy_link", "slow")])
 def test_family_is_deterministic_per_seed(family: str, slow: str) -> None:
     a = generate_series(11, family, slow, 2)
     assert _same(a, generate_series(11, family, slow, 2))
@@ -421,13 +427,13 @@ def test_family_is_deterministic_per_seed(family: str, slow: str) -> None:
     assert _same(h, generate_series(11, family, "healthy", 0))
 
 
-def test_pipeline_is_the_held_out_family() -> None:
-    assert HELD_OUT == ("pipeline",)
+def test_lossy_link_is_the_held_out_family() -> None:
+    assert HELD_OUT == ("lossy_link",)
 
 
-def test_pipeline_fingerprint() -> None:
+def test_lossy_link_fingerprint() -> None:
     """The held-out family's own bytes (seed 0), as committed before its one evaluation."""
-    assert _fingerprint("pipeline") == "77f03227529405ff"
+    assert _fingerprint("lossy_link") == "68bb6c2fd794c0b8"
 
 
 def test_ladder_labels() -> None:
@@ -827,3 +833,64 @@ def test_pipeline_labels() -> None:
             assert np.all(v[400:] < (1.0 + SLOWDOWN_EVENT) * ref[:v.size - 400]), s.name
     assert kinds == {"stage", "link"}
     assert changes >= 5  # schedule changes appear
+
+
+def test_lossy_link_labels() -> None:
+    """Packet loss and interface flapping on the fabric: every labelled slowdown raises the
+    mean iteration time over its span to its label (+12-45 % over the healthy mean, up to
+    LL_OVERSHOOT more: losses come whole) and the records show it (their mean over the span
+    is at least 1.1 x their mean outside every event, and 1.1 x the mean of the 200 healthy
+    records before it and after it, their largest 4 left out); the span starts and ends with
+    a slower iteration; a lossy link or a flapping interface slows only a minority of the
+    span's iterations (the median iteration stays healthy: the rise is made of intermittent
+    long iterations), a link trained down slows every one a little (a small level shift) and
+    some a lot; 40 healthy iterations follow each; nothing else is slow, and negatives carry
+    no label and no sustained rise although they have long iterations of their own."""
+    kinds: set[str] = set()
+    for s in _family_series("lossy_link"):
+        factor = s.level / s.healthy
+        assert np.all(factor >= 1.0 - 1e-12)
+        d = _durations(s)
+        steady = s.iter > LEAD_ITERS
+        mean = s.healthy[steady].mean()
+        inside_any = _in_events(s)
+        ok = steady & ~inside_any
+        for e in s.events:
+            kinds.add(e.kind)
+            assert e.kind in ("lossy", "flap", "downshift") and not e.ranks
+            assert e.start_iter > LEAD_ITERS
+            assert e.end_iter - e.start_iter >= max(MIN_EVENT_ITERS, LL_SLOW_ITERS[0])
+            inside = (s.iter >= e.start_iter) & (s.iter < e.end_iter)
+            s_e = e.loss / (1.0 - e.loss)
+            assert LL_SLOWDOWN[0] - 1e-9 <= s_e <= LL_SLOWDOWN[1] + LL_OVERSHOOT + 1e-9
+            # the label is the span's mean rise over the healthy mean
+            assert np.isclose(s.level[inside].mean(), (1.0 + s_e) * mean, rtol=1e-6)
+            lv = factor[inside]
+            assert lv[0] > 1.0 + 1e-9 and lv[-1] > 1.0 + 1e-9
+            if e.kind == "downshift":  # every iteration a little slower
+                assert np.all(lv > 1.0 + 1e-9), s.name
+            else:  # intermittent long iterations: most iterations, the median, healthy
+                assert np.mean(lv > 1.0 + 1e-9) < 0.5 and np.median(lv) < 1.0 + 1e-6, s.name
+            # decidable: the rise is five standard errors of the span's mean
+            x = s.level[inside] / mean
+            assert x.size >= 25.0 * x.var() / s_e ** 2, s.name
+            # 40 healthy iterations after it
+            after = (s.iter >= e.end_iter) & (s.iter < e.end_iter + 40)
+            assert after.sum() == 40 and np.allclose(factor[after], 1.0)
+            # on the records
+            x = d[inside]
+            x = x[np.isfinite(x)]
+            assert x.mean() >= (1.0 + SLOWDOWN_EVENT) * np.nanmean(d[ok]), s.name
+            _above_the_healthy_around(d, ok, inside, s.name, drop=4)
+        assert np.allclose(factor[~inside_any], 1.0), s.name
+        # healthy long iterations (losses, blips, checkpoints, evaluations) in every series
+        h = s.healthy[steady] / mean
+        assert np.sum(h > 1.5) >= 3, s.name
+        if not s.positive:
+            assert not s.events
+            # no sustained rise: the mean of any 200 records after the warm-up, its largest
+            # 4 left out, stays below 1.1 x the series' mean
+            x = d[LEAD_ITERS + 1:]
+            v = np.sort(sliding_window_view(x, 200), axis=1)[:, :-4]
+            assert np.all(v.mean(axis=1) < (1.0 + SLOWDOWN_EVENT) * x.mean()), s.name
+    assert kinds == {"lossy", "flap", "downshift"}

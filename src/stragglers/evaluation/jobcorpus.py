@@ -359,6 +359,52 @@ changes, by someone who never ran the detector on it):
                  Labelled over the span by its mean rise (kinds ``stage`` / ``link``). Negatives:
                  the healthy series alone (imbalance, schedule changes, hiccups, hidden slowdowns).
 
+The held-out family of the eleventh round (written and committed before that round's detector
+changes, by someone who never ran the detector on it):
+
+``lossy_link``   packet loss and interface flapping on the training fabric (MegaScale, section
+                 3.6: NCCL's retransmit timeout and retry count tuned "for fast recovery under
+                 link flapping"; section 6.3: "frequent network interface flapping" -- the
+                 interface goes down for several seconds, every packet in flight is dropped,
+                 "training speed drop", root cause "bad link quality between network card, AOC
+                 cable and switch"; Falcon, section 3: inter-node RDMA is the least stable link,
+                 "most prone to fail-slow incidents"; C4: slow links located from the
+                 collectives).  An iteration is compute (a slowly wandering rate, AR(1) in
+                 log space, sd 0.3-1.5 %, jitter 0.3-2 % and a warm-up) and exposed
+                 collectives (10-40 % of it, :data:`LL_COMM`; 2-10 % jitter), plus
+                 checkpoints (every 200-1000 iterations, 1-3 iterations at 1.5-4x) and
+                 evaluations (every 100-1000 iterations, +1-4 mean iterations).  A
+                 lost packet costs its iteration a go-back-N retransmission (the collectives
+                 1-6x longer, :data:`LL_FAST`) or, for a tail loss (5-30 % of them), a
+                 timeout of 1-4 mean iterations (:data:`LL_RTO`) doubled at each further retry
+                 (one more with chance 0.25, at most 3: up to 7 timeouts): long iterations of
+                 about 1.1-30x.  Healthy: losses are rare (the time they cost 0.3-2 % of the
+                 mean, :data:`LL_HEALTHY_LOSS`), their chance wandering slowly (x0.37-2.7), with
+                 blips (a port reset elsewhere, rerouting: 3-8 iterations with a loss chance of
+                 0.2-0.5, one every 500-2000 iterations): a single long iteration, or a short
+                 clump, is never an event.  Positives: 1-3 degraded links (one in each of as many
+                 equal parts after iteration 300, the first always, the others with chance 0.7;
+                 40 healthy iterations after each), each raising the mean iteration time over
+                 its span by +12-45 % (:data:`LL_SLOWDOWN`, up to :data:`LL_OVERSHOOT` more:
+                 losses come whole) over the series' healthy mean: a lossy link (``lossy``:
+                 losses costed as the healthy ones, their chance up to 0.35 per iteration, so
+                 most iterations and the median stay healthy), a flapping interface (``flap``,
+                 30 %, and wherever losses cannot reach +12 %: the link down 2-12 mean
+                 iterations at a time, :data:`LL_FLAP_DOWN`, a flap's chance up to 0.25) or a
+                 lossy link trained down to a lower rate (``downshift``, 25 %: every iteration
+                 slower by 10-30 % of its collectives, at most a third of the rise, plus the
+                 losses).  The chance steps up, or climbs linearly from the healthy one over
+                 20-60 % of the span (at most 200 iterations: a degrading cable); it is solved
+                 by bisection for the rise, over a span of 60-800 iterations
+                 (:data:`LL_SLOW_ITERS`) and at least 1.3 x 25 x (spread / rise)^2 (the span's
+                 spread estimated from the loss or flap costs), drawn again (at most 8 times)
+                 until the labelled span holds 25 x (its own sd / its rise)^2 iterations (the
+                 rise five standard errors of its mean; the first part's last try: a flap, a
+                 step, over the part's whole room).  Labelled from the first iteration
+                 the degraded link slows to the last, by that span's mean rise (kinds
+                 ``lossy`` / ``flap`` / ``downshift``).  Negatives: the healthy series alone
+                 (rare losses, blips, checkpoints, evaluations).
+
 :data:`HELD_OUT` names the families that were never looked at while the detector was changed
 for issue 29 (decided before the changes): they are only evaluated.
 """
@@ -712,21 +758,64 @@ PP_LINK_MAX = 60.0  # ... a congested link's transfers this many (mean) ...
 PP_LINK_JITTER = (0.2, 0.5)  # ... varying this much from transfer to transfer (log space)
 PP_SETTLE = 150  # slowdowns start this long after a part's start (a schedule change) ...
 PP_CLEAR = 200  # ... and end this long before the next part's start
+# lossy_link (module docstring): packet loss and interface flapping on the training fabric
+LL_WANDER_SD = (0.003, 0.015)  # compute: AR(1) in log space, stationary sd ...
+LL_WANDER_PHI = (0.95, 0.995)  # ... and lag-1 correlation
+LL_JITTER = (0.003, 0.02)  # ... plus per-iteration jitter (log space)
+LL_WARM_AMPLITUDE = (0.05, 0.4)
+LL_WARM_TAU = (3.0, 30.0)
+LL_FIRST = (2.0, 10.0)
+LL_COMM = (0.10, 0.40)  # exposed collectives: their share of the healthy iteration ...
+LL_COMM_JITTER = (0.02, 0.10)  # ... and their spread (log space)
+LL_HEALTHY_LOSS = (0.003, 0.02)  # a healthy fabric: the mean time lost to retransmissions
+LL_RATE_SD = 0.6  # its loss chance wanders: AR(1) of the log chance, this stationary sd ...
+LL_RATE_PHI = (0.99, 0.999)  # ... and lag-1 correlation, ...
+LL_RATE_BOUND = 1.0  # ... squashed into +-this (tanh): x0.37-2.7
+LL_FAST = (1.0, 6.0)  # a loss recovered by go-back-N: the collectives this much longer (extra)
+LL_TAIL_P = (0.05, 0.30)  # chance that a loss is a tail loss, recovered after a timeout ...
+LL_RTO = (1.0, 4.0)  # ... of this many mean iterations (log-uniform, per series) ...
+LL_BACKOFF_P = 0.25  # ... doubled at each further retry, one more with this chance, ...
+LL_RETRIES = 3  # ... at most this many retries (a stall of up to 7 timeouts)
+LL_BLIP_RATE = (1 / 2000, 1 / 500)  # a healthy blip (a port reset elsewhere, rerouting) ...
+LL_BLIP_ITERS = (3, 8)  # ... this long ...
+LL_BLIP_P = (0.2, 0.5)  # ... a loss with this chance per iteration
+LL_CKPT_EVERY = (200, 1000)  # a checkpoint every this many iterations ...
+LL_CKPT_ITERS = (1, 3)  # ... that many iterations ...
+LL_CKPT_X = (1.5, 4.0)  # ... this many times longer
+LL_EVAL_EVERY = (100, 200, 250, 500, 1000)  # an evaluation every this many iterations ...
+LL_EVAL_X = (1.0, 4.0)  # ... adding this many mean iterations
+LL_SLOWDOWN = (0.12, 0.45)  # mean rise of a slowdown's span over the healthy mean
+LL_SLOW_ITERS = (60, 800)  # the link degraded this long (log-uniform) ...
+LL_DECIDABLE = 25.0  # ... at least this x (span's sd / rise)^2 (the rise 5 standard errors)
+LL_NEED_MARGIN = 1.3  # ... drawn this much longer than that needs (its spread is estimated)
+LL_TRIES = 8  # a planned slowdown is drawn again until decidable, at most this many times
+LL_MORE_P = 0.7  # a positive: a slowdown in its first part, in each other with this chance
+LL_FLAP_P = 0.3  # kind: interface flapping with this chance, ...
+LL_DOWNSHIFT_P = 0.25  # ... a lossy link trained down to a lower rate with this one, else lossy
+LL_FLAP_DOWN = (2.0, 12.0)  # flapping: each flap this many mean iterations (log-uniform)
+LL_SHIFT = (0.1, 0.3)  # downshift: the collectives this much slower on every iteration ...
+LL_SHIFT_MAX = 1 / 3  # ... at most this share of the rise (the losses make the rest)
+LL_RAMP_P = 0.5  # the loss chance climbs (a degrading cable) with this chance, else a step ...
+LL_RAMP = (0.2, 0.6)  # ... linearly from the healthy chance over this share of the span, ...
+LL_RAMP_MAX = 200  # ... at most this many iterations
+LL_RATE_MAX = 0.35  # a degraded link's loss chance per iteration at most this (most healthy)
+LL_OVERSHOOT = 0.10  # a span's rise at most this above the drawn one (losses come whole)
+LL_FLAP_MAX = 0.25  # a flapping interface's chance of a flap per iteration at most this
 
 FAMILIES: tuple[str, ...] = ("restart", "ckpt_stall", "flapping", "staircase", "noise_regime",
                              "sampled", "multirank", "greyhound", "failslow", "ramp", "short",
                              "hump", "warmup_onset", "reconfig", "ckpt_burst", "contention",
                              "megatron", "bimodal_replay", "ladder", "seqlen", "accum",
-                             "memory", "prefetch", "pipeline")
+                             "memory", "prefetch", "pipeline", "lossy_link")
 #: Families held out in the current round of issue 29: never looked at while the detector was
-#: changed (only evaluated; ``pipeline`` was written and committed before the tenth round's
-#: changes, by someone who never ran the detector on it).  The others, ``prefetch`` (held out
-#: in the ninth round), ``memory`` (the eighth), ``accum`` (the seventh), ``seqlen`` (the
-#: sixth), ``ladder`` (the fifth),
+#: changed (only evaluated; ``lossy_link`` was written and committed before the eleventh
+#: round's changes, by someone who never ran the detector on it).  The others, ``pipeline``
+#: (held out in the tenth round), ``prefetch`` (the ninth), ``memory`` (the eighth),
+#: ``accum`` (the seventh), ``seqlen`` (the sixth), ``ladder`` (the fifth),
 #: ``bimodal_replay`` (the fourth), ``megatron``
 #: (the third), ``contention`` (the second), ``hump``, ``warmup_onset``, ``reconfig`` and
 #: ``ckpt_burst`` (the first round) included, are the families it was built and tuned on.
-HELD_OUT: tuple[str, ...] = ("pipeline",)
+HELD_OUT: tuple[str, ...] = ("lossy_link",)
 
 #: (family, scenario, series per seed at scale 1, positive)
 SCENARIOS: tuple[tuple[str, str, int, bool], ...] = (
@@ -784,6 +873,8 @@ SCENARIOS: tuple[tuple[str, str, int, bool], ...] = (
     ("prefetch", "healthy", 10, False),
     ("pipeline", "slow", 14, True),
     ("pipeline", "healthy", 10, False),
+    ("lossy_link", "slow", 14, True),
+    ("lossy_link", "healthy", 10, False),
 )
 
 
@@ -2314,6 +2405,170 @@ def _pipeline(rng: np.random.Generator, scenario: str) -> _Timeline:
                            it / healthy_it, events)
 
 
+@dataclass(frozen=True)
+class _Fabric:
+    """The draws of a :func:`_lossy_link` series' fabric (one entry per iteration): the
+    healthy chance of a loss (wandering, blips included), the uniform draws that decide a loss
+    and a flap, and the time each costs (mean iterations)."""
+
+    rate: np.ndarray
+    u: np.ndarray
+    cost: np.ndarray  # a loss: go-back-N (the collectives longer) or a timeout with backoff
+    u_flap: np.ndarray
+    down: np.ndarray  # a flap: the interface down, every packet in flight dropped
+
+    def lost(self, slow: tuple[tuple[int, int, str, float, int, float], ...] = ()
+             ) -> np.ndarray:
+        """The time lost per iteration, with degraded links ``(a, b, kind, g, ramp, shift)``
+        over ``[a, b)``: the chance of a loss (``lossy``, ``downshift``) or of a flap
+        (``flap``) climbs linearly from the healthy chance at ``a`` to ``g`` over ``ramp``
+        iterations (1: a step), and ``downshift`` adds ``shift`` to every iteration (the link
+        trained down to a lower rate)."""
+        p, pf = self.rate.copy(), np.zeros(self.rate.size)
+        extra = np.zeros(self.rate.size)
+        for a, b, kind, g, ramp, shift in slow:
+            r = np.minimum(1.0, (np.arange(b - a) + 1.0) / ramp)
+            lo = min(g, float(self.rate[a]))
+            q = lo + (g - lo) * r
+            if kind == "flap":
+                pf[a:b] = q
+            else:
+                p[a:b] = np.maximum(p[a:b], q)
+                extra[a:b] += shift
+        return np.asarray(extra + np.where(self.u < p, self.cost, 0.0)
+                          + np.where(self.u_flap < pf, self.down, 0.0))
+
+
+def _lossy_link(rng: np.random.Generator, scenario: str) -> _Timeline:
+    """Packet loss and interface flapping on the training fabric (module docstring); the
+    corpus' noise is turned off (``noise_scale`` ~ 0)."""
+    n = _n(rng)
+    t = np.arange(n)
+    # compute (a slowly wandering rate, jitter, the warm-up) and the exposed collectives
+    comp = _wandering_compute(rng, t, LL_WANDER_SD, LL_WANDER_PHI, LL_JITTER,
+                              LL_WARM_AMPLITUDE, LL_WARM_TAU, LL_FIRST)
+    c = float(rng.uniform(*LL_COMM))
+    cj = float(rng.uniform(*LL_COMM_JITTER))
+    base_it = (1.0 - c) * comp + c * np.exp(cj * rng.standard_normal(n) - 0.5 * cj * cj)
+    # checkpoints (1-3 iterations slower) and evaluations (one iteration longer)
+    every = int(rng.integers(LL_CKPT_EVERY[0], LL_CKPT_EVERY[1] + 1))
+    ck = t // every
+    ck_len = rng.integers(LL_CKPT_ITERS[0], LL_CKPT_ITERS[1] + 1, int(ck[-1]) + 1)
+    ck_x = np.exp(rng.uniform(math.log(LL_CKPT_X[0]), math.log(LL_CKPT_X[1]), ck_len.size))
+    work = np.where((ck > 0) & (t % every < ck_len[ck]), (ck_x[ck] - 1.0) * base_it, 0.0)
+    ev = int(rng.choice(LL_EVAL_EVERY))
+    at = t % ev == ev - 1
+    work[at] += np.exp(rng.uniform(math.log(LL_EVAL_X[0]), math.log(LL_EVAL_X[1]),
+                                   int(at.sum())))
+    base_it = base_it + work
+    # a loss costs a go-back-N retransmission (the collectives longer) or, for a tail loss, a
+    # timeout doubled at each retry
+    fast = c * np.exp(rng.uniform(math.log(LL_FAST[0]), math.log(LL_FAST[1]), n))
+    tail = rng.random(n) < rng.uniform(*LL_TAIL_P)
+    retries = np.minimum(rng.geometric(1.0 - LL_BACKOFF_P, n), LL_RETRIES)
+    cost = np.where(tail, _loguniform(rng, *LL_RTO) * (2.0 ** retries - 1.0), fast)
+    # the healthy fabric: rare losses (their time a share LL_HEALTHY_LOSS of an iteration),
+    # the chance wandering slowly, and short blips
+    p0 = float(rng.uniform(*LL_HEALTHY_LOSS)) / float(cost.mean())
+    phi = float(rng.uniform(*LL_RATE_PHI))
+    w = lfilter([LL_RATE_SD * math.sqrt(1.0 - phi * phi)], [1.0, -phi], rng.standard_normal(n))
+    rate = p0 * np.exp(LL_RATE_BOUND * np.tanh(w / LL_RATE_BOUND))
+    blip = _hiccups(rng.random(n), np.full(n, float(rng.uniform(*LL_BLIP_RATE))),
+                    1.0 + rng.uniform(*LL_BLIP_P, n),
+                    rng.integers(LL_BLIP_ITERS[0], LL_BLIP_ITERS[1] + 1, n)) - 1.0
+    fab = _Fabric(rate=np.maximum(rate, blip), u=rng.random(n), cost=cost,
+                  u_flap=rng.random(n),
+                  down=np.exp(rng.uniform(math.log(LL_FLAP_DOWN[0]),
+                                          math.log(LL_FLAP_DOWN[1]), n)))
+    healthy_it = base_it + fab.lost()
+    steady = healthy_it[LEAD_ITERS:]
+    mean = float(steady.mean())
+    var = float(steady.var()) / mean ** 2
+    # each kind's spread per unit of rise (a loss's or a flap's E[x^2] / E[x], over the mean)
+    spread = {"lossy": float((cost ** 2).mean() / cost.mean()) / mean,
+              "flap": float((fab.down ** 2).mean() / fab.down.mean()) / mean}
+    spread["downshift"] = spread["lossy"]
+    top_loss = 0.8 * LL_RATE_MAX * float(cost.mean()) / mean
+    k = int(rng.integers(1, 4))
+    part = (n - LEAD_ITERS) // k
+    it = healthy_it.copy()
+    slow: tuple[tuple[int, int, str, float, int, float], ...] = ()
+    events: list[tuple[int, int, float, str]] = []
+    for j in range(k):  # one in each of k equal parts, 40 healthy iterations after it
+        if scenario != "slow" or (j > 0 and rng.random() >= LL_MORE_P):
+            continue
+        for attempt in range(LL_TRIES):  # fresh draws until one is decidable
+            u_kind = rng.random()
+            kind = "flap" if u_kind < LL_FLAP_P else (
+                "downshift" if u_kind < LL_FLAP_P + LL_DOWNSHIFT_P else "lossy")
+            # losses can only raise the mean as far as their cost allows (a chance of at most
+            # LL_RATE_MAX): the rise is drawn below that, and the link flaps where it is
+            # under LL_SLOWDOWN[0] (short collectives, rare timeouts)
+            top = LL_SLOWDOWN[1] if kind == "flap" else top_loss
+            if top < LL_SLOWDOWN[0]:
+                kind, top = "flap", LL_SLOWDOWN[1]
+            s = float(rng.uniform(LL_SLOWDOWN[0], min(LL_SLOWDOWN[1], top)))
+            ramp_share = float(rng.uniform(*LL_RAMP)) if rng.random() < LL_RAMP_P else 0.0
+            # long enough for the rise to be five standard errors of the span's mean (the
+            # span's spread about var + s x spread, with a margin), longer by what a climb
+            # loses
+            need = LL_NEED_MARGIN * LL_DECIDABLE * (var + s * spread[kind]) / s ** 2
+            dur = max(_logint(rng, *LL_SLOW_ITERS), math.ceil(need))
+            dur += min(LL_RAMP_MAX, math.ceil(ramp_share * dur)) // 2
+            shift = min(c * float(rng.uniform(*LL_SHIFT)), s * LL_SHIFT_MAX)
+            if j == 0 and attempt == LL_TRIES - 1:  # the last try of a positive's first part:
+                kind, ramp_share, dur = "flap", 0.0, part  # its largest room, a step
+            dur = min(dur, part - 40)
+            a = LEAD_ITERS + j * part + int(rng.integers(0, part - 40 - dur + 1))
+            ramp = max(1, min(LL_RAMP_MAX, int(round(ramp_share * dur))))
+            sh = shift if kind == "downshift" else 0.0
+            found = _ll_degrade(fab, base_it, it, mean, slow, (a, a + dur, kind, ramp, sh), s)
+            if found is None:
+                continue
+            lo, hi, y, g = found
+            seg = y[lo:hi] / mean
+            r = float(seg.mean() - 1.0)
+            if (LL_SLOWDOWN[0] <= r <= s + LL_OVERSHOOT and hi - lo >= LL_SLOW_ITERS[0]
+                    and hi - lo >= LL_DECIDABLE * float(seg.var()) / r ** 2):
+                it = y
+                slow += ((a, a + dur, kind, g, ramp, sh),)
+                events.append((lo, hi, r, kind))
+                break
+    # labelled by the span's mean rise over the healthy mean
+    return _quiet_timeline(_loguniform(rng, *BASE_S) * healthy_it / mean, it / healthy_it,
+                           events)
+
+
+def _ll_degrade(fab: _Fabric, base_it: np.ndarray, it: np.ndarray, mean: float,
+                slow: tuple[tuple[int, int, str, float, int, float], ...],
+                where: tuple[int, int, str, int, float], s: float
+                ) -> tuple[int, int, np.ndarray, float] | None:
+    """A degraded link over ``where`` = ``(a, b, kind, ramp, shift)`` (on top of ``slow``)
+    whose span (from the first iteration it slows to the last) rises by about ``s`` over
+    ``mean``, its chance ``g`` solved by bisection: ``(start, end, iteration times, g)``, or
+    None where none does."""
+    a, b, kind, ramp, sh = where
+
+    def trial(g: float) -> tuple[int, int, np.ndarray]:
+        y = base_it + fab.lost(slow + ((a, b, kind, g, ramp, sh),))
+        diff = np.flatnonzero(y[a:b] > it[a:b] * (1.0 + 1e-9))
+        if diff.size == 0:
+            return a, a, y
+        return a + int(diff[0]), a + int(diff[-1]) + 1, y
+
+    def rise(g: float) -> float:
+        lo, hi, y = trial(g)
+        return float(y[lo:hi].mean() / mean - 1.0) if hi - lo >= MIN_EVENT_ITERS else 0.0
+
+    lo_g, hi_g = 0.0, LL_FLAP_MAX if kind == "flap" else LL_RATE_MAX
+    if rise(hi_g) < s:
+        return None
+    for _ in range(40):  # bisection: the span's rise grows with g
+        mid = 0.5 * (lo_g + hi_g)
+        lo_g, hi_g = (mid, hi_g) if rise(mid) < s else (lo_g, mid)
+    return (*trial(hi_g), hi_g)
+
+
 _BUILDERS: dict[str, Callable[[np.random.Generator, str], _Timeline]] = {
     "restart": _restart, "ckpt_stall": _ckpt_stall, "flapping": _flapping,
     "staircase": _staircase, "noise_regime": _noise_regime, "multirank": _multirank,
@@ -2322,6 +2577,7 @@ _BUILDERS: dict[str, Callable[[np.random.Generator, str], _Timeline]] = {
     "ckpt_burst": _ckpt_burst, "contention": _contention, "megatron": _megatron,
     "bimodal_replay": _bimodal_replay, "ladder": _ladder, "seqlen": _seqlen, "accum": _accum,
     "memory": _memory, "prefetch": _prefetch, "pipeline": _pipeline,
+    "lossy_link": _lossy_link,
 }
 
 
