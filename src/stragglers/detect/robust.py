@@ -29,7 +29,9 @@ MODE_WINDOW = 1000  # ... within this many iterations
 MODE_MARGIN = 1.5  # a level at a mode's height must outlast its longest run this many times
 MODE_TAIL = 0.001  # ... and than all but this share of geometric dwells of their mean
 MODE_BAND = 0.5  # a run within this many midpoints (half thresholds) of a level is at its height
+MODE_LEVELS = 2  # ... or this many runs within a midpoint that each outlasted a stall
 MODE_GAP = 2  # points back below the midpoint that end a run
+MODE_HISTORY = 512  # latest points whose runs are found again when the healthy level falls
 FOLD_POINTS = 32  # latest points behind the short level of a periodic series (lower quartile)
 FOLD_GAPS = 16  # gaps between long points behind its period
 FOLD_LOCK = 12  # a period: this many of those gaps equal (at least 2 points) ...
@@ -605,6 +607,11 @@ class RobustLevelDetector:
         self._runs: deque[tuple[int, int, float, bool]] = deque(maxlen=64)
         self._run_ys: list[float] = []  # heights of the open run's points beyond it
         self._run_first = self._run_last = self._run_gap = 0
+        # the latest points (iteration, log, slow) and the healthy level their runs were
+        # found against (it follows the level up; a fall of a midpoint below it finds them
+        # again against the lower level: :meth:`_rerun`)
+        self._hist: deque[tuple[int, float, bool]] = deque(maxlen=MODE_HISTORY)
+        self._run_ref = math.inf
         # (iteration, healthy level) after each healthy point since the latest episode: the
         # level as it was lag_iters iterations ago is the first (the lagged reference)
         self._past: deque[tuple[int, float]] = deque()
@@ -709,10 +716,15 @@ class RobustLevelDetector:
         (``MODE_GAP`` points), declared or not, of at most ``ramp_iters`` points: the dwells
         of the healthy level's modes (:meth:`_mode_need`)."""
         r = self._healthy if self.slow else self._ref.median()
+        self._hist.append((it, y, self.slow))
+        if not r > self._run_ref - self.mid:
+            self._rerun(r)
+        elif r > self._run_ref or self._run_ref == math.inf:
+            self._run_ref = r
         if y >= r + self.mid:
             if not self._run_ys:
                 self._run_first = self._t
-            self._run_ys.append(y - r)
+            self._run_ys.append(y)
             self._run_last, self._run_gap = self._t, 0
         elif self._run_ys:
             self._run_gap += 1
@@ -722,36 +734,80 @@ class RobustLevelDetector:
                     self._runs.append((it, n, _median(self._run_ys), self.slow))
                 self._run_ys = []
 
-    def _mode_runs(self, level: float, it: int) -> list[int]:
-        """Points of the returned runs at the height ``level`` within ``MODE_WINDOW``
-        iterations when ``MODE_RUNS`` or more of them, and most, were never declared (a
-        mode there), else none."""
+    def _run_points(self) -> int:
+        """Points of the open run beyond the midpoint (since the latest return below it:
+        a candidate stretch may span several visits of a mode and the returns between)."""
+        return self._t - self._run_first + 1 if self._run_ys else 0
+
+    def _rerun(self, r: float) -> None:
+        """The healthy level fell to ``r``, a midpoint or more below the level the runs of
+        the latest points were found against (a regime that switches between levels: the
+        healthy level sat on the slower one while it held most of the latest points): those
+        runs are found again against ``r``, as they would have been had it been the healthy
+        level then (the slower level's visits are then dwells of a mode, not new levels)."""
+        hist, runs = self._hist, self._runs
+        first = hist[0][0]
+        while runs and runs[-1][0] >= first:
+            runs.pop()
+        ys: list[float] = []
+        start = last = gap = 0
+        for k, (it, y, slow) in enumerate(hist):
+            if y >= r + self.mid:
+                if not ys:
+                    start = k
+                ys.append(y)
+                last, gap = k, 0
+            elif ys:
+                gap += 1
+                if gap >= MODE_GAP:
+                    if last - start + 1 <= self.ramp_iters:
+                        runs.append((it, last - start + 1, _median(ys), slow))
+                    ys = []
+        # the open run goes on against r
+        self._run_ys = ys
+        if ys:
+            n = len(hist)
+            self._run_first = self._t - (n - 1 - start)
+            self._run_last, self._run_gap = self._t - (n - 1 - last), gap
+        self._run_ref = r
+
+    def _mode_runs(self, level: float, it: int) -> list[tuple[int, bool]]:
+        """The returned runs (points, declared) of the healthy level's mode at the height
+        ``level`` (over the healthy level) within ``MODE_WINDOW`` iterations, or none: a
+        mode there when ``MODE_RUNS`` or more runs within ``MODE_BAND`` midpoints of it, most
+        of them never declared, or ``MODE_LEVELS`` runs within a midpoint of it that each
+        lasted more than ``stall_iters`` and were never declared (levels that came and went:
+        the start-up's, or a slower level the healthy level held before it fell)."""
         runs = self._runs
         while runs and runs[0][0] < it - MODE_WINDOW:
             runs.popleft()
-        near = [(n, slow) for _, n, h, slow in runs if abs(h - level) <= MODE_BAND * self.mid]
+        at = level + self._ref.median()
+        near = [(n, slow) for _, n, h, slow in runs if abs(h - at) <= MODE_BAND * self.mid]
         # the mode is the healthy level's: most of its runs came and went undeclared (the
         # slow phases of a flapping the detector reported are no mode)
         quiet = sum(not slow for _, slow in near)
-        return [n for n, _ in near] if quiet >= MODE_RUNS and quiet >= len(near) / 2 else []
+        if quiet >= MODE_RUNS and quiet >= len(near) / 2:
+            return near
+        wide = [(n, slow) for _, n, h, slow in runs if abs(h - at) <= self.mid]
+        levels = sum(n > self.stall_iters and not slow for n, slow in wide)
+        return wide if levels >= MODE_LEVELS and 2 * levels >= len(wide) else []
 
     def _mode_need(self, level: float, it: int) -> int:
         """Points a candidate level ``level`` (over the healthy level) needs when the healthy
-        level has a mode at its height: ``MODE_RUNS`` runs or more within ``MODE_WINDOW``
-        iterations that rose within half the threshold of it and returned.  It must then
-        outlast the longest of them ``MODE_MARGIN`` times (a return to a known mode is no
-        new level; a level beyond the modes' range is judged as any other)."""
+        level has a mode at its height (:meth:`_mode_runs`): it must then outlast the
+        longest of its runs never declared ``MODE_MARGIN`` times and all but ``MODE_TAIL``
+        of memoryless runs of their mean length (a return to a known mode is no new level;
+        a level beyond the modes' range is judged as any other)."""
         near = self._mode_runs(level, it)
         if not near:
             return 0
         # the longest dwell from the runs never declared (a slowdown declared and over is
         # no dwell: 1.5 times it would hide the next one); the mean from all of them
-        quiet = [n for _, n, h, slow in self._runs
-                 if abs(h - level) <= MODE_BAND * self.mid and not slow]
+        longest = max((n for n, slow in near if not slow), default=0)
         # dwells with no memory (geometric, mean m): one in 1 / MODE_TAIL lasts n or more
-        m = sum(near) / len(near)
+        m = sum(n for n, _ in near) / len(near)
         tail = 1 + math.ceil(math.log(MODE_TAIL) / math.log(1.0 - 1.0 / m)) if m > 1.0 else 0
-        return max(math.ceil(MODE_MARGIN * max(quiet, default=0)), tail)
+        return max(math.ceil(MODE_MARGIN * longest), tail)
 
     def _first_noise(self) -> None:
         """The noise of the first reference points (the level is their median)."""
@@ -786,7 +842,7 @@ class RobustLevelDetector:
         st.add(y, inside, self._t, it, secs)
         alarms = self._trim(st, self._settle, it)
         if (self._stretch is None or not self._persists(st)
-                or len(st.pts) < self._mode_need(st.latest() - now, it)):
+                or self._run_points() < self._mode_need(st.latest() - now, it)):
             return alarms
         # A step holds its level over the whole stretch; a ramp or a hump over its latest
         # half (in the start-up only a step is an onset: a gradual rise there is the start)
@@ -965,7 +1021,9 @@ class RobustLevelDetector:
         """A healthy point (or a stall's): spike tally, noise, level (winsorised), drift."""
         r = self._ref.median()
         # a point at a healthy mode's height is no spike: the mode's dwell is its own model
-        inside = y >= r + self.mid and not self._mode_runs(y - r, it)
+        beyond = y >= r + self.mid
+        mode = beyond and bool(self._mode_runs(y - r, it))
+        inside = beyond and not mode
         w = min(y, r + self.mid)  # winsorised: a long stall cannot carry the level away
         # ... nor the first points of a new level, given back by a stretch that one low point
         # ended, make it look like no step from the points just before it (start-up)
@@ -978,6 +1036,10 @@ class RobustLevelDetector:
         self._prev_inside = inside
         (p1, q1), (p2, q2) = (t.rates() for t in self._tallies)
         self._needed = self._points_for(max(p1, p2), max(q1, q2))
+        if mode and y >= r + self.limit and self._spread_scale() <= self.mid:
+            # a slower mode's point (a level of its own, in healthy points that spread less
+            # than a midpoint: not wide noise): the healthy level stays the mode it left
+            return []
         self._ref.add(w)
         self._dev.add(abs(w - r))
         self._spread.add(abs(y - r))
