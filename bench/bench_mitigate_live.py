@@ -24,6 +24,11 @@ even split again; *escalations*: S3 / S4 decisions of the loop.
 
     python bench/bench_mitigate_live.py                     # x1.5 and x2, 3 rounds each
     python bench/bench_mitigate_live.py --factors 2 --repeats 1 --k 20 --hidden 64
+    python bench/bench_mitigate_live.py --load 5   # 5 busy loops (not pinned) beside it
+
+``--load N`` starts N busy-loop processes (not pinned: the scheduler spreads them over the
+cores) before the rounds and stops them after, so that the load regime is the benchmark's,
+not the machine's; each round prints the 1-minute load average at its start and end.
 """
 
 from __future__ import annotations
@@ -53,6 +58,24 @@ HIDDEN = 256  # --hidden
 MODEL = ["--dp", "2", "--pp", "1", "--heads", "2", "--seq-len", "64",
          "--vocab-size", "128", "--microbatches", "12", "--micro-batch-size", "4",
          "--gc-interval", "0", "--warmup-steps", str(WARMUP)]
+
+
+def start_load(n: int) -> list[subprocess.Popen[bytes]]:
+    """``n`` busy-loop processes, not pinned; stop them with :func:`stop_load`."""
+    code = "x = 0\nwhile True:\n    x = (x * 1103515245 + 12345) & 0xFFFFFFFF\n"
+    return [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL) for _ in range(n)]
+
+
+def stop_load(procs: list[subprocess.Popen[bytes]]) -> None:
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
 
 
 def _job(out: Path, k: int, factor: float, action: Path | None, mode: str, blocks: int = 2
@@ -219,11 +242,24 @@ def main() -> None:
                     help="run the job with --pin-cpus (rank r on CPU r: as with one device "
                          "per rank, a rank that waits or sleeps lends no core to the other)")
     ap.add_argument("--hidden", type=int, default=256, help="the job's --hidden (model width)")
+    ap.add_argument("--load", type=int, default=0, metavar="N",
+                    help="N busy-loop processes (not pinned) beside the rounds, started "
+                         "before the first and stopped after the last")
     args = ap.parse_args()
     global PIN_CPUS, HIDDEN
     PIN_CPUS, HIDDEN = args.pin_cpus, args.hidden
     factors = [float(x) for x in args.factors.split(",")]
     start = time.perf_counter()
+    load = start_load(args.load)
+    try:
+        table = _rounds(args, factors)
+    finally:
+        stop_load(load)
+    _print(args, table, start)
+
+
+def _rounds(args: argparse.Namespace, factors: list[float]
+            ) -> list[tuple[float, list[dict[str, Any]]]]:
     table = []
     with tempfile.TemporaryDirectory(prefix="bench-live-") as d:
         tmp = Path(d)
@@ -239,10 +275,16 @@ def main() -> None:
                     {k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}),
                     flush=True)
             table.append((factor, rows))
+    return table
+
+
+def _print(args: argparse.Namespace, table: list[tuple[float, list[dict[str, Any]]]],
+           start: float) -> None:
     print()
     print(f"example job dp 2 x pp 1, hidden {HIDDEN}, 12 micro-batches per replica, rank 0 "
           f"slowed ({args.mode}) in steps {WARMUP + args.k}-{WARMUP + 2 * args.k - 1} of "
           f"{WARMUP + 3 * args.k}, {'pinned' if PIN_CPUS else 'not pinned'}; "
+          f"{args.load} busy loops beside it; "
           f"{args.repeats} rounds per factor; medians over rounds (of each run's median "
           "step in each window)")
     print()

@@ -17,11 +17,22 @@ should run next (:meth:`Rebalancer.plan`). The estimate behind the answer:
   steps' lower medians.
 
 No plan is made before ``min_steps`` steps are in the window, and after each change of the
-split ``min_steps`` steps run with it before the next. Every change is a *trial*: after
-those steps, its measured compute step (``max_i (m_i + stages - 1) x_i`` with the
-micro-batches each replica ran) must be below the one measured with the split before
-(within ``tolerance`` for the even split), else the split before comes back and no change is
-tried for ``window`` steps, twice as long after each failed trial in a row. Where replicas
+split ``min_steps`` steps run with it before the next. Every change is a *trial*, judged as
+a statistical decision on its measured compute steps (``max_i (m_i + stages - 1) x_i`` with
+the micro-batches each replica ran, in seconds) against those of the split before (the
+steps the estimate used): the noise is the pooled spread of both (1.4826 MAD relative to
+each median), the standard error of a median 1.2533 x that / sqrt(n). A trial
+**significantly slower** (its median above the one before by more than ``significance``
+standard errors of the difference, plus ``tolerance`` for the even split) is taken back and
+no change is tried for ``window`` steps, twice as long after each failed trial in a row; one
+significantly faster is kept; an inconclusive one runs on, up to ``window`` steps, and is
+then weighed against the prediction (prior: the predicted relative change, spread as large
+as it): taken back only when the posterior mean says slower. A change from one rebalanced
+split to another is not tried when its predicted gain is below what its trial could resolve
+at the noise measured (``held_back`` counts them); the first change from the even split and
+every return to it are. (Not judged relative to the step's common factor, as the estimate
+is: where replicas share cores, the fast replica slowed by the micro-batches it took would
+cancel out of that measure.) Where replicas
 share a resource (ranks on the cores of one loaded machine) a replica's time per micro-batch
 depends on the split, and the model alone drifts: moving micro-batches to the fast replica
 slows the slow one further, which calls for moving more. A replica that got faster in a
@@ -106,18 +117,20 @@ class Rebalancer:
 
     def __init__(self, dp_size: int, microbatches: int, *, stages: int = 1, window: int = 8,
                  min_steps: int = 4, tolerance: float = 0.03,
-                 outlier_mads: float = 3.0) -> None:
+                 outlier_mads: float = 3.0, significance: float = 2.0) -> None:
         if dp_size < 1 or microbatches < 1 or stages < 1:
             raise InputError(f"Rebalancer: dp_size, microbatches and stages must be >= 1, got "
                              f"{dp_size}, {microbatches}, {stages}")
         if window < 1 or not 1 <= min_steps <= window:
             raise InputError(f"Rebalancer: expected 1 <= min_steps <= window, got min_steps "
                              f"{min_steps}, window {window}")
-        if not (tolerance >= 0 and outlier_mads > 0):
-            raise InputError("Rebalancer: tolerance must be >= 0 and outlier_mads > 0")
+        if not (tolerance >= 0 and outlier_mads > 0 and significance >= 0):
+            raise InputError("Rebalancer: tolerance and significance must be >= 0 and "
+                             "outlier_mads > 0")
         self.dp, self.m, self.stages = dp_size, microbatches, stages
         self.window, self.min_steps = window, min_steps
         self.tolerance, self.outlier_mads = tolerance, outlier_mads
+        self.significance = significance
         self.counts: tuple[int, ...] = (microbatches,) * dp_size
         self.even: tuple[int, ...] = self.counts
         self._steps = np.full(0, -1, dtype=np.int64)  # step numbers with a row
@@ -126,12 +139,14 @@ class Rebalancer:
         self._since = -1  # first step run with the split in effect (its changes)
         self._hist_from = np.zeros(1, dtype=np.int64)  # splits in effect from these steps
         self._hist = np.full((1, dp_size), microbatches, dtype=np.int64)
-        # a split on trial: the one before it and its measured step; failed trials back off
-        self._trial: tuple[tuple[int, ...], float] | None = None
+        # a split on trial: the one before it and its measured steps; failed trials back off
+        self._trial: tuple[tuple[int, ...], np.ndarray, float] | None = None
         self._cooldown_until = -1
         self._backoff = 0
         self.changes = 0
         self.reverted = 0
+        self.held_back = 0  # plans not tried: predicted gain below what can be resolved
+        self._inconclusive = False
 
     # -- input ----------------------------------------------------------------------------
     def observe(self, replica: int, step: int, per_microbatch_s: float | Sequence[float]
@@ -223,19 +238,64 @@ class Rebalancer:
         return float("nan") if est is None else step_of(counts, est.times_s, self.stages)
 
     # -- decision -------------------------------------------------------------------------
-    def measured_step_s(self, since: int, last: int | None = None,
-                        split: tuple[int, ...] | None = None) -> float:
-        """Median over the complete steps from ``since`` (the ``last`` of them when given) of
-        the measured compute step ``max_i (m_i + stages - 1) x_i`` (``m_i``: the split in
-        effect in that step, ``x_i``: replica i's seconds per micro-batch); NaN when there
-        is none; with ``split``, only the steps that ran it."""
+    def step_costs_s(self, since: int, last: int | None = None,
+                     split: tuple[int, ...] | None = None) -> np.ndarray:
+        """The measured compute step ``max_i (m_i + stages - 1) x_i`` of each complete step
+        from ``since`` (the ``last`` of them when given; ``m_i``: the split in effect in
+        that step, ``x_i``: replica i's seconds per micro-batch); with ``split``, only the
+        steps that ran it."""
         steps, x = self._complete(since, split)
         if last is not None:
             steps, x = steps[-last:], x[-last:]
         if steps.size == 0:
-            return float("nan")
+            return np.zeros(0)
         counts = self._counts_of(steps)
-        return float(np.median(np.max((counts + (self.stages - 1)) * x, axis=1)))
+        return np.asarray(np.max((counts + (self.stages - 1)) * x, axis=1), dtype=np.float64)
+
+    def measured_step_s(self, since: int, last: int | None = None,
+                        split: tuple[int, ...] | None = None) -> float:
+        """Median of :meth:`step_costs_s` (NaN when there is no step)."""
+        c = self.step_costs_s(since, last, split)
+        return float(np.median(c)) if c.size else float("nan")
+
+    def noise(self, *samples: np.ndarray) -> float:
+        """The relative spread of measured compute steps: 1.4826 median absolute deviations
+        of each sample's steps relative to that sample's median, pooled over the samples
+        (the spread of one step's measure, relative; 0 with fewer than 2 steps)."""
+        rel = [c / np.median(c) - 1 for c in samples if c.size]
+        r = np.concatenate(rel) if rel else np.zeros(0)
+        return float(1.4826 * np.median(np.abs(r))) if r.size >= 2 else 0.0
+
+    def resolution(self, noise: float, n_new: int, n_before: int) -> float:
+        """The relative difference between the medians of ``n_new`` and ``n_before``
+        measured steps that ``significance`` standard errors span at ``noise`` (the
+        standard error of a median: 1.2533 x the spread / sqrt(n))."""
+        return float(self.significance * 1.2533 * noise
+                     * np.sqrt(1 / max(n_new, 1) + 1 / max(n_before, 1)))
+
+    def _keep_trial(self, costs: np.ndarray, before: np.ndarray, gain: float,
+                    even: bool) -> bool:
+        """The trial's verdict so far: False (take it back) when its measured steps
+        ``costs`` are significantly slower than ``before`` (the split before's), beyond
+        ``tolerance`` for the even split; sets ``_inconclusive`` when neither significantly
+        slower nor faster. Once ``window`` steps ran it, an inconclusive trial is weighed
+        against the prediction: the posterior mean of the relative change, with the
+        predicted one (``-gain``, spread ``gain``) as the prior, must not exceed the
+        slack."""
+        diff = float(np.median(costs) / np.median(before)) - 1
+        res = self.resolution(self.noise(costs, before), costs.size, before.size)
+        slack = self.tolerance if even else 0.0
+        self._inconclusive = -res < diff <= slack + res
+        if diff > slack + res:
+            return False
+        if not self._inconclusive or costs.size < self.window:
+            return True
+        se2 = (res / self.significance) ** 2 if self.significance > 0 else 0.0
+        if se2 == 0:
+            return diff <= slack
+        g = max(gain, self.tolerance, 1e-9)
+        post = (diff / se2 - 1 / g) / (1 / se2 + 1 / g ** 2)
+        return post <= slack
 
     def _switch(self, new: tuple[int, ...]) -> None:
         since = int(self._steps[-1]) + 1 if self._steps.size else 0
@@ -250,13 +310,15 @@ class Rebalancer:
         ``tolerance`` of the best). Returned counts different from the last ones are taken
         to be in effect from the step after the last one observed.
 
-        Every change is a *trial*, measured before it is kept: after ``min_steps`` steps
-        with it, its measured compute step (:meth:`measured_step_s`) must be below the one
-        measured with the split before (within ``tolerance`` for the even split), else the
-        split before comes back and no other change is tried for ``window`` steps, doubled
-        after each failed trial in a row. (Where replicas share a resource — two ranks on the
-        cores of one machine — a replica's time per micro-batch depends on the split, and
-        the model ``m_i t_i`` alone drifts.) A replica that got faster in a level shift (a
+        Every change is a *trial*, measured before it is kept (the module docstring says
+        how): from ``min_steps`` steps with it, a trial significantly slower than the split
+        before (:meth:`step_costs_s`, within ``tolerance`` for the even split) is taken back
+        and no other change is tried for ``window`` steps, doubled after each failed trial
+        in a row; an inconclusive one runs on up to ``window`` steps and is then weighed
+        against its prediction; refinements below the measurable gain are not tried.
+        (Where replicas share a resource — two ranks on the cores of one machine — a
+        replica's time per micro-batch depends on the split, and the model ``m_i t_i``
+        alone drifts.) A replica that got faster in a level shift (a
         recovery) makes the loop try the even split."""
         if self.dp < 2 or not self._steps.size:
             return self.counts
@@ -265,16 +327,18 @@ class Rebalancer:
         if held.size < self.min_steps:
             return self.counts
         if self._trial is not None:
-            prev, prev_cost = self._trial
-            self._trial = None
-            cost = self.measured_step_s(int(held[0]), split=self.counts)
-            slack = self.tolerance if self.counts == self.even else 0.0
-            if not cost < prev_cost * (1 + slack):
+            prev, before, gain = self._trial
+            costs = self.step_costs_s(int(held[0]), split=self.counts)
+            if not self._keep_trial(costs, before, gain, self.counts == self.even):
+                self._trial = None
                 self._cooldown_until = last + self.window * 2 ** self._backoff
                 self._backoff += 1
                 self.reverted += 1
                 self._switch(prev)
                 return self.counts
+            if held.size < self.window and self._inconclusive:
+                return self.counts  # the trial runs on (up to window steps)
+            self._trial = None
             self._backoff = 0
         est = self.estimate()
         if est is None or last < self._cooldown_until:
@@ -282,6 +346,7 @@ class Rebalancer:
         t = est.times_s
         best = best_split(t, self.m * self.dp, self.stages, source="Rebalancer: times")
         limit = step_of(best, t, self.stages) * (1 + self.tolerance)
+        now = self.step_costs_s(self._since, est.steps, self.counts)
         if step_of(self.even, t, self.stages) <= limit or any(
                 self.counts[i] < self.m for i in est.faster):
             new = self.even
@@ -289,9 +354,16 @@ class Rebalancer:
             new = self.counts
         else:
             new = tuple(int(c) for c in best)
+            gain = 1 - step_of(new, t, self.stages) / step_of(self.counts, t, self.stages)
+            if self.counts != self.even and gain <= self.resolution(
+                    self.noise(now), self.window, now.size):
+                # a refinement of a rebalanced split that its trial could not tell apart
+                # from the split in effect at this noise: not tried
+                self.held_back += 1
+                new = self.counts
         if new != self.counts:
-            self._trial = (self.counts, self.measured_step_s(self._since, self.min_steps,
-                                                             self.counts))
+            gain = 1 - step_of(new, t, self.stages) / step_of(self.counts, t, self.stages)
+            self._trial = (self.counts, now, gain)
             self._switch(new)
         return self.counts
 
