@@ -304,9 +304,12 @@ def test_follow_a_megatron_log_through_rotation(tmp_path) -> None:
     def writer() -> None:
         p.write_text("\n".join(parts[0]) + "\n")
         reached.wait(timeout=120)
-        os.rename(p, tmp_path / "train.log.1")
-        with p.open("w") as fh:
-            fh.write("\n".join(parts[1]) + "\n")
+        # rotated with no moment without the path (a rename, then a new file, leaves one:
+        # a follower polling then reports `file_missing` too, as it should; seen in CI)
+        new = tmp_path / "train.log.new"
+        new.write_text("\n".join(parts[1]) + "\n")
+        os.link(p, tmp_path / "train.log.1")
+        os.replace(new, p)
 
     th = threading.Thread(target=writer)
     th.start()
