@@ -312,7 +312,8 @@ def _follow(path: Path, expected: int, on_line=None) -> tuple[list[str], list[di
 
 
 def test_follow_through_rotation(tmp_path) -> None:
-    """A writer rotates the file twice (rename, new file) while watch follows. (Two rotations
+    """A writer rotates the file twice (the old one kept as grow.jsonl.K, a new one in its
+    place) while watch follows. (Two rotations
     between two polls would hide the middle file from any follower, as from ``tail -F``; real
     rotations are hours apart, so the writer waits until the new file is being read.)"""
     p = tmp_path / "grow.jsonl"
@@ -323,9 +324,13 @@ def test_follow_through_rotation(tmp_path) -> None:
 
     def writer() -> None:
         for k, part in enumerate(parts):
-            if k:
-                os.rename(p, tmp_path / f"grow.jsonl.{k}")
-                p.write_text("")
+            if k:  # rotated with no moment without the path (link, then replace: a
+                # rename, then a new file, leaves one, and a follower polling in it rightly
+                # reports `file_missing` as well)
+                fresh = tmp_path / "grow.jsonl.new"
+                fresh.write_text("")
+                os.link(p, tmp_path / f"grow.jsonl.{k}")
+                os.replace(fresh, p)
             _write_lines(p, part[:10])
             reached[k].wait(timeout=120)  # the follower has read into this file
             _write_lines(p, part[10:])
