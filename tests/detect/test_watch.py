@@ -313,9 +313,9 @@ def _follow(path: Path, expected: int, on_line=None) -> tuple[list[str], list[di
 
 def test_follow_through_rotation(tmp_path) -> None:
     """A writer rotates the file twice (the old one kept as grow.jsonl.K, a new one in its
-    place) while watch follows. (Two rotations
-    between two polls would hide the middle file from any follower, as from ``tail -F``; real
-    rotations are hours apart, so the writer waits until the new file is being read.)"""
+    place) while watch follows. (Two rotations between two polls would hide the middle file
+    from any follower, as from ``tail -F``; real rotations are hours apart, so the writer
+    waits until the new file is being read.)"""
     p = tmp_path / "grow.jsonl"
     lines = _iteration_lines()
     p.write_text("")
