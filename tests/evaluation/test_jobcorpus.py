@@ -468,9 +468,7 @@ def test_ladder_labels() -> None:
                     assert up.max() < SLOWDOWN_EVENT  # no single rung crosses the rule
                     down = steps[steps < -1e-12]
                     shapes.add("abrupt" if down.size == 0 else "stepwise")
-                    # 40 healthy iterations after it
-                    after = (s.iter >= e.end_iter) & (s.iter < e.end_iter + 40)
-                    assert after.sum() == 40 and np.allclose(factor[after], 1.0)
+                    after = _clear_after(s, e, factor)
                     # on the records: the span over the iterations around it
                     around = (((s.iter >= e.start_iter - 100) & (s.iter < e.start_iter))
                               | after)
@@ -536,9 +534,7 @@ def test_seqlen_labels() -> None:
             assert SL_SLOWDOWN[0] - 1e-9 <= s_e <= SL_SLOWDOWN[1] + 1e-9
             # the label is the span's mean rise over the healthy mean
             assert np.isclose(s.level[inside].mean(), (1.0 + s_e) * mean, rtol=1e-6)
-            # 40 healthy iterations after it
-            after = (s.iter >= e.end_iter) & (s.iter < e.end_iter + 40)
-            assert after.sum() == 40 and np.allclose(factor[after], 1.0)
+            after = _clear_after(s, e, factor)
             # on the records
             x = d[inside]
             x = x[np.isfinite(x)]
@@ -603,6 +599,31 @@ def _above_the_healthy_around(d: np.ndarray, ok: np.ndarray, inside: np.ndarray,
             assert x.mean() >= (1.0 + SLOWDOWN_EVENT) * y.mean(), name
 
 
+def _clear_after(s, e, factor: np.ndarray) -> np.ndarray:
+    """40 healthy iterations follow the event ``e`` of series ``s``; returns them (a mask)."""
+    after = (s.iter >= e.end_iter) & (s.iter < e.end_iter + 40)
+    assert after.sum() == 40 and np.allclose(factor[after], 1.0)
+    return after
+
+
+def _span_above_the_rest(d: np.ndarray, ok: np.ndarray, inside: np.ndarray, name: str
+                         ) -> np.ndarray:
+    """The records' mean over the span ``inside`` is at least ``1 + SLOWDOWN_EVENT`` times
+    the mean of the healthy records ``ok``; returns the span's finite records."""
+    x = d[inside]
+    x = x[np.isfinite(x)]
+    assert x.mean() >= (1.0 + SLOWDOWN_EVENT) * np.nanmean(d[ok]), name
+    return x
+
+
+def _no_sustained_rise(d: np.ndarray, name: str, drop: int) -> None:
+    """No sustained rise: the mean of any 200 records after the warm-up, their largest
+    ``drop`` left out, stays below ``1 + SLOWDOWN_EVENT`` times the series' mean."""
+    x = d[LEAD_ITERS + 1:]
+    v = np.sort(sliding_window_view(x, 200), axis=1)[:, :200 - drop]
+    assert np.all(v.mean(axis=1) < (1.0 + SLOWDOWN_EVENT) * x.mean()), name
+
+
 def test_accum_labels() -> None:
     """Gradient accumulation logged per micro-batch: the healthy series has its own periodic
     long iterations (the boundaries); every labelled slowdown raises the mean iteration time
@@ -650,12 +671,9 @@ def test_accum_labels() -> None:
             else:  # every micro-batch
                 assert slowed.all()
             # at least max(40, 3k) healthy iterations after it
-            after = (s.iter >= e.end_iter) & (s.iter < e.end_iter + 40)
-            assert after.sum() == 40 and np.allclose(factor[after], 1.0)
+            _clear_after(s, e, factor)
             # on the records
-            x = d[inside]
-            x = x[np.isfinite(x)]
-            assert x.mean() >= (1.0 + SLOWDOWN_EVENT) * np.nanmean(d[ok]), s.name
+            x = _span_above_the_rest(d, ok, inside, s.name)
             typical = float(np.median(_around(d, ok, int(np.flatnonzero(inside)[0]),
                                               int(np.flatnonzero(inside)[-1]) + 1)))
             assert x.mean() >= (1.0 + SLOWDOWN_EVENT) * typical, s.name
@@ -705,24 +723,15 @@ def test_memory_labels() -> None:
             if e.kind == "leak":  # a creep: the second half slower than the first
                 half = lv.size // 2
                 assert lv[half:].mean() > lv[:half].mean() + 0.5 * s_e
-            # 40 healthy iterations after it
-            after = (s.iter >= e.end_iter) & (s.iter < e.end_iter + 40)
-            assert after.sum() == 40 and np.allclose(factor[after], 1.0)
+            _clear_after(s, e, factor)
             # on the records
-            x = d[inside]
-            x = x[np.isfinite(x)]
-            assert x.mean() >= (1.0 + SLOWDOWN_EVENT) * np.nanmean(d[ok]), s.name
+            _span_above_the_rest(d, ok, inside, s.name)
             _above_the_healthy_around(d, ok, inside, s.name)
         assert np.allclose(factor[~inside_any], 1.0), s.name
         if not s.positive:
             assert not s.events
             assert np.allclose(factor, 1.0)
-            # no sustained rise: the mean of any 200 records after the warm-up, its
-            # largest left out, stays below 1.1 x the series' mean
-            x = d[LEAD_ITERS + 1:]
-            v = sliding_window_view(x, 200)
-            top = (v.sum(axis=1) - v.max(axis=1)) / 199
-            assert np.all(top < (1.0 + SLOWDOWN_EVENT) * x.mean()), s.name
+            _no_sustained_rise(d, s.name, drop=1)
     assert kinds == {"frag", "leak"}
 
 
@@ -761,23 +770,15 @@ def test_prefetch_labels() -> None:
                 assert np.mean(lv > 1.0 + 1e-9) >= 0.25, s.name
             else:  # dense stalls: the median step stays healthy
                 assert np.median(lv) < 1.0 + 1e-6, s.name
-            # 40 healthy iterations after it
-            after = (s.iter >= e.end_iter) & (s.iter < e.end_iter + 40)
-            assert after.sum() == 40 and np.allclose(factor[after], 1.0)
+            _clear_after(s, e, factor)
             # on the records
-            x = d[inside]
-            x = x[np.isfinite(x)]
-            assert x.mean() >= (1.0 + SLOWDOWN_EVENT) * np.nanmean(d[ok]), s.name
+            _span_above_the_rest(d, ok, inside, s.name)
             # its largest 4 (hiccups, a restart) left out
             _above_the_healthy_around(d, ok, inside, s.name, drop=4)
         assert np.allclose(factor[~inside_any], 1.0), s.name
         if not s.positive:
             assert not s.events
-            # no sustained rise: the mean of any 200 records after the warm-up, its
-            # largest 4 (hiccups, a restart) left out, stays below 1.1 x the series' mean
-            x = d[LEAD_ITERS + 1:]
-            v = np.sort(sliding_window_view(x, 200), axis=1)[:, :-4]
-            assert np.all(v.mean(axis=1) < (1.0 + SLOWDOWN_EVENT) * x.mean()), s.name
+            _no_sustained_rise(d, s.name, drop=4)  # hiccups, a restart
     assert kinds == {"storage", "storm"}
 
 
@@ -874,13 +875,9 @@ def test_lossy_link_labels() -> None:
             # decidable: the rise is five standard errors of the span's mean
             x = s.level[inside] / mean
             assert x.size >= 25.0 * x.var() / s_e ** 2, s.name
-            # 40 healthy iterations after it
-            after = (s.iter >= e.end_iter) & (s.iter < e.end_iter + 40)
-            assert after.sum() == 40 and np.allclose(factor[after], 1.0)
+            _clear_after(s, e, factor)
             # on the records
-            x = d[inside]
-            x = x[np.isfinite(x)]
-            assert x.mean() >= (1.0 + SLOWDOWN_EVENT) * np.nanmean(d[ok]), s.name
+            x = _span_above_the_rest(d, ok, inside, s.name)
             _above_the_healthy_around(d, ok, inside, s.name, drop=4)
         assert np.allclose(factor[~inside_any], 1.0), s.name
         # healthy long iterations (losses, blips, checkpoints, evaluations) in every series
@@ -888,9 +885,5 @@ def test_lossy_link_labels() -> None:
         assert np.sum(h > 1.5) >= 3, s.name
         if not s.positive:
             assert not s.events
-            # no sustained rise: the mean of any 200 records after the warm-up, its largest
-            # 4 left out, stays below 1.1 x the series' mean
-            x = d[LEAD_ITERS + 1:]
-            v = np.sort(sliding_window_view(x, 200), axis=1)[:, :-4]
-            assert np.all(v.mean(axis=1) < (1.0 + SLOWDOWN_EVENT) * x.mean()), s.name
+            _no_sustained_rise(d, s.name, drop=4)
     assert kinds == {"lossy", "flap", "downshift"}
