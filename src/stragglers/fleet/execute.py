@@ -71,7 +71,7 @@ def open_client(scheduler: str | None = None, workers: int = 2,
     if scheduler is not None:
         check_scheduler_address(scheduler)
         try:
-            client = Client(scheduler, timeout="20s")
+            client = Client(scheduler)
         except (OSError, TimeoutError) as exc:
             raise InputError(f"--scheduler {scheduler}: cannot connect ({exc})") from None
         try:

@@ -25,8 +25,9 @@ from stragglers.errors import InputError
 from stragglers.service.dispatcher import ExecutorLost, TaskDied, log
 
 T = TypeVar("T")
-#: How long ``serve --scheduler`` waits for the scheduler and for its first worker.
-CONNECT_S = 20.0
+#: How long ``serve --scheduler`` waits for its first worker.  The wait for the scheduler
+#: itself is Dask's ``distributed.comm.timeouts.connect`` (30 s unless configured, e.g. by
+#: ``DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT=5s``).
 WORKER_WAIT_S = 60.0
 
 
@@ -127,7 +128,7 @@ def connect(scheduler: str) -> Any:
                          "'stragglers[fleet]'") from None
     check_scheduler_address(scheduler)
     try:
-        client = Client(scheduler, timeout=f"{CONNECT_S:g}s", set_as_default=False)
+        client = Client(scheduler, set_as_default=False)
     except (OSError, TimeoutError) as exc:
         raise InputError(f"--scheduler {scheduler}: cannot connect "
                          f"({' '.join(str(exc).split())[:200]})") from None
