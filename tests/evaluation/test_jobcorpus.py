@@ -19,6 +19,9 @@ from stragglers.evaluation.jobcorpus import (
     DL_SLOWDOWN,
     EVENT_LOSS,
     FAMILIES,
+    GC_OVERSHOOT,
+    GC_SLOW_ITERS,
+    GC_SLOWDOWN,
     HELD_OUT,
     LD_MEAN_MIN,
     LD_RUNG,
@@ -352,8 +355,9 @@ def test_bimodal_replay_labels() -> None:
 #: computed with the corpus of main before ``ladder`` was appended (commit a9d633b; ``ladder``'s
 #: own before ``seqlen`` was, commit f0ac124; ``seqlen``'s before ``accum`` was, commit
 #: 8fc6638; ``accum``'s before ``memory`` was, commit 54f4b8d; ``memory``'s before
-#: ``prefetch`` was, commit 11edf64; ``prefetch``'s before ``pipeline`` was, commit b179149):
-#: a family appended at the end of FAMILIES / SCENARIOS must leave every other family's bytes
+#: ``prefetch`` was, commit 11edf64; ``prefetch``'s before ``pipeline`` was, commit b179149;
+#: ``pipeline``'s and ``lossy_link``'s before ``gc_pause`` was, commit a114d3e): a family
+#: appended at the end of FAMILIES / SCENARIOS must leave every other family's bytes
 #: alone.
 FINGERPRINTS = {
     "restart": "73ad9d2339f0bd2b",
@@ -380,6 +384,7 @@ FINGERPRINTS = {
     "memory": "bade849fba185adf",
     "prefetch": "958f2c91d519da9e",
     "pipeline": "77f03227529405ff",
+    "lossy_link": "68bb6c2fd794c0b8",
 }
 
 
@@ -400,9 +405,9 @@ def _fingerprint(family: str) -> str:
 
 
 def test_existing_families_are_unchanged() -> None:
-    assert set(FINGERPRINTS) == set(FAMILIES) - {"lossy_link"}
-    assert FAMILIES[-7:] == ("ladder", "seqlen", "accum", "memory", "prefetch", "pipeline",
-                             "lossy_link")
+    assert set(FINGERPRINTS) == set(FAMILIES) - {"gc_pause"}
+    assert FAMILIES[-8:] == ("ladder", "seqlen", "accum", "memory", "prefetch", "pipeline",
+                             "lossy_link", "gc_pause")
     assert {f: _fingerprint(f) for f in FINGERPRINTS} == FINGERPRINTS
 
 
@@ -417,7 +422,8 @@ def _durations(s: JobSeries) -> np.ndarray:
                                               ("accum", "slow"), ("memory", "slow"),
                                               ("prefetch", "slow"),
                                               ("pipeline", "slow"),
-                                              ("lossy_link", "slow")])
+                                              ("lossy_link", "slow"),
+                                              ("gc_pause", "slow")])
 def test_family_is_deterministic_per_seed(family: str, slow: str) -> None:
     a = generate_series(11, family, slow, 2)
     assert _same(a, generate_series(11, family, slow, 2))
@@ -427,13 +433,13 @@ def test_family_is_deterministic_per_seed(family: str, slow: str) -> None:
     assert _same(h, generate_series(11, family, "healthy", 0))
 
 
-def test_lossy_link_is_the_held_out_family() -> None:
-    assert HELD_OUT == ("lossy_link",)
+def test_gc_pause_is_the_held_out_family() -> None:
+    assert HELD_OUT == ("gc_pause",)
 
 
-def test_lossy_link_fingerprint() -> None:
+def test_gc_pause_fingerprint() -> None:
     """The held-out family's own bytes (seed 0), as committed before its one evaluation."""
-    assert _fingerprint("lossy_link") == "68bb6c2fd794c0b8"
+    assert _fingerprint("gc_pause") == "4ea64fc9dcd7544a"
 
 
 def test_ladder_labels() -> None:
@@ -887,3 +893,54 @@ def test_lossy_link_labels() -> None:
             assert not s.events
             _no_sustained_rise(d, s.name, drop=4)
     assert kinds == {"lossy", "flap", "downshift"}
+
+
+def test_gc_pause_labels() -> None:
+    """Python's garbage collector in the training loop: every labelled slowdown (collections
+    made more often by lowered thresholds, ranks whose planned GC was switched off, a leak of
+    Python objects) raises the mean step time over its span to its label (+12-45 % over the
+    healthy mean, up to GC_OVERSHOOT more: pauses come whole), decidably (the rise five
+    standard errors of the span's mean), and the records show it (their mean over the span is
+    at least 1.1 x their mean outside every event, and 1.1 x the mean of the 200 healthy
+    records before it and after it, their largest 4 left out); the family has slowdowns made
+    of intermittent long steps (most steps, the median, healthy) and slowdowns of the level
+    (most steps slower); 40 healthy steps follow each; nothing else is slow; every series
+    has long healthy steps (pauses, checkpoints, evaluations), and negatives carry no label
+    and no sustained rise."""
+    kinds: set[str] = set()
+    shapes: set[str] = set()
+    for s in _family_series("gc_pause"):
+        factor = s.level / s.healthy
+        d = _durations(s)
+        steady = s.iter > LEAD_ITERS
+        mean = s.healthy[steady].mean()
+        inside_any = _in_events(s)
+        ok = steady & ~inside_any
+        for e in s.events:
+            kinds.add(e.kind)
+            assert e.kind in ("threshold", "desync", "leak") and not e.ranks
+            assert e.start_iter > LEAD_ITERS
+            assert e.end_iter - e.start_iter >= max(MIN_EVENT_ITERS, GC_SLOW_ITERS[0])
+            inside = (s.iter >= e.start_iter) & (s.iter < e.end_iter)
+            s_e = e.loss / (1.0 - e.loss)
+            assert GC_SLOWDOWN[0] - 1e-9 <= s_e <= GC_SLOWDOWN[1] + GC_OVERSHOOT + 1e-9
+            # the label is the span's mean rise over the healthy mean
+            assert np.isclose(s.level[inside].mean(), (1.0 + s_e) * mean, rtol=1e-6)
+            lv = factor[inside]
+            shapes.add("level" if np.median(lv) > 1.0 + 1e-6 else "intermittent")
+            # decidable: the rise is five standard errors of the span's mean
+            x = s.level[inside] / mean
+            assert x.size >= 25.0 * x.var() / s_e ** 2, s.name
+            _clear_after(s, e, factor)
+            # on the records
+            _span_above_the_rest(d, ok, inside, s.name)
+            _above_the_healthy_around(d, ok, inside, s.name, drop=4)
+        assert np.allclose(factor[~inside_any], 1.0), s.name
+        # healthy long steps (GC pauses, checkpoints, evaluations) in every series
+        h = s.healthy[steady] / mean
+        assert np.sum(h > 1.5) >= 3, s.name
+        if not s.positive:
+            assert not s.events
+            _no_sustained_rise(d, s.name, drop=4)
+    assert kinds == {"threshold", "desync", "leak"}
+    assert shapes == {"level", "intermittent"}

@@ -405,6 +405,61 @@ changes, by someone who never ran the detector on it):
                  ``lossy`` / ``flap`` / ``downshift``).  Negatives: the healthy series alone
                  (rare losses, blips, checkpoints, evaluations).
 
+The held-out family of the twelfth round (written and committed before that round's
+detector changes, by someone who never ran the detector on it):
+
+``gc_pause``     host-side time: Python's garbage collector in the training loop (the what-if
+                 study of stragglers, section 5.4: a collection "can take 100s of
+                 milliseconds", stops the world so that "new kernels cannot be started",
+                 different processes collect at different times and one paused worker blocks
+                 the whole job, more often the more workers; planned GC turns automatic GC off
+                 and collects on every rank at once every N steps, and "too small a
+                 GC-interval can lead to worse performance"; Megatron-LM's ``--manual-gc`` /
+                 ``--manual-gc-interval``).  A step is 1-16 data-parallel ranks
+                 (:data:`GC_RANKS`), each with its device time (a slowly wandering rate, AR(1)
+                 in log space, sd 0.3-1.5 %, jitter 0.3-2 %, a warm-up, 0.2-1 % per rank) and
+                 its host (Python) time, 55-90 % of it (:data:`GC_HOST`): the host runs ahead,
+                 so a pause costs the step only what exceeds the device's queued work; the step
+                 waits for the slowest rank, plus the exposed all-reduce (5-25 %), checkpoints
+                 (every 200-1000 steps, 1-3 steps at 1.5-4x) and evaluations (every 100-1000
+                 steps, +1-4 mean steps, with many surviving objects).  Each rank's heap (its
+                 own size, +-15 %) grows by 0-60 % over an epoch of 300-3000 steps and is
+                 released at its end; a full collection pauses its rank for 0.3-2 mean steps
+                 (:data:`GC_PAUSE`, 25 % spread) times its heap.  Automatic GC (60 % of the
+                 series): CPython's rule, a full collection once the survivors since the last
+                 one reach a quarter of the heap, each rank with log-normal survivors per step
+                 (spread 0.3-1.2, :data:`GC_ALLOC_SIGMA`) so that collections come every 30-400
+                 steps (:data:`GC_EVERY`; at least ranks x pause / 8 %), at irregular steps,
+                 longer and rarer as the heap grows, plus young collections (host time 0.5-3 %
+                 of a step).  Planned GC (40 %, :data:`GC_MANUAL_P`): every rank collects at
+                 once every 50-500 steps, the pause longer (1-3 mean steps,
+                 :data:`GC_MANUAL_PAUSE`): periodic long steps.  Positives: 1-3 slowdowns (one
+                 in each of as many equal parts after iteration 300, the first always, the
+                 others with chance 0.7; 40 healthy steps after each), each raising the mean
+                 step time over its span by +12-45 % (:data:`GC_SLOWDOWN`, up to
+                 :data:`GC_OVERSHOOT` more: pauses come whole) over the series' healthy mean:
+                 under automatic GC, thresholds lowered (``threshold``: ``gc.set_threshold``
+                 from a library or a config, every rank's full and young collections up to
+                 100x more often, at most one full collection a step; where the young ones
+                 push the host past the device the whole level rises) or a leak of Python
+                 objects (``leak``, 40 %: logged values or lists kept alive on every rank, the
+                 heap growing linearly over the span by at most 7 base heaps, every leaked object a
+                 survivor, so the pauses grow and come more often; freed at the span's end);
+                 under planned GC, ranks whose planned GC was switched off (``desync``: 1-4
+                 ranks, at most half, back on automatic GC with their young collections, up to
+                 one full collection a step: their pauses land on other steps than everybody
+                 else's).  The rate steps up, or climbs linearly over 20-60 % of the span (at
+                 most 200 steps; a leak climbs by itself); the size is solved by bisection for
+                 the rise over a span of 60-800 steps (:data:`GC_SLOW_ITERS`) and at least 1.3
+                 x 25 x (spread / rise)^2, drawn again (at most 8 times) until the labelled
+                 span holds 25 x (its own sd / its rise)^2 steps (the first part's last try:
+                 the mode's kind on every rank, a step, over the part's whole room).  A rank's
+                 collections move inside the span (its clock resumes at the span's end), so a
+                 few of the span's steps are faster.  Labelled from the first step that changes
+                 to the last, by that span's mean rise (kinds ``threshold`` / ``leak`` /
+                 ``desync``).  Negatives: the healthy series alone (pauses, young collections,
+                 checkpoints, evaluations).
+
 :data:`HELD_OUT` names the families that were never looked at while the detector was changed
 for issue 29 (decided before the changes): they are only evaluated.
 """
@@ -801,21 +856,69 @@ LL_RAMP_MAX = 200  # ... at most this many iterations
 LL_RATE_MAX = 0.35  # a degraded link's loss chance per iteration at most this (most healthy)
 LL_OVERSHOOT = 0.10  # a span's rise at most this above the drawn one (losses come whole)
 LL_FLAP_MAX = 0.25  # a flapping interface's chance of a flap per iteration at most this
+# gc_pause (module docstring): host-side time, Python's garbage collector in the training loop
+GC_RANKS = (1, 2, 4, 8, 16)  # data-parallel ranks: the step waits for the slowest
+GC_WANDER_SD = (0.003, 0.015)  # device time: AR(1) in log space, stationary sd ...
+GC_WANDER_PHI = (0.95, 0.995)  # ... and lag-1 correlation
+GC_JITTER = (0.003, 0.02)  # ... plus per-step jitter (log space)
+GC_WARM_AMPLITUDE = (0.05, 0.4)
+GC_WARM_TAU = (3.0, 30.0)
+GC_FIRST = (2.0, 10.0)
+GC_RANK_JITTER = (0.002, 0.01)  # each rank's device time about the shared one (log space)
+GC_HOST = (0.55, 0.9)  # host (Python) time of a step over its device time: the host runs ahead
+GC_HOST_JITTER = (0.01, 0.05)  # ... its spread (log space)
+GC_COMM = (0.05, 0.25)  # exposed gradient all-reduce over the mean step ...
+GC_COMM_JITTER = (0.02, 0.10)  # ... its spread (log space)
+GC_PAUSE = (0.3, 2.0)  # a full (gen-2) collection of the base heap: this many mean steps ...
+GC_PAUSE_JITTER = 0.25  # ... its spread (log space)
+GC_RANK_HEAP = 0.15  # each rank's heap about the series' one (log space)
+GC_EPOCH = (300, 3000)  # the heap grows over an epoch (cached samples, metadata) ...
+GC_EPOCH_GROWTH = (0.0, 0.6)  # ... by this share, and is released at its end
+GC_EVERY = (30, 400)  # automatic GC: mean steps between two full collections of a rank ...
+GC_ALLOC_SIGMA = (0.3, 1.2)  # ... its survivors per step: log-normal with this spread ...
+GC_HEALTHY_SHARE = 0.08  # ... the mean interval raised until ranks x pause / it <= this
+GC_MANUAL_P = 0.4  # planned GC (gc.disable, gc.collect on every rank at once) ...
+GC_MANUAL_EVERY = (50, 100, 200, 250, 500)  # ... every this many steps, where a full
+GC_MANUAL_PAUSE = (1.0, 3.0)  # collection of the base heap is long (this many mean steps)
+GC_YOUNG = (0.005, 0.03)  # young (gen-0/1) collections: host time per step at the default
+#                           thresholds (a share of the mean step)
+GC_CKPT_EVERY = (200, 1000)  # a checkpoint every this many steps ...
+GC_CKPT_ITERS = (1, 3)  # ... that many steps ...
+GC_CKPT_X = (1.5, 4.0)  # ... this many times longer
+GC_EVAL_EVERY = (100, 200, 250, 500, 1000)  # an evaluation every this many steps ...
+GC_EVAL_X = (1.0, 4.0)  # ... adding this many mean steps ...
+GC_EVAL_ALLOC = (0.2, 1.0)  # ... and survivors worth this share of a collection's threshold
+GC_SLOWDOWN = (0.12, 0.45)  # mean rise of a slowdown's span over the healthy mean
+GC_SLOW_ITERS = (60, 800)  # its duration (log-uniform) ...
+GC_DECIDABLE = 25.0  # ... at least this x (span's sd / rise)^2 (the rise 5 standard errors)
+GC_NEED_MARGIN = 1.3  # ... drawn this much longer than that needs (its spread is estimated)
+GC_TRIES = 8  # a planned slowdown is drawn again until decidable, at most this many times
+GC_MORE_P = 0.7  # a positive: a slowdown in its first part, in each other with this chance
+GC_OVERSHOOT = 0.10  # a span's rise at most this above the drawn one (pauses come whole)
+GC_RATE_MAX = 100.0  # thresholds lowered: collections at most this many times more often ...
+#                      (a full collection at most once a step)
+GC_LEAK_P = 0.4  # automatic GC: a leak of Python objects with this chance, else thresholds
+GC_LEAK_HEAP = 8.0  # a leak: the heap at most this many times the base one at the span's end
+GC_DESYNC = (1, 4)  # planned GC: this many ranks (at most half, at least one) back on
+#                     automatic GC
+GC_RAMP_P = 0.5  # thresholds / desync: the rate climbs with this chance, else a step ...
+GC_RAMP = (0.2, 0.6)  # ... linearly over this share of the span, ...
+GC_RAMP_MAX = 200  # ... at most this many iterations
 
 FAMILIES: tuple[str, ...] = ("restart", "ckpt_stall", "flapping", "staircase", "noise_regime",
                              "sampled", "multirank", "greyhound", "failslow", "ramp", "short",
                              "hump", "warmup_onset", "reconfig", "ckpt_burst", "contention",
                              "megatron", "bimodal_replay", "ladder", "seqlen", "accum",
-                             "memory", "prefetch", "pipeline", "lossy_link")
+                             "memory", "prefetch", "pipeline", "lossy_link", "gc_pause")
 #: Families held out in the current round of issue 29: never looked at while the detector was
-#: changed (only evaluated; ``lossy_link`` was written and committed before the eleventh
-#: round's changes, by someone who never ran the detector on it).  The others, ``pipeline``
-#: (held out in the tenth round), ``prefetch`` (the ninth), ``memory`` (the eighth),
-#: ``accum`` (the seventh), ``seqlen`` (the sixth), ``ladder`` (the fifth),
-#: ``bimodal_replay`` (the fourth), ``megatron``
-#: (the third), ``contention`` (the second), ``hump``, ``warmup_onset``, ``reconfig`` and
-#: ``ckpt_burst`` (the first round) included, are the families it was built and tuned on.
-HELD_OUT: tuple[str, ...] = ("lossy_link",)
+#: changed (only evaluated; ``gc_pause`` was written and committed before the twelfth round's
+#: changes, by someone who never ran the detector on it).  The others, ``lossy_link`` (held
+#: out in the eleventh round), ``pipeline`` (the tenth), ``prefetch`` (the ninth), ``memory``
+#: (the eighth), ``accum`` (the seventh), ``seqlen`` (the sixth), ``ladder`` (the fifth),
+#: ``bimodal_replay`` (the fourth), ``megatron`` (the third), ``contention`` (the second),
+#: ``hump``, ``warmup_onset``, ``reconfig`` and ``ckpt_burst`` (the first round) included, are
+#: the families it was built and tuned on.
+HELD_OUT: tuple[str, ...] = ("gc_pause",)
 
 #: (family, scenario, series per seed at scale 1, positive)
 SCENARIOS: tuple[tuple[str, str, int, bool], ...] = (
@@ -875,6 +978,8 @@ SCENARIOS: tuple[tuple[str, str, int, bool], ...] = (
     ("pipeline", "healthy", 10, False),
     ("lossy_link", "slow", 14, True),
     ("lossy_link", "healthy", 10, False),
+    ("gc_pause", "slow", 14, True),
+    ("gc_pause", "healthy", 10, False),
 )
 
 
@@ -2569,6 +2674,202 @@ def _ll_degrade(fab: _Fabric, base_it: np.ndarray, it: np.ndarray, mean: float,
     return (*trial(hi_g), hi_g)
 
 
+@dataclass(frozen=True)
+class _Hosts:
+    """The draws of a :func:`_gc_pause` series (arrays ``(ranks, n)`` or ``(n,)``): each rank's
+    device and host time per step, its heap (base 1, growing over an epoch), the survivors
+    each step adds (in shares of a collection's threshold at the base heap), the uniform
+    phase of its collection clock, the pause of a collection of the base heap, the young
+    collections' host time, and the step's exposed all-reduce and extra work (checkpoints,
+    evaluations)."""
+
+    dev: np.ndarray
+    host: np.ndarray
+    heap: np.ndarray
+    alloc: np.ndarray
+    phase: np.ndarray
+    pause: np.ndarray
+    young: float
+    manual: int  # planned GC every this many steps (0: automatic GC)
+    gap: float  # automatic GC: mean steps between two full collections of a rank
+    rest: np.ndarray
+
+    def steps(self, slow: tuple[tuple[int, int, str, float, int, tuple[int, ...]], ...] = ()
+              ) -> np.ndarray:
+        """The step times with slowdowns ``(a, b, kind, g, ramp, ranks)`` over ``[a, b)``:
+        ``threshold`` (every rank's collections ``1 + (g - 1) w`` times more often, its
+        young collections too), ``desync`` (``ranks`` back on automatic GC: ``g w`` full
+        collections per step, at the base heap, and their young ones back) and ``leak``
+        (every rank's heap grows by ``g`` per step, every survivor kept); ``w`` climbs
+        linearly from 0 at ``a`` to 1 over ``ramp`` steps (1: a step).  Outside the
+        slowdowns a rank's collections are those of the healthy series (its clock resumes
+        at the span's end)."""
+        heap, alloc = self.heap.copy(), self.alloc.copy()
+        rate = np.full(heap.shape, 0.0 if self.manual else 1.0)
+        young = np.full(heap.shape, 0.0 if self.manual else self.young)
+        for a, b, kind, g, ramp, ranks in slow:
+            w = np.minimum(1.0, (np.arange(b - a) + 1.0) / ramp)
+            if kind == "leak":
+                grown = g * (np.arange(b - a) + 1.0)
+                heap[:, a:b] += grown
+                alloc[:, a:b] += g / 0.25  # every leaked object survives (threshold: L / 4)
+            elif kind == "threshold":
+                rate[:, a:b] *= 1.0 + (g - 1.0) * w
+                young[:, a:b] *= 1.0 + (g - 1.0) * w
+            else:
+                rows = list(ranks)
+                rate[rows, a:b] = g * w * self.gap
+                young[rows, a:b] = self.young * w
+        inc = np.minimum(1.0, rate * alloc / heap)  # CPython: a full collection once the
+        # survivors since the last one reach a quarter of the long-lived heap
+        fires = np.diff(np.floor(self.phase[:, None] + np.cumsum(inc, axis=1)), axis=1,
+                        prepend=np.floor(self.phase[:, None]))
+        if slow:  # outside the slowdowns: the healthy collections
+            base = np.minimum(1.0, (0.0 if self.manual else 1.0) * self.alloc / self.heap)
+            healthy = np.diff(np.floor(self.phase[:, None] + np.cumsum(base, axis=1)), axis=1,
+                              prepend=np.floor(self.phase[:, None]))
+            span = np.zeros(heap.shape[1], dtype=bool)
+            for a, b, *_ in slow:
+                span[a:b] = True
+            fires = np.where(span[None, :], fires, healthy)
+        if self.manual:
+            t = np.arange(heap.shape[1])
+            fires = fires + (t % self.manual == self.manual - 1)[None, :]
+        host = self.host + young * self.dev.mean()
+        pause = fires * self.pause * heap
+        # a pause stops the host; the device runs the kernels queued ahead until it idles
+        busy = np.maximum(self.dev, host) + np.maximum(0.0, pause
+                                                       - np.maximum(self.dev - host, 0.0))
+        return np.asarray(busy.max(axis=0) + self.rest)
+
+
+def _gc_pause(rng: np.random.Generator, scenario: str) -> _Timeline:
+    """Python's garbage collector in the training loop (module docstring); the corpus' noise
+    is turned off (``noise_scale`` ~ 0)."""
+    n = _n(rng)
+    t = np.arange(n)
+    ranks = int(rng.choice(GC_RANKS))
+    comp = _wandering_compute(rng, t, GC_WANDER_SD, GC_WANDER_PHI, GC_JITTER,
+                              GC_WARM_AMPLITUDE, GC_WARM_TAU, GC_FIRST)
+    rj = float(rng.uniform(*GC_RANK_JITTER))
+    dev = comp[None, :] * np.exp(rj * rng.standard_normal((ranks, n)))
+    hj = float(rng.uniform(*GC_HOST_JITTER))
+    host = float(rng.uniform(*GC_HOST)) * np.exp(hj * rng.standard_normal((ranks, n)))
+    c = float(rng.uniform(*GC_COMM))
+    cj = float(rng.uniform(*GC_COMM_JITTER))
+    rest = c * np.exp(cj * rng.standard_normal(n) - 0.5 * cj * cj)
+    # checkpoints (1-3 steps slower) and evaluations (one step longer, many survivors)
+    every = int(rng.integers(GC_CKPT_EVERY[0], GC_CKPT_EVERY[1] + 1))
+    ck = t // every
+    ck_len = rng.integers(GC_CKPT_ITERS[0], GC_CKPT_ITERS[1] + 1, int(ck[-1]) + 1)
+    ck_x = np.exp(rng.uniform(math.log(GC_CKPT_X[0]), math.log(GC_CKPT_X[1]), ck_len.size))
+    rest = rest + np.where((ck > 0) & (t % every < ck_len[ck]), (ck_x[ck] - 1.0) * comp, 0.0)
+    ev = int(rng.choice(GC_EVAL_EVERY))
+    at = t % ev == ev - 1
+    rest[at] += np.exp(rng.uniform(math.log(GC_EVAL_X[0]), math.log(GC_EVAL_X[1]),
+                                   int(at.sum())))
+    # the heap: each rank's own size, growing over an epoch and released at its end
+    epoch = _logint(rng, *GC_EPOCH)
+    growth = float(rng.uniform(*GC_EPOCH_GROWTH))
+    heap = (np.exp(GC_RANK_HEAP * rng.standard_normal(ranks))[:, None]
+            * (1.0 + growth * (t % epoch) / epoch)[None, :])
+    # collections: a full one once a rank's survivors reach a quarter of its heap
+    manual = int(rng.choice(GC_MANUAL_EVERY)) if rng.random() < GC_MANUAL_P else 0
+    p0 = _loguniform(rng, *(GC_MANUAL_PAUSE if manual else GC_PAUSE))
+    gap = max(_loguniform(rng, *GC_EVERY), ranks * p0 / GC_HEALTHY_SHARE)
+    sig = float(rng.uniform(*GC_ALLOC_SIGMA))
+    alloc = np.exp(sig * rng.standard_normal((ranks, n)) - 0.5 * sig * sig) / gap
+    alloc[:, at] += rng.uniform(*GC_EVAL_ALLOC, (ranks, int(at.sum())))
+    pause = p0 * np.exp(GC_PAUSE_JITTER * rng.standard_normal((ranks, n)))
+    hs = _Hosts(dev=dev, host=host, heap=heap, alloc=alloc, phase=rng.random(ranks),
+                pause=pause, young=float(rng.uniform(*GC_YOUNG)), manual=manual, gap=gap,
+                rest=rest)
+    healthy_it = hs.steps()
+    steady = healthy_it[LEAD_ITERS:]
+    mean = float(steady.mean())
+    var = float(steady.var()) / mean ** 2
+    k = int(rng.integers(1, 4))
+    part = (n - LEAD_ITERS) // k
+    it = healthy_it.copy()
+    slow: tuple[tuple[int, int, str, float, int, tuple[int, ...]], ...] = ()
+    events: list[tuple[int, int, float, str]] = []
+    for j in range(k):  # one in each of k equal parts, 40 healthy iterations after it
+        if scenario != "slow" or (j > 0 and rng.random() >= GC_MORE_P):
+            continue
+        for attempt in range(GC_TRIES):  # fresh draws until one is decidable
+            if manual:
+                kind = "desync"
+            else:
+                kind = "leak" if rng.random() < GC_LEAK_P else "threshold"
+            s = float(rng.uniform(*GC_SLOWDOWN))
+            ramp_share = float(rng.uniform(*GC_RAMP)) if rng.random() < GC_RAMP_P else 0.0
+            # long enough for the rise to be five standard errors of the span's mean (the
+            # span's spread about var + s x a pause), longer by what a climb loses
+            need = GC_NEED_MARGIN * GC_DECIDABLE * (var + s * p0 / mean) / s ** 2
+            dur = max(_logint(rng, *GC_SLOW_ITERS), math.ceil(need))
+            dur += min(GC_RAMP_MAX, math.ceil(ramp_share * dur)) // 2
+            m = min(ranks // 2, int(rng.integers(GC_DESYNC[0], GC_DESYNC[1] + 1)))
+            who = tuple(sorted(int(r) for r in rng.choice(ranks, max(1, m), replace=False)))
+            if j == 0 and attempt == GC_TRIES - 1:  # the last try of a positive's first part:
+                kind, ramp_share, dur = ("desync" if manual else "threshold"), 0.0, part
+                who = tuple(range(ranks))
+            dur = min(dur, part - 40)
+            a = LEAD_ITERS + j * part + int(rng.integers(0, part - 40 - dur + 1))
+            ramp = 1 if kind == "leak" else max(1, min(GC_RAMP_MAX,
+                                                       int(round(ramp_share * dur))))
+            found = _gc_slow(hs, it, mean, slow, (a, a + dur, kind, ramp, who), s)
+            if found is None:
+                continue
+            lo, hi, y, g = found
+            seg = y[lo:hi] / mean
+            r = float(seg.mean() - 1.0)
+            if (GC_SLOWDOWN[0] <= r <= s + GC_OVERSHOOT and hi - lo >= GC_SLOW_ITERS[0]
+                    and hi - lo >= GC_DECIDABLE * float(seg.var()) / r ** 2):
+                it = y
+                slow += ((a, a + dur, kind, g, ramp, who if kind == "desync" else ()),)
+                events.append((lo, hi, r, kind))
+                break
+    # labelled by the span's mean rise over the healthy mean
+    return _quiet_timeline(_loguniform(rng, *BASE_S) * healthy_it / mean, it / healthy_it,
+                           events)
+
+
+def _gc_slow(hs: _Hosts, it: np.ndarray, mean: float,
+             slow: tuple[tuple[int, int, str, float, int, tuple[int, ...]], ...],
+             where: tuple[int, int, str, int, tuple[int, ...]], s: float
+             ) -> tuple[int, int, np.ndarray, float] | None:
+    """A slowdown over ``where`` = ``(a, b, kind, ramp, ranks)`` (on top of ``slow``) whose
+    span (from the first step it changes to the last) rises by about ``s`` over ``mean``, its
+    size ``g`` solved by bisection: ``(start, end, step times, g)``, or None where none
+    does."""
+    a, b, kind, ramp, who = where
+
+    def trial(g: float) -> tuple[int, int, np.ndarray]:
+        y = hs.steps(slow + ((a, b, kind, g, ramp, who),))
+        # the collections move: some steps of the span are slower, a few faster
+        diff = np.flatnonzero(np.abs(y[a:b] - it[a:b]) > 1e-9 * it[a:b])
+        if diff.size == 0:
+            return a, a, y
+        return a + int(diff[0]), a + int(diff[-1]) + 1, y
+
+    def rise(g: float) -> float:
+        lo, hi, y = trial(g)
+        return float(y[lo:hi].mean() / mean - 1.0) if hi - lo >= MIN_EVENT_ITERS else 0.0
+
+    if kind == "leak":  # the heap at most GC_LEAK_HEAP x the base one at the span's end
+        lo_g, hi_g = 0.0, (GC_LEAK_HEAP - 1.0) / (b - a)
+    elif kind == "desync":  # at most one full collection per step
+        lo_g, hi_g = 0.0, 1.0
+    else:
+        lo_g, hi_g = 1.0, GC_RATE_MAX
+    if rise(hi_g) < s:
+        return None
+    for _ in range(40):  # bisection: the span's rise grows with g
+        mid = 0.5 * (lo_g + hi_g)
+        lo_g, hi_g = (mid, hi_g) if rise(mid) < s else (lo_g, mid)
+    return (*trial(hi_g), hi_g)
+
+
 _BUILDERS: dict[str, Callable[[np.random.Generator, str], _Timeline]] = {
     "restart": _restart, "ckpt_stall": _ckpt_stall, "flapping": _flapping,
     "staircase": _staircase, "noise_regime": _noise_regime, "multirank": _multirank,
@@ -2577,7 +2878,7 @@ _BUILDERS: dict[str, Callable[[np.random.Generator, str], _Timeline]] = {
     "ckpt_burst": _ckpt_burst, "contention": _contention, "megatron": _megatron,
     "bimodal_replay": _bimodal_replay, "ladder": _ladder, "seqlen": _seqlen, "accum": _accum,
     "memory": _memory, "prefetch": _prefetch, "pipeline": _pipeline,
-    "lossy_link": _lossy_link,
+    "lossy_link": _lossy_link, "gc_pause": _gc_pause,
 }
 
 
