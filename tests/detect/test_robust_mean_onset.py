@@ -60,3 +60,31 @@ def test_a_climbing_chance_is_placed_inside_its_span(seed: int,
     alerts = _alerts(_run(it, x))
     assert len(alerts) == 1, alerts
     assert a + 1 - 5 <= alerts[0]["job_iteration"] <= b, alerts
+
+
+def _heavy(seed: int, n: int, a: int, b: int, p0: float, p1: float
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """2 % noise, a stall with chance ``p0`` an iteration (``p1`` over ``[a, b)``), each
+    1.5-20x the healthy time (log-uniform: a retransmission or a timeout doubled at each
+    retry)."""
+    it, x = _healthy(seed, n, 0.02)
+    rng = np.random.default_rng(seed + 300)
+    p = np.full(n, p0)
+    p[a:b] = p1
+    p[0] = 0.0
+    hit = rng.random(n) < p
+    size = np.exp(rng.uniform(np.log(1.5), np.log(20.0), n))
+    x[hit] *= size[hit]
+    return it, x
+
+
+@pytest.mark.parametrize("seed", [1, 2, 4, 5])
+def test_more_stalls_of_a_wide_spread_of_sizes_are_declared_by_their_count(seed: int) -> None:
+    # the chance of a stall 1 -> 10 % for 800 iterations, their sizes spread 1.5-20x: the
+    # sum of the time lost waits for the spread of the sizes (240-449 iterations on seeds
+    # 1-2 before), the count of stalls at their mean size decides within 200
+    a, b = 2000, 2800
+    it, x = _heavy(seed, 4000, a, b, 0.01, 0.10)
+    alerts = _alerts(_run(it, x))
+    assert alerts and all(a + 1 - 5 <= e["job_iteration"] < b for e in alerts), alerts
+    assert alerts[0]["declared_job_iteration"] - (a + 1) <= 200, alerts

@@ -314,7 +314,11 @@ class _LossView:
     an onset when, less its largest run (not one stall), it holds ``LOSS_ITERS x
     stall_iters`` iterations lost and ``LOSS_Z`` times the healthy excess' long-run
     variance over the drift (from means of ``LOSS_BATCH`` points: healthy clumps of stalls
-    ask for more), made of ``LOSS_RUNS`` runs of long points or more.  The rise began at
+    ask for more), made of ``LOSS_RUNS`` runs of long points or more; or, where the
+    sizes of the long points spread widely, when the count of runs since the sum left zero
+    (less the largest), each valued at their mean excess, holds the need beyond the
+    healthy chance of a run and the drift, and ``LOSS_Z`` times the run count's long-run
+    variance at that value over the drift (:meth:`_count_rise`).  The rise began at
     the run after which the excess beyond the healthy one and half the rise is largest,
     or later: at the latest run start whose likelihood of a rise of the chance of a run
     (Bernoulli, from the healthy chance) is within ``LOSS_PLACE`` of the best (a healthy
@@ -326,7 +330,8 @@ class _LossView:
 
     __slots__ = ("limit", "k", "need", "max_run", "base", "n", "s", "start", "runs", "run",
                  "run_sum", "top", "starts", "cum", "pos", "win", "wsum", "bsum", "bn", "nb",
-                 "bm", "bm2", "slow", "pend_e", "pend_n", "pend_b", "rate", "pend_r")
+                 "bm", "bm2", "slow", "pend_e", "pend_n", "pend_b", "rate", "pend_r", "csum",
+                 "cm", "cm2", "from_pos")
 
     def __init__(self, threshold: float, stall_iters: int) -> None:
         self.limit, self.k = math.log1p(threshold), 0.5 * threshold
@@ -334,11 +339,12 @@ class _LossView:
         self.base, self.n, self.pos = 0.0, 0, 0
         self.rate, self.pend_r = 0.0, 0  # healthy chance that a point begins a run
         self.bsum, self.bn, self.nb, self.bm, self.bm2 = 0.0, 0, 0, 0.0, 0.0  # batch means
+        self.csum, self.cm, self.cm2 = 0.0, 0.0, 0.0  # ... of the run starts
         self.win: deque[float] = deque(maxlen=LOSS_WINDOW)  # excess since the onset
         self.wsum, self.slow = 0.0, False
         # an open excursion's points: learnt as healthy when it ends without an onset
         self.pend_e, self.pend_n = 0.0, 0
-        self.pend_b: list[float] = []
+        self.pend_b: list[tuple[float, float]] = []
         self._clear()
 
     def _clear(self) -> None:
@@ -348,6 +354,7 @@ class _LossView:
     def _restart(self) -> None:
         """The sum at zero: no rise under way."""
         self.s, self.start, self.runs, self.top, self.cum = 0.0, -1, 0, 0.0, 0.0
+        self.from_pos = self.pos + 1  # the sum's first point
         # (iteration, position, excess summed before it) of the runs since the sum left zero
         self.starts: deque[tuple[int, int, float]] = deque(maxlen=LOSS_STARTS)
 
@@ -398,10 +405,11 @@ class _LossView:
                 return "recovery", it, self.wsum / LOSS_WINDOW
             return None
         self.bsum += e
+        self.csum += first
         self.bn += 1
-        b = self.bsum / LOSS_BATCH if self.bn == LOSS_BATCH else None
+        b = (self.bsum / LOSS_BATCH, self.csum / LOSS_BATCH) if self.bn == LOSS_BATCH else None
         if b is not None:
-            self.bsum, self.bn = 0.0, 0
+            self.bsum, self.csum, self.bn = 0.0, 0.0, 0
         if self.nb < LOSS_BATCHES:
             self._learn(e, b, first)
             return None
@@ -420,14 +428,27 @@ class _LossView:
             self._commit()
         lrv = LOSS_BATCH * max(self.bm2 - self.bm * self.bm, 0.0)  # long-run variance
         need = max(self.need, LOSS_Z * lrv / self.k)
-        if self.s - self.top >= need and self.runs >= LOSS_RUNS:  # not one stall
+        if self.runs >= LOSS_RUNS and self.s - self.top >= self.need and (
+                self.s - self.top >= need or self._count_rise()):
             self.slow, self.wsum = True, 0.0
             self.win.clear()
             self._drop()  # the rise, not the healthy excess
             return self._began()
         return None
 
-    def _learn(self, e: float, b: float | None, first: float) -> None:
+    def _count_rise(self) -> bool:
+        """The runs since the sum left zero, less the largest, valued at their mean
+        excess, beyond the healthy chance of a run and the drift, hold the need and
+        ``LOSS_Z`` times the run count's long-run variance (at that value) over the drift:
+        the evidence of the count of long iterations, without the spread of their sizes."""
+        n = self.runs - 1
+        span = self.pos - self.from_pos + 1
+        m = (self.cum - self.top) / n
+        lrv_c = LOSS_BATCH * max(self.cm2 - self.cm * self.cm, 0.0)
+        ev = m * (n - self.rate * span) - self.k * span
+        return ev >= max(self.need, LOSS_Z * lrv_c * m * m / self.k)
+
+    def _learn(self, e: float, b: tuple[float, float] | None, first: float) -> None:
         """The healthy excess: the pending points of an excursion that ended, then ``e``
         (and the batch mean ``b`` that it closed; ``first``: 1 where ``e`` began a run)."""
         self._commit()
@@ -452,11 +473,13 @@ class _LossView:
         self.pend_e, self.pend_n, self.pend_r = 0.0, 0, 0
         self.pend_b.clear()
 
-    def _batch(self, b: float) -> None:
+    def _batch(self, b: tuple[float, float]) -> None:
         self.nb += 1
         w = 1.0 / min(self.nb, LOSS_BASE // LOSS_BATCH)
-        self.bm += (b - self.bm) * w
-        self.bm2 += (b * b - self.bm2) * w
+        self.bm += (b[0] - self.bm) * w
+        self.bm2 += (b[0] * b[0] - self.bm2) * w
+        self.cm += (b[1] - self.cm) * w
+        self.cm2 += (b[1] * b[1] - self.cm2) * w
 
     def _began(self) -> tuple[str, int, float]:
         """Where the rise began: the run start after which the excess beyond the healthy
