@@ -49,6 +49,8 @@ LOSS_BATCHES = 8  # batches before the sum is judged
 LOSS_BASE = 1024  # healthy points behind the healthy excess and its variance
 LOSS_WINDOW = 64  # points behind a recovery's mean excess
 LOSS_STARTS = 256  # run starts kept to place an onset
+LOSS_PLACE = 3.0  # an onset: the latest run start whose log-likelihood of a rise of the chance
+#                  of a run since is within this of the best (a likelihood ratio of e^3 = 20)
 
 Sink = Callable[[float, int], list[Alarm]]
 
@@ -312,8 +314,15 @@ class _LossView:
     an onset when, less its largest run (not one stall), it holds ``LOSS_ITERS x
     stall_iters`` iterations lost and ``LOSS_Z`` times the healthy excess' long-run
     variance over the drift (from means of ``LOSS_BATCH`` points: healthy clumps of stalls
-    ask for more), made of ``LOSS_RUNS`` runs of long points or more.  The rise began at
-    the run after which the excess beyond the healthy one and half the rise is largest.
+    ask for more), made of ``LOSS_RUNS`` runs of long points or more; or, where the
+    sizes of the long points spread widely, when the count of runs since the sum left zero
+    (less the largest), each valued at their mean excess, holds the need beyond the
+    healthy chance of a run and the drift, and ``LOSS_Z`` times the run count's long-run
+    variance at that value over the drift (:meth:`_count_rise`).  The rise began at
+    the run after which the excess beyond the healthy one and half the rise is largest,
+    or later: at the latest run start whose likelihood of a rise of the chance of a run
+    (Bernoulli, from the healthy chance) is within ``LOSS_PLACE`` of the best (a healthy
+    stall, or a short healthy burst of them, before the rise is not its start).
     The healthy excess and its variance learn the points of each excursion of the sum that
     ends without an onset (at most ``LOSS_BASE`` points pending; a rise is not learnt).
     The mean excess of the latest ``LOSS_WINDOW`` points back within the drift of the
@@ -321,18 +330,21 @@ class _LossView:
 
     __slots__ = ("limit", "k", "need", "max_run", "base", "n", "s", "start", "runs", "run",
                  "run_sum", "top", "starts", "cum", "pos", "win", "wsum", "bsum", "bn", "nb",
-                 "bm", "bm2", "slow", "pend_e", "pend_n", "pend_b")
+                 "bm", "bm2", "slow", "pend_e", "pend_n", "pend_b", "rate", "pend_r", "csum",
+                 "cm", "cm2", "from_pos")
 
     def __init__(self, threshold: float, stall_iters: int) -> None:
         self.limit, self.k = math.log1p(threshold), 0.5 * threshold
         self.need, self.max_run = LOSS_ITERS * max(stall_iters, 1), max(stall_iters, 1)
         self.base, self.n, self.pos = 0.0, 0, 0
+        self.rate, self.pend_r = 0.0, 0  # healthy chance that a point begins a run
         self.bsum, self.bn, self.nb, self.bm, self.bm2 = 0.0, 0, 0, 0.0, 0.0  # batch means
+        self.csum, self.cm, self.cm2 = 0.0, 0.0, 0.0  # ... of the run starts
         self.win: deque[float] = deque(maxlen=LOSS_WINDOW)  # excess since the onset
         self.wsum, self.slow = 0.0, False
         # an open excursion's points: learnt as healthy when it ends without an onset
         self.pend_e, self.pend_n = 0.0, 0
-        self.pend_b: list[float] = []
+        self.pend_b: list[tuple[float, float]] = []
         self._clear()
 
     def _clear(self) -> None:
@@ -342,6 +354,7 @@ class _LossView:
     def _restart(self) -> None:
         """The sum at zero: no rise under way."""
         self.s, self.start, self.runs, self.top, self.cum = 0.0, -1, 0, 0.0, 0.0
+        self.from_pos = self.pos + 1  # the sum's first point
         # (iteration, position, excess summed before it) of the runs since the sum left zero
         self.starts: deque[tuple[int, int, float]] = deque(maxlen=LOSS_STARTS)
 
@@ -358,9 +371,11 @@ class _LossView:
         r = math.log(x / h)
         e = min(x / h - 1.0, LOSS_CAP)
         self.pos += 1
+        first = 0.0
         if r >= self.limit:  # a long point
             self.run += 1
             if self.run == 1:
+                first = 1.0
                 if self.s <= 0:
                     self._restart()
                     self.start = it
@@ -390,75 +405,117 @@ class _LossView:
                 return "recovery", it, self.wsum / LOSS_WINDOW
             return None
         self.bsum += e
+        self.csum += first
         self.bn += 1
-        b = self.bsum / LOSS_BATCH if self.bn == LOSS_BATCH else None
+        b = (self.bsum / LOSS_BATCH, self.csum / LOSS_BATCH) if self.bn == LOSS_BATCH else None
         if b is not None:
-            self.bsum, self.bn = 0.0, 0
+            self.bsum, self.csum, self.bn = 0.0, 0.0, 0
         if self.nb < LOSS_BATCHES:
-            self._learn(e, b)
+            self._learn(e, b, first)
             return None
         self.s = max(0.0, self.s + e - self.base - self.k)
         if self.s <= 0:  # an excursion over without an onset: healthy, learnt
-            self._learn(e, b)
+            self._learn(e, b, first)
             self._restart()
             return None
         self.cum += e
         self.pend_e += e
         self.pend_n += 1
+        self.pend_r += int(first)
         if b is not None:
             self.pend_b.append(b)
         if self.pend_n >= LOSS_BASE:  # a long excursion below the need: the healthy excess
             self._commit()
         lrv = LOSS_BATCH * max(self.bm2 - self.bm * self.bm, 0.0)  # long-run variance
         need = max(self.need, LOSS_Z * lrv / self.k)
-        if self.s - self.top >= need and self.runs >= LOSS_RUNS:  # not one stall
+        if self.runs >= LOSS_RUNS and self.s - self.top >= self.need and (
+                self.s - self.top >= need or self._count_rise()):
             self.slow, self.wsum = True, 0.0
             self.win.clear()
             self._drop()  # the rise, not the healthy excess
             return self._began()
         return None
 
-    def _learn(self, e: float, b: float | None) -> None:
+    def _count_rise(self) -> bool:
+        """The runs since the sum left zero, less the largest, valued at their mean
+        excess, beyond the healthy chance of a run and the drift, hold the need and
+        ``LOSS_Z`` times the run count's long-run variance (at that value) over the drift:
+        the evidence of the count of long iterations, without the spread of their sizes."""
+        n = self.runs - 1
+        span = self.pos - self.from_pos + 1
+        m = (self.cum - self.top) / n
+        lrv_c = LOSS_BATCH * max(self.cm2 - self.cm * self.cm, 0.0)
+        ev = m * (n - self.rate * span) - self.k * span
+        return ev >= max(self.need, LOSS_Z * lrv_c * m * m / self.k)
+
+    def _learn(self, e: float, b: tuple[float, float] | None, first: float) -> None:
         """The healthy excess: the pending points of an excursion that ended, then ``e``
-        (and the batch mean ``b`` that it closed)."""
+        (and the batch mean ``b`` that it closed; ``first``: 1 where ``e`` began a run)."""
         self._commit()
         self.n += 1
-        self.base += (e - self.base) / min(self.n, LOSS_BASE)
+        w = 1.0 / min(self.n, LOSS_BASE)
+        self.base += (e - self.base) * w
+        self.rate += (first - self.rate) * w
         if b is not None:
             self._batch(b)
 
     def _commit(self) -> None:
         if self.pend_n:
             self.n += self.pend_n
-            self.base += (self.pend_e / self.pend_n - self.base) * min(
-                1.0, self.pend_n / min(self.n, LOSS_BASE))
+            w = min(1.0, self.pend_n / min(self.n, LOSS_BASE))
+            self.base += (self.pend_e / self.pend_n - self.base) * w
+            self.rate += (self.pend_r / self.pend_n - self.rate) * w
             for m in self.pend_b:
                 self._batch(m)
         self._drop()
 
     def _drop(self) -> None:
-        self.pend_e, self.pend_n = 0.0, 0
+        self.pend_e, self.pend_n, self.pend_r = 0.0, 0, 0
         self.pend_b.clear()
 
-    def _batch(self, b: float) -> None:
+    def _batch(self, b: tuple[float, float]) -> None:
         self.nb += 1
         w = 1.0 / min(self.nb, LOSS_BASE // LOSS_BATCH)
-        self.bm += (b - self.bm) * w
-        self.bm2 += (b * b - self.bm2) * w
+        self.bm += (b[0] - self.bm) * w
+        self.bm2 += (b[0] * b[0] - self.bm2) * w
+        self.cm += (b[1] - self.cm) * w
+        self.cm2 += (b[1] * b[1] - self.cm2) * w
 
     def _began(self) -> tuple[str, int, float]:
         """Where the rise began: the run start after which the excess beyond the healthy
         one and half the rise (as large as the sum's life says, at least the threshold)
-        is largest (hiccups before the rise left the sum above zero)."""
+        is largest (hiccups before the rise left the sum above zero), or the latest run
+        start the runs cannot tell from it (:meth:`_latest_start`)."""
         it0, p0, c0 = self.starts[0]
         rise = max(self.k, 0.5 * ((self.cum - c0) / (self.pos - p0 + 1) - self.base))
         drift = self.base + rise
-        best, at, excess = -math.inf, it0, 0.0
-        for it, p, c in self.starts:
+        best, at, excess, j = -math.inf, it0, 0.0, 0
+        for i, (it, p, c) in enumerate(self.starts):
             v = (self.cum - c) - drift * (self.pos - p + 1)
             if v > best:
-                best, at, excess = v, it, (self.cum - c) / (self.pos - p + 1)
+                best, at, excess, j = v, it, (self.cum - c) / (self.pos - p + 1), i
+        i = self._latest_start(j)
+        if i > j:
+            it, p, c = self.starts[i]
+            at, excess = it, (self.cum - c) / (self.pos - p + 1)
         return "onset", at, excess
+
+    def _latest_start(self, j: int) -> int:
+        """The latest run start whose log-likelihood of a rise of the chance of a run
+        (Bernoulli, from the healthy chance to the one since run start ``j``) is within
+        ``LOSS_PLACE`` of the best: where the runs alone cannot tell the rise began
+        later (a healthy run or a short burst before it, a climb of the chance)."""
+        st = self.starts
+        n = len(st)
+        p0 = max(self.rate, 1.0 / LOSS_BASE)
+        p1 = (n - j) / (self.pos - st[j][1] + 1)
+        if p1 <= p0 or p1 >= 1.0:
+            return j
+        up, down = math.log(p1 / p0), math.log((1.0 - p1) / (1.0 - p0))
+        ll = [(n - i) * up + (self.pos - p + 1 - (n - i)) * down
+              for i, (_, p, _) in enumerate(st)]
+        top = max(ll)
+        return max(j, max(i for i in range(n) if ll[i] >= top - LOSS_PLACE))
 
 
 class RobustLevelDetector:
