@@ -250,6 +250,11 @@ def one_round(tmp: Path, r: int, k: int, factor: float, costs: Path, mode: str,
     pred, pred_opt = _predict(src_run, src_win[0], src_win[1] - 1, applied[0]["assignment"])
     mitigated_n = _window(m_norm, *after)
     at_load = _window(src_raw, *src_win) * mitigated_n / _window(src_norm, *src_win)
+    # the steps that ran the applied split (the after window may hold later splits too)
+    first = (at + 1, min(applied[1]["step"] if len(applied) > 1 else recovery, recovery))
+    first_n = sum(1 for s in range(*first) if s in m_norm)
+    at_load_first = (_window(src_raw, *src_win) * _window(m_norm, *first)
+                     / _window(src_norm, *src_win)) if first_n >= 3 else float("nan")
     escalations = [x["strategy"] for x in records if x["record"] == "decision"
                    and x["strategy"] not in ("S1", "S2")]
     return {
@@ -268,6 +273,8 @@ def one_round(tmp: Path, r: int, k: int, factor: float, costs: Path, mode: str,
         "prediction_source": src, "predicted_after_s": pred["after_s"],
         "measured_after_at_load_s": at_load,
         "prediction_error": pred["after_s"] / at_load - 1,
+        "prediction_error_split_steps": pred["after_s"] / at_load_first - 1,
+        "split_steps": first_n,
         "predicted_optimum_split": pred_opt["assignment"],
         "predicted_optimum_after_s": pred_opt["after_s"],
         "prediction_error_optimum": pred_opt["after_s"] / at_load - 1,
@@ -355,11 +362,12 @@ def _print(args: argparse.Namespace, table: list[tuple[float, list[dict[str, Any
     print("| straggler | load average | optimum (split) | removed, normalised (runs) | "
           "share of optimum | effective factor: optimum, share | removed, raw | "
           "removed, raw, within the mitigated run | "
-          "prediction error, applied split (runs) | prediction error, optimum split (runs) | "
+          "prediction error, applied split (runs) | the same on the steps that ran it "
+          "(runs: error/steps) | prediction error, optimum split (runs) | "
           "give-back, steps after recovery (runs) | S3/S4 decided "
           "| first splits |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-          "| --- |")
+          "| ---: | --- |")
     for factor, rows in table:
         split, opt = optimum_removed(factor)
 
@@ -373,6 +381,8 @@ def _print(args: argparse.Namespace, table: list[tuple[float, list[dict[str, Any
                for x in rows]
         err = [x["prediction_error"] for x in rows]
         err_opt = [x["prediction_error_optimum"] for x in rows]
+        own_err = ", ".join(f"{x['prediction_error_split_steps'] * 100:+.0f}/{x['split_steps']}"
+                            for x in rows)
         gb = [x["giveback_steps"] for x in rows]
         loads = [x[key] for x in rows for key in ("load_start", "load_end")]
         esc = sum(len(x["escalations"]) for x in rows)
@@ -388,6 +398,7 @@ def _print(args: argparse.Namespace, table: list[tuple[float, list[dict[str, Any
               f"{statistics.median(own) * 100:.1f}% | "
               f"{statistics.median(err) * 100:+.1f}% "
               f"({', '.join(f'{v * 100:+.0f}' for v in err)}) | "
+              f"{own_err} | "
               f"{statistics.median(err_opt) * 100:+.1f}% "
               f"({', '.join(f'{v * 100:+.0f}' for v in err_opt)}) | "
               f"{', '.join('never' if g is None else str(g) for g in gb)} | {esc} | "
