@@ -5,6 +5,8 @@ pipeline's fill and drain."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -264,3 +266,23 @@ def test_a_move_toward_even_is_not_held_back() -> None:
         _loaded(rb, 1.5, 0.0, seed, n=20)
         moved += rb.counts[0] >= 10
     assert moved >= 9
+
+
+def test_each_plan_says_why() -> None:
+    """``last_plan`` after each plan: warming up for ``min_steps`` steps, then the first
+    change (x2: (8, 16)) with the estimate behind it (replica 0 twice replica 1, a standard
+    error per replica), then the trial running; JSON-ready for a decision log."""
+    rb = Rebalancer(2, 12)
+    reasons = []
+    for s in range(6):
+        rb.observe(0, s, [0.02] * rb.counts[0])
+        rb.observe(1, s, [0.01] * rb.counts[1])
+        rb.plan()
+        assert rb.last_plan is not None and rb.last_plan.step == s
+        reasons.append(rb.last_plan.reason)
+        if s == 3:
+            note = json.loads(json.dumps(rb.last_plan.to_dict()))
+            assert note["counts"] == [8, 16] and note["best"] == [8, 16]
+            assert note["estimate"]["relative"] == [2.0, 1.0]
+            assert note["estimate"]["stderr"] == [0.0, 0.0]
+    assert reasons == ["warming"] * 3 + ["changed"] + ["warming"] * 2

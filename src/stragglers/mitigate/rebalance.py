@@ -130,8 +130,8 @@ class PlanNote:
     ``reason``: ``warming`` (fewer than ``min_steps`` steps with the split), ``trial taken
     back``, ``trial runs on``, ``cooldown``, ``no estimate``, ``recovered`` (a replica got
     faster in a level shift: the even split), ``even within tolerance``, ``kept within
-    tolerance``, ``hysteresis`` (a return toward even not justified ... kept),
-    ``held back`` (a refinement below the resolution), ``changed`` (a new split on trial).
+    tolerance``, ``held back`` (a refinement away from even below the resolution),
+    ``changed`` (a new split on trial).
     """
 
     step: int
