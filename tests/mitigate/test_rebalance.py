@@ -286,3 +286,24 @@ def test_each_plan_says_why() -> None:
             assert note["estimate"]["relative"] == [2.0, 1.0]
             assert note["estimate"]["stderr"] == [0.0, 0.0]
     assert reasons == ["warming"] * 3 + ["changed"] + ["warming"] * 2
+
+
+def test_a_trial_across_a_change_of_straggler_is_void() -> None:
+    """Replica 1 x2 in steps 0-19, replica 0 x2 from step 24 (the other load moved to the
+    other core). (16, 8) from step 3; replica 1's recovery makes the loop try the even
+    split (step 22), and in that trial replica 0 turns slow: the trial's steps and the ones
+    before it belong to different stragglers. Taken back, it restored (16, 8), the worst split now
+    (16 x 2 = 32 micro-batch times against 24 even), for a back-off of 8 steps; void, the
+    estimate decides: (8, 16) at once, and (16, 8) never comes back."""
+    n = 50
+    slow = np.ones((n, 2))
+    slow[:20, 1] = 2.0
+    slow[24:, 0] = 2.0
+    rb = Rebalancer(2, 12)
+    plans = _run(rb, slow, np.ones(n), np.ones((n, 2)), seed=2)
+    assert plans[3] == (16, 8)
+    back = next(s for s in range(20, n) if plans[s] == (12, 12))
+    assert back <= 24
+    assert (16, 8) not in plans[back:]
+    assert plans[back + 4] == (8, 16)
+    assert plans[-1] == (8, 16) and rb.reverted == 0

@@ -29,7 +29,10 @@ standard errors of the difference, plus ``tolerance`` for the even split) is tak
 no change is tried for ``window`` steps, twice as long after each failed trial in a row; one
 significantly faster is kept; an inconclusive one runs on, up to ``window`` steps, and is
 then weighed against the prediction (prior: the predicted relative change, spread as large
-as it): taken back only when the posterior mean says slower. A change from one rebalanced
+as it): taken back only when the posterior mean says slower. A trial across a change of
+straggler (the split before gave micro-batches to a replica the estimate now measures
+slower) is void: neither kept nor taken back on its measure, the estimate decides. A change
+from one rebalanced
 split to another *away* from even is not tried when its predicted gain is below what its
 trial could resolve at the noise measured (``held_back`` counts them); the first change
 from the even split, every return to it and every move toward it are. (Relative to the
@@ -390,14 +393,15 @@ class Rebalancer:
         if self._trial is not None:
             prev, before, gain = self._trial
             costs = self.step_costs_s(int(held[0]), split=self.counts, relative=True)
-            if not self._keep_trial(costs, before, gain, self.counts == self.even):
+            keep = self._keep_trial(costs, before, gain, self.counts == self.even)
+            if not keep and not self._other_regime(prev):
                 self._trial = None
                 self._cooldown_until = last + self.window * 2 ** self._backoff
                 self._backoff += 1
                 self.reverted += 1
                 self._switch(prev)
                 return self._noted(last, "trial taken back")
-            if held.size < self.window and self._inconclusive:
+            if keep and held.size < self.window and self._inconclusive:
                 return self._noted(last, "trial runs on")  # (up to window steps)
             self._trial = None
             self._backoff = 0
@@ -437,6 +441,18 @@ class Rebalancer:
             self._trial = (self.counts, before, gain)
             self._switch(new)
         return self._noted(last, reason, est, **extra)
+
+    def _other_regime(self, prev: tuple[int, ...]) -> bool:
+        """Whether the split before a trial moved micro-batches toward replicas the estimate
+        now measures slower (another replica became the straggler during the trial): the
+        trial's steps and those before it belong to different regimes, it is void (neither
+        kept nor taken back on its measure) and the estimate decides."""
+        est = self.estimate()
+        if est is None or prev == self.even:
+            return False
+        best = best_split(est.times_s, self.m * self.dp, self.stages, source="Rebalancer: times")
+        e = np.asarray(self.even)
+        return bool(np.any((np.asarray(prev) - e) * (best - e) < 0))
 
     def toward_even(self, new: Sequence[int]) -> bool:
         """Whether ``new`` lies between the split in effect and the even split (each
