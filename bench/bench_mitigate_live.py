@@ -180,7 +180,7 @@ def logged_advance(ctl: LiveController, log: Any) -> None:
         rb = ctl.rebalancer
         row = rb._times[-1] if rb._times.shape[0] else np.zeros(0)
         ran = rb._ran[-1] if rb._ran.shape[0] else np.zeros(0)
-        note = rb.last_plan
+        note = getattr(rb, "last_plan", None)  # (absent in older versions)
         log.write(json.dumps({
             "steps": [before + 1, ctl.state.fed_until],
             "per_mb_s": [round(float(x), 6) for x in row],
