@@ -19,8 +19,9 @@ once and cancels) and raw; the *optimum* is the exact split's (``[8, 16]`` for x
 simulator) for the split the loop applied first (and, beside it, for the split the simulator
 finds optimal) on slow steps before the action (the mitigated run's own when there are 3 or
 more, else the fail-slow run's), against the step measured after the action brought to the
-load of those steps; *give-back*: steps from the recovery to the first step the job ran the
-even split again; *escalations*: S3 / S4 decisions of the loop.
+load of those steps; *give-back*: steps from the recovery to the step from which the job ran
+the even split to its end ("never": it ended on another split); *escalations*: S3 / S4
+decisions of the loop. ``--log DIR`` writes each round's per-step decision log (JSON lines).
 
     python bench/bench_mitigate_live.py                     # x1.5 and x2, 3 rounds each
     python bench/bench_mitigate_live.py --factors 2 --repeats 1 --k 20 --hidden 64
@@ -49,7 +50,7 @@ import numpy as np
 
 from stragglers.mitigate.costs import load_costs
 from stragglers.mitigate.follow_job import JobFollower
-from stragglers.mitigate.live import LiveConfig, run_live
+from stragglers.mitigate.live import LiveConfig, LiveController
 from stragglers.mitigate.microbatch import solve_microbatches
 
 WARMUP = 5
@@ -147,6 +148,16 @@ def windows(onset: int, at: int, recovery: int, min_before: int = 3
     return before, (at + 1, recovery)
 
 
+def giveback(applied: list[dict[str, Any]], recovery: int, even: list[int]) -> int | None:
+    """Steps from the recovery to the step from which the job ran the even split to its
+    end (0 when it was even already; None when it ended on another split): a return to even
+    followed by a new departure does not count."""
+    if not applied or applied[-1]["assignment"] != even:
+        return None
+    since = applied[-1]["step"]  # the last change: to even
+    return max(since - recovery, 0)
+
+
 def optimum_removed(factor: float, m: int = 12) -> tuple[list[int], float]:
     """The exact split for replica 0 x``factor`` of two, and the share of the slowdown it
     removes: (m f - makespan) / (m f - m)."""
@@ -154,8 +165,39 @@ def optimum_removed(factor: float, m: int = 12) -> tuple[list[int], float]:
     return res.assignment.tolist(), (m * factor - res.makespan) / (m * factor - m)
 
 
-def one_round(tmp: Path, r: int, k: int, factor: float, costs: Path, mode: str
-              ) -> dict[str, Any]:
+def logged_advance(ctl: LiveController, log: Any) -> None:
+    """Wrap ``ctl.advance`` so that each call that fed new steps writes one JSON line to
+    ``log``: the steps fed, each replica's seconds per micro-batch and the micro-batches it
+    ran in the last of them, whether S2 is engaged and the episode open, the split in
+    effect, and the rebalancer's last decision with its reason, estimate and noise."""
+    advance = ctl.advance
+
+    def wrapped() -> None:
+        before = ctl.state.fed_until
+        advance()
+        if ctl.state.fed_until == before:
+            return
+        rb = ctl.rebalancer
+        row = rb._times[-1] if rb._times.shape[0] else np.zeros(0)
+        ran = rb._ran[-1] if rb._ran.shape[0] else np.zeros(0)
+        note = getattr(rb, "last_plan", None)  # (absent in older versions)
+        log.write(json.dumps({
+            "steps": [before + 1, ctl.state.fed_until],
+            "per_mb_s": [round(float(x), 6) for x in row],
+            "ran": [None if not np.isfinite(x) else int(x) for x in ran],
+            "engaged": ctl.state.engaged, "episode_open": ctl.state.episode_open,
+            "counts": list(ctl.state.counts),
+            "plan": note.to_dict() if note is not None and note.step == ctl.state.fed_until
+            else None,
+            "changes": rb.changes, "reverted": rb.reverted, "held_back": rb.held_back,
+            "load": round(os.getloadavg()[0], 2)}) + "\n")
+        log.flush()
+
+    ctl.advance = wrapped  # type: ignore[method-assign]
+
+
+def one_round(tmp: Path, r: int, k: int, factor: float, costs: Path, mode: str,
+              log_dir: Path | None = None) -> dict[str, Any]:
     load0 = os.getloadavg()[0]
     onset, recovery = WARMUP + k, WARMUP + 2 * k
     slow_run = tmp / f"slow{r}"
@@ -164,19 +206,33 @@ def one_round(tmp: Path, r: int, k: int, factor: float, costs: Path, mode: str
     out = tmp / f"mitigated{r}"
     job = _job(out, k, factor, action, mode, blocks=3)
     records: list[dict[str, Any]] = []
+    log = None
+    if log_dir is not None:
+        log = (log_dir / f"x{factor:g}-round{r}.jsonl").open("w")
+
+    def emit(rec: dict[str, Any]) -> None:
+        records.append(rec)
+        if log is not None:  # the loop's own records, between the steps' lines
+            log.write(json.dumps({"record_of_loop": rec}, default=str) + "\n")
+
     try:
-        end = run_live(LiveConfig(job_dir=out, action_path=action,
-                                  strategies=load_costs(costs), idle_timeout_s=300),
-                       records.append)
+        ctl = LiveController(LiveConfig(job_dir=out, action_path=action,
+                                        strategies=load_costs(costs), idle_timeout_s=300),
+                             emit)
+        if log is not None:
+            logged_advance(ctl, log)
+        end = ctl.run()
     finally:
         mitigated = _wait(job, out)
+        if log is not None:
+            log.close()
     applied = end["job"]["applied"] if end["job"] else []
     if not applied:
         decisions = [x for x in records if x["record"] != "watch"]
         raise SystemExit(f"round {r}: the controller applied no action: {decisions}")
     at = applied[0]["step"]
     even = [12, 12]
-    back = [a["step"] for a in applied if a["step"] >= recovery and a["assignment"] == even]
+    back = giveback(applied, recovery, even)
     s_raw, s_norm = _phases(slow_run, slow)
     m_raw, m_norm = _phases(out, mitigated)
     before, after = windows(onset, at, recovery)
@@ -194,13 +250,18 @@ def one_round(tmp: Path, r: int, k: int, factor: float, costs: Path, mode: str
     pred, pred_opt = _predict(src_run, src_win[0], src_win[1] - 1, applied[0]["assignment"])
     mitigated_n = _window(m_norm, *after)
     at_load = _window(src_raw, *src_win) * mitigated_n / _window(src_norm, *src_win)
+    # the steps that ran the applied split (the after window may hold later splits too)
+    first = (at + 1, min(applied[1]["step"] if len(applied) > 1 else recovery, recovery))
+    first_n = sum(1 for s in range(*first) if s in m_norm)
+    at_load_first = (_window(src_raw, *src_win) * _window(m_norm, *first)
+                     / _window(src_norm, *src_win)) if first_n >= 3 else float("nan")
     escalations = [x["strategy"] for x in records if x["record"] == "decision"
                    and x["strategy"] not in ("S1", "S2")]
     return {
         "load_start": load0, "load_end": os.getloadavg()[0],
         "applied_step": at, "assignment": applied[0]["assignment"], "actions": len(applied),
         "splits": [a["assignment"] for a in applied],
-        "giveback_steps": (back[0] - recovery) if back else None,
+        "giveback_steps": back, "final_split": applied[-1]["assignment"],
         "escalations": escalations,
         "healthy_s": healthy_s, "slow_s": _window(s_raw, *after),
         # within the mitigated run (adjacent windows: the least load drift on a shared machine)
@@ -212,6 +273,8 @@ def one_round(tmp: Path, r: int, k: int, factor: float, costs: Path, mode: str
         "prediction_source": src, "predicted_after_s": pred["after_s"],
         "measured_after_at_load_s": at_load,
         "prediction_error": pred["after_s"] / at_load - 1,
+        "prediction_error_split_steps": pred["after_s"] / at_load_first - 1,
+        "split_steps": first_n,
         "predicted_optimum_split": pred_opt["assignment"],
         "predicted_optimum_after_s": pred_opt["after_s"],
         "prediction_error_optimum": pred_opt["after_s"] / at_load - 1,
@@ -242,6 +305,11 @@ def main() -> None:
                     help="run the job with --pin-cpus (rank r on CPU r: as with one device "
                          "per rank, a rank that waits or sleeps lends no core to the other)")
     ap.add_argument("--hidden", type=int, default=256, help="the job's --hidden (model width)")
+    ap.add_argument("--log", type=Path, default=None, metavar="DIR",
+                    help="write a per-step decision log per round (JSON lines, "
+                         "DIR/xFACTOR-roundR.jsonl): the split, each replica's time per "
+                         "micro-batch, the rebalancer's estimate, noise, decision and reason, "
+                         "and the loop's own records")
     ap.add_argument("--load", type=int, default=0, metavar="N",
                     help="N busy-loop processes (not pinned) beside the rounds, started "
                          "before the first and stopped after the last")
@@ -249,6 +317,8 @@ def main() -> None:
     global PIN_CPUS, HIDDEN
     PIN_CPUS, HIDDEN = args.pin_cpus, args.hidden
     factors = [float(x) for x in args.factors.split(",")]
+    if args.log is not None:
+        args.log.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     load = start_load(args.load)
     try:
@@ -269,7 +339,8 @@ def _rounds(args: argparse.Namespace, factors: list[float]
             rows = []
             (tmp / f"x{factor:g}").mkdir()
             for r in range(args.repeats):
-                row = one_round(tmp / f"x{factor:g}", r, args.k, factor, costs, args.mode)
+                row = one_round(tmp / f"x{factor:g}", r, args.k, factor, costs, args.mode,
+                                args.log)
                 rows.append(row)
                 print(f"x{factor:g} round {r}: " + json.dumps(
                     {k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}),
@@ -291,11 +362,12 @@ def _print(args: argparse.Namespace, table: list[tuple[float, list[dict[str, Any
     print("| straggler | load average | optimum (split) | removed, normalised (runs) | "
           "share of optimum | effective factor: optimum, share | removed, raw | "
           "removed, raw, within the mitigated run | "
-          "prediction error, applied split (runs) | prediction error, optimum split (runs) | "
+          "prediction error, applied split (runs) | the same on the steps that ran it "
+          "(runs: error/steps) | prediction error, optimum split (runs) | "
           "give-back, steps after recovery (runs) | S3/S4 decided "
           "| first splits |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-          "| --- |")
+          "| ---: | --- |")
     for factor, rows in table:
         split, opt = optimum_removed(factor)
 
@@ -309,6 +381,8 @@ def _print(args: argparse.Namespace, table: list[tuple[float, list[dict[str, Any
                for x in rows]
         err = [x["prediction_error"] for x in rows]
         err_opt = [x["prediction_error_optimum"] for x in rows]
+        own_err = ", ".join(f"{x['prediction_error_split_steps'] * 100:+.0f}/{x['split_steps']}"
+                            for x in rows)
         gb = [x["giveback_steps"] for x in rows]
         loads = [x[key] for x in rows for key in ("load_start", "load_end")]
         esc = sum(len(x["escalations"]) for x in rows)
@@ -324,6 +398,7 @@ def _print(args: argparse.Namespace, table: list[tuple[float, list[dict[str, Any
               f"{statistics.median(own) * 100:.1f}% | "
               f"{statistics.median(err) * 100:+.1f}% "
               f"({', '.join(f'{v * 100:+.0f}' for v in err)}) | "
+              f"{own_err} | "
               f"{statistics.median(err_opt) * 100:+.1f}% "
               f"({', '.join(f'{v * 100:+.0f}' for v in err_opt)}) | "
               f"{', '.join('never' if g is None else str(g) for g in gb)} | {esc} | "

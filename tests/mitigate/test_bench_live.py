@@ -35,3 +35,17 @@ def test_optimum_removed() -> None:
     bench = _bench()
     assert bench.optimum_removed(2.0) == ([8, 16], pytest.approx(2 / 3))
     assert bench.optimum_removed(1.5) == ([10, 14], pytest.approx(0.5))
+
+
+def test_giveback_counts_only_a_return_that_lasts() -> None:
+    """Even again 4 steps after the recovery, then off again: not given back (the bench
+    counted the first return, 4); even before the recovery and not left: 0."""
+    g = _bench().giveback
+    even = [12, 12]
+    acts = [{"step": 30, "assignment": [9, 15]}, {"step": 49, "assignment": even},
+            {"step": 54, "assignment": [7, 17]}]
+    assert g(acts, 45, even) is None
+    assert g(acts[:2], 45, even) == 4
+    assert g([{"step": 30, "assignment": [9, 15]}, {"step": 40, "assignment": even}],
+             45, even) == 0
+    assert g([], 45, even) is None

@@ -135,3 +135,28 @@ def test_pp2_slow_stage1_rank_is_blamed_not_its_stage0_neighbour(tmp_path: Path)
     assert s2["details"]["assignment"] == [11, 5]
     assert abs(s2["expected_step_s"] / (12 * 0.012) - 1) < 0.05, s2
     assert job.applied and job.applied[0][1] == [11, 5]
+
+
+def test_s2_engages_when_a_new_episode_follows_the_give_back(tmp_path: Path) -> None:
+    """dp 2, 12 micro-batches: replica 1 x2 in steps 20-49, replica 0 x2 from step 52 (the
+    other load moved to the other core; seen on the example job). The first episode ends,
+    its micro-batches are given back (the rebalancer restarts: no plan for its first
+    steps), and the S2 decision of the second comes within those steps: the loop must still
+    rebalance, (8, 16) within 20 steps of the decision, and no S3 while S2 holds. (It
+    disengaged at once, the episode it was decided for taken as closed: the even split ran
+    to the end and S3 came 22 steps later.)"""
+
+    def speed(p: int, step: int) -> float:
+        slow = 2.0 if (p == 1 and 20 <= step < 50) or (p == 0 and step >= 52) else 1.0
+        return 0.01 * slow * _noise(p, step)
+
+    job = SimJob(tmp_path / "job", 2, 1, 12, speed)
+    records = _drive(tmp_path, job, 100, _strategies(0.05, 4.0))
+    decisions = [r for r in records if r["record"] == "decision"]
+    assert [(d["strategy"], d["slow_ranks"]) for d in decisions] == [
+        ("S1", [1]), ("S2", [1]), ("S1", [0]), ("S2", [0])], decisions
+    decided = decisions[-1]["job_step"]
+    splits = [(s, tuple(c)) for s, c in job.applied]
+    assert splits[0][1] == (16, 8), splits
+    assert any(decided < s <= decided + 20 and c == (8, 16) for s, c in splits), splits
+    assert splits[-1][1] == (8, 16), splits

@@ -5,6 +5,8 @@ pipeline's fill and drain."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -133,14 +135,17 @@ def test_a_split_that_measures_slower_is_taken_back() -> None:
 
 
 def _loaded(rb: Rebalancer, factor: float, couple: float, seed: int, n: int = 40,
-            machine: float = 0.3, core: float = 0.1) -> Rebalancer:
+            machine: float = 0.3, core: float = 0.1,
+            reverts: list[tuple[tuple[int, ...], tuple[int, ...]]] | None = None
+            ) -> Rebalancer:
     """Feed ``n`` steps of replica 0 x``factor`` on a loaded machine: every step, the whole
     machine's load stretches both replicas by one lognormal factor (sigma ``machine``) and
     each replica's own core by another (sigma ``core``): the spread measured on the example
     job at load 12 (the measured compute step 0.29-0.32 relative to its median, the
     replicas' ratio 0.10-0.22; docs/benchmarks/mitigate.md). With ``couple``, each
     micro-batch moved to replica 1 stretches replica 0's by ``couple`` more (replicas
-    sharing cores)."""
+    sharing cores). ``reverts`` collects each trial taken back (the split tried, the one
+    restored)."""
     rng = np.random.default_rng(seed)
     for s in range(n):
         load = np.exp(rng.normal(0.0, machine))
@@ -148,7 +153,10 @@ def _loaded(rb: Rebalancer, factor: float, couple: float, seed: int, n: int = 40
         t0 = 0.01 * factor * (1 + couple * (rb.counts[1] - 12)) * load * own[0]
         rb.observe(0, s, t0 * rng.uniform(0.98, 1.02, size=rb.counts[0]))
         rb.observe(1, s, 0.01 * load * own[1] * rng.uniform(0.98, 1.02, size=rb.counts[1]))
+        tried, taken_back = rb.counts, rb.reverted
         rb.plan()
+        if reverts is not None and rb.reverted > taken_back:
+            reverts.append((tried, rb.counts))
     return rb
 
 
@@ -158,12 +166,20 @@ def test_under_load_a_better_split_is_kept() -> None:
     4-step medians ("slower than before" = taken back) took it back in most runs; judged
     as a statistical decision (taken back only when significantly slower, an inconclusive
     trial run on, the prediction as the prior) it is kept in most, and the loop does not
-    keep moving the split (a refinement it cannot resolve at this noise is not tried)."""
-    runs = [_loaded(Rebalancer(2, 12, window=10), 1.2, 0.0, seed) for seed in range(60)]
-    taken_back = sum(rb.reverted > 0 for rb in runs) / len(runs)
-    assert taken_back <= 0.35  # the 4-step rule: 0.75
-    assert float(np.median([rb.changes for rb in runs])) <= 2  # the 4-step rule: 4
-    assert sum(rb.counts == (11, 13) for rb in runs) / len(runs) >= 0.6
+    keep moving the split (a refinement it cannot resolve at this noise is not tried).
+    A return to even that the noisy estimate calls for is tried, and taken back when it
+    measures slower (a trial of (12, 12) reverted to (11, 13) is right here): what must be
+    rare is (11, 13) taken back to even. Judged relative to the steps' common level, where
+    the machine-wide load cancels, that happened in 4 runs of 60 (in seconds: 8, with all
+    take-backs of any kind in 14 runs; the 4-step rule: 45 runs)."""
+    runs, wrong = [], 0
+    for seed in range(60):
+        reverts: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
+        runs.append(_loaded(Rebalancer(2, 12, window=10), 1.2, 0.0, seed, reverts=reverts))
+        wrong += ((11, 13), (12, 12)) in reverts
+    assert wrong / len(runs) <= 0.15
+    assert float(np.median([rb.changes for rb in runs])) <= 3  # the 4-step rule: 4
+    assert sum(rb.counts == (11, 13) for rb in runs) / len(runs) >= 0.75
 
 
 def test_under_load_a_worse_split_is_still_taken_back() -> None:
@@ -174,3 +190,120 @@ def test_under_load_a_worse_split_is_still_taken_back() -> None:
     runs = [_loaded(Rebalancer(2, 12, window=10), 1.5, 0.3, seed) for seed in range(60)]
     assert sum(rb.reverted > 0 for rb in runs) / len(runs) >= 0.8
     assert sum(rb.counts == (12, 12) for rb in runs) / len(runs) >= 0.5
+
+
+def _coupled(rb: Rebalancer, seed: int, factor: float, couple: float, machine: float,
+             onset: int, recovery: int, n: int) -> list[tuple[int, ...]]:
+    """Feed ``n`` steps, replica 0 x``factor`` in steps onset..recovery-1; the plan after each.
+    Every step the whole machine's load stretches both replicas by one lognormal factor
+    (sigma ``machine``), each replica's core by another (sigma 0.03), each micro-batch +-2%.
+    A replica running fewer than its even share idles in the step and lends its core to the
+    other load: its micro-batches take ``1 + couple * (M - m_i) / M`` longer (measured on the
+    example job at load 5: 7 of 24 micro-batches on the recovered rank, x1.5 per
+    micro-batch: ``couple`` 1.2). The times per micro-batch depend on the split."""
+    rng = np.random.default_rng(seed)
+    plans = []
+    for s in range(n):
+        f = factor if onset <= s < recovery else 1.0
+        load = np.exp(rng.normal(0.0, machine))
+        own = np.exp(rng.normal(0.0, 0.03, size=2))
+        for i in range(2):
+            m = rb.counts[i]
+            t = 0.01 * (f if i == 0 else 1.0) * (1 + couple * max(rb.m - m, 0) / rb.m)
+            rb.observe(i, s, t * load * own[i] * rng.uniform(0.98, 1.02, size=m))
+        plans.append(rb.plan())
+    return plans
+
+
+def test_gives_back_after_recovery_when_the_split_stretches_the_measure() -> None:
+    """Replica 0 x1.5 in steps 10-39, the machine-wide load varying x1.35 (lognormal sigma
+    0.3) from step to step, and the split-dependent measure seen in the example job's logs
+    (``_coupled``, ``couple`` 1.2): after the recovery the replica with fewer micro-batches
+    still looks slower. In every one of 40 seeded runs the split is even again within 20
+    steps of the recovery and stays even to the end (step 69). Before trials were judged
+    relative to the step's common level, a recovery ended the cooldown of a failed trial
+    and moves toward even were exempt from ``held_back``, 7 of 40 never gave back."""
+    late = []
+    for seed in range(40):
+        plans = _coupled(Rebalancer(2, 12, window=10), seed, 1.5, 1.2, 0.3, 10, 40, 70)
+        back = next((s for s in range(40, 70) if set(plans[s:]) == {(12, 12)}), None)
+        if back is None or back > 60:
+            late.append(seed)
+    assert late == []
+
+
+def test_a_machine_wide_load_jump_does_not_undo_a_good_split() -> None:
+    """Replica 0 x2 from the start: (8, 16) from the first plan (step 3). From step 5, in
+    the split's trial, the whole machine's load doubles and stays (another job started):
+    both replicas' micro-batches take twice as long. The trial is judged on steps relative
+    to their common level (the lower median over the replicas), where the load cancels: kept,
+    no change after the first. (In seconds, the trial measured 2 x 16 / 24 = 1.33 times the
+    even split's steps and was taken back.)"""
+    rng = np.random.default_rng(5)
+    rb = Rebalancer(2, 12)
+    plans = []
+    for s in range(30):
+        load = 2.0 if s >= 5 else 1.0
+        for i in range(2):
+            t = 0.01 * (2.0 if i == 0 else 1.0) * load
+            rb.observe(i, s, t * rng.uniform(0.98, 1.02, size=rb.counts[i]))
+        plans.append(rb.plan())
+    assert plans[3] == (8, 16) and set(plans[3:]) == {(8, 16)}
+    assert rb.reverted == 0 and rb.changes == 1
+
+
+def test_a_move_toward_even_is_not_held_back() -> None:
+    """The split in effect is (7, 17) (set with ``reset``), but replica 0 is x1.5: the best
+    split is (10, 14), 18% faster (17 against 14 micro-batch times). At the load-12 noise
+    (machine sigma 0.3, each core 0.1) the resolution of a trial exceeds 18%: a refinement
+    away from even would be held back, but a move toward even is a partial give-back, tried
+    like the return to even: the split moves to (10, 14) (or nearer even) within 2 windows
+    in at least 9 of 10 runs, where ``held_back`` kept (7, 17) in most."""
+    moved = 0
+    for seed in range(10):
+        rb = Rebalancer(2, 12, window=10)
+        rb.reset((7, 17), since=0)
+        _loaded(rb, 1.5, 0.0, seed, n=20)
+        moved += rb.counts[0] >= 10
+    assert moved >= 9
+
+
+def test_each_plan_says_why() -> None:
+    """``last_plan`` after each plan: warming up for ``min_steps`` steps, then the first
+    change (x2: (8, 16)) with the estimate behind it (replica 0 twice replica 1, a standard
+    error per replica), then the trial running; JSON-ready for a decision log."""
+    rb = Rebalancer(2, 12)
+    reasons = []
+    for s in range(6):
+        rb.observe(0, s, [0.02] * rb.counts[0])
+        rb.observe(1, s, [0.01] * rb.counts[1])
+        rb.plan()
+        assert rb.last_plan is not None and rb.last_plan.step == s
+        reasons.append(rb.last_plan.reason)
+        if s == 3:
+            note = json.loads(json.dumps(rb.last_plan.to_dict()))
+            assert note["counts"] == [8, 16] and note["best"] == [8, 16]
+            assert note["estimate"]["relative"] == [2.0, 1.0]
+            assert note["estimate"]["stderr"] == [0.0, 0.0]
+    assert reasons == ["warming"] * 3 + ["changed"] + ["warming"] * 2
+
+
+def test_a_trial_across_a_change_of_straggler_is_void() -> None:
+    """Replica 1 x2 in steps 0-19, replica 0 x2 from step 24 (the other load moved to the
+    other core). (16, 8) from step 3; replica 1's recovery makes the loop try the even
+    split (step 22), and in that trial replica 0 turns slow: the trial's steps and the ones
+    before it belong to different stragglers. Taken back, it restored (16, 8), the worst split now
+    (16 x 2 = 32 micro-batch times against 24 even), for a back-off of 8 steps; void, the
+    estimate decides: (8, 16) at once, and (16, 8) never comes back."""
+    n = 50
+    slow = np.ones((n, 2))
+    slow[:20, 1] = 2.0
+    slow[24:, 0] = 2.0
+    rb = Rebalancer(2, 12)
+    plans = _run(rb, slow, np.ones(n), np.ones((n, 2)), seed=2)
+    assert plans[3] == (16, 8)
+    back = next(s for s in range(20, n) if plans[s] == (12, 12))
+    assert back <= 24
+    assert (16, 8) not in plans[back:]
+    assert plans[back + 4] == (8, 16)
+    assert plans[-1] == (8, 16) and rb.reverted == 0

@@ -297,15 +297,17 @@ class LiveController:
         plan = plan_mitigation(stream, meta, self.cfg.strategies,
                                microbatches=self.state.microbatches, source="live events",
                                measured=measured)
+        last = plan.episodes[-1] if plan.episodes else None
+        was_open = self.state.episode_open
+        # before the decisions: an S2 decided in a new episode must find it open (else the
+        # rebalancer, restarted by the give-back and not planning yet, disengaged at once)
+        self.state.episode_open = last is not None and (
+            last.end is None or last.end >= plan.end_iteration)
         for e, ep in enumerate(plan.episodes):
             for d in ep.decisions:
                 if (e, d.strategy) not in self.state.handled:
                     self.state.handled.add((e, d.strategy))
                     self.decide(e, d)
-        last = plan.episodes[-1] if plan.episodes else None
-        was_open = self.state.episode_open
-        self.state.episode_open = last is not None and (
-            last.end is None or last.end >= plan.end_iteration)
         if was_open and not self.state.episode_open:
             action = None
             if self.state.engaged:  # give back: the straggler the split was for is gone

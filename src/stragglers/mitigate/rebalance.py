@@ -19,29 +19,39 @@ should run next (:meth:`Rebalancer.plan`). The estimate behind the answer:
 No plan is made before ``min_steps`` steps are in the window, and after each change of the
 split ``min_steps`` steps run with it before the next. Every change is a *trial*, judged as
 a statistical decision on its measured compute steps (``max_i (m_i + stages - 1) x_i`` with
-the micro-batches each replica ran, in seconds) against those of the split before (the
-steps the estimate used): the noise is the pooled spread of both (1.4826 MAD relative to
-each median), the standard error of a median 1.2533 x that / sqrt(n). A trial
+the micro-batches each replica ran, ``x_i`` relative to the step's lower median over the
+replicas, as in the estimate: the load that stretches every replica at once, which on a
+shared machine jumps x2-x3 within one trial, cancels) against those of the split before
+(the steps the estimate used): the noise is the pooled spread of both (1.4826 MAD relative
+to each median), the standard error of a median 1.2533 x that / sqrt(n). A trial
 **significantly slower** (its median above the one before by more than ``significance``
 standard errors of the difference, plus ``tolerance`` for the even split) is taken back and
 no change is tried for ``window`` steps, twice as long after each failed trial in a row; one
 significantly faster is kept; an inconclusive one runs on, up to ``window`` steps, and is
 then weighed against the prediction (prior: the predicted relative change, spread as large
-as it): taken back only when the posterior mean says slower. A change from one rebalanced
-split to another is not tried when its predicted gain is below what its trial could resolve
-at the noise measured (``held_back`` counts them); the first change from the even split and
-every return to it are. (Not judged relative to the step's common factor, as the estimate
-is: where replicas share cores, the fast replica slowed by the micro-batches it took would
-cancel out of that measure.) Where replicas
+as it): taken back only when the posterior mean says slower. A trial across a change of
+straggler (the split before gave micro-batches to a replica the estimate now measures
+slower) is void: neither kept nor taken back on its measure, the estimate decides. A change
+from one rebalanced
+split to another *away* from even is not tried when its predicted gain is below what its
+trial could resolve at the noise measured (``held_back`` counts them); the first change
+from the even split, every return to it and every move toward it are. (Relative to the
+step's common level, a slow replica slowed further by a split is seen; a fast replica
+slowed by the micro-batches it took, where replicas share cores, is not. Judged in seconds
+instead, machine-wide load jumps took good splits and returns to even back in the example
+job's decision logs: docs/benchmarks/mitigate.md.) Where replicas
 share a resource (ranks on the cores of one loaded machine) a replica's time per micro-batch
 depends on the split, and the model alone drifts: moving micro-batches to the fast replica
 slows the slow one further, which calls for moving more. A replica that got faster in a
-level shift (a recovery) makes it try the even split. The split is Falcon's Eq. 1 solved exactly
-(:func:`~.microbatch.solve_microbatches`) for a step of ``max_i (m_i + stages - 1) t_i``
-(with ``stages`` pipeline stages, the fill and drain of the pipeline add ``stages - 1``
-micro-batch slots to every replica's step). The even split is kept, or returned to (*give
-back*), whenever its predicted step is within ``tolerance`` of the best; the split in effect
-is kept while it is within ``tolerance`` (no flapping on noise).
+level shift (a recovery) makes it try the even split, also during the back-off after a
+failed trial (the split that trial was about is gone). After each :meth:`Rebalancer.plan`,
+``last_plan`` (a :class:`PlanNote`) says what it decided and why. The split is Falcon's
+Eq. 1 solved exactly (:func:`~.microbatch.solve_microbatches`) for a step of
+``max_i (m_i + stages - 1) t_i`` (with ``stages`` pipeline stages, the fill and drain of
+the pipeline add ``stages - 1`` micro-batch slots to every replica's step). The even split
+is kept, or returned to (*give back*), whenever its predicted step is within ``tolerance``
+of the best; the split in effect is kept while it is within ``tolerance`` (no flapping on
+noise).
 
 Example (two replicas, 12 micro-batches each, replica 0 twice as slow)::
 
@@ -55,14 +65,15 @@ Example (two replicas, 12 micro-batches each, replica 0 twice as slow)::
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from stragglers.errors import InputError
 from stragglers.mitigate.microbatch import solve_microbatches
 
-__all__ = ["Estimate", "Rebalancer", "best_split", "lower_median", "step_of"]
+__all__ = ["Estimate", "PlanNote", "Rebalancer", "best_split", "lower_median", "step_of"]
 
 
 def lower_median(x: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -104,11 +115,51 @@ class Estimate:
     steps: int  # steps in the window
     rejected: int  # (replica, step) values rejected as outliers
     faster: tuple[int, ...] = ()  # replicas whose time fell in a level shift in the window
+    # (dp,) the standard error of each ``relative`` (1.4826 MAD of the values kept / sqrt(n))
+    stderr: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     def to_dict(self) -> dict[str, object]:
         return {"times_s": [round(float(x), 6) for x in self.times_s],
                 "relative": [round(float(x), 4) for x in self.relative],
+                "stderr": [round(float(x), 4) for x in self.stderr],
                 "steps": self.steps, "rejected": self.rejected, "faster": list(self.faster)}
+
+
+@dataclass(frozen=True)
+class PlanNote:
+    """What :meth:`Rebalancer.plan` decided after the last step observed, and why (a log
+    line: ``reason`` one of the words below; the figures NaN where not computed).
+
+    ``reason``: ``warming`` (fewer than ``min_steps`` steps with the split), ``trial taken
+    back``, ``trial runs on``, ``cooldown``, ``no estimate``, ``recovered`` (a replica got
+    faster in a level shift: the even split), ``even within tolerance``, ``kept within
+    tolerance``, ``held back`` (a refinement away from even below the resolution),
+    ``changed`` (a new split on trial).
+    """
+
+    step: int
+    counts: tuple[int, ...]  # the split for the next step
+    reason: str
+    estimate: Estimate | None = None
+    best: tuple[int, ...] = ()
+    predicted_even_s: float = float("nan")
+    predicted_now_s: float = float("nan")
+    predicted_best_s: float = float("nan")
+    noise: float = float("nan")  # relative spread of the measured steps with the split
+    trial_change: float = float("nan")  # a trial's measured relative change (median)
+    trial_resolution: float = float("nan")  # what its trial can resolve at that noise
+
+    def to_dict(self) -> dict[str, object]:
+        def r(x: float) -> float | None:
+            return round(x, 6) if np.isfinite(x) else None
+
+        return {"step": self.step, "counts": list(self.counts), "reason": self.reason,
+                "estimate": self.estimate.to_dict() if self.estimate is not None else None,
+                "best": list(self.best), "predicted_even_s": r(self.predicted_even_s),
+                "predicted_now_s": r(self.predicted_now_s),
+                "predicted_best_s": r(self.predicted_best_s), "noise": r(self.noise),
+                "trial_change": r(self.trial_change),
+                "trial_resolution": r(self.trial_resolution)}
 
 
 class Rebalancer:
@@ -140,6 +191,7 @@ class Rebalancer:
         self._hist_from = np.zeros(1, dtype=np.int64)  # splits in effect from these steps
         self._hist = np.full((1, dp_size), microbatches, dtype=np.int64)
         # a split on trial: the one before it and its measured steps; failed trials back off
+        # (split before, its measured steps relative to their common level, predicted gain)
         self._trial: tuple[tuple[int, ...], np.ndarray, float] | None = None
         self._cooldown_until = -1
         self._backoff = 0
@@ -147,6 +199,8 @@ class Rebalancer:
         self.reverted = 0
         self.held_back = 0  # plans not tried: predicted gain below what can be resolved
         self._inconclusive = False
+        self._trial_diff, self._trial_res = float("nan"), float("nan")
+        self.last_plan: PlanNote | None = None  # what plan() decided last, and why
 
     # -- input ----------------------------------------------------------------------------
     def observe(self, replica: int, step: int, per_microbatch_s: float | Sequence[float]
@@ -227,9 +281,13 @@ class Rebalancer:
         mad = np.median(np.abs(r - med), axis=0)
         # a floor of 1% of the level: identical values must not reject a 0.1% wobble
         keep = np.abs(r - med) <= self.outlier_mads * np.maximum(mad * 1.4826, 0.01 * med)
-        rel = np.sum(np.where(keep, r, 0.0), axis=0) / np.sum(keep, axis=0)
+        n = np.sum(keep, axis=0)
+        rel = np.sum(np.where(keep, r, 0.0), axis=0) / n
+        kept = np.where(keep, r, np.nan)
+        spread = 1.4826 * np.nanmedian(np.abs(kept - np.nanmedian(kept, axis=0)), axis=0)
         return Estimate(times_s=rel * float(np.median(common)), relative=rel,
-                        steps=int(r.shape[0]), rejected=int(np.sum(~keep)), faster=faster)
+                        steps=int(r.shape[0]), rejected=int(np.sum(~keep)), faster=faster,
+                        stderr=spread / np.sqrt(n))
 
     def predicted_step_s(self, counts: Sequence[int] | np.ndarray,
                          estimate: Estimate | None = None) -> float:
@@ -239,7 +297,8 @@ class Rebalancer:
 
     # -- decision -------------------------------------------------------------------------
     def step_costs_s(self, since: int, last: int | None = None,
-                     split: tuple[int, ...] | None = None) -> np.ndarray:
+                     split: tuple[int, ...] | None = None,
+                     relative: bool = False) -> np.ndarray:
         """The measured compute step ``max_i (m_i + stages - 1) x_i`` of each complete step
         from ``since`` (the ``last`` of them when given; ``m_i``: the split in effect in
         that step, ``x_i``: replica i's seconds per micro-batch); with ``split``, only the
@@ -250,6 +309,8 @@ class Rebalancer:
         if steps.size == 0:
             return np.zeros(0)
         counts = self._counts_of(steps)
+        if relative:  # in units of the step's common level: load on every replica cancels
+            x = x / lower_median(x, axis=1)[:, None]
         return np.asarray(np.max((counts + (self.stages - 1)) * x, axis=1), dtype=np.float64)
 
     def measured_step_s(self, since: int, last: int | None = None,
@@ -285,6 +346,7 @@ class Rebalancer:
         diff = float(np.median(costs) / np.median(before)) - 1
         res = self.resolution(self.noise(costs, before), costs.size, before.size)
         slack = self.tolerance if even else 0.0
+        self._trial_diff, self._trial_res = diff, res
         self._inconclusive = -res < diff <= slack + res
         if diff > slack + res:
             return False
@@ -315,56 +377,95 @@ class Rebalancer:
         before (:meth:`step_costs_s`, within ``tolerance`` for the even split) is taken back
         and no other change is tried for ``window`` steps, doubled after each failed trial
         in a row; an inconclusive one runs on up to ``window`` steps and is then weighed
-        against its prediction; refinements below the measurable gain are not tried.
+        against its prediction; refinements away from even below the measurable gain are
+        not tried (moves toward even are).
         (Where replicas share a resource — two ranks on the cores of one machine — a
         replica's time per micro-batch depends on the split, and the model ``m_i t_i``
         alone drifts.) A replica that got faster in a level shift (a
-        recovery) makes the loop try the even split."""
+        recovery) makes the loop try the even split, also during a back-off."""
         if self.dp < 2 or not self._steps.size:
             return self.counts
         last = int(self._steps[-1])
+        self._trial_diff, self._trial_res = float("nan"), float("nan")
         held, _ = self._complete(self._since, self.counts)
         if held.size < self.min_steps:
-            return self.counts
+            return self._noted(last, "warming")
         if self._trial is not None:
             prev, before, gain = self._trial
-            costs = self.step_costs_s(int(held[0]), split=self.counts)
-            if not self._keep_trial(costs, before, gain, self.counts == self.even):
+            costs = self.step_costs_s(int(held[0]), split=self.counts, relative=True)
+            keep = self._keep_trial(costs, before, gain, self.counts == self.even)
+            if not keep and not self._other_regime(prev):
                 self._trial = None
                 self._cooldown_until = last + self.window * 2 ** self._backoff
                 self._backoff += 1
                 self.reverted += 1
                 self._switch(prev)
-                return self.counts
-            if held.size < self.window and self._inconclusive:
-                return self.counts  # the trial runs on (up to window steps)
+                return self._noted(last, "trial taken back")
+            if keep and held.size < self.window and self._inconclusive:
+                return self._noted(last, "trial runs on")  # (up to window steps)
             self._trial = None
             self._backoff = 0
         est = self.estimate()
-        if est is None or last < self._cooldown_until:
-            return self.counts
+        if est is None:
+            return self._noted(last, "no estimate")
+        recovered = any(self.counts[i] < self.m for i in est.faster)
+        if last < self._cooldown_until and not recovered:
+            # (a recovery ends the cooldown: the split it was for is gone)
+            return self._noted(last, "cooldown", est)
         t = est.times_s
         best = best_split(t, self.m * self.dp, self.stages, source="Rebalancer: times")
         limit = step_of(best, t, self.stages) * (1 + self.tolerance)
         now = self.step_costs_s(self._since, est.steps, self.counts)
-        if step_of(self.even, t, self.stages) <= limit or any(
-                self.counts[i] < self.m for i in est.faster):
-            new = self.even
+        extra = {"best": tuple(int(c) for c in best),
+                 "predicted_even_s": step_of(self.even, t, self.stages),
+                 "predicted_now_s": step_of(self.counts, t, self.stages),
+                 "predicted_best_s": step_of(best, t, self.stages), "noise": self.noise(now)}
+        if recovered:
+            new, reason = self.even, "recovered"
+        elif step_of(self.even, t, self.stages) <= limit:
+            new, reason = self.even, "even within tolerance"
         elif step_of(self.counts, t, self.stages) <= limit:
-            new = self.counts
+            new, reason = self.counts, "kept within tolerance"
         else:
-            new = tuple(int(c) for c in best)
+            new, reason = tuple(int(c) for c in best), "changed"
             gain = 1 - step_of(new, t, self.stages) / step_of(self.counts, t, self.stages)
-            if self.counts != self.even and gain <= self.resolution(
-                    self.noise(now), self.window, now.size):
-                # a refinement of a rebalanced split that its trial could not tell apart
-                # from the split in effect at this noise: not tried
+            if (self.counts != self.even and not self.toward_even(new)
+                    and gain <= self.resolution(self.noise(now), self.window, now.size)):
+                # a refinement away from even that its trial could not tell apart from the
+                # split in effect at this noise: not tried
                 self.held_back += 1
-                new = self.counts
+                new, reason = self.counts, "held back"
         if new != self.counts:
             gain = 1 - step_of(new, t, self.stages) / step_of(self.counts, t, self.stages)
-            self._trial = (self.counts, now, gain)
+            before = self.step_costs_s(self._since, est.steps, self.counts, relative=True)
+            self._trial = (self.counts, before, gain)
             self._switch(new)
+        return self._noted(last, reason, est, **extra)
+
+    def _other_regime(self, prev: tuple[int, ...]) -> bool:
+        """Whether the split before a trial moved micro-batches toward replicas the estimate
+        now measures slower (another replica became the straggler during the trial): the
+        trial's steps and those before it belong to different regimes, it is void (neither
+        kept nor taken back on its measure) and the estimate decides."""
+        est = self.estimate()
+        if est is None or prev == self.even:
+            return False
+        best = best_split(est.times_s, self.m * self.dp, self.stages, source="Rebalancer: times")
+        e = np.asarray(self.even)
+        return bool(np.any((np.asarray(prev) - e) * (best - e) < 0))
+
+    def toward_even(self, new: Sequence[int]) -> bool:
+        """Whether ``new`` lies between the split in effect and the even split (each
+        replica's count moved toward its even count or not at all) and differs from it."""
+        n, c, e = (np.asarray(v, dtype=np.int64) for v in (new, self.counts, self.even))
+        return bool(np.any(n != c) and np.all((n - e) * (c - e) >= 0)
+                    and np.all(np.abs(n - e) <= np.abs(c - e)))
+
+    def _noted(self, step: int, reason: str, est: Estimate | None = None,
+               **extra: Any) -> tuple[int, ...]:
+        self.last_plan = PlanNote(step=step, counts=self.counts, reason=reason, estimate=est,
+                                  trial_change=self._trial_diff,
+                                  trial_resolution=self._trial_res, **extra)
         return self.counts
 
     def reset(self, counts: Sequence[int] | None = None, since: int = -1) -> None:
