@@ -158,6 +158,14 @@ def giveback(applied: list[dict[str, Any]], recovery: int, even: list[int]) -> i
     return max(since - recovery, 0)
 
 
+def gb_text(row: dict[str, Any]) -> str:
+    """A round's give-back as the table prints it."""
+    if row.get("no_action"):
+        return "no action"
+    g = row["giveback_steps"]
+    return "never" if g is None else str(g)
+
+
 def optimum_removed(factor: float, m: int = 12) -> tuple[list[int], float]:
     """The exact split for replica 0 x``factor`` of two, and the share of the slowdown it
     removes: (m f - makespan) / (m f - m)."""
@@ -227,19 +235,24 @@ def one_round(tmp: Path, r: int, k: int, factor: float, costs: Path, mode: str,
         if log is not None:
             log.close()
     applied = end["job"]["applied"] if end["job"] else []
-    if not applied:
-        decisions = [x for x in records if x["record"] != "watch"]
-        raise SystemExit(f"round {r}: the controller applied no action: {decisions}")
-    at = applied[0]["step"]
-    even = [12, 12]
-    back = giveback(applied, recovery, even)
     s_raw, s_norm = _phases(slow_run, slow)
     m_raw, m_norm = _phases(out, mitigated)
-    before, after = windows(onset, at, recovery)
     healthy_n = _median([t for run in (s_norm, m_norm) for s, t in run.items()
                          if WARMUP <= s < onset])
     healthy_s = _median([t for run in (s_raw, m_raw) for s, t in run.items()
                          if WARMUP <= s < onset])
+    if not applied:  # a round in the table (nothing removed by an action), not an abort
+        decisions = [x for x in records if x["record"] != "watch"]
+        print(f"round {r}: the controller applied no action; its decisions: {decisions}",
+              file=sys.stderr, flush=True)
+        return no_action_row(load0, healthy_s, healthy_n, s_raw, s_norm, m_raw, m_norm,
+                             onset, recovery, _factor(slow_run, onset + 2, recovery),
+                             [x["strategy"] for x in records if x["record"] == "decision"
+                              and x["strategy"] not in ("S1", "S2")])
+    at = applied[0]["step"]
+    even = [12, 12]
+    back = giveback(applied, recovery, even)
+    before, after = windows(onset, at, recovery)
     if before is not None:  # predict from the mitigated run's own slow steps
         src, src_raw, src_norm, src_win = "mitigated run", m_raw, m_norm, before
     else:  # the action came right after the onset: the fail-slow run's slow steps
@@ -279,6 +292,38 @@ def one_round(tmp: Path, r: int, k: int, factor: float, costs: Path, mode: str,
         "predicted_optimum_after_s": pred_opt["after_s"],
         "prediction_error_optimum": pred_opt["after_s"] / at_load - 1,
     }
+
+
+def no_action_row(load0: float, healthy_s: float, healthy_n: float,
+                  s_raw: dict[int, float], s_norm: dict[int, float],
+                  m_raw: dict[int, float], m_norm: dict[int, float], onset: int,
+                  recovery: int, effective_factor: float, escalations: list[str]
+                  ) -> dict[str, Any]:
+    """The row of a round whose loop applied no action (e.g. the detector reported a drift,
+    not an onset): the mitigated run's slow steps measured as they ran (from two steps after
+    the onset), no prediction (NaN), no split, ``no_action`` set."""
+    after = (onset + 2, recovery)
+    nan = float("nan")
+    return {
+        "load_start": load0, "load_end": os.getloadavg()[0], "no_action": True,
+        "applied_step": None, "assignment": None, "actions": 0, "splits": [],
+        "giveback_steps": None, "final_split": None, "escalations": escalations,
+        "healthy_s": healthy_s, "slow_s": _window(s_raw, *after),
+        "healthy_own_s": _window(m_raw, WARMUP, onset), "before_own_s": nan,
+        "mitigated_s": _window(m_raw, *after), "healthy_n": healthy_n,
+        "slow_n": _window(s_norm, *after), "mitigated_n": _window(m_norm, *after),
+        "effective_factor": effective_factor, "prediction_source": None,
+        "predicted_after_s": nan, "measured_after_at_load_s": nan, "prediction_error": nan,
+        "prediction_error_split_steps": nan, "split_steps": 0,
+        "predicted_optimum_split": None, "predicted_optimum_after_s": nan,
+        "prediction_error_optimum": nan,
+    }
+
+
+def _finite_median(values: list[float]) -> float:
+    """The median of the finite values (NaN when none): rounds without an action have no
+    prediction."""
+    return _median([v for v in values if np.isfinite(v)])
 
 
 def _predict(run: Path, lo: int, hi: int, split: list[int]
@@ -383,7 +428,6 @@ def _print(args: argparse.Namespace, table: list[tuple[float, list[dict[str, Any
         err_opt = [x["prediction_error_optimum"] for x in rows]
         own_err = ", ".join(f"{x['prediction_error_split_steps'] * 100:+.0f}/{x['split_steps']}"
                             for x in rows)
-        gb = [x["giveback_steps"] for x in rows]
         loads = [x[key] for x in rows for key in ("load_start", "load_end")]
         esc = sum(len(x["escalations"]) for x in rows)
         eff = statistics.median(x["effective_factor"] for x in rows)
@@ -395,13 +439,13 @@ def _print(args: argparse.Namespace, table: list[tuple[float, list[dict[str, Any
               f"x{eff:.2f}: {eff_opt * 100:.1f}%, "
               f"{statistics.median(norm) / eff_opt * 100:.0f}% | "
               f"{statistics.median(raw) * 100:.1f}% | "
-              f"{statistics.median(own) * 100:.1f}% | "
-              f"{statistics.median(err) * 100:+.1f}% "
+              f"{_finite_median(own) * 100:.1f}% | "
+              f"{_finite_median(err) * 100:+.1f}% "
               f"({', '.join(f'{v * 100:+.0f}' for v in err)}) | "
               f"{own_err} | "
-              f"{statistics.median(err_opt) * 100:+.1f}% "
+              f"{_finite_median(err_opt) * 100:+.1f}% "
               f"({', '.join(f'{v * 100:+.0f}' for v in err_opt)}) | "
-              f"{', '.join('never' if g is None else str(g) for g in gb)} | {esc} | "
+              f"{', '.join(gb_text(x) for x in rows)} | {esc} | "
               f"{[x['assignment'] for x in rows]} |")
     print()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -49,3 +49,27 @@ def test_giveback_counts_only_a_return_that_lasts() -> None:
     assert g([{"step": 30, "assignment": [9, 15]}, {"step": 40, "assignment": even}],
              45, even) == 0
     assert g([], 45, even) is None
+
+
+def test_a_round_without_an_action_is_a_row_of_the_table(capsys: pytest.CaptureFixture[str]
+                                                         ) -> None:
+    """A round whose loop applied no action (the detector reported a drift, not an onset)
+    stopped the whole benchmark ("the controller applied no action"); it is now a row with
+    nothing removed by an action and no prediction, and the table says "no action"."""
+    import argparse
+
+    bench = _bench()
+    slow_n = {s: (2.0 if 47 <= s < 75 else 1.0) for s in range(5, 105)}
+    row = bench.no_action_row(1.0, 1.0, 1.0, slow_n, slow_n, slow_n, slow_n, 45, 75, 2.0, [])
+    assert row["no_action"] and row["actions"] == 0 and row["slow_n"] == 2.0
+    assert row["mitigated_n"] == 2.0 and row["giveback_steps"] is None
+    assert bench.gb_text(row) == "no action"
+    done = dict(row, no_action=False, mitigated_n=1.5, before_own_s=2.0, mitigated_s=1.5,
+                prediction_error=0.04, prediction_error_split_steps=0.04, split_steps=10,
+                prediction_error_optimum=0.04, giveback_steps=6, assignment=[8, 16])
+    args = argparse.Namespace(mode="sleep", k=30, repeats=2, load=0)
+    bench._print(args, [(2.0, [row, done])], 0.0)
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("| x2 |"))
+    cells = [c.strip() for c in line.split("|")]
+    assert "(0, 50)" in cells[4]  # removed, normalised: 0 % without the action, 50 % with
+    assert "+4.0%" in line and "no action, 6" in line
