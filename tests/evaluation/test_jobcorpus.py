@@ -45,6 +45,7 @@ from stragglers.evaluation.jobcorpus import (
     SL_SLOW_ITERS,
     SL_SLOWDOWN,
     SLOWDOWN_EVENT,
+    JobEvent,
     JobSeries,
     generate_call_job,
     generate_job_corpus,
@@ -864,27 +865,14 @@ def test_lossy_link_labels() -> None:
         ok = steady & ~inside_any
         for e in s.events:
             kinds.add(e.kind)
-            assert e.kind in ("lossy", "flap", "downshift") and not e.ranks
-            assert e.start_iter > LEAD_ITERS
-            assert e.end_iter - e.start_iter >= max(MIN_EVENT_ITERS, LL_SLOW_ITERS[0])
-            inside = (s.iter >= e.start_iter) & (s.iter < e.end_iter)
-            s_e = e.loss / (1.0 - e.loss)
-            assert LL_SLOWDOWN[0] - 1e-9 <= s_e <= LL_SLOWDOWN[1] + LL_OVERSHOOT + 1e-9
-            # the label is the span's mean rise over the healthy mean
-            assert np.isclose(s.level[inside].mean(), (1.0 + s_e) * mean, rtol=1e-6)
-            lv = factor[inside]
+            assert e.kind in ("lossy", "flap", "downshift")
+            lv = _a_mean_rise_label(s, e, factor, mean, d, ok, LL_SLOW_ITERS[0],
+                                    LL_SLOWDOWN, LL_OVERSHOOT)
             assert lv[0] > 1.0 + 1e-9 and lv[-1] > 1.0 + 1e-9
             if e.kind == "downshift":  # every iteration a little slower
                 assert np.all(lv > 1.0 + 1e-9), s.name
             else:  # intermittent long iterations: most iterations, the median, healthy
                 assert np.mean(lv > 1.0 + 1e-9) < 0.5 and np.median(lv) < 1.0 + 1e-6, s.name
-            # decidable: the rise is five standard errors of the span's mean
-            x = s.level[inside] / mean
-            assert x.size >= 25.0 * x.var() / s_e ** 2, s.name
-            _clear_after(s, e, factor)
-            # on the records
-            x = _span_above_the_rest(d, ok, inside, s.name)
-            _above_the_healthy_around(d, ok, inside, s.name, drop=4)
         assert np.allclose(factor[~inside_any], 1.0), s.name
         # healthy long iterations (losses, blips, checkpoints, evaluations) in every series
         h = s.healthy[steady] / mean
@@ -893,6 +881,29 @@ def test_lossy_link_labels() -> None:
             assert not s.events
             _no_sustained_rise(d, s.name, drop=4)
     assert kinds == {"lossy", "flap", "downshift"}
+
+
+def _a_mean_rise_label(s: JobSeries, e: JobEvent, factor: np.ndarray, mean: float,
+                       d: np.ndarray, ok: np.ndarray, least_iters: int,
+                       slowdown: tuple[float, float], overshoot: float) -> np.ndarray:
+    """The checks every label of a family of mean rises passes (``lossy_link``, ``gc_pause``):
+    every rank, after the lead, at least ``least_iters`` long; its rise within ``slowdown``
+    (up to ``overshoot`` more) and equal to the span's mean rise over the healthy mean;
+    decidable (the rise five standard errors of the span's mean); 40 healthy iterations
+    after it; the records over the span above the rest and above the healthy records around
+    it (their largest 4 left out).  Returns the span's factors over the healthy time."""
+    assert not e.ranks and e.start_iter > LEAD_ITERS
+    assert e.end_iter - e.start_iter >= max(MIN_EVENT_ITERS, least_iters)
+    inside = (s.iter >= e.start_iter) & (s.iter < e.end_iter)
+    s_e = e.loss / (1.0 - e.loss)
+    assert slowdown[0] - 1e-9 <= s_e <= slowdown[1] + overshoot + 1e-9
+    assert np.isclose(s.level[inside].mean(), (1.0 + s_e) * mean, rtol=1e-6)
+    x = s.level[inside] / mean
+    assert x.size >= 25.0 * x.var() / s_e ** 2, s.name
+    _clear_after(s, e, factor)
+    _span_above_the_rest(d, ok, inside, s.name)
+    _above_the_healthy_around(d, ok, inside, s.name, drop=4)
+    return factor[inside]
 
 
 def test_gc_pause_labels() -> None:
@@ -918,23 +929,10 @@ def test_gc_pause_labels() -> None:
         ok = steady & ~inside_any
         for e in s.events:
             kinds.add(e.kind)
-            assert e.kind in ("threshold", "desync", "leak") and not e.ranks
-            assert e.start_iter > LEAD_ITERS
-            assert e.end_iter - e.start_iter >= max(MIN_EVENT_ITERS, GC_SLOW_ITERS[0])
-            inside = (s.iter >= e.start_iter) & (s.iter < e.end_iter)
-            s_e = e.loss / (1.0 - e.loss)
-            assert GC_SLOWDOWN[0] - 1e-9 <= s_e <= GC_SLOWDOWN[1] + GC_OVERSHOOT + 1e-9
-            # the label is the span's mean rise over the healthy mean
-            assert np.isclose(s.level[inside].mean(), (1.0 + s_e) * mean, rtol=1e-6)
-            lv = factor[inside]
+            assert e.kind in ("threshold", "desync", "leak")
+            lv = _a_mean_rise_label(s, e, factor, mean, d, ok, GC_SLOW_ITERS[0],
+                                    GC_SLOWDOWN, GC_OVERSHOOT)
             shapes.add("level" if np.median(lv) > 1.0 + 1e-6 else "intermittent")
-            # decidable: the rise is five standard errors of the span's mean
-            x = s.level[inside] / mean
-            assert x.size >= 25.0 * x.var() / s_e ** 2, s.name
-            _clear_after(s, e, factor)
-            # on the records
-            _span_above_the_rest(d, ok, inside, s.name)
-            _above_the_healthy_around(d, ok, inside, s.name, drop=4)
         assert np.allclose(factor[~inside_any], 1.0), s.name
         # healthy long steps (GC pauses, checkpoints, evaluations) in every series
         h = s.healthy[steady] / mean

@@ -2303,18 +2303,9 @@ def _dl_slowdown(st: _Storage, comp: np.ndarray, ld: _Loader, it: np.ndarray, me
             return a, a, y
         return a + int(diff[0]), a + int(diff[-1]) + 1, y
 
-    def rise(g: float) -> float:
-        lo, hi, y = trial(g)
-        return float(y[lo:hi].mean() / mean - 1.0) if hi - lo >= MIN_EVENT_ITERS else 0.0
-
     lo, hi = (1.0, DL_STORAGE_MAX / float(st.base[a:b].mean())) if kind == "storage" else (
         0.0, DL_STORM_MAX)
-    if rise(hi) < s:
-        return None
-    for _ in range(40):  # bisection: the span's rise grows with g
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if rise(mid) < s else (lo, mid)
-    return (*trial(hi), hi)
+    return _solve_rise(trial, mean, s, lo, hi)
 
 
 def _gpipe(f: np.ndarray, b: np.ndarray, cf: np.ndarray, cb: np.ndarray,
@@ -2631,10 +2622,9 @@ def _lossy_link(rng: np.random.Generator, scenario: str) -> _Timeline:
             if found is None:
                 continue
             lo, hi, y, g = found
-            seg = y[lo:hi] / mean
-            r = float(seg.mean() - 1.0)
-            if (LL_SLOWDOWN[0] <= r <= s + LL_OVERSHOOT and hi - lo >= LL_SLOW_ITERS[0]
-                    and hi - lo >= LL_DECIDABLE * float(seg.var()) / r ** 2):
+            r = _decidable_rise(y, lo, hi, mean, LL_SLOWDOWN[0], s + LL_OVERSHOOT,
+                                LL_SLOW_ITERS[0], LL_DECIDABLE)
+            if r is not None:
                 it = y
                 slow += ((a, a + dur, kind, g, ramp, sh),)
                 events.append((lo, hi, r, kind))
@@ -2661,17 +2651,7 @@ def _ll_degrade(fab: _Fabric, base_it: np.ndarray, it: np.ndarray, mean: float,
             return a, a, y
         return a + int(diff[0]), a + int(diff[-1]) + 1, y
 
-    def rise(g: float) -> float:
-        lo, hi, y = trial(g)
-        return float(y[lo:hi].mean() / mean - 1.0) if hi - lo >= MIN_EVENT_ITERS else 0.0
-
-    lo_g, hi_g = 0.0, LL_FLAP_MAX if kind == "flap" else LL_RATE_MAX
-    if rise(hi_g) < s:
-        return None
-    for _ in range(40):  # bisection: the span's rise grows with g
-        mid = 0.5 * (lo_g + hi_g)
-        lo_g, hi_g = (mid, hi_g) if rise(mid) < s else (lo_g, mid)
-    return (*trial(hi_g), hi_g)
+    return _solve_rise(trial, mean, s, 0.0, LL_FLAP_MAX if kind == "flap" else LL_RATE_MAX)
 
 
 @dataclass(frozen=True)
@@ -2821,10 +2801,9 @@ def _gc_pause(rng: np.random.Generator, scenario: str) -> _Timeline:
             if found is None:
                 continue
             lo, hi, y, g = found
-            seg = y[lo:hi] / mean
-            r = float(seg.mean() - 1.0)
-            if (GC_SLOWDOWN[0] <= r <= s + GC_OVERSHOOT and hi - lo >= GC_SLOW_ITERS[0]
-                    and hi - lo >= GC_DECIDABLE * float(seg.var()) / r ** 2):
+            r = _decidable_rise(y, lo, hi, mean, GC_SLOWDOWN[0], s + GC_OVERSHOOT,
+                                GC_SLOW_ITERS[0], GC_DECIDABLE)
+            if r is not None:
                 it = y
                 slow += ((a, a + dur, kind, g, ramp, who if kind == "desync" else ()),)
                 events.append((lo, hi, r, kind))
@@ -2852,22 +2831,45 @@ def _gc_slow(hs: _Hosts, it: np.ndarray, mean: float,
             return a, a, y
         return a + int(diff[0]), a + int(diff[-1]) + 1, y
 
-    def rise(g: float) -> float:
-        lo, hi, y = trial(g)
-        return float(y[lo:hi].mean() / mean - 1.0) if hi - lo >= MIN_EVENT_ITERS else 0.0
-
     if kind == "leak":  # the heap at most GC_LEAK_HEAP x the base one at the span's end
         lo_g, hi_g = 0.0, (GC_LEAK_HEAP - 1.0) / (b - a)
     elif kind == "desync":  # at most one full collection per step
         lo_g, hi_g = 0.0, 1.0
     else:
         lo_g, hi_g = 1.0, GC_RATE_MAX
+    return _solve_rise(trial, mean, s, lo_g, hi_g)
+
+
+def _solve_rise(trial: Callable[[float], tuple[int, int, np.ndarray]], mean: float, s: float,
+                lo_g: float, hi_g: float) -> tuple[int, int, np.ndarray, float] | None:
+    """The size ``g`` in ``[lo_g, hi_g]`` of a slowdown whose span (``trial(g)``: start, end,
+    times) rises by ``s`` over ``mean``, by bisection (the rise grows with ``g``): ``(start,
+    end, times, g)``, or None where even ``hi_g`` falls short.  Shared by
+    :func:`_dl_slowdown`, :func:`_ll_degrade` and :func:`_gc_slow`."""
+
+    def rise(g: float) -> float:
+        lo, hi, y = trial(g)
+        return float(y[lo:hi].mean() / mean - 1.0) if hi - lo >= MIN_EVENT_ITERS else 0.0
+
     if rise(hi_g) < s:
         return None
-    for _ in range(40):  # bisection: the span's rise grows with g
+    for _ in range(40):
         mid = 0.5 * (lo_g + hi_g)
         lo_g, hi_g = (mid, hi_g) if rise(mid) < s else (lo_g, mid)
     return (*trial(hi_g), hi_g)
+
+
+def _decidable_rise(y: np.ndarray, lo: int, hi: int, mean: float, least: float, most: float,
+                    min_iters: int, decidable: float) -> float | None:
+    """The rise over ``mean`` of the span ``y[lo:hi]`` where it is a label: between ``least``
+    and ``most``, at least ``min_iters`` long, and ``decidable`` times its variance over the
+    rise squared (the rise that many standard errors of the span's mean); else None."""
+    seg = y[lo:hi] / mean
+    r = float(seg.mean() - 1.0)
+    if (least <= r <= most and hi - lo >= min_iters
+            and hi - lo >= decidable * float(seg.var()) / r ** 2):
+        return r
+    return None
 
 
 _BUILDERS: dict[str, Callable[[np.random.Generator, str], _Timeline]] = {
