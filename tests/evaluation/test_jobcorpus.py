@@ -22,6 +22,9 @@ from stragglers.evaluation.jobcorpus import (
     GC_OVERSHOOT,
     GC_SLOW_ITERS,
     GC_SLOWDOWN,
+    HD_OVERSHOOT,
+    HD_SLOW_ITERS,
+    HD_SLOWDOWN,
     HELD_OUT,
     LD_MEAN_MIN,
     LD_RUNG,
@@ -47,6 +50,7 @@ from stragglers.evaluation.jobcorpus import (
     SLOWDOWN_EVENT,
     JobEvent,
     JobSeries,
+    _phase_busy,  # the launch queue, checked below
     generate_call_job,
     generate_job_corpus,
     generate_series,
@@ -357,7 +361,8 @@ def test_bimodal_replay_labels() -> None:
 #: own before ``seqlen`` was, commit f0ac124; ``seqlen``'s before ``accum`` was, commit
 #: 8fc6638; ``accum``'s before ``memory`` was, commit 54f4b8d; ``memory``'s before
 #: ``prefetch`` was, commit 11edf64; ``prefetch``'s before ``pipeline`` was, commit b179149;
-#: ``pipeline``'s and ``lossy_link``'s before ``gc_pause`` was, commit a114d3e): a family
+#: ``pipeline``'s and ``lossy_link``'s before ``gc_pause`` was, commit a114d3e; ``gc_pause``'s
+#: before ``dispatch`` was, commit 3e2e36e): a family
 #: appended at the end of FAMILIES / SCENARIOS must leave every other family's bytes
 #: alone.
 FINGERPRINTS = {
@@ -386,6 +391,7 @@ FINGERPRINTS = {
     "prefetch": "958f2c91d519da9e",
     "pipeline": "77f03227529405ff",
     "lossy_link": "68bb6c2fd794c0b8",
+    "gc_pause": "4ea64fc9dcd7544a",
 }
 
 
@@ -406,9 +412,9 @@ def _fingerprint(family: str) -> str:
 
 
 def test_existing_families_are_unchanged() -> None:
-    assert set(FINGERPRINTS) == set(FAMILIES) - {"gc_pause"}
-    assert FAMILIES[-8:] == ("ladder", "seqlen", "accum", "memory", "prefetch", "pipeline",
-                             "lossy_link", "gc_pause")
+    assert set(FINGERPRINTS) == set(FAMILIES) - {"dispatch"}
+    assert FAMILIES[-9:] == ("ladder", "seqlen", "accum", "memory", "prefetch", "pipeline",
+                             "lossy_link", "gc_pause", "dispatch")
     assert {f: _fingerprint(f) for f in FINGERPRINTS} == FINGERPRINTS
 
 
@@ -424,7 +430,8 @@ def _durations(s: JobSeries) -> np.ndarray:
                                               ("prefetch", "slow"),
                                               ("pipeline", "slow"),
                                               ("lossy_link", "slow"),
-                                              ("gc_pause", "slow")])
+                                              ("gc_pause", "slow"),
+                                              ("dispatch", "slow")])
 def test_family_is_deterministic_per_seed(family: str, slow: str) -> None:
     a = generate_series(11, family, slow, 2)
     assert _same(a, generate_series(11, family, slow, 2))
@@ -434,13 +441,13 @@ def test_family_is_deterministic_per_seed(family: str, slow: str) -> None:
     assert _same(h, generate_series(11, family, "healthy", 0))
 
 
-def test_gc_pause_is_the_held_out_family() -> None:
-    assert HELD_OUT == ("gc_pause",)
+def test_dispatch_is_the_held_out_family() -> None:
+    assert HELD_OUT == ("dispatch",)
 
 
-def test_gc_pause_fingerprint() -> None:
+def test_dispatch_fingerprint() -> None:
     """The held-out family's own bytes (seed 0), as committed before its one evaluation."""
-    assert _fingerprint("gc_pause") == "4ea64fc9dcd7544a"
+    assert _fingerprint("dispatch") == "c1145c9e72fb484c"
 
 
 def test_ladder_labels() -> None:
@@ -941,4 +948,85 @@ def test_gc_pause_labels() -> None:
             assert not s.events
             _no_sustained_rise(d, s.name, drop=4)
     assert kinds == {"threshold", "desync", "leak"}
+    assert shapes == {"level", "intermittent"}
+
+
+def _launch_queue(dev: list[float], host: list[float], kernels: int) -> float:
+    """When the device runs the last kernel of a phase, simulated kernel by kernel: group
+    ``j`` is ``kernels`` equal kernels, launched one after the other over ``host[j]``; each
+    runs ``dev[j] / kernels`` once launched and once the previous one is done."""
+    launched = done = 0.0
+    for d, h in zip(dev, host, strict=True):
+        for _ in range(kernels):
+            launched += h / kernels
+            done = max(done, launched) + d / kernels
+    return done
+
+
+def test_dispatch_phase_is_the_launch_queue() -> None:
+    """A phase of the ``dispatch`` family lasts what a launch queue of many small kernels
+    gives: the device time while the host keeps ahead (a slower host hidden), more once the
+    host falls behind (the rise non-linear in the host's slowdown)."""
+    dev = [0.5, 0.1, 0.3, 0.1]
+    host = [0.05, 0.2, 0.1, 0.05]  # the second group host-bound, the others not
+    for x in (1.0, 1.5, 2.0, 3.0, 6.0):
+        h = [x * v for v in host]
+        got = float(_phase_busy(np.array([[dev]]), np.array([[h]]))[0])
+        assert got == pytest.approx(_launch_queue(dev, h, 2000), abs=2e-3)
+    busy = [float(_phase_busy(np.array([[dev]]), np.array([[[x * v for v in host]]]))[0])
+            for x in (1.0, 1.5, 3.0, 6.0)]
+    assert busy[0] == pytest.approx(1.0) and busy[1] == pytest.approx(1.0)  # hidden
+    # crossed: the second group's launches fall behind, then the whole phase follows the host
+    assert busy[2] == pytest.approx(1.2) and busy[3] == pytest.approx(6.0 * sum(host))
+
+
+def test_dispatch_labels() -> None:
+    """Host dispatch-bound steps: every labelled slowdown of the host side (a co-located
+    process, CFS quota throttling, a capped CPU frequency, metrics that sync every few steps)
+    raises the mean step time over its span to its label (+12-45 % over the span's healthy
+    mean, up to HD_OVERSHOOT more: stalls come whole), decidably (the rise five standard
+    errors of the span's mean); the span starts and ends with a slower step; the records show
+    it (their mean over the span is at least 1.1 x the mean of the 200 healthy records before
+    it and after it, their largest 4 left out); the family has slowdowns of the level (most
+    steps slower) and intermittent ones (most steps healthy); 40 healthy steps follow each;
+    nothing else is slow; every series has long healthy steps (host spikes, checkpoints,
+    evaluations); negatives carry no label and no sustained rise (any 200 records, their
+    largest 4 left out, below 1.1 x the mean of the 400 before them: a batch-shape change
+    moves the level down or up by at most a few %)."""
+    kinds: set[str] = set()
+    shapes: set[str] = set()
+    for s in _family_series("dispatch"):
+        factor = s.level / s.healthy
+        assert np.all(factor >= 1.0 - 1e-12), s.name
+        d = _durations(s)
+        steady = s.iter > LEAD_ITERS
+        inside_any = _in_events(s)
+        ok = steady & ~inside_any
+        for e in s.events:
+            kinds.add(e.kind)
+            assert e.kind in ("neighbour", "quota", "freq_cap", "sync") and not e.ranks
+            assert e.start_iter > LEAD_ITERS
+            assert e.end_iter - e.start_iter >= max(MIN_EVENT_ITERS, HD_SLOW_ITERS[0])
+            inside = (s.iter >= e.start_iter) & (s.iter < e.end_iter)
+            s_e = e.loss / (1.0 - e.loss)
+            assert HD_SLOWDOWN[0] - 1e-9 <= s_e <= HD_SLOWDOWN[1] + HD_OVERSHOOT + 1e-9
+            ref = s.healthy[inside].mean()
+            assert np.isclose(s.level[inside].mean(), (1.0 + s_e) * ref, rtol=1e-6)
+            x = s.level[inside] / ref
+            assert x.size >= 25.0 * x.var() / s_e ** 2, s.name
+            lv = factor[inside]
+            assert lv[0] > 1.0 + 1e-9 and lv[-1] > 1.0 + 1e-9
+            shapes.add("level" if np.mean(lv > 1.02) > 0.5 else "intermittent")
+            _clear_after(s, e, factor)
+            _above_the_healthy_around(d, ok, inside, s.name, drop=4)
+        assert np.allclose(factor[~inside_any], 1.0), s.name
+        h = s.healthy[steady] / s.healthy[steady].mean()
+        assert np.sum(h > 1.5) >= 3, s.name
+        if not s.positive:
+            assert not s.events
+            x = d[LEAD_ITERS + 1:]
+            v = np.sort(sliding_window_view(x, 200), axis=1)[:, :-4].mean(axis=1)
+            ref_400 = sliding_window_view(x, 400).mean(axis=1)
+            assert np.all(v[400:] < (1.0 + SLOWDOWN_EVENT) * ref_400[:v.size - 400]), s.name
+    assert kinds == {"neighbour", "quota", "freq_cap", "sync"}
     assert shapes == {"level", "intermittent"}

@@ -460,6 +460,66 @@ detector changes, by someone who never ran the detector on it):
                  ``desync``).  Negatives: the healthy series alone (pauses, young collections,
                  checkpoints, evaluations).
 
+The held-out family of the thirteenth round (written and committed before that round's
+detector changes, by someone who never ran the detector on it):
+
+``dispatch``     host dispatch-bound steps (the what-if study of stragglers, section 6: CPU
+                 work is "overlapped with GPU ones, allowing their latency to be
+                 hidden.  However, the overlap is not always perfect and delays the launch of
+                 the next operation"; section 5.4: forward compute is launched from Python,
+                 backward from C++).  A step is 1-16 data-parallel ranks (:data:`HD_RANKS`;
+                 the step waits for the slowest, plus the exposed all-reduce, 5-25 %,
+                 checkpoints every 200-1000 steps and evaluations every 100-1000); each rank
+                 runs three phases (forward, backward 1.8-2.2x, optimizer 5-30 % of the
+                 forward), each of four kernel groups whose shares of the phase's device and
+                 host time are drawn apart (Dirichlet, :data:`HD_CHUNK_CONC`).  The host
+                 launches a group's kernels at an even pace over its dispatch time, the
+                 device runs each once it is launched (a fluid launch queue) and the phase
+                 ends at a synchronisation (the loss read back, the gradient scaler's check,
+                 the step's end): a phase lasts the largest, over the groups' starts and
+                 ends, of the host time to launch up to there plus the device time from there
+                 on (:func:`_phase_busy`).  Healthy: the host time 35-85 % of the device time
+                 in the forward, 10-40 % in the backward, 30-100 % in the optimizer
+                 (:data:`HD_HOST_FWD` ...), with 1-6 % jitter per rank, step and phase,
+                 mostly hidden (seeds 3-4: in half the series fewer than 3 % of the
+                 rank-steps lose over 1 % to the host, in a quarter half of them or more do);
+                 the device time wanders (AR(1) in log space, sd 0.3-1.5 %, jitter 0.3-2 %, a
+                 warm-up, 0.2-1 % per rank); host spikes (one phase's host time 2-8x, chance
+                 1/600-1/100 per rank and step); the series cut in 1-3 parts, a part after
+                 the first running another batch shape with chance 0.6 (the device time
+                 0.7-1.04x the previous part's, the host time unchanged, so the margin
+                 moves); 0-3 CPU neighbours that come and go on one rank for 50-600 steps
+                 (its host 10-100 % slower, in bursts) kept only where the mean step over the
+                 episode rises by less than 3 % (halved up to 4 times, else dropped).
+                 Positives: 1-3
+                 slowdowns of the host side (one in each part, the first always, the others
+                 with chance 0.7; 200 steps after a batch-shape change and before the next
+                 one, else 40 healthy steps after), each raising the mean step time over its
+                 span by +12-45 % (:data:`HD_SLOWDOWN`, up to :data:`HD_OVERSHOOT` more) over
+                 the span's healthy mean: a co-located process on 1-4 ranks, at most half
+                 (``neighbour``: their host ``1 + g x load`` slower, the load in bursts on
+                 20-100 % of the steps, runs of 1-20 steps, fluctuating 20-50 %), CFS quota
+                 throttling on as many ranks' cgroups (``quota``: each time the host has run
+                 ``1 - g`` of a 100 ms period it is stalled for the rest of it, the period in
+                 steps from the series' step time in seconds: lumpy where steps are short), a
+                 capped CPU frequency on a node's ranks (``freq_cap``: the host ``1 + g``
+                 slower) or metrics that sync every 1-10 steps (``sync``, every rank: ``g``
+                 mean steps of host work in small kernels after the optimizer, then read
+                 back; intermittent long steps where the period is over 1).  A neighbour or a
+                 frequency cap steps up or climbs linearly over 20-60 % of the span (at most
+                 200 steps); a quota or a sync steps.  The size ``g`` is solved by bisection
+                 for the rise (the host slowdown costs the step only once it crosses the
+                 device time, so the rise is non-linear in ``g``) over a span of 60-800 steps
+                 (:data:`HD_SLOW_ITERS`) and at least 1.3 x 25 x (spread / rise)^2, drawn
+                 again (at most 8 times) until the labelled span holds 25 x (its own sd / its
+                 rise)^2 steps and stands +12 % above the healthy steps of the 200 before and
+                 after it too (their 4 longest left out; the first part's last try: a sync on
+                 every step, over the part's whole room).  Labelled from the first step that
+                 changes to the last, by the span's mean rise over its healthy mean (kinds
+                 ``neighbour`` / ``quota`` / ``freq_cap`` / ``sync``).  Negatives: the healthy
+                 series alone (host spikes, hidden neighbours, batch-shape changes,
+                 checkpoints, evaluations).
+
 :data:`HELD_OUT` names the families that were never looked at while the detector was changed
 for issue 29 (decided before the changes): they are only evaluated.
 """
@@ -905,20 +965,80 @@ GC_RAMP_P = 0.5  # thresholds / desync: the rate climbs with this chance, else a
 GC_RAMP = (0.2, 0.6)  # ... linearly over this share of the span, ...
 GC_RAMP_MAX = 200  # ... at most this many iterations
 
+HD_RANKS = (1, 2, 4, 8, 16)  # data-parallel ranks: the step waits for the slowest
+HD_NODE = 8  # ranks per node (a node's CPUs are capped together)
+HD_WANDER_SD = (0.003, 0.015)  # device time: AR(1) in log space, stationary sd ...
+HD_WANDER_PHI = (0.95, 0.995)  # ... and lag-1 correlation
+HD_JITTER = (0.003, 0.02)  # ... plus per-step jitter (log space)
+HD_WARM_AMPLITUDE = (0.05, 0.4)
+HD_WARM_TAU = (3.0, 30.0)
+HD_FIRST = (2.0, 10.0)
+HD_RANK_JITTER = (0.002, 0.01)  # each rank's device time about the shared one (log space)
+HD_CHUNKS = 4  # kernel groups per phase (forward, backward, optimizer) ...
+HD_CHUNK_CONC = 4.0  # ... their shares of the phase's device and host time: Dirichlet
+HD_BACKWARD = (1.8, 2.2)  # backward device time over forward ...
+HD_OPT = (0.05, 0.3)  # ... and the optimizer's
+HD_HOST_FWD = (0.35, 0.85)  # host (dispatch) time over device time: forward (Python) ...
+HD_HOST_BWD = (0.1, 0.4)  # ... backward (launched from C++ by the autograd engine) ...
+HD_HOST_OPT = (0.3, 1.0)  # ... optimizer (many small kernels, per parameter)
+HD_HOST_JITTER = (0.01, 0.06)  # the host time's spread per rank, step and phase (log space)
+HD_SPIKE_RATE = (1 / 600, 1 / 100)  # a host spike: chance per rank and step ...
+HD_SPIKE_X = (2.0, 8.0)  # ... one phase's host time this many times longer
+HD_COMM = (0.05, 0.25)  # exposed gradient all-reduce over the mean step ...
+HD_COMM_JITTER = (0.02, 0.10)  # ... its spread (log space)
+HD_CKPT_EVERY = (200, 1000)  # a checkpoint every this many steps ...
+HD_CKPT_ITERS = (1, 3)  # ... that many steps ...
+HD_CKPT_X = (1.5, 4.0)  # ... this many times longer
+HD_EVAL_EVERY = (100, 200, 250, 500, 1000)  # an evaluation every this many steps ...
+HD_EVAL_X = (1.0, 4.0)  # ... adding this many mean steps
+HD_SHAPE_P = 0.6  # a part after the first starts with another batch shape with this chance ...
+HD_SHAPE = (0.7, 1.04)  # ... the device time this many times the previous part's
+HD_HIDDEN = (0, 3)  # a CPU neighbour that comes and goes (healthy): episodes per series ...
+HD_HIDDEN_ITERS = (50, 600)  # ... this long (log-uniform) ...
+HD_HIDDEN_X = (0.1, 1.0)  # ... one rank's host time this much longer (halved until ...
+HD_HIDDEN_RISE = 0.03  # ... the mean step over the episode rises by less than this)
+HD_SLOWDOWN = (0.12, 0.45)  # mean rise of a slowdown's span over its healthy mean
+HD_SLOW_ITERS = (60, 800)  # its duration (log-uniform) ...
+HD_DECIDABLE = 25.0  # ... at least this x (span's sd / rise)^2 (the rise 5 standard errors)
+HD_NEED_MARGIN = 1.3  # ... drawn this much longer than that needs (its spread is estimated)
+HD_TRIES = 8  # a planned slowdown is drawn again until decidable, at most this many times
+HD_MORE_P = 0.7  # a positive: a slowdown in its first part, in each other with this chance
+HD_OVERSHOOT = 0.10  # a span's rise at most this above the drawn one (stalls come whole)
+HD_AROUND = 200  # ... and as far above the healthy steps this far before and after it ...
+HD_AROUND_DROP = 4  # ... their longest few left out (host spikes, checkpoints, evaluations)
+HD_SETTLE = 200  # slowdowns start this long after a batch-shape change ...
+HD_CLEAR = 200  # ... and end this long before the next one (else 40 steps)
+HD_KINDS = (("neighbour", 0.3), ("quota", 0.25), ("freq_cap", 0.25), ("sync", 0.2))
+HD_WHO = (1, 4)  # a neighbour / a quota: this many ranks (at most half, at least one)
+HD_NEIGHBOUR_JITTER = (0.2, 0.5)  # a neighbour's load fluctuates (log space, per step)
+HD_NEIGHBOUR_DUTY = (0.2, 1.0)  # ... it runs in bursts: on this share of the steps ...
+HD_NEIGHBOUR_RUN = (1.0, 20.0)  # ... in runs of this many steps on average (log-uniform)
+HD_NEIGHBOUR_MAX = 8.0  # ... the host at most 1 + this times slower
+HD_PERIOD_S = 0.1  # CFS bandwidth control: the quota's period (seconds) ...
+HD_QUOTA_MAX = 0.95  # ... the throttled share of each period at most this
+HD_FREQ_MAX = 3.0  # a capped CPU frequency: the host at most 1 + this times slower
+HD_SYNC_EVERY = (1, 2, 4, 5, 10)  # metrics that sync: every this many steps ...
+HD_SYNC_MAX = 6.0  # ... at most this many mean steps of host work ...
+HD_SYNC_DEV = 0.1  # ... and this share of it on the device (small kernels)
+HD_RAMP_P = 0.5  # neighbour / frequency cap: the slowdown climbs with this chance ...
+HD_RAMP = (0.2, 0.6)  # ... linearly over this share of the span, ...
+HD_RAMP_MAX = 200  # ... at most this many steps
+
 FAMILIES: tuple[str, ...] = ("restart", "ckpt_stall", "flapping", "staircase", "noise_regime",
                              "sampled", "multirank", "greyhound", "failslow", "ramp", "short",
                              "hump", "warmup_onset", "reconfig", "ckpt_burst", "contention",
                              "megatron", "bimodal_replay", "ladder", "seqlen", "accum",
-                             "memory", "prefetch", "pipeline", "lossy_link", "gc_pause")
+                             "memory", "prefetch", "pipeline", "lossy_link", "gc_pause",
+                             "dispatch")
 #: Families held out in the current round of issue 29: never looked at while the detector was
-#: changed (only evaluated; ``gc_pause`` was written and committed before the twelfth round's
-#: changes, by someone who never ran the detector on it).  The others, ``lossy_link`` (held
-#: out in the eleventh round), ``pipeline`` (the tenth), ``prefetch`` (the ninth), ``memory``
-#: (the eighth), ``accum`` (the seventh), ``seqlen`` (the sixth), ``ladder`` (the fifth),
-#: ``bimodal_replay`` (the fourth), ``megatron`` (the third), ``contention`` (the second),
-#: ``hump``, ``warmup_onset``, ``reconfig`` and ``ckpt_burst`` (the first round) included, are
-#: the families it was built and tuned on.
-HELD_OUT: tuple[str, ...] = ("gc_pause",)
+#: changed (only evaluated; ``dispatch`` was written and committed before the thirteenth
+#: round's changes, by someone who never ran the detector on it).  The others, ``gc_pause``
+#: (held out in the twelfth round), ``lossy_link`` (the eleventh), ``pipeline`` (the tenth),
+#: ``prefetch`` (the ninth), ``memory`` (the eighth), ``accum`` (the seventh), ``seqlen`` (the
+#: sixth), ``ladder`` (the fifth), ``bimodal_replay`` (the fourth), ``megatron`` (the third),
+#: ``contention`` (the second), ``hump``, ``warmup_onset``, ``reconfig`` and ``ckpt_burst``
+#: (the first round) included, are the families it was built and tuned on.
+HELD_OUT: tuple[str, ...] = ("dispatch",)
 
 #: (family, scenario, series per seed at scale 1, positive)
 SCENARIOS: tuple[tuple[str, str, int, bool], ...] = (
@@ -980,6 +1100,8 @@ SCENARIOS: tuple[tuple[str, str, int, bool], ...] = (
     ("lossy_link", "healthy", 10, False),
     ("gc_pause", "slow", 14, True),
     ("gc_pause", "healthy", 10, False),
+    ("dispatch", "slow", 14, True),
+    ("dispatch", "healthy", 10, False),
 )
 
 
@@ -2840,16 +2962,310 @@ def _gc_slow(hs: _Hosts, it: np.ndarray, mean: float,
     return _solve_rise(trial, mean, s, lo_g, hi_g)
 
 
+def _phase_busy(dev: np.ndarray, host: np.ndarray) -> np.ndarray:
+    """A rank's busy time per step (arrays ``(..., phases, chunks)``): in each phase the host
+    launches its kernel groups in order, each group's kernels at an even pace over ``host``
+    (its dispatch time), and the device runs each kernel once it is launched and the previous
+    one is done (``dev``: a group's device time, spread evenly over its kernels; many small
+    kernels, a fluid queue); a phase ends when the device has run its last kernel (a
+    synchronisation: the loss read back, the gradient scaler's check, the step's end).  So a
+    phase lasts the largest, over the groups' starts and ends, of the host time to launch up
+    to there plus the device time from there on: the device time where the host keeps ahead,
+    more where it falls behind."""
+    launched = np.cumsum(host, axis=-1)
+    remaining = np.cumsum(dev[..., ::-1], axis=-1)[..., ::-1]
+    at_start = (launched - host + remaining).max(axis=-1)
+    at_end = (launched + remaining - dev).max(axis=-1)
+    return np.asarray(np.maximum(at_start, at_end).sum(axis=-1))
+
+
+@dataclass(frozen=True)
+class _HostSlow:
+    """A slowdown of the host side over steps ``[a, b)`` of ``ranks``: its kind, its size
+    ``g``, the steps over which it climbs (1: a step) and, for ``sync``, its period."""
+
+    a: int
+    b: int
+    kind: str
+    g: float
+    ramp: int
+    ranks: tuple[int, ...]
+    every: int = 1
+
+
+@dataclass(frozen=True)
+class _Dispatch:
+    """The draws of a :func:`_dispatch` series (arrays ``(ranks, n, phases, chunks)`` or
+    ``(ranks, n)``): each kernel group's device time and host (dispatch) time, the slot of the
+    metrics group (the last chunk of the optimizer phase, empty in healthy steps), the
+    fluctuation of a neighbour's load, the phase of the quota's period at each step's start,
+    the period (in the units of the step), each rank's healthy busy time and the step's
+    exposed all-reduce and extra work (checkpoints, evaluations)."""
+
+    dev: np.ndarray
+    host: np.ndarray
+    load: np.ndarray
+    phase: np.ndarray
+    period: float
+    busy: np.ndarray
+    rest: np.ndarray
+
+    def window(self, sl: _HostSlow) -> np.ndarray:
+        """The busy time of ``sl.ranks`` over ``[sl.a, sl.b)`` under the slowdown ``sl``:
+        ``neighbour`` (a co-located process: the host ``1 + g w x load`` times slower, the load
+        fluctuating from step to step), ``freq_cap`` (the host ``1 + g w`` times slower),
+        ``quota`` (CFS bandwidth control: each time the host has run ``(1 - g w)`` of a
+        period it is stalled for the rest of the period, ``g w`` of it) or ``sync`` (every
+        ``every`` steps, metrics of ``g`` mean steps of host work launched after the
+        optimizer, many small kernels, then read back); ``w`` climbs linearly from 0 at ``a``
+        to 1 over ``ramp`` steps."""
+        rows = list(sl.ranks)
+        w = np.minimum(1.0, (np.arange(sl.b - sl.a) + 1.0) / sl.ramp)
+        dev = self.dev[rows, sl.a:sl.b].copy()
+        host = self.host[rows, sl.a:sl.b].copy()
+        if sl.kind == "neighbour":
+            host *= (1.0 + sl.g * w * self.load[rows, sl.a:sl.b])[:, :, None, None]
+        elif sl.kind == "freq_cap":
+            host *= (1.0 + sl.g * w)[None, :, None, None]
+        elif sl.kind == "quota":
+            shape = host.shape
+            flat = host.reshape(shape[0], shape[1], -1)
+            gw = (sl.g * w)[None, :, None]
+            run = (1.0 - gw) * self.period  # the host's run time in each period
+            clock = self.phase[rows, sl.a:sl.b, None] + np.cumsum(flat, axis=2) / run
+            stalls = np.diff(np.floor(clock), axis=2,
+                             prepend=np.floor(self.phase[rows, sl.a:sl.b, None]))
+            host = (flat + stalls * gw * self.period).reshape(shape)
+        else:
+            at = (np.arange(sl.b - sl.a) % sl.every == 0) * w
+            host[:, :, 2, -1] += sl.g * at[None, :]
+            dev[:, :, 2, -1] += HD_SYNC_DEV * sl.g * at[None, :]
+        busy = self.busy[:, sl.a:sl.b].copy()
+        busy[rows] = _phase_busy(dev, host)
+        return busy
+
+    def steps(self, slow: tuple[_HostSlow, ...] = ()) -> np.ndarray:
+        """The step times (the slowest rank's busy time plus the rest) with the slowdowns
+        ``slow`` (disjoint spans)."""
+        busy = self.busy.copy()
+        for sl in slow:
+            busy[:, sl.a:sl.b] = self.window(sl)
+        return np.asarray(busy.max(axis=0) + self.rest)
+
+
+def _bursts(rng: np.random.Generator, ranks: int, n: int, duty: float, run: float
+            ) -> np.ndarray:
+    """``(ranks, n)``: 1 where a bursty process is on, else 0 (a two-state chain per rank: on
+    for runs of mean ``run`` steps, off for runs of mean ``run (1 - duty) / duty``)."""
+    out = np.zeros((ranks, n))
+    k = 2 * int(n / run) + 2
+    for r in range(ranks):  # a handful of ranks: one vectorised draw each
+        on = rng.geometric(min(1.0, 1.0 / run), k)
+        off = (rng.geometric(min(1.0, duty / (run * (1.0 - duty))), k) if duty < 1.0
+               else np.zeros(k, dtype=np.int64))
+        ends = np.cumsum(np.stack([off, on], axis=1).ravel())
+        state = np.searchsorted(ends, np.arange(n), side="right") % 2  # odd runs are on
+        out[r] = np.where(np.arange(n) < ends[-1], state, 1)
+    return out
+
+
+def _dispatch(rng: np.random.Generator, scenario: str) -> _Timeline:
+    """Host dispatch-bound steps (module docstring); the corpus' noise is turned off
+    (``noise_scale`` ~ 0)."""
+    n = _n(rng)
+    t = np.arange(n)
+    ranks = int(rng.choice(HD_RANKS))
+    base_s = _loguniform(rng, *BASE_S)
+    k = int(rng.integers(1, 4))
+    part = (n - LEAD_ITERS) // k
+    starts = LEAD_ITERS + part * np.arange(k)
+    # batch shapes: a part after the first may run another shape (the device time moves, the
+    # kernels launched, and so the host time, do not)
+    changed = np.zeros(k, dtype=bool)
+    shape = np.ones(n)
+    level = 1.0
+    for j in range(1, k):
+        if rng.random() < HD_SHAPE_P:
+            changed[j] = True
+            level *= float(rng.uniform(*HD_SHAPE))
+            shape[starts[j]:] = level
+    comp = _wandering_compute(rng, t, HD_WANDER_SD, HD_WANDER_PHI, HD_JITTER,
+                              HD_WARM_AMPLITUDE, HD_WARM_TAU, HD_FIRST) * shape
+    rj = float(rng.uniform(*HD_RANK_JITTER))
+    dev_rate = comp[None, :] * np.exp(rj * rng.standard_normal((ranks, n)))
+    # phases (forward, backward, optimizer): their device shares, and each kernel group's
+    # share of its phase's device and host time (the same kernels every step)
+    ph = np.array([1.0, rng.uniform(*HD_BACKWARD), rng.uniform(*HD_OPT)])
+    ph /= ph.sum()
+    rho = np.array([rng.uniform(*HD_HOST_FWD), rng.uniform(*HD_HOST_BWD),
+                    rng.uniform(*HD_HOST_OPT)])
+    conc = np.full(HD_CHUNKS, HD_CHUNK_CONC)
+    d_share = rng.dirichlet(conc, 3) * ph[:, None]
+    h_share = rng.dirichlet(conc, 3) * (ph * rho)[:, None]
+    hj = float(rng.uniform(*HD_HOST_JITTER))
+    host_x = np.exp(hj * rng.standard_normal((ranks, n, 3)) - 0.5 * hj * hj)
+    # host spikes: one phase of one rank's step far slower (page faults, the scheduler)
+    spike = rng.random((ranks, n)) < rng.uniform(*HD_SPIKE_RATE)
+    ri, ti = np.nonzero(spike)
+    host_x[ri, ti, rng.integers(0, 3, ri.size)] *= np.exp(
+        rng.uniform(math.log(HD_SPIKE_X[0]), math.log(HD_SPIKE_X[1]), ri.size))
+    dev = np.zeros((ranks, n, 3, HD_CHUNKS + 1))  # the last slot: the metrics group
+    host = np.zeros_like(dev)
+    dev[..., :HD_CHUNKS] = dev_rate[:, :, None, None] * d_share
+    host[..., :HD_CHUNKS] = host_x[..., None] * h_share
+    # the rest of the step: the exposed all-reduce, checkpoints, evaluations
+    c = float(rng.uniform(*HD_COMM))
+    cj = float(rng.uniform(*HD_COMM_JITTER))
+    rest = c * np.exp(cj * rng.standard_normal(n) - 0.5 * cj * cj)
+    every = int(rng.integers(HD_CKPT_EVERY[0], HD_CKPT_EVERY[1] + 1))
+    ck = t // every
+    ck_len = rng.integers(HD_CKPT_ITERS[0], HD_CKPT_ITERS[1] + 1, int(ck[-1]) + 1)
+    ck_x = np.exp(rng.uniform(math.log(HD_CKPT_X[0]), math.log(HD_CKPT_X[1]), ck_len.size))
+    rest = rest + np.where((ck > 0) & (t % every < ck_len[ck]), (ck_x[ck] - 1.0) * comp, 0.0)
+    ev = int(rng.choice(HD_EVAL_EVERY))
+    at = t % ev == ev - 1
+    rest[at] += np.exp(rng.uniform(math.log(HD_EVAL_X[0]), math.log(HD_EVAL_X[1]),
+                                   int(at.sum())))
+    # a neighbour's load: bursts (on a share of the steps, in runs) that fluctuate
+    load_sd = float(rng.uniform(*HD_NEIGHBOUR_JITTER))
+    load = np.exp(load_sd * rng.standard_normal((ranks, n)) - 0.5 * load_sd * load_sd)
+    load *= _bursts(rng, ranks, n, float(rng.uniform(*HD_NEIGHBOUR_DUTY)),
+                    _loguniform(rng, *HD_NEIGHBOUR_RUN))
+    hd = _Dispatch(dev=dev, host=host, load=load, phase=rng.random((ranks, n)), period=1.0,
+                   busy=_phase_busy(dev, host), rest=rest)
+    # a CPU neighbour that comes and goes on one rank without crossing the device time: kept
+    # where the mean step over its episode rises by less than HD_HIDDEN_RISE (halved until)
+    for _ in range(int(rng.integers(HD_HIDDEN[0], HD_HIDDEN[1] + 1))):
+        dur = _logint(rng, *HD_HIDDEN_ITERS)
+        a = int(rng.integers(0, n - dur))
+        rk = int(rng.integers(0, ranks))
+        u = float(rng.uniform(*HD_HIDDEN_X))
+        before = hd.steps()[a:a + dur]
+        for _halving in range(4):
+            busy = hd.window(_HostSlow(a, a + dur, "neighbour", u, 1, (rk,)))
+            if float((busy.max(axis=0) + rest[a:a + dur]).mean() / before.mean()) < (
+                    1.0 + HD_HIDDEN_RISE):
+                host[rk, a:a + dur] *= (1.0 + u * load[rk, a:a + dur])[:, None, None]
+                hd.busy[:, a:a + dur] = busy
+                break
+            u /= 2.0
+    healthy_it = hd.steps()
+    steady = healthy_it[LEAD_ITERS:]
+    mean = float(steady.mean())
+    var = float(steady.var()) / mean ** 2
+    # the quota's period in the units of the step (the series' mean step is base_s seconds)
+    hd = _Dispatch(dev=dev, host=host, load=load, phase=hd.phase,
+                   period=HD_PERIOD_S * mean / base_s, busy=hd.busy, rest=rest)
+    it = healthy_it.copy()
+    slow: tuple[_HostSlow, ...] = ()
+    events: list[tuple[int, int, float, str]] = []
+    kinds = [kd for kd, _ in HD_KINDS]
+    kind_p = np.array([p for _, p in HD_KINDS])
+    for j in range(k):  # one in each of k parts, away from a batch-shape change
+        if scenario != "slow" or (j > 0 and rng.random() >= HD_MORE_P):
+            continue
+        lo_room = int(starts[j]) + (HD_SETTLE if changed[j] else 0)
+        hi_room = int(starts[j]) + part - (HD_CLEAR if j + 1 < k and changed[j + 1] else 40)
+        room = hi_room - lo_room
+        for attempt in range(HD_TRIES):  # fresh draws until one is decidable
+            kind = kinds[int(rng.choice(len(kinds), p=kind_p))]
+            s = float(rng.uniform(*HD_SLOWDOWN))
+            ramp_share = float(rng.uniform(*HD_RAMP)) if rng.random() < HD_RAMP_P else 0.0
+            if kind in ("quota", "sync"):  # a limit or a code change: at once
+                ramp_share = 0.0
+            period = int(rng.choice(HD_SYNC_EVERY))
+            # long enough for the rise to be five standard errors of the span's mean (its
+            # spread about the healthy one plus, for lumpy kinds, about the rise itself),
+            # longer by what a climb loses
+            lumps = {"neighbour": 1.0, "quota": 1.0, "freq_cap": 0.0, "sync": period - 1.0}
+            need = HD_NEED_MARGIN * HD_DECIDABLE * (var / s ** 2 + lumps[kind])
+            dur = max(_logint(rng, *HD_SLOW_ITERS), math.ceil(need))
+            dur += min(HD_RAMP_MAX, math.ceil(ramp_share * dur)) // 2
+            m = min(max(1, ranks // 2), int(rng.integers(HD_WHO[0], HD_WHO[1] + 1)))
+            who = tuple(sorted(int(r) for r in rng.choice(ranks, m, replace=False)))
+            node = int(rng.integers(0, (ranks + HD_NODE - 1) // HD_NODE))
+            if kind == "freq_cap":  # every rank of one node
+                who = tuple(range(node * HD_NODE, min(ranks, (node + 1) * HD_NODE)))
+            elif kind == "sync":
+                who = tuple(range(ranks))
+            if j == 0 and attempt == HD_TRIES - 1:  # the last try of a positive's first part:
+                kind, ramp_share, dur, period = "sync", 0.0, room, 1  # a level, its whole room
+                who = tuple(range(ranks))
+            dur = min(dur, room)
+            a = lo_room + int(rng.integers(0, room - dur + 1))
+            ramp = max(1, min(HD_RAMP_MAX, int(round(ramp_share * dur))))
+            found = _hd_slow(hd, it, healthy_it, slow, _HostSlow(a, a + dur, kind, 0.0, ramp,
+                                                                  who, period), s)
+            if found is None:
+                continue
+            lo, hi, y, sl = found
+            r = _decidable_rise(y, lo, hi, float(healthy_it[lo:hi].mean()), HD_SLOWDOWN[0],
+                                s + HD_OVERSHOOT, HD_SLOW_ITERS[0], HD_DECIDABLE)
+            if r is not None and _hd_visible(healthy_it, y, lo, hi):
+                it = y
+                slow += (sl,)
+                events.append((lo, hi, r, kind))
+                break
+    # labelled by the span's mean rise over its healthy mean
+    return _quiet_timeline(base_s * healthy_it / mean, it / healthy_it, events)
+
+
+def _hd_visible(healthy_it: np.ndarray, y: np.ndarray, lo: int, hi: int) -> bool:
+    """Whether the span ``y[lo:hi]`` stands ``HD_SLOWDOWN[0]`` above the healthy steps of the
+    :data:`HD_AROUND` before it and of those after it too (each side's
+    :data:`HD_AROUND_DROP` longest left out): a level that wanders nearby does not hide a
+    label measured against the span's own healthy mean."""
+    span = float(y[lo:hi].mean())
+    for side in (healthy_it[max(0, lo - HD_AROUND):lo], healthy_it[hi:hi + HD_AROUND]):
+        if side.size > HD_AROUND_DROP and span < (1.0 + HD_SLOWDOWN[0]) * float(
+                np.sort(side)[:side.size - HD_AROUND_DROP].mean()):
+            return False
+    return True
+
+
+def _hd_slow(hd: _Dispatch, it: np.ndarray, healthy_it: np.ndarray,
+             slow: tuple[_HostSlow, ...], where: _HostSlow, s: float
+             ) -> tuple[int, int, np.ndarray, _HostSlow] | None:
+    """A host slowdown like ``where`` (on top of ``slow``) whose span (from the first step it
+    changes to the last) rises by about ``s`` over its healthy mean, its size ``g`` solved by
+    bisection: ``(start, end, step times, the slowdown)``, or None where none does."""
+    a, b = where.a, where.b
+
+    def sized(g: float) -> _HostSlow:
+        return _HostSlow(a, b, where.kind, g, where.ramp, where.ranks, where.every)
+
+    def trial(g: float) -> tuple[int, int, np.ndarray]:
+        y = it.copy()
+        busy = hd.busy.copy()
+        busy[:, a:b] = hd.window(sized(g))
+        y[a:b] = busy[:, a:b].max(axis=0) + hd.rest[a:b]
+        diff = np.flatnonzero(y[a:b] > it[a:b] * (1.0 + 1e-9))
+        if diff.size == 0:
+            return a, a, y
+        return a + int(diff[0]), a + int(diff[-1]) + 1, y
+
+    top = {"neighbour": HD_NEIGHBOUR_MAX, "freq_cap": HD_FREQ_MAX, "quota": HD_QUOTA_MAX,
+           "sync": HD_SYNC_MAX}[where.kind]
+    found = _solve_rise(trial, 1.0, s, 0.0, top, base=healthy_it)
+    if found is None:
+        return None
+    lo, hi, y, g = found
+    return lo, hi, y, sized(g)
+
+
 def _solve_rise(trial: Callable[[float], tuple[int, int, np.ndarray]], mean: float, s: float,
-                lo_g: float, hi_g: float) -> tuple[int, int, np.ndarray, float] | None:
+                lo_g: float, hi_g: float, base: np.ndarray | None = None
+                ) -> tuple[int, int, np.ndarray, float] | None:
     """The size ``g`` in ``[lo_g, hi_g]`` of a slowdown whose span (``trial(g)``: start, end,
-    times) rises by ``s`` over ``mean``, by bisection (the rise grows with ``g``): ``(start,
-    end, times, g)``, or None where even ``hi_g`` falls short.  Shared by
-    :func:`_dl_slowdown`, :func:`_ll_degrade` and :func:`_gc_slow`."""
+    times) rises by ``s`` over ``mean`` (``base`` given: over the mean of ``base`` over the
+    span, its healthy times), by bisection (the rise grows with ``g``): ``(start, end, times,
+    g)``, or None where even ``hi_g`` falls short.  Shared by :func:`_dl_slowdown`,
+    :func:`_ll_degrade`, :func:`_gc_slow` and :func:`_hd_slow`."""
 
     def rise(g: float) -> float:
         lo, hi, y = trial(g)
-        return float(y[lo:hi].mean() / mean - 1.0) if hi - lo >= MIN_EVENT_ITERS else 0.0
+        ref = mean if base is None else float(base[lo:hi].mean())
+        return float(y[lo:hi].mean() / ref - 1.0) if hi - lo >= MIN_EVENT_ITERS else 0.0
 
     if rise(hi_g) < s:
         return None
@@ -2880,7 +3296,7 @@ _BUILDERS: dict[str, Callable[[np.random.Generator, str], _Timeline]] = {
     "ckpt_burst": _ckpt_burst, "contention": _contention, "megatron": _megatron,
     "bimodal_replay": _bimodal_replay, "ladder": _ladder, "seqlen": _seqlen, "accum": _accum,
     "memory": _memory, "prefetch": _prefetch, "pipeline": _pipeline,
-    "lossy_link": _lossy_link, "gc_pause": _gc_pause,
+    "lossy_link": _lossy_link, "gc_pause": _gc_pause, "dispatch": _dispatch,
 }
 
 
