@@ -44,6 +44,8 @@ LOSS_CAP = 8.0  # the view on the mean: one point's excess (x / h - 1) counted a
 LOSS_ITERS = 1.0  # an onset: at least this many stall_iters of iterations lost ...
 LOSS_RUNS = 4  # ... made of this many runs of long points or more
 LOSS_Z = 15.0  # ... and LOSS_Z x the excess' long-run variance / drift (healthy clumps)
+LOSS_ARL = 3e5  # the count of runs: a false onset once in this many healthy points (a series
+#                 of 3,000 at the FPR of 1 %)
 LOSS_BATCH = 32  # points per batch mean behind the long-run variance
 LOSS_BATCHES = 8  # batches before the sum is judged
 LOSS_BASE = 1024  # healthy points behind the healthy excess and its variance
@@ -301,6 +303,32 @@ class _PeriodFold:
         return self.det is not None and (self.det.slow or self.det._flapping)
 
 
+def _count_exponent(p: float, m: float, k: float) -> float:
+    """The positive ``theta`` with ``p exp(theta a) + (1 - p) exp(theta b) = 1``, ``a = m
+    (1 - p) - k``, ``b = -m p - k``: the steps of a sum of Bernoulli(``p``) events worth
+    ``m`` less their mean and a drift ``k`` (a false onset at ``h`` once in about
+    ``exp(theta h)`` points; Gaussian steps: ``2 k / variance``).  0 where none is (``a <=
+    0``).  Newton's method from the right of the root (the function is convex: it comes
+    down to the root from above)."""
+    a, b = m * (1.0 - p) - k, -m * p - k
+    if a <= 0.0:
+        return 0.0
+
+    def f(t: float) -> float:
+        return p * math.exp(min(t * a, 700.0)) + (1.0 - p) * math.exp(t * b) - 1.0
+
+    t = 2.0 * k / (m * m * p * (1.0 - p))  # the Gaussian exponent
+    while f(t) < 0.0:
+        t *= 2.0
+    for _ in range(60):
+        d = p * a * math.exp(min(t * a, 700.0)) + (1.0 - p) * b * math.exp(t * b)
+        step = f(t) / d
+        t -= step
+        if step < 1e-9 * t:
+            break
+    return t
+
+
 class _LossView:
     """The view on the mean (``docs/detection.md``): the time that sparse long iterations
     add in a series without a period (a storm of input stalls, part of the steps waiting
@@ -317,12 +345,13 @@ class _LossView:
     ask for more), made of ``LOSS_RUNS`` runs of long points or more; or, where the
     sizes of the long points spread widely, when the count of runs since the sum left zero
     (less the largest), each valued at their mean excess, holds the need beyond the
-    healthy chance of a run and the drift, and ``LOSS_Z`` times the run count's long-run
-    variance at that value over the drift (:meth:`_count_rise`).  The rise began at
-    the run after which the excess beyond the healthy one and half the rise is largest,
-    or later: at the latest run start whose likelihood of a rise of the chance of a run
-    (Bernoulli, from the healthy chance) is within ``LOSS_PLACE`` of the best (a healthy
-    stall, or a short healthy burst of them, before the rise is not its start).
+    healthy chance of a run and the drift, and the threshold of a false onset once in
+    ``LOSS_ARL`` healthy points for rare Bernoulli run starts (:meth:`_count_rise`).
+    The rise began at the run after which the excess beyond the healthy one and half the
+    rise is largest, or later: at the latest run start whose likelihood of a rise of the
+    chance of a run (Bernoulli, from the healthy chance) is within ``LOSS_PLACE`` of the
+    best (a healthy stall, or a short healthy burst of them, before the rise is not its
+    start).
     The healthy excess and its variance learn the points of each excursion of the sum that
     ends without an onset (at most ``LOSS_BASE`` points pending; a rise is not learnt).
     The mean excess of the latest ``LOSS_WINDOW`` points back within the drift of the
@@ -438,15 +467,28 @@ class _LossView:
 
     def _count_rise(self) -> bool:
         """The runs since the sum left zero, less the largest, valued at their mean
-        excess, beyond the healthy chance of a run and the drift, hold the need and
-        ``LOSS_Z`` times the run count's long-run variance (at that value) over the drift:
-        the evidence of the count of long iterations, without the spread of their sizes."""
+        excess ``m``, beyond the healthy chance of a run and the drift, hold the need and
+        the threshold of a false onset once in ``LOSS_ARL`` healthy points: the evidence
+        of the count of long iterations, without the spread of their sizes.  Each point
+        adds ``m (run start - healthy chance) - drift``; a run start is rare and counts
+        much, so the threshold is ``log(LOSS_ARL) / theta`` with ``theta`` the exponent
+        that zeroes the healthy steps' log moment (:func:`_count_exponent`; Bernoulli
+        run starts, scaled by the healthy count's long-run variance over the Bernoulli
+        one: clumped runs ask for more, regular ones for less), not the Gaussian sum's
+        ``2 drift / variance``.  A run worth no more than the drift is no evidence."""
         n = self.runs - 1
         span = self.pos - self.from_pos + 1
         m = (self.cum - self.top) / n
-        lrv_c = LOSS_BATCH * max(self.cm2 - self.cm * self.cm, 0.0)
         ev = m * (n - self.rate * span) - self.k * span
-        return ev >= max(self.need, LOSS_Z * lrv_c * m * m / self.k)
+        if ev < self.need or m <= 0.0:
+            return False
+        p0 = min(max(self.rate, 1.0 / LOSS_BASE), 0.5)
+        lrv_c = LOSS_BATCH * max(self.cm2 - self.cm * self.cm, 0.0)
+        theta = _count_exponent(p0, m, self.k)
+        if theta <= 0.0:
+            return False
+        disp = lrv_c / (p0 * (1.0 - p0))
+        return ev >= disp * math.log(LOSS_ARL) / theta
 
     def _learn(self, e: float, b: tuple[float, float] | None, first: float) -> None:
         """The healthy excess: the pending points of an excursion that ended, then ``e``
