@@ -133,6 +133,44 @@ def _factor(run: Path, lo: int, hi: int) -> float:
     return float(np.nanmedian(per_mb[0] / per_mb[1]))
 
 
+def split_account(run: Path, summary: dict[str, Any], lo: int, hi: int, split: list[int],
+                  before: tuple[int, int] | None) -> dict[str, float]:
+    """Where the removed share of the steps ``lo..hi-1`` that ran ``split`` goes (the
+    mitigated run's probes and step times): the straggler's effective factor on those steps
+    (replica 0's compute per micro-batch over replica 1's) and on the slow steps before the
+    action (``before``), the removal the split gives at the factor it met
+    (``(12 f - max(m_0 f, m_1)) / (12 f - 12)``, compute only), the step's critical compute
+    (``max_i m_i t_i`` per step, median) above the larger of the replicas' median compute
+    (``max_i m_i median(t_i)``: the steps' jitter where the split balances the replicas),
+    and the seconds of each step outside compute (step - critical compute)."""
+    nan = float("nan")
+    raw = _times(summary)
+    follower = JobFollower(run)
+    follower.poll()
+    table = follower.table()
+    per_mb, ran = table.per_microbatch(), table.microbatches.astype(np.float64)
+    steps = table.steps
+
+    def fac(a: int, b: int) -> float:
+        k = (steps >= a) & (steps < b)
+        return float(np.nanmedian(per_mb[0, k] / per_mb[1, k])) if k.any() else nan
+
+    k = (steps >= lo) & (steps < hi)
+    if k.sum() < 3:
+        return {"factor_split": nan, "factor_before": nan, "split_removal_at_factor": nan,
+                "jitter": nan, "outside_compute_s": nan}
+    f = fac(lo, hi)
+    m0, m1 = split
+    crit = np.nanmax(per_mb[:, k] * ran[:, k], axis=0)
+    medcrit = float(np.nanmax(np.asarray(split, dtype=np.float64)
+                              * np.nanmedian(per_mb[:, k], axis=1)))
+    step = np.asarray([raw.get(int(x), nan) for x in steps[k]])
+    return {"factor_split": f, "factor_before": fac(*before) if before is not None else nan,
+            "split_removal_at_factor": (12 * f - max(m0 * f, m1)) / (12 * f - 12),
+            "jitter": float(np.median(crit)) / medcrit - 1,
+            "outside_compute_s": float(np.nanmedian(step - crit))}
+
+
 def _window(times: dict[int, float], lo: int, hi: int) -> float:
     return _median([times[s] for s in range(lo, hi) if s in times])
 
@@ -173,6 +211,29 @@ def optimum_removed(factor: float, m: int = 12) -> tuple[list[int], float]:
     return res.assignment.tolist(), (m * factor - res.makespan) / (m * factor - m)
 
 
+def running_cpu() -> int:
+    """The CPU this process last ran on (field 39 of ``/proc/self/stat``; -1 elsewhere)."""
+    try:
+        stat = Path("/proc/self/stat").read_text()
+    except OSError:
+        return -1
+    return int(stat.rsplit(")", 1)[1].split()[36])
+
+
+def step_table(run: Path, summary: dict[str, Any]) -> dict[str, Any]:
+    """A run's per-step record for the log: step, each replica's compute seconds per
+    micro-batch and micro-batches run, the step's wall time (the job's summary)."""
+    follower = JobFollower(run)
+    follower.poll()
+    table = follower.table()
+    raw = _times(summary)
+    per_mb = table.per_microbatch()
+    return {"steps": table.steps.tolist(),
+            "per_mb_s": [[round(float(x), 6) for x in row] for row in per_mb],
+            "ran": table.microbatches.tolist(),
+            "step_s": [raw.get(int(s)) for s in table.steps]}
+
+
 def logged_advance(ctl: LiveController, log: Any) -> None:
     """Wrap ``ctl.advance`` so that each call that fed new steps writes one JSON line to
     ``log``: the steps fed, each replica's seconds per micro-batch and the micro-batches it
@@ -182,9 +243,11 @@ def logged_advance(ctl: LiveController, log: Any) -> None:
 
     def wrapped() -> None:
         before = ctl.state.fed_until
+        cpu0 = time.process_time()
         advance()
         if ctl.state.fed_until == before:
             return
+        cpu_ms = (time.process_time() - cpu0) * 1e3
         rb = ctl.rebalancer
         row = rb._times[-1] if rb._times.shape[0] else np.zeros(0)
         ran = rb._ran[-1] if rb._ran.shape[0] else np.zeros(0)
@@ -198,6 +261,7 @@ def logged_advance(ctl: LiveController, log: Any) -> None:
             "plan": note.to_dict() if note is not None and note.step == ctl.state.fed_until
             else None,
             "changes": rb.changes, "reverted": rb.reverted, "held_back": rb.held_back,
+            "advance_cpu_ms": round(cpu_ms, 3), "on_cpu": running_cpu(),
             "load": round(os.getloadavg()[0], 2)}) + "\n")
         log.flush()
 
@@ -234,6 +298,11 @@ def one_round(tmp: Path, r: int, k: int, factor: float, costs: Path, mode: str,
         mitigated = _wait(job, out)
         if log is not None:
             log.close()
+    if log_dir is not None:
+        (log_dir / f"x{factor:g}-round{r}.steps.json").write_text(json.dumps(
+            {"fail_slow": step_table(slow_run, slow), "mitigated": step_table(out, mitigated),
+             "onset": onset, "recovery": recovery}) + "\n")
+    cpu = end.get("controller_cpu") or {}
     applied = end["job"]["applied"] if end["job"] else []
     s_raw, s_norm = _phases(slow_run, slow)
     m_raw, m_norm = _phases(out, mitigated)
@@ -270,6 +339,10 @@ def one_round(tmp: Path, r: int, k: int, factor: float, costs: Path, mode: str,
                      / _window(src_norm, *src_win)) if first_n >= 3 else float("nan")
     escalations = [x["strategy"] for x in records if x["record"] == "decision"
                    and x["strategy"] not in ("S1", "S2")]
+    # the removal on the steps that ran the first split only (against the fail-slow run's
+    # same steps), and where it goes
+    removed_split = ((_window(s_norm, *first) - _window(m_norm, *first))
+                     / (_window(s_norm, *first) - healthy_n)) if first_n >= 3 else float("nan")
     return {
         "load_start": load0, "load_end": os.getloadavg()[0],
         "applied_step": at, "assignment": applied[0]["assignment"], "actions": len(applied),
@@ -291,6 +364,12 @@ def one_round(tmp: Path, r: int, k: int, factor: float, costs: Path, mode: str,
         "predicted_optimum_split": pred_opt["assignment"],
         "predicted_optimum_after_s": pred_opt["after_s"],
         "prediction_error_optimum": pred_opt["after_s"] / at_load - 1,
+        "removed_split_steps": removed_split,
+        **split_account(out, mitigated, *first, applied[0]["assignment"], before),
+        "controller_cpu_ms_per_step": cpu.get("per_step_ms"),
+        "controller_placement": next((x for x in records if x["record"] == "controller"),
+                                     None),
+        "controller_cpu_by_phase": cpu.get("per_step_ms_by_phase"),
     }
 
 
@@ -447,6 +526,32 @@ def _print(args: argparse.Namespace, table: list[tuple[float, list[dict[str, Any
               f"({', '.join(f'{v * 100:+.0f}' for v in err_opt)}) | "
               f"{', '.join(gb_text(x) for x in rows)} | {esc} | "
               f"{[x['assignment'] for x in rows]} |")
+    print()
+    print("Per round: removed (normalised, the after window) / share of the nominal optimum; "
+          "on the steps that ran the first split only; the straggler's effective factor "
+          "before the action and on those steps; the removal that split gives at that "
+          "factor (compute only); the steps' jitter above the replicas' median compute; the "
+          "controller's own CPU per job step (its thread).")
+    print()
+    print("| straggler | round | load average | removed / of optimum | on the split's steps "
+          "| factor before -> on them | split's removal at that factor | jitter | "
+          "prediction | give-back | splits | controller CPU ms/step |")
+    print("| --- | ---: | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | --- | ---: |")
+    for factor, rows in table:
+        _, opt = optimum_removed(factor)
+        for r, x in enumerate(rows):
+            rem = (x["slow_n"] - x["mitigated_n"]) / (x["slow_n"] - x["healthy_n"])
+            print(f"| x{factor:g} | {r} | {x['load_start']:.1f}-{x['load_end']:.1f} | "
+                  f"{rem * 100:.1f}% / {rem / opt * 100:.0f}% | "
+                  f"{x.get('removed_split_steps', float('nan')) * 100:.1f}% "
+                  f"({x.get('split_steps', 0)} steps) | "
+                  f"x{x.get('factor_before', float('nan')):.2f} -> "
+                  f"x{x.get('factor_split', float('nan')):.2f} | "
+                  f"{x.get('split_removal_at_factor', float('nan')) * 100:.1f}% | "
+                  f"{x.get('jitter', float('nan')) * 100:+.1f}% | "
+                  f"{x['prediction_error'] * 100:+.1f}% | {gb_text(x)} | "
+                  f"{' -> '.join(str(c) for c in x['splits'])} | "
+                  f"{x.get('controller_cpu_ms_per_step')} |")
     print()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"wall {time.perf_counter() - start:.0f} s; peak RSS of this process (controller, "

@@ -73,3 +73,56 @@ def test_a_round_without_an_action_is_a_row_of_the_table(capsys: pytest.CaptureF
     cells = [c.strip() for c in line.split("|")]
     assert "(0, 50)" in cells[4]  # removed, normalised: 0 % without the action, 50 % with
     assert "+4.0%" in line and "no action, 6" in line
+
+
+def test_split_account_on_hand_built_probe_files(tmp_path: Path) -> None:
+    """Steps 0-9 even, 10-19 the split (10, 14); replica 1 0.01 s per micro-batch, replica
+    0 x1.6 before and x1.4 on the split's steps (the straggler as it ran); every step 0.02 s
+    outside compute. On the split's steps: the factor 1.4 (before 1.6), the split's removal
+    at x1.4 (16.8 - 14) / 4.8, no jitter where one replica's compute is the step every time;
+    with the two replicas' compute alternating above each other (+-5%), the median critical
+    compute is above the larger median."""
+    import json
+
+    meta = {"trial_name": "t", "run_id": 0, "dp_size": 2, "dsp_size": 1, "pp_size": 1,
+            "tp_size": 1, "vpp_size": 1, "world_size": 2}
+
+    def job(root: Path, wobble: float) -> dict:
+        (root / "probe").mkdir(parents=True)
+        times = []
+        lines: list[list[str]] = [[], []]
+        for r in range(2):
+            lines[r].append(json.dumps({"kind": "header", "rank": r, "dp_rank": r,
+                                        "stage": 0, "meta": meta}))
+        for step in range(20):
+            split = (12, 12) if step < 10 else (10, 14)
+            t = [0.01 * (1.6 if step < 10 else 1.4), 0.01]
+            w = 1 + wobble * (1 if step % 2 else -1)
+            t = [t[0] * w, t[1] / w]
+            for r in range(2):
+                clock = 0.0
+                for mb in range(split[r]):
+                    for optype in ("forward-compute", "backward-compute"):
+                        lines[r].append(json.dumps({
+                            "kind": "span", "step": step, "optypes": [optype],
+                            "start": clock, "end": clock + t[r] / 2, "mb_id": mb}))
+                        clock += t[r] / 2
+                lines[r].append(json.dumps({"kind": "step_end", "step": step}))
+            times.append(max(m * x for m, x in zip(split, t, strict=True)) + 0.02)
+        for r in range(2):
+            (root / "probe" / f"rank-{r:05d}.jsonl").write_text("\n".join(lines[r]) + "\n")
+        return {"first_step": 0, "step_times": times}
+
+    bench = _bench()
+    out = bench.split_account(tmp_path / "a", job(tmp_path / "a", 0.0), 10, 20, [10, 14],
+                              (0, 10))
+    assert out["factor_split"] == pytest.approx(1.4)
+    assert out["factor_before"] == pytest.approx(1.6)
+    assert out["split_removal_at_factor"] == pytest.approx((16.8 - 14) / 4.8)
+    assert out["jitter"] == pytest.approx(0.0, abs=1e-9)
+    assert out["outside_compute_s"] == pytest.approx(0.02)
+    wobbly = bench.split_account(tmp_path / "b", job(tmp_path / "b", 0.05), 10, 20,
+                                 [10, 14], (0, 10))
+    # odd steps: replica 0 14 x 1.05 = 14.7 units; even: replica 1 14 / 0.95 = 14.74; the
+    # replicas' medians give max(14 x 1.0, 14 x 1.0): jitter ~ +5%
+    assert 0.04 < wobbly["jitter"] < 0.06

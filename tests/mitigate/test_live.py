@@ -4,9 +4,12 @@ probe files, and its errors."""
 from __future__ import annotations
 
 import json
+import os
+import socket
 import statistics
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +18,7 @@ import pytest
 from stragglers.cli import main
 from stragglers.mitigate.costs import load_costs
 from stragglers.mitigate.follow_job import JobFollower
-from stragglers.mitigate.live import LiveConfig, run_live
+from stragglers.mitigate.live import LiveConfig, LiveController, run_live
 
 META = {"trial_name": "t", "run_id": 0, "dp_size": 2, "dsp_size": 1, "pp_size": 1,
         "tp_size": 1, "vpp_size": 1, "world_size": 2}
@@ -148,3 +151,54 @@ def test_follower_checks_the_step_limit(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"rank-00000.jsonl: line 2: field 'step'.*live_steps|"
                                          r"rank-00000.jsonl: line 2: field 'step'.*LIVE_STEPS"):
         JobFollower(tmp_path).poll()
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="Linux affinity")
+def test_the_loop_yields_to_the_job_and_keeps_off_its_pinned_cpus(tmp_path: Path) -> None:
+    """Both ranks of a job run on this host pinned to one CPU (a real process, its pid in
+    their probe headers, as the example job with --pin-cpus writes them): the loop's thread
+    goes to the other CPUs it may use (with one CPU only: it stays, and says so) and runs
+    ``nice`` lower; both undone after. With keep_off_job_cpus off it stays where it was."""
+    mine = os.sched_getaffinity(0)
+    cpu = min(mine)
+    rank = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        os.sched_setaffinity(rank.pid, {cpu})
+        probe = tmp_path / "job" / "probe"
+        probe.mkdir(parents=True)
+        for r in range(2):
+            (probe / f"rank-{r:05d}.jsonl").write_text(json.dumps(
+                {"kind": "header", "rank": r, "dp_rank": r, "stage": 0, "meta": META,
+                 "pid": rank.pid, "host": socket.gethostname()}) + "\n")
+        seen: list[tuple[dict, set[int], int, set[int], int]] = []
+
+        def place(keep_off: bool) -> None:  # in a thread of its own: nice is per thread
+            ctl = LiveController(LiveConfig(job_dir=tmp_path / "job",
+                                            action_path=tmp_path / "a.json",
+                                            strategies=load_costs(None), nice=5,
+                                            keep_off_job_cpus=keep_off), lambda rec: None)
+            ctl.follower.poll()
+            tid = threading.get_native_id()
+            before = os.getpriority(os.PRIO_PROCESS, tid)
+            rec = ctl.place()
+            during = (os.sched_getaffinity(0), os.getpriority(os.PRIO_PROCESS, tid) - before)
+            ctl.unplace()
+            seen.append((rec, *during, os.sched_getaffinity(0), before))
+
+        for keep_off in (True, False):
+            t = threading.Thread(target=place, args=(keep_off,))
+            t.start()
+            t.join()
+    finally:
+        rank.kill()
+        rank.wait()
+    (rec, cpus, lowered, after, _), (rec2, cpus2, _, _, _) = seen
+    assert rec["record"] == "controller" and rec["job_cpus"] == [cpu]
+    assert lowered == min(5, 19 - seen[0][4])
+    if len(mine) >= 2:
+        assert cpus == mine - {cpu} and rec["cpus"] == sorted(mine - {cpu})
+        assert rec["note"] == "moved off the job's CPUs"
+    else:
+        assert cpus == mine and "no CPU free" in rec["note"]
+    assert after == mine  # undone
+    assert cpus2 == mine and "not looked at" in rec2["note"]

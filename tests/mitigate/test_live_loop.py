@@ -160,3 +160,24 @@ def test_s2_engages_when_a_new_episode_follows_the_give_back(tmp_path: Path) -> 
     assert splits[0][1] == (16, 8), splits
     assert any(decided < s <= decided + 20 and c == (8, 16) for s, c in splits), splits
     assert splits[-1][1] == (8, 16), splits
+
+
+def test_the_end_record_gives_the_loops_own_cpu_by_phase(tmp_path: Path) -> None:
+    """The ``end`` record carries the loop's CPU time per job step, by phase (read,
+    prepare, detect, plan, rebalance), over the calls that fed new steps: 10 steps in
+    5 polls of 2 fed 5 times; a poll with nothing new adds no call."""
+    job = SimJob(tmp_path / "job", 2, 1, 12, lambda p, s: 0.01 * _noise(p, s))
+    records: list[dict] = []
+    ctl = LiveController(LiveConfig(job_dir=job.root, action_path=tmp_path / "a.json",
+                                    strategies=_strategies(0.05, 4.0)), records.append)
+    for first in range(0, 10, 2):
+        job.run_steps(first, 2)
+        ctl.follower.poll()
+        ctl.advance()
+    ctl.advance()  # nothing new
+    cpu = ctl.finish()["controller_cpu"]
+    assert cpu["advances"] == 5 and cpu["steps"] == 10
+    phases = cpu["per_step_ms_by_phase"]
+    assert set(phases) == {"read", "prepare", "detect", "plan", "rebalance"}
+    assert all(v >= 0 for v in phases.values())
+    assert abs(sum(phases.values()) - cpu["per_step_ms"]) < 0.01

@@ -104,7 +104,8 @@ def _run(args: argparse.Namespace) -> int:
     cfg = LiveConfig(job_dir=Path(args.job_dir), action_path=Path(args.action),
                      strategies=load_costs(args.costs), warmup_iters=args.warmup,
                      window=args.window, poll_s=args.poll, idle_timeout_s=args.idle_timeout,
-                     force=args.force)
+                     force=args.force, nice=args.nice,
+                     keep_off_job_cpus=not args.share_job_cpus)
 
     def emit(record: dict[str, object]) -> None:
         sys.stdout.write(json.dumps(record) + "\n")
@@ -211,6 +212,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                          "(default %(default)s)")
     rn.add_argument("--force", action="store_true",
                     help="overwrite an existing action file (its seq is continued)")
+    rn.add_argument("--nice", type=non_negative_int, default=10, metavar="N",
+                    help="run the loop N steps lower in scheduling priority (nice, up to 19) "
+                         "so that it yields to the job's ranks; 0 leaves it (default "
+                         "%(default)s)")
+    rn.add_argument("--share-job-cpus", action="store_true",
+                    help="stay on the CPUs the job's ranks are pinned to (by default the "
+                         "loop moves to this host's other CPUs when there are any)")
     rn.set_defaults(func=_run)
 
     rb = msub.add_parser(

@@ -18,6 +18,8 @@ Lines that cannot be read (not JSON, a header without its fields) are counted by
 from __future__ import annotations
 
 import json
+import os
+import socket
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +46,8 @@ class _RankFile:
     line: int = 0
     tail: bytes = b""
     position: int | None = None
+    pid: int | None = None  # the rank's process (its header), on ``host``
+    host: str | None = None
     compute: np.ndarray = field(default_factory=lambda: np.zeros(1024))
     forwards: np.ndarray = field(default_factory=lambda: np.zeros(1024, dtype=np.int64))
     ended: np.ndarray = field(default_factory=lambda: np.zeros(1024, dtype=bool))
@@ -82,15 +86,18 @@ class JobFollower:
         self.files: dict[Path, _RankFile] = {}
         self.meta: JobMeta | None = None
         self.bad_lines: Counter[str] = Counter()
+        self._listed = False  # every rank's file found: no more listing of the folder
 
     # -- reading ------------------------------------------------------------------------
     def poll(self) -> int:
         """Read what the ranks appended since the last call; returns the bytes read."""
-        if not self.probe_dir.is_dir():
-            return 0
+        if not self._listed:
+            if not self.probe_dir.is_dir():
+                return 0
+            for path in sorted(self.probe_dir.glob("rank-*.jsonl")):
+                self.files.setdefault(path, _RankFile(path))
         got = 0
-        for path in sorted(self.probe_dir.glob("rank-*.jsonl")):
-            rf = self.files.setdefault(path, _RankFile(path))
+        for path, rf in self.files.items():
             try:
                 with path.open("rb") as fh:
                     fh.seek(rf.offset)
@@ -108,6 +115,7 @@ class JobFollower:
             for raw in lines:
                 rf.line += 1
                 self._line(rf, raw)
+        self._listed = self.ready()  # then the files to read are known
         return got
 
     def _line(self, rf: _RankFile, raw: bytes) -> None:
@@ -158,6 +166,9 @@ class JobFollower:
         if self.meta is None:
             self.meta = job
         rf.position = stage * job.dp_size + dp_rank
+        pid, host = rec.get("pid"), rec.get("host")
+        rf.pid = pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None
+        rf.host = host if isinstance(host, str) else None
 
     # -- state --------------------------------------------------------------------------
     def ready(self) -> bool:
@@ -179,6 +190,25 @@ class JobFollower:
         compute = np.stack([rf.compute[steps] for rf in ranks])
         forwards = np.stack([rf.forwards[steps] for rf in ranks])
         return StepTable(steps, compute, forwards)
+
+    def job_cpus(self) -> set[int] | None:
+        """The CPUs the job's ranks may run on (the union of their affinities, read from the
+        pids in their headers); None when not known (a rank on another host or without a
+        pid, a process gone, a platform without ``sched_getaffinity``)."""
+        if not hasattr(os, "sched_getaffinity") or not self.ready():
+            return None
+        here = socket.gethostname()
+        cpus: set[int] = set()
+        for rf in self.files.values():
+            if rf.position is None:
+                continue
+            if rf.pid is None or rf.host != here:
+                return None
+            try:
+                cpus |= os.sched_getaffinity(rf.pid)
+            except OSError:
+                return None
+        return cpus
 
     def finished(self) -> bool:
         """Whether the job wrote its final worker records (one per rank)."""

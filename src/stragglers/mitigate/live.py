@@ -40,14 +40,22 @@ Each poll:
 Records (one JSON object per line, key ``record``): ``watch`` (a detection event, as
 ``stragglers watch`` prints it), ``decision`` (a planner decision and what the loop did),
 ``action`` (an action file written, with the rebalancer's estimate), ``recovery`` (an
-episode ended), ``end`` (when the job finished: steps followed, actions,
-what the job reports it applied, lines of the probe files that could not be read).
+episode ended), ``controller`` (where the loop runs: :meth:`LiveController.place`), ``end``
+(when the job finished: steps followed, actions, what the job reports it applied, lines of
+the probe files that could not be read, the loop's own CPU time by phase).
+
+The loop stays out of the job's way (a monitor that takes its job's CPU makes a rank look
+slow and follows its own shadow): it reads and computes only when the probe files grew, and
+its thread runs ``nice`` lower and, where the ranks are pinned to some of this host's CPUs,
+on the others.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -68,7 +76,7 @@ from stragglers.mitigate.follow_job import JobFollower
 from stragglers.mitigate.planner import Decision, plan_mitigation
 from stragglers.mitigate.rebalance import Rebalancer, lower_median
 
-__all__ = ["LiveConfig", "LiveController", "run_live"]
+__all__ = ["CpuMeter", "LiveConfig", "LiveController", "run_live"]
 
 
 def _stage_ratio(u: np.ndarray) -> np.ndarray:
@@ -120,6 +128,36 @@ class LiveConfig:
     poll_s: float = 0.25
     idle_timeout_s: float = 120.0
     force: bool = False
+    nice: int = 10  # the loop's thread this much lower in priority while it runs (0: as is)
+    keep_off_job_cpus: bool = True  # move the loop's thread off CPUs the ranks are pinned to
+
+
+PHASES = ("read", "prepare", "detect", "plan", "rebalance")
+
+
+@dataclass
+class CpuMeter:
+    """The loop thread's own CPU seconds (``time.thread_time``), by phase: ``read`` (the
+    probe files: poll, complete steps), ``prepare`` (the steps' relative times and measured
+    slowdown, given to the rebalancer), ``detect`` (the watcher), ``plan`` (the ski-rental
+    planner), ``rebalance`` (the rebalancer's estimate, the split, the action file); and
+    the calls of :meth:`LiveController.advance` that fed new steps."""
+
+    seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
+    advances: int = 0
+
+    def add(self, phase: str, since: float) -> float:
+        """Add the CPU time since ``since`` to ``phase``; returns the present CPU time."""
+        now = time.thread_time()
+        self.seconds[phase] += now - since
+        return now
+
+    def to_dict(self, steps: int) -> dict[str, object]:
+        total = sum(self.seconds.values())
+        per = 1e3 / max(steps, 1)
+        return {"total_s": round(total, 4), "per_step_ms": round(total * per, 3),
+                "per_step_ms_by_phase": {k: round(v * per, 3) for k, v in self.seconds.items()},
+                "advances": self.advances, "steps": steps}
 
 
 @dataclass
@@ -158,6 +196,8 @@ class LiveController:
         self.stream = EventStream()
         self.state = _State()
         self.rebalancer = Rebalancer(1, 1)  # set from the job's first complete step
+        self.cpu = CpuMeter()
+        self._placed: tuple[int | None, set[int] | None] | None = None  # what place() changed
         if cfg.action_path.exists():  # --force: continue the numbering of the file there
             self.state.seq = self._existing_seq()
 
@@ -171,14 +211,29 @@ class LiveController:
 
     # -- the loop -----------------------------------------------------------------------
     def run(self) -> dict[str, object]:
-        """Poll until the job finishes; returns the ``end`` record."""
+        """Poll until the job finishes; returns the ``end`` record. The loop's thread runs
+        at a lower priority and off the job's CPUs while it runs (:meth:`place`)."""
+        try:
+            return self._loop()
+        finally:
+            self.unplace()
+
+    def _loop(self) -> dict[str, object]:
         last_progress = time.monotonic()
+        finished = False
         while True:
-            finished = self.follower.finished()
+            t0 = time.thread_time()
             got = self.follower.poll()
-            if got:
+            if not got:  # (a job that still writes has not finished: no listing then)
+                finished = self.follower.finished()
+                if finished:
+                    self.follower.poll()  # what it wrote before its final records
+            self.cpu.add("read", t0)
+            if got or finished:
                 last_progress = time.monotonic()
-            self.advance()
+                if self._placed is None and self.follower.ready():
+                    self.place()
+                self.advance()  # (no new bytes: no new complete step)
             if finished:
                 return self.finish()
             if time.monotonic() - last_progress > self.cfg.idle_timeout_s:
@@ -189,13 +244,77 @@ class LiveController:
                     f"{self.cfg.job_dir}?)")
             time.sleep(self.cfg.poll_s)
 
+    def place(self) -> dict[str, object]:
+        """Keep the loop out of the job's way: lower its thread's scheduling priority by
+        ``nice``, and, where the job's ranks run on this host pinned to some of the CPUs
+        this thread may use, move the thread to the others (none left: it stays where it
+        is, at the lower priority). Emits and returns a ``controller`` record."""
+        tid = threading.get_native_id()
+        old_nice: int | None = None
+        nice = None
+        if self.cfg.nice > 0 and hasattr(os, "getpriority"):
+            try:
+                old_nice = os.getpriority(os.PRIO_PROCESS, tid)
+                os.setpriority(os.PRIO_PROCESS, tid, min(old_nice + self.cfg.nice, 19))
+                nice = os.getpriority(os.PRIO_PROCESS, tid)
+            except OSError:
+                old_nice = None
+        old_cpus: set[int] | None = None
+        job = self.follower.job_cpus() if hasattr(os, "sched_getaffinity") else None
+        mine = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+        if not self.cfg.keep_off_job_cpus:
+            note = "the job's CPUs not looked at (--share-job-cpus)"
+        elif job is None or mine is None:
+            note = "the job's CPUs are not known here (another host, or no affinity)"
+        elif not (mine & job):
+            note = "already off the job's CPUs"
+        elif not mine - job:
+            note = "no CPU free of the job's ranks: sharing theirs, at the lower priority"
+        else:
+            try:
+                os.sched_setaffinity(0, mine - job)
+                old_cpus = mine
+                note = "moved off the job's CPUs"
+            except OSError as exc:
+                note = f"could not move off the job's CPUs ({exc.strerror or exc})"
+        self._placed = (old_nice, old_cpus)
+        now = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+        rec: dict[str, object] = {
+            "record": "controller", "nice": nice,
+            "job_cpus": sorted(job) if job is not None else None,
+            "cpus": sorted(now) if now is not None else None, "note": note}
+        self.emit(rec)
+        return rec
+
+    def unplace(self) -> None:
+        """Undo :meth:`place` where allowed (raising the priority back may need privileges:
+        then the thread stays at the lower one)."""
+        if self._placed is None:
+            return
+        old_nice, old_cpus = self._placed
+        self._placed = None
+        if old_cpus is not None:
+            try:
+                os.sched_setaffinity(0, old_cpus)
+            except OSError:
+                pass
+        if old_nice is not None:
+            try:
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), old_nice)
+            except OSError:
+                pass
+
     def advance(self) -> None:
         """Feed the newly complete steps, plan, act."""
+        t0 = time.thread_time()
         if not self.follower.ready():
             return
         table = self.follower.table(after=self.state.fed_until)
         if table.steps.size == 0:
+            self.cpu.add("read", t0)
             return
+        self.cpu.advances += 1
+        t0 = self.cpu.add("read", t0)
         meta = self.follower.meta
         assert meta is not None
         pp, dp = meta.pp_size, meta.dp_size
@@ -227,6 +346,7 @@ class LiveController:
         if self.state.first_fed < 0:
             self.state.first_fed = int(table.steps[0])
         self.state.fed_until = int(table.steps[-1])
+        t0 = self.cpu.add("prepare", t0)
         events = self.watcher.process_items(items)
         ref = self.reference_s() if events else 0.0
         if not (math.isfinite(ref) and ref > 0):  # no compute measured in the window
@@ -241,8 +361,11 @@ class LiveController:
             if math.isfinite(ref) and ev.level_s is not None and ev.healthy_s is not None:
                 ev = replace(ev, level_s=ev.level_s * ref, healthy_s=ev.healthy_s * ref)
             add_event(self.stream, ev, f"watch event {ev.line}", self.state.lines)
+        t0 = self.cpu.add("detect", t0)
         self.plan()
+        t0 = self.cpu.add("plan", t0)
         self.rebalance()
+        self.cpu.add("rebalance", t0)
 
     def stage_base(self, per_mb: np.ndarray) -> np.ndarray:
         """Each stage's expected time per micro-batch relative to stage 0's: the median over
@@ -397,6 +520,7 @@ class LiveController:
                "actions": len(self.state.actions), "assignment": list(self.state.counts),
                "decisions": len(self.state.handled),
                "unreadable_probe_lines": dict(sorted(self.follower.bad_lines.items())),
+               "controller_cpu": self.cpu.to_dict(self.state.points),
                "job": self.follower.job_report()}
         self.emit(end)
         return end

@@ -34,7 +34,8 @@ straggler (the split before gave micro-batches to a replica the estimate now mea
 slower) is void: neither kept nor taken back on its measure, the estimate decides. A change
 from one rebalanced
 split to another *away* from even is not tried when its predicted gain is below what its
-trial could resolve at the noise measured (``held_back`` counts them); the first change
+trial could resolve at the noise measured, on the same relative steps as the trials
+(``held_back`` counts them); the first change
 from the even split, every return to it and every move toward it are. (Relative to the
 step's common level, a slow replica slowed further by a split is seen; a fast replica
 slowed by the micro-batches it took, where replicas share cores, is not. Judged in seconds
@@ -258,8 +259,8 @@ class Rebalancer:
     def estimate(self) -> Estimate | None:
         """The robust times per micro-batch over the last ``window`` complete steps (None
         before ``min_steps`` such steps)."""
-        _, x = self._complete()
-        x = x[-self.window:]
+        steps, x = self._complete()
+        steps, x = steps[-self.window:], x[-self.window:]
         if x.shape[0] < self.min_steps:
             return None
         common = lower_median(x, axis=1)  # per step: load on every replica cancels
@@ -267,8 +268,15 @@ class Rebalancer:
         k = self.min_steps
         faster: tuple[int, ...] = ()
         if r.shape[0] > k:
-            # a level shift (onset, recovery) inside the window: the steps since it only
+            # a level shift (onset, recovery) inside the window: the steps since it only.
+            # Compared with the older steps of the split in effect when there are 3 of
+            # them: where the split changes a replica's time per micro-batch (replicas
+            # sharing cores), older steps of another split widen the spread and hid a
+            # recovery
             recent, older = r[-k:], r[:-k]
+            same = steps[:-k] >= self._since
+            if np.sum(same) >= 3:
+                older = older[same]
             m_new, m_old = np.median(recent, axis=0), np.median(older, axis=0)
             mad = np.maximum(np.median(np.abs(recent - m_new), axis=0),
                              np.median(np.abs(older - m_old), axis=0))
@@ -415,7 +423,10 @@ class Rebalancer:
         t = est.times_s
         best = best_split(t, self.m * self.dp, self.stages, source="Rebalancer: times")
         limit = step_of(best, t, self.stages) * (1 + self.tolerance)
-        now = self.step_costs_s(self._since, est.steps, self.counts)
+        # the split's recent steps relative to their common level, as trials are judged
+        # (in seconds, machine-wide load jumps inflated the noise and held back refinements
+        # the trial would have resolved)
+        now = self.step_costs_s(self._since, est.steps, self.counts, relative=True)
         extra = {"best": tuple(int(c) for c in best),
                  "predicted_even_s": step_of(self.even, t, self.stages),
                  "predicted_now_s": step_of(self.counts, t, self.stages),
@@ -437,8 +448,7 @@ class Rebalancer:
                 new, reason = self.counts, "held back"
         if new != self.counts:
             gain = 1 - step_of(new, t, self.stages) / step_of(self.counts, t, self.stages)
-            before = self.step_costs_s(self._since, est.steps, self.counts, relative=True)
-            self._trial = (self.counts, before, gain)
+            self._trial = (self.counts, now, gain)
             self._switch(new)
         return self._noted(last, reason, est, **extra)
 
