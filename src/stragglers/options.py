@@ -106,6 +106,14 @@ def non_negative_int(text: str) -> int:
     return value
 
 
+def nice_increment(text: str) -> int:
+    """A scheduling-priority increment: an integer in [0, 19] (nice's range)."""
+    value = _integer(text)
+    if not 0 <= value <= 19:
+        raise argparse.ArgumentTypeError(f"expected an integer in [0, 19], got {text!r}")
+    return value
+
+
 def any_int(text: str) -> int:
     """Any integer of at most 18 digits."""
     return _integer(text)

@@ -18,6 +18,7 @@ from stragglers import options
     (options.slowdown_factor, ["1", "1.5"], ["0.99", "nan", "inf"]),
     (options.positive_int, ["1", "42"], ["0", "-3", "1.5", "1e3", "9" * 19]),
     (options.non_negative_int, ["0", "7"], ["-1", "x"]),
+    (options.nice_increment, ["0", "10", "19"], ["-1", "20", "x"]),
 ])
 def test_ranges(func, good, bad):
     for text in good:

@@ -11,6 +11,7 @@ from typing import Protocol
 
 from stragglers.options import (
     cost_coefficients,
+    nice_increment,
     non_negative_int,
     positive_float,
     positive_int,
@@ -212,7 +213,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                          "(default %(default)s)")
     rn.add_argument("--force", action="store_true",
                     help="overwrite an existing action file (its seq is continued)")
-    rn.add_argument("--nice", type=non_negative_int, default=10, metavar="N",
+    rn.add_argument("--nice", type=nice_increment, default=10, metavar="N",
                     help="run the loop N steps lower in scheduling priority (nice, up to 19) "
                          "so that it yields to the job's ranks; 0 leaves it (default "
                          "%(default)s)")
