@@ -34,6 +34,9 @@ from stragglers.evaluation.jobcorpus import (
     LL_OVERSHOOT,
     LL_SLOW_ITERS,
     LL_SLOWDOWN,
+    ME_OVERSHOOT,
+    ME_SLOW_ITERS,
+    ME_SLOWDOWN,
     MIN_EVENT_ITERS,
     MP_SLOW_ITERS,
     MP_SLOWDOWN,
@@ -50,6 +53,8 @@ from stragglers.evaluation.jobcorpus import (
     SLOWDOWN_EVENT,
     JobEvent,
     JobSeries,
+    _Experts,  # the MoE layers' time, checked below
+    _MoeSlow,
     _phase_busy,  # the launch queue, checked below
     generate_call_job,
     generate_job_corpus,
@@ -87,7 +92,7 @@ def test_every_family_and_scenario_is_present(corpus) -> None:
     assert {s.family for s in corpus} == set(FAMILIES)
     assert {(s.family, s.scenario) for s in corpus} == {(f, s) for f, s, _, _ in SCENARIOS}
     assert len(generate_job_corpus(0, scale=1.0, families=("flapping",))) == 24
-    assert sum(c for _, _, c, _ in SCENARIOS) in range(345, 650)
+    assert sum(c for _, _, c, _ in SCENARIOS) in range(345, 700)
     assert set(HELD_OUT) < set(FAMILIES)
 
 
@@ -362,7 +367,8 @@ def test_bimodal_replay_labels() -> None:
 #: 8fc6638; ``accum``'s before ``memory`` was, commit 54f4b8d; ``memory``'s before
 #: ``prefetch`` was, commit 11edf64; ``prefetch``'s before ``pipeline`` was, commit b179149;
 #: ``pipeline``'s and ``lossy_link``'s before ``gc_pause`` was, commit a114d3e; ``gc_pause``'s
-#: before ``dispatch`` was, commit 3e2e36e): a family
+#: before ``dispatch`` was, commit 3e2e36e; ``dispatch``'s before ``moe`` was, commit d961c77):
+#: a family
 #: appended at the end of FAMILIES / SCENARIOS must leave every other family's bytes
 #: alone.
 FINGERPRINTS = {
@@ -392,6 +398,7 @@ FINGERPRINTS = {
     "pipeline": "77f03227529405ff",
     "lossy_link": "68bb6c2fd794c0b8",
     "gc_pause": "4ea64fc9dcd7544a",
+    "dispatch": "c1145c9e72fb484c",
 }
 
 
@@ -412,9 +419,9 @@ def _fingerprint(family: str) -> str:
 
 
 def test_existing_families_are_unchanged() -> None:
-    assert set(FINGERPRINTS) == set(FAMILIES) - {"dispatch"}
-    assert FAMILIES[-9:] == ("ladder", "seqlen", "accum", "memory", "prefetch", "pipeline",
-                             "lossy_link", "gc_pause", "dispatch")
+    assert set(FINGERPRINTS) == set(FAMILIES) - {"moe"}
+    assert FAMILIES[-10:] == ("ladder", "seqlen", "accum", "memory", "prefetch", "pipeline",
+                              "lossy_link", "gc_pause", "dispatch", "moe")
     assert {f: _fingerprint(f) for f in FINGERPRINTS} == FINGERPRINTS
 
 
@@ -431,7 +438,8 @@ def _durations(s: JobSeries) -> np.ndarray:
                                               ("pipeline", "slow"),
                                               ("lossy_link", "slow"),
                                               ("gc_pause", "slow"),
-                                              ("dispatch", "slow")])
+                                              ("dispatch", "slow"),
+                                              ("moe", "slow")])
 def test_family_is_deterministic_per_seed(family: str, slow: str) -> None:
     a = generate_series(11, family, slow, 2)
     assert _same(a, generate_series(11, family, slow, 2))
@@ -441,13 +449,13 @@ def test_family_is_deterministic_per_seed(family: str, slow: str) -> None:
     assert _same(h, generate_series(11, family, "healthy", 0))
 
 
-def test_dispatch_is_the_held_out_family() -> None:
-    assert HELD_OUT == ("dispatch",)
+def test_moe_is_the_held_out_family() -> None:
+    assert HELD_OUT == ("moe",)
 
 
-def test_dispatch_fingerprint() -> None:
+def test_moe_fingerprint() -> None:
     """The held-out family's own bytes (seed 0), as committed before its one evaluation."""
-    assert _fingerprint("dispatch") == "c1145c9e72fb484c"
+    assert _fingerprint("moe") == "f0b2ae7a02820035"
 
 
 def test_ladder_labels() -> None:
@@ -1030,3 +1038,101 @@ def test_dispatch_labels() -> None:
             assert np.all(v[400:] < (1.0 + SLOWDOWN_EVENT) * ref_400[:v.size - 400]), s.name
     assert kinds == {"neighbour", "quota", "freq_cap", "sync"}
     assert shapes == {"level", "intermittent"}
+
+
+def _layers(mix: list[list[float]], ranks: int, cap: float = 0.0, padded: bool = False,
+            fixed: float = 0.1, cost: list[float] | None = None, sl: _MoeSlow | None = None
+            ) -> _Experts:
+    """A one-layer, one-step-per-row ``moe`` series with the routing shares ``mix`` (rows:
+    steps), no gate bias, no count noise, a MoE share of 1 and nothing else in the step."""
+    m = np.array(mix, dtype=float)[:, None, :]
+    n, e = m.shape[0], m.shape[2]
+    c = np.ones((ranks, n)) if cost is None else np.array(cost, dtype=float)[:, None] * np.ones(n)
+    return _Experts(count_z=np.zeros((n, 1, e)), mix=m, bias=np.zeros((n, 1, e)),
+                    innov=np.zeros((n, 1, e)), domain=np.zeros((1, e)), cost=c,
+                    rate=np.ones(n), warm=np.ones(n), level=np.ones(n),
+                    ep=np.full(n, ranks), cap=np.full(n, cap), padded=padded, tokens=100.0,
+                    share=1.0, fixed=fixed, tau=50.0, rest=np.zeros(n))
+
+
+def test_moe_layer_waits_for_the_busiest_rank() -> None:
+    """An MoE layer of the ``moe`` family lasts, over its balanced time, its fixed share plus
+    the rest times the busiest rank's load over the balanced one (by hand: 4 experts on 2
+    ranks, 400 assignments): dropless, the load follows the routing; a capacity cuts each
+    expert at capacity x 100 tokens (a collapse then costs at most the capacity); padded
+    buffers cost the capacity whatever the routing; a slow rank shows only in the steps where
+    its load times its cost is the largest."""
+    even, skew, one = [0.25] * 4, [0.5, 0.3, 0.1, 0.1], [0.97, 0.01, 0.01, 0.01]
+    got = _layers([even, skew, one], 2).busy(0, 3)
+    # rank loads (experts 0-1, 2-3) over the balanced 200: 1, 1.6, 1.96
+    assert got == pytest.approx([0.1 + 0.9 * 1.0, 0.1 + 0.9 * 1.6, 0.1 + 0.9 * 1.96])
+    capped = _layers([even, skew, one], 2, cap=1.25).busy(0, 3)
+    # capped at 125 a expert: rank 0 holds min(200, 125) + min(120, 125), 125 + 4
+    assert capped == pytest.approx([1.0, 0.1 + 0.9 * 245 / 200, 0.1 + 0.9 * 129 / 200])
+    padded = _layers([even, skew, one], 2, cap=1.5, padded=True).busy(0, 3)
+    assert padded == pytest.approx([0.1 + 0.9 * 1.5] * 3)
+    # rank 1 1.5x slower: hidden where rank 0 is far busier, seen where the loads are even
+    slow = _layers([even, skew, [0.1, 0.1, 0.4, 0.4]], 2, cost=[1.0, 1.5]).busy(0, 3)
+    assert slow == pytest.approx([0.1 + 0.9 * 1.5, 0.1 + 0.9 * 1.6, 0.1 + 0.9 * 1.6 * 1.5])
+    # a collapse onto expert 3 (its bias +g) and a raised capacity, over steps [1, 3)
+    ex = _layers([even] * 3, 2, cap=1.0)
+    col = _layers([even] * 3, 2).busy(0, 3, _MoeSlow(1, 3, "collapse", float(np.log(7.0)),
+                                                       who=(3,)))
+    assert col == pytest.approx([1.0, 0.1 + 0.9 * 1.6, 0.1 + 0.9 * 1.6])  # 7/10 on expert 3
+    raised = ex.busy(0, 3, _MoeSlow(1, 3, "capacity", 1.0))
+    assert raised == pytest.approx([1.0, 1.0, 1.0])  # even: nothing was dropped
+    # skewed: rank 0 cut at 100 + 100 a step; the capacity doubled over step 1 only
+    raised = _layers([skew] * 3, 2, cap=1.0).busy(0, 3, _MoeSlow(1, 2, "capacity", 1.0))
+    assert raised == pytest.approx([1.0, 0.1 + 0.9 * 1.6, 1.0])
+
+
+def test_moe_labels() -> None:
+    """Mixture-of-experts load imbalance: every labelled slowdown (a router collapse, the
+    balancing loss switched off, a raised capacity factor, a data domain that concentrates
+    the tokens, a slow expert-parallel rank) raises the mean step time over its span to its
+    label (+12-45 % over the span's healthy mean, up to ME_OVERSHOOT more), decidably (the
+    rise five standard errors of the span's mean); the span starts and ends with a changed
+    step; a configuration change (balancing loss off, capacity raised) comes with a restart
+    and another that restores it; the records show the slowdown (their mean over the span is
+    at least 1.1 x the mean of the 200 healthy records before and after it, their largest 4
+    left out); 40 healthy steps follow each; nothing else is slow; every series has long
+    healthy steps (checkpoints, evaluations, heavy batches) and a data-dependent step time;
+    negatives carry no label and no sustained rise (any 200 records, their largest 4 left out,
+    below 1.1 x the mean of the 400 before them: a restart's new configuration moves the
+    level by -15 % to +4 %)."""
+    kinds: set[str] = set()
+    for s in _family_series("moe"):
+        factor = s.level / s.healthy
+        d = _durations(s)
+        steady = s.iter > LEAD_ITERS
+        inside_any = _in_events(s)
+        ok = steady & ~inside_any
+        changes = 0
+        for e in s.events:
+            kinds.add(e.kind)
+            assert e.kind in ("collapse", "aux_off", "capacity", "domain", "slow_rank")
+            assert not e.ranks and e.start_iter > LEAD_ITERS
+            changes += e.kind in ("aux_off", "capacity")
+            assert e.end_iter - e.start_iter >= max(MIN_EVENT_ITERS, ME_SLOW_ITERS[0])
+            inside = (s.iter >= e.start_iter) & (s.iter < e.end_iter)
+            s_e = e.loss / (1.0 - e.loss)
+            assert ME_SLOWDOWN[0] - 1e-9 <= s_e <= ME_SLOWDOWN[1] + ME_OVERSHOOT + 1e-9
+            ref = s.healthy[inside].mean()
+            assert np.isclose(s.level[inside].mean(), (1.0 + s_e) * ref, rtol=1e-6)
+            x = s.level[inside] / ref
+            assert x.size >= 25.0 * x.var() / s_e ** 2, s.name
+            lv = factor[inside]
+            assert abs(lv[0] - 1.0) > 1e-9 and abs(lv[-1] - 1.0) > 1e-9
+            _clear_after(s, e, factor)
+            _above_the_healthy_around(d, ok, inside, s.name, drop=4)
+        assert s.restarts >= 2 * changes, s.name
+        assert np.allclose(factor[~inside_any], 1.0), s.name
+        h = s.healthy[ok] / s.healthy[ok].mean()
+        assert np.sum(h > 1.5) >= 3 and h.std() > 0.02, s.name
+        if not s.positive:
+            assert not s.events
+            x = d[LEAD_ITERS + 1:]
+            v = np.sort(sliding_window_view(x, 200), axis=1)[:, :-4].mean(axis=1)
+            ref_400 = sliding_window_view(x, 400).mean(axis=1)
+            assert np.all(v[400:] < (1.0 + SLOWDOWN_EVENT) * ref_400[:v.size - 400]), s.name
+    assert kinds == {"collapse", "aux_off", "capacity", "domain", "slow_rank"}

@@ -520,6 +520,75 @@ detector changes, by someone who never ran the detector on it):
                  series alone (host spikes, hidden neighbours, batch-shape changes,
                  checkpoints, evaluations).
 
+The held-out family of the fourteenth round (written and committed before that round's
+detector changes, by someone who never ran the detector on it):
+
+``moe``          mixture-of-experts load imbalance under expert parallelism (a learnt gate
+                 routes each token to its experts; the dispatch all-to-all, the expert
+                 compute and the combine all-to-all wait for the expert-parallel rank that
+                 holds the most tokens; a capacity factor drops the tokens beyond capacity;
+                 an auxiliary balancing loss keeps the gate near even).  8-64 experts a layer
+                 (:data:`ME_EXPERTS`) on 2-16 ranks (never more ranks than experts), 1-2 groups
+                 of MoE layers with a router each, 256-4096 token assignments per expert, layer
+                 and step at balance (:data:`ME_TOKENS`).  Each step's batch is a mixture of
+                 4-16 data domains (Dirichlet, concentration 3-50: some batches come mostly
+                 from one or two domains), each domain routing by its own preferences (logit
+                 sd 0.3-1); the gate's bias tilts the mixture and wanders about balance
+                 (sd 0.02-0.15), pulled back by the balancing loss with a time constant of
+                 20-300 steps (:data:`ME_BALANCE_TAU`); an expert's count is normal about its
+                 mean (Poisson's spread).  Routing: dropless (half the series), or a capacity
+                 factor of 1-2 (:data:`ME_CAPACITY`) that cuts each expert's tokens, the
+                 buffers padded to the capacity in half of those (:data:`ME_PAD_P`: the time
+                 then follows the capacity, not the load).  A layer lasts a fixed share
+                 (5-20 %: gate, permutation, latency) plus the rest times the busiest rank's
+                 load times its cost per token (0.2-1 % jitter per rank and step) over the
+                 balanced load; the MoE layers are 30-70 % of a balanced step
+                 (:data:`ME_SHARE`), the rest dense compute (a wandering rate, jitter 0.3-2 %,
+                 a warm-up), plus the exposed all-reduce (5-20 %), checkpoints (every
+                 200-1000 steps, 1-3 steps at 1.5-4x) and evaluations (every 100-1000 steps,
+                 +1-4 mean steps).  Healthy: the step time follows the batch's content (the
+                 largest expert's share over the mean share, less 1, "MaxVio": its median
+                 over the steps 0.23-2.35 across the negatives of seeds 0-11; a wide,
+                 right-skewed step time), capacity-bound steps, 0-3 gate drifts
+                 (one expert a layer pushed up by 0.2-1.5 logits over 20-200 steps and pulled
+                 back by the balancing loss; kept where the mean step over the drift rises by
+                 less than 3 %, halved up to 4 times), and the series cut in 1-3 parts, a
+                 part after the first starting with a planned restart with chance 0.6
+                 (downtime 60-900 s, a warm-up, another expert-parallel size or capacity
+                 factor; its mean busy time 0.85-1.04x the previous part's).  Positives: 1-3
+                 slowdowns (one in each part, the first always, the others with chance 0.7;
+                 200 steps after a restart and before the next, else 40 healthy steps after),
+                 each raising the mean step time over its span by +12-45 %
+                 (:data:`ME_SLOWDOWN`, up to :data:`ME_OVERSHOOT` more) over the span's
+                 healthy mean, where dropless: the router collapsing onto 1-3 experts a layer
+                 (``collapse``: the most popular ones at its start, their bias raised over
+                 20-400 steps), the balancing loss switched off at a restart (``aux_off``: the
+                 gate's updates are no longer pulled back and walk away from balance, ``g``
+                 times the healthy ones) or a data domain that concentrates the tokens
+                 (``domain``: 30-100 % of every batch from a domain whose preferences have an
+                 sd ``g``, the balancing loss undoing 20-70 % of its skew with its time
+                 constant); where capped: the capacity factor raised at a restart
+                 (``capacity``: ``1 + g`` times; padded buffers cost it on every step,
+                 unpadded ones only where the routing is skewed); anywhere: one rank's link
+                 or device slower (``slow_rank``: its cost per token ``1 + g`` times, seen in
+                 a step where its load times its cost is the largest).  Under a capacity a
+                 skew costs no time beyond it (the tokens are dropped), so the kinds that
+                 skew the routing are drawn where it is dropless.  A configuration change
+                 (``aux_off``, ``capacity``) comes with a restart at its start and another
+                 at its end that restores the old configuration (the counterfactual healthy
+                 series has both restarts); a collapse or a switched-off balancing loss
+                 returns to balance over 1-30 steps after the span.  A domain or a slow rank
+                 steps up or climbs linearly over 20-60 % of the span (at most 200 steps).
+                 The size ``g`` is solved by bisection for the rise over a span of 60-800
+                 steps (:data:`ME_SLOW_ITERS`) and at least 1.3 x 25 x (cv / rise)^2, drawn
+                 again (at most 8 times) until the labelled span holds 25 x (its own sd / its
+                 rise)^2 steps and stands +12 % above the healthy steps of the 200 before and
+                 after it (their 4 longest left out; the first part's last try: a slow rank,
+                 a step, over the part's whole room).  Labelled from the first step that
+                 changes to the last, by the span's mean rise over its healthy mean (kinds
+                 ``collapse`` / ``aux_off`` / ``domain`` / ``capacity`` / ``slow_rank``).
+                 Negatives: the healthy series alone.
+
 :data:`HELD_OUT` names the families that were never looked at while the detector was changed
 for issue 29 (decided before the changes): they are only evaluated.
 """
@@ -1023,22 +1092,86 @@ HD_SYNC_DEV = 0.1  # ... and this share of it on the device (small kernels)
 HD_RAMP_P = 0.5  # neighbour / frequency cap: the slowdown climbs with this chance ...
 HD_RAMP = (0.2, 0.6)  # ... linearly over this share of the span, ...
 HD_RAMP_MAX = 200  # ... at most this many steps
+# moe (module docstring): mixture-of-experts load imbalance under expert parallelism
+ME_EXPERTS = (8, 16, 32, 64)  # experts of an MoE layer ...
+ME_RANKS = (2, 4, 8, 16)  # ... spread evenly over this many expert-parallel ranks (at most E)
+ME_LAYERS = (1, 2)  # groups of MoE layers with a router each (a group's layers route alike)
+ME_TOKENS = (256.0, 4096.0)  # token assignments per expert, layer and step at balance
+ME_DROPLESS_P = 0.5  # dropless routing (no capacity, no token dropped) with this chance, ...
+ME_CAPACITY = (1.0, 1.25, 1.5, 2.0)  # ... else a capacity factor: tokens beyond it dropped,
+ME_PAD_P = 0.5  # ... the experts' buffers padded to the capacity with this chance (the time
+#                 then follows the capacity, not the load)
+ME_SHARE = (0.3, 0.7)  # the MoE layers' share of a balanced step (all-to-alls, experts) ...
+ME_FIXED = (0.05, 0.2)  # ... of which this share does not grow with the load (gate, latency)
+ME_DOMAINS = (4, 16)  # data domains, each routing its tokens its own way: ...
+ME_DOMAIN_SD = (0.3, 1.0)  # ... a preference (logit) per layer and expert with this sd
+ME_MIX_CONC = (3.0, 50.0)  # a batch's mixture of domains: Dirichlet, this concentration
+ME_BALANCE_TAU = (20.0, 300.0)  # the balancing loss pulls the gate back: this time constant
+ME_BIAS_SD = (0.02, 0.15)  # ... the gate's bias wanders about balance with this sd (logit)
+ME_RANK_JITTER = (0.002, 0.01)  # each rank's cost per token, per step (log space)
+ME_WANDER_SD = (0.003, 0.015)  # device rate: AR(1) in log space, stationary sd ...
+ME_WANDER_PHI = (0.95, 0.995)  # ... and lag-1 correlation
+ME_JITTER = (0.003, 0.02)  # ... plus per-step jitter (log space)
+ME_WARM_AMPLITUDE = (0.05, 0.4)  # the warm-up of the job's start and of every restart
+ME_WARM_TAU = (3.0, 30.0)
+ME_FIRST = (2.0, 10.0)
+ME_COMM = (0.05, 0.2)  # exposed gradient all-reduce over the mean step ...
+ME_COMM_JITTER = (0.02, 0.10)  # ... its spread (log space)
+ME_CKPT_EVERY = (200, 1000)  # a checkpoint every this many steps ...
+ME_CKPT_ITERS = (1, 3)  # ... that many steps ...
+ME_CKPT_X = (1.5, 4.0)  # ... this many times longer
+ME_EVAL_EVERY = (100, 200, 250, 500, 1000)  # an evaluation every this many steps ...
+ME_EVAL_X = (1.0, 4.0)  # ... adding this many mean steps
+ME_RESTART_P = 0.6  # a part after the first starts with a planned restart with this chance:
+#                     another expert-parallel size or capacity factor (half and half) ...
+ME_RESTART_LEVEL = (0.85, 1.04)  # ... the new configuration's mean busy time over the old one's
+ME_DOWNTIME = (60.0, 900.0)  # a restart's downtime (seconds; the timestamps jump)
+ME_DRIFTS = (0, 3)  # healthy: gate drifts per series that the balancing loss pulls back ...
+ME_DRIFT_BUILD = (20, 200)  # ... building over this many steps (log-uniform) ...
+ME_DRIFT_PUSH = (0.2, 1.5)  # ... one expert's bias per layer up by this (logit) ...
+ME_DRIFT_RISE = 0.03  # ... kept where the mean step over it rises by less than this (halved)
+ME_SLOWDOWN = (0.12, 0.45)  # mean rise of a slowdown's span over its healthy mean
+ME_SLOW_ITERS = (60, 800)  # its duration (log-uniform) ...
+ME_DECIDABLE = 25.0  # ... at least this x (span's sd / rise)^2 (the rise 5 standard errors)
+ME_NEED_MARGIN = 1.3  # ... drawn this much longer than that needs (its spread is estimated)
+ME_TRIES = 8  # a planned slowdown is drawn again until decidable, at most this many times
+ME_MORE_P = 0.7  # a positive: a slowdown in its first part, in each other with this chance
+ME_OVERSHOOT = 0.10  # a span's rise at most this above the drawn one (it is solved coarsely)
+ME_SOLVE_STEPS = 18  # bisection steps for a slowdown's size
+ME_SETTLE = 200  # slowdowns start this long after a restart ...
+ME_CLEAR = 200  # ... and end this long before the next one (else 40 steps)
+ME_KINDS = (("collapse", 0.25), ("aux_off", 0.2), ("capacity", 0.3), ("domain", 0.2),
+            ("slow_rank", 0.15))  # capacity only where there is one, the three before not
+ME_FAVOURED = (1, 3)  # collapse: the router concentrates on this many experts a layer ...
+ME_COLLAPSE_BUILD = (20, 400)  # ... the skew building over this many steps (log-uniform) ...
+ME_COLLAPSE_MAX = 8.0  # ... their bias raised by at most this (logit)
+ME_AUX_MAX = 40.0  # aux_off: the gate walks by at most this many times the healthy updates
+ME_CAP_MAX = 20.0  # capacity: the factor raised to at most 1 + this times the old one
+ME_DOMAIN_SHARE = (0.3, 1.0)  # domain: the new domain's share of every batch ...
+ME_DOMAIN_MAX = 5.0  # ... its preferences (logit) with an sd of at most this ...
+ME_DOMAIN_KEEP = (0.3, 0.8)  # ... and the share of its skew the balancing loss leaves
+ME_RANK_MAX = 8.0  # slow_rank: its cost per token at most 1 + this times the healthy one
+ME_RECOVER = (1, 30)  # collapse / aux_off: the gate back to balance over this many steps
+ME_RAMP_P = 0.5  # domain / slow_rank: the slowdown climbs with this chance ...
+ME_RAMP = (0.2, 0.6)  # ... linearly over this share of the span, ...
+ME_RAMP_MAX = 200  # ... at most this many steps
 
 FAMILIES: tuple[str, ...] = ("restart", "ckpt_stall", "flapping", "staircase", "noise_regime",
                              "sampled", "multirank", "greyhound", "failslow", "ramp", "short",
                              "hump", "warmup_onset", "reconfig", "ckpt_burst", "contention",
                              "megatron", "bimodal_replay", "ladder", "seqlen", "accum",
                              "memory", "prefetch", "pipeline", "lossy_link", "gc_pause",
-                             "dispatch")
+                             "dispatch", "moe")
 #: Families held out in the current round of issue 29: never looked at while the detector was
-#: changed (only evaluated; ``dispatch`` was written and committed before the thirteenth
-#: round's changes, by someone who never ran the detector on it).  The others, ``gc_pause``
-#: (held out in the twelfth round), ``lossy_link`` (the eleventh), ``pipeline`` (the tenth),
-#: ``prefetch`` (the ninth), ``memory`` (the eighth), ``accum`` (the seventh), ``seqlen`` (the
-#: sixth), ``ladder`` (the fifth), ``bimodal_replay`` (the fourth), ``megatron`` (the third),
-#: ``contention`` (the second), ``hump``, ``warmup_onset``, ``reconfig`` and ``ckpt_burst``
-#: (the first round) included, are the families it was built and tuned on.
-HELD_OUT: tuple[str, ...] = ("dispatch",)
+#: changed (only evaluated; ``moe`` was written and committed before the fourteenth round's
+#: changes, by someone who never ran the detector on it).  The others, ``dispatch`` (held out
+#: in the thirteenth round), ``gc_pause`` (the twelfth), ``lossy_link`` (the eleventh),
+#: ``pipeline`` (the tenth), ``prefetch`` (the ninth), ``memory`` (the eighth), ``accum`` (the
+#: seventh), ``seqlen`` (the sixth), ``ladder`` (the fifth), ``bimodal_replay`` (the fourth),
+#: ``megatron`` (the third), ``contention`` (the second), ``hump``, ``warmup_onset``,
+#: ``reconfig`` and ``ckpt_burst`` (the first round) included, are the families it was built
+#: and tuned on.
+HELD_OUT: tuple[str, ...] = ("moe",)
 
 #: (family, scenario, series per seed at scale 1, positive)
 SCENARIOS: tuple[tuple[str, str, int, bool], ...] = (
@@ -1102,6 +1235,8 @@ SCENARIOS: tuple[tuple[str, str, int, bool], ...] = (
     ("gc_pause", "healthy", 10, False),
     ("dispatch", "slow", 14, True),
     ("dispatch", "healthy", 10, False),
+    ("moe", "slow", 14, True),
+    ("moe", "healthy", 10, False),
 )
 
 
@@ -3253,23 +3388,364 @@ def _hd_slow(hd: _Dispatch, it: np.ndarray, healthy_it: np.ndarray,
     return lo, hi, y, sized(g)
 
 
+@dataclass(frozen=True)
+class _MoeSlow:
+    """A slowdown of a :func:`_moe` series over steps ``[a, b)``, then ``tail`` steps in which
+    the gate returns to balance: its kind, its size ``g``, the steps over which it climbs (1:
+    a step), the favoured expert of each layer (``collapse``) or the slow rank
+    (``slow_rank``), and, for ``domain``, ``keep`` (the share of the skew the balancing loss
+    leaves) and ``share`` (the new domain's share of the batch)."""
+
+    a: int
+    b: int
+    kind: str
+    g: float
+    ramp: int = 1
+    tail: int = 0
+    who: tuple[int, ...] = ()
+    keep: float = 1.0
+    share: float = 1.0
+
+
+@dataclass
+class _Experts:
+    """The draws of a :func:`_moe` series (arrays ``(n, layers, experts)``, ``(ranks, n)`` or
+    ``(n,)``): the normal draws of each expert's token count, the batch's routing shares (its
+    domains' preferences, mixed), the gate's bias and its innovations, a new domain's routing
+    shares, each rank's cost per token, the device's rate, the restarts' warm-ups, the
+    configuration at each step (its level, expert-parallel size and capacity factor), whether
+    the experts' buffers are padded to the capacity, the token assignments per expert at
+    balance, the MoE share and its fixed part, the balancing time constant, and the step's
+    exposed all-reduce and extra work."""
+
+    count_z: np.ndarray
+    mix: np.ndarray
+    bias: np.ndarray
+    innov: np.ndarray
+    domain: np.ndarray
+    cost: np.ndarray
+    rate: np.ndarray
+    warm: np.ndarray
+    level: np.ndarray
+    ep: np.ndarray
+    cap: np.ndarray
+    padded: bool
+    tokens: float
+    share: float
+    fixed: float
+    tau: float
+    rest: np.ndarray
+
+    def busy(self, a: int, b: int, sl: _MoeSlow | None = None,
+             warm: np.ndarray | None = None) -> np.ndarray:
+        """The busy time of steps ``[a, b)`` (the whole step but its exposed all-reduce and
+        extra work) under the slowdown ``sl`` (``warm``: the warm-ups over ``[a, b)``, else
+        the series'), computed per stretch of one configuration."""
+        out = np.empty(b - a)
+        cut = np.flatnonzero((np.diff(self.ep[a:b]) != 0) | (np.diff(self.cap[a:b]) != 0)) + 1
+        bounds = [0, *cut.tolist(), b - a]
+        for u, v in zip(bounds[:-1], bounds[1:], strict=True):
+            out[u:v] = self._stretch(a + u, a + v, sl)
+        w = self.warm[a:b] if warm is None else warm
+        return np.asarray(out * w * self.level[a:b] * self.rate[a:b])
+
+    def _stretch(self, a: int, b: int, sl: _MoeSlow | None) -> np.ndarray:
+        """``(1 - share) + share x`` the MoE layers' time over ``[a, b)`` (one configuration):
+        each layer routes the batch's tokens by its shares tilted by the gate's bias, each
+        expert's count is normal about its mean (Poisson's spread), cut at the capacity (or
+        the capacity itself, where the buffers are padded to it); the layer waits for the
+        rank with the most load times its cost per token (the dispatch and combine
+        all-to-alls and the expert compute), over the balanced load."""
+        ranks, cap = int(self.ep[a]), float(self.cap[a])
+        mix, bias = self.mix[a:b], self.bias[a:b]
+        cost = self.cost[:ranks, a:b].T
+        if sl is not None:
+            t = np.arange(a, b)
+            inside = (t >= sl.a) & (t < sl.b)
+            w = np.where(inside, np.minimum(1.0, (t - sl.a + 1.0) / sl.ramp), 0.0)
+            after = (t >= sl.b) & (t < sl.b + sl.tail)
+            w = np.where(after, 1.0 - (t - sl.b + 1.0) / (sl.tail + 1.0), w)
+            caps = np.full(b - a, cap)
+            if sl.kind == "collapse":  # ``who``: the favoured experts of each layer in turn
+                fav = np.array(sl.who).reshape(bias.shape[1], -1)
+                bias = bias.copy()
+                bias[:, np.arange(bias.shape[1])[:, None], fav] += sl.g * w[:, None, None]
+            elif sl.kind == "aux_off":  # the updates are no longer pulled back: they walk
+                walk = np.cumsum(np.where(inside[:, None, None], self.innov[a:b], 0.0), axis=0)
+                if a > sl.a:
+                    walk += self.innov[sl.a:min(a, sl.b)].sum(axis=0)
+                end = self.innov[sl.a:sl.b].sum(axis=0)
+                walk = np.where(inside[:, None, None], walk,
+                                np.where(after[:, None, None], end * w[:, None, None], 0.0))
+                bias = bias + sl.g * walk
+            elif sl.kind == "domain":
+                h = sl.share * w * (sl.keep + (1.0 - sl.keep)
+                                    * np.exp(-(t - sl.a) / self.tau))
+                dom = np.exp(sl.g * (self.domain - self.domain.max(axis=1, keepdims=True)))
+                dom /= dom.sum(axis=1, keepdims=True)
+                mix = (1.0 - h)[:, None, None] * mix + h[:, None, None] * dom
+            elif sl.kind == "capacity":
+                caps = np.where(inside, cap * (1.0 + sl.g), cap)
+            else:
+                cost = cost.copy()
+                cost[:, sl.who[0]] *= 1.0 + sl.g * w
+        else:
+            caps = np.full(b - a, cap)
+        logit = np.log(mix) + bias
+        p = np.exp(logit - logit.max(axis=2, keepdims=True))
+        lam = self.tokens * p.shape[2] * p / p.sum(axis=2, keepdims=True)
+        count = np.maximum(0.0, lam + np.sqrt(lam) * self.count_z[a:b])
+        if cap > 0.0 and self.padded:  # every buffer as large as the capacity
+            count = np.broadcast_to(caps[:, None, None] * self.tokens, count.shape)
+        elif cap > 0.0:
+            count = np.minimum(count, caps[:, None, None] * self.tokens)
+        load = count.reshape(b - a, count.shape[1], ranks, -1).sum(axis=3)
+        worst = (load * cost[:, None, :]).max(axis=2) * ranks / (self.tokens * count.shape[2])
+        moe = (self.fixed + (1.0 - self.fixed) * worst).mean(axis=1)
+        return np.asarray((1.0 - self.share) + self.share * moe)
+
+    def steps(self) -> np.ndarray:
+        return np.asarray(self.busy(0, self.rest.size) + self.rest)
+
+
+def _moe_warm(rng: np.random.Generator) -> tuple[float, float, float]:
+    """A restart's warm-up: its first step's factor, the hump's amplitude and time constant."""
+    return (_loguniform(rng, *ME_FIRST), float(rng.uniform(*ME_WARM_AMPLITUDE)),
+            float(rng.uniform(*ME_WARM_TAU)))
+
+
+def _moe_rewarm(warm: np.ndarray, t0: int, how: tuple[float, float, float]) -> None:
+    """Apply the warm-up ``how`` of a restart at ``t0`` to ``warm`` (in place)."""
+    first, amp, tau = how
+    warm[t0] *= first
+    j = np.arange(warm.size - t0 - 1)
+    warm[t0 + 1:] *= 1.0 + amp * np.exp(-j / tau)
+
+
+def _moe(rng: np.random.Generator, scenario: str) -> _Timeline:
+    """Mixture-of-experts load imbalance under expert parallelism (module docstring); the
+    corpus' noise is turned off (``noise_scale`` ~ 0)."""
+    n = _n(rng)
+    t = np.arange(n)
+    experts = int(rng.choice(ME_EXPERTS))
+    layers = int(rng.choice(ME_LAYERS))
+    ep_sizes = [p for p in ME_RANKS if p <= experts]
+    base_s = _loguniform(rng, *BASE_S)
+    k = int(rng.integers(1, 4))
+    part = (n - LEAD_ITERS) // k
+    starts = LEAD_ITERS + part * np.arange(k)
+    # the configuration of each part: a planned restart may change the expert-parallel size
+    # or the capacity factor
+    ep = np.full(n, int(rng.choice(ep_sizes)))
+    cap = np.full(n, 0.0 if rng.random() < ME_DROPLESS_P else float(rng.choice(ME_CAPACITY)))
+    restarted = np.zeros(k, dtype=bool)
+    warm = np.ones(n)
+    pauses: list[tuple[int, float]] = []
+    for j in range(1, k):
+        if rng.random() < ME_RESTART_P:
+            restarted[j] = True
+            s0 = int(starts[j])
+            if rng.random() < 0.5:
+                ep[s0:] = int(rng.choice([p for p in ep_sizes if p != ep[s0 - 1]]))
+            else:
+                cap[s0:] = float(rng.choice([c for c in (*ME_CAPACITY, 0.0)
+                                             if c != cap[s0 - 1]]))
+            _moe_rewarm(warm, s0, _moe_warm(rng))
+            pauses.append((s0, _loguniform(rng, *ME_DOWNTIME)))
+    rate = _wandering_compute(rng, t, ME_WANDER_SD, ME_WANDER_PHI, ME_JITTER,
+                              ME_WARM_AMPLITUDE, ME_WARM_TAU, ME_FIRST)
+    rj = float(rng.uniform(*ME_RANK_JITTER))
+    cost = np.exp(rj * rng.standard_normal((max(ep_sizes), n)))
+    # the batch's routing: a mixture of domains (Dirichlet per step), each with its own
+    # preferences; the gate's bias wanders about balance, pulled back by the balancing loss
+    domains = int(rng.integers(ME_DOMAINS[0], ME_DOMAINS[1] + 1))
+    dsd = float(rng.uniform(*ME_DOMAIN_SD))
+    pref = np.exp(dsd * rng.standard_normal((domains, layers, experts)))
+    pref /= pref.sum(axis=2, keepdims=True)
+    weights = rng.dirichlet(np.full(domains, _loguniform(rng, *ME_MIX_CONC) / domains), n)
+    mix = np.einsum("td,dle->tle", weights, pref)
+    tau = _loguniform(rng, *ME_BALANCE_TAU)
+    phi = math.exp(-1.0 / tau)
+    innov = (float(rng.uniform(*ME_BIAS_SD)) * math.sqrt(1.0 - phi * phi)
+             * rng.standard_normal((n, layers, experts)))
+    bias = lfilter([1.0], [1.0, -phi], innov, axis=0)
+    new = rng.standard_normal((layers, experts))
+    # the rest of the step: the exposed all-reduce, checkpoints, evaluations
+    c = float(rng.uniform(*ME_COMM))
+    cj = float(rng.uniform(*ME_COMM_JITTER))
+    rest = c * np.exp(cj * rng.standard_normal(n) - 0.5 * cj * cj)
+    every = int(rng.integers(ME_CKPT_EVERY[0], ME_CKPT_EVERY[1] + 1))
+    ck = t // every
+    ck_len = rng.integers(ME_CKPT_ITERS[0], ME_CKPT_ITERS[1] + 1, int(ck[-1]) + 1)
+    ck_x = np.exp(rng.uniform(math.log(ME_CKPT_X[0]), math.log(ME_CKPT_X[1]), ck_len.size))
+    rest = rest + np.where((ck > 0) & (t % every < ck_len[ck]), (ck_x[ck] - 1.0) * rate, 0.0)
+    ev = int(rng.choice(ME_EVAL_EVERY))
+    at = t % ev == ev - 1
+    rest[at] += np.exp(rng.uniform(math.log(ME_EVAL_X[0]), math.log(ME_EVAL_X[1]),
+                                   int(at.sum())))
+    ex = _Experts(count_z=rng.standard_normal((n, layers, experts)), mix=mix, bias=bias,
+                  innov=innov, domain=new, cost=cost,
+                  rate=rate, warm=warm, level=np.ones(n), ep=ep, cap=cap,
+                  padded=bool(rng.random() < ME_PAD_P),
+                  tokens=_loguniform(rng, *ME_TOKENS), share=float(rng.uniform(*ME_SHARE)),
+                  fixed=float(rng.uniform(*ME_FIXED)), tau=tau, rest=rest)
+    # a restart's new configuration: its mean busy time drawn against the old one's
+    ends = [*starts[1:].tolist(), n]
+    for j in range(1, k):
+        if restarted[j]:
+            s0, s1 = int(starts[j]), ends[j]
+            old = ex.busy(int(starts[j - 1]) + 100, s0).mean()
+            raw = ex.busy(s0 + 100, s1).mean()
+            ex.level[s0:] *= float(rng.uniform(*ME_RESTART_LEVEL)) * old / raw
+    # gate drifts that the balancing loss pulls back: kept where the mean step over the
+    # drift rises by less than ME_DRIFT_RISE (halved until)
+    for _ in range(int(rng.integers(ME_DRIFTS[0], ME_DRIFTS[1] + 1))):
+        build = _logint(rng, *ME_DRIFT_BUILD)
+        a = int(rng.integers(0, n - build - 1))
+        b = min(n, a + build + int(5 * tau))
+        pushed = rng.integers(0, experts, layers)
+        push = float(rng.uniform(*ME_DRIFT_PUSH))
+        since = np.arange(b - a)
+        shape = np.where(since < build, (since + 1.0) / build,
+                         np.exp(-(since - build + 1.0) / tau))
+        before = ex.busy(a, b)
+        saved = ex.bias[a:b].copy()
+        for _halving in range(4):
+            ex.bias[a:b, np.arange(layers), pushed] = saved[:, np.arange(layers), pushed] + (
+                push * shape[:, None])
+            if float(ex.busy(a, b).mean() / before.mean()) < 1.0 + ME_DRIFT_RISE:
+                break
+            push /= 2.0
+        else:
+            ex.bias[a:b] = saved
+    healthy_it = ex.steps()
+    steady = healthy_it[LEAD_ITERS:]
+    mean = float(steady.mean())
+    var = float(steady.var()) / mean ** 2
+    it = healthy_it.copy()
+    events: list[tuple[int, int, float, str]] = []
+    kinds = [kd for kd, _ in ME_KINDS]
+    kind_p = np.array([p for _, p in ME_KINDS])
+    for j in range(k):  # one in each of k parts, away from a restart
+        if scenario != "slow" or (j > 0 and rng.random() >= ME_MORE_P):
+            continue
+        lo_room = int(starts[j]) + (ME_SETTLE if restarted[j] else 0)
+        hi_room = int(starts[j]) + part - (ME_CLEAR if j + 1 < k and restarted[j + 1] else 40)
+        capped = float(cap[lo_room]) > 0.0
+        for attempt in range(ME_TRIES):  # fresh draws until one is decidable
+            # under a capacity the skew costs no time beyond it (the tokens are dropped): the
+            # kinds that skew the routing where it is dropless, a raised capacity where not
+            able = kind_p * np.array([(kd == "slow_rank" or (kd == "capacity") == capped)
+                                      for kd in kinds])
+            kind = kinds[int(rng.choice(len(kinds), p=able / able.sum()))]
+            s = float(rng.uniform(*ME_SLOWDOWN))
+            ramp_share = float(rng.uniform(*ME_RAMP)) if rng.random() < ME_RAMP_P else 0.0
+            need = ME_NEED_MARGIN * ME_DECIDABLE * var / s ** 2
+            dur = max(_logint(rng, *ME_SLOW_ITERS), math.ceil(need))
+            tail = int(rng.integers(ME_RECOVER[0], ME_RECOVER[1] + 1))
+            build = _logint(rng, *ME_COLLAPSE_BUILD)
+            keep = float(rng.uniform(*ME_DOMAIN_KEEP))
+            dshare = float(rng.uniform(*ME_DOMAIN_SHARE))
+            how = (_moe_warm(rng), _moe_warm(rng))
+            down = (_loguniform(rng, *ME_DOWNTIME), _loguniform(rng, *ME_DOWNTIME))
+            if j == 0 and attempt == ME_TRIES - 1:  # the last try of a positive's first part:
+                kind, ramp_share, dur = "slow_rank", 0.0, hi_room - lo_room  # its whole room
+            if kind == "collapse":
+                ramp = min(build, dur)
+            elif kind in ("domain", "slow_rank"):
+                ramp = max(1, min(ME_RAMP_MAX, int(round(ramp_share * dur))))
+                dur += (ramp - 1) // 2
+            else:
+                ramp = 1
+            tail = tail if kind in ("collapse", "aux_off") else 0
+            dur = max(1, min(dur, hi_room - lo_room - tail))
+            a = lo_room + int(rng.integers(0, hi_room - lo_room - tail - dur + 1))
+            b = a + dur
+            pick = float(rng.random())
+            if kind == "collapse":  # the most popular experts at the start get more
+                pop = ex.mix[a] * np.exp(ex.bias[a])
+                top = np.argsort(-pop, axis=1)[:, :int(rng.integers(ME_FAVOURED[0],
+                                                                     ME_FAVOURED[1] + 1))]
+                who = tuple(int(x) for x in top.ravel())
+                top_g = ME_COLLAPSE_MAX
+            elif kind == "slow_rank":
+                who, top_g = (int(pick * int(ep[a])),), ME_RANK_MAX
+            else:
+                who = ()
+                top_g = {"aux_off": ME_AUX_MAX, "capacity": ME_CAP_MAX,
+                         "domain": ME_DOMAIN_MAX}[kind]
+            # a configuration change (aux_off, capacity): a restart at the span's start and
+            # another at its end that restores the old one; the counterfactual healthy series
+            # has the same restarts with the old configuration
+            restart = kind in ("aux_off", "capacity")
+            hi_w = b + tail
+            hw, base, y0 = ex.warm, healthy_it, it
+            if restart:
+                hw = ex.warm.copy()
+                _moe_rewarm(hw, a, how[0])
+                _moe_rewarm(hw, b, how[1])
+                base = ex.busy(0, n, warm=hw) + rest
+                y0 = base.copy()
+                for lo_e, hi_e, _r, _k in events:  # earlier parts: before a
+                    y0[lo_e:hi_e] = it[lo_e:hi_e]
+
+            def sized(g: float, kd: str = kind, a_: int = a, b_: int = b, rp: int = ramp,
+                      tl_: int = tail, wh: tuple[int, ...] = who, kp: float = keep,
+                      sh: float = dshare) -> _MoeSlow:
+                return _MoeSlow(a_, b_, kd, g, rp, tl_, wh, kp, sh)
+
+            def trial(g: float, a_: int = a, hi_: int = hi_w, hw_: np.ndarray = hw,
+                      y0_: np.ndarray = y0, sized_: Callable[[float], _MoeSlow] = sized
+                      ) -> tuple[int, int, np.ndarray]:
+                y = y0_.copy()
+                y[a_:hi_] = ex.busy(a_, hi_, sized_(g), hw_[a_:hi_]) + rest[a_:hi_]
+                diff = np.flatnonzero(np.abs(y[a_:hi_] - y0_[a_:hi_]) > 1e-9 * y0_[a_:hi_])
+                if diff.size == 0:
+                    return a_, a_, y
+                return a_ + int(diff[0]), a_ + int(diff[-1]) + 1, y
+
+            found = _solve_rise(trial, 1.0, s, 0.0, top_g, base=base, steps=ME_SOLVE_STEPS)
+            if found is None:
+                continue
+            lo, hi, y, _g = found
+            r = _decidable_rise(y, lo, hi, float(base[lo:hi].mean()), ME_SLOWDOWN[0],
+                                s + ME_OVERSHOOT, ME_SLOW_ITERS[0], ME_DECIDABLE)
+            if r is not None and _hd_visible(base, y, lo, hi):
+                it = y
+                if restart:
+                    ex.warm = hw
+                    healthy_it = base
+                    pauses += [(a, down[0]), (b, down[1])]
+                events.append((lo, hi, r, kind))
+                break
+    # labelled by the span's mean rise over its healthy mean
+    tl = _quiet_timeline(base_s * healthy_it / mean, it / healthy_it, events)
+    for at_t, d in pauses:
+        tl.pause[at_t] += d
+    tl.restarts = len(pauses)
+    return tl
+
+
 def _solve_rise(trial: Callable[[float], tuple[int, int, np.ndarray]], mean: float, s: float,
-                lo_g: float, hi_g: float, base: np.ndarray | None = None
+                lo_g: float, hi_g: float, base: np.ndarray | None = None, steps: int = 40
                 ) -> tuple[int, int, np.ndarray, float] | None:
     """The size ``g`` in ``[lo_g, hi_g]`` of a slowdown whose span (``trial(g)``: start, end,
     times) rises by ``s`` over ``mean`` (``base`` given: over the mean of ``base`` over the
-    span, its healthy times), by bisection (the rise grows with ``g``): ``(start, end, times,
-    g)``, or None where even ``hi_g`` falls short.  Shared by :func:`_dl_slowdown`,
-    :func:`_ll_degrade`, :func:`_gc_slow` and :func:`_hd_slow`."""
+    span, its healthy times), by bisection (the rise grows with ``g``; ``steps`` halvings):
+    ``(start, end, times, g)``, or None where even ``hi_g`` falls short.  Shared by
+    :func:`_dl_slowdown`, :func:`_ll_degrade`, :func:`_gc_slow`, :func:`_hd_slow` and
+    :func:`_moe`."""
 
     def rise(g: float) -> float:
         lo, hi, y = trial(g)
+        if hi - lo < MIN_EVENT_ITERS:
+            return 0.0
         ref = mean if base is None else float(base[lo:hi].mean())
-        return float(y[lo:hi].mean() / ref - 1.0) if hi - lo >= MIN_EVENT_ITERS else 0.0
+        return float(y[lo:hi].mean() / ref - 1.0)
 
     if rise(hi_g) < s:
         return None
-    for _ in range(40):
+    for _ in range(steps):
         mid = 0.5 * (lo_g + hi_g)
         lo_g, hi_g = (mid, hi_g) if rise(mid) < s else (lo_g, mid)
     return (*trial(hi_g), hi_g)
@@ -3296,7 +3772,7 @@ _BUILDERS: dict[str, Callable[[np.random.Generator, str], _Timeline]] = {
     "ckpt_burst": _ckpt_burst, "contention": _contention, "megatron": _megatron,
     "bimodal_replay": _bimodal_replay, "ladder": _ladder, "seqlen": _seqlen, "accum": _accum,
     "memory": _memory, "prefetch": _prefetch, "pipeline": _pipeline,
-    "lossy_link": _lossy_link, "gc_pause": _gc_pause, "dispatch": _dispatch,
+    "lossy_link": _lossy_link, "gc_pause": _gc_pause, "dispatch": _dispatch, "moe": _moe,
 }
 
 
