@@ -736,7 +736,12 @@ class RobustLevelDetector:
         alarms = self._observe(y, iteration, secs)
         mean: list[Alarm] = []
         if mv is not None:
-            if (span == 1 and not (fold is not None and fold.period) and not self.slow
+            # a period found while the view on the mean has an excursion or an episode
+            # open does not stop it: long iterations at a regular period that came with a
+            # rise make the period, and the folded view, which starts on the gaps that
+            # made it, has no healthy level from before them
+            locked = fold is not None and fold.period and not (mv.slow or mv.s > 0)
+            if (span == 1 and not locked and not self.slow
                     and not self._flapping and len(self._ref.fifo) >= self.min_reference):
                 h = math.exp(self._ref.median())
                 said = mv.feed(x, h, iteration)
