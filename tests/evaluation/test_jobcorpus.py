@@ -26,6 +26,9 @@ from stragglers.evaluation.jobcorpus import (
     HD_SLOW_ITERS,
     HD_SLOWDOWN,
     HELD_OUT,
+    HQ_OVERSHOOT,
+    HQ_SLOW_ITERS,
+    HQ_SLOWDOWN,
     LD_MEAN_MIN,
     LD_RUNG,
     LD_RUNGS,
@@ -53,6 +56,7 @@ from stragglers.evaluation.jobcorpus import (
     SLOWDOWN_EVENT,
     JobEvent,
     JobSeries,
+    _backward,  # the hardware queues' backward pass, checked below
     _Experts,  # the MoE layers' time, checked below
     _MoeSlow,
     _phase_busy,  # the launch queue, checked below
@@ -367,10 +371,9 @@ def test_bimodal_replay_labels() -> None:
 #: 8fc6638; ``accum``'s before ``memory`` was, commit 54f4b8d; ``memory``'s before
 #: ``prefetch`` was, commit 11edf64; ``prefetch``'s before ``pipeline`` was, commit b179149;
 #: ``pipeline``'s and ``lossy_link``'s before ``gc_pause`` was, commit a114d3e; ``gc_pause``'s
-#: before ``dispatch`` was, commit 3e2e36e; ``dispatch``'s before ``moe`` was, commit d961c77):
-#: a family
-#: appended at the end of FAMILIES / SCENARIOS must leave every other family's bytes
-#: alone.
+#: before ``dispatch`` was, commit 3e2e36e; ``dispatch``'s before ``moe`` was, commit d961c77;
+#: ``moe``'s before ``hw_queue`` was, commit 433fd4c): a family appended at the end of
+#: FAMILIES / SCENARIOS must leave every other family's bytes alone.
 FINGERPRINTS = {
     "restart": "73ad9d2339f0bd2b",
     "ckpt_stall": "a80f728be80fd00f",
@@ -399,6 +402,7 @@ FINGERPRINTS = {
     "lossy_link": "68bb6c2fd794c0b8",
     "gc_pause": "4ea64fc9dcd7544a",
     "dispatch": "c1145c9e72fb484c",
+    "moe": "f0b2ae7a02820035",
 }
 
 
@@ -419,9 +423,9 @@ def _fingerprint(family: str) -> str:
 
 
 def test_existing_families_are_unchanged() -> None:
-    assert set(FINGERPRINTS) == set(FAMILIES) - {"moe"}
-    assert FAMILIES[-10:] == ("ladder", "seqlen", "accum", "memory", "prefetch", "pipeline",
-                              "lossy_link", "gc_pause", "dispatch", "moe")
+    assert set(FINGERPRINTS) == set(FAMILIES) - {"hw_queue"}
+    assert FAMILIES[-11:] == ("ladder", "seqlen", "accum", "memory", "prefetch", "pipeline",
+                              "lossy_link", "gc_pause", "dispatch", "moe", "hw_queue")
     assert {f: _fingerprint(f) for f in FINGERPRINTS} == FINGERPRINTS
 
 
@@ -439,7 +443,8 @@ def _durations(s: JobSeries) -> np.ndarray:
                                               ("lossy_link", "slow"),
                                               ("gc_pause", "slow"),
                                               ("dispatch", "slow"),
-                                              ("moe", "slow")])
+                                              ("moe", "slow"),
+                                              ("hw_queue", "slow")])
 def test_family_is_deterministic_per_seed(family: str, slow: str) -> None:
     a = generate_series(11, family, slow, 2)
     assert _same(a, generate_series(11, family, slow, 2))
@@ -449,13 +454,13 @@ def test_family_is_deterministic_per_seed(family: str, slow: str) -> None:
     assert _same(h, generate_series(11, family, "healthy", 0))
 
 
-def test_moe_is_the_held_out_family() -> None:
-    assert HELD_OUT == ("moe",)
+def test_hw_queue_is_the_held_out_family() -> None:
+    assert HELD_OUT == ("hw_queue",)
 
 
-def test_moe_fingerprint() -> None:
+def test_hw_queue_fingerprint() -> None:
     """The held-out family's own bytes (seed 0), as committed before its one evaluation."""
-    assert _fingerprint("moe") == "f0b2ae7a02820035"
+    assert _fingerprint("hw_queue") == "fa1b188ae2660817"
 
 
 def test_ladder_labels() -> None:
@@ -1136,3 +1141,76 @@ def test_moe_labels() -> None:
             ref_400 = sliding_window_view(x, 400).mean(axis=1)
             assert np.all(v[400:] < (1.0 + SLOWDOWN_EVENT) * ref_400[:v.size - 400]), s.name
     assert kinds == {"collapse", "aux_off", "capacity", "domain", "slow_rank"}
+
+
+def test_hw_queue_backward_waits_on_shared_queues() -> None:
+    """The backward pass of the ``hw_queue`` family, by hand (3 buckets of 1 compute each,
+    reduce-scatters of ``m``): on separate queues the reduce-scatters hide behind the compute
+    but the last one (3 + m) until they outgrow it (then the last compute's end plus the
+    reduce-scatters still queued: 1 + 3 m); where a reduce-scatter shares the compute's queue
+    the next bucket's compute waits for it, so a slower link costs linearly from the start."""
+    c = np.ones((1, 3))
+    free = np.zeros((1, 3), dtype=bool)
+    for m, want in ((0.5, 3.5), (0.8, 3.8), (1.0, 4.0), (1.5, 5.5), (2.0, 7.0)):
+        assert float(_backward(c, np.full((1, 3), m), free)[0]) == pytest.approx(want)
+    first = np.array([[True, False, False]])  # bucket 0's reduce-scatter ahead of bucket 1
+    # bucket 1 starts at 1.5 (ends 2.5), its reduce-scatter 2.5-3.0, bucket 2 ends 3.5, 3.5-4.0
+    assert float(_backward(c, np.full((1, 3), 0.5), first)[0]) == pytest.approx(4.0)
+    every = np.ones((1, 3), dtype=bool)
+    for m in (0.2, 0.5, 1.5):  # all on one queue: the compute and the reduce-scatters in turn
+        assert float(_backward(c, np.full((1, 3), m), every)[0]) == pytest.approx(3.0 + 3 * m)
+    # steps in rows, vectorised: the same as one by one
+    ms = np.array([[0.5, 0.5, 0.5], [1.5, 1.5, 1.5]])
+    got = _backward(np.ones((2, 3)), ms, np.vstack([first, free]))
+    assert got == pytest.approx([4.0, 5.5])
+
+
+def test_hw_queue_labels() -> None:
+    """CUDA hardware-queue false dependencies: every labelled slowdown (fewer hardware
+    connections or another kernel order after a restart, gradient buckets that grow, a
+    slower link) raises the mean step time over its span to its label (+12-45 % over the
+    span's healthy mean, up to HQ_OVERSHOOT more), decidably (the rise five standard errors
+    of the span's mean); the span starts and ends with a changed step; a configuration change
+    comes with a restart and another that restores it; the records show the slowdown (their
+    mean over the span is at least 1.1 x the mean of the 200 healthy records before and after
+    it, their largest 4 left out); 40 healthy steps follow each; nothing else is slow; every
+    series has long healthy steps (checkpoints, evaluations, congestion); negatives carry no
+    label and no sustained rise (any 200 records, their largest 4 left out, below 1.1 x the
+    mean of the 400 before them: a restart's new buckets move the level by less than 4 %)."""
+    kinds: set[str] = set()
+    for s in _family_series("hw_queue"):
+        factor = s.level / s.healthy
+        assert np.all(factor >= 1.0 - 1e-12), s.name
+        d = _durations(s)
+        steady = s.iter > LEAD_ITERS
+        inside_any = _in_events(s)
+        ok = steady & ~inside_any
+        changes = 0
+        for e in s.events:
+            kinds.add(e.kind)
+            assert e.kind in ("connections", "order", "bucket", "link")
+            assert not e.ranks and e.start_iter > LEAD_ITERS
+            changes += e.kind in ("connections", "order")
+            assert e.end_iter - e.start_iter >= max(MIN_EVENT_ITERS, HQ_SLOW_ITERS[0])
+            inside = (s.iter >= e.start_iter) & (s.iter < e.end_iter)
+            s_e = e.loss / (1.0 - e.loss)
+            assert HQ_SLOWDOWN[0] - 1e-9 <= s_e <= HQ_SLOWDOWN[1] + HQ_OVERSHOOT + 1e-9
+            ref = s.healthy[inside].mean()
+            assert np.isclose(s.level[inside].mean(), (1.0 + s_e) * ref, rtol=1e-6)
+            x = s.level[inside] / ref
+            assert x.size >= 25.0 * x.var() / s_e ** 2, s.name
+            lv = factor[inside]
+            assert lv[0] > 1.0 + 1e-9 and lv[-1] > 1.0 + 1e-9
+            _clear_after(s, e, factor)
+            _above_the_healthy_around(d, ok, inside, s.name, drop=4)
+        assert s.restarts >= 2 * changes, s.name
+        assert np.allclose(factor[~inside_any], 1.0), s.name
+        h = s.healthy[ok] / s.healthy[ok].mean()
+        assert np.sum(h > 1.5) >= 3, s.name
+        if not s.positive:
+            assert not s.events
+            x = d[LEAD_ITERS + 1:]
+            v = np.sort(sliding_window_view(x, 200), axis=1)[:, :-4].mean(axis=1)
+            ref_400 = sliding_window_view(x, 400).mean(axis=1)
+            assert np.all(v[400:] < (1.0 + SLOWDOWN_EVENT) * ref_400[:v.size - 400]), s.name
+    assert kinds == {"connections", "order", "bucket", "link"}

@@ -589,6 +589,63 @@ detector changes, by someone who never ran the detector on it):
                  ``collapse`` / ``aux_off`` / ``domain`` / ``capacity`` / ``slow_rank``).
                  Negatives: the healthy series alone.
 
+The held-out family of the fifteenth round (written and committed before that round's
+detector changes, by someone who never ran the detector on it):
+
+``hw_queue``     CUDA hardware-queue false dependencies (the what-if study of stragglers,
+                 section 5.5: reduce-scatter kernels "block other kernels (that do not depend
+                 on the reduce-scatter kernel) from being launched", false dependencies of
+                 "unrelated kernels sharing the same CUDA hardware queue", alleviated by more
+                 CUDA_DEVICE_MAX_CONNECTIONS, and the problem comes and goes "as we evolve our
+                 model and framework").  A step is the forward and optimizer compute (40-60 %
+                 and 3-12 % of the backward's, :data:`HQ_FORWARD`) plus the backward pass over
+                 8-32 gradient buckets (:data:`HQ_BUCKETS`; their shares of the compute and of
+                 the bytes drawn apart, Dirichlet): each bucket's compute runs on the compute
+                 queue, its reduce-scatter on the communication stream once its gradients are
+                 ready and the previous one is done (0.3-0.85 of the backward compute in all
+                 at the nominal bandwidth, :data:`HQ_COMM`); where a reduce-scatter shares a
+                 hardware queue with the compute launched after it, that compute waits for it
+                 to finish (:func:`_backward`).  The device's rate wanders (AR(1) in log
+                 space, jitter, a warm-up), each bucket's compute has 0.5-2 % jitter, the
+                 bandwidth 2-10 % per step and bucket and congestion spikes (1-5 steps at
+                 1/1.5-1/4 of it, chance 1/400-1/80 per step: exposed communication), plus
+                 checkpoints (every 200-1000 steps, 1-3 steps at 1.5-4x) and evaluations
+                 (every 100-1000 steps, +1-4 mean steps).  Healthy: the reduce-scatters hide
+                 behind the compute but the last one (in the negatives of seeds 0-11 without a
+                 shared queue, medians over the series: 2.2 % of the steps lose more than 1 %
+                 to communication beyond the last reduce-scatter, 0.56 % of the time on
+                 average); a configuration that leaves 5-40 % of the buckets' reduce-scatters
+                 on the compute queue from the start (30 %, :data:`HQ_SHARED_P`: partly
+                 exposed throughout, a level; 0.6-27 % of the time, median 11 %, in those
+                 negatives); the series cut in 1-3 parts, a part after the first starting with
+                 a planned restart with chance 0.6 (downtime 60-900 s, a warm-up, the buckets'
+                 bytes 0.7-1.4x, kept where the part's mean step rises by less than 4 %, the
+                 change halved until).
+                 Positives: 1-3 slowdowns (one in each part, the first always, the others with
+                 chance 0.7; 200 steps after a restart and before the next, else 40 healthy
+                 steps after), each raising the mean step time over its span by +12-45 %
+                 (:data:`HQ_SLOWDOWN`, up to :data:`HQ_OVERSHOOT` more: buckets block whole)
+                 over the span's healthy mean: fewer connections after a restart
+                 (``connections``: the reduce-scatters of a share ``g`` of the buckets, at
+                 random, land on the compute queue), another kernel order after a framework
+                 update (``order``: those of a run of ``g`` of the buckets in a row), both
+                 with a restart at the span's start and another at its end that restores the
+                 old configuration (the counterfactual healthy series has both restarts);
+                 gradient buckets that grow (``bucket``: 25-100 % of them ``1 + g`` times
+                 the bytes, more parameters unfrozen or a larger bucket) or a slower link
+                 (``link``: the bandwidth ``1 / (1 + g)``), each a step or a climb over 20-60
+                 % of the span (at most 200 steps): on separate queues hidden until the
+                 reduce-scatters outgrow the compute, so the rise is non-linear in ``g``.
+                 The size ``g`` is solved by bisection for the rise over a span of 60-800
+                 steps (:data:`HQ_SLOW_ITERS`) and at least 1.3 x 25 x (cv / rise)^2, drawn
+                 again (at most 8 times) until the labelled span holds 25 x (its own sd / its
+                 rise)^2 steps and stands +12 % above the healthy steps of the 200 before and
+                 after it (their 4 longest left out; the first part's last try: a slower
+                 link, a step, over the part's whole room).  Labelled from the first step
+                 that changes to the last, by the span's mean rise over its healthy mean
+                 (kinds ``connections`` / ``order`` / ``bucket`` / ``link``).  Negatives:
+                 the healthy series alone.
+
 :data:`HELD_OUT` names the families that were never looked at while the detector was changed
 for issue 29 (decided before the changes): they are only evaluated.
 """
@@ -1156,22 +1213,67 @@ ME_RAMP_P = 0.5  # domain / slow_rank: the slowdown climbs with this chance ...
 ME_RAMP = (0.2, 0.6)  # ... linearly over this share of the span, ...
 ME_RAMP_MAX = 200  # ... at most this many steps
 
+HQ_BUCKETS = (8, 32)  # gradient buckets reduce-scattered in the backward pass (log-uniform int)
+HQ_BUCKET_CONC = 8.0  # their shares of the backward compute and of the gradient bytes: Dirichlet
+HQ_FORWARD = (0.4, 0.6)  # forward compute over the backward compute ...
+HQ_OPT = (0.03, 0.12)  # ... and the optimizer step's (after the last reduce-scatter)
+HQ_KERNEL_JITTER = (0.005, 0.02)  # a bucket's backward compute per step (log space)
+HQ_WANDER_SD = (0.003, 0.015)  # device rate: AR(1) in log space, stationary sd ...
+HQ_WANDER_PHI = (0.95, 0.995)  # ... and lag-1 correlation
+HQ_JITTER = (0.003, 0.02)  # ... plus per-step jitter (log space)
+HQ_WARM_AMPLITUDE = (0.05, 0.4)  # the warm-up of the job's start and of every restart
+HQ_WARM_TAU = (3.0, 30.0)
+HQ_FIRST = (2.0, 10.0)
+HQ_COMM = (0.3, 0.85)  # the reduce-scatters at the nominal bandwidth over the backward compute
+HQ_BW_JITTER = (0.02, 0.10)  # the bandwidth per step and bucket (log space)
+HQ_CONGEST_RATE = (1 / 400, 1 / 80)  # a congestion spike starts with this chance per step ...
+HQ_CONGEST_ITERS = (1, 5)  # ... lasts this many steps ...
+HQ_CONGEST_X = (1.5, 4.0)  # ... the bandwidth divided by this (log-uniform)
+HQ_SHARED_P = 0.3  # a configuration that leaves some reduce-scatters on the compute queue from
+HQ_SHARED = (0.05, 0.4)  # the start (a level, not a change): on this share of the buckets
+HQ_CKPT_EVERY = (200, 1000)  # a checkpoint every this many steps ...
+HQ_CKPT_ITERS = (1, 3)  # ... that many steps ...
+HQ_CKPT_X = (1.5, 4.0)  # ... this many times longer
+HQ_EVAL_EVERY = (100, 200, 250, 500, 1000)  # an evaluation every this many steps ...
+HQ_EVAL_X = (1.0, 4.0)  # ... adding this many mean steps
+HQ_RESTART_P = 0.6  # a part after the first starts with a planned restart with this chance ...
+HQ_RESIZE = (0.7, 1.4)  # ... its buckets' bytes this many times the old ones (log-uniform), ...
+HQ_RESIZE_RISE = 0.04  # ... kept where the part's mean step rises by less than this (halved)
+HQ_DOWNTIME = (60.0, 900.0)  # a restart's downtime (seconds; the timestamps jump)
+HQ_SLOWDOWN = (0.12, 0.45)  # mean rise of a slowdown's span over its healthy mean
+HQ_SLOW_ITERS = (60, 800)  # its duration (log-uniform) ...
+HQ_DECIDABLE = 25.0  # ... at least this x (span's sd / rise)^2 (the rise 5 standard errors)
+HQ_NEED_MARGIN = 1.3  # ... drawn this much longer than that needs (its spread is estimated)
+HQ_TRIES = 8  # a planned slowdown is drawn again until decidable, at most this many times
+HQ_MORE_P = 0.7  # a positive: a slowdown in its first part, in each other with this chance
+HQ_OVERSHOOT = 0.10  # a span's rise at most this above the drawn one (blocked buckets are whole)
+HQ_SOLVE_STEPS = 18  # bisection steps for a slowdown's size
+HQ_SETTLE = 200  # slowdowns start this long after a restart ...
+HQ_CLEAR = 200  # ... and end this long before the next one (else 40 steps)
+HQ_KINDS = (("connections", 0.3), ("order", 0.2), ("bucket", 0.25), ("link", 0.25))
+HQ_GROW = (0.25, 1.0)  # bucket: the share of the buckets whose bytes grow ...
+HQ_GROW_MAX = 8.0  # ... to at most 1 + this times
+HQ_LINK_MAX = 10.0  # link: the bandwidth divided by at most 1 + this
+HQ_RAMP_P = 0.5  # bucket / link: the slowdown climbs with this chance ...
+HQ_RAMP = (0.2, 0.6)  # ... linearly over this share of the span, ...
+HQ_RAMP_MAX = 200  # ... at most this many steps
+
 FAMILIES: tuple[str, ...] = ("restart", "ckpt_stall", "flapping", "staircase", "noise_regime",
                              "sampled", "multirank", "greyhound", "failslow", "ramp", "short",
                              "hump", "warmup_onset", "reconfig", "ckpt_burst", "contention",
                              "megatron", "bimodal_replay", "ladder", "seqlen", "accum",
                              "memory", "prefetch", "pipeline", "lossy_link", "gc_pause",
-                             "dispatch", "moe")
+                             "dispatch", "moe", "hw_queue")
 #: Families held out in the current round of issue 29: never looked at while the detector was
-#: changed (only evaluated; ``moe`` was written and committed before the fourteenth round's
-#: changes, by someone who never ran the detector on it).  The others, ``dispatch`` (held out
-#: in the thirteenth round), ``gc_pause`` (the twelfth), ``lossy_link`` (the eleventh),
-#: ``pipeline`` (the tenth), ``prefetch`` (the ninth), ``memory`` (the eighth), ``accum`` (the
-#: seventh), ``seqlen`` (the sixth), ``ladder`` (the fifth), ``bimodal_replay`` (the fourth),
-#: ``megatron`` (the third), ``contention`` (the second), ``hump``, ``warmup_onset``,
-#: ``reconfig`` and ``ckpt_burst`` (the first round) included, are the families it was built
-#: and tuned on.
-HELD_OUT: tuple[str, ...] = ("moe",)
+#: changed (only evaluated; ``hw_queue`` was written and committed before the fifteenth
+#: round's changes, by someone who never ran the detector on it).  The others, ``moe`` (held
+#: out in the fourteenth round), ``dispatch`` (the thirteenth), ``gc_pause`` (the twelfth),
+#: ``lossy_link`` (the eleventh), ``pipeline`` (the tenth), ``prefetch`` (the ninth),
+#: ``memory`` (the eighth), ``accum`` (the seventh), ``seqlen`` (the sixth), ``ladder`` (the
+#: fifth), ``bimodal_replay`` (the fourth), ``megatron`` (the third), ``contention`` (the
+#: second), ``hump``, ``warmup_onset``, ``reconfig`` and ``ckpt_burst`` (the first round)
+#: included, are the families it was built and tuned on.
+HELD_OUT: tuple[str, ...] = ("hw_queue",)
 
 #: (family, scenario, series per seed at scale 1, positive)
 SCENARIOS: tuple[tuple[str, str, int, bool], ...] = (
@@ -1237,6 +1339,8 @@ SCENARIOS: tuple[tuple[str, str, int, bool], ...] = (
     ("dispatch", "healthy", 10, False),
     ("moe", "slow", 14, True),
     ("moe", "healthy", 10, False),
+    ("hw_queue", "slow", 14, True),
+    ("hw_queue", "healthy", 10, False),
 )
 
 
@@ -3726,6 +3830,239 @@ def _moe(rng: np.random.Generator, scenario: str) -> _Timeline:
     return tl
 
 
+def _backward(comp: np.ndarray, comm: np.ndarray, blocked: np.ndarray) -> np.ndarray:
+    """The backward pass's time (arrays ``(..., buckets)``, the buckets in the order their
+    gradients are ready): each bucket's compute runs on the compute queue, one after the
+    other; its reduce-scatter runs on the communication stream once its gradients are computed
+    and the previous reduce-scatter is done.  Where a reduce-scatter sits in the same hardware
+    queue as the compute launched after it (``blocked``: too few CUDA_DEVICE_MAX_CONNECTIONS
+    for the streams, or a kernel order that puts it there), that compute cannot start before
+    the reduce-scatter is done (a false dependency).  The pass ends when both are done."""
+    done = np.zeros(comp.shape[:-1])
+    sent = np.zeros_like(done)
+    for j in range(comp.shape[-1]):  # 8-32 buckets, each vectorised over the steps
+        done = done + comp[..., j]
+        sent = np.maximum(done, sent) + comm[..., j]
+        done = np.where(blocked[..., j], np.maximum(done, sent), done)
+    return np.asarray(np.maximum(done, sent))
+
+
+@dataclass(frozen=True)
+class _QueueSlow:
+    """A slowdown of a :func:`_hw_queue` series over steps ``[a, b)``: its kind, its size
+    ``g``, the steps over which it climbs (1: a step) and its buckets (``connections`` /
+    ``order``: the order in which they land on the compute queue, the first ``ceil(g x
+    buckets)`` of them; ``bucket``: the buckets whose bytes grow)."""
+
+    a: int
+    b: int
+    kind: str
+    g: float
+    ramp: int = 1
+    who: tuple[int, ...] = ()
+
+
+@dataclass
+class _Queues:
+    """The draws of a :func:`_hw_queue` series (arrays ``(n, buckets)`` or ``(n,)``): each
+    bucket's backward compute at the device's rate, its reduce-scatter's time at the nominal
+    bandwidth, the bandwidth (jitter, congestion), which reduce-scatters share the compute
+    queue, the forward and optimizer compute, the restarts' warm-ups, and the extra work
+    (checkpoints, evaluations)."""
+
+    comp: np.ndarray
+    size: np.ndarray
+    bw: np.ndarray
+    blocked: np.ndarray
+    fwd: np.ndarray
+    warm: np.ndarray
+    rest: np.ndarray
+
+    def steps(self, a: int, b: int, sl: _QueueSlow | None = None,
+              warm: np.ndarray | None = None) -> np.ndarray:
+        """The step times over ``[a, b)`` under the slowdown ``sl`` (``warm``: the series'
+        warm-ups, else its own): ``connections`` / ``order`` put more reduce-scatters on the
+        compute queue, ``bucket`` makes some buckets' bytes ``1 + g w`` times larger,
+        ``link`` divides the bandwidth by ``1 + g w`` (``w`` climbs linearly from 0 at ``a``
+        to 1 over ``ramp`` steps)."""
+        wu = (self.warm if warm is None else warm)[a:b]
+        size, bw, blocked = self.size[a:b], self.bw[a:b], self.blocked[a:b]
+        if sl is not None:
+            t = np.arange(a, b)
+            inside = (t >= sl.a) & (t < sl.b)
+            w = np.where(inside, np.minimum(1.0, (t - sl.a + 1.0) / sl.ramp), 0.0)
+            who = np.array(sl.who, dtype=np.int64)
+            if sl.kind in ("connections", "order"):
+                blocked = blocked.copy()
+                blocked[np.ix_(inside, who[:math.ceil(sl.g * who.size - 1e-9)])] = True
+            elif sl.kind == "bucket":
+                size = size.copy()
+                size[:, who] *= (1.0 + sl.g * w)[:, None]
+            else:
+                bw = bw / (1.0 + sl.g * w)[:, None]
+        return np.asarray(self.fwd[a:b] * wu + _backward(self.comp[a:b] * wu[:, None],
+                                                         size / bw, blocked) + self.rest[a:b])
+
+
+def _hq_warm(rng: np.random.Generator) -> tuple[float, float, float]:
+    """A restart's warm-up: its first step's factor, the hump's amplitude and time constant
+    (applied by :func:`_moe_rewarm`)."""
+    return (_loguniform(rng, *HQ_FIRST), float(rng.uniform(*HQ_WARM_AMPLITUDE)),
+            float(rng.uniform(*HQ_WARM_TAU)))
+
+
+def _hw_queue(rng: np.random.Generator, scenario: str) -> _Timeline:
+    """CUDA hardware-queue false dependencies between reduce-scatters and compute (module
+    docstring); the corpus' noise is turned off (``noise_scale`` ~ 0)."""
+    n = _n(rng)
+    t = np.arange(n)
+    nb = _logint(rng, *HQ_BUCKETS)
+    base_s = _loguniform(rng, *BASE_S)
+    k = int(rng.integers(1, 4))
+    part = (n - LEAD_ITERS) // k
+    starts = LEAD_ITERS + part * np.arange(k)
+    ends = [*starts[1:].tolist(), n]
+    rate = _wandering_compute(rng, t, HQ_WANDER_SD, HQ_WANDER_PHI, HQ_JITTER,
+                              HQ_WARM_AMPLITUDE, HQ_WARM_TAU, HQ_FIRST)
+    kj = float(rng.uniform(*HQ_KERNEL_JITTER))
+    comp = (rate[:, None] * rng.dirichlet(np.full(nb, HQ_BUCKET_CONC))[None, :]
+            * np.exp(kj * rng.standard_normal((n, nb)) - 0.5 * kj * kj))
+    fo = float(rng.uniform(*HQ_FORWARD) + rng.uniform(*HQ_OPT))
+    size = np.repeat((float(rng.uniform(*HQ_COMM))
+                      * rng.dirichlet(np.full(nb, HQ_BUCKET_CONC)))[None, :], n, axis=0)
+    bj = float(rng.uniform(*HQ_BW_JITTER))
+    bw = np.exp(bj * rng.standard_normal((n, nb)) - 0.5 * bj * bj)
+    # congestion spikes: the bandwidth divided by 1.5-4 for 1-5 steps (exposed communication)
+    hit = np.flatnonzero(rng.random(n) < rng.uniform(*HQ_CONGEST_RATE))
+    length = rng.integers(HQ_CONGEST_ITERS[0], HQ_CONGEST_ITERS[1] + 1, hit.size)
+    x = np.exp(rng.uniform(math.log(HQ_CONGEST_X[0]), math.log(HQ_CONGEST_X[1]), hit.size))
+    idx = hit[:, None] + np.arange(HQ_CONGEST_ITERS[1])[None, :]
+    on = (np.arange(HQ_CONGEST_ITERS[1])[None, :] < length[:, None]) & (idx < n)
+    cong = np.ones(n)
+    np.maximum.at(cong, idx[on], np.broadcast_to(x[:, None], idx.shape)[on])
+    bw /= cong[:, None]
+    # a configuration that leaves some reduce-scatters on the compute queue from the start
+    blocked = np.zeros((n, nb), dtype=bool)
+    if rng.random() < HQ_SHARED_P:
+        m = max(1, int(round(float(rng.uniform(*HQ_SHARED)) * nb)))
+        blocked[:, rng.choice(nb, m, replace=False)] = True
+    # the extra work: checkpoints, evaluations
+    unit = 1.0 + fo
+    every = int(rng.integers(HQ_CKPT_EVERY[0], HQ_CKPT_EVERY[1] + 1))
+    ck = t // every
+    ck_len = rng.integers(HQ_CKPT_ITERS[0], HQ_CKPT_ITERS[1] + 1, int(ck[-1]) + 1)
+    ck_x = np.exp(rng.uniform(math.log(HQ_CKPT_X[0]), math.log(HQ_CKPT_X[1]), ck_len.size))
+    rest = np.where((ck > 0) & (t % every < ck_len[ck]), (ck_x[ck] - 1.0) * rate * unit, 0.0)
+    ev = int(rng.choice(HQ_EVAL_EVERY))
+    at = t % ev == ev - 1
+    rest[at] += unit * np.exp(rng.uniform(math.log(HQ_EVAL_X[0]), math.log(HQ_EVAL_X[1]),
+                                          int(at.sum())))
+    q = _Queues(comp=comp, size=size, bw=bw, blocked=blocked, fwd=fo * rate, warm=np.ones(n),
+                rest=rest)
+    # planned restarts between parts: a warm-up, a downtime and new bucket sizes, kept where
+    # the part's mean step rises by less than HQ_RESIZE_RISE (the resize halved until)
+    restarted = np.zeros(k, dtype=bool)
+    pauses: list[tuple[int, float]] = []
+    for j in range(1, k):
+        if rng.random() < HQ_RESTART_P:
+            restarted[j] = True
+            s0, s1 = int(starts[j]), ends[j]
+            _moe_rewarm(q.warm, s0, _hq_warm(rng))
+            pauses.append((s0, _loguniform(rng, *HQ_DOWNTIME)))
+            x_r = _loguniform(rng, *HQ_RESIZE)
+            before = float(q.steps(s0, s1).mean())
+            saved = size[s0:].copy()
+            for _halving in range(4):
+                size[s0:] = saved * x_r
+                if float(q.steps(s0, s1).mean()) < (1.0 + HQ_RESIZE_RISE) * before:
+                    break
+                x_r = math.sqrt(x_r)
+            else:
+                size[s0:] = saved
+    healthy_it = q.steps(0, n)
+    steady = healthy_it[LEAD_ITERS:]
+    mean = float(steady.mean())
+    var = float(steady.var()) / mean ** 2
+    it = healthy_it.copy()
+    events: list[tuple[int, int, float, str]] = []
+    kinds = [kd for kd, _ in HQ_KINDS]
+    kind_p = np.array([p for _, p in HQ_KINDS])
+    top = {"connections": 1.0, "order": 1.0, "bucket": HQ_GROW_MAX, "link": HQ_LINK_MAX}
+    for j in range(k):  # one in each of k parts, away from a restart
+        if scenario != "slow" or (j > 0 and rng.random() >= HQ_MORE_P):
+            continue
+        lo_room = int(starts[j]) + (HQ_SETTLE if restarted[j] else 0)
+        hi_room = int(starts[j]) + part - (HQ_CLEAR if j + 1 < k and restarted[j + 1] else 40)
+        for attempt in range(HQ_TRIES):  # fresh draws until one is decidable
+            kind = kinds[int(rng.choice(len(kinds), p=kind_p))]
+            s = float(rng.uniform(*HQ_SLOWDOWN))
+            ramp_share = float(rng.uniform(*HQ_RAMP)) if rng.random() < HQ_RAMP_P else 0.0
+            need = HQ_NEED_MARGIN * HQ_DECIDABLE * var / s ** 2
+            dur = max(_logint(rng, *HQ_SLOW_ITERS), math.ceil(need))
+            how = (_hq_warm(rng), _hq_warm(rng))
+            down = (_loguniform(rng, *HQ_DOWNTIME), _loguniform(rng, *HQ_DOWNTIME))
+            grow = rng.permutation(nb)[:max(1, int(round(float(rng.uniform(*HQ_GROW)) * nb)))]
+            perm = rng.permutation(nb)
+            j0 = int(rng.integers(0, nb))
+            if j == 0 and attempt == HQ_TRIES - 1:  # the last try of a positive's first part:
+                kind, ramp_share, dur = "link", 0.0, hi_room - lo_room  # its whole room
+            restart = kind in ("connections", "order")  # a configuration or framework change
+            if restart:
+                ramp_share = 0.0
+            ramp = max(1, min(HQ_RAMP_MAX, int(round(ramp_share * dur))))
+            dur += (ramp - 1) // 2
+            dur = max(1, min(dur, hi_room - lo_room))
+            a = lo_room + int(rng.integers(0, hi_room - lo_room - dur + 1))
+            b = a + dur
+            who = {"connections": perm, "order": np.roll(np.arange(nb), -j0), "bucket": grow,
+                   "link": np.zeros(0, dtype=np.int64)}[kind]
+            sl0 = _QueueSlow(a, b, kind, 0.0, ramp, tuple(int(v) for v in who))
+            # a configuration change comes with a restart at the span's start and another at
+            # its end that restores the old one; the counterfactual healthy series has the
+            # same restarts with the old configuration
+            hw, base, y0 = q.warm, healthy_it, it
+            if restart:
+                hw = q.warm.copy()
+                _moe_rewarm(hw, a, how[0])
+                _moe_rewarm(hw, b, how[1])
+                base = q.steps(0, n, warm=hw)
+                y0 = base.copy()
+                for lo_e, hi_e, _r, _k in events:  # earlier parts: before a
+                    y0[lo_e:hi_e] = it[lo_e:hi_e]
+
+            def trial(g: float, sl_: _QueueSlow = sl0, hw_: np.ndarray = hw,
+                      y0_: np.ndarray = y0) -> tuple[int, int, np.ndarray]:
+                y = y0_.copy()
+                y[sl_.a:sl_.b] = q.steps(sl_.a, sl_.b, _QueueSlow(sl_.a, sl_.b, sl_.kind, g,
+                                                                  sl_.ramp, sl_.who), hw_)
+                seg, ref = y[sl_.a:sl_.b], y0_[sl_.a:sl_.b]
+                diff = np.flatnonzero(np.abs(seg - ref) > 1e-9 * ref)
+                if diff.size == 0:
+                    return sl_.a, sl_.a, y
+                return sl_.a + int(diff[0]), sl_.a + int(diff[-1]) + 1, y
+
+            found = _solve_rise(trial, 1.0, s, 0.0, top[kind], base=base, steps=HQ_SOLVE_STEPS)
+            if found is None:
+                continue
+            lo, hi, y, _g = found
+            r = _decidable_rise(y, lo, hi, float(base[lo:hi].mean()), HQ_SLOWDOWN[0],
+                                s + HQ_OVERSHOOT, HQ_SLOW_ITERS[0], HQ_DECIDABLE)
+            if r is not None and _hd_visible(base, y, lo, hi):
+                it = y
+                if restart:
+                    q.warm = hw
+                    healthy_it = base
+                    pauses += [(a, down[0]), (b, down[1])]
+                events.append((lo, hi, r, kind))
+                break
+    # labelled by the span's mean rise over its healthy mean
+    tl = _quiet_timeline(base_s * healthy_it / mean, it / healthy_it, events)
+    for at_t, d in pauses:
+        tl.pause[at_t] += d
+    tl.restarts = len(pauses)
+    return tl
+
+
 def _solve_rise(trial: Callable[[float], tuple[int, int, np.ndarray]], mean: float, s: float,
                 lo_g: float, hi_g: float, base: np.ndarray | None = None, steps: int = 40
                 ) -> tuple[int, int, np.ndarray, float] | None:
@@ -3733,8 +4070,8 @@ def _solve_rise(trial: Callable[[float], tuple[int, int, np.ndarray]], mean: flo
     times) rises by ``s`` over ``mean`` (``base`` given: over the mean of ``base`` over the
     span, its healthy times), by bisection (the rise grows with ``g``; ``steps`` halvings):
     ``(start, end, times, g)``, or None where even ``hi_g`` falls short.  Shared by
-    :func:`_dl_slowdown`, :func:`_ll_degrade`, :func:`_gc_slow`, :func:`_hd_slow` and
-    :func:`_moe`."""
+    :func:`_dl_slowdown`, :func:`_ll_degrade`, :func:`_gc_slow`, :func:`_hd_slow`,
+    :func:`_moe` and :func:`_hw_queue`."""
 
     def rise(g: float) -> float:
         lo, hi, y = trial(g)
@@ -3773,6 +4110,7 @@ _BUILDERS: dict[str, Callable[[np.random.Generator, str], _Timeline]] = {
     "bimodal_replay": _bimodal_replay, "ladder": _ladder, "seqlen": _seqlen, "accum": _accum,
     "memory": _memory, "prefetch": _prefetch, "pipeline": _pipeline,
     "lossy_link": _lossy_link, "gc_pause": _gc_pause, "dispatch": _dispatch, "moe": _moe,
+    "hw_queue": _hw_queue,
 }
 
 
