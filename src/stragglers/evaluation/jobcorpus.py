@@ -2659,10 +2659,7 @@ def _dl_slowdown(st: _Storage, comp: np.ndarray, ld: _Loader, it: np.ndarray, me
 
     def trial(g: float) -> tuple[int, int, np.ndarray]:
         y = _steps(comp, st.prod(slow + ((a, b, kind, g),)), ld)
-        diff = np.flatnonzero(y[a:] > it[a:] * (1.0 + 1e-9))
-        if diff.size == 0:
-            return a, a, y
-        return a + int(diff[0]), a + int(diff[-1]) + 1, y
+        return _changed_span(y, it, a, y.size)
 
     lo, hi = (1.0, DL_STORAGE_MAX / float(st.base[a:b].mean())) if kind == "storage" else (
         0.0, DL_STORM_MAX)
@@ -3007,10 +3004,7 @@ def _ll_degrade(fab: _Fabric, base_it: np.ndarray, it: np.ndarray, mean: float,
 
     def trial(g: float) -> tuple[int, int, np.ndarray]:
         y = base_it + fab.lost(slow + ((a, b, kind, g, ramp, sh),))
-        diff = np.flatnonzero(y[a:b] > it[a:b] * (1.0 + 1e-9))
-        if diff.size == 0:
-            return a, a, y
-        return a + int(diff[0]), a + int(diff[-1]) + 1, y
+        return _changed_span(y, it, a, b)
 
     return _solve_rise(trial, mean, s, 0.0, LL_FLAP_MAX if kind == "flap" else LL_RATE_MAX)
 
@@ -3096,19 +3090,10 @@ def _gc_pause(rng: np.random.Generator, scenario: str) -> _Timeline:
     dev = comp[None, :] * np.exp(rj * rng.standard_normal((ranks, n)))
     hj = float(rng.uniform(*GC_HOST_JITTER))
     host = float(rng.uniform(*GC_HOST)) * np.exp(hj * rng.standard_normal((ranks, n)))
-    c = float(rng.uniform(*GC_COMM))
-    cj = float(rng.uniform(*GC_COMM_JITTER))
-    rest = c * np.exp(cj * rng.standard_normal(n) - 0.5 * cj * cj)
+    rest = _comm_rest(rng, n, GC_COMM, GC_COMM_JITTER)
     # checkpoints (1-3 steps slower) and evaluations (one step longer, many survivors)
-    every = int(rng.integers(GC_CKPT_EVERY[0], GC_CKPT_EVERY[1] + 1))
-    ck = t // every
-    ck_len = rng.integers(GC_CKPT_ITERS[0], GC_CKPT_ITERS[1] + 1, int(ck[-1]) + 1)
-    ck_x = np.exp(rng.uniform(math.log(GC_CKPT_X[0]), math.log(GC_CKPT_X[1]), ck_len.size))
-    rest = rest + np.where((ck > 0) & (t % every < ck_len[ck]), (ck_x[ck] - 1.0) * comp, 0.0)
-    ev = int(rng.choice(GC_EVAL_EVERY))
-    at = t % ev == ev - 1
-    rest[at] += np.exp(rng.uniform(math.log(GC_EVAL_X[0]), math.log(GC_EVAL_X[1]),
-                                   int(at.sum())))
+    rest, at = _with_ckpt_eval(rng, t, rest, comp, GC_CKPT_EVERY, GC_CKPT_ITERS, GC_CKPT_X,
+                               GC_EVAL_EVERY, GC_EVAL_X)
     # the heap: each rank's own size, growing over an epoch and released at its end
     epoch = _logint(rng, *GC_EPOCH)
     growth = float(rng.uniform(*GC_EPOCH_GROWTH))
@@ -3187,10 +3172,7 @@ def _gc_slow(hs: _Hosts, it: np.ndarray, mean: float,
     def trial(g: float) -> tuple[int, int, np.ndarray]:
         y = hs.steps(slow + ((a, b, kind, g, ramp, who),))
         # the collections move: some steps of the span are slower, a few faster
-        diff = np.flatnonzero(np.abs(y[a:b] - it[a:b]) > 1e-9 * it[a:b])
-        if diff.size == 0:
-            return a, a, y
-        return a + int(diff[0]), a + int(diff[-1]) + 1, y
+        return _changed_span(y, it, a, b, faster=True)
 
     if kind == "leak":  # the heap at most GC_LEAK_HEAP x the base one at the span's end
         lo_g, hi_g = 0.0, (GC_LEAK_HEAP - 1.0) / (b - a)
@@ -3353,18 +3335,9 @@ def _dispatch(rng: np.random.Generator, scenario: str) -> _Timeline:
     dev[..., :HD_CHUNKS] = dev_rate[:, :, None, None] * d_share
     host[..., :HD_CHUNKS] = host_x[..., None] * h_share
     # the rest of the step: the exposed all-reduce, checkpoints, evaluations
-    c = float(rng.uniform(*HD_COMM))
-    cj = float(rng.uniform(*HD_COMM_JITTER))
-    rest = c * np.exp(cj * rng.standard_normal(n) - 0.5 * cj * cj)
-    every = int(rng.integers(HD_CKPT_EVERY[0], HD_CKPT_EVERY[1] + 1))
-    ck = t // every
-    ck_len = rng.integers(HD_CKPT_ITERS[0], HD_CKPT_ITERS[1] + 1, int(ck[-1]) + 1)
-    ck_x = np.exp(rng.uniform(math.log(HD_CKPT_X[0]), math.log(HD_CKPT_X[1]), ck_len.size))
-    rest = rest + np.where((ck > 0) & (t % every < ck_len[ck]), (ck_x[ck] - 1.0) * comp, 0.0)
-    ev = int(rng.choice(HD_EVAL_EVERY))
-    at = t % ev == ev - 1
-    rest[at] += np.exp(rng.uniform(math.log(HD_EVAL_X[0]), math.log(HD_EVAL_X[1]),
-                                   int(at.sum())))
+    rest = _comm_rest(rng, n, HD_COMM, HD_COMM_JITTER)
+    rest, _ = _with_ckpt_eval(rng, t, rest, comp, HD_CKPT_EVERY, HD_CKPT_ITERS, HD_CKPT_X,
+                              HD_EVAL_EVERY, HD_EVAL_X)
     # a neighbour's load: bursts (on a share of the steps, in runs) that fluctuate
     load_sd = float(rng.uniform(*HD_NEIGHBOUR_JITTER))
     load = np.exp(load_sd * rng.standard_normal((ranks, n)) - 0.5 * load_sd * load_sd)
@@ -3478,10 +3451,7 @@ def _hd_slow(hd: _Dispatch, it: np.ndarray, healthy_it: np.ndarray,
         busy = hd.busy.copy()
         busy[:, a:b] = hd.window(sized(g))
         y[a:b] = busy[:, a:b].max(axis=0) + hd.rest[a:b]
-        diff = np.flatnonzero(y[a:b] > it[a:b] * (1.0 + 1e-9))
-        if diff.size == 0:
-            return a, a, y
-        return a + int(diff[0]), a + int(diff[-1]) + 1, y
+        return _changed_span(y, it, a, b)
 
     top = {"neighbour": HD_NEIGHBOUR_MAX, "freq_cap": HD_FREQ_MAX, "quota": HD_QUOTA_MAX,
            "sync": HD_SYNC_MAX}[where.kind]
@@ -3675,18 +3645,9 @@ def _moe(rng: np.random.Generator, scenario: str) -> _Timeline:
     bias = lfilter([1.0], [1.0, -phi], innov, axis=0)
     new = rng.standard_normal((layers, experts))
     # the rest of the step: the exposed all-reduce, checkpoints, evaluations
-    c = float(rng.uniform(*ME_COMM))
-    cj = float(rng.uniform(*ME_COMM_JITTER))
-    rest = c * np.exp(cj * rng.standard_normal(n) - 0.5 * cj * cj)
-    every = int(rng.integers(ME_CKPT_EVERY[0], ME_CKPT_EVERY[1] + 1))
-    ck = t // every
-    ck_len = rng.integers(ME_CKPT_ITERS[0], ME_CKPT_ITERS[1] + 1, int(ck[-1]) + 1)
-    ck_x = np.exp(rng.uniform(math.log(ME_CKPT_X[0]), math.log(ME_CKPT_X[1]), ck_len.size))
-    rest = rest + np.where((ck > 0) & (t % every < ck_len[ck]), (ck_x[ck] - 1.0) * rate, 0.0)
-    ev = int(rng.choice(ME_EVAL_EVERY))
-    at = t % ev == ev - 1
-    rest[at] += np.exp(rng.uniform(math.log(ME_EVAL_X[0]), math.log(ME_EVAL_X[1]),
-                                   int(at.sum())))
+    rest = _comm_rest(rng, n, ME_COMM, ME_COMM_JITTER)
+    rest, _ = _with_ckpt_eval(rng, t, rest, rate, ME_CKPT_EVERY, ME_CKPT_ITERS, ME_CKPT_X,
+                              ME_EVAL_EVERY, ME_EVAL_X)
     ex = _Experts(count_z=rng.standard_normal((n, layers, experts)), mix=mix, bias=bias,
                   innov=innov, domain=new, cost=cost,
                   rate=rate, warm=warm, level=np.ones(n), ep=ep, cap=cap,
@@ -3803,10 +3764,7 @@ def _moe(rng: np.random.Generator, scenario: str) -> _Timeline:
                       ) -> tuple[int, int, np.ndarray]:
                 y = y0_.copy()
                 y[a_:hi_] = ex.busy(a_, hi_, sized_(g), hw_[a_:hi_]) + rest[a_:hi_]
-                diff = np.flatnonzero(np.abs(y[a_:hi_] - y0_[a_:hi_]) > 1e-9 * y0_[a_:hi_])
-                if diff.size == 0:
-                    return a_, a_, y
-                return a_ + int(diff[0]), a_ + int(diff[-1]) + 1, y
+                return _changed_span(y, y0_, a_, hi_, faster=True)
 
             found = _solve_rise(trial, 1.0, s, 0.0, top_g, base=base, steps=ME_SOLVE_STEPS)
             if found is None:
@@ -3823,11 +3781,7 @@ def _moe(rng: np.random.Generator, scenario: str) -> _Timeline:
                 events.append((lo, hi, r, kind))
                 break
     # labelled by the span's mean rise over its healthy mean
-    tl = _quiet_timeline(base_s * healthy_it / mean, it / healthy_it, events)
-    for at_t, d in pauses:
-        tl.pause[at_t] += d
-    tl.restarts = len(pauses)
-    return tl
+    return _restarted_timeline(base_s * healthy_it / mean, it / healthy_it, events, pauses)
 
 
 def _backward(comp: np.ndarray, comm: np.ndarray, blocked: np.ndarray) -> np.ndarray:
@@ -3948,15 +3902,8 @@ def _hw_queue(rng: np.random.Generator, scenario: str) -> _Timeline:
         blocked[:, rng.choice(nb, m, replace=False)] = True
     # the extra work: checkpoints, evaluations
     unit = 1.0 + fo
-    every = int(rng.integers(HQ_CKPT_EVERY[0], HQ_CKPT_EVERY[1] + 1))
-    ck = t // every
-    ck_len = rng.integers(HQ_CKPT_ITERS[0], HQ_CKPT_ITERS[1] + 1, int(ck[-1]) + 1)
-    ck_x = np.exp(rng.uniform(math.log(HQ_CKPT_X[0]), math.log(HQ_CKPT_X[1]), ck_len.size))
-    rest = np.where((ck > 0) & (t % every < ck_len[ck]), (ck_x[ck] - 1.0) * rate * unit, 0.0)
-    ev = int(rng.choice(HQ_EVAL_EVERY))
-    at = t % ev == ev - 1
-    rest[at] += unit * np.exp(rng.uniform(math.log(HQ_EVAL_X[0]), math.log(HQ_EVAL_X[1]),
-                                          int(at.sum())))
+    rest, _ = _with_ckpt_eval(rng, t, np.zeros(n), rate, HQ_CKPT_EVERY, HQ_CKPT_ITERS,
+                              HQ_CKPT_X, HQ_EVAL_EVERY, HQ_EVAL_X, unit=unit)
     q = _Queues(comp=comp, size=size, bw=bw, blocked=blocked, fwd=fo * rate, warm=np.ones(n),
                 rest=rest)
     # planned restarts between parts: a warm-up, a downtime and new bucket sizes, kept where
@@ -4035,11 +3982,7 @@ def _hw_queue(rng: np.random.Generator, scenario: str) -> _Timeline:
                 y = y0_.copy()
                 y[sl_.a:sl_.b] = q.steps(sl_.a, sl_.b, _QueueSlow(sl_.a, sl_.b, sl_.kind, g,
                                                                   sl_.ramp, sl_.who), hw_)
-                seg, ref = y[sl_.a:sl_.b], y0_[sl_.a:sl_.b]
-                diff = np.flatnonzero(np.abs(seg - ref) > 1e-9 * ref)
-                if diff.size == 0:
-                    return sl_.a, sl_.a, y
-                return sl_.a + int(diff[0]), sl_.a + int(diff[-1]) + 1, y
+                return _changed_span(y, y0_, sl_.a, sl_.b, faster=True)
 
             found = _solve_rise(trial, 1.0, s, 0.0, top[kind], base=base, steps=HQ_SOLVE_STEPS)
             if found is None:
@@ -4056,7 +3999,58 @@ def _hw_queue(rng: np.random.Generator, scenario: str) -> _Timeline:
                 events.append((lo, hi, r, kind))
                 break
     # labelled by the span's mean rise over its healthy mean
-    tl = _quiet_timeline(base_s * healthy_it / mean, it / healthy_it, events)
+    return _restarted_timeline(base_s * healthy_it / mean, it / healthy_it, events, pauses)
+
+
+def _comm_rest(rng: np.random.Generator, n: int, comm: tuple[float, float],
+               jitter: tuple[float, float]) -> np.ndarray:
+    """The exposed all-reduce of each of ``n`` steps: a level drawn in ``comm`` (mean-step
+    units) with a log-normal jitter (its sd drawn in ``jitter``) of mean 1."""
+    c = float(rng.uniform(*comm))
+    cj = float(rng.uniform(*jitter))
+    return c * np.exp(cj * rng.standard_normal(n) - 0.5 * cj * cj)
+
+
+def _with_ckpt_eval(rng: np.random.Generator, t: np.ndarray, rest: np.ndarray,
+                    scale: np.ndarray, every_range: tuple[int, int],
+                    iters: tuple[int, int], x: tuple[float, float],
+                    eval_every: tuple[int, ...], eval_x: tuple[float, float],
+                    unit: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """``rest`` plus checkpoints (one every ``every_range`` steps, ``iters`` steps of it
+    ``x`` times the step's ``scale`` x ``unit``; none at step 0) and evaluations (every
+    ``eval_every``-th step adds ``eval_x`` x ``unit``, log-uniform), and which steps
+    evaluate."""
+    every = int(rng.integers(every_range[0], every_range[1] + 1))
+    ck = t // every
+    ck_len = rng.integers(iters[0], iters[1] + 1, int(ck[-1]) + 1)
+    ck_x = np.exp(rng.uniform(math.log(x[0]), math.log(x[1]), ck_len.size))
+    rest = rest + np.where((ck > 0) & (t % every < ck_len[ck]), (ck_x[ck] - 1.0) * scale * unit,
+                           0.0)
+    ev = int(rng.choice(eval_every))
+    at = t % ev == ev - 1
+    rest[at] += unit * np.exp(rng.uniform(math.log(eval_x[0]), math.log(eval_x[1]),
+                                          int(at.sum())))
+    return rest, at
+
+
+def _changed_span(y: np.ndarray, ref: np.ndarray, a: int, b: int, faster: bool = False
+                  ) -> tuple[int, int, np.ndarray]:
+    """``(first, end, y)``: the steps of ``[a, b)`` where ``y`` is slower than ``ref`` (by
+    more than 1e-9 of it; ``faster``: where it differs either way), from the first to the
+    last; ``(a, a, y)`` where none is."""
+    seg, r = y[a:b], ref[a:b]
+    diff = np.flatnonzero(np.abs(seg - r) > 1e-9 * r if faster else seg > r * (1.0 + 1e-9))
+    if diff.size == 0:
+        return a, a, y
+    return a + int(diff[0]), a + int(diff[-1]) + 1, y
+
+
+def _restarted_timeline(healthy: np.ndarray, factor: np.ndarray,
+                        events: list[tuple[int, int, float, str]],
+                        pauses: list[tuple[int, float]]) -> _Timeline:
+    """:func:`_quiet_timeline` with the downtime of each planned restart ``(step,
+    seconds)``."""
+    tl = _quiet_timeline(healthy, factor, events)
     for at_t, d in pauses:
         tl.pause[at_t] += d
     tl.restarts = len(pauses)
