@@ -926,6 +926,25 @@ def _a_mean_rise_label(s: JobSeries, e: JobEvent, factor: np.ndarray, mean: floa
     return factor[inside]
 
 
+def _a_solved_rise(s: JobSeries, e: JobEvent, factor: np.ndarray, least_iters: int,
+                   slowdown: tuple[float, float], overshoot: float
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """The checks every label of a family whose rise is solved over the span's own healthy
+    steps passes (``dispatch``, ``moe``, ``hw_queue``): at least ``least_iters`` long; its
+    rise within ``slowdown`` (up to ``overshoot`` more) and equal to the span's mean rise over
+    the span's healthy mean; decidable (the rise five standard errors of the span's mean).
+    Returns the span (a mask) and its factors over the healthy time."""
+    assert e.end_iter - e.start_iter >= max(MIN_EVENT_ITERS, least_iters)
+    inside = (s.iter >= e.start_iter) & (s.iter < e.end_iter)
+    s_e = e.loss / (1.0 - e.loss)
+    assert slowdown[0] - 1e-9 <= s_e <= slowdown[1] + overshoot + 1e-9
+    ref = s.healthy[inside].mean()
+    assert np.isclose(s.level[inside].mean(), (1.0 + s_e) * ref, rtol=1e-6)
+    x = s.level[inside] / ref
+    assert x.size >= 25.0 * x.var() / s_e ** 2, s.name
+    return inside, factor[inside]
+
+
 def test_gc_pause_labels() -> None:
     """Python's garbage collector in the training loop: every labelled slowdown (collections
     made more often by lowered thresholds, ranks whose planned GC was switched off, a leak of
@@ -1019,15 +1038,8 @@ def test_dispatch_labels() -> None:
             kinds.add(e.kind)
             assert e.kind in ("neighbour", "quota", "freq_cap", "sync") and not e.ranks
             assert e.start_iter > LEAD_ITERS
-            assert e.end_iter - e.start_iter >= max(MIN_EVENT_ITERS, HD_SLOW_ITERS[0])
-            inside = (s.iter >= e.start_iter) & (s.iter < e.end_iter)
-            s_e = e.loss / (1.0 - e.loss)
-            assert HD_SLOWDOWN[0] - 1e-9 <= s_e <= HD_SLOWDOWN[1] + HD_OVERSHOOT + 1e-9
-            ref = s.healthy[inside].mean()
-            assert np.isclose(s.level[inside].mean(), (1.0 + s_e) * ref, rtol=1e-6)
-            x = s.level[inside] / ref
-            assert x.size >= 25.0 * x.var() / s_e ** 2, s.name
-            lv = factor[inside]
+            inside, lv = _a_solved_rise(s, e, factor, HD_SLOW_ITERS[0], HD_SLOWDOWN,
+                                        HD_OVERSHOOT)
             assert lv[0] > 1.0 + 1e-9 and lv[-1] > 1.0 + 1e-9
             shapes.add("level" if np.mean(lv > 1.02) > 0.5 else "intermittent")
             _clear_after(s, e, factor)
@@ -1118,15 +1130,8 @@ def test_moe_labels() -> None:
             assert e.kind in ("collapse", "aux_off", "capacity", "domain", "slow_rank")
             assert not e.ranks and e.start_iter > LEAD_ITERS
             changes += e.kind in ("aux_off", "capacity")
-            assert e.end_iter - e.start_iter >= max(MIN_EVENT_ITERS, ME_SLOW_ITERS[0])
-            inside = (s.iter >= e.start_iter) & (s.iter < e.end_iter)
-            s_e = e.loss / (1.0 - e.loss)
-            assert ME_SLOWDOWN[0] - 1e-9 <= s_e <= ME_SLOWDOWN[1] + ME_OVERSHOOT + 1e-9
-            ref = s.healthy[inside].mean()
-            assert np.isclose(s.level[inside].mean(), (1.0 + s_e) * ref, rtol=1e-6)
-            x = s.level[inside] / ref
-            assert x.size >= 25.0 * x.var() / s_e ** 2, s.name
-            lv = factor[inside]
+            inside, lv = _a_solved_rise(s, e, factor, ME_SLOW_ITERS[0], ME_SLOWDOWN,
+                                        ME_OVERSHOOT)
             assert abs(lv[0] - 1.0) > 1e-9 and abs(lv[-1] - 1.0) > 1e-9
             _clear_after(s, e, factor)
             _above_the_healthy_around(d, ok, inside, s.name, drop=4)
@@ -1191,15 +1196,8 @@ def test_hw_queue_labels() -> None:
             assert e.kind in ("connections", "order", "bucket", "link")
             assert not e.ranks and e.start_iter > LEAD_ITERS
             changes += e.kind in ("connections", "order")
-            assert e.end_iter - e.start_iter >= max(MIN_EVENT_ITERS, HQ_SLOW_ITERS[0])
-            inside = (s.iter >= e.start_iter) & (s.iter < e.end_iter)
-            s_e = e.loss / (1.0 - e.loss)
-            assert HQ_SLOWDOWN[0] - 1e-9 <= s_e <= HQ_SLOWDOWN[1] + HQ_OVERSHOOT + 1e-9
-            ref = s.healthy[inside].mean()
-            assert np.isclose(s.level[inside].mean(), (1.0 + s_e) * ref, rtol=1e-6)
-            x = s.level[inside] / ref
-            assert x.size >= 25.0 * x.var() / s_e ** 2, s.name
-            lv = factor[inside]
+            inside, lv = _a_solved_rise(s, e, factor, HQ_SLOW_ITERS[0], HQ_SLOWDOWN,
+                                        HQ_OVERSHOOT)
             assert lv[0] > 1.0 + 1e-9 and lv[-1] > 1.0 + 1e-9
             _clear_after(s, e, factor)
             _above_the_healthy_around(d, ok, inside, s.name, drop=4)

@@ -3766,14 +3766,12 @@ def _moe(rng: np.random.Generator, scenario: str) -> _Timeline:
                 y[a_:hi_] = ex.busy(a_, hi_, sized_(g), hw_[a_:hi_]) + rest[a_:hi_]
                 return _changed_span(y, y0_, a_, hi_, faster=True)
 
-            found = _solve_rise(trial, 1.0, s, 0.0, top_g, base=base, steps=ME_SOLVE_STEPS)
-            if found is None:
-                continue
-            lo, hi, y, _g = found
-            r = _decidable_rise(y, lo, hi, float(base[lo:hi].mean()), ME_SLOWDOWN[0],
-                                s + ME_OVERSHOOT, ME_SLOW_ITERS[0], ME_DECIDABLE)
-            if r is not None and _hd_visible(base, y, lo, hi):
-                it = y
+            got = _visible_rise(_solve_rise(trial, 1.0, s, 0.0, top_g, base=base,
+                                            steps=ME_SOLVE_STEPS),
+                                base, ME_SLOWDOWN[0], s + ME_OVERSHOOT, ME_SLOW_ITERS[0],
+                                ME_DECIDABLE)
+            if got is not None:
+                lo, hi, it, r = got
                 if restart:
                     ex.warm = hw
                     healthy_it = base
@@ -3984,14 +3982,12 @@ def _hw_queue(rng: np.random.Generator, scenario: str) -> _Timeline:
                                                                   sl_.ramp, sl_.who), hw_)
                 return _changed_span(y, y0_, sl_.a, sl_.b, faster=True)
 
-            found = _solve_rise(trial, 1.0, s, 0.0, top[kind], base=base, steps=HQ_SOLVE_STEPS)
-            if found is None:
-                continue
-            lo, hi, y, _g = found
-            r = _decidable_rise(y, lo, hi, float(base[lo:hi].mean()), HQ_SLOWDOWN[0],
-                                s + HQ_OVERSHOOT, HQ_SLOW_ITERS[0], HQ_DECIDABLE)
-            if r is not None and _hd_visible(base, y, lo, hi):
-                it = y
+            got = _visible_rise(_solve_rise(trial, 1.0, s, 0.0, top[kind], base=base,
+                                            steps=HQ_SOLVE_STEPS),
+                                base, HQ_SLOWDOWN[0], s + HQ_OVERSHOOT, HQ_SLOW_ITERS[0],
+                                HQ_DECIDABLE)
+            if got is not None:
+                lo, hi, it, r = got
                 if restart:
                     q.warm = hw
                     healthy_it = base
@@ -4000,6 +3996,22 @@ def _hw_queue(rng: np.random.Generator, scenario: str) -> _Timeline:
                 break
     # labelled by the span's mean rise over its healthy mean
     return _restarted_timeline(base_s * healthy_it / mean, it / healthy_it, events, pauses)
+
+
+def _visible_rise(found: tuple[int, int, np.ndarray, float] | None, base: np.ndarray,
+                  least: float, most: float, min_iters: int, decidable: float
+                  ) -> tuple[int, int, np.ndarray, float] | None:
+    """A solved rise (:func:`_solve_rise`) kept where it is decidable (:func:`_decidable_rise`
+    over the healthy ``base``) and above the healthy steps around it (:func:`_hd_visible`):
+    ``(start, end, step times, loss)``, or None."""
+    if found is None:
+        return None
+    lo, hi, y, _g = found
+    r = _decidable_rise(y, lo, hi, float(base[lo:hi].mean()), least, most, min_iters,
+                        decidable)
+    if r is None or not _hd_visible(base, y, lo, hi):
+        return None
+    return lo, hi, y, r
 
 
 def _comm_rest(rng: np.random.Generator, n: int, comm: tuple[float, float],
