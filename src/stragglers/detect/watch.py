@@ -144,7 +144,7 @@ TYPICAL_POINTS = 16  # iteration times behind a rank's typical iteration time
 JUMP_FACTOR = 100.0  # a timestamp this many typical iteration times ahead is a jump
 MIN_ITER_GAP = 1000  # an iteration number further ahead than max(this, 8 x step) is a jump
 IDLE_S = 60.0  # wall time not explained by the iteration times that is a stop and resume
-IDLE_FACTOR = 10.0  # ... and at least this many times the iterations' own time
+IDLE_FACTOR = 10.0  # ... and at least this many times the iterations' own (or typical) time
 UNKNOWN_NAMES = 32  # distinct unknown field names counted by name (then as "other")
 WARM_KEEP = 64  # warm-up points kept per rank for a slowdown that began inside the warm-up
 
@@ -637,8 +637,12 @@ class Watcher:
                 dur = (rec.ts - st.last_ts) / step
             elif (self._segmented and dur is not None and rec.ts is not None
                   and st.last_ts is not None
-                  and rec.ts - st.last_ts - dur * step > max(IDLE_S, IDLE_FACTOR * dur * step)):
-                # Wall time the iterations do not explain: the job stopped and resumed.
+                  and rec.ts - st.last_ts - dur * step > max(IDLE_S, IDLE_FACTOR * step * (
+                      min(dur, st.typical) if st.typical == st.typical else dur))):
+                # Wall time the iterations do not explain: the job stopped and resumed.  The
+                # first iteration after a resume is often long itself (a warm-up, compiling):
+                # the unexplained time is weighed against the typical iteration time where
+                # that is shorter.
                 events = self._segment(rank, st, "idle", lineno, rec.iter, rec.ts)
         if new_segment or not st.job_ranges:
             st.job_ranges.append([rec.iter, rec.iter])
