@@ -945,6 +945,15 @@ def _a_solved_rise(s: JobSeries, e: JobEvent, factor: np.ndarray, least_iters: i
     return inside, factor[inside]
 
 
+def _no_rise_over_the_400_before(d: np.ndarray, name: str) -> None:
+    """A negative's records after the lead: any 200 of them, their largest 4 left out, below
+    (1 + SLOWDOWN_EVENT) x the mean of the 400 before them."""
+    x = d[LEAD_ITERS + 1:]
+    v = np.sort(sliding_window_view(x, 200), axis=1)[:, :-4].mean(axis=1)
+    ref_400 = sliding_window_view(x, 400).mean(axis=1)
+    assert np.all(v[400:] < (1.0 + SLOWDOWN_EVENT) * ref_400[:v.size - 400]), name
+
+
 def test_gc_pause_labels() -> None:
     """Python's garbage collector in the training loop: every labelled slowdown (collections
     made more often by lowered thresholds, ranks whose planned GC was switched off, a leak of
@@ -1049,10 +1058,7 @@ def test_dispatch_labels() -> None:
         assert np.sum(h > 1.5) >= 3, s.name
         if not s.positive:
             assert not s.events
-            x = d[LEAD_ITERS + 1:]
-            v = np.sort(sliding_window_view(x, 200), axis=1)[:, :-4].mean(axis=1)
-            ref_400 = sliding_window_view(x, 400).mean(axis=1)
-            assert np.all(v[400:] < (1.0 + SLOWDOWN_EVENT) * ref_400[:v.size - 400]), s.name
+            _no_rise_over_the_400_before(d, s.name)
     assert kinds == {"neighbour", "quota", "freq_cap", "sync"}
     assert shapes == {"level", "intermittent"}
 
@@ -1141,10 +1147,7 @@ def test_moe_labels() -> None:
         assert np.sum(h > 1.5) >= 3 and h.std() > 0.02, s.name
         if not s.positive:
             assert not s.events
-            x = d[LEAD_ITERS + 1:]
-            v = np.sort(sliding_window_view(x, 200), axis=1)[:, :-4].mean(axis=1)
-            ref_400 = sliding_window_view(x, 400).mean(axis=1)
-            assert np.all(v[400:] < (1.0 + SLOWDOWN_EVENT) * ref_400[:v.size - 400]), s.name
+            _no_rise_over_the_400_before(d, s.name)
     assert kinds == {"collapse", "aux_off", "capacity", "domain", "slow_rank"}
 
 
@@ -1207,8 +1210,5 @@ def test_hw_queue_labels() -> None:
         assert np.sum(h > 1.5) >= 3, s.name
         if not s.positive:
             assert not s.events
-            x = d[LEAD_ITERS + 1:]
-            v = np.sort(sliding_window_view(x, 200), axis=1)[:, :-4].mean(axis=1)
-            ref_400 = sliding_window_view(x, 400).mean(axis=1)
-            assert np.all(v[400:] < (1.0 + SLOWDOWN_EVENT) * ref_400[:v.size - 400]), s.name
+            _no_rise_over_the_400_before(d, s.name)
     assert kinds == {"connections", "order", "bucket", "link"}
