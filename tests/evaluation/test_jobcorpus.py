@@ -926,14 +926,15 @@ def _a_mean_rise_label(s: JobSeries, e: JobEvent, factor: np.ndarray, mean: floa
     return factor[inside]
 
 
-def _a_solved_rise(s: JobSeries, e: JobEvent, factor: np.ndarray, least_iters: int,
-                   slowdown: tuple[float, float], overshoot: float
-                   ) -> tuple[np.ndarray, np.ndarray]:
+def _a_solved_rise(s: JobSeries, e: JobEvent, factor: np.ndarray, d: np.ndarray,
+                   ok: np.ndarray, least_iters: int, slowdown: tuple[float, float],
+                   overshoot: float) -> np.ndarray:
     """The checks every label of a family whose rise is solved over the span's own healthy
     steps passes (``dispatch``, ``moe``, ``hw_queue``): at least ``least_iters`` long; its
     rise within ``slowdown`` (up to ``overshoot`` more) and equal to the span's mean rise over
-    the span's healthy mean; decidable (the rise five standard errors of the span's mean).
-    Returns the span (a mask) and its factors over the healthy time."""
+    the span's healthy mean; decidable (the rise five standard errors of the span's mean); 40
+    healthy iterations after it; the records above the healthy ones around it (their largest
+    4 left out).  Returns the span's factors over the healthy time."""
     assert e.end_iter - e.start_iter >= max(MIN_EVENT_ITERS, least_iters)
     inside = (s.iter >= e.start_iter) & (s.iter < e.end_iter)
     s_e = e.loss / (1.0 - e.loss)
@@ -942,7 +943,9 @@ def _a_solved_rise(s: JobSeries, e: JobEvent, factor: np.ndarray, least_iters: i
     assert np.isclose(s.level[inside].mean(), (1.0 + s_e) * ref, rtol=1e-6)
     x = s.level[inside] / ref
     assert x.size >= 25.0 * x.var() / s_e ** 2, s.name
-    return inside, factor[inside]
+    _clear_after(s, e, factor)
+    _above_the_healthy_around(d, ok, inside, s.name, drop=4)
+    return factor[inside]
 
 
 def _no_rise_over_the_400_before(d: np.ndarray, name: str) -> None:
@@ -1047,12 +1050,10 @@ def test_dispatch_labels() -> None:
             kinds.add(e.kind)
             assert e.kind in ("neighbour", "quota", "freq_cap", "sync") and not e.ranks
             assert e.start_iter > LEAD_ITERS
-            inside, lv = _a_solved_rise(s, e, factor, HD_SLOW_ITERS[0], HD_SLOWDOWN,
-                                        HD_OVERSHOOT)
+            lv = _a_solved_rise(s, e, factor, d, ok, HD_SLOW_ITERS[0], HD_SLOWDOWN,
+                                HD_OVERSHOOT)
             assert lv[0] > 1.0 + 1e-9 and lv[-1] > 1.0 + 1e-9
             shapes.add("level" if np.mean(lv > 1.02) > 0.5 else "intermittent")
-            _clear_after(s, e, factor)
-            _above_the_healthy_around(d, ok, inside, s.name, drop=4)
         assert np.allclose(factor[~inside_any], 1.0), s.name
         h = s.healthy[steady] / s.healthy[steady].mean()
         assert np.sum(h > 1.5) >= 3, s.name
@@ -1136,11 +1137,9 @@ def test_moe_labels() -> None:
             assert e.kind in ("collapse", "aux_off", "capacity", "domain", "slow_rank")
             assert not e.ranks and e.start_iter > LEAD_ITERS
             changes += e.kind in ("aux_off", "capacity")
-            inside, lv = _a_solved_rise(s, e, factor, ME_SLOW_ITERS[0], ME_SLOWDOWN,
-                                        ME_OVERSHOOT)
+            lv = _a_solved_rise(s, e, factor, d, ok, ME_SLOW_ITERS[0], ME_SLOWDOWN,
+                                ME_OVERSHOOT)
             assert abs(lv[0] - 1.0) > 1e-9 and abs(lv[-1] - 1.0) > 1e-9
-            _clear_after(s, e, factor)
-            _above_the_healthy_around(d, ok, inside, s.name, drop=4)
         assert s.restarts >= 2 * changes, s.name
         assert np.allclose(factor[~inside_any], 1.0), s.name
         h = s.healthy[ok] / s.healthy[ok].mean()
@@ -1199,11 +1198,9 @@ def test_hw_queue_labels() -> None:
             assert e.kind in ("connections", "order", "bucket", "link")
             assert not e.ranks and e.start_iter > LEAD_ITERS
             changes += e.kind in ("connections", "order")
-            inside, lv = _a_solved_rise(s, e, factor, HQ_SLOW_ITERS[0], HQ_SLOWDOWN,
-                                        HQ_OVERSHOOT)
+            lv = _a_solved_rise(s, e, factor, d, ok, HQ_SLOW_ITERS[0], HQ_SLOWDOWN,
+                                HQ_OVERSHOOT)
             assert lv[0] > 1.0 + 1e-9 and lv[-1] > 1.0 + 1e-9
-            _clear_after(s, e, factor)
-            _above_the_healthy_around(d, ok, inside, s.name, drop=4)
         assert s.restarts >= 2 * changes, s.name
         assert np.allclose(factor[~inside_any], 1.0), s.name
         h = s.healthy[ok] / s.healthy[ok].mean()
