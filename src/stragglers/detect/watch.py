@@ -96,7 +96,7 @@ from __future__ import annotations
 import math
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -147,11 +147,42 @@ IDLE_S = 60.0  # wall time not explained by the iteration times that is a stop a
 IDLE_FACTOR = 10.0  # ... and at least this many times the iterations' own (or typical) time
 UNKNOWN_NAMES = 32  # distinct unknown field names counted by name (then as "other")
 WARM_KEEP = 64  # warm-up points kept per rank for a slowdown that began inside the warm-up
+# A segment between two resumes whose level stood above the segments on both sides, which
+# agree with each other (a configuration that came back slower and was put back), is a
+# slowdown over the whole segment; each segment's level is the median of its points after
+# the first SEG_SETTLE (its warm-up), the one before over its latest SEG_BEFORE points, the
+# one after over SEG_AFTER points (judged after each SEG_AFTER, up to SEG_TRIES times: a
+# warm-up that decays slowly), and at most SEG_KEEP points are kept.
+SEG_SETTLE = 30
+SEG_BEFORE = 200
+SEG_AFTER = 40
+SEG_TRIES = 4
+SEG_KEEP = 512
+DEFAULT_THRESHOLD = 0.10  # the rise of a slowdown where the detector names none
+# ... only between boundaries across which the iteration count goes on (a stop and resume:
+# wall time the iterations do not explain, or a timestamp jump; the same run resumed where it
+# was); a restart from a checkpoint (the count goes back) or a new job's counter (far ahead)
+# may come back on other hardware or at another scale, whose level is a new healthy one
+PUT_BACK_REASONS = frozenset({"idle", "clock_step"})
 
 #: A warm-up point: seconds, iteration (or position), position, end ts, job iteration, span.
 _WarmPoint = tuple[float, int, int, float | None, int | None, int]
 
 Dropped = BadRecordEvent | BadInputEvent | HeldRecordEvent | SkippedEvent
+
+
+@dataclass(frozen=True)
+class _Segment:
+    """A finished segment of a rank: its first point (position, job iteration, end ts), its
+    level over its points after the warm-up (the latest ``SEG_KEEP``) and over its latest
+    ``SEG_BEFORE``, whether an onset was raised in it and the reason of the boundary that
+    opened it."""
+
+    start: tuple[int, int | None, float | None]
+    level: float
+    late: float
+    alarmed: bool
+    opened: str
 
 
 class _Rank:
@@ -162,7 +193,7 @@ class _Rank:
                  "hist_iter", "hist_ts", "recent", "typical", "slow", "segments",
                  "last_call_ts", "pending_call", "pending_call_line", "warm", "spikes",
                  "calls_points", "seen", "hist_pos", "warm_points", "call_step",
-                 "job_ranges")
+                 "job_ranges", "seg_points", "seg_start", "seg_alarmed", "seg_before", "seg_opened")
 
     def __init__(self) -> None:
         self.detector: Detector | None = None
@@ -194,6 +225,14 @@ class _Rank:
         self.warm_points: deque[_WarmPoint] | None = None  # (while warming up)
         self.call_step: int | None = None  # latest training step of its call records
         self.job_ranges: list[list[int]] = []  # [first, last] job iteration of each segment
+        # the current segment's iteration times (the latest SEG_KEEP), its first point
+        # (position, job iteration, end ts), whether an onset was raised in it, and the two
+        # segments before it
+        self.seg_points: deque[float] = deque(maxlen=SEG_KEEP)
+        self.seg_start: tuple[int, int | None, float | None] | None = None
+        self.seg_alarmed = False
+        self.seg_before: deque[_Segment] = deque(maxlen=2)
+        self.seg_opened = ""  # the reason of the segment boundary that opened the current one
 
 
 class Watcher:
@@ -606,14 +645,17 @@ class Watcher:
         self.segments[reason] += 1
         ended: list[WatchEvent] = []
         if reason == "restart" or self._segmented:
-            ended = self._new_segment(rank, st, line)
+            ended = self._new_segment(rank, st, line, reason)
         return [SegmentEvent(reason=reason, rank=rank, line=line, job_iteration=it,
                              previous_iteration=st.last_iter, ts=ts, previous_ts=st.last_ts,
                              file=self.source if self.sources > 1 else None), *ended]
 
-    def _new_segment(self, rank: int, st: _Rank, line: int) -> list[WatchEvent]:
+    def _new_segment(self, rank: int, st: _Rank, line: int, reason: str = "gap"
+                     ) -> list[WatchEvent]:
         """A restart, resume or gap: a new warm-up; a segmented detector forgets its levels
         (an open episode ends with a recovery noted ``segment``)."""
+        if self._segmented:
+            self._close_segment(st, reason)
         if st.warm is not None:
             st.warm.rearm(self.warmup_iters if self._segmented else 0)
             st.warm_points = None
@@ -697,7 +739,7 @@ class Watcher:
                 # iteration may differ now (a reconfiguration); the period is found anew
                 st.tracker = None
                 if self._segmented:
-                    events += self._new_segment(rec.rank, st, line)
+                    events += self._new_segment(rec.rank, st, line, "clock_step")
                 events += self._accept_call(rec.rank, st, held, line)
             else:
                 events = self._held(st, rec.rank, lineno, *_why_dropped(
@@ -754,10 +796,73 @@ class Watcher:
         return events
 
     # -- detection ----------------------------------------------------------------------------
+    def _close_segment(self, st: _Rank, reason: str) -> None:
+        """Keep the level of the segment that ends (for :meth:`_segment_between`); the next
+        one is opened by ``reason``."""
+        pts = np.fromiter(st.seg_points, dtype=float)
+        n = min(len(pts), st.seen - st.seg_start[0]) if st.seg_start is not None else 0
+        settled = pts[max(0, len(pts) - (n - SEG_SETTLE)):] if n > SEG_SETTLE else pts[:0]
+        if st.seg_start is None or settled.size < SEG_AFTER:
+            st.seg_before.clear()  # no level: no segment between two known ones
+        else:
+            st.seg_before.append(_Segment(
+                start=st.seg_start, level=float(np.median(settled)),
+                late=float(np.median(settled[-SEG_BEFORE:])),
+                alarmed=st.seg_alarmed, opened=st.seg_opened))
+        st.seg_opened = reason
+        st.seg_points.clear()
+        st.seg_start = None
+        st.seg_alarmed = False
+
+    def _segment_between(self, rank: int, st: _Rank, lineno: int) -> list[WatchEvent]:
+        """The segment before the current one, between two resumes: a slowdown over all of
+        it (an onset at its first point, a recovery at the current segment's) where its
+        level stood the detector's threshold above both the segment before it and this one,
+        and those two agree within half the threshold (a configuration that came back slower
+        at a resume and was put back at the next).  Only where both boundaries kept the
+        iteration count going (:data:`PUT_BACK_REASONS`) and no onset was raised in the
+        segment.  Judged on this segment's latest ``SEG_AFTER`` points, after its warm-up
+        and each ``SEG_AFTER`` points after (``SEG_TRIES`` times at most, once found)."""
+        if len(st.seg_before) < 2 or st.seg_start is None:
+            return []
+        a, b = st.seg_before
+        if (b.alarmed or b.start[1] is None or b.opened not in PUT_BACK_REASONS
+                or st.seg_opened not in PUT_BACK_REASONS):
+            return []
+        pts = np.fromiter(st.seg_points, dtype=float)[-SEG_AFTER:]
+        after = float(np.median(pts))
+        thr = float(getattr(self._probe, "threshold", DEFAULT_THRESHOLD))
+        if not (b.level >= (1.0 + thr) * a.late and b.level >= (1.0 + thr) * after
+                and abs(after / a.late - 1.0) <= 0.5 * thr):
+            return []
+        st.seg_before[-1] = replace(b, alarmed=True)  # said once
+        declared = st.seen - 1
+        onset = LevelEvent(
+            kind="onset", rank=rank, iteration=b.start[0], declared_iteration=declared,
+            job_iteration=b.start[1],
+            declared_job_iteration=st.last_iter if st.uses_iter_records else None,
+            ts=b.start[2], line=lineno, level_s=_rounded(b.level),
+            previous_s=_rounded(a.late), healthy_s=_rounded(a.late),
+            severity=round(1.0 - a.late / b.level, 4), note="between_segments")
+        recovery = LevelEvent(
+            kind="recovery", rank=rank, iteration=st.seg_start[0],
+            declared_iteration=declared, job_iteration=st.seg_start[1],
+            declared_job_iteration=onset.declared_job_iteration, ts=st.seg_start[2],
+            line=lineno, level_s=_rounded(after), previous_s=_rounded(b.level),
+            healthy_s=_rounded(a.late), severity=0.0, note="between_segments")
+        return [onset, recovery]
+
     def _point(self, rank: int, st: _Rank, duration: float, end_ts: float | None,
                job_iter: int | None, lineno: int) -> list[WatchEvent]:
         events: list[WatchEvent] = []
         pos = st.seen
+        if self._segmented:
+            if st.seg_start is None:
+                st.seg_start = (pos, job_iter, end_ts)
+            st.seg_points.append(duration)
+            k, r = divmod(pos - st.seg_start[0] + 1 - SEG_SETTLE, SEG_AFTER)
+            if r == 0 and 1 <= k <= SEG_TRIES:
+                events += self._segment_between(rank, st, lineno)
         st.seen += 1
         st.recent.append(duration)  # the typical iteration time, for the continuity checks
         if st.seen % TYPICAL_POINTS == 0 or st.seen < TYPICAL_POINTS:
@@ -834,6 +939,7 @@ class Watcher:
                 self.jobs.add(ev, max(st.last_step, 1))
             if alarm.kind in ("onset", "flapping"):
                 st.slow = True
+                st.seg_alarmed = True
                 if not self._profiling:
                     self._profiling = True
                     self._onset_ranks = []

@@ -1,0 +1,77 @@
+"""A configuration that comes back slower at a restart and is put back at the next (issue 29,
+sixteenth round): each restart is a new segment whose level is not judged against the one
+before, but a segment whose level stood above the segments on both sides, which agree, was
+a slowdown over the whole segment.  A restart that comes back at another level and stays
+there is a new healthy level.  Answers known by construction."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from stragglers.detect.watch import Watcher
+from stragglers.evaluation.bocd import make_detector
+from stragglers.logs.records import IterationRecord
+
+ALERTS = ("onset", "change", "flapping")
+
+
+def _events(levels: tuple[float, ...], lengths: tuple[int, ...], seed: int,
+            down: float = 80.0, replay: int = 0) -> list[dict]:
+    """Segments of 1 s iterations (2 % noise) at ``levels`` x 1 s, ``lengths`` iterations
+    each; between two segments the job stops for ``down`` seconds and comes back with a
+    warm-up (+30 % decaying over 10 iterations), its iteration numbers going on (``replay``
+    > 0: going back that many, a restart from a checkpoint)."""
+    rng = np.random.default_rng(seed)
+    parts, gaps, steps = [], [], []
+    for j, (lv, n) in enumerate(zip(levels, lengths, strict=True)):
+        x = lv * np.exp(0.02 * rng.standard_normal(n))
+        if j:
+            x *= 1.0 + 0.3 * np.exp(-np.arange(n) / 10.0)
+        parts.append(x)
+        gaps.append(np.r_[down if j else 0.0, np.zeros(n - 1)])
+        steps.append(np.r_[1 - replay if j else 1, np.ones(n - 1, dtype=int)])
+    x, gap = np.concatenate(parts), np.concatenate(gaps)
+    ts = np.cumsum(x + gap)
+    it = np.cumsum(np.concatenate(steps))
+    w = Watcher(detector_factory=lambda: make_detector("robust"))
+    items = [(i + 1, IterationRecord(rank=0, iter=int(k), duration=float(d), ts=float(t)))
+             for i, (k, d, t) in enumerate(zip(it, x, ts, strict=True))]
+    return [e.to_dict() for e in w.process_items(items) + w.finish()]
+
+
+@pytest.mark.parametrize(("seed", "down", "reason"), [
+    (0, 80.0, "idle"), (1, 80.0, "idle"),
+    (5, 300.0, "clock_step"),  # a downtime of more than 100 iterations: a timestamp jump
+])
+def test_a_segment_above_the_two_around_it_is_a_slowdown(seed: int, down: float,
+                                                         reason: str) -> None:
+    # healthy 1 s, stop and resume into +25 % for 300 iterations, stop and resume back to 1 s
+    ev = _events((1.0, 1.25, 1.0), (400, 300, 300), seed, down)
+    assert [e["reason"] for e in ev if e["event"] == "segment"] == [reason, reason]
+    onsets = [e for e in ev if e["event"] in ALERTS]
+    assert len(onsets) == 1 and onsets[0]["job_iteration"] == 401
+    assert onsets[0]["level_s"] == pytest.approx(1.25, rel=0.03)
+    assert onsets[0]["note"] == "between_segments"
+    rec = [e for e in ev if e["event"] == "recovery"]
+    assert [e["job_iteration"] for e in rec] == [701]
+
+
+@pytest.mark.parametrize(("levels", "seed"), [
+    ((1.0, 1.25, 1.25), 2),  # another level that stays: the new healthy level
+    ((1.0, 1.25, 0.85), 3),  # three levels: a reconfiguration each time
+    ((1.0, 1.06, 1.0), 4),  # back, but the segment between rose less than the threshold
+])
+def test_a_level_that_stays_or_moves_on_is_no_slowdown(levels: tuple[float, ...],
+                                                       seed: int) -> None:
+    ev = _events(levels, (400, 300, 300), seed)
+    assert [e["reason"] for e in ev if e["event"] == "segment"] == ["idle", "idle"]
+    assert [e for e in ev if e["event"] in ALERTS] == []
+
+
+def test_between_restarts_from_a_checkpoint_a_level_is_a_new_healthy_one() -> None:
+    # the same levels, but each restart replays 50 iterations (another allocation may come
+    # back at another scale): no onset
+    ev = _events((1.0, 1.25, 1.0), (400, 300, 300), 6, replay=50)
+    assert [e["reason"] for e in ev if e["event"] == "segment"] == ["restart", "restart"]
+    assert [e for e in ev if e["event"] in ALERTS] == []
