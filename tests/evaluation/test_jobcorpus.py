@@ -15,6 +15,9 @@ from stragglers.evaluation.jobcorpus import (
     AC_SLOW_ITERS,
     AC_SLOWDOWN,
     AC_STEPS,
+    CP_OVERSHOOT,
+    CP_SLOW_ITERS,
+    CP_SLOWDOWN,
     DL_SLOW_ITERS,
     DL_SLOWDOWN,
     EVENT_LOSS,
@@ -57,7 +60,9 @@ from stragglers.evaluation.jobcorpus import (
     JobEvent,
     JobSeries,
     _backward,  # the hardware queues' backward pass, checked below
+    _CompileSlow,
     _Experts,  # the MoE layers' time, checked below
+    _Graphs,  # the compile schedule, checked below
     _MoeSlow,
     _phase_busy,  # the launch queue, checked below
     generate_call_job,
@@ -96,7 +101,7 @@ def test_every_family_and_scenario_is_present(corpus) -> None:
     assert {s.family for s in corpus} == set(FAMILIES)
     assert {(s.family, s.scenario) for s in corpus} == {(f, s) for f, s, _, _ in SCENARIOS}
     assert len(generate_job_corpus(0, scale=1.0, families=("flapping",))) == 24
-    assert sum(c for _, _, c, _ in SCENARIOS) in range(345, 700)
+    assert sum(c for _, _, c, _ in SCENARIOS) in range(345, 724)
     assert set(HELD_OUT) < set(FAMILIES)
 
 
@@ -372,7 +377,8 @@ def test_bimodal_replay_labels() -> None:
 #: ``prefetch`` was, commit 11edf64; ``prefetch``'s before ``pipeline`` was, commit b179149;
 #: ``pipeline``'s and ``lossy_link``'s before ``gc_pause`` was, commit a114d3e; ``gc_pause``'s
 #: before ``dispatch`` was, commit 3e2e36e; ``dispatch``'s before ``moe`` was, commit d961c77;
-#: ``moe``'s before ``hw_queue`` was, commit 433fd4c): a family appended at the end of
+#: ``moe``'s before ``hw_queue`` was, commit 433fd4c; ``hw_queue``'s before ``compile`` was,
+#: commit fb31b1b): a family appended at the end of
 #: FAMILIES / SCENARIOS must leave every other family's bytes alone.
 FINGERPRINTS = {
     "restart": "73ad9d2339f0bd2b",
@@ -403,6 +409,7 @@ FINGERPRINTS = {
     "gc_pause": "4ea64fc9dcd7544a",
     "dispatch": "c1145c9e72fb484c",
     "moe": "f0b2ae7a02820035",
+    "hw_queue": "fa1b188ae2660817",
 }
 
 
@@ -423,9 +430,10 @@ def _fingerprint(family: str) -> str:
 
 
 def test_existing_families_are_unchanged() -> None:
-    assert set(FINGERPRINTS) == set(FAMILIES) - {"hw_queue"}
-    assert FAMILIES[-11:] == ("ladder", "seqlen", "accum", "memory", "prefetch", "pipeline",
-                              "lossy_link", "gc_pause", "dispatch", "moe", "hw_queue")
+    assert set(FINGERPRINTS) == set(FAMILIES) - {"compile"}
+    assert FAMILIES[-12:] == ("ladder", "seqlen", "accum", "memory", "prefetch", "pipeline",
+                              "lossy_link", "gc_pause", "dispatch", "moe", "hw_queue",
+                              "compile")
     assert {f: _fingerprint(f) for f in FINGERPRINTS} == FINGERPRINTS
 
 
@@ -444,7 +452,8 @@ def _durations(s: JobSeries) -> np.ndarray:
                                               ("gc_pause", "slow"),
                                               ("dispatch", "slow"),
                                               ("moe", "slow"),
-                                              ("hw_queue", "slow")])
+                                              ("hw_queue", "slow"),
+                                              ("compile", "slow")])
 def test_family_is_deterministic_per_seed(family: str, slow: str) -> None:
     a = generate_series(11, family, slow, 2)
     assert _same(a, generate_series(11, family, slow, 2))
@@ -454,13 +463,13 @@ def test_family_is_deterministic_per_seed(family: str, slow: str) -> None:
     assert _same(h, generate_series(11, family, "healthy", 0))
 
 
-def test_hw_queue_is_the_held_out_family() -> None:
-    assert HELD_OUT == ("hw_queue",)
+def test_compile_is_the_held_out_family() -> None:
+    assert HELD_OUT == ("compile",)
 
 
-def test_hw_queue_fingerprint() -> None:
+def test_compile_fingerprint() -> None:
     """The held-out family's own bytes (seed 0), as committed before its one evaluation."""
-    assert _fingerprint("hw_queue") == "fa1b188ae2660817"
+    assert _fingerprint("compile") == "a9f9025eca4fc6c4"
 
 
 def test_ladder_labels() -> None:
@@ -611,14 +620,15 @@ def _around(d: np.ndarray, ok: np.ndarray, a: int, b: int, span: int = 200) -> n
 
 
 def _above_the_healthy_around(d: np.ndarray, ok: np.ndarray, inside: np.ndarray, name: str,
-                              drop: int = 0) -> None:
+                              drop: int = 0, after: bool = True) -> None:
     """The records' mean over the span ``inside`` is at least ``1 + SLOWDOWN_EVENT`` times
     the mean of the healthy records (``ok``) of the 200 iterations before it and of the 200
-    after it (each side with 100 records or more; its largest ``drop`` left out)."""
+    after it (each side with 100 records or more; its largest ``drop`` left out; ``after``
+    False: before it only)."""
     x = d[inside]
     x = x[np.isfinite(x)]
     a, b = int(np.flatnonzero(inside)[0]), int(np.flatnonzero(inside)[-1]) + 1
-    for lo, hi in ((max(0, a - 200), a), (b, b + 200)):
+    for lo, hi in ((max(0, a - 200), a), (b, b + 200))[:2 if after else 1]:
         y = d[lo:hi][ok[lo:hi]]
         y = y[np.isfinite(y)]
         if y.size >= 100:
@@ -928,13 +938,14 @@ def _a_mean_rise_label(s: JobSeries, e: JobEvent, factor: np.ndarray, mean: floa
 
 def _a_solved_rise(s: JobSeries, e: JobEvent, factor: np.ndarray, d: np.ndarray,
                    ok: np.ndarray, least_iters: int, slowdown: tuple[float, float],
-                   overshoot: float) -> np.ndarray:
+                   overshoot: float, after: bool = True) -> np.ndarray:
     """The checks every label of a family whose rise is solved over the span's own healthy
-    steps passes (``dispatch``, ``moe``, ``hw_queue``): at least ``least_iters`` long; its
-    rise within ``slowdown`` (up to ``overshoot`` more) and equal to the span's mean rise over
-    the span's healthy mean; decidable (the rise five standard errors of the span's mean); 40
-    healthy iterations after it; the records above the healthy ones around it (their largest
-    4 left out).  Returns the span's factors over the healthy time."""
+    steps passes (``dispatch``, ``moe``, ``hw_queue``, ``compile``): at least ``least_iters``
+    long; its rise within ``slowdown`` (up to ``overshoot`` more) and equal to the span's mean
+    rise over the span's healthy mean; decidable (the rise five standard errors of the span's
+    mean); 40 healthy iterations after it; the records above the healthy ones around it
+    (their largest 4 left out; ``after`` False: before it only).  Returns the span's factors
+    over the healthy time."""
     assert e.end_iter - e.start_iter >= max(MIN_EVENT_ITERS, least_iters)
     inside = (s.iter >= e.start_iter) & (s.iter < e.end_iter)
     s_e = e.loss / (1.0 - e.loss)
@@ -944,15 +955,15 @@ def _a_solved_rise(s: JobSeries, e: JobEvent, factor: np.ndarray, d: np.ndarray,
     x = s.level[inside] / ref
     assert x.size >= 25.0 * x.var() / s_e ** 2, s.name
     _clear_after(s, e, factor)
-    _above_the_healthy_around(d, ok, inside, s.name, drop=4)
+    _above_the_healthy_around(d, ok, inside, s.name, drop=4, after=after)
     return factor[inside]
 
 
-def _no_rise_over_the_400_before(d: np.ndarray, name: str) -> None:
-    """A negative's records after the lead: any 200 of them, their largest 4 left out, below
-    (1 + SLOWDOWN_EVENT) x the mean of the 400 before them."""
+def _no_rise_over_the_400_before(d: np.ndarray, name: str, drop: int = 4) -> None:
+    """A negative's records after the lead: any 200 of them, their largest ``drop`` left out,
+    below (1 + SLOWDOWN_EVENT) x the mean of the 400 before them."""
     x = d[LEAD_ITERS + 1:]
-    v = np.sort(sliding_window_view(x, 200), axis=1)[:, :-4].mean(axis=1)
+    v = np.sort(sliding_window_view(x, 200), axis=1)[:, :-drop].mean(axis=1)
     ref_400 = sliding_window_view(x, 400).mean(axis=1)
     assert np.all(v[400:] < (1.0 + SLOWDOWN_EVENT) * ref_400[:v.size - 400]), name
 
@@ -1209,3 +1220,100 @@ def test_hw_queue_labels() -> None:
             assert not s.events
             _no_rise_over_the_400_before(d, s.name)
     assert kinds == {"connections", "order", "bucket", "link"}
+
+
+def _graphs(bucket: list[int], dynamic: float = 0.0) -> _Graphs:
+    """A ``compile`` series by hand: 3 shapes of compute 1, no host time, no extra work, a
+    device at rate 1; a cold compile of shapes 0-2 costs 10, 20 and 30, the partial batch's
+    40 and the evaluation graph's 50, from the on-disk cache half that; the slowest rank's
+    compile is twice a graph's own at step 2; the partial batch at step 8 (half a batch), the
+    evaluation at step 3; a restart that keeps the shapes at step 6."""
+    n = len(bucket)
+    spread = np.ones(n)
+    spread[2] = 2.0
+    batch = np.ones(n)
+    batch[8] = 0.5
+    evals = np.zeros(n, dtype=bool)
+    evals[3] = True
+    return _Graphs(bucket=np.array(bucket), cost=np.ones(3), dev=np.ones(n), host=np.zeros(n),
+                   batch=batch, evals=evals, cold=np.array([10.0, 20.0, 30.0, 40.0, 50.0]),
+                   spread=spread, dynamic=dynamic, cached=0.5, level=np.ones(n),
+                   warm=np.ones(n), rest=np.zeros(n), cuts=((0, True), (6, False)))
+
+
+def test_compile_schedule_by_hand() -> None:
+    """The compiles of the ``compile`` family, by hand: after the start and after the restart
+    the first batch of each shape compiles its graph (cold, then from the cache), the first
+    partial batch and the first evaluation theirs, the step waiting for the slowest rank;
+    under dynamic shapes only the first two shapes compile (the second a dynamic graph that
+    serves the rest, 5 % slower); thrash recompiles every 1 / g steps, an eager fallback or a
+    graph break slows the steps of its shapes only, a graph break climbing over its ramp."""
+    bucket = [0, 0, 1, 0, 2, 1, 1, 0, 1, 2]
+    g = _graphs(bucket)
+    stall, slow = g.compiles(g.cuts)
+    assert stall.tolist() == [10, 0, 40, 50, 30, 0, 10, 5, 20, 15]
+    assert slow.tolist() == [1.0] * 10
+    assert g.steps(0, 10).tolist() == [11, 1, 41, 51, 31, 1, 11, 6, 20.5, 16]
+    # without the restart: no compile after the first sight of each shape
+    assert g.compiles(((0, True),))[0].tolist() == [10, 0, 40, 50, 30, 0, 0, 0, 40, 0]
+    dyn = _graphs(bucket, dynamic=0.05)
+    stall, slow = dyn.compiles(dyn.cuts)
+    assert stall.tolist() == [10, 0, 40, 50, 0, 0, 10, 5, 20, 0]
+    assert slow == pytest.approx([1, 1, 1.05, 1, 1.05, 1.05, 1, 1.05, 1, 1.05])
+    # thrash: a recompile of 3 every 4 steps from step 1 (steps 4 and 8)
+    got = g.steps(0, 10, _CompileSlow(1, 9, "thrash", 0.25, stall=3.0))
+    assert (got - g.steps(0, 10)).tolist() == [0, 0, 0, 0, 3, 0, 0, 0, 3, 0]
+    # eager on shape 1 (1.5x its steps' compute), a graph break of shape 2 climbing over 4
+    got = g.steps(0, 10, _CompileSlow(0, 10, "eager", 0.5, who=(1,)))
+    assert (got - g.steps(0, 10)).tolist() == [0, 0, 0.5, 0, 0, 0.5, 0.5, 0, 0.25, 0]
+    got = g.steps(0, 10, _CompileSlow(2, 10, "graph_break", 1.0, ramp=4, who=(2,)))
+    assert (got - g.steps(0, 10)).tolist() == [0, 0, 0, 0, 0.75, 0, 0, 0, 0, 1.0]
+
+
+def test_compile_labels() -> None:
+    """torch.compile: every labelled slowdown (the cache limit hit and a graph falling back to
+    eager until a restart, recompile thrash, a graph break brought by a code change at a
+    restart and fixed at another) raises the mean step time over its span to its label
+    (+12-45 % over the span's healthy mean, up to CP_OVERSHOOT more), decidably (the rise
+    five standard errors of the span's mean); the span starts and ends with a changed step;
+    the records show it (their mean over the span at least 1.1 x the mean of the 200 healthy
+    records before it, their largest 4 left out, and of the 200 after it where no restart
+    follows); an eager or broken step is at most 2x, thrash leaves most steps healthy; 40
+    healthy steps follow each; nothing else is slow; every series has long healthy steps
+    (compiles, checkpoints, evaluations); negatives carry no label and no sustained rise (any
+    200 records, their largest 10 left out, below 1.1 x the mean of the 400 before them: a
+    restart compiles up to 8 shapes, the partial batch and the evaluation graph again)."""
+    kinds: set[str] = set()
+    shapes: set[str] = set()
+    for s in _family_series("compile"):
+        factor = s.level / s.healthy
+        assert np.all(factor >= 1.0 - 1e-12), s.name
+        d = _durations(s)
+        steady = s.iter > LEAD_ITERS
+        inside_any = _in_events(s)
+        ok = steady & ~inside_any
+        restarts = 0
+        for e in s.events:
+            kinds.add(e.kind)
+            assert e.kind in ("eager", "thrash", "graph_break")
+            assert not e.ranks and e.start_iter > LEAD_ITERS
+            restarts += {"eager": 1, "thrash": 0, "graph_break": 2}[e.kind]
+            lv = _a_solved_rise(s, e, factor, d, ok, CP_SLOW_ITERS[0], CP_SLOWDOWN,
+                                CP_OVERSHOOT, after=e.kind == "thrash")
+            assert lv[0] > 1.0 + 1e-9 and lv[-1] > 1.0 + 1e-9
+            changed = np.mean(lv > 1.0 + 1e-9)
+            if e.kind == "thrash":
+                assert np.median(lv) == pytest.approx(1.0) and lv.max() > 1.25, s.name
+                shapes.add("intermittent")
+            else:
+                assert lv.max() <= 2.0 + 1e-9, s.name
+                shapes.add("level" if changed == 1.0 else "some shapes")
+        assert s.restarts >= restarts, s.name
+        assert np.allclose(factor[~inside_any], 1.0), s.name
+        h = s.healthy[ok] / s.healthy[ok].mean()
+        assert np.sum(h > 1.5) >= 2, s.name
+        if not s.positive:
+            assert not s.events
+            _no_rise_over_the_400_before(d, s.name, drop=10)
+    assert kinds == {"eager", "thrash", "graph_break"}
+    assert shapes == {"level", "some shapes", "intermittent"}

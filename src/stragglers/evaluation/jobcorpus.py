@@ -646,6 +646,67 @@ detector changes, by someone who never ran the detector on it):
                  (kinds ``connections`` / ``order`` / ``bucket`` / ``link``).  Negatives:
                  the healthy series alone.
 
+The held-out family of the sixteenth round (written and committed before that round's
+detector changes, by someone who never ran the detector on it):
+
+``compile``      torch.compile: graph compilation, recompile thrash, graph breaks and eager
+                 fallback (host-side, at compile time: TorchDynamo guards each compiled graph
+                 on its inputs' shapes and on the Python values it specialised on; a guard
+                 that fails compiles a new graph, a stall of seconds to minutes, far longer
+                 than a step; a frame keeps at most ``cache_size_limit`` graphs and past it
+                 runs eagerly, without fusion or CUDA graphs; a graph break splits a graph
+                 into smaller ones).  A step is 1-16 data-parallel ranks (:data:`CP_RANKS`;
+                 the step waits for the slowest rank's compute, and for its compile) running
+                 a batch of one of 2-8 sequence-length buckets (:data:`CP_BUCKETS`; lengths
+                 doubling up to the longest, their frequencies Dirichlet(1), so some are rare;
+                 a fixed token budget per batch: the longest costs 1 + 0.1-1 times the linear
+                 cost, :data:`CP_ATTN`, the attention halving with each shorter bucket): its
+                 compute (the device's rate wandering, AR(1) in log space, jitter 0.3-2 %, a
+                 warm-up, 0.2-1 % per rank) and host time (2-10 % of it: guards, launches;
+                 5-20 % jitter), the exposed all-reduce (5-20 %), checkpoints (every 200-1000
+                 steps, 1-3 steps at 1.5-4x) and evaluations (every 100-1000 steps, +1-4 mean
+                 steps).  Healthy: after the job's start and after every restart the first
+                 batch of each shape compiles its graph (cold: 2-60 mean steps,
+                 :data:`CP_COMPILE`, each graph's own 30 % apart, each rank's 5-20 %, the
+                 step waiting for the last; after a restart that keeps the shapes, from the
+                 on-disk cache: 15-50 % of that, :data:`CP_CACHED`), and so do the first
+                 partial batch of an epoch (drop_last off in half the series; epochs of
+                 300-3000 steps) and the first evaluation: bursts of compiles at the start
+                 and at each restart, single ones wherever a rare shape or an epoch's end
+                 first comes; under dynamic shapes (40 %, :data:`CP_DYNAMIC_P`) the second
+                 shape compiles a dynamic graph that serves every later one, 2-6 % slower
+                 (:data:`CP_DYNAMIC`); the series cut in 1-3 parts, a part after the first
+                 starting with a planned restart with chance 0.6 (downtime 60-900 s, a
+                 warm-up; in half of them a new micro-batch count: every shape new, compiled
+                 cold, the busy time 0.85-1.04x).  Positives: 1-3 slowdowns (one in each
+                 part, the first always, the others with chance 0.7; 200 steps after a
+                 restart and before the next, else 40 healthy steps after), each raising the
+                 mean step time over its span by +12-45 % (:data:`CP_SLOWDOWN`, up to
+                 :data:`CP_OVERSHOOT` more) over the span's healthy mean: the cache limit hit
+                 (``eager``: one shape's graph, a shape drawn as often as its batches, or
+                 every shape's falls back to eager, its compute and host time ``1 + g``
+                 times, at most 2x, until a restart at the span's end compiles them again),
+                 recompile thrash (``thrash``: a guard on a Python value that keeps changing,
+                 the cache limit raised, recompiles every ``1 / g`` steps, each recompile
+                 1.5-12 mean steps, :data:`CP_THRASH_STALL`: periodic long steps, most steps
+                 healthy) or a graph break that a code change brings at a restart
+                 (``graph_break``: every graph compiled cold after that restart, in the
+                 healthy series too; the batches of the shapes from one drawn as often as its
+                 batches up take the broken path, ``1 + g`` times slower, at most 2x, a step
+                 or a climb over 20-60 % of the span, at most 200 steps, as more batches take
+                 it; its fix at a restart at the span's end).  The counterfactual healthy
+                 series has the same restarts.  The size ``g`` is solved by bisection for the
+                 rise over a span of 60-800 steps (:data:`CP_SLOW_ITERS`) and at least 1.3 x
+                 25 x ((cv / rise)^2 + the thrash's period), cv that of the healthy steps that
+                 compile nothing, drawn again (at most 8 times) until the labelled span holds
+                 25 x (its own sd / its rise)^2 steps and stands +12 % above the healthy steps
+                 of the 200 before it, and of the 200 after it where no restart follows (their
+                 4 longest left out; the first part's last try: every shape eager, the largest
+                 rise, over the part's whole room).  Labelled from the first step that
+                 changes to the last, by the span's mean rise over its healthy mean (kinds
+                 ``eager`` / ``thrash`` / ``graph_break``).  Negatives: the healthy series
+                 alone.
+
 :data:`HELD_OUT` names the families that were never looked at while the detector was changed
 for issue 29 (decided before the changes): they are only evaluated.
 """
@@ -1258,22 +1319,81 @@ HQ_RAMP_P = 0.5  # bucket / link: the slowdown climbs with this chance ...
 HQ_RAMP = (0.2, 0.6)  # ... linearly over this share of the span, ...
 HQ_RAMP_MAX = 200  # ... at most this many steps
 
+# compile (module docstring): torch.compile recompilations, graph breaks and eager fallback
+CP_RANKS = (1, 2, 4, 8, 16)  # data-parallel ranks: a step waits for the slowest (and its compile)
+CP_BUCKETS = (2, 8)  # sequence-length buckets: the shapes a batch comes in (inclusive) ...
+CP_BUCKET_CONC = 1.0  # ... their frequencies: Dirichlet with this concentration (some rare)
+CP_ATTN = (0.1, 1.0)  # a batch of the longest bucket costs 1 + this over the linear cost (a fixed
+#                       token budget per batch: only the attention grows with the length)
+CP_HOST = (0.02, 0.10)  # host time per step (guards, launches) over the compiled compute ...
+CP_HOST_JITTER = (0.05, 0.2)  # ... its spread (log space)
+CP_RANK_JITTER = (0.002, 0.01)  # each rank's compute per step (log space): the step waits ...
+CP_WANDER_SD = (0.003, 0.015)  # device rate: AR(1) in log space, stationary sd ...
+CP_WANDER_PHI = (0.95, 0.995)  # ... and lag-1 correlation
+CP_JITTER = (0.003, 0.02)  # ... plus per-step jitter (log space)
+CP_WARM_AMPLITUDE = (0.05, 0.4)  # the warm-up of the job's start and of every restart
+CP_WARM_TAU = (3.0, 30.0)
+CP_FIRST = (2.0, 10.0)
+CP_COMPILE = (2.0, 60.0)  # a cold compile of one graph: this many mean steps (log-uniform) ...
+CP_COMPILE_SPREAD = 0.3  # ... each graph's own this much apart (log space) ...
+CP_COMPILE_RANK = (0.05, 0.2)  # ... each rank's this much (log space): the step waits for the last
+CP_CACHED = (0.15, 0.5)  # a restart with the same shapes: a compile from the on-disk cache costs
+#                          this share of a cold one
+CP_DYNAMIC_P = 0.4  # dynamic shapes: the second shape seen compiles a dynamic graph that serves
+CP_DYNAMIC = (0.02, 0.06)  # every later one, this much slower than a static graph
+CP_PARTIAL_P = 0.5  # the last batch of an epoch is partial (drop_last off) with this chance ...
+CP_PARTIAL = (0.1, 0.9)  # ... this share of a batch (a new shape: compiled after each start)
+CP_EPOCH = (300, 3000)  # steps per epoch
+CP_EVAL_COMPILE = (0.5, 2.0)  # the evaluation graph: compiled at the first evaluation after each
+#                               start, this many times a shape graph's compile
+CP_COMM = (0.05, 0.2)  # exposed gradient all-reduce over the mean step ...
+CP_COMM_JITTER = (0.02, 0.10)  # ... its spread (log space)
+CP_CKPT_EVERY = (200, 1000)  # a checkpoint every this many steps ...
+CP_CKPT_ITERS = (1, 3)  # ... that many steps ...
+CP_CKPT_X = (1.5, 4.0)  # ... this many times longer
+CP_EVAL_EVERY = (100, 200, 250, 500, 1000)  # an evaluation every this many steps ...
+CP_EVAL_X = (1.0, 4.0)  # ... adding this many mean steps
+CP_RESTART_P = 0.6  # a part after the first starts with a planned restart with this chance ...
+CP_RESHAPE_P = 0.5  # ... with a new micro-batch count (every shape new: cold compiles) with this
+CP_RESHAPE_LEVEL = (0.85, 1.04)  # chance, the busy time this many times the old one
+CP_DOWNTIME = (60.0, 900.0)  # a restart's downtime (seconds; the timestamps jump)
+CP_SLOWDOWN = (0.12, 0.45)  # mean rise of a slowdown's span over its healthy mean
+CP_SLOW_ITERS = (60, 800)  # its duration (log-uniform) ...
+CP_DECIDABLE = 25.0  # ... at least this x (span's sd / rise)^2 (the rise 5 standard errors)
+CP_NEED_MARGIN = 1.3  # ... drawn this much longer than that needs (its spread is estimated)
+CP_TRIES = 8  # a planned slowdown is drawn again until decidable, at most this many times
+CP_MORE_P = 0.7  # a positive: a slowdown in its first part, in each other with this chance
+CP_OVERSHOOT = 0.10  # a span's rise at most this above the drawn one (recompiles come whole)
+CP_SOLVE_STEPS = 18  # bisection steps for a slowdown's size
+CP_SETTLE = 200  # slowdowns start this long after a restart ...
+CP_CLEAR = 200  # ... and end this long before the next one (else 40 steps)
+CP_KINDS = (("eager", 0.35), ("thrash", 0.2), ("graph_break", 0.45))
+CP_EAGER_ONE_P = 0.5  # eager: one shape's graph falls back with this chance, else every shape's
+CP_EAGER_MAX = 1.0  # ... the compute and host time at most 1 + this times the compiled ones
+CP_THRASH_STALL = (1.5, 12.0)  # thrash: a recompile costs this many mean steps (log-uniform) ...
+CP_THRASH_MAX = 1.0  # ... at most one a step
+CP_BREAK_MAX = 1.0  # graph break: the broken path's compute and host at most 1 + this times
+CP_RAMP_P = 0.5  # graph break: the slowdown climbs with this chance (more batches take the ...
+CP_RAMP = (0.2, 0.6)  # ... broken path) linearly over this share of the span, ...
+CP_RAMP_MAX = 200  # ... at most this many steps
+
 FAMILIES: tuple[str, ...] = ("restart", "ckpt_stall", "flapping", "staircase", "noise_regime",
                              "sampled", "multirank", "greyhound", "failslow", "ramp", "short",
                              "hump", "warmup_onset", "reconfig", "ckpt_burst", "contention",
                              "megatron", "bimodal_replay", "ladder", "seqlen", "accum",
                              "memory", "prefetch", "pipeline", "lossy_link", "gc_pause",
-                             "dispatch", "moe", "hw_queue")
+                             "dispatch", "moe", "hw_queue", "compile")
 #: Families held out in the current round of issue 29: never looked at while the detector was
-#: changed (only evaluated; ``hw_queue`` was written and committed before the fifteenth
-#: round's changes, by someone who never ran the detector on it).  The others, ``moe`` (held
-#: out in the fourteenth round), ``dispatch`` (the thirteenth), ``gc_pause`` (the twelfth),
-#: ``lossy_link`` (the eleventh), ``pipeline`` (the tenth), ``prefetch`` (the ninth),
-#: ``memory`` (the eighth), ``accum`` (the seventh), ``seqlen`` (the sixth), ``ladder`` (the
-#: fifth), ``bimodal_replay`` (the fourth), ``megatron`` (the third), ``contention`` (the
-#: second), ``hump``, ``warmup_onset``, ``reconfig`` and ``ckpt_burst`` (the first round)
-#: included, are the families it was built and tuned on.
-HELD_OUT: tuple[str, ...] = ("hw_queue",)
+#: changed (only evaluated; ``compile`` was written and committed before the sixteenth
+#: round's changes, by someone who never ran the detector on it).  The others, ``hw_queue``
+#: (held out in the fifteenth round), ``moe`` (the fourteenth), ``dispatch`` (the
+#: thirteenth), ``gc_pause`` (the twelfth), ``lossy_link`` (the eleventh), ``pipeline`` (the
+#: tenth), ``prefetch`` (the ninth), ``memory`` (the eighth), ``accum`` (the seventh),
+#: ``seqlen`` (the sixth), ``ladder`` (the fifth), ``bimodal_replay`` (the fourth),
+#: ``megatron`` (the third), ``contention`` (the second), ``hump``, ``warmup_onset``,
+#: ``reconfig`` and ``ckpt_burst`` (the first round) included, are the families it was built
+#: and tuned on.
+HELD_OUT: tuple[str, ...] = ("compile",)
 
 #: (family, scenario, series per seed at scale 1, positive)
 SCENARIOS: tuple[tuple[str, str, int, bool], ...] = (
@@ -1341,6 +1461,8 @@ SCENARIOS: tuple[tuple[str, str, int, bool], ...] = (
     ("moe", "healthy", 10, False),
     ("hw_queue", "slow", 14, True),
     ("hw_queue", "healthy", 10, False),
+    ("compile", "slow", 14, True),
+    ("compile", "healthy", 10, False),
 )
 
 
@@ -3422,13 +3544,16 @@ def _dispatch(rng: np.random.Generator, scenario: str) -> _Timeline:
     return _quiet_timeline(base_s * healthy_it / mean, it / healthy_it, events)
 
 
-def _hd_visible(healthy_it: np.ndarray, y: np.ndarray, lo: int, hi: int) -> bool:
+def _hd_visible(healthy_it: np.ndarray, y: np.ndarray, lo: int, hi: int,
+                after: bool = True) -> bool:
     """Whether the span ``y[lo:hi]`` stands ``HD_SLOWDOWN[0]`` above the healthy steps of the
     :data:`HD_AROUND` before it and of those after it too (each side's
-    :data:`HD_AROUND_DROP` longest left out): a level that wanders nearby does not hide a
-    label measured against the span's own healthy mean."""
+    :data:`HD_AROUND_DROP` longest left out; ``after`` False: the steps before it only): a
+    level that wanders nearby does not hide a label measured against the span's own healthy
+    mean."""
     span = float(y[lo:hi].mean())
-    for side in (healthy_it[max(0, lo - HD_AROUND):lo], healthy_it[hi:hi + HD_AROUND]):
+    sides = (healthy_it[max(0, lo - HD_AROUND):lo], healthy_it[hi:hi + HD_AROUND])
+    for side in sides if after else sides[:1]:
         if side.size > HD_AROUND_DROP and span < (1.0 + HD_SLOWDOWN[0]) * float(
                 np.sort(side)[:side.size - HD_AROUND_DROP].mean()):
             return False
@@ -3582,10 +3707,17 @@ class _Experts:
         return np.asarray(self.busy(0, self.rest.size) + self.rest)
 
 
+def _restart_warm(rng: np.random.Generator, first: tuple[float, float],
+                  amplitude: tuple[float, float], tau: tuple[float, float]
+                  ) -> tuple[float, float, float]:
+    """A restart's warm-up (applied by :func:`_moe_rewarm`): its first step's factor
+    (log-uniform in ``first``), the hump's amplitude and time constant (uniform)."""
+    return (_loguniform(rng, *first), float(rng.uniform(*amplitude)), float(rng.uniform(*tau)))
+
+
 def _moe_warm(rng: np.random.Generator) -> tuple[float, float, float]:
     """A restart's warm-up: its first step's factor, the hump's amplitude and time constant."""
-    return (_loguniform(rng, *ME_FIRST), float(rng.uniform(*ME_WARM_AMPLITUDE)),
-            float(rng.uniform(*ME_WARM_TAU)))
+    return _restart_warm(rng, ME_FIRST, ME_WARM_AMPLITUDE, ME_WARM_TAU)
 
 
 def _moe_rewarm(warm: np.ndarray, t0: int, how: tuple[float, float, float]) -> None:
@@ -3691,11 +3823,8 @@ def _moe(rng: np.random.Generator, scenario: str) -> _Timeline:
     events: list[tuple[int, int, float, str]] = []
     kinds = [kd for kd, _ in ME_KINDS]
     kind_p = np.array([p for _, p in ME_KINDS])
-    for j in range(k):  # one in each of k parts, away from a restart
-        if scenario != "slow" or (j > 0 and rng.random() >= ME_MORE_P):
-            continue
-        lo_room = int(starts[j]) + (ME_SETTLE if restarted[j] else 0)
-        hi_room = int(starts[j]) + part - (ME_CLEAR if j + 1 < k and restarted[j + 1] else 40)
+    for j, lo_room, hi_room in _part_rooms(rng, scenario, starts, part, restarted, ME_MORE_P,
+                                           ME_SETTLE, ME_CLEAR):
         capped = float(cap[lo_room]) > 0.0
         for attempt in range(ME_TRIES):  # fresh draws until one is decidable
             # under a capacity the skew costs no time beyond it (the tokens are dropped): the
@@ -3746,13 +3875,9 @@ def _moe(rng: np.random.Generator, scenario: str) -> _Timeline:
             hi_w = b + tail
             hw, base, y0 = ex.warm, healthy_it, it
             if restart:
-                hw = ex.warm.copy()
-                _moe_rewarm(hw, a, how[0])
-                _moe_rewarm(hw, b, how[1])
-                base = ex.busy(0, n, warm=hw) + rest
-                y0 = base.copy()
-                for lo_e, hi_e, _r, _k in events:  # earlier parts: before a
-                    y0[lo_e:hi_e] = it[lo_e:hi_e]
+                hw, base, y0 = _restart_counterfactual(
+                    ex.warm, ((a, how[0]), (b, how[1])),
+                    lambda w: np.asarray(ex.busy(0, n, warm=w) + rest), it, events)
 
             def sized(g: float, kd: str = kind, a_: int = a, b_: int = b, rp: int = ramp,
                       tl_: int = tail, wh: tuple[int, ...] = who, kp: float = keep,
@@ -3859,8 +3984,7 @@ class _Queues:
 def _hq_warm(rng: np.random.Generator) -> tuple[float, float, float]:
     """A restart's warm-up: its first step's factor, the hump's amplitude and time constant
     (applied by :func:`_moe_rewarm`)."""
-    return (_loguniform(rng, *HQ_FIRST), float(rng.uniform(*HQ_WARM_AMPLITUDE)),
-            float(rng.uniform(*HQ_WARM_TAU)))
+    return _restart_warm(rng, HQ_FIRST, HQ_WARM_AMPLITUDE, HQ_WARM_TAU)
 
 
 def _hw_queue(rng: np.random.Generator, scenario: str) -> _Timeline:
@@ -3933,11 +4057,8 @@ def _hw_queue(rng: np.random.Generator, scenario: str) -> _Timeline:
     kinds = [kd for kd, _ in HQ_KINDS]
     kind_p = np.array([p for _, p in HQ_KINDS])
     top = {"connections": 1.0, "order": 1.0, "bucket": HQ_GROW_MAX, "link": HQ_LINK_MAX}
-    for j in range(k):  # one in each of k parts, away from a restart
-        if scenario != "slow" or (j > 0 and rng.random() >= HQ_MORE_P):
-            continue
-        lo_room = int(starts[j]) + (HQ_SETTLE if restarted[j] else 0)
-        hi_room = int(starts[j]) + part - (HQ_CLEAR if j + 1 < k and restarted[j + 1] else 40)
+    for j, lo_room, hi_room in _part_rooms(rng, scenario, starts, part, restarted, HQ_MORE_P,
+                                           HQ_SETTLE, HQ_CLEAR):
         for attempt in range(HQ_TRIES):  # fresh draws until one is decidable
             kind = kinds[int(rng.choice(len(kinds), p=kind_p))]
             s = float(rng.uniform(*HQ_SLOWDOWN))
@@ -3967,13 +4088,9 @@ def _hw_queue(rng: np.random.Generator, scenario: str) -> _Timeline:
             # same restarts with the old configuration
             hw, base, y0 = q.warm, healthy_it, it
             if restart:
-                hw = q.warm.copy()
-                _moe_rewarm(hw, a, how[0])
-                _moe_rewarm(hw, b, how[1])
-                base = q.steps(0, n, warm=hw)
-                y0 = base.copy()
-                for lo_e, hi_e, _r, _k in events:  # earlier parts: before a
-                    y0[lo_e:hi_e] = it[lo_e:hi_e]
+                hw, base, y0 = _restart_counterfactual(
+                    q.warm, ((a, how[0]), (b, how[1])), lambda w: q.steps(0, n, warm=w), it,
+                    events)
 
             def trial(g: float, sl_: _QueueSlow = sl0, hw_: np.ndarray = hw,
                       y0_: np.ndarray = y0) -> tuple[int, int, np.ndarray]:
@@ -3998,18 +4115,291 @@ def _hw_queue(rng: np.random.Generator, scenario: str) -> _Timeline:
     return _restarted_timeline(base_s * healthy_it / mean, it / healthy_it, events, pauses)
 
 
+@dataclass(frozen=True)
+class _CompileSlow:
+    """A slowdown of a :func:`_compile` series over steps ``[a, b)``: its kind, its size
+    ``g``, the steps over which it climbs (1: a step), the shapes whose steps it slows
+    (``eager`` / ``graph_break``) and the cost of a recompile (``thrash``, seconds over the
+    series' unit)."""
+
+    a: int
+    b: int
+    kind: str
+    g: float
+    ramp: int = 1
+    who: tuple[int, ...] = ()
+    stall: float = 0.0
+
+
+@dataclass
+class _Graphs:
+    """The draws of a :func:`_compile` series (arrays ``(n,)`` unless said): each step's shape
+    (its sequence-length bucket), the compiled compute of a batch of each shape ``(buckets,)``,
+    the device's rate with the slowest rank's jitter, the host time, the batch's share (below
+    1: an epoch's partial last batch), the evaluation steps, the cold compile of each graph
+    ``(buckets + 2,)``: the shapes', the partial batch's and the evaluation's, in time units),
+    the slowest rank's compile over a graph's own at each step, the dynamic graph's slowdown
+    (0: static shapes), a cached compile's share of a cold one, the level, the restarts'
+    warm-ups, the extra work (all-reduce, checkpoints, evaluations) and the segments: the
+    job's start and every restart, each ``(step, cold)``."""
+
+    bucket: np.ndarray
+    cost: np.ndarray
+    dev: np.ndarray
+    host: np.ndarray
+    batch: np.ndarray
+    evals: np.ndarray
+    cold: np.ndarray
+    spread: np.ndarray
+    dynamic: float
+    cached: float
+    level: np.ndarray
+    warm: np.ndarray
+    rest: np.ndarray
+    cuts: tuple[tuple[int, bool], ...]
+
+    def compiles(self, cuts: tuple[tuple[int, bool], ...]) -> tuple[np.ndarray, np.ndarray]:
+        """The compile stall of every step and the slowdown of the graph it runs, under the
+        segments ``cuts``: after each start the first batch of each shape compiles its graph
+        (under dynamic shapes only the first two: the second compiles a dynamic graph that
+        serves every later shape, slower), the first partial batch its own and the first
+        evaluation the evaluation graph; cold, or from the on-disk cache (``cached`` of it)
+        where a restart kept the shapes."""
+        n, nb = self.bucket.size, self.cost.size
+        stall = np.zeros(n)
+        slow = np.ones(n)
+        edges = sorted(cuts)
+        for (s0, cold), (s1, _c) in zip(edges, [*edges[1:], (n, False)], strict=True):
+            x = 1.0 if cold else self.cached
+            bk = self.bucket[s0:s1]
+            shapes, first = np.unique(bk, return_index=True)
+            order = np.argsort(first)
+            shapes, first = shapes[order], first[order]
+            if self.dynamic > 0.0 and shapes.size > 1:
+                slow[s0:s1] = np.where(bk != shapes[0], 1.0 + self.dynamic, 1.0)
+                shapes, first = shapes[:2], first[:2]
+            stall[s0 + first] += x * self.cold[shapes]
+            for at, graph in ((np.flatnonzero(self.batch[s0:s1] < 1.0), nb),
+                              (np.flatnonzero(self.evals[s0:s1]), nb + 1)):
+                if at.size:
+                    stall[s0 + int(at[0])] += x * self.cold[graph]
+        return stall * self.spread, slow
+
+    def steps(self, a: int, b: int, sl: _CompileSlow | None = None,
+              warm: np.ndarray | None = None,
+              cuts: tuple[tuple[int, bool], ...] | None = None) -> np.ndarray:
+        """The step times over ``[a, b)`` under the slowdown ``sl`` (``warm`` / ``cuts``: the
+        warm-ups and segments, else the series' own): ``eager`` / ``graph_break`` make the
+        compute and host time of the steps of their shapes ``1 + g w`` times longer (``w``
+        climbs linearly from 0 at ``a`` to 1 over ``ramp`` steps), ``thrash`` recompiles
+        every ``1 / g`` steps (a guard that fails again and again)."""
+        stall, slow = self.compiles(self.cuts if cuts is None else cuts)
+        wu = (self.warm if warm is None else warm)[a:b]
+        bk = self.bucket[a:b]
+        busy = (self.cost[bk] * self.batch[a:b] * slow[a:b] * self.dev[a:b]
+                + self.host[a:b]) * wu * self.level[a:b]
+        extra = stall[a:b]
+        if sl is not None:
+            t = np.arange(a, b)
+            inside = (t >= sl.a) & (t < sl.b)
+            if sl.kind == "thrash":
+                again = np.floor(sl.g * (t - sl.a + 1.0)) - np.floor(sl.g * (t - sl.a))
+                extra = extra + np.where(inside, again * sl.stall * self.spread[a:b], 0.0)
+            else:
+                w = np.where(inside & np.isin(bk, sl.who),
+                             np.minimum(1.0, (t - sl.a + 1.0) / sl.ramp), 0.0)
+                busy = busy * (1.0 + sl.g * w)
+        return np.asarray(busy + self.rest[a:b] + extra)
+
+
+def _compile(rng: np.random.Generator, scenario: str) -> _Timeline:
+    """torch.compile: recompilations, recompile thrash, graph breaks and eager fallback
+    (module docstring); the corpus' noise is turned off (``noise_scale`` ~ 0)."""
+    n = _n(rng)
+    t = np.arange(n)
+    base_s = _loguniform(rng, *BASE_S)
+    ranks = int(rng.choice(CP_RANKS))
+    nb = int(rng.integers(CP_BUCKETS[0], CP_BUCKETS[1] + 1))
+    k = int(rng.integers(1, 4))
+    part = (n - LEAD_ITERS) // k
+    starts = LEAD_ITERS + part * np.arange(k)
+    rate = _wandering_compute(rng, t, CP_WANDER_SD, CP_WANDER_PHI, CP_JITTER,
+                              CP_WARM_AMPLITUDE, CP_WARM_TAU, CP_FIRST)
+    # the shapes: bucket lengths doubling up to the longest, a fixed token budget per batch (only
+    # the attention grows with the length), each step's bucket drawn by their frequencies
+    cost = 1.0 + float(rng.uniform(*CP_ATTN)) * 2.0 ** (np.arange(nb) - (nb - 1.0))
+    freq = rng.dirichlet(np.full(nb, CP_BUCKET_CONC))
+    bucket = rng.choice(nb, n, p=freq)
+    cost /= float(freq @ cost)
+    rj = float(rng.uniform(*CP_RANK_JITTER))
+    dev = rate * np.exp(rj * rng.standard_normal((ranks, n))).max(axis=0)
+    hj = float(rng.uniform(*CP_HOST_JITTER))
+    host = float(rng.uniform(*CP_HOST)) * np.exp(hj * rng.standard_normal(n) - 0.5 * hj * hj)
+    epoch = int(rng.integers(CP_EPOCH[0], CP_EPOCH[1] + 1))
+    batch = np.ones(n)
+    if rng.random() < CP_PARTIAL_P:  # drop_last off: a partial batch closes every epoch
+        batch[t % epoch == epoch - 1] = float(rng.uniform(*CP_PARTIAL))
+    # a graph's cold compile (mean steps), each rank's own: the step waits for the last
+    cold = _loguniform(rng, *CP_COMPILE) * np.exp(CP_COMPILE_SPREAD
+                                                  * rng.standard_normal(nb + 2))
+    cold[nb + 1] *= float(rng.uniform(*CP_EVAL_COMPILE))
+    cr = float(rng.uniform(*CP_COMPILE_RANK))
+    spread = np.exp(cr * rng.standard_normal((ranks, n))).max(axis=0)
+    dynamic = float(rng.uniform(*CP_DYNAMIC)) if rng.random() < CP_DYNAMIC_P else 0.0
+    unit = 1.0 + float(host.mean())  # a compiled step's busy time
+    rest = _comm_rest(rng, n, CP_COMM, CP_COMM_JITTER)
+    rest, evals = _with_ckpt_eval(rng, t, rest, rate, CP_CKPT_EVERY, CP_CKPT_ITERS, CP_CKPT_X,
+                                  CP_EVAL_EVERY, CP_EVAL_X, unit=unit)
+    gr = _Graphs(bucket=bucket, cost=cost, dev=dev, host=host, batch=batch, evals=evals,
+                 cold=cold * unit, spread=spread, dynamic=dynamic,
+                 cached=float(rng.uniform(*CP_CACHED)), level=np.ones(n), warm=np.ones(n),
+                 rest=rest, cuts=((0, True),))
+    # planned restarts between parts: a downtime, a warm-up, every graph compiled again (from
+    # the on-disk cache, or cold with a new micro-batch count that moves the level)
+    restarted = np.zeros(k, dtype=bool)
+    pauses: list[tuple[int, float]] = []
+    for j in range(1, k):
+        if rng.random() < CP_RESTART_P:
+            restarted[j] = True
+            s0 = int(starts[j])
+            _moe_rewarm(gr.warm, s0, _restart_warm(rng, CP_FIRST, CP_WARM_AMPLITUDE,
+                                                   CP_WARM_TAU))
+            pauses.append((s0, _loguniform(rng, *CP_DOWNTIME)))
+            reshape = bool(rng.random() < CP_RESHAPE_P)
+            x_l = float(rng.uniform(*CP_RESHAPE_LEVEL))
+            if reshape:
+                gr.level[s0:] *= x_l
+            gr.cuts += ((s0, reshape),)
+    healthy_it = gr.steps(0, n)
+    stall0 = gr.compiles(gr.cuts)[0][LEAD_ITERS:]
+    steady = healthy_it[LEAD_ITERS:]
+    mean = float(steady.mean())
+    calm = steady[stall0 == 0.0]  # the spread of the steps that do not compile
+    var = float(calm.var()) / float(calm.mean()) ** 2
+    it = healthy_it.copy()
+    events: list[tuple[int, int, float, str]] = []
+    kinds = [kd for kd, _ in CP_KINDS]
+    kind_p = np.array([p for _, p in CP_KINDS])
+    top = {"eager": CP_EAGER_MAX, "thrash": CP_THRASH_MAX, "graph_break": CP_BREAK_MAX}
+    for j, lo_room, hi_room in _part_rooms(rng, scenario, starts, part, restarted, CP_MORE_P,
+                                           CP_SETTLE, CP_CLEAR):
+        for attempt in range(CP_TRIES):  # fresh draws until one is decidable
+            kind = kinds[int(rng.choice(len(kinds), p=kind_p))]
+            s = float(rng.uniform(*CP_SLOWDOWN))
+            ramp_share = float(rng.uniform(*CP_RAMP)) if rng.random() < CP_RAMP_P else 0.0
+            stall = _loguniform(rng, *CP_THRASH_STALL)
+            # a recompile of ``stall`` every stall / s steps: the span's variance over the rise
+            # squared is about that period
+            need = CP_NEED_MARGIN * CP_DECIDABLE * (var / s ** 2
+                                                    + (stall / s if kind == "thrash" else 0.0))
+            dur = max(_logint(rng, *CP_SLOW_ITERS), math.ceil(need))
+            how = (_restart_warm(rng, CP_FIRST, CP_WARM_AMPLITUDE, CP_WARM_TAU),
+                   _restart_warm(rng, CP_FIRST, CP_WARM_AMPLITUDE, CP_WARM_TAU))
+            down = (_loguniform(rng, *CP_DOWNTIME), _loguniform(rng, *CP_DOWNTIME))
+            one = bool(rng.random() < CP_EAGER_ONE_P)
+            shape = int(rng.choice(nb, p=freq))  # a shape as often as its batches
+            if j == 0 and attempt == CP_TRIES - 1:  # the last try of a positive's first part:
+                kind, one, dur = "eager", False, hi_room - lo_room  # every shape, its whole room,
+                s = CP_SLOWDOWN[1]  # the largest rise
+            ramp = max(1, min(CP_RAMP_MAX, int(round(ramp_share * dur))))
+            ramp = ramp if kind == "graph_break" else 1
+            dur += (ramp - 1) // 2
+            dur = max(1, min(dur, hi_room - lo_room))
+            a = lo_room + int(rng.integers(0, hi_room - lo_room - dur + 1))
+            b = a + dur
+            # eager: one shape's graph (the one past the cache limit) or every one; a graph
+            # break: the shapes from ``shape`` up (the longer batches take the broken path)
+            who = {"eager": (shape,) if one else tuple(range(nb)),
+                   "graph_break": tuple(range(shape, nb)), "thrash": ()}[kind]
+            sl0 = _CompileSlow(a, b, kind, 0.0, ramp, who, stall * unit)
+            # an eager fallback lasts until a restart; a graph break comes with a code change
+            # at a restart (every graph compiled cold, in the healthy series too) and its fix
+            # at another; the counterfactual healthy series has the same restarts
+            at = {"eager": ((b, how[1], down[1]),),
+                  "graph_break": ((a, how[0], down[0]), (b, how[1], down[1])),
+                  "thrash": ()}[kind]
+            cuts = gr.cuts + tuple((t0, t0 == a) for t0, _h, _d in at)
+            hw, base, y0 = gr.warm, healthy_it, it
+            if at:
+                def whole(w: np.ndarray, c_: tuple[tuple[int, bool], ...] = cuts
+                          ) -> np.ndarray:
+                    return gr.steps(0, n, warm=w, cuts=c_)
+
+                hw, base, y0 = _restart_counterfactual(
+                    gr.warm, tuple((t0, h) for t0, h, _d in at), whole, it, events)
+
+            def trial(g: float, sl_: _CompileSlow = sl0, hw_: np.ndarray = hw,
+                      y0_: np.ndarray = y0, c_: tuple[tuple[int, bool], ...] = cuts
+                      ) -> tuple[int, int, np.ndarray]:
+                y = y0_.copy()
+                y[sl_.a:sl_.b] = gr.steps(sl_.a, sl_.b, _CompileSlow(
+                    sl_.a, sl_.b, sl_.kind, g, sl_.ramp, sl_.who, sl_.stall), hw_, c_)
+                return _changed_span(y, y0_, sl_.a, sl_.b, faster=True)
+
+            got = _visible_rise(_solve_rise(trial, 1.0, s, 0.0, top[kind], base=base,
+                                            steps=CP_SOLVE_STEPS),
+                                base, CP_SLOWDOWN[0], s + CP_OVERSHOOT, CP_SLOW_ITERS[0],
+                                CP_DECIDABLE, after=not at)
+            if got is not None:
+                lo, hi, it, r = got
+                if at:
+                    gr.warm, gr.cuts = hw, cuts
+                    healthy_it = base
+                    pauses += [(t0, d) for t0, _h, d in at]
+                events.append((lo, hi, r, kind))
+                break
+    # labelled by the span's mean rise over its healthy mean
+    return _restarted_timeline(base_s * healthy_it / mean, it / healthy_it, events, pauses)
+
+
+def _part_rooms(rng: np.random.Generator, scenario: str, starts: np.ndarray, part: int,
+                restarted: np.ndarray, more_p: float, settle: int, clear: int
+                ) -> Iterator[tuple[int, int, int]]:
+    """The parts of a series (``starts``, each ``part`` steps long, ``restarted``: whether it
+    begins with a planned restart) that get a slowdown, as ``(part, first step, end)``: in a
+    ``slow`` scenario the first part always, each other one with chance ``more_p``; the room
+    starts ``settle`` steps after a restart and ends ``clear`` steps before the next one (else
+    40 steps before the next part).  Shared by :func:`_moe`, :func:`_hw_queue` and
+    :func:`_compile`."""
+    k = len(starts)
+    for j in range(k):
+        if scenario != "slow" or (j > 0 and rng.random() >= more_p):
+            continue
+        lo = int(starts[j]) + (settle if restarted[j] else 0)
+        yield j, lo, int(starts[j]) + part - (clear if j + 1 < k and restarted[j + 1] else 40)
+
+
+def _restart_counterfactual(warm: np.ndarray, at: tuple[tuple[int, tuple[float, float, float]],
+                                                        ...],
+                            whole: Callable[[np.ndarray], np.ndarray], it: np.ndarray,
+                            events: list[tuple[int, int, float, str]]
+                            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A slowdown that comes with restarts (``at``: each step and its warm-up): the warm-ups
+    with them, the healthy step times with the same restarts (``whole(warm-ups)``) and those
+    times with the slowdowns already placed (``events`` of ``it``, earlier parts) kept."""
+    hw = warm.copy()
+    for t0, how in at:
+        _moe_rewarm(hw, t0, how)
+    base = whole(hw)
+    y0 = base.copy()
+    for lo_e, hi_e, _r, _k in events:  # earlier parts: before the restarts
+        y0[lo_e:hi_e] = it[lo_e:hi_e]
+    return hw, base, y0
+
+
 def _visible_rise(found: tuple[int, int, np.ndarray, float] | None, base: np.ndarray,
-                  least: float, most: float, min_iters: int, decidable: float
-                  ) -> tuple[int, int, np.ndarray, float] | None:
+                  least: float, most: float, min_iters: int, decidable: float,
+                  after: bool = True) -> tuple[int, int, np.ndarray, float] | None:
     """A solved rise (:func:`_solve_rise`) kept where it is decidable (:func:`_decidable_rise`
-    over the healthy ``base``) and above the healthy steps around it (:func:`_hd_visible`):
-    ``(start, end, step times, loss)``, or None."""
+    over the healthy ``base``) and above the healthy steps around it (:func:`_hd_visible`;
+    ``after`` False: before it only, where a restart follows it): ``(start, end, step times,
+    loss)``, or None."""
     if found is None:
         return None
     lo, hi, y, _g = found
     r = _decidable_rise(y, lo, hi, float(base[lo:hi].mean()), least, most, min_iters,
                         decidable)
-    if r is None or not _hd_visible(base, y, lo, hi):
+    if r is None or not _hd_visible(base, y, lo, hi, after):
         return None
     return lo, hi, y, r
 
@@ -4077,7 +4467,7 @@ def _solve_rise(trial: Callable[[float], tuple[int, int, np.ndarray]], mean: flo
     span, its healthy times), by bisection (the rise grows with ``g``; ``steps`` halvings):
     ``(start, end, times, g)``, or None where even ``hi_g`` falls short.  Shared by
     :func:`_dl_slowdown`, :func:`_ll_degrade`, :func:`_gc_slow`, :func:`_hd_slow`,
-    :func:`_moe` and :func:`_hw_queue`."""
+    :func:`_moe`, :func:`_hw_queue` and :func:`_compile`."""
 
     def rise(g: float) -> float:
         lo, hi, y = trial(g)
@@ -4116,7 +4506,7 @@ _BUILDERS: dict[str, Callable[[np.random.Generator, str], _Timeline]] = {
     "bimodal_replay": _bimodal_replay, "ladder": _ladder, "seqlen": _seqlen, "accum": _accum,
     "memory": _memory, "prefetch": _prefetch, "pipeline": _pipeline,
     "lossy_link": _lossy_link, "gc_pause": _gc_pause, "dispatch": _dispatch, "moe": _moe,
-    "hw_queue": _hw_queue,
+    "hw_queue": _hw_queue, "compile": _compile,
 }
 
 
