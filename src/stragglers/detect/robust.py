@@ -714,6 +714,9 @@ class RobustLevelDetector:
         # (iteration, healthy level) after each healthy point since the latest episode: the
         # level as it was lag_iters iterations ago is the first (the lagged reference)
         self._past: deque[tuple[int, float]] = deque()
+        # (iteration, healthy level) of the latest MODE_WINDOW iterations since the latest
+        # episode: the levels the healthy level has held (the slope view's memory)
+        self._held: deque[tuple[int, float]] = deque()
 
     def update(self, x: float) -> list[Alarm]:
         """One iteration time of a series without iteration numbers (position = iteration)."""
@@ -1150,6 +1153,10 @@ class RobustLevelDetector:
         self._difference(w)
         r, base = self._ref.median(), self._base
         self._past.append((it, r))
+        held = self._held
+        held.append((it, r))
+        while held[0][0] < it - MODE_WINDOW:
+            held.popleft()
         if self.rise_iters and not self._startup(it):
             rise = self._rise(r, it)
             if rise:
@@ -1184,12 +1191,35 @@ class RobustLevelDetector:
             return []
         # the rise began at the last of the sliding minima still near the lowest level
         pos, first, _ = next(p for p in reversed(lows) if p[2] <= low + 0.2 * self.limit)
+        if self._held_before(r, first):
+            return []
         self._episode = _Window(self.reference_points,
                                 list(self._ref.fifo)[-(self.reference_points // 2):])
         self._ref = _Window(self.reference_points, [low] * self.reference_points)
         self._stretch = None
         lows.clear()
         return self._declare(pos, first, low, r, it)
+
+    def _held_before(self, r: float, first: int) -> bool:
+        """The healthy level ``r`` is one it has held before the rise began at ``first``, as
+        long as it has held it since or longer (within a quarter of the threshold below it,
+        at least ``reference_points`` iterations; within ``MODE_WINDOW`` iterations and
+        since the latest episode): a median of healthy points that come in modes (batches
+        of a few shapes drawn at random, a fast and a slow path) sits on the slower mode
+        whenever it holds most of the latest points, and a return there is no rise."""
+        band = r - 0.25 * self.limit
+        longest = now = 0
+        start = -1
+        for it, level in self._held:
+            if level >= band:
+                if start < 0:
+                    start = it
+                now = it - start + 1
+                if it < first:
+                    longest = max(longest, now)
+            else:
+                start, now = -1, 0
+        return longest >= max(now, self.reference_points)
 
     def _in_episode(self, y: float, it: int) -> list[Alarm]:
         self._episode.add(y)
@@ -1205,6 +1235,7 @@ class RobustLevelDetector:
         """A new slow episode from ``first`` (position ``pos``): onset, or flapping."""
         self.slow, self._healthy, self._slow_pos = True, r, pos
         self._past.clear()  # the lagged reference spans no episode
+        self._held.clear()  # ... nor the memory of the healthy levels
         self._slow_spans.append((first, -1))
         window = first - self.flap_window_iters
         while self._onsets and self._onsets[0] < window:
