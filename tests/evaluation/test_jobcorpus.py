@@ -70,8 +70,8 @@ from stragglers.evaluation.jobcorpus import (
     _Experts,  # the MoE layers' time, checked below
     _Graphs,  # the compile schedule, checked below
     _MoeSlow,
-    _phase_busy,  # the launch queue, checked below
     _Nodes,  # the power capping of a node, checked below
+    _phase_busy,  # the launch queue, checked below
     _PowerSlow,
     generate_call_job,
     generate_job_corpus,

@@ -707,6 +707,63 @@ detector changes, by someone who never ran the detector on it):
                  ``eager`` / ``thrash`` / ``graph_break``).  Negatives: the healthy series
                  alone.
 
+The held-out family of the seventeenth round (written and committed before that round's
+detector changes, by someone who never ran the detector on it):
+
+``power``        node power capping: the GPUs of a node share a power budget and a controller
+                 (a GPU power brake, node-level capping) acting on its own period of 0.1-1 s
+                 (:data:`PW_TICK_S`) lowers their clock while the node's draw exceeds the cap,
+                 so the clock-bound work slows by the share of it the cap binds; every rank of
+                 a capped node slows together.  A job is 1-16 data-parallel ranks
+                 (:data:`PW_RANKS`) on nodes of 1-8 (:data:`PW_NODE`); each rank's record is
+                 its busy time (compute and host, the per-rank signal; the wait for the
+                 slowest node is not in it): its compute (a wandering rate, AR(1) in log space,
+                 jitter 0.3-2 %, a warm-up, 0.2-1 % per rank) of which 40-90 % is a heavy block
+                 of large matmuls at the step's end (:data:`PW_HEAVY`), the rest memory-bound
+                 (the clock costs it nothing), host time (2-10 %), checkpoints (every 200-1000
+                 steps, 1-3 steps at 1.5-4x) and evaluations (every 100-1000 steps, +1-4 mean
+                 steps).  The heavy block draws 0.92-1.0 of the cap at full clock
+                 (:data:`PW_DRAW`; each node 1 % apart, 0.5-2 % per step, heavier batches 1.05-1.2x
+                 on 2-10 % of a node's steps); where it exceeds the cap the clock falls to the
+                 ``f`` at which ``static + (1 - static) f^kappa`` of the draw meets it (static
+                 0.2-0.35, kappa 2-3, at least 0.3, :class:`_Nodes`).  The controller decides at
+                 its ticks (each node its own phase): at a heavy block's start the throttle is
+                 on where its last tick fell in a heavy block (its place in the step's cycle),
+                 else it comes on at the next tick, so the share of the block it binds follows
+                 the controller's phase against the step (the job's unthrottled clock): about
+                 every block where the step is long, a beat (a slow quasi-periodic modulation)
+                 where step and period are close, nothing new where they are commensurate.
+                 Healthy: brief binding in heavy steps (the throttle costing a rank-step over 1
+                 % in 0.3-49 % of the rank-steps, median 4 %, across the negatives of seeds
+                 0-11; 0.01-1.1 % of the time); the inlet temperature following the day or the
+                 chillers (a period of 1-24 h, :data:`PW_WAVE_S`: the clock-bound time +-1-3 %,
+                 the draw +-0.5-1.5x that); a node whose GPUs are a slower bin by 2-4 % from the
+                 start (chance 0.3); the series cut in 1-3 parts, a part after the first
+                 starting with a planned restart with chance 0.6 (downtime 60-900 s, a warm-up,
+                 another batch: the busy time 0.85-1.04x).  Positives: 1-3 slowdowns (one in
+                 each part, the first always, the others with chance 0.7; 200 steps after a
+                 restart and before the next, else 40 healthy steps after), each raising the
+                 mean busy time of the capped node's ranks over its span by +12-45 %
+                 (:data:`PW_SLOWDOWN`, up to :data:`PW_OVERSHOOT` more) over their healthy
+                 mean: a facility's demand response (``demand``: one node's cap divided by ``1
+                 + g``, at most 5x lower, for the span, then back), a failed power supply
+                 (``psu``: the same until a restart at the span's end), a configuration change
+                 at a restart (``config``: every node's draw ``1 + g`` times, at most 2x, larger
+                 matmuls; its revert at a restart at the span's end; every rank named) or a
+                 node's cooling degrading (``cooling``: its draw climbing linearly to ``1 + g``
+                 times, at most 2x, over 30-100 % of the span as the inlet warms).  Below the
+                 cap nothing shows, so the rise is non-linear in ``g``.  The counterfactual
+                 healthy series has the same restarts.  The size ``g`` is solved by bisection
+                 for the rise over a span of 60-800 steps (:data:`PW_SLOW_ITERS`) and at least
+                 1.3 x 25 x (cv / rise)^2 (cv: the noisiest node's mean busy time), drawn again
+                 (at most 8 times) until the labelled span holds 25 x (its own sd / its rise)^2
+                 steps and stands +12 % above the healthy steps of the 200 before it, and of the
+                 200 after it where no restart follows (their 4 longest left out; the first
+                 part's last try: a demand response at the smallest rise over the part's whole
+                 room).  Labelled from the first step that changes to the last, by the span's
+                 mean rise, with the capped node's ranks (kinds ``demand`` / ``psu`` /
+                 ``config`` / ``cooling``).  Negatives: the healthy series alone.
+
 :data:`HELD_OUT` names the families that were never looked at while the detector was changed
 for issue 29 (decided before the changes): they are only evaluated.
 """
