@@ -51,6 +51,12 @@ from stragglers.evaluation.jobcorpus import (
     PP_SETTLE,
     PP_SLOW_ITERS,
     PP_SLOWDOWN,
+    PW_KINDS,
+    PW_MIN_CLOCK,
+    PW_NODE,
+    PW_OVERSHOOT,
+    PW_SLOW_ITERS,
+    PW_SLOWDOWN,
     SAMPLE_STRIDES,
     SCENARIOS,
     SHORT_ITERS,
@@ -64,7 +70,9 @@ from stragglers.evaluation.jobcorpus import (
     _Experts,  # the MoE layers' time, checked below
     _Graphs,  # the compile schedule, checked below
     _MoeSlow,
+    _Nodes,  # the power capping of a node, checked below
     _phase_busy,  # the launch queue, checked below
+    _PowerSlow,
     generate_call_job,
     generate_job_corpus,
     generate_series,
@@ -101,7 +109,7 @@ def test_every_family_and_scenario_is_present(corpus) -> None:
     assert {s.family for s in corpus} == set(FAMILIES)
     assert {(s.family, s.scenario) for s in corpus} == {(f, s) for f, s, _, _ in SCENARIOS}
     assert len(generate_job_corpus(0, scale=1.0, families=("flapping",))) == 24
-    assert sum(c for _, _, c, _ in SCENARIOS) in range(345, 724)
+    assert sum(c for _, _, c, _ in SCENARIOS) in range(345, 748)
     assert set(HELD_OUT) < set(FAMILIES)
 
 
@@ -378,7 +386,8 @@ def test_bimodal_replay_labels() -> None:
 #: ``pipeline``'s and ``lossy_link``'s before ``gc_pause`` was, commit a114d3e; ``gc_pause``'s
 #: before ``dispatch`` was, commit 3e2e36e; ``dispatch``'s before ``moe`` was, commit d961c77;
 #: ``moe``'s before ``hw_queue`` was, commit 433fd4c; ``hw_queue``'s before ``compile`` was,
-#: commit fb31b1b): a family appended at the end of
+#: commit fb31b1b; ``compile``'s before ``power`` was, commit 9fa972a): a family appended at
+#: the end of
 #: FAMILIES / SCENARIOS must leave every other family's bytes alone.
 FINGERPRINTS = {
     "restart": "73ad9d2339f0bd2b",
@@ -410,6 +419,7 @@ FINGERPRINTS = {
     "dispatch": "c1145c9e72fb484c",
     "moe": "f0b2ae7a02820035",
     "hw_queue": "fa1b188ae2660817",
+    "compile": "a9f9025eca4fc6c4",
 }
 
 
@@ -430,10 +440,10 @@ def _fingerprint(family: str) -> str:
 
 
 def test_existing_families_are_unchanged() -> None:
-    assert set(FINGERPRINTS) == set(FAMILIES) - {"compile"}
-    assert FAMILIES[-12:] == ("ladder", "seqlen", "accum", "memory", "prefetch", "pipeline",
+    assert set(FINGERPRINTS) == set(FAMILIES) - {"power"}
+    assert FAMILIES[-13:] == ("ladder", "seqlen", "accum", "memory", "prefetch", "pipeline",
                               "lossy_link", "gc_pause", "dispatch", "moe", "hw_queue",
-                              "compile")
+                              "compile", "power")
     assert {f: _fingerprint(f) for f in FINGERPRINTS} == FINGERPRINTS
 
 
@@ -453,7 +463,8 @@ def _durations(s: JobSeries) -> np.ndarray:
                                               ("dispatch", "slow"),
                                               ("moe", "slow"),
                                               ("hw_queue", "slow"),
-                                              ("compile", "slow")])
+                                              ("compile", "slow"),
+                                              ("power", "slow")])
 def test_family_is_deterministic_per_seed(family: str, slow: str) -> None:
     a = generate_series(11, family, slow, 2)
     assert _same(a, generate_series(11, family, slow, 2))
@@ -463,13 +474,13 @@ def test_family_is_deterministic_per_seed(family: str, slow: str) -> None:
     assert _same(h, generate_series(11, family, "healthy", 0))
 
 
-def test_compile_is_the_held_out_family() -> None:
-    assert HELD_OUT == ("compile",)
+def test_power_is_the_held_out_family() -> None:
+    assert HELD_OUT == ("power",)
 
 
-def test_compile_fingerprint() -> None:
+def test_power_fingerprint() -> None:
     """The held-out family's own bytes (seed 0), as committed before its one evaluation."""
-    assert _fingerprint("compile") == "a9f9025eca4fc6c4"
+    assert _fingerprint("power") == "b255da662bf90f2a"
 
 
 def test_ladder_labels() -> None:
@@ -1317,3 +1328,121 @@ def test_compile_labels() -> None:
             _no_rise_over_the_400_before(d, s.name, drop=10)
     assert kinds == {"eager", "thrash", "graph_break"}
     assert shapes == {"level", "some shapes", "intermittent"}
+
+
+def _nodes(n: int, bound: float = 1.0, draw: float = 1.0) -> _Nodes:
+    """A ``power`` series by hand: 2 nodes of 2 ranks, compute 1 of which 0.6 clock-bound, no
+    host time, no extra work; static power half of the draw, the rest linear in the clock
+    (``f = (cap / draw - 0.5) / 0.5``), the controller's throttle over ``bound`` of each heavy
+    block."""
+    return _Nodes(node=np.array([0, 0, 1, 1]), dev=np.ones((4, n)), host=np.zeros((4, n)),
+                  heavy=0.6, draw=np.full((2, n), draw), clock=np.ones((2, n)),
+                  bound=np.full((2, n), bound), static=0.5, kappa=1.0, level=np.ones(n),
+                  warm=np.ones(n), rest=np.zeros(n))
+
+
+def test_power_cap_slows_the_heavy_block_of_its_node() -> None:
+    """Power capping by hand: under the cap nothing changes; a cap of 0.8 of the draw sets the
+    clock to 0.6 (0.5 + 0.5 x 0.6 = 0.8), so the heavy block (0.6 of the compute) takes 1 /
+    0.6 as long over the share of it the controller throttles: 0.6 / 0.6 + 0.4 = 1.4 where it
+    binds the whole block, 1.2 over half of it; every rank of the capped node and no other;
+    a cap far below the draw stops at the lowest clock; a draw that climbs (cooling) binds
+    once it crosses the cap."""
+    pw = _nodes(4, draw=0.9)
+    assert pw.busy().tolist() == [[1.0] * 4] * 4  # below the cap: full clock
+    pw = _nodes(4)
+    assert np.allclose(pw.busy(), 1.0)  # at the cap
+    got = pw.busy((_PowerSlow(1, 3, "demand", 0.25, node=1),))
+    assert np.allclose(got[:2], 1.0)  # the other node
+    assert got[2:] == pytest.approx(np.array([[1.0, 1.4, 1.4, 1.0]] * 2))
+    half = _nodes(4, bound=0.5).busy((_PowerSlow(0, 4, "psu", 0.25, node=0),))
+    assert half[0] == pytest.approx([1.2] * 4) and np.allclose(half[2:], 1.0)
+    low = pw.busy((_PowerSlow(0, 4, "demand", 9.0, node=0),))
+    assert low[0] == pytest.approx([0.6 / PW_MIN_CLOCK + 0.4] * 4)
+    # a configuration change raises every node's draw: x 1.25 -> cap / draw 0.8, every rank
+    assert np.allclose(pw.busy((_PowerSlow(0, 4, "config", 0.25),)), 1.4)
+    # cooling: the draw x 1 + 0.25 w, w climbing over 4 steps: 1/0.9375 ... the cap at 0.8
+    climb = pw.busy((_PowerSlow(0, 4, "cooling", 0.25, ramp=4, node=1),))[3]
+    f = (1.0 / (1.0 + 0.25 * np.arange(1, 5) / 4) - 0.5) / 0.5
+    assert climb == pytest.approx(0.6 / f + 0.4)
+
+
+def _per_rank(s: JobSeries) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(level, healthy, durations)`` of every rank, ``(ranks, steps)`` (no record dropped:
+    the records go by step, then rank; the durations from ``ts`` where they are missing)."""
+    r = s.ranks
+    lv, hl = s.level.reshape(-1, r).T, s.healthy.reshape(-1, r).T
+    if np.isfinite(s.duration).all():
+        return lv, hl, s.duration.reshape(-1, r).T
+    ts = s.ts.reshape(-1, r).T
+    return lv, hl, np.concatenate([np.full((r, 1), np.nan), np.diff(ts, axis=1)], axis=1)
+
+
+def test_power_labels() -> None:
+    """Node power capping: every labelled slowdown (a facility's demand response lowering a
+    node's cap, a PSU failure until a restart, a configuration change at a restart raising
+    every node's draw until its revert, a node's cooling degrading) names the ranks of the
+    capped node (every rank for a configuration change) and slows nobody else; the mean busy
+    time of those ranks over its span rises to its label (+12-45 % over their healthy mean,
+    up to PW_OVERSHOOT more), decidably (the rise five standard errors of the span's mean per
+    step) and visibly (their records' mean over the span at least 1.1 x that of the 200
+    healthy steps before it, their largest 4 left out, and of the 200 after it where no
+    restart follows); 40 healthy steps follow each; a multi-node job names a strict subset
+    of its ranks; the family has aliased spans (the throttled share beating against the
+    step: the factor moving by over 5 % from step to step on average) and level ones (its sd
+    under 2 %); negatives carry no label and no sustained
+    rise on any rank (any 200 records, their largest 4 left out, below 1.1 x the mean of the
+    400 before them: the healthy binding, the inlet temperature, a slower bin, a new batch at
+    a restart stay under it)."""
+    kinds: set[str] = set()
+    shapes: set[str] = set()
+    subset = False
+    for seed in (3, 4):
+        for scenario, count in (("slow", 14), ("healthy", 10)):
+            for i in range(count):
+                s = generate_series(seed, "power", scenario, i)
+                assert s.positive == (scenario == "slow") and s.dropped == 0
+                lv, hl, d = _per_rank(s)
+                factor = lv / hl
+                assert np.all(factor >= 1.0 - 1e-12), s.name
+                touched = np.zeros(factor.shape, dtype=bool)
+                restarts = 0
+                for e in s.events:
+                    kinds.add(e.kind)
+                    assert e.kind in dict(PW_KINDS) and e.start_iter > LEAD_ITERS
+                    rk = list(e.ranks)
+                    if e.kind == "config":
+                        assert rk == list(range(s.ranks))
+                    else:  # one whole node
+                        assert len(rk) in PW_NODE and rk[0] % len(rk) == 0
+                        assert rk == list(range(rk[0], rk[0] + len(rk)))
+                        subset |= len(rk) < s.ranks
+                    restarts += {"psu": 1, "config": 2}.get(e.kind, 0)
+                    a, b = e.start_iter - 1, e.end_iter - 1
+                    assert b - a >= PW_SLOW_ITERS[0]
+                    touched[rk, a:b] = True
+                    s_e = e.loss / (1.0 - e.loss)
+                    assert PW_SLOWDOWN[0] - 1e-9 <= s_e <= PW_SLOWDOWN[1] + PW_OVERSHOOT + 1e-9
+                    ref = hl[rk, a:b].mean()
+                    assert np.isclose(lv[rk, a:b].mean(), (1.0 + s_e) * ref, rtol=1e-6)
+                    x = lv[rk, a:b].mean(axis=0) / ref
+                    assert x.size >= 25.0 * x.var() / s_e ** 2, s.name
+                    assert np.all(factor[rk, a:b].mean(axis=1) > 1.0 + 0.5 * s_e), s.name
+                    assert np.allclose(factor[:, b:b + 40], 1.0), s.name
+                    y = d[rk].mean(axis=0)  # NaN at the first step only (ts)
+                    after = e.kind in ("demand", "cooling")
+                    for lo, hi in ((a - 200, a), (b, b + 200))[:2 if after else 1]:
+                        side = np.sort(y[max(0, lo):hi])[:-4]
+                        if side.size >= 100:
+                            assert y[a:b].mean() >= 1.1 * side.mean(), s.name
+                    f = factor[rk, a:b].mean(axis=0)  # the throttle, step to step
+                    shapes.add("aliased" if np.abs(np.diff(f)).mean() > 0.05 else
+                               "level" if f.std() < 0.02 else "between")
+                assert np.allclose(factor[~touched], 1.0), s.name
+                assert s.restarts >= restarts, s.name
+                if not s.positive:
+                    assert not s.events
+                    for r in range(s.ranks):
+                        _no_rise_over_the_400_before(d[r], s.name)
+    assert kinds == {"demand", "psu", "config", "cooling"}
+    assert {"aliased", "level"} <= shapes and subset

@@ -707,6 +707,63 @@ detector changes, by someone who never ran the detector on it):
                  ``eager`` / ``thrash`` / ``graph_break``).  Negatives: the healthy series
                  alone.
 
+The held-out family of the seventeenth round (written and committed before that round's
+detector changes, by someone who never ran the detector on it):
+
+``power``        node power capping: the GPUs of a node share a power budget and a controller
+                 (a GPU power brake, node-level capping) acting on its own period of 0.1-1 s
+                 (:data:`PW_TICK_S`) lowers their clock while the node's draw exceeds the cap,
+                 so the clock-bound work slows by the share of it the cap binds; every rank of
+                 a capped node slows together.  A job is 1-16 data-parallel ranks
+                 (:data:`PW_RANKS`) on nodes of 1-8 (:data:`PW_NODE`); each rank's record is
+                 its busy time (compute and host, the per-rank signal; the wait for the
+                 slowest node is not in it): its compute (a wandering rate, AR(1) in log space,
+                 jitter 0.3-2 %, a warm-up, 0.2-1 % per rank) of which 40-90 % is a heavy block
+                 of large matmuls at the step's end (:data:`PW_HEAVY`), the rest memory-bound
+                 (the clock costs it nothing), host time (2-10 %), checkpoints (every 200-1000
+                 steps, 1-3 steps at 1.5-4x) and evaluations (every 100-1000 steps, +1-4 mean
+                 steps).  The heavy block draws 0.92-1.0 of the cap at full clock
+                 (:data:`PW_DRAW`; each node 1 % apart, 0.5-2 % per step, heavier batches 1.05-1.2x
+                 on 2-10 % of a node's steps); where it exceeds the cap the clock falls to the
+                 ``f`` at which ``static + (1 - static) f^kappa`` of the draw meets it (static
+                 0.2-0.35, kappa 2-3, at least 0.3, :class:`_Nodes`).  The controller decides at
+                 its ticks (each node its own phase): at a heavy block's start the throttle is
+                 on where its last tick fell in a heavy block (its place in the step's cycle),
+                 else it comes on at the next tick, so the share of the block it binds follows
+                 the controller's phase against the step (the job's unthrottled clock): about
+                 every block where the step is long, a beat (a slow quasi-periodic modulation)
+                 where step and period are close, nothing new where they are commensurate.
+                 Healthy: brief binding in heavy steps (the throttle costing a rank-step over 1
+                 % in 0.3-49 % of the rank-steps, median 4 %, across the negatives of seeds
+                 0-11; 0.01-1.1 % of the time); the inlet temperature following the day or the
+                 chillers (a period of 1-24 h, :data:`PW_WAVE_S`: the clock-bound time +-1-3 %,
+                 the draw +-0.5-1.5x that); a node whose GPUs are a slower bin by 2-4 % from the
+                 start (chance 0.3); the series cut in 1-3 parts, a part after the first
+                 starting with a planned restart with chance 0.6 (downtime 60-900 s, a warm-up,
+                 another batch: the busy time 0.85-1.04x).  Positives: 1-3 slowdowns (one in
+                 each part, the first always, the others with chance 0.7; 200 steps after a
+                 restart and before the next, else 40 healthy steps after), each raising the
+                 mean busy time of the capped node's ranks over its span by +12-45 %
+                 (:data:`PW_SLOWDOWN`, up to :data:`PW_OVERSHOOT` more) over their healthy
+                 mean: a facility's demand response (``demand``: one node's cap divided by ``1
+                 + g``, at most 5x lower, for the span, then back), a failed power supply
+                 (``psu``: the same until a restart at the span's end), a configuration change
+                 at a restart (``config``: every node's draw ``1 + g`` times, at most 2x, larger
+                 matmuls; its revert at a restart at the span's end; every rank named) or a
+                 node's cooling degrading (``cooling``: its draw climbing linearly to ``1 + g``
+                 times, at most 2x, over 30-100 % of the span as the inlet warms).  Below the
+                 cap nothing shows, so the rise is non-linear in ``g``.  The counterfactual
+                 healthy series has the same restarts.  The size ``g`` is solved by bisection
+                 for the rise over a span of 60-800 steps (:data:`PW_SLOW_ITERS`) and at least
+                 1.3 x 25 x (cv / rise)^2 (cv: the noisiest node's mean busy time), drawn again
+                 (at most 8 times) until the labelled span holds 25 x (its own sd / its rise)^2
+                 steps and stands +12 % above the healthy steps of the 200 before it, and of the
+                 200 after it where no restart follows (their 4 longest left out; the first
+                 part's last try: a demand response at the smallest rise over the part's whole
+                 room).  Labelled from the first step that changes to the last, by the span's
+                 mean rise, with the capped node's ranks (kinds ``demand`` / ``psu`` /
+                 ``config`` / ``cooling``).  Negatives: the healthy series alone.
+
 :data:`HELD_OUT` names the families that were never looked at while the detector was changed
 for issue 29 (decided before the changes): they are only evaluated.
 """
@@ -1377,23 +1434,74 @@ CP_RAMP_P = 0.5  # graph break: the slowdown climbs with this chance (more batch
 CP_RAMP = (0.2, 0.6)  # ... broken path) linearly over this share of the span, ...
 CP_RAMP_MAX = 200  # ... at most this many steps
 
+# power (module docstring): node power capping
+PW_RANKS = (1, 2, 4, 8, 16)  # data-parallel ranks: a step waits for the slowest node
+PW_NODE = (1, 2, 4, 8)  # GPUs (ranks) of a node, sharing its power budget (at most the ranks)
+PW_WANDER_SD = (0.003, 0.015)  # device rate: AR(1) in log space, stationary sd ...
+PW_WANDER_PHI = (0.95, 0.995)  # ... and lag-1 correlation
+PW_JITTER = (0.003, 0.02)  # ... plus per-step jitter (log space)
+PW_WARM_AMPLITUDE = (0.05, 0.4)  # the warm-up of the job's start and of every restart
+PW_WARM_TAU = (3.0, 30.0)
+PW_FIRST = (2.0, 10.0)
+PW_RANK_JITTER = (0.002, 0.01)  # each rank's compute per step (log space)
+PW_HEAVY = (0.4, 0.9)  # the clock-bound block (large matmuls) over the step's compute
+PW_HOST = (0.02, 0.10)  # host time per step (not clock-bound) over the compute ...
+PW_HOST_JITTER = (0.05, 0.2)  # ... its spread (log space)
+PW_DRAW = (0.92, 1.0)  # the heavy block's draw at full clock over the node's cap (each node's
+PW_DRAW_NODE = 0.01  # own, this much apart, log space) ...
+PW_DRAW_JITTER = (0.005, 0.02)  # ... per node and step (log space)
+PW_HEAVY_STEP_P = (0.02, 0.1)  # a heavier batch on a node: chance per step ...
+PW_HEAVY_STEP_X = (1.05, 1.2)  # ... its draw this many times more (brief binding, spiky)
+PW_STATIC = (0.2, 0.35)  # a GPU's static power over its draw at full clock; the rest ...
+PW_KAPPA = (2.0, 3.0)  # ... grows as the clock to this power (the voltage follows the clock)
+PW_MIN_CLOCK = 0.3  # the controller never sets the clock below this share
+PW_TICK_S = (0.1, 1.0)  # the controller's period (seconds, log-uniform)
+PW_WAVE_S = (3600.0, 86400.0)  # the inlet temperature's period (the chillers, the day) ...
+PW_WAVE = (0.01, 0.03)  # ... the clock-bound time +-this (the boost clock backs off) ...
+PW_LEAK = (0.5, 1.5)  # ... and the draw +-this x that (leakage grows with the temperature)
+PW_BIN_P = 0.3  # a node whose GPUs are a slower bin from the start, with this chance ...
+PW_BIN = (0.02, 0.04)  # ... their clock-bound time this much longer
+PW_CKPT_EVERY = (200, 1000)  # a checkpoint every this many steps ...
+PW_CKPT_ITERS = (1, 3)  # ... that many steps ...
+PW_CKPT_X = (1.5, 4.0)  # ... this many times longer
+PW_EVAL_EVERY = (100, 200, 250, 500, 1000)  # an evaluation every this many steps ...
+PW_EVAL_X = (1.0, 4.0)  # ... adding this many mean steps
+PW_RESTART_P = 0.6  # a part after the first starts with a planned restart with this chance ...
+PW_RESHAPE_LEVEL = (0.85, 1.04)  # ... another batch: the busy time this many times the old one
+PW_DOWNTIME = (60.0, 900.0)  # a restart's downtime (seconds; the timestamps jump)
+PW_SLOWDOWN = (0.12, 0.45)  # mean rise of a slowdown's span over its healthy mean
+PW_SLOW_ITERS = (60, 800)  # its duration (log-uniform) ...
+PW_DECIDABLE = 25.0  # ... at least this x (span's sd / rise)^2 (the rise 5 standard errors)
+PW_NEED_MARGIN = 1.3  # ... drawn this much longer than that needs (its spread is estimated)
+PW_TRIES = 8  # a planned slowdown is drawn again until decidable, at most this many times
+PW_MORE_P = 0.7  # a positive: a slowdown in its first part, in each other with this chance
+PW_OVERSHOOT = 0.10  # a span's rise at most this above the drawn one (it is solved coarsely)
+PW_SOLVE_STEPS = 18  # bisection steps for a slowdown's size
+PW_SETTLE = 200  # slowdowns start this long after a restart ...
+PW_CLEAR = 200  # ... and end this long before the next one (else 40 steps)
+PW_KINDS = (("demand", 0.3), ("psu", 0.2), ("config", 0.25), ("cooling", 0.25))
+PW_CAP_MAX = 4.0  # demand / psu: the node's cap divided by at most 1 + this
+PW_DRAW_MAX = 1.0  # config: every node's draw at most 1 + this times
+PW_HEAT_MAX = 1.0  # cooling: the node's draw at most 1 + this times at the top of its climb
+PW_CLIMB = (0.3, 1.0)  # cooling: the draw climbs linearly over this share of the span
+
 FAMILIES: tuple[str, ...] = ("restart", "ckpt_stall", "flapping", "staircase", "noise_regime",
                              "sampled", "multirank", "greyhound", "failslow", "ramp", "short",
                              "hump", "warmup_onset", "reconfig", "ckpt_burst", "contention",
                              "megatron", "bimodal_replay", "ladder", "seqlen", "accum",
                              "memory", "prefetch", "pipeline", "lossy_link", "gc_pause",
-                             "dispatch", "moe", "hw_queue", "compile")
+                             "dispatch", "moe", "hw_queue", "compile", "power")
 #: Families held out in the current round of issue 29: never looked at while the detector was
-#: changed (only evaluated; ``compile`` was written and committed before the sixteenth
-#: round's changes, by someone who never ran the detector on it).  The others, ``hw_queue``
-#: (held out in the fifteenth round), ``moe`` (the fourteenth), ``dispatch`` (the
-#: thirteenth), ``gc_pause`` (the twelfth), ``lossy_link`` (the eleventh), ``pipeline`` (the
-#: tenth), ``prefetch`` (the ninth), ``memory`` (the eighth), ``accum`` (the seventh),
-#: ``seqlen`` (the sixth), ``ladder`` (the fifth), ``bimodal_replay`` (the fourth),
-#: ``megatron`` (the third), ``contention`` (the second), ``hump``, ``warmup_onset``,
-#: ``reconfig`` and ``ckpt_burst`` (the first round) included, are the families it was built
-#: and tuned on.
-HELD_OUT: tuple[str, ...] = ("compile",)
+#: changed (only evaluated; ``power`` was written and committed before the seventeenth
+#: round's changes, by someone who never ran the detector on it).  The others, ``compile``
+#: (held out in the sixteenth round), ``hw_queue`` (the fifteenth), ``moe`` (the
+#: fourteenth), ``dispatch`` (the thirteenth), ``gc_pause`` (the twelfth), ``lossy_link``
+#: (the eleventh), ``pipeline`` (the tenth), ``prefetch`` (the ninth), ``memory`` (the
+#: eighth), ``accum`` (the seventh), ``seqlen`` (the sixth), ``ladder`` (the fifth),
+#: ``bimodal_replay`` (the fourth), ``megatron`` (the third), ``contention`` (the second),
+#: ``hump``, ``warmup_onset``, ``reconfig`` and ``ckpt_burst`` (the first round) included,
+#: are the families it was built and tuned on.
+HELD_OUT: tuple[str, ...] = ("power",)
 
 #: (family, scenario, series per seed at scale 1, positive)
 SCENARIOS: tuple[tuple[str, str, int, bool], ...] = (
@@ -1463,6 +1571,8 @@ SCENARIOS: tuple[tuple[str, str, int, bool], ...] = (
     ("hw_queue", "healthy", 10, False),
     ("compile", "slow", 14, True),
     ("compile", "healthy", 10, False),
+    ("power", "slow", 14, True),
+    ("power", "healthy", 10, False),
 )
 
 
@@ -1522,7 +1632,7 @@ class _Timeline:
     """Executed iterations (index ``t``, restarts included) of ``ranks`` ranks."""
 
     iters: np.ndarray  # (n,) job iteration number of executed iteration t
-    healthy: np.ndarray  # (n,) noise-free healthy time
+    healthy: np.ndarray  # (n,) noise-free healthy time (or (ranks, n): each rank's own)
     factor: np.ndarray  # (ranks, n) event factor
     pause: np.ndarray  # (n,) downtime before iteration t (seconds)
     protect: np.ndarray  # (n,) True where records must not be dropped
@@ -1786,22 +1896,28 @@ def _greyhound(rng: np.random.Generator, scenario: str) -> _Timeline:
 SLOWDOWN_EVENT = 0.10
 
 
-def _slowdown_label(tl: _Timeline, a: int, b: int, s: float, kind: str) -> None:
-    """Label executed ``[a, b)`` (its factor already applied) with a mean time increase ``s``."""
-    _label(tl, a, b, s / (1.0 + s), kind=kind if s >= SLOWDOWN_EVENT else "minor", apply=False)
+def _slowdown_label(tl: _Timeline, a: int, b: int, s: float, kind: str,
+                    ranks: tuple[int, ...] = ()) -> None:
+    """Label executed ``[a, b)`` (its factor already applied) with a mean time increase ``s``
+    (of ``ranks``; empty: every rank)."""
+    _label(tl, a, b, s / (1.0 + s), kind=kind if s >= SLOWDOWN_EVENT else "minor",
+           ranks=ranks, apply=False)
 
 
 def _quiet_timeline(healthy: np.ndarray, factor: np.ndarray,
-                    events: list[tuple[int, int, float, str]]) -> _Timeline:
+                    events: list[tuple[int, int, float, str]],
+                    who: list[tuple[int, ...]] | None = None) -> _Timeline:
     """The timeline of a generator with noise of its own (the corpus' noise turned off:
-    ``noise_scale`` ~ 0): one iteration per point, ``factor`` the slowdown of each, and each
-    event ``(a, b, rise, kind)`` labelled by its span's rise (:func:`_slowdown_label`)."""
-    n = healthy.size
+    ``noise_scale`` ~ 0): one iteration per point, ``factor`` the slowdown of each (``(n,)``,
+    one rank, or ``(ranks, n)`` with ``healthy`` the same shape), and each event ``(a, b,
+    rise, kind)`` labelled by its span's rise (:func:`_slowdown_label`), on the ranks ``who``
+    gives it (none given: every rank)."""
+    n = healthy.shape[-1]
     tl = _Timeline(iters=np.arange(1, n + 1, dtype=np.int64), healthy=healthy,
-                   factor=factor[None, :], pause=np.zeros(n), protect=np.zeros(n, dtype=bool),
-                   events=[], noise_scale=np.full(n, 1e-6))
-    for a, b, s, kind in events:
-        _slowdown_label(tl, a, b, s, kind)
+                   factor=np.atleast_2d(factor), pause=np.zeros(n),
+                   protect=np.zeros(n, dtype=bool), events=[], noise_scale=np.full(n, 1e-6))
+    for (a, b, s, kind), ranks in zip(events, who or [()] * len(events), strict=True):
+        _slowdown_label(tl, a, b, s, kind, ranks)
     return tl
 
 
@@ -4352,6 +4468,207 @@ def _compile(rng: np.random.Generator, scenario: str) -> _Timeline:
     return _restarted_timeline(base_s * healthy_it / mean, it / healthy_it, events, pauses)
 
 
+@dataclass(frozen=True)
+class _PowerSlow:
+    """A slowdown of a :func:`_power` series over steps ``[a, b)``: its kind, its size ``g``,
+    the steps over which it climbs (1: a step) and its node (-1: every node)."""
+
+    a: int
+    b: int
+    kind: str
+    g: float
+    ramp: int = 1
+    node: int = -1
+
+
+@dataclass
+class _Nodes:
+    """The draws of a :func:`_power` series (arrays ``(ranks, n)`` or ``(nodes, n)`` or
+    ``(n,)``): each rank's node, its compute at the device's rate and its host time, the
+    clock-bound (heavy) share of the compute, each node's draw in its heavy block at full
+    clock over its cap and the factor of its clock-bound time (the bin, the temperature), the
+    share of each heavy block that runs under the controller's throttle where the draw
+    exceeds the cap (from the controller's phase), the power model (static share, exponent),
+    the level, the restarts' warm-ups and the extra work (checkpoints, evaluations)."""
+
+    node: np.ndarray
+    dev: np.ndarray
+    host: np.ndarray
+    heavy: float
+    draw: np.ndarray
+    clock: np.ndarray
+    bound: np.ndarray
+    static: float
+    kappa: float
+    level: np.ndarray
+    warm: np.ndarray
+    rest: np.ndarray
+
+    def throttle(self, draw: np.ndarray, cap: np.ndarray) -> np.ndarray:
+        """The heavy block's time over its unthrottled time, per node and step: while the
+        draw exceeds the cap the controller sets the clock ``f`` at which ``static + (1 -
+        static) f^kappa`` of the draw meets it (at least :data:`PW_MIN_CLOCK`), over the
+        ``bound`` share of the block (the rest runs at full clock)."""
+        ratio = np.minimum(1.0, cap / draw)
+        f = np.maximum(PW_MIN_CLOCK, (np.maximum(ratio - self.static, 0.0)
+                                      / (1.0 - self.static)) ** (1.0 / self.kappa))
+        return np.asarray(1.0 + self.bound * (1.0 / f - 1.0))
+
+    def busy(self, slow: tuple[_PowerSlow, ...] = (), warm: np.ndarray | None = None
+             ) -> np.ndarray:
+        """Each rank's busy time (compute and host, plus the extra work) per step under the
+        slowdowns ``slow`` (``warm``: the warm-ups, else the series' own): ``demand`` /
+        ``psu`` divide the node's cap by ``1 + g w``, ``config`` / ``cooling`` multiply the
+        draw by it (``w`` climbs linearly from 0 at ``a`` to 1 over ``ramp`` steps)."""
+        draw, cap = self.draw.copy(), np.ones(self.draw.shape)
+        for sl in slow:
+            rows = slice(None) if sl.node < 0 else slice(sl.node, sl.node + 1)
+            x = 1.0 + sl.g * np.minimum(1.0, (np.arange(sl.b - sl.a) + 1.0) / sl.ramp)
+            if sl.kind in ("demand", "psu"):
+                cap[rows, sl.a:sl.b] /= x
+            else:
+                draw[rows, sl.a:sl.b] *= x
+        hv = (self.clock * self.throttle(draw, cap))[self.node]
+        wu = (self.warm if warm is None else warm) * self.level
+        return np.asarray((self.dev * (self.heavy * hv + 1.0 - self.heavy) + self.host) * wu
+                          + self.rest)
+
+
+def _power(rng: np.random.Generator, scenario: str) -> _Timeline:
+    """Node power capping (module docstring): each rank's busy time, the ranks of a node
+    capped together; the corpus' noise is turned off (``noise_scale`` ~ 0)."""
+    n = _n(rng)
+    t = np.arange(n)
+    base_s = _loguniform(rng, *BASE_S)
+    ranks = int(rng.choice(PW_RANKS))
+    m = min(ranks, int(rng.choice(PW_NODE)))
+    nodes = -(-ranks // m)
+    node = np.arange(ranks) // m
+    k = int(rng.integers(1, 4))
+    part = (n - LEAD_ITERS) // k
+    starts = LEAD_ITERS + part * np.arange(k)
+    rate = _wandering_compute(rng, t, PW_WANDER_SD, PW_WANDER_PHI, PW_JITTER,
+                              PW_WARM_AMPLITUDE, PW_WARM_TAU, PW_FIRST)
+    rj = float(rng.uniform(*PW_RANK_JITTER))
+    dev = rate[None, :] * np.exp(rj * rng.standard_normal((ranks, n)))
+    hj = float(rng.uniform(*PW_HOST_JITTER))
+    host = float(rng.uniform(*PW_HOST)) * np.exp(hj * rng.standard_normal((ranks, n))
+                                                 - 0.5 * hj * hj)
+    rest, _ = _with_ckpt_eval(rng, t, np.zeros(n), rate, PW_CKPT_EVERY, PW_CKPT_ITERS,
+                              PW_CKPT_X, PW_EVAL_EVERY, PW_EVAL_X)
+    heavy = float(rng.uniform(*PW_HEAVY))
+    # the heavy block's draw over the cap: near it, each node's own, jitter, heavier batches
+    dj = float(rng.uniform(*PW_DRAW_JITTER))
+    draw = (float(rng.uniform(*PW_DRAW)) * np.exp(PW_DRAW_NODE * rng.standard_normal(nodes))
+            [:, None] * np.exp(dj * rng.standard_normal((nodes, n))))
+    hit = rng.random((nodes, n)) < rng.uniform(*PW_HEAVY_STEP_P)
+    draw[hit] *= rng.uniform(*PW_HEAVY_STEP_X, int(hit.sum()))
+    clock = np.ones((nodes, n))
+    if rng.random() < PW_BIN_P:  # a node of a slower bin from the start
+        clock[int(rng.integers(0, nodes))] *= 1.0 + float(rng.uniform(*PW_BIN))
+    # the job's clock (seconds, unthrottled) and the inlet temperature's wave
+    unit = np.asarray((dev * (1.0 + host.mean()) + rest).max(axis=0))
+    sec = base_s / float(unit[LEAD_ITERS:].mean())
+    start_s = np.concatenate([[0.0], np.cumsum(unit)[:-1]]) * sec
+    wave = np.sin(2.0 * math.pi * start_s / _loguniform(rng, *PW_WAVE_S)
+                  + rng.uniform(0.0, 2.0 * math.pi)) * float(rng.uniform(*PW_WAVE))
+    clock *= 1.0 + wave[None, :]
+    draw *= 1.0 + float(rng.uniform(*PW_LEAK)) * wave[None, :]
+    # the controller (each node's own phase) decides at each tick from the draw it sees: at a
+    # heavy block's start the throttle is on where its last tick fell in a heavy block (the
+    # steps repeat: its place in the step's cycle), else it comes on at the next tick
+    tick = _loguniform(rng, *PW_TICK_S)
+    cycle = unit * sec
+    block = heavy * rate * sec  # the heavy block closes the step, after the light work
+    light = cycle - block
+    phase = (start_s + light)[None, :] / tick + rng.random((nodes, 1))
+    since = tick * (phase - np.floor(phase))  # the time since the last tick
+    on = np.mod(light[None, :] - since, cycle[None, :]) >= light[None, :]
+    bound = np.where(on, 1.0, np.clip(1.0 - (tick - since) / block[None, :], 0.0, 1.0))
+    pw = _Nodes(node=node, dev=dev, host=host, heavy=heavy, draw=draw, clock=clock, bound=bound,
+                static=float(rng.uniform(*PW_STATIC)), kappa=float(rng.uniform(*PW_KAPPA)),
+                level=np.ones(n), warm=np.ones(n), rest=rest)
+    # planned restarts between parts: a downtime, a warm-up, another batch (a level)
+    restarted = np.zeros(k, dtype=bool)
+    pauses: list[tuple[int, float]] = []
+    for j in range(1, k):
+        if rng.random() < PW_RESTART_P:
+            restarted[j] = True
+            s0 = int(starts[j])
+            _moe_rewarm(pw.warm, s0, _restart_warm(rng, PW_FIRST, PW_WARM_AMPLITUDE,
+                                                   PW_WARM_TAU))
+            pauses.append((s0, _loguniform(rng, *PW_DOWNTIME)))
+            pw.level[s0:] *= float(rng.uniform(*PW_RESHAPE_LEVEL))
+    healthy = pw.busy()
+    steady = healthy[:, LEAD_ITERS:]
+    mean = float(steady.mean())
+    var = max(float(steady[node == j].mean(axis=0).var()) for j in range(nodes)) / mean ** 2
+    slow: tuple[_PowerSlow, ...] = ()
+    events: list[tuple[int, int, float, str]] = []
+    who_of: list[tuple[int, ...]] = []
+    kinds = [kd for kd, _ in PW_KINDS]
+    kind_p = np.array([p for _, p in PW_KINDS])
+    top = {"demand": PW_CAP_MAX, "psu": PW_CAP_MAX, "config": PW_DRAW_MAX,
+           "cooling": PW_HEAT_MAX}
+    for j, lo_room, hi_room in _part_rooms(rng, scenario, starts, part, restarted, PW_MORE_P,
+                                           PW_SETTLE, PW_CLEAR):
+        for attempt in range(PW_TRIES):  # fresh draws until one is decidable
+            kind = kinds[int(rng.choice(len(kinds), p=kind_p))]
+            s = float(rng.uniform(*PW_SLOWDOWN))
+            climb = float(rng.uniform(*PW_CLIMB))
+            need = PW_NEED_MARGIN * PW_DECIDABLE * var / s ** 2
+            dur = max(_logint(rng, *PW_SLOW_ITERS), math.ceil(need))
+            how = (_restart_warm(rng, PW_FIRST, PW_WARM_AMPLITUDE, PW_WARM_TAU),
+                   _restart_warm(rng, PW_FIRST, PW_WARM_AMPLITUDE, PW_WARM_TAU))
+            down = (_loguniform(rng, *PW_DOWNTIME), _loguniform(rng, *PW_DOWNTIME))
+            nd = int(rng.integers(0, nodes))
+            if j == 0 and attempt == PW_TRIES - 1:  # the last try of a positive's first part:
+                kind, dur = "demand", hi_room - lo_room  # a cap lowered over its whole room,
+                s = PW_SLOWDOWN[0]  # the smallest rise (the heavy block may be short)
+            dur = max(1, min(dur, hi_room - lo_room))
+            a = lo_room + int(rng.integers(0, hi_room - lo_room - dur + 1))
+            b = a + dur
+            ramp = max(1, int(round(climb * dur))) if kind == "cooling" else 1
+            nd = -1 if kind == "config" else nd
+            who = np.flatnonzero(node == nd) if nd >= 0 else np.arange(ranks)
+            # a PSU failure lasts until a restart; a configuration change comes with a restart
+            # and its revert with another; the counterfactual healthy series has the same
+            at = {"psu": ((b, how[1], down[1]),),
+                  "config": ((a, how[0], down[0]), (b, how[1], down[1]))}.get(kind, ())
+            hw = pw.warm.copy()
+            for t0, h, _d in at:
+                _moe_rewarm(hw, t0, h)
+            base = pw.busy((), hw)[who].mean(axis=0)
+            y0 = pw.busy(slow, hw)[who].mean(axis=0)
+
+            def trial(g: float, sl_: _PowerSlow = _PowerSlow(a, b, kind, 0.0, ramp, nd),
+                      prev: tuple[_PowerSlow, ...] = slow, hw_: np.ndarray = hw,
+                      who_: np.ndarray = who, y0_: np.ndarray = y0
+                      ) -> tuple[int, int, np.ndarray]:
+                sl = _PowerSlow(sl_.a, sl_.b, sl_.kind, g, sl_.ramp, sl_.node)
+                return _changed_span(pw.busy((*prev, sl), hw_)[who_].mean(axis=0), y0_, sl.a,
+                                     sl.b)
+
+            found = _solve_rise(trial, 1.0, s, 0.0, top[kind], base=base,
+                                steps=PW_SOLVE_STEPS)
+            got = _visible_rise(found, base, PW_SLOWDOWN[0], s + PW_OVERSHOOT,
+                                PW_SLOW_ITERS[0], PW_DECIDABLE, after=not at)
+            if found is not None and got is not None:
+                lo, hi, _y, r = got
+                slow += (_PowerSlow(a, b, kind, found[3], ramp, nd),)
+                if at:
+                    pw.warm = hw
+                    pauses += [(t0, d) for t0, _h, d in at]
+                events.append((lo, hi, r, kind))
+                who_of.append(tuple(int(v) for v in who))
+                break
+    # each rank's busy time, labelled by the span's mean rise of its node's ranks (every
+    # rank's for a configuration change) over their healthy mean
+    healthy = pw.busy()
+    return _restarted_timeline(base_s * healthy / mean, pw.busy(slow) / healthy, events,
+                               pauses, who_of)
+
+
 def _part_rooms(rng: np.random.Generator, scenario: str, starts: np.ndarray, part: int,
                 restarted: np.ndarray, more_p: float, settle: int, clear: int
                 ) -> Iterator[tuple[int, int, int]]:
@@ -4449,10 +4766,11 @@ def _changed_span(y: np.ndarray, ref: np.ndarray, a: int, b: int, faster: bool =
 
 def _restarted_timeline(healthy: np.ndarray, factor: np.ndarray,
                         events: list[tuple[int, int, float, str]],
-                        pauses: list[tuple[int, float]]) -> _Timeline:
+                        pauses: list[tuple[int, float]],
+                        who: list[tuple[int, ...]] | None = None) -> _Timeline:
     """:func:`_quiet_timeline` with the downtime of each planned restart ``(step,
     seconds)``."""
-    tl = _quiet_timeline(healthy, factor, events)
+    tl = _quiet_timeline(healthy, factor, events, who)
     for at_t, d in pauses:
         tl.pause[at_t] += d
     tl.restarts = len(pauses)
@@ -4506,7 +4824,7 @@ _BUILDERS: dict[str, Callable[[np.random.Generator, str], _Timeline]] = {
     "bimodal_replay": _bimodal_replay, "ladder": _ladder, "seqlen": _seqlen, "accum": _accum,
     "memory": _memory, "prefetch": _prefetch, "pipeline": _pipeline,
     "lossy_link": _lossy_link, "gc_pause": _gc_pause, "dispatch": _dispatch, "moe": _moe,
-    "hw_queue": _hw_queue, "compile": _compile,
+    "hw_queue": _hw_queue, "compile": _compile, "power": _power,
 }
 
 
@@ -4522,7 +4840,8 @@ def _noise(rng: np.random.Generator, n: int, scale: float | np.ndarray) -> np.nd
 def _finish(rng: np.random.Generator, tl: _Timeline, *, name: str, family: str,
             scenario: str, seed: int, stride: int = 1, mean: bool = False) -> JobSeries:
     ranks, n = tl.factor.shape
-    clean = tl.healthy[None, :] * tl.factor  # (ranks, n)
+    per_rank = np.broadcast_to(tl.healthy, tl.factor.shape)  # healthy: (n,) or (ranks, n)
+    clean = per_rank * tl.factor  # (ranks, n)
     dur = np.empty_like(clean)
     for r in range(ranks):  # a handful of ranks: one vectorised draw each
         scale = tl.noise_scale if tl.noise_scale is not None else rng.uniform(*NOISE_SCALE)
@@ -4550,7 +4869,7 @@ def _finish(rng: np.random.Generator, tl: _Timeline, *, name: str, family: str,
         protect = tl.protect[at]
     else:
         vals, level, tsv, iters, protect = dur, clean, ts, tl.iters, tl.protect
-        healthy = np.broadcast_to(tl.healthy, level.shape)
+        healthy = per_rank
     m = iters.size
     keep = np.ones((ranks, m), dtype=bool)
     dropped = 0
