@@ -476,3 +476,32 @@ def test_a_split_is_predicted_from_the_steps_that_ran_it() -> None:
     assert np.isnan(rb.predicted_from_runs_s((3, 21)))  # never ran
     assert rb.last_plan is not None
     assert abs(rb.last_plan.predicted_from_runs_s / (12 * 0.015) - 1) < 0.02
+
+
+def test_the_noise_is_not_zero_where_most_steps_tie() -> None:
+    """Where the fast replica sets most steps' cost (exactly ``m x 1`` relative to the
+    step's common level), more than half the steps equal the median and the MAD is 0: a
+    trial's resolution was 0 and a 1% difference "significant". Then the noise is 1.2533
+    mean absolute deviations (here 1.2533 x 5/90)."""
+    rb = Rebalancer(2, 12)
+    c = np.array([16.0, 16.0, 16.0, 16.0, 16.0, 20.0, 12.0, 16.0, 17.0])
+    assert rb.noise(c) == pytest.approx(1.2533 * (4 + 4 + 1) / 16 / 9)
+    assert rb.noise(np.full(6, 16.0)) == 0.0  # all alike: no spread
+
+
+def test_a_trial_is_kept_when_the_fast_replica_got_faster() -> None:
+    """Replica 0 takes 70 ms per micro-batch throughout; replica 1 45 ms at the even split,
+    and 30 ms from the first step of the trial of (9, 15) on (other load left its core, as
+    in the example job's x1.5 round 1 at step 45). Relative to the step's common level (the
+    faster replica) the trial measures slower (21 against 18.7 micro-batch times): it was
+    taken back. In seconds it is a quarter faster (0.63 s against 0.84 s), significantly:
+    kept, no trial taken back, and the split stays cut for replica 0."""
+    rng = np.random.default_rng(11)
+    rb = Rebalancer(2, 12)
+    for s in range(24):
+        t1 = 0.045 if rb.counts == (12, 12) and s < 4 else 0.03
+        for i, t in enumerate((0.07, t1)):
+            rb.observe(i, s, t * rng.uniform(0.98, 1.02, size=rb.counts[i]))
+        rb.plan()
+    assert rb.changes >= 1 and rb.reverted == 0
+    assert rb.counts[0] < 12

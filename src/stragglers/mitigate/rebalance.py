@@ -45,7 +45,12 @@ share a resource (ranks on the cores of one loaded machine) a replica's time per
 depends on the split, and the model alone drifts: moving micro-batches to the fast replica
 slows the slow one further, which calls for moving more. A replica that got faster in a
 level shift (a recovery) makes it try the even split, also during the back-off after a
-failed trial (the split that trial was about is gone). After each :meth:`Rebalancer.plan`,
+failed trial (the split that trial was about is gone), when it is nearer the others' level
+than its own before (else the split for its new level, toward even). The last ``min_steps``
+steps measuring the replicas alike, and unlike the steps before, bring the even split at
+once; no split past even is made in one move; and after a give-back, leaving even needs a
+first action's evidence on the steps at even, with a gain above twice ``tolerance`` (no
+flapping around even). After each :meth:`Rebalancer.plan`,
 ``last_plan`` (a :class:`PlanNote`) says what it decided and why. The split is Falcon's
 Eq. 1 solved exactly (:func:`~.microbatch.solve_microbatches`) for a step of
 ``max_i (m_i + stages - 1) t_i`` (with ``stages`` pipeline stages, the fill and drain of
@@ -202,7 +207,9 @@ class Rebalancer:
         self._hist = np.full((1, dp_size), microbatches, dtype=np.int64)
         # a split on trial: the one before it and its measured steps; failed trials back off
         # (split before, its measured steps relative to their common level, predicted gain)
-        self._trial: tuple[tuple[int, ...], np.ndarray, float] | None = None
+        # (split before, its measured steps relative to their common level, predicted gain,
+        # the same steps in seconds)
+        self._trial: tuple[tuple[int, ...], np.ndarray, float, np.ndarray] | None = None
         self._cooldown_until = -1
         self._backoff = 0
         self.changes = 0
@@ -366,10 +373,16 @@ class Rebalancer:
     def noise(self, *samples: np.ndarray) -> float:
         """The relative spread of measured compute steps: 1.4826 median absolute deviations
         of each sample's steps relative to that sample's median, pooled over the samples
-        (the spread of one step's measure, relative; 0 with fewer than 2 steps)."""
+        (the spread of one step's measure, relative; 0 with fewer than 2 steps). Where more
+        than half the steps measure exactly the median (the fast replica's micro-batches,
+        the step's common level, set every step's cost), the MAD is 0 whatever the others
+        do: then 1.2533 mean absolute deviations (the same scale for normal noise)."""
         rel = [c / np.median(c) - 1 for c in samples if c.size]
         r = np.concatenate(rel) if rel else np.zeros(0)
-        return float(1.4826 * np.median(np.abs(r))) if r.size >= 2 else 0.0
+        if r.size < 2:
+            return 0.0
+        mad = float(np.median(np.abs(r)))
+        return 1.4826 * mad if mad > 0 else float(1.2533 * np.mean(np.abs(r)))
 
     def resolution(self, noise: float, n_new: int, n_before: int) -> float:
         """The relative difference between the medians of ``n_new`` and ``n_before``
@@ -436,19 +449,29 @@ class Rebalancer:
         held, _ = self._complete(self._since, self.counts)
         if held.size < self.min_steps:
             return self._noted(last, "warming")
-        if self.counts != self.even and self._alike(held):
-            # the replicas measure alike within noise over the last min_steps steps of the
-            # split, and unlike the steps before: straight back to even, whatever trial or
-            # back-off was running (its regime is gone); not a trial itself: leaving even
-            # again needs a new onset's evidence
+        back = self._back_to_even(held) if self.counts != self.even else None
+        if back is not None:
+            # the replicas measure alike over the last min_steps steps of the split, or the
+            # slow one recovered (nearer the others' level than its own before), unlike
+            # the steps before: straight back to even, whatever trial or back-off was
+            # running (its regime is gone); not a trial itself: leaving even again needs a
+            # new onset's evidence
             self._trial = None
             self._backoff, self._cooldown_until = 0, -1
             self._switch(self.even)
-            return self._noted(last, "alike", self.estimate())
+            return self._noted(last, back, self.estimate())
         if self._trial is not None:
-            prev, before, gain = self._trial
+            prev, before, gain, before_s = self._trial
             costs = self.step_costs_s(int(held[0]), split=self.counts, relative=True)
             keep = self._keep_trial(costs, before, gain, self.counts == self.even)
+            costs_s = self.step_costs_s(int(held[0]), split=self.counts)
+            if not keep and before_s.size and float(
+                    np.median(costs_s) / np.median(before_s)) - 1 < -self.resolution(
+                    self.noise(costs_s, before_s), costs_s.size, before_s.size):
+                # slower relative to the steps' common level but significantly faster in
+                # seconds: the fast replica got faster (load left its core), not the split
+                # slower; kept
+                keep, self._inconclusive = True, False
             if not keep and not self._other_regime(prev):
                 self._trial = None
                 self._cooldown_until = last + self.window * 2 ** self._backoff
@@ -505,25 +528,26 @@ class Rebalancer:
                 new, reason = self.counts, "held back"
         if new != self.counts:
             gain = 1 - step_of(new, t, self.stages) / step_of(self.counts, t, self.stages)
-            self._trial = (self.counts, now, gain)
+            now_s = self.step_costs_s(self._since, est.steps, self.counts)
+            self._trial = (self.counts, now, gain, now_s)
             self._switch(new)
         return self._noted(last, reason, est, **extra)
 
-    def _alike(self, held: np.ndarray) -> bool:
-        """Whether the last ``min_steps`` steps, all with the split in effect, measure the
-        replicas alike, and unlike the steps before them in the window (at least 3, any
-        split): with each replica's log time per micro-batch centred on the step's mean
-        over the replicas (machine-wide load cancels), the even split is within
-        ``tolerance`` of the best at the recent steps' medians, and some replica's median
-        differs from the older steps' by more than ``outlier_mads`` standard errors of the
-        difference (the standard error of a median: 1.2533 x 1.4826 MAD / sqrt(n), the MAD
-        pooled over both groups).
-        Medians of several steps: one step's ratio, or one outlier, moves neither."""
+    def _back_to_even(self, held: np.ndarray) -> str | None:
+        """``alike`` when the last ``min_steps`` steps, all with the split in effect,
+        measure the replicas alike and unlike the steps before them in the window (at least
+        3, any split); else None. With each replica's log time per micro-batch centred on
+        the step's mean over the replicas (machine-wide load cancels): the even split is
+        within ``tolerance`` of the best at the recent steps' medians, and some replica's
+        median moved by more than ``outlier_mads`` standard errors of the difference (the
+        standard error of a median: 1.2533 x 1.4826 MAD / sqrt(n), the MAD pooled over both
+        groups). Medians of several steps: one step's ratio, or one outlier, moves
+        neither."""
         k = self.min_steps
         steps, x = self._complete()
         steps, x = steps[-(k + self.window):], x[-(k + self.window):]
         if x.shape[0] < k + 3 or steps[-k] < int(held[0]):
-            return False  # (the recent steps must all have run the split in effect)
+            return None  # (the recent steps must all have run the split in effect)
         lx = np.log(x)
         d = lx - lx.mean(axis=1, keepdims=True)
         recent, older = d[-k:], d[:-k]
@@ -536,11 +560,14 @@ class Rebalancer:
         # ``outlier_mads`` standard errors, as the level-shift test: checked every step, a
         # replica steadily slower must not pass for a recovered one now and then
         moved = np.abs(m_new - m_old) > self.outlier_mads * se
+        if not np.any(moved):
+            return None
         t = np.exp(m_new)  # the recent medians: alike when even is within tolerance there
         best = best_split(t, self.m * self.dp, self.stages, source="Rebalancer: times")
-        even_ok = (step_of(self.even, t, self.stages)
-                   <= step_of(best, t, self.stages) * (1 + self.tolerance))
-        return bool(even_ok and np.any(moved))
+        if step_of(self.even, t, self.stages) <= step_of(best, t, self.stages) * (
+                1 + self.tolerance):
+            return "alike"
+        return None
 
     def _fully_recovered(self, est: Estimate) -> bool:
         """Whether each replica that got faster in the level shift is now nearer the others'
