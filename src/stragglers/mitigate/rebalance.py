@@ -29,10 +29,11 @@ standard errors of the difference, plus ``tolerance`` for the even split) is tak
 no change is tried for ``window`` steps, twice as long after each failed trial in a row; one
 significantly faster is kept; an inconclusive one runs on, up to ``window`` steps, and is
 then weighed against the prediction (prior: the predicted relative change, spread as large
-as it): taken back only when the posterior mean says slower. A trial across a change of
-straggler (the split before gave micro-batches to a replica the estimate now measures
-slower) is void: neither kept nor taken back on its measure, the estimate decides. A change
-from one rebalanced
+as it): taken back only when the posterior mean says slower; never when the same steps in
+seconds are significantly faster than the split before's (the fast replica got faster).
+A trial across a change of straggler (the split before gave micro-batches to a replica the
+estimate now measures slower) is void: neither kept nor taken back on its measure, the
+estimate decides. A change from one rebalanced
 split to another *away* from even is not tried when its predicted gain is below what its
 trial could resolve at the noise measured, on the same relative steps as the trials
 (``held_back`` counts them); the first change
