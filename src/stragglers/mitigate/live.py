@@ -134,6 +134,21 @@ class LiveConfig:
 
 PHASES = ("read", "prepare", "detect", "plan", "rebalance")
 
+# the action record's ``why`` for the rebalancer's reasons that need their own words
+_WHY = {
+    "alike": "the replicas measure alike within noise on the split's last steps: "
+             "micro-batches given back (the even split)",
+    "recovered": "the slow replica got faster, nearer the others' level than its own before: "
+                 "micro-batches given back (the even split)",
+    "partly recovered": "the slow replica got faster but is still slow: the split for its "
+                        "new level, toward even",
+    "even first": "the best split lies past even: the even split first (a move past it "
+                  "needs a new onset's evidence)",
+    "new onset": "S2: a new onset measured at the even split (a first action's evidence on "
+                 "the steps at even): this split",
+    "trial taken back": "S2: the split tried measured slower: the one before it is back",
+}
+
 
 @dataclass
 class CpuMeter:
@@ -450,10 +465,12 @@ class LiveController:
         counts = self.rebalancer.plan()
         action = None
         if counts != self.state.counts:
-            back = counts == self.rebalancer.even
-            action = self.write(counts, "the replicas' measured times are even again: "
-                                "micro-batches given back" if back else
-                                "S2: the replicas' measured times call for this split")
+            note = self.rebalancer.last_plan
+            action = self.write(counts, _WHY.get(
+                note.reason if note is not None else "",
+                "the replicas' measured times are even again: micro-batches given back"
+                if counts == self.rebalancer.even else
+                "S2: the replicas' measured times call for this split"))
         if counts == self.rebalancer.even and not self.state.episode_open:
             self.state.engaged = False
         return action
@@ -505,6 +522,11 @@ class LiveController:
                 "compute_step_even_s": round(
                     self.rebalancer.predicted_step_s(self.rebalancer.even, est), 6),
                 "compute_step_after_s": round(self.rebalancer.predicted_step_s(counts, est), 6)})
+            # the same from the steps that ran this split before (null: it has not run):
+            # where a replica's speed depends on the split, what it did
+            ran = self.rebalancer.predicted_from_runs_s(counts)
+            record["compute_step_after_from_runs_s"] = (round(ran, 6) if math.isfinite(ran)
+                                                        else None)
         self.state.actions.append(record)
         self.emit({"record": "action", **record})
         return record

@@ -29,10 +29,11 @@ standard errors of the difference, plus ``tolerance`` for the even split) is tak
 no change is tried for ``window`` steps, twice as long after each failed trial in a row; one
 significantly faster is kept; an inconclusive one runs on, up to ``window`` steps, and is
 then weighed against the prediction (prior: the predicted relative change, spread as large
-as it): taken back only when the posterior mean says slower. A trial across a change of
-straggler (the split before gave micro-batches to a replica the estimate now measures
-slower) is void: neither kept nor taken back on its measure, the estimate decides. A change
-from one rebalanced
+as it): taken back only when the posterior mean says slower; never when the same steps in
+seconds are significantly faster than the split before's (the fast replica got faster).
+A trial across a change of straggler (the split before gave micro-batches to a replica the
+estimate now measures slower) is void: neither kept nor taken back on its measure, the
+estimate decides. A change from one rebalanced
 split to another *away* from even is not tried when its predicted gain is below what its
 trial could resolve at the noise measured, on the same relative steps as the trials
 (``held_back`` counts them); the first change
@@ -45,7 +46,12 @@ share a resource (ranks on the cores of one loaded machine) a replica's time per
 depends on the split, and the model alone drifts: moving micro-batches to the fast replica
 slows the slow one further, which calls for moving more. A replica that got faster in a
 level shift (a recovery) makes it try the even split, also during the back-off after a
-failed trial (the split that trial was about is gone). After each :meth:`Rebalancer.plan`,
+failed trial (the split that trial was about is gone), when it is nearer the others' level
+than its own before (else the split for its new level, toward even). The last ``min_steps``
+steps measuring the replicas alike, and unlike the steps before, bring the even split at
+once; no split past even is made in one move; and after a give-back, leaving even needs a
+first action's evidence on the steps at even, with a gain above twice ``tolerance`` (no
+flapping around even). After each :meth:`Rebalancer.plan`,
 ``last_plan`` (a :class:`PlanNote`) says what it decided and why. The split is Falcon's
 Eq. 1 solved exactly (:func:`~.microbatch.solve_microbatches`) for a step of
 ``max_i (m_i + stages - 1) t_i`` (with ``stages`` pipeline stages, the fill and drain of
@@ -118,12 +124,15 @@ class Estimate:
     faster: tuple[int, ...] = ()  # replicas whose time fell in a level shift in the window
     # (dp,) the standard error of each ``relative`` (1.4826 MAD of the values kept / sqrt(n))
     stderr: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    # (dp,) after a level shift: each replica's median relative time before it (else empty)
+    before: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     def to_dict(self) -> dict[str, object]:
         return {"times_s": [round(float(x), 6) for x in self.times_s],
                 "relative": [round(float(x), 4) for x in self.relative],
                 "stderr": [round(float(x), 4) for x in self.stderr],
-                "steps": self.steps, "rejected": self.rejected, "faster": list(self.faster)}
+                "steps": self.steps, "rejected": self.rejected, "faster": list(self.faster),
+                "before": [round(float(x), 4) for x in self.before]}
 
 
 @dataclass(frozen=True)
@@ -135,7 +144,10 @@ class PlanNote:
     back``, ``trial runs on``, ``cooldown``, ``no estimate``, ``recovered`` (a replica got
     faster in a level shift: the even split), ``even within tolerance``, ``kept within
     tolerance``, ``held back`` (a refinement away from even below the resolution),
-    ``changed`` (a new split on trial).
+    ``changed`` (a new split on trial), ``alike`` (the replicas measure alike within noise
+    on the split's last steps: the even split, not a trial), ``even first`` (the best split
+    lies past even: even first), ``new onset`` (leaving even after a give-back, with a
+    first action's evidence on the steps at even), ``held at even`` (that evidence lacking).
     """
 
     step: int
@@ -149,6 +161,8 @@ class PlanNote:
     noise: float = float("nan")  # relative spread of the measured steps with the split
     trial_change: float = float("nan")  # a trial's measured relative change (median)
     trial_resolution: float = float("nan")  # what its trial can resolve at that noise
+    # the step of the split planned from the steps that ran it (NaN: fewer than min_steps)
+    predicted_from_runs_s: float = float("nan")
 
     def to_dict(self) -> dict[str, object]:
         def r(x: float) -> float | None:
@@ -160,7 +174,8 @@ class PlanNote:
                 "predicted_now_s": r(self.predicted_now_s),
                 "predicted_best_s": r(self.predicted_best_s), "noise": r(self.noise),
                 "trial_change": r(self.trial_change),
-                "trial_resolution": r(self.trial_resolution)}
+                "trial_resolution": r(self.trial_resolution),
+                "predicted_from_runs_s": r(self.predicted_from_runs_s)}
 
 
 class Rebalancer:
@@ -193,13 +208,19 @@ class Rebalancer:
         self._hist = np.full((1, dp_size), microbatches, dtype=np.int64)
         # a split on trial: the one before it and its measured steps; failed trials back off
         # (split before, its measured steps relative to their common level, predicted gain)
-        self._trial: tuple[tuple[int, ...], np.ndarray, float] | None = None
+        # (split before, its measured steps relative to their common level, predicted gain,
+        # the same steps in seconds)
+        self._trial: tuple[tuple[int, ...], np.ndarray, float, np.ndarray] | None = None
         self._cooldown_until = -1
         self._backoff = 0
         self.changes = 0
         self.reverted = 0
         self.held_back = 0  # plans not tried: predicted gain below what can be resolved
         self._inconclusive = False
+        # the side of even the last rebalanced split was on (sign of counts - even; None
+        # before any): leaving even again, on either side, needs a new onset's evidence
+        self._side: np.ndarray | None = None
+        self.refused = 0  # departures from even refused: not a new onset's evidence
         self._trial_diff, self._trial_res = float("nan"), float("nan")
         self.last_plan: PlanNote | None = None  # what plan() decided last, and why
 
@@ -256,10 +277,10 @@ class Rebalancer:
         ran = self._ran[np.searchsorted(self._steps, steps)]
         return np.where(np.isfinite(ran), ran, planned)
 
-    def estimate(self) -> Estimate | None:
-        """The robust times per micro-batch over the last ``window`` complete steps (None
-        before ``min_steps`` such steps)."""
-        steps, x = self._complete()
+    def estimate(self, since: int = -1) -> Estimate | None:
+        """The robust times per micro-batch over the last ``window`` complete steps (from
+        step ``since`` when given; None before ``min_steps`` such steps)."""
+        steps, x = self._complete(since)
         steps, x = steps[-self.window:], x[-self.window:]
         if x.shape[0] < self.min_steps:
             return None
@@ -267,6 +288,7 @@ class Rebalancer:
         r = x / common[:, None]
         k = self.min_steps
         faster: tuple[int, ...] = ()
+        before = np.zeros(0)
         if r.shape[0] > k:
             # a level shift (onset, recovery) inside the window: the steps since it only.
             # Compared with the older steps of the split in effect when there are 3 of
@@ -285,6 +307,7 @@ class Rebalancer:
             if np.any(moved):
                 r, common = recent, common[-k:]
                 faster = tuple(int(i) for i in np.flatnonzero(moved & (m_new < m_old)))
+                before = m_old
         med = np.median(r, axis=0)
         mad = np.median(np.abs(r - med), axis=0)
         # a floor of 1% of the level: identical values must not reject a 0.1% wobble
@@ -295,7 +318,7 @@ class Rebalancer:
         spread = 1.4826 * np.nanmedian(np.abs(kept - np.nanmedian(kept, axis=0)), axis=0)
         return Estimate(times_s=rel * float(np.median(common)), relative=rel,
                         steps=int(r.shape[0]), rejected=int(np.sum(~keep)), faster=faster,
-                        stderr=spread / np.sqrt(n))
+                        stderr=spread / np.sqrt(n), before=before)
 
     def predicted_step_s(self, counts: Sequence[int] | np.ndarray,
                          estimate: Estimate | None = None) -> float:
@@ -321,6 +344,27 @@ class Rebalancer:
             x = x / lower_median(x, axis=1)[:, None]
         return np.asarray(np.max((counts + (self.stages - 1)) * x, axis=1), dtype=np.float64)
 
+    def predicted_from_runs_s(self, counts: Sequence[int] | np.ndarray) -> float:
+        """The compute step of ``counts`` from the steps that ran it (of those kept, the
+        last ``window``): their measured compute steps relative to each step's common level
+        (median), times the present common level (the estimate's window). NaN when fewer
+        than ``min_steps`` steps ran it. Where a replica's time per micro-batch depends on
+        the split (replicas sharing cores; a sleeping straggler that wakes late when its
+        core is busy), this is what the split did, where :meth:`predicted_step_s` assumes
+        the times measured with another split."""
+        split = tuple(int(c) for c in counts)
+        steps, x = self._complete(split=split)
+        ran = self._counts_of(steps) if steps.size else np.zeros((0, self.dp))
+        ok = np.all(ran == np.asarray(split), axis=1)  # (what ran, else what was planned)
+        steps, x = steps[ok][-self.window:], x[ok][-self.window:]
+        if steps.size < self.min_steps:
+            return float("nan")
+        rel = x / lower_median(x, axis=1)[:, None]
+        cost = np.max((np.asarray(split) + (self.stages - 1)) * rel, axis=1)
+        _, recent = self._complete()
+        level = float(np.median(lower_median(recent[-self.window:], axis=1)))
+        return float(np.median(cost)) * level
+
     def measured_step_s(self, since: int, last: int | None = None,
                         split: tuple[int, ...] | None = None) -> float:
         """Median of :meth:`step_costs_s` (NaN when there is no step)."""
@@ -330,10 +374,16 @@ class Rebalancer:
     def noise(self, *samples: np.ndarray) -> float:
         """The relative spread of measured compute steps: 1.4826 median absolute deviations
         of each sample's steps relative to that sample's median, pooled over the samples
-        (the spread of one step's measure, relative; 0 with fewer than 2 steps)."""
+        (the spread of one step's measure, relative; 0 with fewer than 2 steps). Where more
+        than half the steps measure exactly the median (the fast replica's micro-batches,
+        the step's common level, set every step's cost), the MAD is 0 whatever the others
+        do: then 1.2533 mean absolute deviations (the same scale for normal noise)."""
         rel = [c / np.median(c) - 1 for c in samples if c.size]
         r = np.concatenate(rel) if rel else np.zeros(0)
-        return float(1.4826 * np.median(np.abs(r))) if r.size >= 2 else 0.0
+        if r.size < 2:
+            return 0.0
+        mad = float(np.median(np.abs(r)))
+        return 1.4826 * mad if mad > 0 else float(1.2533 * np.mean(np.abs(r)))
 
     def resolution(self, noise: float, n_new: int, n_before: int) -> float:
         """The relative difference between the medians of ``n_new`` and ``n_before``
@@ -368,6 +418,8 @@ class Rebalancer:
         return post <= slack
 
     def _switch(self, new: tuple[int, ...]) -> None:
+        if new != self.even:
+            self._side = np.sign(np.asarray(new) - np.asarray(self.even))
         since = int(self._steps[-1]) + 1 if self._steps.size else 0
         self.counts, self._since = new, since
         self._hist_from = np.append(self._hist_from, since)
@@ -398,10 +450,29 @@ class Rebalancer:
         held, _ = self._complete(self._since, self.counts)
         if held.size < self.min_steps:
             return self._noted(last, "warming")
+        back = self._back_to_even(held) if self.counts != self.even else None
+        if back is not None:
+            # the replicas measure alike over the last min_steps steps of the split, or the
+            # slow one recovered (nearer the others' level than its own before), unlike
+            # the steps before: straight back to even, whatever trial or back-off was
+            # running (its regime is gone); not a trial itself: leaving even again needs a
+            # new onset's evidence
+            self._trial = None
+            self._backoff, self._cooldown_until = 0, -1
+            self._switch(self.even)
+            return self._noted(last, back, self.estimate())
         if self._trial is not None:
-            prev, before, gain = self._trial
+            prev, before, gain, before_s = self._trial
             costs = self.step_costs_s(int(held[0]), split=self.counts, relative=True)
             keep = self._keep_trial(costs, before, gain, self.counts == self.even)
+            costs_s = self.step_costs_s(int(held[0]), split=self.counts)
+            if not keep and before_s.size and float(
+                    np.median(costs_s) / np.median(before_s)) - 1 < -self.resolution(
+                    self.noise(costs_s, before_s), costs_s.size, before_s.size):
+                # slower relative to the steps' common level but significantly faster in
+                # seconds: the fast replica got faster (load left its core), not the split
+                # slower; kept
+                keep, self._inconclusive = True, False
             if not keep and not self._other_regime(prev):
                 self._trial = None
                 self._cooldown_until = last + self.window * 2 ** self._backoff
@@ -431,8 +502,13 @@ class Rebalancer:
                  "predicted_even_s": step_of(self.even, t, self.stages),
                  "predicted_now_s": step_of(self.counts, t, self.stages),
                  "predicted_best_s": step_of(best, t, self.stages), "noise": self.noise(now)}
-        if recovered:
+        if recovered and self._fully_recovered(est):
             new, reason = self.even, "recovered"
+        elif recovered and (self.toward_even(best) or self._crosses(best)):
+            # faster, but nearer its old level than the others': the split for its new
+            # level, toward even (past even: even first)
+            new, reason = ((self.even, "even first") if self._crosses(best) else
+                           (tuple(int(c) for c in best), "partly recovered"))
         elif step_of(self.even, t, self.stages) <= limit:
             new, reason = self.even, "even within tolerance"
         elif step_of(self.counts, t, self.stages) <= limit:
@@ -440,7 +516,12 @@ class Rebalancer:
         else:
             new, reason = tuple(int(c) for c in best), "changed"
             gain = 1 - step_of(new, t, self.stages) / step_of(self.counts, t, self.stages)
-            if (self.counts != self.even and not self.toward_even(new)
+            if self.counts != self.even and self._crosses(new):
+                # never past even in one move: even first, then a new onset's evidence
+                new, reason = self.even, "even first"
+            elif self.counts == self.even and self._side is not None:
+                new, reason = self._new_onset()
+            elif (self.counts != self.even and not self.toward_even(new)
                     and gain <= self.resolution(self.noise(now), self.window, now.size)):
                 # a refinement away from even that its trial could not tell apart from the
                 # split in effect at this noise: not tried
@@ -448,9 +529,87 @@ class Rebalancer:
                 new, reason = self.counts, "held back"
         if new != self.counts:
             gain = 1 - step_of(new, t, self.stages) / step_of(self.counts, t, self.stages)
-            self._trial = (self.counts, now, gain)
+            now_s = self.step_costs_s(self._since, est.steps, self.counts)
+            self._trial = (self.counts, now, gain, now_s)
             self._switch(new)
         return self._noted(last, reason, est, **extra)
+
+    def _back_to_even(self, held: np.ndarray) -> str | None:
+        """``alike`` when the last ``min_steps`` steps, all with the split in effect,
+        measure the replicas alike and unlike the steps before them in the window (at least
+        3, any split); else None. With each replica's log time per micro-batch centred on
+        the step's mean over the replicas (machine-wide load cancels): the even split is
+        within ``tolerance`` of the best at the recent steps' medians, and some replica's
+        median moved by more than ``outlier_mads`` standard errors of the difference (the
+        standard error of a median: 1.2533 x 1.4826 MAD / sqrt(n), the MAD pooled over both
+        groups). Medians of several steps: one step's ratio, or one outlier, moves
+        neither."""
+        k = self.min_steps
+        steps, x = self._complete()
+        steps, x = steps[-(k + self.window):], x[-(k + self.window):]
+        if x.shape[0] < k + 3 or steps[-k] < int(held[0]):
+            return None  # (the recent steps must all have run the split in effect)
+        lx = np.log(x)
+        d = lx - lx.mean(axis=1, keepdims=True)
+        recent, older = d[-k:], d[:-k]
+
+        m_new, m_old = np.median(recent, axis=0), np.median(older, axis=0)
+        # one step's spread, pooled over both (a median of 4 steps' own MAD is too unsure)
+        dev = np.concatenate([recent - m_new, older - m_old])
+        spread = 1.2533 * 1.4826 * np.maximum(np.median(np.abs(dev), axis=0), 0.005)
+        se = spread * np.sqrt(1 / recent.shape[0] + 1 / older.shape[0])
+        # ``outlier_mads`` standard errors, as the level-shift test: checked every step, a
+        # replica steadily slower must not pass for a recovered one now and then
+        moved = np.abs(m_new - m_old) > self.outlier_mads * se
+        if not np.any(moved):
+            return None
+        t = np.exp(m_new)  # the recent medians: alike when even is within tolerance there
+        best = best_split(t, self.m * self.dp, self.stages, source="Rebalancer: times")
+        if step_of(self.even, t, self.stages) <= step_of(best, t, self.stages) * (
+                1 + self.tolerance):
+            return "alike"
+        return None
+
+    def _fully_recovered(self, est: Estimate) -> bool:
+        """Whether each replica that got faster in the level shift is now nearer the others'
+        level than its own level before (in log: at most half its old log excess over the
+        fastest): the midpoint between two levels, where the new one is more likely."""
+        if est.before.size != self.dp:
+            return True
+        i = np.asarray([j for j in est.faster if self.counts[j] < self.m], dtype=np.int64)
+        new = np.log(est.relative[i] / np.min(est.relative))
+        old = np.log(np.maximum(est.before[i] / np.min(est.before), 1.0))
+        return bool(np.all(new <= old / 2))
+
+    def _crosses(self, new: Sequence[int] | np.ndarray) -> bool:
+        """Whether ``new`` puts a replica on the other side of even from the split in effect
+        (fewer micro-batches than even where it had more, or the reverse)."""
+        n, c, e = (np.asarray(v, dtype=np.int64) for v in (new, self.counts, self.even))
+        return bool(np.any((n - e) * (c - e) < 0))
+
+    def _new_onset(self) -> tuple[tuple[int, ...], str]:
+        """Leaving even after a rebalanced split was given back: the evidence a first
+        action has, on the steps at even only (none from before the return): at least
+        ``min_steps`` of them, the replicas that would run fewer micro-batches measured
+        slower than the fastest by more than ``significance`` standard errors, and the
+        predicted gain above twice ``tolerance`` (a give-back comes with even within
+        ``tolerance`` of the best: a band of one ``tolerance`` where neither moves). Then
+        the best split for those steps (``new onset``), else even (``held at even``)."""
+        est = self.estimate(since=self._since)
+        if est is not None:
+            t = est.times_s
+            best = tuple(int(c) for c in best_split(t, self.m * self.dp, self.stages,
+                                                    source="Rebalancer: times"))
+            gain = 1 - step_of(best, t, self.stages) / step_of(self.even, t, self.stages)
+            cut = np.asarray(best) < np.asarray(self.even)
+            lo = float(np.min(est.relative))
+            slower = est.relative[cut] - lo > self.significance * est.stderr[cut]
+            # a hysteresis band: the give-back came with even within ``tolerance`` of the
+            # best, so leaving it needs more than twice that (no flapping around even)
+            if best != self.even and bool(np.all(slower)) and gain > 2 * self.tolerance:
+                return best, "new onset"
+        self.refused += 1
+        return self.even, "held at even"
 
     def _other_regime(self, prev: tuple[int, ...]) -> bool:
         """Whether the split before a trial moved micro-batches toward replicas the estimate
@@ -464,7 +623,7 @@ class Rebalancer:
         e = np.asarray(self.even)
         return bool(np.any((np.asarray(prev) - e) * (best - e) < 0))
 
-    def toward_even(self, new: Sequence[int]) -> bool:
+    def toward_even(self, new: Sequence[int] | np.ndarray) -> bool:
         """Whether ``new`` lies between the split in effect and the even split (each
         replica's count moved toward its even count or not at all) and differs from it."""
         n, c, e = (np.asarray(v, dtype=np.int64) for v in (new, self.counts, self.even))
@@ -473,6 +632,8 @@ class Rebalancer:
 
     def _noted(self, step: int, reason: str, est: Estimate | None = None,
                **extra: Any) -> tuple[int, ...]:
+        if "predicted_from_runs_s" not in extra:
+            extra["predicted_from_runs_s"] = self.predicted_from_runs_s(self.counts)
         self.last_plan = PlanNote(step=step, counts=self.counts, reason=reason, estimate=est,
                                   trial_change=self._trial_diff,
                                   trial_resolution=self._trial_res, **extra)
@@ -485,6 +646,9 @@ class Rebalancer:
             raise InputError(f"Rebalancer.reset: {list(c)} is not a split of "
                              f"{self.m * self.dp} micro-batches over {self.dp} replicas")
         self.counts, self._since = c, since
+        # a fresh start (e.g. the live loop's give-back at the end of an episode): no side
+        self._side = (np.sign(np.asarray(c) - np.asarray(self.even)) if c != self.even
+                      else None)
         self._hist_from = np.append(self._hist_from, max(since, 0))
         self._hist = np.vstack([self._hist, np.asarray(c, dtype=np.int64)])
         self._trial, self._backoff, self._cooldown_until = None, 0, -1
