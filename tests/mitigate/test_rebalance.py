@@ -294,7 +294,8 @@ def test_a_trial_across_a_change_of_straggler_is_void() -> None:
     split (step 22), and in that trial replica 0 turns slow: the trial's steps and the ones
     before it belong to different stragglers. Taken back, it restored (16, 8), the worst split now
     (16 x 2 = 32 micro-batch times against 24 even), for a back-off of 8 steps; void, the
-    estimate decides: (8, 16) at once, and (16, 8) never comes back."""
+    estimate decides: (8, 16) once the steps at even show it (a new onset after a
+    give-back: two halves of 2 x ``min_steps`` steps), and (16, 8) never comes back."""
     n = 50
     slow = np.ones((n, 2))
     slow[:20, 1] = 2.0
@@ -305,7 +306,7 @@ def test_a_trial_across_a_change_of_straggler_is_void() -> None:
     back = next(s for s in range(20, n) if plans[s] == (12, 12))
     assert back <= 24
     assert (16, 8) not in plans[back:]
-    assert plans[back + 4] == (8, 16)
+    assert plans[back + 2 * rb.min_steps] == (8, 16)
     assert plans[-1] == (8, 16) and rb.reverted == 0
 
 
@@ -380,8 +381,11 @@ def test_straight_back_to_even_when_the_replicas_measure_alike() -> None:
     the split (7, 17), recovered at step 20 (x1, sigma 0.05). The recent steps measure the
     replicas alike while the older ones' spread hid the level shift from the 3-MAD test:
     the loop walked back one move per trial ((8, 16), (10, 14), ...). Now the even split
-    comes within ``min_steps`` + 1 steps of the recovery, after at most one move, and
-    stays: in every one of 20 seeded runs; and never during the slow phase."""
+    comes within 3 x ``min_steps`` steps of the recovery (the replicas measured alike on
+    2 x ``min_steps`` steps: on ``min_steps``, tested at every step, the steady x1.2
+    straggler under load of test_under_load_a_better_split_is_kept passed for alike in 18
+    of its 60 seeded runs; now 10), after at most one move, and stays: in every one of 20
+    seeded runs; and never during the slow phase."""
     for seed in range(20):
         rng = np.random.default_rng(100 + seed)
         f0 = np.concatenate([2.3 * np.exp(rng.normal(0.0, 0.3, 20)),
@@ -391,7 +395,7 @@ def test_straight_back_to_even_when_the_replicas_measure_alike() -> None:
         plans = _ratios(rb, f0, np.ones(40), seed)
         assert all(c != (12, 12) for c, _ in plans[:20]), seed
         back = next(s for s in range(20, 40) if plans[s][0] == (12, 12))
-        assert back <= 20 + rb.min_steps + 1, (seed, plans)
+        assert back <= 20 + 3 * rb.min_steps, (seed, plans)
         assert {c for c, _ in plans[back:]} == {(12, 12)}, (seed, plans)
         assert len({c for c, _ in plans[19:back]}) <= 2, (seed, plans)
 
@@ -505,3 +509,36 @@ def test_a_trial_is_kept_when_the_fast_replica_got_faster() -> None:
         rb.plan()
     assert rb.changes >= 1 and rb.reverted == 0
     assert rb.counts[0] < 12
+
+
+def test_a_new_onset_needs_a_whole_window_at_even() -> None:
+    """After the give-back both replicas are healthy but each swings on its own from step
+    to step (lognormal sigma 0.15 per replica: ratios 0.8-1.3, as the example job's rounds
+    logged at load 2-4 after the injection): 4 steps at even, tested at every step, measured
+    one replica "significantly" slower by chance, and the loop left even again 5 times in
+    the 6 rounds of a benchmark run (here: in 19 of 20 seeded runs of 60 steps). A new onset
+    after a give-back now needs a paired test (step by step, not relative to each step's
+    lower median, where half of two replicas' ratios tie at 1) in two disjoint halves of
+    the steps at even: the split leaves even in at most 2 of 20 runs, while a real new
+    straggler (x1.6 from 20 steps after the give-back) is still rebalanced within two
+    windows."""
+    left = 0
+    for seed in range(20):
+        rng = np.random.default_rng([seed, 7])
+        f0 = np.concatenate([np.full(12, 1.8), np.exp(rng.normal(0.0, 0.15, 60))])
+        f1 = np.concatenate([np.ones(12), np.exp(rng.normal(0.0, 0.15, 60))])
+        rb = Rebalancer(2, 12, window=10)
+        rb.reset((9, 15), since=0)
+        plans = _ratios(rb, f0, f1, seed, machine=0.05)
+        back = next(s for s in range(12, 72) if plans[s][0] == (12, 12))
+        left += any(c != (12, 12) for c, _ in plans[back:])
+    assert left <= 2
+    for seed in range(5):
+        rng = np.random.default_rng([seed, 8])
+        f0 = np.concatenate([np.full(12, 1.8), np.ones(20), np.full(40, 1.6)])
+        f0 = f0 * np.exp(rng.normal(0.0, 0.05, f0.size))
+        rb = Rebalancer(2, 12, window=10)
+        rb.reset((9, 15), since=0)
+        plans = _ratios(rb, f0, np.ones(f0.size), seed, machine=0.05)
+        moved = [s for s in range(32, 72) if plans[s][0][0] < 12]
+        assert moved and moved[0] <= 32 + 2 * rb.window, (seed, plans[30:])

@@ -47,18 +47,19 @@ depends on the split, and the model alone drifts: moving micro-batches to the fa
 slows the slow one further, which calls for moving more. A replica that got faster in a
 level shift (a recovery) makes it try the even split, also during the back-off after a
 failed trial (the split that trial was about is gone), when it is nearer the others' level
-than its own before (else the split for its new level, toward even). The last ``min_steps``
-steps measuring the replicas alike, and unlike the steps before, bring the even split at
-once; no split past even is made in one move; and after a give-back, leaving even needs a
-first action's evidence on the steps at even, with a gain above twice ``tolerance`` (no
-flapping around even). After each :meth:`Rebalancer.plan`,
-``last_plan`` (a :class:`PlanNote`) says what it decided and why. The split is Falcon's
-Eq. 1 solved exactly (:func:`~.microbatch.solve_microbatches`) for a step of
-``max_i (m_i + stages - 1) t_i`` (with ``stages`` pipeline stages, the fill and drain of
-the pipeline add ``stages - 1`` micro-batch slots to every replica's step). The even split
-is kept, or returned to (*give back*), whenever its predicted step is within ``tolerance``
-of the best; the split in effect is kept while it is within ``tolerance`` (no flapping on
-noise).
+than its own before (else the split for its new level, toward even). The last 2 x
+``min_steps`` steps measuring the replicas alike, and unlike the steps before, bring the
+even split at once; no split past even is made in one move; and after a return to even,
+leaving it needs a first action's evidence on the steps at even, with a gain above twice
+``tolerance`` (no flapping around even); after a give-back (alike, recovered), in both
+halves of those steps, each replica compared with the fastest step by step. After each
+:meth:`Rebalancer.plan`, ``last_plan`` (a :class:`PlanNote`) says what it decided and why.
+The split is Falcon's Eq. 1 solved exactly (:func:`~.microbatch.solve_microbatches`) for a
+step of ``max_i (m_i + stages - 1) t_i`` (with ``stages`` pipeline stages, the fill and
+drain of the pipeline add ``stages - 1`` micro-batch slots to every replica's step). The
+even split is kept, or returned to (*give back*), whenever its predicted step is within
+``tolerance`` of the best; the split in effect is kept while it is within ``tolerance`` (no
+flapping on noise).
 
 Example (two replicas, 12 micro-batches each, replica 0 twice as slow)::
 
@@ -221,6 +222,9 @@ class Rebalancer:
         # before any): leaving even again, on either side, needs a new onset's evidence
         self._side: np.ndarray | None = None
         self.refused = 0  # departures from even refused: not a new onset's evidence
+        # the even split in effect is a give-back (the replicas measured alike, or the slow
+        # one recovered): leaving it needs a new onset in two disjoint halves of its steps
+        self._given_back = False
         self._trial_diff, self._trial_res = float("nan"), float("nan")
         self.last_plan: PlanNote | None = None  # what plan() decided last, and why
 
@@ -277,10 +281,13 @@ class Rebalancer:
         ran = self._ran[np.searchsorted(self._steps, steps)]
         return np.where(np.isfinite(ran), ran, planned)
 
-    def estimate(self, since: int = -1) -> Estimate | None:
+    def estimate(self, since: int = -1, until: int | None = None) -> Estimate | None:
         """The robust times per micro-batch over the last ``window`` complete steps (from
-        step ``since`` when given; None before ``min_steps`` such steps)."""
+        step ``since`` when given, before step ``until`` when given; None before
+        ``min_steps`` such steps)."""
         steps, x = self._complete(since)
+        if until is not None:
+            steps, x = steps[steps < until], x[steps < until]
         steps, x = steps[-self.window:], x[-self.window:]
         if x.shape[0] < self.min_steps:
             return None
@@ -452,7 +459,7 @@ class Rebalancer:
             return self._noted(last, "warming")
         back = self._back_to_even(held) if self.counts != self.even else None
         if back is not None:
-            # the replicas measure alike over the last min_steps steps of the split, or the
+            # the replicas measure alike over the last 2 x min_steps steps of the split, or the
             # slow one recovered (nearer the others' level than its own before), unlike
             # the steps before: straight back to even, whatever trial or back-off was
             # running (its regime is gone); not a trial itself: leaving even again needs a
@@ -460,6 +467,7 @@ class Rebalancer:
             self._trial = None
             self._backoff, self._cooldown_until = 0, -1
             self._switch(self.even)
+            self._given_back = True
             return self._noted(last, back, self.estimate())
         if self._trial is not None:
             prev, before, gain, before_s = self._trial
@@ -532,19 +540,21 @@ class Rebalancer:
             now_s = self.step_costs_s(self._since, est.steps, self.counts)
             self._trial = (self.counts, now, gain, now_s)
             self._switch(new)
+            self._given_back = reason == "recovered"
         return self._noted(last, reason, est, **extra)
 
     def _back_to_even(self, held: np.ndarray) -> str | None:
-        """``alike`` when the last ``min_steps`` steps, all with the split in effect,
-        measure the replicas alike and unlike the steps before them in the window (at least
-        3, any split); else None. With each replica's log time per micro-batch centred on
-        the step's mean over the replicas (machine-wide load cancels): the even split is
-        within ``tolerance`` of the best at the recent steps' medians, and some replica's
-        median moved by more than ``outlier_mads`` standard errors of the difference (the
-        standard error of a median: 1.2533 x 1.4826 MAD / sqrt(n), the MAD pooled over both
-        groups). Medians of several steps: one step's ratio, or one outlier, moves
-        neither."""
-        k = self.min_steps
+        """``alike`` when the last 2 x ``min_steps`` steps (on ``min_steps``, tested at
+        every step, a steady x1.2 straggler under load passed for alike in 18 of 60 seeded
+        runs; now 10), all with the split in effect, measure the replicas alike and unlike
+        the steps before them in the window (at least 3, any split); else None. With each
+        replica's log time per micro-batch centred on the step's mean over the replicas
+        (machine-wide load cancels): the even split is within ``tolerance`` of the best at
+        the recent steps' medians, and some replica's median moved by more than
+        ``outlier_mads`` standard errors of the difference (the standard error of a median:
+        1.2533 x 1.4826 MAD / sqrt(n), the MAD pooled over both groups). Medians of several
+        steps: one step's ratio, or one outlier, moves neither."""
+        k = 2 * self.min_steps
         steps, x = self._complete()
         steps, x = steps[-(k + self.window):], x[-(k + self.window):]
         if x.shape[0] < k + 3 or steps[-k] < int(held[0]):
@@ -594,7 +604,10 @@ class Rebalancer:
         slower than the fastest by more than ``significance`` standard errors, and the
         predicted gain above twice ``tolerance`` (a give-back comes with even within
         ``tolerance`` of the best: a band of one ``tolerance`` where neither moves). Then
-        the best split for those steps (``new onset``), else even (``held at even``)."""
+        the best split for those steps (``new onset``), else even (``held at even``).
+        After a give-back (:meth:`_new_onset_after_give_back`) the evidence is stronger."""
+        if self._given_back:
+            return self._new_onset_after_give_back()
         est = self.estimate(since=self._since)
         if est is not None:
             t = est.times_s
@@ -610,6 +623,57 @@ class Rebalancer:
                 return best, "new onset"
         self.refused += 1
         return self.even, "held at even"
+
+    def _new_onset_after_give_back(self) -> tuple[tuple[int, ...], str]:
+        """Leaving an even split that was a give-back (the replicas measured alike, or the
+        slow one recovered): the steps at even since (the last 2 x ``window`` at most, at
+        least 2 x ``min_steps``) cut in two disjoint halves, the replicas the best split cuts
+        are slower than the fastest, step by step, in each half, and the best split gains
+        more than twice ``tolerance`` over even in both. After a recovery each replica can
+        swing on its own from step to step (a loaded machine: 0.8-1.3x); one window of
+        ratios relative to each step's lower median, tested at every step, found one
+        replica "slower" by chance (half the ratios of two replicas tie at 1: too small a
+        spread) and the loop left even again; a strong new straggler passes both halves
+        after 2 x ``min_steps`` steps."""
+        done, _ = self._complete(self._since)
+        n = min(done.size, 2 * self.window) // 2
+        if n >= self.min_steps:
+            cut = int(done[-n])
+            recent = self.estimate(since=cut)
+            older = self.estimate(since=int(done[-2 * n]), until=cut)
+            if recent is not None and older is not None:
+                best = tuple(int(c) for c in best_split(
+                    recent.times_s, self.m * self.dp, self.stages, source="Rebalancer: times"))
+                if (best != self.even
+                        and self._slower_by_a_gain(recent, best, cut, None)
+                        and self._slower_by_a_gain(older, best, int(done[-2 * n]), cut)):
+                    return best, "new onset"
+        self.refused += 1
+        return self.even, "held at even"
+
+    def _slower_by_a_gain(self, est: Estimate, best: tuple[int, ...], since: int,
+                          before: int | None) -> bool:
+        """Whether, over ``est``'s steps (the last ``est.steps`` complete ones from
+        ``since``, before ``before`` when given), the replicas that ``best`` gives fewer
+        micro-batches than even are slower than the fastest step by step (a paired test:
+        the median of the log ratio of their times in the same step above ``significance``
+        standard errors of a median, from the ratios' MAD) and ``best`` gains more than
+        twice ``tolerance`` over even at ``est``'s times."""
+        t = est.times_s
+        gain = 1 - step_of(best, t, self.stages) / step_of(self.even, t, self.stages)
+        if gain <= 2 * self.tolerance:
+            return False
+        steps, x = self._complete(since)
+        if before is not None:
+            x = x[steps < before]
+        x = x[-est.steps:]
+        lx = np.log(x)
+        d = lx[:, np.asarray(best) < np.asarray(self.even)] - lx[
+            :, [int(np.argmin(est.relative))]]
+        med = np.median(d, axis=0)
+        sd = 1.4826 * np.median(np.abs(d - med), axis=0)
+        se = 1.2533 * np.maximum(sd, 0.005) / np.sqrt(d.shape[0])  # a median's, floor 0.5%
+        return bool(np.all(med > self.significance * se))
 
     def _other_regime(self, prev: tuple[int, ...]) -> bool:
         """Whether the split before a trial moved micro-batches toward replicas the estimate
@@ -649,6 +713,7 @@ class Rebalancer:
         # a fresh start (e.g. the live loop's give-back at the end of an episode): no side
         self._side = (np.sign(np.asarray(c) - np.asarray(self.even)) if c != self.even
                       else None)
+        self._given_back = False
         self._hist_from = np.append(self._hist_from, max(since, 0))
         self._hist = np.vstack([self._hist, np.asarray(c, dtype=np.int64)])
         self._trial, self._backoff, self._cooldown_until = None, 0, -1
