@@ -152,3 +152,32 @@ def test_many_dp_ranks_simulate_those_with_the_most_host_time(monkeypatch):
     assert doc["dp_ranks_simulated"] == 4 and len(doc["dp_rank"]) == 4
     assert max(doc["dp_rank"], key=doc["dp_rank"].get) == "9"
     assert r.verdict.cause == Cause.HOST and r.verdict.workers == (Worker(9, 0),)
+
+
+def _attribution(host: np.ndarray):
+    """A launch attribution whose host seconds per (DP rank, stage, step) are ``host``; the
+    step times are not used by ``stands_out``."""
+    from stragglers.analysis.launch import LaunchAttribution
+    dp, pp, ns = host.shape
+    z = np.zeros(ns)
+    return LaunchAttribution(nodelay=z, actual=z, dp=np.zeros((dp, ns)),
+                             stage=np.zeros((pp, ns)), optype={}, worker={},
+                             host_seconds=host, dp_ranks=np.arange(dp))
+
+
+def test_dp_ranks_named_together_are_judged_as_one_group():
+    """Two slow loaders late together are named as one critical group (key "0,2"): its host
+    time is judged as one against the other DP ranks' (a key of several ranks made
+    ``int("0,2")`` fail inside the analysis: seen once in CI, on the probe's validation
+    run with dp 2 x pp 2, key "0,1")."""
+    rng = np.random.default_rng(5)
+    host = 0.01 * (1 + 0.05 * rng.standard_normal((4, 2, 20)))
+    host[[0, 2]] += 0.02  # DP ranks 0 and 2: 3x the host time of 1 and 3, every step
+    la = _attribution(host)
+    assert la.stands_out("dp_rank", "0,2")
+    assert not la.stands_out("dp_rank", "1,3")
+    assert la.stands_out("dp_rank", "0") and not la.stands_out("dp_rank", "1")
+    assert la.stands_out("dp_rank", "0,1,2,3")  # no peers: nothing to compare with
+    # two DP ranks of two, alike: the group is every rank (no peers)
+    assert _attribution(host[:2]).stands_out("dp_rank", "0,1")
+    assert _attribution(host).stands_out("stage", "0,1")  # every stage: no peers

@@ -81,8 +81,10 @@ class LaunchAttribution:
         blamed worker's work must (:func:`~stragglers.analysis.healthy.blame_beyond_noise`:
         a paired one-sided t-test over the steps and at least the peers' step-to-step
         spread): a worker against its stage's other
-        DP ranks, a DP rank against the others, a stage against the others. True where there
-        are no peers (one worker, or one step)."""
+        DP ranks, a DP rank against the others, a stage against the others; DP ranks or
+        stages named together (``key`` "0,2": late together, :func:`critical_group`) as one,
+        their mean against the others. True where there are no peers (one worker, one step,
+        or every DP rank or stage in the group)."""
         h = self.host_seconds
         dp, pp, ns = h.shape
         if kind == "worker":
@@ -90,12 +92,9 @@ class LaunchAttribution:
             if dp < 2:
                 return self.stands_out("stage", str(s))
             return bool(blame_beyond_noise(h[:, s][None])[0, d]) if ns > 1 else True
-        if kind == "dp_rank":
-            return bool(blame_beyond_noise(h.sum(axis=1)[None])[0, int(key)]) if (
-                dp > 1 and ns > 1) else True
-        if kind == "stage":
-            return bool(blame_beyond_noise(h.sum(axis=0)[None])[0, int(key)]) if (
-                pp > 1 and ns > 1) else True
+        if kind in ("dp_rank", "stage"):
+            return _members_stand_out(h.sum(axis=1 if kind == "dp_rank" else 0),
+                                      [int(x) for x in key.split(",")])
         return True
 
     def s_of(self, times: np.ndarray) -> np.ndarray:
@@ -273,6 +272,18 @@ class HostGroup:
         """The discrepancy left when only its launch delays are put back: mean actual step
         time / mean step time with them."""
         return float(la.actual.mean() / self.times.mean())
+
+
+def _members_stand_out(x: np.ndarray, members: list[int]) -> bool:
+    """Whether ``members`` (rows of ``x``, (n, n_steps) per-step host seconds), as one,
+    stand out from the other rows (:func:`~stragglers.analysis.healthy.blame_beyond_noise`
+    on their mean per step and each other row); True with no other row or one step."""
+    n, ns = x.shape
+    others = np.setdiff1d(np.arange(n), members)
+    if others.size == 0 or ns < 2:
+        return True
+    rows = np.vstack([x[members].mean(axis=0)[None], x[others]])
+    return bool(blame_beyond_noise(rows[None])[0, 0])
 
 
 def _groups(la: LaunchAttribution, dp: int, pp: int) -> list[HostGroup]:
