@@ -146,3 +146,19 @@ def test_check_accepts_no_clip_at_all_but_not_a_missing_one(tmp_path: Path) -> N
                       row.assign(optype=row["optype"].astype(str))], ignore_index=True)
     problems = check_trace(both, meta)
     assert "dp_rank=0 stage=0 step=1: 0 x optimizer-clip-main-grad, expected 1" in problems
+
+
+def test_a_failed_merge_is_kept_not_raised(tmp_path: Path,
+                                            caplog: pytest.LogCaptureFixture) -> None:
+    """No step recorded (the probe starts at step 5 of 2): the merge at close fails; the
+    error is kept in ``merge_error`` and logged, the training job goes on, no trace written."""
+    model, opt = _setup()
+    probe = attach(model, tmp_path / "run", config=ProbeConfig(first_step=5))
+    for _ in range(2):
+        with probe.step():
+            _train_step(model, opt)
+    with caplog.at_level("WARNING", logger="stragglers.probe"):
+        probe.close()
+    assert probe.steps_recorded == 0
+    assert probe.merge_error is not None and probe.merge_error in caplog.text
+    assert not (tmp_path / "run" / "trace.parquet").exists()

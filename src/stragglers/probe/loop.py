@@ -482,19 +482,7 @@ class LoopProbe:
         self.end_step()
         self.uninstall()
         self.probe.close()
-        if self.merge_to is None or not self.probe.enabled:
-            return
-        self.probe.barrier()  # every rank's file is complete before rank 0 merges
-        if self.probe.worker.rank != 0:
-            return
-        from stragglers.errors import InputError
-        from stragglers.probe.merge import merge_dir
-
-        try:
-            merge_dir(self.probe.out_dir, None, self.merge_to)
-        except (InputError, OSError, ValueError) as exc:
-            self.merge_error = str(exc)
-            log.warning("stragglers: merging the probe files failed: %s", exc)
+        self.merge_error = self.probe.merge_into(self.merge_to)
 
     def __enter__(self) -> LoopProbe:
         return self

@@ -54,6 +54,7 @@ import contextlib
 import functools
 import gc
 import json
+import logging
 import os
 import socket
 import threading
@@ -72,6 +73,8 @@ from stragglers.probe.clock import (
 )
 from stragglers.probe.ops import OPTYPES
 from stragglers.probe.settings import JobLayout, ProbeConfig, WorkerInfo, write_job_yaml
+
+log = logging.getLogger("stragglers.probe")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -367,6 +370,26 @@ class Probe:
             import torch.distributed as dist
 
             dist.barrier(group=self._clock_group)
+
+    def merge_into(self, merge_to: str | os.PathLike[str] | None) -> str | None:
+        """After :meth:`close`: wait for every rank, then rank 0 merges the rank files into
+        ``merge_to`` (a trace folder). Returns the error text of a failed merge (logged, never
+        raised: the training job is not stopped), None otherwise or when there is nothing to
+        merge (``merge_to`` None, probe disabled, not rank 0)."""
+        if merge_to is None or not self.enabled:
+            return None
+        self.barrier()  # every rank's file is complete before rank 0 merges
+        if self.worker.rank != 0:
+            return None
+        from stragglers.errors import InputError
+        from stragglers.probe.merge import merge_dir
+
+        try:
+            merge_dir(self.out_dir, None, merge_to)
+        except (InputError, OSError, ValueError) as exc:
+            log.warning("stragglers: merging the probe files failed: %s", exc)
+            return str(exc)
+        return None
 
     def _push(self) -> None:
         """Every rank's file is complete after the barrier; rank 0 merges and pushes."""
