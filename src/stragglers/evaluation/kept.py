@@ -44,3 +44,11 @@ def kept_runs(folder: str | Path, case_file: str, what: str,
     if not found:
         raise InputError(f"--reanalyse {folder}: no kept runs in it (no */{case_file})")
     return found, unfinished
+
+
+def run_figures(record: dict[str, Any]) -> tuple[int, float | None, float | None]:
+    """A kept run's ``hog`` (checked by :func:`kept_runs`), ``wall_s`` and ``load_1m``
+    (None where the record has no number), in the order ``score_run`` takes them."""
+    wall, load = record.get("wall_s"), record.get("load_1m")
+    return (int(record["hog"]), float(wall) if isinstance(wall, int | float) else None,
+            float(load) if isinstance(load, int | float) else None)

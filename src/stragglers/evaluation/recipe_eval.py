@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from stragglers.analysis.verdict import Cause, VerdictConfig
 from stragglers.atomic import check_out_dir, write_text
 from stragglers.errors import InputError
+from stragglers.evaluation.kept import run_figures
 from stragglers.evaluation.verdict_eval import CpuHog
 from stragglers.limits import check_limit
 from stragglers.probe.outdir import OUT_MARKER, claim_out_dir
@@ -784,10 +785,7 @@ def reanalyse(folder: str | Path, config: VerdictConfig, recipes: Sequence[str],
     for case, sub, record in runs:  # in the order they ran (see plan)
         if case.recipe not in recipes or case.condition not in conditions:
             continue
-        wall, load = record.get("wall_s"), record.get("load_1m")
-        rows.append(score_run(case, sub, config, int(record["hog"]),
-                              float(wall) if isinstance(wall, int | float) else None,
-                              float(load) if isinstance(load, int | float) else None))
+        rows.append(score_run(case, sub, config, *run_figures(record)))
     return rows, unfinished
 
 

@@ -35,6 +35,7 @@ from stragglers.analysis.verdict import Cause, VerdictConfig
 from stragglers.analysis.workers import Worker
 from stragglers.atomic import check_out_dir, write_text
 from stragglers.errors import InputError
+from stragglers.evaluation.kept import run_figures
 from stragglers.limits import check_limit
 from stragglers.probe.outdir import claim_out_dir
 from stragglers.testbed.job import JobConfig, run_job
@@ -440,10 +441,7 @@ def reanalyse(folder: str | Path, config: VerdictConfig, split: str = "all",
     for case, sub, record in runs:
         if case.name not in chosen:
             continue
-        wall, load = record.get("wall_s"), record.get("load_1m")
-        rows.append(score_run(case, sub, config, int(record["hog"]),
-                              float(wall) if isinstance(wall, int | float) else None,
-                              float(load) if isinstance(load, int | float) else None))
+        rows.append(score_run(case, sub, config, *run_figures(record)))
     return rows, unfinished
 
 
