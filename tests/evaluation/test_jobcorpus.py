@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -1387,29 +1388,42 @@ def _per_rank(s: JobSeries) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return lv, hl, np.concatenate([np.full((r, 1), np.nan), np.diff(ts, axis=1)], axis=1)
 
 
-def test_power_labels() -> None:
-    """Node power capping: every labelled slowdown (a facility's demand response lowering a
-    node's cap, a PSU failure until a restart, a configuration change at a restart raising
-    every node's draw until its revert, a node's cooling degrading) names the ranks of the
-    capped node (every rank for a configuration change) and slows nobody else; the mean busy
-    time of those ranks over its span rises to its label (+12-45 % over their healthy mean,
-    up to PW_OVERSHOOT more), decidably (the rise five standard errors of the span's mean per
-    step) and visibly (their records' mean over the span at least 1.1 x that of the 200
-    healthy steps before it, their largest 4 left out, and of the 200 after it where no
-    restart follows); 40 healthy steps follow each; a multi-node job names a strict subset
-    of its ranks; the family has aliased spans (the throttled share beating against the
-    step: the factor moving by over 5 % from step to step on average) and level ones (its sd
-    under 2 %); negatives carry no label and no sustained
-    rise on any rank (any 200 records, their largest 4 left out, below 1.1 x the mean of the
-    400 before them: the healthy binding, the inlet temperature, a slower bin, a new batch at
-    a restart stay under it)."""
-    kinds: set[str] = set()
-    shapes: set[str] = set()
+@dataclass(frozen=True)
+class _NodeRules:
+    """What a family of ranks on nodes labels (``power``, ``numa``): its kinds, the kind
+    that names every rank, the restarts each kind brings, the kinds whose span is checked
+    against the steps after it too (no restart follows), its span and rise ranges."""
+
+    kinds: tuple[tuple[str, float], ...]
+    every: str
+    restarts: dict[str, int]
+    after: tuple[str, ...]
+    slow_iters: tuple[int, int]
+    slowdown: tuple[float, float]
+    overshoot: float
+    node: tuple[int, ...]
+
+
+def _node_family_labels(family: str, rules: _NodeRules
+                        ) -> tuple[list[tuple[JobEvent, np.ndarray]], bool]:
+    """The checks every series of seeds 3-4 of a family of ranks on nodes passes: positive
+    exactly when ``slow``, no record dropped, nothing faster than healthy; every labelled
+    slowdown names the ranks of one whole node (every rank for ``rules.every``) and slows
+    nobody else; the mean busy time of those ranks over its span rises to its label (within
+    ``rules.slowdown``, up to ``rules.overshoot`` more, over their healthy mean), decidably
+    (the rise five standard errors of the span's mean per step), each named rank by at least
+    half of it, and visibly (their records' mean over the span at least 1.1 x that of the
+    200 healthy steps before it, their largest 4 left out, and of the 200 after it where no
+    restart follows); 40 healthy steps follow each; a series restarts at least as often as
+    its slowdowns bring restarts; negatives carry no label and no sustained rise on any rank
+    (:func:`_no_rise_over_the_400_before`).  Returns each event with its named ranks' factor
+    over the span, step by step, and whether a multi-node job names a strict subset."""
+    out: list[tuple[JobEvent, np.ndarray]] = []
     subset = False
     for seed in (3, 4):
         for scenario, count in (("slow", 14), ("healthy", 10)):
             for i in range(count):
-                s = generate_series(seed, "power", scenario, i)
+                s = generate_series(seed, family, scenario, i)
                 assert s.positive == (scenario == "slow") and s.dropped == 0
                 lv, hl, d = _per_rank(s)
                 factor = lv / hl
@@ -1417,21 +1431,21 @@ def test_power_labels() -> None:
                 touched = np.zeros(factor.shape, dtype=bool)
                 restarts = 0
                 for e in s.events:
-                    kinds.add(e.kind)
-                    assert e.kind in dict(PW_KINDS) and e.start_iter > LEAD_ITERS
+                    assert e.kind in dict(rules.kinds) and e.start_iter > LEAD_ITERS
                     rk = list(e.ranks)
-                    if e.kind == "config":
+                    if e.kind == rules.every:
                         assert rk == list(range(s.ranks))
                     else:  # one whole node
-                        assert len(rk) in PW_NODE and rk[0] % len(rk) == 0
+                        assert len(rk) in rules.node and rk[0] % len(rk) == 0
                         assert rk == list(range(rk[0], rk[0] + len(rk)))
                         subset |= len(rk) < s.ranks
-                    restarts += {"psu": 1, "config": 2}.get(e.kind, 0)
+                    restarts += rules.restarts.get(e.kind, 0)
                     a, b = e.start_iter - 1, e.end_iter - 1
-                    assert b - a >= PW_SLOW_ITERS[0]
+                    assert b - a >= rules.slow_iters[0]
                     touched[rk, a:b] = True
                     s_e = e.loss / (1.0 - e.loss)
-                    assert PW_SLOWDOWN[0] - 1e-9 <= s_e <= PW_SLOWDOWN[1] + PW_OVERSHOOT + 1e-9
+                    assert (rules.slowdown[0] - 1e-9 <= s_e
+                            <= rules.slowdown[1] + rules.overshoot + 1e-9)
                     ref = hl[rk, a:b].mean()
                     assert np.isclose(lv[rk, a:b].mean(), (1.0 + s_e) * ref, rtol=1e-6)
                     x = lv[rk, a:b].mean(axis=0) / ref
@@ -1439,21 +1453,37 @@ def test_power_labels() -> None:
                     assert np.all(factor[rk, a:b].mean(axis=1) > 1.0 + 0.5 * s_e), s.name
                     assert np.allclose(factor[:, b:b + 40], 1.0), s.name
                     y = d[rk].mean(axis=0)  # NaN at the first step only (ts)
-                    after = e.kind in ("demand", "cooling")
+                    after = e.kind in rules.after
                     for lo, hi in ((a - 200, a), (b, b + 200))[:2 if after else 1]:
                         side = np.sort(y[max(0, lo):hi])[:-4]
                         if side.size >= 100:
                             assert y[a:b].mean() >= 1.1 * side.mean(), s.name
-                    f = factor[rk, a:b].mean(axis=0)  # the throttle, step to step
-                    shapes.add("aliased" if np.abs(np.diff(f)).mean() > 0.05 else
-                               "level" if f.std() < 0.02 else "between")
+                    out.append((e, factor[rk, a:b].mean(axis=0)))
                 assert np.allclose(factor[~touched], 1.0), s.name
                 assert s.restarts >= restarts, s.name
                 if not s.positive:
                     assert not s.events
                     for r in range(s.ranks):
                         _no_rise_over_the_400_before(d[r], s.name)
-    assert kinds == {"demand", "psu", "config", "cooling"}
+    return out, subset
+
+
+def test_power_labels() -> None:
+    """Node power capping: every labelled slowdown (a facility's demand response lowering a
+    node's cap, a PSU failure until a restart, a configuration change at a restart raising
+    every node's draw until its revert, a node's cooling degrading) names the ranks of the
+    capped node (every rank for a configuration change) and passes the checks of
+    :func:`_node_family_labels` (+12-45 % over their healthy mean, up to PW_OVERSHOOT more;
+    negatives: the healthy binding, the inlet temperature, a slower bin, a new batch at a
+    restart stay under the rule); a multi-node job names a strict subset of its ranks; the
+    family has aliased spans (the throttled share beating against the step: the factor moving
+    by over 5 % from step to step on average) and level ones (its sd under 2 %)."""
+    events, subset = _node_family_labels("power", _NodeRules(
+        PW_KINDS, "config", {"psu": 1, "config": 2}, ("demand", "cooling"), PW_SLOW_ITERS,
+        PW_SLOWDOWN, PW_OVERSHOOT, PW_NODE))
+    shapes = {"aliased" if np.abs(np.diff(f)).mean() > 0.05 else  # the throttle, step to step
+              "level" if f.std() < 0.02 else "between" for _, f in events}
+    assert {e.kind for e, _ in events} == {"demand", "psu", "config", "cooling"}
     assert {"aliased", "level"} <= shapes and subset
 
 
@@ -1507,66 +1537,16 @@ def test_numa_labels() -> None:
     """Host CPU placement: every labelled slowdown (the affinity lost at a restart until the
     next, NUMA balancing migrating pages in bursts at a climbing rate, a governor change at a
     restart on every node until its revert, a co-scheduled CPU job) names the ranks of the
-    slowed node (every rank for a governor change) and slows nobody else; the mean busy time
-    of those ranks over its span rises to its label (+12-45 % over their healthy mean, up to
-    NU_OVERSHOOT more), decidably (the rise five standard errors of the span's mean per step)
-    and visibly (their records' mean over the span at least 1.1 x that of the 200 healthy
-    steps before it, their largest 4 left out, and of the 200 after it where no restart
-    follows); 40 healthy steps follow each; a multi-node job names a strict subset of its
-    ranks; the family has intermittent spans (most steps of the span unchanged: bursts) and
-    level ones; negatives carry no label and no sustained rise on any rank (any 200 records,
-    their largest 4 left out, below 1.1 x the mean of the 400 before them: housekeeping,
-    compaction stalls, the logging rank, the shared-node wave, another worker count at a
-    restart stay under it)."""
-    kinds: set[str] = set()
-    shapes: set[str] = set()
-    subset = False
-    for seed in (3, 4):
-        for scenario, count in (("slow", 14), ("healthy", 10)):
-            for i in range(count):
-                s = generate_series(seed, "numa", scenario, i)
-                assert s.positive == (scenario == "slow") and s.dropped == 0
-                lv, hl, d = _per_rank(s)
-                factor = lv / hl
-                assert np.all(factor >= 1.0 - 1e-12), s.name
-                touched = np.zeros(factor.shape, dtype=bool)
-                restarts = 0
-                for e in s.events:
-                    kinds.add(e.kind)
-                    assert e.kind in dict(NU_KINDS) and e.start_iter > LEAD_ITERS
-                    rk = list(e.ranks)
-                    if e.kind == "governor":
-                        assert rk == list(range(s.ranks))
-                    else:  # one whole node
-                        assert len(rk) in NU_NODE and rk[0] % len(rk) == 0
-                        assert rk == list(range(rk[0], rk[0] + len(rk)))
-                        subset |= len(rk) < s.ranks
-                    restarts += {"affinity": 2, "governor": 2}.get(e.kind, 0)
-                    a, b = e.start_iter - 1, e.end_iter - 1
-                    assert b - a >= NU_SLOW_ITERS[0]
-                    touched[rk, a:b] = True
-                    s_e = e.loss / (1.0 - e.loss)
-                    assert NU_SLOWDOWN[0] - 1e-9 <= s_e <= NU_SLOWDOWN[1] + NU_OVERSHOOT + 1e-9
-                    ref = hl[rk, a:b].mean()
-                    assert np.isclose(lv[rk, a:b].mean(), (1.0 + s_e) * ref, rtol=1e-6)
-                    x = lv[rk, a:b].mean(axis=0) / ref
-                    assert x.size >= 25.0 * x.var() / s_e ** 2, s.name
-                    assert np.all(factor[rk, a:b].mean(axis=1) > 1.0 + 0.5 * s_e), s.name
-                    assert np.allclose(factor[:, b:b + 40], 1.0), s.name
-                    y = d[rk].mean(axis=0)  # NaN at the first step only (ts)
-                    after = e.kind in ("balancing", "cojob")
-                    for lo, hi in ((a - 200, a), (b, b + 200))[:2 if after else 1]:
-                        side = np.sort(y[max(0, lo):hi])[:-4]
-                        if side.size >= 100:
-                            assert y[a:b].mean() >= 1.1 * side.mean(), s.name
-                    f = factor[rk, a:b].mean(axis=0)
-                    shapes.add("intermittent" if np.median(f) < 1.0 + 1e-9 else
-                               "level" if f.min() > 1.0 + 1e-9 else "between")
-                assert np.allclose(factor[~touched], 1.0), s.name
-                assert s.restarts >= restarts, s.name
-                if not s.positive:
-                    assert not s.events
-                    for r in range(s.ranks):
-                        _no_rise_over_the_400_before(d[r], s.name)
-    assert kinds == {"affinity", "balancing", "governor", "cojob"}
+    slowed node (every rank for a governor change) and passes the checks of
+    :func:`_node_family_labels` (+12-45 % over their healthy mean, up to NU_OVERSHOOT more;
+    negatives: housekeeping, compaction stalls, the logging rank, the shared-node wave,
+    another worker count at a restart stay under the rule); a multi-node job names a strict
+    subset of its ranks; the family has intermittent spans (most steps of the span unchanged:
+    bursts) and level ones (every step slower)."""
+    events, subset = _node_family_labels("numa", _NodeRules(
+        NU_KINDS, "governor", {"affinity": 2, "governor": 2}, ("balancing", "cojob"),
+        NU_SLOW_ITERS, NU_SLOWDOWN, NU_OVERSHOOT, NU_NODE))
+    shapes = {"intermittent" if np.median(f) < 1.0 + 1e-9 else
+              "level" if f.min() > 1.0 + 1e-9 else "between" for _, f in events}
+    assert {e.kind for e, _ in events} == {"affinity", "balancing", "governor", "cojob"}
     assert {"intermittent", "level"} <= shapes and subset
