@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -563,6 +564,35 @@ def _in_events(s: JobSeries) -> np.ndarray:
     return inside
 
 
+class _Labelled(NamedTuple):
+    """A series of :func:`_family_series` with what the label tests read from it: the factor
+    of each record (its level over its healthy time), its durations, the records after the
+    lead, their healthy mean, the records inside a labelled event and the healthy ones
+    after the lead (outside every event)."""
+
+    s: JobSeries
+    factor: np.ndarray
+    d: np.ndarray
+    steady: np.ndarray
+    mean: float
+    inside: np.ndarray
+    ok: np.ndarray
+
+
+def _labelled_series(family: str, slower_only: bool = True) -> Iterator[_Labelled]:
+    """:func:`_family_series` with its :class:`_Labelled` reading; ``slower_only``: no record
+    is faster than its healthy time (not so where a slowdown moves work, e.g. collections, to
+    other steps)."""
+    for s in _family_series(family):
+        factor = s.level / s.healthy
+        if slower_only:
+            assert np.all(factor >= 1.0 - 1e-12), s.name
+        steady = s.iter > LEAD_ITERS
+        inside = _in_events(s)
+        yield _Labelled(s, factor, _durations(s), steady, float(s.healthy[steady].mean()),
+                        inside, steady & ~inside)
+
+
 def test_seqlen_labels() -> None:
     """Variable-length batches through the slowest rank: the healthy step time is wide and
     skewed (data-dependent), every labelled slowdown raises the mean step time over its span
@@ -572,13 +602,10 @@ def test_seqlen_labels() -> None:
     negatives carry no label and no sustained rise in their records."""
     kinds: set[str] = set()
     cvs: list[float] = []
-    for s in _family_series("seqlen"):
-        factor = s.level / s.healthy
-        assert np.all(factor >= 1.0 - 1e-12)
-        d = _durations(s)
+    for c in _labelled_series("seqlen"):
+        s, factor, d, inside_any = c.s, c.factor, c.d, c.inside
         steady = s.healthy[s.iter > LEAD_ITERS]
         mean = steady.mean()
-        inside_any = _in_events(s)
         h = s.healthy[(s.iter > LEAD_ITERS) & ~inside_any]
         cvs.append(float(h.std() / h.mean()))
         for e in s.events:
@@ -692,18 +719,13 @@ def test_accum_labels() -> None:
     carry no label and no sustained rise in their records."""
     kinds: set[str] = set()
     assert all(48 % k == 0 for k in AC_STEPS)
-    for s in _family_series("accum"):
-        factor = s.level / s.healthy
-        assert np.all(factor >= 1.0 - 1e-12)
-        d = _durations(s)
-        steady = s.iter > LEAD_ITERS
-        mean = s.healthy[steady].mean()
+    for c in _labelled_series("accum"):
+        s, factor, d, steady, mean, inside_any, ok = (
+            c.s, c.factor, c.d, c.steady, c.mean, c.inside, c.ok)
         # periodic long iterations over the micro-batches' level: the boundaries
         # (1/16 to 1/2 of the iterations), validation passes, epoch restarts
         h = s.healthy[steady] / np.percentile(s.healthy[steady], 10)
         assert 1 / 17 <= np.mean(h > 1.15) <= 0.6, s.name
-        inside_any = _in_events(s)
-        ok = steady & ~inside_any
         for e in s.events:
             kinds.add(e.kind)
             assert e.kind in ("comm", "offload", "compute") and not e.ranks
@@ -759,13 +781,8 @@ def test_memory_labels() -> None:
     second half slower than its first) and drop back at its end; nothing else is slow, and
     negatives carry no label and no sustained rise in their records."""
     kinds: set[str] = set()
-    for s in _family_series("memory"):
-        factor = s.level / s.healthy
-        d = _durations(s)
-        steady = s.iter > LEAD_ITERS
-        mean = s.healthy[steady].mean()
-        inside_any = _in_events(s)
-        ok = steady & ~inside_any
+    for c in _labelled_series("memory", slower_only=False):
+        s, factor, d, mean, inside_any, ok = c.s, c.factor, c.d, c.mean, c.inside, c.ok
         for e in s.events:
             kinds.add(e.kind)
             assert e.kind in ("frag", "leak") and not e.ranks
@@ -803,14 +820,8 @@ def test_prefetch_labels() -> None:
     the median step stays healthy while the mean rises (dense stalls); nothing else is slow
     (the queue hides the rest), and negatives carry no label and no sustained rise."""
     kinds: set[str] = set()
-    for s in _family_series("prefetch"):
-        factor = s.level / s.healthy
-        assert np.all(factor >= 1.0 - 1e-12)
-        d = _durations(s)
-        steady = s.iter > LEAD_ITERS
-        mean = s.healthy[steady].mean()
-        inside_any = _in_events(s)
-        ok = steady & ~inside_any
+    for c in _labelled_series("prefetch"):
+        s, factor, d, mean, inside_any, ok = c.s, c.factor, c.d, c.mean, c.inside, c.ok
         for e in s.events:
             kinds.add(e.kind)
             assert e.kind in ("storage", "storm") and not e.ranks
@@ -850,12 +861,8 @@ def test_pipeline_labels() -> None:
     carry no label and no sustained rise."""
     kinds: set[str] = set()
     changes = 0
-    for s in _family_series("pipeline"):
-        factor = s.level / s.healthy
-        assert np.all(factor >= 1.0 - 1e-12)
-        d = _durations(s)
-        steady = s.iter > LEAD_ITERS
-        inside_any = _in_events(s)
+    for c in _labelled_series("pipeline"):
+        s, factor, d, steady, inside_any = c.s, c.factor, c.d, c.steady, c.inside
         # a schedule change: the healthy level of 100 iterations after a point over the 100
         # before, away from the warm-up, stays within PP_CHANGE_RATIO (plus the wander)
         h = s.healthy[LEAD_ITERS:]
@@ -906,14 +913,9 @@ def test_lossy_link_labels() -> None:
     some a lot; 40 healthy iterations follow each; nothing else is slow, and negatives carry
     no label and no sustained rise although they have long iterations of their own."""
     kinds: set[str] = set()
-    for s in _family_series("lossy_link"):
-        factor = s.level / s.healthy
-        assert np.all(factor >= 1.0 - 1e-12)
-        d = _durations(s)
-        steady = s.iter > LEAD_ITERS
-        mean = s.healthy[steady].mean()
-        inside_any = _in_events(s)
-        ok = steady & ~inside_any
+    for c in _labelled_series("lossy_link"):
+        s, factor, d, steady, mean, inside_any, ok = (
+            c.s, c.factor, c.d, c.steady, c.mean, c.inside, c.ok)
         for e in s.events:
             kinds.add(e.kind)
             assert e.kind in ("lossy", "flap", "downshift")
@@ -1003,13 +1005,9 @@ def test_gc_pause_labels() -> None:
     and no sustained rise."""
     kinds: set[str] = set()
     shapes: set[str] = set()
-    for s in _family_series("gc_pause"):
-        factor = s.level / s.healthy
-        d = _durations(s)
-        steady = s.iter > LEAD_ITERS
-        mean = s.healthy[steady].mean()
-        inside_any = _in_events(s)
-        ok = steady & ~inside_any
+    for c in _labelled_series("gc_pause", slower_only=False):
+        s, factor, d, steady, mean, inside_any, ok = (
+            c.s, c.factor, c.d, c.steady, c.mean, c.inside, c.ok)
         for e in s.events:
             kinds.add(e.kind)
             assert e.kind in ("threshold", "desync", "leak")
@@ -1071,13 +1069,8 @@ def test_dispatch_labels() -> None:
     moves the level down or up by at most a few %)."""
     kinds: set[str] = set()
     shapes: set[str] = set()
-    for s in _family_series("dispatch"):
-        factor = s.level / s.healthy
-        assert np.all(factor >= 1.0 - 1e-12), s.name
-        d = _durations(s)
-        steady = s.iter > LEAD_ITERS
-        inside_any = _in_events(s)
-        ok = steady & ~inside_any
+    for c in _labelled_series("dispatch"):
+        s, factor, d, steady, inside_any, ok = c.s, c.factor, c.d, c.steady, c.inside, c.ok
         for e in s.events:
             kinds.add(e.kind)
             assert e.kind in ("neighbour", "quota", "freq_cap", "sync") and not e.ranks
@@ -1157,12 +1150,8 @@ def test_moe_labels() -> None:
     below 1.1 x the mean of the 400 before them: a restart's new configuration moves the
     level by -15 % to +4 %)."""
     kinds: set[str] = set()
-    for s in _family_series("moe"):
-        factor = s.level / s.healthy
-        d = _durations(s)
-        steady = s.iter > LEAD_ITERS
-        inside_any = _in_events(s)
-        ok = steady & ~inside_any
+    for c in _labelled_series("moe", slower_only=False):
+        s, factor, d, inside_any, ok = c.s, c.factor, c.d, c.inside, c.ok
         changes = 0
         for e in s.events:
             kinds.add(e.kind)
@@ -1217,13 +1206,8 @@ def test_hw_queue_labels() -> None:
     label and no sustained rise (any 200 records, their largest 4 left out, below 1.1 x the
     mean of the 400 before them: a restart's new buckets move the level by less than 4 %)."""
     kinds: set[str] = set()
-    for s in _family_series("hw_queue"):
-        factor = s.level / s.healthy
-        assert np.all(factor >= 1.0 - 1e-12), s.name
-        d = _durations(s)
-        steady = s.iter > LEAD_ITERS
-        inside_any = _in_events(s)
-        ok = steady & ~inside_any
+    for c in _labelled_series("hw_queue"):
+        s, factor, d, inside_any, ok = c.s, c.factor, c.d, c.inside, c.ok
         changes = 0
         for e in s.events:
             kinds.add(e.kind)
@@ -1306,13 +1290,8 @@ def test_compile_labels() -> None:
     restart compiles up to 8 shapes, the partial batch and the evaluation graph again)."""
     kinds: set[str] = set()
     shapes: set[str] = set()
-    for s in _family_series("compile"):
-        factor = s.level / s.healthy
-        assert np.all(factor >= 1.0 - 1e-12), s.name
-        d = _durations(s)
-        steady = s.iter > LEAD_ITERS
-        inside_any = _in_events(s)
-        ok = steady & ~inside_any
+    for c in _labelled_series("compile"):
+        s, factor, d, inside_any, ok = c.s, c.factor, c.d, c.inside, c.ok
         restarts = 0
         for e in s.events:
             kinds.add(e.kind)
