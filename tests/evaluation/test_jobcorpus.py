@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -46,6 +48,12 @@ from stragglers.evaluation.jobcorpus import (
     MIN_EVENT_ITERS,
     MP_SLOW_ITERS,
     MP_SLOWDOWN,
+    NU_KINDS,
+    NU_MEMBW,
+    NU_NODE,
+    NU_OVERSHOOT,
+    NU_SLOW_ITERS,
+    NU_SLOWDOWN,
     PP_CHANGE_RATIO,
     PP_CLEAR,
     PP_SETTLE,
@@ -71,8 +79,9 @@ from stragglers.evaluation.jobcorpus import (
     _Graphs,  # the compile schedule, checked below
     _MoeSlow,
     _Nodes,  # the power capping of a node, checked below
+    _NodeSlow,
     _phase_busy,  # the launch queue, checked below
-    _PowerSlow,
+    _Sockets,  # the host CPU placement of a node, checked below
     generate_call_job,
     generate_job_corpus,
     generate_series,
@@ -109,7 +118,7 @@ def test_every_family_and_scenario_is_present(corpus) -> None:
     assert {s.family for s in corpus} == set(FAMILIES)
     assert {(s.family, s.scenario) for s in corpus} == {(f, s) for f, s, _, _ in SCENARIOS}
     assert len(generate_job_corpus(0, scale=1.0, families=("flapping",))) == 24
-    assert sum(c for _, _, c, _ in SCENARIOS) in range(345, 748)
+    assert sum(c for _, _, c, _ in SCENARIOS) in range(345, 772)
     assert set(HELD_OUT) < set(FAMILIES)
 
 
@@ -386,9 +395,9 @@ def test_bimodal_replay_labels() -> None:
 #: ``pipeline``'s and ``lossy_link``'s before ``gc_pause`` was, commit a114d3e; ``gc_pause``'s
 #: before ``dispatch`` was, commit 3e2e36e; ``dispatch``'s before ``moe`` was, commit d961c77;
 #: ``moe``'s before ``hw_queue`` was, commit 433fd4c; ``hw_queue``'s before ``compile`` was,
-#: commit fb31b1b; ``compile``'s before ``power`` was, commit 9fa972a): a family appended at
-#: the end of
-#: FAMILIES / SCENARIOS must leave every other family's bytes alone.
+#: commit fb31b1b; ``compile``'s before ``power`` was, commit 9fa972a; ``power``'s before
+#: ``numa`` was, commit 47b9dcd): a family appended at the end of FAMILIES / SCENARIOS must
+#: leave every other family's bytes alone.
 FINGERPRINTS = {
     "restart": "73ad9d2339f0bd2b",
     "ckpt_stall": "a80f728be80fd00f",
@@ -420,6 +429,7 @@ FINGERPRINTS = {
     "moe": "f0b2ae7a02820035",
     "hw_queue": "fa1b188ae2660817",
     "compile": "a9f9025eca4fc6c4",
+    "power": "b255da662bf90f2a",
 }
 
 
@@ -440,10 +450,10 @@ def _fingerprint(family: str) -> str:
 
 
 def test_existing_families_are_unchanged() -> None:
-    assert set(FINGERPRINTS) == set(FAMILIES) - {"power"}
-    assert FAMILIES[-13:] == ("ladder", "seqlen", "accum", "memory", "prefetch", "pipeline",
+    assert set(FINGERPRINTS) == set(FAMILIES) - {"numa"}
+    assert FAMILIES[-14:] == ("ladder", "seqlen", "accum", "memory", "prefetch", "pipeline",
                               "lossy_link", "gc_pause", "dispatch", "moe", "hw_queue",
-                              "compile", "power")
+                              "compile", "power", "numa")
     assert {f: _fingerprint(f) for f in FINGERPRINTS} == FINGERPRINTS
 
 
@@ -464,7 +474,8 @@ def _durations(s: JobSeries) -> np.ndarray:
                                               ("moe", "slow"),
                                               ("hw_queue", "slow"),
                                               ("compile", "slow"),
-                                              ("power", "slow")])
+                                              ("power", "slow"),
+                                              ("numa", "slow")])
 def test_family_is_deterministic_per_seed(family: str, slow: str) -> None:
     a = generate_series(11, family, slow, 2)
     assert _same(a, generate_series(11, family, slow, 2))
@@ -474,13 +485,13 @@ def test_family_is_deterministic_per_seed(family: str, slow: str) -> None:
     assert _same(h, generate_series(11, family, "healthy", 0))
 
 
-def test_power_is_the_held_out_family() -> None:
-    assert HELD_OUT == ("power",)
+def test_numa_is_the_held_out_family() -> None:
+    assert HELD_OUT == ("numa",)
 
 
-def test_power_fingerprint() -> None:
+def test_numa_fingerprint() -> None:
     """The held-out family's own bytes (seed 0), as committed before its one evaluation."""
-    assert _fingerprint("power") == "b255da662bf90f2a"
+    assert _fingerprint("numa") == "b1916c38f6ed60c6"
 
 
 def test_ladder_labels() -> None:
@@ -553,6 +564,35 @@ def _in_events(s: JobSeries) -> np.ndarray:
     return inside
 
 
+class _Labelled(NamedTuple):
+    """A series of :func:`_family_series` with what the label tests read from it: the factor
+    of each record (its level over its healthy time), its durations, the records after the
+    lead, their healthy mean, the records inside a labelled event and the healthy ones
+    after the lead (outside every event)."""
+
+    s: JobSeries
+    factor: np.ndarray
+    d: np.ndarray
+    steady: np.ndarray
+    mean: float
+    inside: np.ndarray
+    ok: np.ndarray
+
+
+def _labelled_series(family: str, slower_only: bool = True) -> Iterator[_Labelled]:
+    """:func:`_family_series` with its :class:`_Labelled` reading; ``slower_only``: no record
+    is faster than its healthy time (not so where a slowdown moves work, e.g. collections, to
+    other steps)."""
+    for s in _family_series(family):
+        factor = s.level / s.healthy
+        if slower_only:
+            assert np.all(factor >= 1.0 - 1e-12), s.name
+        steady = s.iter > LEAD_ITERS
+        inside = _in_events(s)
+        yield _Labelled(s, factor, _durations(s), steady, float(s.healthy[steady].mean()),
+                        inside, steady & ~inside)
+
+
 def test_seqlen_labels() -> None:
     """Variable-length batches through the slowest rank: the healthy step time is wide and
     skewed (data-dependent), every labelled slowdown raises the mean step time over its span
@@ -562,13 +602,10 @@ def test_seqlen_labels() -> None:
     negatives carry no label and no sustained rise in their records."""
     kinds: set[str] = set()
     cvs: list[float] = []
-    for s in _family_series("seqlen"):
-        factor = s.level / s.healthy
-        assert np.all(factor >= 1.0 - 1e-12)
-        d = _durations(s)
+    for c in _labelled_series("seqlen"):
+        s, factor, d, inside_any = c.s, c.factor, c.d, c.inside
         steady = s.healthy[s.iter > LEAD_ITERS]
         mean = steady.mean()
-        inside_any = _in_events(s)
         h = s.healthy[(s.iter > LEAD_ITERS) & ~inside_any]
         cvs.append(float(h.std() / h.mean()))
         for e in s.events:
@@ -682,18 +719,13 @@ def test_accum_labels() -> None:
     carry no label and no sustained rise in their records."""
     kinds: set[str] = set()
     assert all(48 % k == 0 for k in AC_STEPS)
-    for s in _family_series("accum"):
-        factor = s.level / s.healthy
-        assert np.all(factor >= 1.0 - 1e-12)
-        d = _durations(s)
-        steady = s.iter > LEAD_ITERS
-        mean = s.healthy[steady].mean()
+    for c in _labelled_series("accum"):
+        s, factor, d, steady, mean, inside_any, ok = (
+            c.s, c.factor, c.d, c.steady, c.mean, c.inside, c.ok)
         # periodic long iterations over the micro-batches' level: the boundaries
         # (1/16 to 1/2 of the iterations), validation passes, epoch restarts
         h = s.healthy[steady] / np.percentile(s.healthy[steady], 10)
         assert 1 / 17 <= np.mean(h > 1.15) <= 0.6, s.name
-        inside_any = _in_events(s)
-        ok = steady & ~inside_any
         for e in s.events:
             kinds.add(e.kind)
             assert e.kind in ("comm", "offload", "compute") and not e.ranks
@@ -749,13 +781,8 @@ def test_memory_labels() -> None:
     second half slower than its first) and drop back at its end; nothing else is slow, and
     negatives carry no label and no sustained rise in their records."""
     kinds: set[str] = set()
-    for s in _family_series("memory"):
-        factor = s.level / s.healthy
-        d = _durations(s)
-        steady = s.iter > LEAD_ITERS
-        mean = s.healthy[steady].mean()
-        inside_any = _in_events(s)
-        ok = steady & ~inside_any
+    for c in _labelled_series("memory", slower_only=False):
+        s, factor, d, mean, inside_any, ok = c.s, c.factor, c.d, c.mean, c.inside, c.ok
         for e in s.events:
             kinds.add(e.kind)
             assert e.kind in ("frag", "leak") and not e.ranks
@@ -793,14 +820,8 @@ def test_prefetch_labels() -> None:
     the median step stays healthy while the mean rises (dense stalls); nothing else is slow
     (the queue hides the rest), and negatives carry no label and no sustained rise."""
     kinds: set[str] = set()
-    for s in _family_series("prefetch"):
-        factor = s.level / s.healthy
-        assert np.all(factor >= 1.0 - 1e-12)
-        d = _durations(s)
-        steady = s.iter > LEAD_ITERS
-        mean = s.healthy[steady].mean()
-        inside_any = _in_events(s)
-        ok = steady & ~inside_any
+    for c in _labelled_series("prefetch"):
+        s, factor, d, mean, inside_any, ok = c.s, c.factor, c.d, c.mean, c.inside, c.ok
         for e in s.events:
             kinds.add(e.kind)
             assert e.kind in ("storage", "storm") and not e.ranks
@@ -840,12 +861,8 @@ def test_pipeline_labels() -> None:
     carry no label and no sustained rise."""
     kinds: set[str] = set()
     changes = 0
-    for s in _family_series("pipeline"):
-        factor = s.level / s.healthy
-        assert np.all(factor >= 1.0 - 1e-12)
-        d = _durations(s)
-        steady = s.iter > LEAD_ITERS
-        inside_any = _in_events(s)
+    for c in _labelled_series("pipeline"):
+        s, factor, d, steady, inside_any = c.s, c.factor, c.d, c.steady, c.inside
         # a schedule change: the healthy level of 100 iterations after a point over the 100
         # before, away from the warm-up, stays within PP_CHANGE_RATIO (plus the wander)
         h = s.healthy[LEAD_ITERS:]
@@ -896,14 +913,9 @@ def test_lossy_link_labels() -> None:
     some a lot; 40 healthy iterations follow each; nothing else is slow, and negatives carry
     no label and no sustained rise although they have long iterations of their own."""
     kinds: set[str] = set()
-    for s in _family_series("lossy_link"):
-        factor = s.level / s.healthy
-        assert np.all(factor >= 1.0 - 1e-12)
-        d = _durations(s)
-        steady = s.iter > LEAD_ITERS
-        mean = s.healthy[steady].mean()
-        inside_any = _in_events(s)
-        ok = steady & ~inside_any
+    for c in _labelled_series("lossy_link"):
+        s, factor, d, steady, mean, inside_any, ok = (
+            c.s, c.factor, c.d, c.steady, c.mean, c.inside, c.ok)
         for e in s.events:
             kinds.add(e.kind)
             assert e.kind in ("lossy", "flap", "downshift")
@@ -993,13 +1005,9 @@ def test_gc_pause_labels() -> None:
     and no sustained rise."""
     kinds: set[str] = set()
     shapes: set[str] = set()
-    for s in _family_series("gc_pause"):
-        factor = s.level / s.healthy
-        d = _durations(s)
-        steady = s.iter > LEAD_ITERS
-        mean = s.healthy[steady].mean()
-        inside_any = _in_events(s)
-        ok = steady & ~inside_any
+    for c in _labelled_series("gc_pause", slower_only=False):
+        s, factor, d, steady, mean, inside_any, ok = (
+            c.s, c.factor, c.d, c.steady, c.mean, c.inside, c.ok)
         for e in s.events:
             kinds.add(e.kind)
             assert e.kind in ("threshold", "desync", "leak")
@@ -1061,13 +1069,8 @@ def test_dispatch_labels() -> None:
     moves the level down or up by at most a few %)."""
     kinds: set[str] = set()
     shapes: set[str] = set()
-    for s in _family_series("dispatch"):
-        factor = s.level / s.healthy
-        assert np.all(factor >= 1.0 - 1e-12), s.name
-        d = _durations(s)
-        steady = s.iter > LEAD_ITERS
-        inside_any = _in_events(s)
-        ok = steady & ~inside_any
+    for c in _labelled_series("dispatch"):
+        s, factor, d, steady, inside_any, ok = c.s, c.factor, c.d, c.steady, c.inside, c.ok
         for e in s.events:
             kinds.add(e.kind)
             assert e.kind in ("neighbour", "quota", "freq_cap", "sync") and not e.ranks
@@ -1147,12 +1150,8 @@ def test_moe_labels() -> None:
     below 1.1 x the mean of the 400 before them: a restart's new configuration moves the
     level by -15 % to +4 %)."""
     kinds: set[str] = set()
-    for s in _family_series("moe"):
-        factor = s.level / s.healthy
-        d = _durations(s)
-        steady = s.iter > LEAD_ITERS
-        inside_any = _in_events(s)
-        ok = steady & ~inside_any
+    for c in _labelled_series("moe", slower_only=False):
+        s, factor, d, inside_any, ok = c.s, c.factor, c.d, c.inside, c.ok
         changes = 0
         for e in s.events:
             kinds.add(e.kind)
@@ -1207,13 +1206,8 @@ def test_hw_queue_labels() -> None:
     label and no sustained rise (any 200 records, their largest 4 left out, below 1.1 x the
     mean of the 400 before them: a restart's new buckets move the level by less than 4 %)."""
     kinds: set[str] = set()
-    for s in _family_series("hw_queue"):
-        factor = s.level / s.healthy
-        assert np.all(factor >= 1.0 - 1e-12), s.name
-        d = _durations(s)
-        steady = s.iter > LEAD_ITERS
-        inside_any = _in_events(s)
-        ok = steady & ~inside_any
+    for c in _labelled_series("hw_queue"):
+        s, factor, d, inside_any, ok = c.s, c.factor, c.d, c.inside, c.ok
         changes = 0
         for e in s.events:
             kinds.add(e.kind)
@@ -1296,13 +1290,8 @@ def test_compile_labels() -> None:
     restart compiles up to 8 shapes, the partial batch and the evaluation graph again)."""
     kinds: set[str] = set()
     shapes: set[str] = set()
-    for s in _family_series("compile"):
-        factor = s.level / s.healthy
-        assert np.all(factor >= 1.0 - 1e-12), s.name
-        d = _durations(s)
-        steady = s.iter > LEAD_ITERS
-        inside_any = _in_events(s)
-        ok = steady & ~inside_any
+    for c in _labelled_series("compile"):
+        s, factor, d, inside_any, ok = c.s, c.factor, c.d, c.inside, c.ok
         restarts = 0
         for e in s.events:
             kinds.add(e.kind)
@@ -1352,17 +1341,17 @@ def test_power_cap_slows_the_heavy_block_of_its_node() -> None:
     assert pw.busy().tolist() == [[1.0] * 4] * 4  # below the cap: full clock
     pw = _nodes(4)
     assert np.allclose(pw.busy(), 1.0)  # at the cap
-    got = pw.busy((_PowerSlow(1, 3, "demand", 0.25, node=1),))
+    got = pw.busy((_NodeSlow(1, 3, "demand", 0.25, node=1),))
     assert np.allclose(got[:2], 1.0)  # the other node
     assert got[2:] == pytest.approx(np.array([[1.0, 1.4, 1.4, 1.0]] * 2))
-    half = _nodes(4, bound=0.5).busy((_PowerSlow(0, 4, "psu", 0.25, node=0),))
+    half = _nodes(4, bound=0.5).busy((_NodeSlow(0, 4, "psu", 0.25, node=0),))
     assert half[0] == pytest.approx([1.2] * 4) and np.allclose(half[2:], 1.0)
-    low = pw.busy((_PowerSlow(0, 4, "demand", 9.0, node=0),))
+    low = pw.busy((_NodeSlow(0, 4, "demand", 9.0, node=0),))
     assert low[0] == pytest.approx([0.6 / PW_MIN_CLOCK + 0.4] * 4)
     # a configuration change raises every node's draw: x 1.25 -> cap / draw 0.8, every rank
-    assert np.allclose(pw.busy((_PowerSlow(0, 4, "config", 0.25),)), 1.4)
+    assert np.allclose(pw.busy((_NodeSlow(0, 4, "config", 0.25),)), 1.4)
     # cooling: the draw x 1 + 0.25 w, w climbing over 4 steps: 1/0.9375 ... the cap at 0.8
-    climb = pw.busy((_PowerSlow(0, 4, "cooling", 0.25, ramp=4, node=1),))[3]
+    climb = pw.busy((_NodeSlow(0, 4, "cooling", 0.25, ramp=4, node=1),))[3]
     f = (1.0 / (1.0 + 0.25 * np.arange(1, 5) / 4) - 0.5) / 0.5
     assert climb == pytest.approx(0.6 / f + 0.4)
 
@@ -1378,29 +1367,42 @@ def _per_rank(s: JobSeries) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return lv, hl, np.concatenate([np.full((r, 1), np.nan), np.diff(ts, axis=1)], axis=1)
 
 
-def test_power_labels() -> None:
-    """Node power capping: every labelled slowdown (a facility's demand response lowering a
-    node's cap, a PSU failure until a restart, a configuration change at a restart raising
-    every node's draw until its revert, a node's cooling degrading) names the ranks of the
-    capped node (every rank for a configuration change) and slows nobody else; the mean busy
-    time of those ranks over its span rises to its label (+12-45 % over their healthy mean,
-    up to PW_OVERSHOOT more), decidably (the rise five standard errors of the span's mean per
-    step) and visibly (their records' mean over the span at least 1.1 x that of the 200
-    healthy steps before it, their largest 4 left out, and of the 200 after it where no
-    restart follows); 40 healthy steps follow each; a multi-node job names a strict subset
-    of its ranks; the family has aliased spans (the throttled share beating against the
-    step: the factor moving by over 5 % from step to step on average) and level ones (its sd
-    under 2 %); negatives carry no label and no sustained
-    rise on any rank (any 200 records, their largest 4 left out, below 1.1 x the mean of the
-    400 before them: the healthy binding, the inlet temperature, a slower bin, a new batch at
-    a restart stay under it)."""
-    kinds: set[str] = set()
-    shapes: set[str] = set()
+@dataclass(frozen=True)
+class _NodeRules:
+    """What a family of ranks on nodes labels (``power``, ``numa``): its kinds, the kind
+    that names every rank, the restarts each kind brings, the kinds whose span is checked
+    against the steps after it too (no restart follows), its span and rise ranges."""
+
+    kinds: tuple[tuple[str, float], ...]
+    every: str
+    restarts: dict[str, int]
+    after: tuple[str, ...]
+    slow_iters: tuple[int, int]
+    slowdown: tuple[float, float]
+    overshoot: float
+    node: tuple[int, ...]
+
+
+def _node_family_labels(family: str, rules: _NodeRules
+                        ) -> tuple[list[tuple[JobEvent, np.ndarray]], bool]:
+    """The checks every series of seeds 3-4 of a family of ranks on nodes passes: positive
+    exactly when ``slow``, no record dropped, nothing faster than healthy; every labelled
+    slowdown names the ranks of one whole node (every rank for ``rules.every``) and slows
+    nobody else; the mean busy time of those ranks over its span rises to its label (within
+    ``rules.slowdown``, up to ``rules.overshoot`` more, over their healthy mean), decidably
+    (the rise five standard errors of the span's mean per step), each named rank by at least
+    half of it, and visibly (their records' mean over the span at least 1.1 x that of the
+    200 healthy steps before it, their largest 4 left out, and of the 200 after it where no
+    restart follows); 40 healthy steps follow each; a series restarts at least as often as
+    its slowdowns bring restarts; negatives carry no label and no sustained rise on any rank
+    (:func:`_no_rise_over_the_400_before`).  Returns each event with its named ranks' factor
+    over the span, step by step, and whether a multi-node job names a strict subset."""
+    out: list[tuple[JobEvent, np.ndarray]] = []
     subset = False
     for seed in (3, 4):
         for scenario, count in (("slow", 14), ("healthy", 10)):
             for i in range(count):
-                s = generate_series(seed, "power", scenario, i)
+                s = generate_series(seed, family, scenario, i)
                 assert s.positive == (scenario == "slow") and s.dropped == 0
                 lv, hl, d = _per_rank(s)
                 factor = lv / hl
@@ -1408,21 +1410,21 @@ def test_power_labels() -> None:
                 touched = np.zeros(factor.shape, dtype=bool)
                 restarts = 0
                 for e in s.events:
-                    kinds.add(e.kind)
-                    assert e.kind in dict(PW_KINDS) and e.start_iter > LEAD_ITERS
+                    assert e.kind in dict(rules.kinds) and e.start_iter > LEAD_ITERS
                     rk = list(e.ranks)
-                    if e.kind == "config":
+                    if e.kind == rules.every:
                         assert rk == list(range(s.ranks))
                     else:  # one whole node
-                        assert len(rk) in PW_NODE and rk[0] % len(rk) == 0
+                        assert len(rk) in rules.node and rk[0] % len(rk) == 0
                         assert rk == list(range(rk[0], rk[0] + len(rk)))
                         subset |= len(rk) < s.ranks
-                    restarts += {"psu": 1, "config": 2}.get(e.kind, 0)
+                    restarts += rules.restarts.get(e.kind, 0)
                     a, b = e.start_iter - 1, e.end_iter - 1
-                    assert b - a >= PW_SLOW_ITERS[0]
+                    assert b - a >= rules.slow_iters[0]
                     touched[rk, a:b] = True
                     s_e = e.loss / (1.0 - e.loss)
-                    assert PW_SLOWDOWN[0] - 1e-9 <= s_e <= PW_SLOWDOWN[1] + PW_OVERSHOOT + 1e-9
+                    assert (rules.slowdown[0] - 1e-9 <= s_e
+                            <= rules.slowdown[1] + rules.overshoot + 1e-9)
                     ref = hl[rk, a:b].mean()
                     assert np.isclose(lv[rk, a:b].mean(), (1.0 + s_e) * ref, rtol=1e-6)
                     x = lv[rk, a:b].mean(axis=0) / ref
@@ -1430,19 +1432,100 @@ def test_power_labels() -> None:
                     assert np.all(factor[rk, a:b].mean(axis=1) > 1.0 + 0.5 * s_e), s.name
                     assert np.allclose(factor[:, b:b + 40], 1.0), s.name
                     y = d[rk].mean(axis=0)  # NaN at the first step only (ts)
-                    after = e.kind in ("demand", "cooling")
+                    after = e.kind in rules.after
                     for lo, hi in ((a - 200, a), (b, b + 200))[:2 if after else 1]:
                         side = np.sort(y[max(0, lo):hi])[:-4]
                         if side.size >= 100:
                             assert y[a:b].mean() >= 1.1 * side.mean(), s.name
-                    f = factor[rk, a:b].mean(axis=0)  # the throttle, step to step
-                    shapes.add("aliased" if np.abs(np.diff(f)).mean() > 0.05 else
-                               "level" if f.std() < 0.02 else "between")
+                    out.append((e, factor[rk, a:b].mean(axis=0)))
                 assert np.allclose(factor[~touched], 1.0), s.name
                 assert s.restarts >= restarts, s.name
                 if not s.positive:
                     assert not s.events
                     for r in range(s.ranks):
                         _no_rise_over_the_400_before(d[r], s.name)
-    assert kinds == {"demand", "psu", "config", "cooling"}
+    return out, subset
+
+
+def test_power_labels() -> None:
+    """Node power capping: every labelled slowdown (a facility's demand response lowering a
+    node's cap, a PSU failure until a restart, a configuration change at a restart raising
+    every node's draw until its revert, a node's cooling degrading) names the ranks of the
+    capped node (every rank for a configuration change) and passes the checks of
+    :func:`_node_family_labels` (+12-45 % over their healthy mean, up to PW_OVERSHOOT more;
+    negatives: the healthy binding, the inlet temperature, a slower bin, a new batch at a
+    restart stay under the rule); a multi-node job names a strict subset of its ranks; the
+    family has aliased spans (the throttled share beating against the step: the factor moving
+    by over 5 % from step to step on average) and level ones (its sd under 2 %)."""
+    events, subset = _node_family_labels("power", _NodeRules(
+        PW_KINDS, "config", {"psu": 1, "config": 2}, ("demand", "cooling"), PW_SLOW_ITERS,
+        PW_SLOWDOWN, PW_OVERSHOOT, PW_NODE))
+    shapes = {"aliased" if np.abs(np.diff(f)).mean() > 0.05 else  # the throttle, step to step
+              "level" if f.std() < 0.02 else "between" for _, f in events}
+    assert {e.kind for e, _ in events} == {"demand", "psu", "config", "cooling"}
     assert {"aliased", "level"} <= shapes and subset
+
+
+def _sockets(feed: float = 0.5, demand: float = 0.5) -> _Sockets:
+    """A ``numa`` series by hand: 2 nodes of 2 ranks, 4 steps; compute 1, host work 0.2,
+    copies 0.1, the loader's time per batch ``feed``; the training's CPU demand ``demand`` of
+    a node's cores; NUMA balancing's keys 0.1, 0.6, 0.3, 0.9 on node 0 (0.2 on node 1), a burst
+    doubling the host work and copies; no stall, no extra work."""
+    n = 4
+    return _Sockets(node=np.array([0, 0, 1, 1]), dev=np.ones((4, n)), host=np.full((4, n), 0.2),
+                    copy=np.full((4, n), 0.1), feed=np.full((4, n), feed),
+                    stall=np.zeros((4, n)), demand=demand,
+                    key=np.array([[0.1, 0.6, 0.3, 0.9], [0.2] * 4]), burst=np.ones((2, n)),
+                    level=np.ones(n), warm=np.ones(n), rest=np.zeros(n))
+
+
+def test_numa_slows_the_cpu_work_of_its_node() -> None:
+    """Host CPU placement by hand (healthy busy time 1 + 0.2 + 0.1 = 1.3): a lost affinity
+    makes the host work and the copies of its node's ranks 1 + g times (1.45 at g = 0.5) and
+    no one else's; a governor change slows the host work of every rank but not the DMA copies
+    (1.5 at g = 1); a co-scheduled CPU job costs nothing beyond its caches while the node's
+    cores suffice (demand 0.5 + 0.3: x1.045) and time-slices the CPU work once they do not
+    (0.5 + 2.5 = 3x, x1.15 for the caches: the loader's 0.6 x 3.45 = 2.07 per batch then
+    binds the step, over 1 + 0.69 + 0.1); NUMA balancing doubles the CPU work and copies in
+    the steps whose key is below its rate (0.1 and 0.3 under 0.5; under a rate climbing over 4
+    steps to 0.5, 0.125 ... 0.5, the same two); stalls add, the warm-up multiplies."""
+    sk = _sockets()
+    assert np.allclose(sk.busy(), 1.3)
+    got = sk.busy((_NodeSlow(1, 3, "affinity", 0.5, node=1),))
+    assert np.allclose(got[:2], 1.3)
+    assert got[2:] == pytest.approx(np.array([[1.3, 1.45, 1.45, 1.3]] * 2))
+    assert np.allclose(sk.busy((_NodeSlow(0, 4, "governor", 1.0),)), 1.5)
+    low = sk.busy((_NodeSlow(0, 4, "cojob", 0.3, node=0),))
+    assert low[:2] == pytest.approx(np.full((2, 4), 1.0 + 0.2 * (1.0 + NU_MEMBW * 0.3) + 0.1))
+    assert np.allclose(low[2:], 1.3)
+    x = 3.0 * (1.0 + NU_MEMBW)
+    assert np.allclose(sk.busy((_NodeSlow(0, 4, "cojob", 2.5, node=0),))[0],
+                       1.0 + 0.2 * x + 0.1)
+    assert np.allclose(_sockets(feed=0.6).busy((_NodeSlow(0, 4, "cojob", 2.5, node=0),))[0],
+                       0.6 * x)
+    for ramp in (1, 4):
+        bal = sk.busy((_NodeSlow(0, 4, "balancing", 0.5, ramp=ramp, node=0),))
+        assert bal[:2] == pytest.approx(np.array([[1.6, 1.3, 1.6, 1.3]] * 2))
+        assert np.allclose(bal[2:], 1.3)
+    sk.stall[1, 2] = 0.5
+    sk.warm[:] = [2.0, 1.0, 1.0, 1.0]
+    assert sk.busy()[1].tolist() == pytest.approx([2.6, 1.3, 1.8, 1.3])
+
+
+def test_numa_labels() -> None:
+    """Host CPU placement: every labelled slowdown (the affinity lost at a restart until the
+    next, NUMA balancing migrating pages in bursts at a climbing rate, a governor change at a
+    restart on every node until its revert, a co-scheduled CPU job) names the ranks of the
+    slowed node (every rank for a governor change) and passes the checks of
+    :func:`_node_family_labels` (+12-45 % over their healthy mean, up to NU_OVERSHOOT more;
+    negatives: housekeeping, compaction stalls, the logging rank, the shared-node wave,
+    another worker count at a restart stay under the rule); a multi-node job names a strict
+    subset of its ranks; the family has intermittent spans (most steps of the span unchanged:
+    bursts) and level ones (every step slower)."""
+    events, subset = _node_family_labels("numa", _NodeRules(
+        NU_KINDS, "governor", {"affinity": 2, "governor": 2}, ("balancing", "cojob"),
+        NU_SLOW_ITERS, NU_SLOWDOWN, NU_OVERSHOOT, NU_NODE))
+    shapes = {"intermittent" if np.median(f) < 1.0 + 1e-9 else
+              "level" if f.min() > 1.0 + 1e-9 else "between" for _, f in events}
+    assert {e.kind for e, _ in events} == {"affinity", "balancing", "governor", "cojob"}
+    assert {"intermittent", "level"} <= shapes and subset

@@ -764,6 +764,68 @@ detector changes, by someone who never ran the detector on it):
                  mean rise, with the capped node's ranks (kinds ``demand`` / ``psu`` /
                  ``config`` / ``cooling``).  Negatives: the healthy series alone.
 
+The held-out family of the eighteenth round (written and committed before that round's
+detector changes, by someone who never ran the detector on it):
+
+``numa``         host CPU placement: each rank's training process (its main thread, its
+                 data-loader workers, the NCCL proxy thread) is pinned by the launcher to the
+                 cores and memory of its GPU's socket, and the host's work is a share of the
+                 step, so where the placement or the host's CPU changes, the ranks of that
+                 node slow together.  A job is 1-16 data-parallel ranks (:data:`NU_RANKS`) on
+                 nodes of 1-8 (:data:`NU_NODE`); each rank's record is its busy time (the wait
+                 for the slowest node is not in it): its compute (a wandering rate, AR(1) in
+                 log space, jitter 0.3-2 %, a warm-up, 0.2-1 % per rank), its host work on the
+                 step's path (Python dispatch, the batch handed over, pinned-memory staging:
+                 2-30 % of the compute, :data:`NU_HOST`, 3-15 % jitter; small where the job
+                 is device-bound), its exposed host-to-device copies (1-6 %), or the loader's
+                 time per batch where that is longer (its workers' CPU time over their count:
+                 0.3-0.75 of the mean step, :data:`NU_FEED`, so hidden while healthy; 2-10
+                 workers per rank, fewer where the node's demand would pass 0.9 of its 32-192
+                 cores), plus checkpoints (every 200-1000 steps, 1-3 steps at 1.5-4x) and
+                 evaluations (every 100-1000 steps, +1-4 mean steps).  Healthy: OS
+                 housekeeping (a stall of 2-6 % of a mean step on a rank with chance
+                 1/50-1/10 per step), transparent-huge-page compaction (0.2-2 mean steps,
+                 chance 1/3000-1/500), rank 0 owning the logging / checkpoint thread (its host
+                 work 1.3-2.5x from the start, chance 0.5), shared-node activity following the
+                 day or cron (a period of 1-24 h, each node's host work +-10-50 %, at most 3 %
+                 of the mean step), the series cut in 1-3 parts, a part after the first
+                 starting with a planned restart with chance 0.6 (downtime 60-900 s, a
+                 warm-up, another loader worker count: the loader's time per batch with it,
+                 the busy time 0.97-1.04x).  Positives: 1-3 slowdowns (one in each part, the
+                 first always, the others with chance 0.7; 200 steps after a restart and
+                 before the next, else 40 healthy steps after), each raising the mean busy
+                 time of the slowed node's ranks over its span by +12-45 %
+                 (:data:`NU_SLOWDOWN`, up to :data:`NU_OVERSHOOT` more) over their healthy
+                 mean: the affinity lost at a restart (``affinity``: a launcher or container
+                 update, the node's processes float across sockets, their host work, loader
+                 and copies read remote memory and cross the inter-socket link, ``1 + g``
+                 times, at most 2x, until a restart at the span's end pins them again),
+                 automatic NUMA balancing migrating pages (``balancing``: on one node, in
+                 bursts of 3-40 steps, :data:`NU_BURST`, each making the CPU work and copies
+                 1.5-4x, a step in a burst where its burst's key is below the rate ``g``,
+                 the rate climbing linearly over 30-100 % of the span), a CPU frequency
+                 governor / C-state change after a BIOS or kernel update at a restart
+                 (``governor``: every node's CPU work ``1 + g`` times, at most 2.5x, the DMA
+                 copies not; its revert at a restart at the span's end; every rank named) or
+                 a co-scheduled CPU job (``cojob``: on one node, a demand of ``g`` times its
+                 cores, at most 8: nothing but the caches, ``1 + 0.15 min(1, g)``, while the
+                 cores suffice, then the CPU work time-sliced, ``demand + g`` times, until
+                 the loader binds the step).  Where the host's share is small the CPU's
+                 slowdowns hide behind the compute (and the loader's behind the step), so
+                 the rise is non-linear in ``g`` and capped by the host's share: a kind that
+                 cannot reach its rise is drawn again.  The counterfactual healthy series has
+                 the same restarts.  The size ``g`` is solved by bisection for the rise over
+                 a span of 60-800 steps (:data:`NU_SLOW_ITERS`) and at least 1.3 x 25 x (cv /
+                 rise)^2 (cv: the noisiest node's mean busy time), drawn again (at most 8
+                 times) until the labelled span holds 25 x (its own sd / its rise)^2 steps
+                 and stands +12 % above the healthy steps of the 200 before it, and of the 200
+                 after it where no restart follows (their 4 longest left out; the first
+                 part's last try: a co-scheduled job at the smallest rise over the part's
+                 whole room).  Labelled from the first step that changes to the last, by the
+                 span's mean rise, with the slowed node's ranks (kinds ``affinity`` /
+                 ``balancing`` / ``governor`` / ``cojob``).  Negatives: the healthy series
+                 alone.
+
 :data:`HELD_OUT` names the families that were never looked at while the detector was changed
 for issue 29 (decided before the changes): they are only evaluated.
 """
@@ -1485,23 +1547,81 @@ PW_DRAW_MAX = 1.0  # config: every node's draw at most 1 + this times
 PW_HEAT_MAX = 1.0  # cooling: the node's draw at most 1 + this times at the top of its climb
 PW_CLIMB = (0.3, 1.0)  # cooling: the draw climbs linearly over this share of the span
 
+# numa (module docstring): host CPU placement, each rank's process pinned to its GPU's socket
+NU_RANKS = (1, 2, 4, 8, 16)  # data-parallel ranks: a step waits for the slowest node
+NU_NODE = (1, 2, 4, 8)  # GPUs (ranks) of a node, two sockets (at most the ranks)
+NU_WANDER_SD = (0.003, 0.015)  # device rate: AR(1) in log space, stationary sd ...
+NU_WANDER_PHI = (0.95, 0.995)  # ... and lag-1 correlation
+NU_JITTER = (0.003, 0.02)  # ... plus per-step jitter (log space)
+NU_WARM_AMPLITUDE = (0.05, 0.4)  # the warm-up of the job's start and of every restart
+NU_WARM_TAU = (3.0, 30.0)
+NU_FIRST = (2.0, 10.0)
+NU_RANK_JITTER = (0.002, 0.01)  # each rank's compute per step (log space)
+NU_HOST = (0.02, 0.30)  # host work on the step's path (Python dispatch, the batch handed over,
+#                         pinned-memory staging) over the compute: small where device-bound ...
+NU_HOST_JITTER = (0.03, 0.15)  # ... its spread (log space)
+NU_COPY = (0.01, 0.06)  # exposed host-to-device copies of the batch over the compute ...
+NU_COPY_JITTER = (0.02, 0.10)  # ... their spread (log space)
+NU_FEED = (0.3, 0.75)  # the loader's time per batch (its workers' CPU time over their count)
+#                        over the mean step: hidden while it stays below the step ...
+NU_FEED_JITTER = (0.02, 0.08)  # ... its spread (log space)
+NU_WORKERS = (2, 10)  # data-loader worker processes per rank (inclusive) ...
+NU_CORES = (32, 48, 64, 96, 128, 192)  # ... on a node of this many cores (both sockets) ...
+NU_THREADS = 1.5  # ... beside each rank's main thread and NCCL proxy (cores of CPU demand) ...
+NU_FIT = 0.9  # ... the workers fewer where the node's demand would pass this share of its cores
+NU_LOG_P = 0.5  # a rank that owns the logging / checkpoint thread, with this chance: ...
+NU_LOG = (1.3, 2.5)  # ... its host work this many times the others' from the start
+NU_WAVE_S = (3600.0, 86400.0)  # shared-node activity (the day, cron): its period (seconds) ...
+NU_WAVE = (0.1, 0.5)  # ... each node's host work +-this (its own phase) ...
+NU_WAVE_STEP = 0.03  # ... at most this share of the mean step
+NU_KEEP_P = (1 / 50, 1 / 10)  # OS housekeeping (timers, kworkers): chance per rank and step ...
+NU_KEEP = (0.02, 0.06)  # ... of a stall of this many mean steps (log-uniform)
+NU_THP_P = (1 / 3000, 1 / 500)  # transparent-huge-page compaction: chance per rank and step ...
+NU_THP = (0.2, 2.0)  # ... of a stall of this many mean steps (log-uniform)
+NU_CKPT_EVERY = (200, 1000)  # a checkpoint every this many steps ...
+NU_CKPT_ITERS = (1, 3)  # ... that many steps ...
+NU_CKPT_X = (1.5, 4.0)  # ... this many times longer
+NU_EVAL_EVERY = (100, 200, 250, 500, 1000)  # an evaluation every this many steps ...
+NU_EVAL_X = (1.0, 4.0)  # ... adding this many mean steps
+NU_RESTART_P = 0.6  # a part after the first starts with a planned restart with this chance ...
+NU_REWORK_LEVEL = (0.97, 1.04)  # ... another loader worker count: the busy time this many times
+NU_DOWNTIME = (60.0, 900.0)  # a restart's downtime (seconds; the timestamps jump)
+NU_SLOWDOWN = (0.12, 0.45)  # mean rise of a slowdown's span over its healthy mean
+NU_SLOW_ITERS = (60, 800)  # its duration (log-uniform) ...
+NU_DECIDABLE = 25.0  # ... at least this x (span's sd / rise)^2 (the rise 5 standard errors)
+NU_NEED_MARGIN = 1.3  # ... drawn this much longer than that needs (its spread is estimated)
+NU_TRIES = 8  # a planned slowdown is drawn again until decidable, at most this many times
+NU_MORE_P = 0.7  # a positive: a slowdown in its first part, in each other with this chance
+NU_OVERSHOOT = 0.10  # a span's rise at most this above the drawn one (it is solved coarsely)
+NU_SOLVE_STEPS = 18  # bisection steps for a slowdown's size
+NU_SETTLE = 200  # slowdowns start this long after a restart ...
+NU_CLEAR = 200  # ... and end this long before the next one (else 40 steps)
+NU_KINDS = (("affinity", 0.3), ("balancing", 0.25), ("governor", 0.2), ("cojob", 0.25))
+NU_REMOTE_MAX = 1.0  # affinity: remote memory and the inter-socket link, at most 1 + this x
+NU_CLOCK_MAX = 1.5  # governor: the host's clock 1 / (1 + g), at most 2.5x lower
+NU_COJOB_MAX = 8.0  # cojob: a CPU job's demand, at most this many times the node's cores
+NU_MEMBW = 0.15  # cojob: the CPU work 1 + this x min(1, its demand) slower (caches, bandwidth)
+NU_BURST = (3, 40)  # balancing: page migration in bursts of this many steps (log-uniform) ...
+NU_BURST_X = (0.5, 3.0)  # ... the host work and copies 1 + this in a burst (log-uniform)
+NU_CLIMB = (0.3, 1.0)  # balancing: the burst rate climbs linearly over this share of the span
+
 FAMILIES: tuple[str, ...] = ("restart", "ckpt_stall", "flapping", "staircase", "noise_regime",
                              "sampled", "multirank", "greyhound", "failslow", "ramp", "short",
                              "hump", "warmup_onset", "reconfig", "ckpt_burst", "contention",
                              "megatron", "bimodal_replay", "ladder", "seqlen", "accum",
                              "memory", "prefetch", "pipeline", "lossy_link", "gc_pause",
-                             "dispatch", "moe", "hw_queue", "compile", "power")
+                             "dispatch", "moe", "hw_queue", "compile", "power", "numa")
 #: Families held out in the current round of issue 29: never looked at while the detector was
-#: changed (only evaluated; ``power`` was written and committed before the seventeenth
-#: round's changes, by someone who never ran the detector on it).  The others, ``compile``
-#: (held out in the sixteenth round), ``hw_queue`` (the fifteenth), ``moe`` (the
-#: fourteenth), ``dispatch`` (the thirteenth), ``gc_pause`` (the twelfth), ``lossy_link``
+#: changed (only evaluated; ``numa`` was written and committed before the eighteenth round's
+#: changes, by someone who never ran the detector on it).  The others, ``power`` (held out in
+#: the seventeenth round), ``compile`` (the sixteenth), ``hw_queue`` (the fifteenth), ``moe``
+#: (the fourteenth), ``dispatch`` (the thirteenth), ``gc_pause`` (the twelfth), ``lossy_link``
 #: (the eleventh), ``pipeline`` (the tenth), ``prefetch`` (the ninth), ``memory`` (the
 #: eighth), ``accum`` (the seventh), ``seqlen`` (the sixth), ``ladder`` (the fifth),
 #: ``bimodal_replay`` (the fourth), ``megatron`` (the third), ``contention`` (the second),
 #: ``hump``, ``warmup_onset``, ``reconfig`` and ``ckpt_burst`` (the first round) included,
 #: are the families it was built and tuned on.
-HELD_OUT: tuple[str, ...] = ("power",)
+HELD_OUT: tuple[str, ...] = ("numa",)
 
 #: (family, scenario, series per seed at scale 1, positive)
 SCENARIOS: tuple[tuple[str, str, int, bool], ...] = (
@@ -1573,6 +1693,8 @@ SCENARIOS: tuple[tuple[str, str, int, bool], ...] = (
     ("compile", "healthy", 10, False),
     ("power", "slow", 14, True),
     ("power", "healthy", 10, False),
+    ("numa", "slow", 14, True),
+    ("numa", "healthy", 10, False),
 )
 
 
@@ -4469,9 +4591,10 @@ def _compile(rng: np.random.Generator, scenario: str) -> _Timeline:
 
 
 @dataclass(frozen=True)
-class _PowerSlow:
-    """A slowdown of a :func:`_power` series over steps ``[a, b)``: its kind, its size ``g``,
-    the steps over which it climbs (1: a step) and its node (-1: every node)."""
+class _NodeSlow:
+    """A slowdown of a family of ranks on nodes (:func:`_power`, :func:`_numa`) over steps
+    ``[a, b)``: its kind, its size ``g``, the steps over which it climbs (1: a step) and its
+    node (-1: every node)."""
 
     a: int
     b: int
@@ -4479,6 +4602,15 @@ class _PowerSlow:
     g: float
     ramp: int = 1
     node: int = -1
+
+    def rows(self) -> slice:
+        """The rows of its node (every row: every node) in a ``(nodes, n)`` array."""
+        return slice(None) if self.node < 0 else slice(self.node, self.node + 1)
+
+    def weight(self) -> np.ndarray:
+        """Its weight over the span: climbing linearly from 0 at ``a`` to 1 over ``ramp``
+        steps."""
+        return np.minimum(1.0, (np.arange(self.b - self.a) + 1.0) / self.ramp)
 
 
 @dataclass
@@ -4514,7 +4646,7 @@ class _Nodes:
                                       / (1.0 - self.static)) ** (1.0 / self.kappa))
         return np.asarray(1.0 + self.bound * (1.0 / f - 1.0))
 
-    def busy(self, slow: tuple[_PowerSlow, ...] = (), warm: np.ndarray | None = None
+    def busy(self, slow: tuple[_NodeSlow, ...] = (), warm: np.ndarray | None = None
              ) -> np.ndarray:
         """Each rank's busy time (compute and host, plus the extra work) per step under the
         slowdowns ``slow`` (``warm``: the warm-ups, else the series' own): ``demand`` /
@@ -4522,38 +4654,222 @@ class _Nodes:
         draw by it (``w`` climbs linearly from 0 at ``a`` to 1 over ``ramp`` steps)."""
         draw, cap = self.draw.copy(), np.ones(self.draw.shape)
         for sl in slow:
-            rows = slice(None) if sl.node < 0 else slice(sl.node, sl.node + 1)
-            x = 1.0 + sl.g * np.minimum(1.0, (np.arange(sl.b - sl.a) + 1.0) / sl.ramp)
+            x = 1.0 + sl.g * sl.weight()
             if sl.kind in ("demand", "psu"):
-                cap[rows, sl.a:sl.b] /= x
+                cap[sl.rows(), sl.a:sl.b] /= x
             else:
-                draw[rows, sl.a:sl.b] *= x
+                draw[sl.rows(), sl.a:sl.b] *= x
         hv = (self.clock * self.throttle(draw, cap))[self.node]
         wu = (self.warm if warm is None else warm) * self.level
         return np.asarray((self.dev * (self.heavy * hv + 1.0 - self.heavy) + self.host) * wu
                           + self.rest)
 
 
-def _power(rng: np.random.Generator, scenario: str) -> _Timeline:
-    """Node power capping (module docstring): each rank's busy time, the ranks of a node
-    capped together; the corpus' noise is turned off (``noise_scale`` ~ 0)."""
+@dataclass(frozen=True)
+class _RankedJob:
+    """The draws a job of data-parallel ranks on nodes starts with (:func:`_ranked_job`;
+    arrays ``(ranks, n)`` or ``(n,)``): its steps, its step time in seconds, each rank's node,
+    the parts the series is cut in (``k`` of ``part`` steps from ``starts``), the device's
+    rate, each rank's compute at that rate and its host time."""
+
+    n: int
+    t: np.ndarray
+    base_s: float
+    ranks: int
+    nodes: int
+    node: np.ndarray
+    k: int
+    part: int
+    starts: np.ndarray
+    rate: np.ndarray
+    dev: np.ndarray
+    host: np.ndarray
+
+
+def _ranked_job(rng: np.random.Generator, ranks_of: tuple[int, ...], node_of: tuple[int, ...],
+                compute: tuple[tuple[float, float], ...], rank_jitter: tuple[float, float],
+                host: tuple[float, float], host_jitter: tuple[float, float]) -> _RankedJob:
+    """A job of ``ranks_of`` ranks on nodes of ``node_of`` (at most the ranks), cut in 1-3
+    parts after the lead; the device's rate from :func:`_wandering_compute` (``compute``: its
+    six ranges), each rank's compute at it with its own jitter (``rank_jitter``, log space),
+    each rank's host time a share ``host`` of it with a log-normal jitter (``host_jitter``,
+    mean 1).  Shared by :func:`_power` and :func:`_numa` (the draws in this order)."""
     n = _n(rng)
     t = np.arange(n)
     base_s = _loguniform(rng, *BASE_S)
-    ranks = int(rng.choice(PW_RANKS))
-    m = min(ranks, int(rng.choice(PW_NODE)))
-    nodes = -(-ranks // m)
-    node = np.arange(ranks) // m
+    ranks = int(rng.choice(ranks_of))
+    m = min(ranks, int(rng.choice(node_of)))
     k = int(rng.integers(1, 4))
     part = (n - LEAD_ITERS) // k
-    starts = LEAD_ITERS + part * np.arange(k)
-    rate = _wandering_compute(rng, t, PW_WANDER_SD, PW_WANDER_PHI, PW_JITTER,
-                              PW_WARM_AMPLITUDE, PW_WARM_TAU, PW_FIRST)
-    rj = float(rng.uniform(*PW_RANK_JITTER))
+    rate = _wandering_compute(rng, t, *compute)
+    rj = float(rng.uniform(*rank_jitter))
     dev = rate[None, :] * np.exp(rj * rng.standard_normal((ranks, n)))
-    hj = float(rng.uniform(*PW_HOST_JITTER))
-    host = float(rng.uniform(*PW_HOST)) * np.exp(hj * rng.standard_normal((ranks, n))
-                                                 - 0.5 * hj * hj)
+    hj = float(rng.uniform(*host_jitter))
+    hs = float(rng.uniform(*host))
+    return _RankedJob(n=n, t=t, base_s=base_s, ranks=ranks, nodes=-(-ranks // m),
+                      node=np.arange(ranks) // m, k=k, part=part,
+                      starts=LEAD_ITERS + part * np.arange(k), rate=rate, dev=dev,
+                      host=hs * np.exp(hj * rng.standard_normal((ranks, n)) - 0.5 * hj * hj))
+
+
+def _planned_restarts(rng: np.random.Generator, job: _RankedJob, warm: np.ndarray,
+                      level: np.ndarray, restart_p: float,
+                      how: tuple[tuple[float, float], tuple[float, float], tuple[float, float]],
+                      downtime: tuple[float, float], level_x: tuple[float, float],
+                      then: Callable[[int], None] | None = None
+                      ) -> tuple[np.ndarray, list[tuple[int, float]]]:
+    """Planned restarts between the parts of ``job`` (each with chance ``restart_p``): a
+    warm-up (``how``: the first step's factor, the hump's amplitude and time constant) into
+    ``warm``, a downtime (``downtime`` seconds), the level from there ``level_x`` times
+    (``level``, in place) and ``then(step)`` (a family's own change at the restart).  Returns
+    which parts begin with a restart and the ``(step, seconds)`` of each.  Shared by
+    :func:`_power` and :func:`_numa`."""
+    restarted = np.zeros(job.k, dtype=bool)
+    pauses: list[tuple[int, float]] = []
+    for j in range(1, job.k):
+        if rng.random() < restart_p:
+            restarted[j] = True
+            s0 = int(job.starts[j])
+            _moe_rewarm(warm, s0, _restart_warm(rng, *how))
+            pauses.append((s0, _loguniform(rng, *downtime)))
+            level[s0:] *= float(rng.uniform(*level_x))
+            if then is not None:
+                then(s0)
+    return restarted, pauses
+
+
+@dataclass(frozen=True)
+class _NodePlan:
+    """How the slowdowns of a family of ranks on nodes are drawn (:func:`_node_slowdowns`):
+    the kinds and their chances, each kind's largest size, the kinds that come with a restart
+    at the span's start and / or end (``"a"``, ``"b"``, ``"ab"``), those that slow every node,
+    those that climb (over ``climb`` of the span), the first part's last try (that kind over
+    the part's whole room at the smallest rise) and the family's ranges: rises, spans,
+    decidability, tries, overshoot, bisection steps, the chance of a slowdown in a later
+    part, the steps clear of restarts, a restart's warm-up and downtime."""
+
+    kinds: tuple[tuple[str, float], ...]
+    top: tuple[tuple[str, float], ...]
+    restarts: tuple[tuple[str, str], ...]
+    every: tuple[str, ...]
+    climbing: tuple[str, ...]
+    last: str
+    slowdown: tuple[float, float]
+    slow_iters: tuple[int, int]
+    climb: tuple[float, float]
+    need_margin: float
+    decidable: float
+    tries: int
+    overshoot: float
+    solve_steps: int
+    more_p: float
+    settle: int
+    clear: int
+    warm: tuple[tuple[float, float], tuple[float, float], tuple[float, float]]
+    downtime: tuple[float, float]
+
+
+def _node_slowdowns(rng: np.random.Generator, scenario: str, job: _RankedJob,
+                    restarted: np.ndarray, warm: np.ndarray,
+                    busy: Callable[[tuple[_NodeSlow, ...], np.ndarray], np.ndarray],
+                    var: float, plan: _NodePlan, pauses: list[tuple[int, float]]
+                    ) -> tuple[tuple[_NodeSlow, ...], list[tuple[int, int, float, str]],
+                               list[tuple[int, ...]], np.ndarray]:
+    """The slowdowns of a family of ranks on nodes (:func:`_power`, :func:`_numa`): one in
+    each part :func:`_part_rooms` gives, each raising the mean busy time of its node's ranks
+    (every rank's where its kind slows every node) over its span by a rise drawn in
+    ``plan.slowdown``, its size ``g`` solved by bisection (``busy(slowdowns, warm-ups)``: each
+    rank's busy time), the span drawn at least ``need_margin x decidable x var / rise^2``
+    long, drawn again (at most ``plan.tries`` times) until it is decidable and visible
+    (:func:`_visible_rise`; before it only where a restart follows).  A slowdown that comes
+    with restarts adds them (their warm-ups, and their downtimes to ``pauses``, in place);
+    the counterfactual healthy busy time has them too.  Returns the slowdowns, the events
+    ``(start, end, rise, kind)``, the ranks each names and the warm-ups."""
+    slow: tuple[_NodeSlow, ...] = ()
+    events: list[tuple[int, int, float, str]] = []
+    who_of: list[tuple[int, ...]] = []
+    kinds = [kd for kd, _ in plan.kinds]
+    kind_p = np.array([p for _, p in plan.kinds])
+    top, edges = dict(plan.top), dict(plan.restarts)
+    for j, lo_room, hi_room in _part_rooms(rng, scenario, job.starts, job.part, restarted,
+                                           plan.more_p, plan.settle, plan.clear):
+        for attempt in range(plan.tries):  # fresh draws until one is decidable
+            kind = kinds[int(rng.choice(len(kinds), p=kind_p))]
+            s = float(rng.uniform(*plan.slowdown))
+            climb = float(rng.uniform(*plan.climb))
+            need = plan.need_margin * plan.decidable * var / s ** 2
+            dur = max(_logint(rng, *plan.slow_iters), math.ceil(need))
+            how = (_restart_warm(rng, *plan.warm), _restart_warm(rng, *plan.warm))
+            down = (_loguniform(rng, *plan.downtime), _loguniform(rng, *plan.downtime))
+            nd = int(rng.integers(0, job.nodes))
+            if j == 0 and attempt == plan.tries - 1:  # the last try of a positive's first part:
+                kind, dur = plan.last, hi_room - lo_room  # over its whole room,
+                s = plan.slowdown[0]  # the smallest rise
+            dur = max(1, min(dur, hi_room - lo_room))
+            a = lo_room + int(rng.integers(0, hi_room - lo_room - dur + 1))
+            b = a + dur
+            ramp = max(1, int(round(climb * dur))) if kind in plan.climbing else 1
+            nd = -1 if kind in plan.every else nd
+            who = np.flatnonzero(job.node == nd) if nd >= 0 else np.arange(job.ranks)
+            # a slowdown that comes with a restart, or ends with one; the counterfactual
+            # healthy series has the same restarts
+            at = tuple(r for e, r in (("a", (a, how[0], down[0])), ("b", (b, how[1], down[1])))
+                       if e in edges.get(kind, ""))
+            hw = warm.copy()
+            for t0, h, _d in at:
+                _moe_rewarm(hw, t0, h)
+            base = busy((), hw)[who].mean(axis=0)
+            y0 = busy(slow, hw)[who].mean(axis=0)
+
+            def trial(g: float, sl_: _NodeSlow = _NodeSlow(a, b, kind, 0.0, ramp, nd),
+                      prev: tuple[_NodeSlow, ...] = slow, hw_: np.ndarray = hw,
+                      who_: np.ndarray = who, y0_: np.ndarray = y0
+                      ) -> tuple[int, int, np.ndarray]:
+                sl = _NodeSlow(sl_.a, sl_.b, sl_.kind, g, sl_.ramp, sl_.node)
+                return _changed_span(busy((*prev, sl), hw_)[who_].mean(axis=0), y0_, sl.a,
+                                     sl.b)
+
+            found = _solve_rise(trial, 1.0, s, 0.0, top[kind], base=base,
+                                steps=plan.solve_steps)
+            got = _visible_rise(found, base, plan.slowdown[0], s + plan.overshoot,
+                                plan.slow_iters[0], plan.decidable, after=not at)
+            if found is not None and got is not None:
+                lo, hi, _y, r = got
+                slow += (_NodeSlow(a, b, kind, found[3], ramp, nd),)
+                if at:
+                    warm = hw
+                    pauses += [(t0, d) for t0, _h, d in at]
+                events.append((lo, hi, r, kind))
+                who_of.append(tuple(int(v) for v in who))
+                break
+    return slow, events, who_of, warm
+
+
+_POWER_PLAN = _NodePlan(
+    kinds=PW_KINDS, top=(("demand", PW_CAP_MAX), ("psu", PW_CAP_MAX), ("config", PW_DRAW_MAX),
+                         ("cooling", PW_HEAT_MAX)),
+    restarts=(("psu", "b"), ("config", "ab")), every=("config",), climbing=("cooling",),
+    last="demand", slowdown=PW_SLOWDOWN, slow_iters=PW_SLOW_ITERS, climb=PW_CLIMB,
+    need_margin=PW_NEED_MARGIN, decidable=PW_DECIDABLE, tries=PW_TRIES,
+    overshoot=PW_OVERSHOOT, solve_steps=PW_SOLVE_STEPS, more_p=PW_MORE_P, settle=PW_SETTLE,
+    clear=PW_CLEAR, warm=(PW_FIRST, PW_WARM_AMPLITUDE, PW_WARM_TAU), downtime=PW_DOWNTIME)
+
+
+def _node_var(healthy: np.ndarray, node: np.ndarray, nodes: int) -> tuple[float, float]:
+    """The healthy mean busy time after the lead and the largest variance, over the nodes, of
+    a node's mean busy time over that mean squared."""
+    steady = healthy[:, LEAD_ITERS:]
+    mean = float(steady.mean())
+    return mean, max(float(steady[node == j].mean(axis=0).var()) for j in range(nodes)) / mean ** 2
+
+
+def _power(rng: np.random.Generator, scenario: str) -> _Timeline:
+    """Node power capping (module docstring): each rank's busy time, the ranks of a node
+    capped together; the corpus' noise is turned off (``noise_scale`` ~ 0)."""
+    job = _ranked_job(rng, PW_RANKS, PW_NODE, (PW_WANDER_SD, PW_WANDER_PHI, PW_JITTER,
+                                               PW_WARM_AMPLITUDE, PW_WARM_TAU, PW_FIRST),
+                      PW_RANK_JITTER, PW_HOST, PW_HOST_JITTER)
+    n, t, nodes, rate, dev = job.n, job.t, job.nodes, job.rate, job.dev
     rest, _ = _with_ckpt_eval(rng, t, np.zeros(n), rate, PW_CKPT_EVERY, PW_CKPT_ITERS,
                               PW_CKPT_X, PW_EVAL_EVERY, PW_EVAL_X)
     heavy = float(rng.uniform(*PW_HEAVY))
@@ -4567,8 +4883,8 @@ def _power(rng: np.random.Generator, scenario: str) -> _Timeline:
     if rng.random() < PW_BIN_P:  # a node of a slower bin from the start
         clock[int(rng.integers(0, nodes))] *= 1.0 + float(rng.uniform(*PW_BIN))
     # the job's clock (seconds, unthrottled) and the inlet temperature's wave
-    unit = np.asarray((dev * (1.0 + host.mean()) + rest).max(axis=0))
-    sec = base_s / float(unit[LEAD_ITERS:].mean())
+    unit = np.asarray((dev * (1.0 + job.host.mean()) + rest).max(axis=0))
+    sec = job.base_s / float(unit[LEAD_ITERS:].mean())
     start_s = np.concatenate([[0.0], np.cumsum(unit)[:-1]]) * sec
     wave = np.sin(2.0 * math.pi * start_s / _loguniform(rng, *PW_WAVE_S)
                   + rng.uniform(0.0, 2.0 * math.pi)) * float(rng.uniform(*PW_WAVE))
@@ -4585,89 +4901,172 @@ def _power(rng: np.random.Generator, scenario: str) -> _Timeline:
     since = tick * (phase - np.floor(phase))  # the time since the last tick
     on = np.mod(light[None, :] - since, cycle[None, :]) >= light[None, :]
     bound = np.where(on, 1.0, np.clip(1.0 - (tick - since) / block[None, :], 0.0, 1.0))
-    pw = _Nodes(node=node, dev=dev, host=host, heavy=heavy, draw=draw, clock=clock, bound=bound,
-                static=float(rng.uniform(*PW_STATIC)), kappa=float(rng.uniform(*PW_KAPPA)),
-                level=np.ones(n), warm=np.ones(n), rest=rest)
+    pw = _Nodes(node=job.node, dev=dev, host=job.host, heavy=heavy, draw=draw, clock=clock,
+                bound=bound, static=float(rng.uniform(*PW_STATIC)),
+                kappa=float(rng.uniform(*PW_KAPPA)), level=np.ones(n), warm=np.ones(n),
+                rest=rest)
     # planned restarts between parts: a downtime, a warm-up, another batch (a level)
-    restarted = np.zeros(k, dtype=bool)
-    pauses: list[tuple[int, float]] = []
-    for j in range(1, k):
-        if rng.random() < PW_RESTART_P:
-            restarted[j] = True
-            s0 = int(starts[j])
-            _moe_rewarm(pw.warm, s0, _restart_warm(rng, PW_FIRST, PW_WARM_AMPLITUDE,
-                                                   PW_WARM_TAU))
-            pauses.append((s0, _loguniform(rng, *PW_DOWNTIME)))
-            pw.level[s0:] *= float(rng.uniform(*PW_RESHAPE_LEVEL))
-    healthy = pw.busy()
-    steady = healthy[:, LEAD_ITERS:]
-    mean = float(steady.mean())
-    var = max(float(steady[node == j].mean(axis=0).var()) for j in range(nodes)) / mean ** 2
-    slow: tuple[_PowerSlow, ...] = ()
-    events: list[tuple[int, int, float, str]] = []
-    who_of: list[tuple[int, ...]] = []
-    kinds = [kd for kd, _ in PW_KINDS]
-    kind_p = np.array([p for _, p in PW_KINDS])
-    top = {"demand": PW_CAP_MAX, "psu": PW_CAP_MAX, "config": PW_DRAW_MAX,
-           "cooling": PW_HEAT_MAX}
-    for j, lo_room, hi_room in _part_rooms(rng, scenario, starts, part, restarted, PW_MORE_P,
-                                           PW_SETTLE, PW_CLEAR):
-        for attempt in range(PW_TRIES):  # fresh draws until one is decidable
-            kind = kinds[int(rng.choice(len(kinds), p=kind_p))]
-            s = float(rng.uniform(*PW_SLOWDOWN))
-            climb = float(rng.uniform(*PW_CLIMB))
-            need = PW_NEED_MARGIN * PW_DECIDABLE * var / s ** 2
-            dur = max(_logint(rng, *PW_SLOW_ITERS), math.ceil(need))
-            how = (_restart_warm(rng, PW_FIRST, PW_WARM_AMPLITUDE, PW_WARM_TAU),
-                   _restart_warm(rng, PW_FIRST, PW_WARM_AMPLITUDE, PW_WARM_TAU))
-            down = (_loguniform(rng, *PW_DOWNTIME), _loguniform(rng, *PW_DOWNTIME))
-            nd = int(rng.integers(0, nodes))
-            if j == 0 and attempt == PW_TRIES - 1:  # the last try of a positive's first part:
-                kind, dur = "demand", hi_room - lo_room  # a cap lowered over its whole room,
-                s = PW_SLOWDOWN[0]  # the smallest rise (the heavy block may be short)
-            dur = max(1, min(dur, hi_room - lo_room))
-            a = lo_room + int(rng.integers(0, hi_room - lo_room - dur + 1))
-            b = a + dur
-            ramp = max(1, int(round(climb * dur))) if kind == "cooling" else 1
-            nd = -1 if kind == "config" else nd
-            who = np.flatnonzero(node == nd) if nd >= 0 else np.arange(ranks)
-            # a PSU failure lasts until a restart; a configuration change comes with a restart
-            # and its revert with another; the counterfactual healthy series has the same
-            at = {"psu": ((b, how[1], down[1]),),
-                  "config": ((a, how[0], down[0]), (b, how[1], down[1]))}.get(kind, ())
-            hw = pw.warm.copy()
-            for t0, h, _d in at:
-                _moe_rewarm(hw, t0, h)
-            base = pw.busy((), hw)[who].mean(axis=0)
-            y0 = pw.busy(slow, hw)[who].mean(axis=0)
-
-            def trial(g: float, sl_: _PowerSlow = _PowerSlow(a, b, kind, 0.0, ramp, nd),
-                      prev: tuple[_PowerSlow, ...] = slow, hw_: np.ndarray = hw,
-                      who_: np.ndarray = who, y0_: np.ndarray = y0
-                      ) -> tuple[int, int, np.ndarray]:
-                sl = _PowerSlow(sl_.a, sl_.b, sl_.kind, g, sl_.ramp, sl_.node)
-                return _changed_span(pw.busy((*prev, sl), hw_)[who_].mean(axis=0), y0_, sl.a,
-                                     sl.b)
-
-            found = _solve_rise(trial, 1.0, s, 0.0, top[kind], base=base,
-                                steps=PW_SOLVE_STEPS)
-            got = _visible_rise(found, base, PW_SLOWDOWN[0], s + PW_OVERSHOOT,
-                                PW_SLOW_ITERS[0], PW_DECIDABLE, after=not at)
-            if found is not None and got is not None:
-                lo, hi, _y, r = got
-                slow += (_PowerSlow(a, b, kind, found[3], ramp, nd),)
-                if at:
-                    pw.warm = hw
-                    pauses += [(t0, d) for t0, _h, d in at]
-                events.append((lo, hi, r, kind))
-                who_of.append(tuple(int(v) for v in who))
-                break
+    restarted, pauses = _planned_restarts(rng, job, pw.warm, pw.level, PW_RESTART_P,
+                                          (PW_FIRST, PW_WARM_AMPLITUDE, PW_WARM_TAU),
+                                          PW_DOWNTIME, PW_RESHAPE_LEVEL)
+    mean, var = _node_var(pw.busy(), job.node, nodes)
+    slow, events, who_of, pw.warm = _node_slowdowns(rng, scenario, job, restarted, pw.warm,
+                                                    pw.busy, var, _POWER_PLAN, pauses)
     # each rank's busy time, labelled by the span's mean rise of its node's ranks (every
     # rank's for a configuration change) over their healthy mean
     healthy = pw.busy()
-    return _restarted_timeline(base_s * healthy / mean, pw.busy(slow) / healthy, events,
+    return _restarted_timeline(job.base_s * healthy / mean, pw.busy(slow) / healthy, events,
                                pauses, who_of)
 
+
+@dataclass
+class _Sockets:
+    """The draws of a :func:`_numa` series (arrays ``(ranks, n)`` or ``(nodes, n)`` or
+    ``(n,)``): each rank's node, its compute at the device's rate, its host work on the step's
+    path, its exposed host-to-device copies, its loader's time per batch, its healthy stalls
+    (housekeeping, compaction), the training's CPU demand over a node's cores, the automatic
+    NUMA balancing's bursts (each step's key and the host work's slowdown in a burst, per
+    node), the level, the restarts' warm-ups and the extra work (checkpoints, evaluations)."""
+
+    node: np.ndarray
+    dev: np.ndarray
+    host: np.ndarray
+    copy: np.ndarray
+    feed: np.ndarray
+    stall: np.ndarray
+    demand: float
+    key: np.ndarray
+    burst: np.ndarray
+    level: np.ndarray
+    warm: np.ndarray
+    rest: np.ndarray
+
+    def busy(self, slow: tuple[_NodeSlow, ...] = (), warm: np.ndarray | None = None
+             ) -> np.ndarray:
+        """Each rank's busy time per step under the slowdowns ``slow`` (``warm``: the warm-ups,
+        else the series' own): the compute plus the host work and the copies, or the loader's
+        time per batch where it is longer (a batch is ready no sooner), plus the stalls.  On
+        the slowdown's node (every node: ``node`` -1), with ``w`` climbing linearly from 0 at
+        ``a`` to 1 over ``ramp`` steps: ``affinity`` (the processes float across sockets:
+        the CPU work, host work and loader, reads remote memory and the copies cross the
+        inter-socket link, both ``1 + g w`` times), ``governor`` (the CPU's clock lower: the
+        CPU work ``1 + g w`` times, the DMA copies not), ``cojob`` (a CPU job whose demand is
+        ``g w`` times the node's cores: the CPU work time-sliced, ``max(1, demand + g w)``
+        times, and ``1 + NU_MEMBW min(1, g w)`` for the caches and the memory bandwidth) and
+        ``balancing`` (pages migrated in bursts: a step whose key is below ``g w`` is in a
+        burst, its CPU work and copies ``1 + burst`` times)."""
+        nodes, n = self.key.shape
+        cpu, cx = np.ones((nodes, n)), np.ones((nodes, n))
+        for sl in slow:
+            rows, span, w = sl.rows(), slice(sl.a, sl.b), sl.weight()
+            if sl.kind == "cojob":
+                load = sl.g * w
+                cpu[rows, span] *= (np.maximum(1.0, self.demand + load)
+                                    * (1.0 + NU_MEMBW * np.minimum(1.0, load)))
+                continue
+            x = 1.0 + sl.g * w
+            if sl.kind == "balancing":
+                x = 1.0 + self.burst[rows, span] * (self.key[rows, span] < sl.g * w)
+            cpu[rows, span] *= x
+            if sl.kind != "governor":
+                cx[rows, span] *= x
+        c, k = cpu[self.node], cx[self.node]
+        wu = (self.warm if warm is None else warm) * self.level
+        work = np.maximum(self.dev + self.host * c + self.copy * k, self.feed * c)
+        return np.asarray((work + self.stall) * wu + self.rest)
+
+
+_NUMA_PLAN = _NodePlan(
+    kinds=NU_KINDS, top=(("affinity", NU_REMOTE_MAX), ("balancing", 1.0),
+                         ("governor", NU_CLOCK_MAX), ("cojob", NU_COJOB_MAX)),
+    restarts=(("affinity", "ab"), ("governor", "ab")), every=("governor",),
+    climbing=("balancing",), last="cojob", slowdown=NU_SLOWDOWN, slow_iters=NU_SLOW_ITERS,
+    climb=NU_CLIMB, need_margin=NU_NEED_MARGIN, decidable=NU_DECIDABLE, tries=NU_TRIES,
+    overshoot=NU_OVERSHOOT, solve_steps=NU_SOLVE_STEPS, more_p=NU_MORE_P, settle=NU_SETTLE,
+    clear=NU_CLEAR, warm=(NU_FIRST, NU_WARM_AMPLITUDE, NU_WARM_TAU), downtime=NU_DOWNTIME)
+
+
+def _stalls(rng: np.random.Generator, shape: tuple[int, int], chance: tuple[float, float],
+            size: tuple[float, float]) -> np.ndarray:
+    """Stalls that hit each entry with a chance drawn in ``chance``, each of a size
+    log-uniform in ``size``; 0 elsewhere."""
+    hit = rng.random(shape) < rng.uniform(*chance)
+    out = np.zeros(shape)
+    out[hit] = np.exp(rng.uniform(math.log(size[0]), math.log(size[1]), int(hit.sum())))
+    return out
+
+
+def _migration_bursts(rng: np.random.Generator, nodes: int, n: int
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """Each node's steps cut in runs of :data:`NU_BURST` steps (log-uniform), each run with
+    its key (uniform: a run is a burst where its key is below the rate) and the slowdown of
+    the CPU work in it (:data:`NU_BURST_X`, log-uniform): ``(key, burst)``, ``(nodes, n)``."""
+    runs = n // NU_BURST[0] + 1
+    length = np.rint(np.exp(rng.uniform(math.log(NU_BURST[0]), math.log(NU_BURST[1]),
+                                        (nodes, runs)))).astype(np.int64)
+    u = rng.random((nodes, runs))
+    x = np.exp(rng.uniform(math.log(NU_BURST_X[0]), math.log(NU_BURST_X[1]), (nodes, runs)))
+    run = np.array([np.repeat(np.arange(runs), length[j])[:n] for j in range(nodes)])
+    return np.take_along_axis(u, run, axis=1), np.take_along_axis(x, run, axis=1)
+
+
+def _numa(rng: np.random.Generator, scenario: str) -> _Timeline:
+    """Host CPU placement (module docstring): each rank's busy time, the ranks of a node slowed
+    together; the corpus' noise is turned off (``noise_scale`` ~ 0)."""
+    job = _ranked_job(rng, NU_RANKS, NU_NODE, (NU_WANDER_SD, NU_WANDER_PHI, NU_JITTER,
+                                               NU_WARM_AMPLITUDE, NU_WARM_TAU, NU_FIRST),
+                      NU_RANK_JITTER, NU_HOST, NU_HOST_JITTER)
+    n, t, ranks, nodes = job.n, job.t, job.ranks, job.nodes
+    m = int(np.count_nonzero(job.node == 0))
+    rest, _ = _with_ckpt_eval(rng, t, np.zeros(n), job.rate, NU_CKPT_EVERY, NU_CKPT_ITERS,
+                              NU_CKPT_X, NU_EVAL_EVERY, NU_EVAL_X)
+    host = job.host.copy()
+    cj = float(rng.uniform(*NU_COPY_JITTER))
+    copy = float(rng.uniform(*NU_COPY)) * np.exp(cj * rng.standard_normal((ranks, n))
+                                                 - 0.5 * cj * cj)
+    if rng.random() < NU_LOG_P:  # rank 0 owns the logging / checkpoint thread
+        host[0] *= float(rng.uniform(*NU_LOG))
+    unit = float((job.dev + host + copy)[:, LEAD_ITERS:].mean())  # the mean busy time
+    # shared-node activity (each node's own phase): the host work +-amp, a few % of the step
+    start_s = t * job.base_s
+    amp = min(float(rng.uniform(*NU_WAVE)), NU_WAVE_STEP * unit / float(host.mean()))
+    wave = np.sin(2.0 * math.pi * start_s[None, :] / _loguniform(rng, *NU_WAVE_S)
+                  + rng.uniform(0.0, 2.0 * math.pi, (nodes, 1)))
+    host *= 1.0 + amp * wave[job.node]
+    # the loader: its workers' CPU time per batch over their count, below the step
+    rho = float(rng.uniform(*NU_FEED))
+    fj = float(rng.uniform(*NU_FEED_JITTER))
+    feed = rho * unit * np.exp(fj * rng.standard_normal((ranks, n)) - 0.5 * fj * fj)
+    cores = int(rng.choice(NU_CORES))
+    workers = int(rng.integers(NU_WORKERS[0], NU_WORKERS[1] + 1))
+    workers = max(1, min(workers, int((NU_FIT * cores / m - NU_THREADS) / rho)))
+    busy_cpu = rho * workers  # the workers' cores of CPU demand per rank (kept at a restart)
+    stall = unit * (_stalls(rng, (ranks, n), NU_KEEP_P, NU_KEEP)
+                    + _stalls(rng, (ranks, n), NU_THP_P, NU_THP))
+    key, burst = _migration_bursts(rng, nodes, n)
+    sk = _Sockets(node=job.node, dev=job.dev, host=host, copy=copy, feed=feed, stall=stall,
+                  demand=m * (NU_THREADS + busy_cpu) / cores, key=key, burst=burst,
+                  level=np.ones(n), warm=np.ones(n), rest=rest)
+    now = [workers]
+
+    def rework(s0: int) -> None:  # another worker count: the loader's time per batch with it
+        new = max(int(rng.integers(NU_WORKERS[0], NU_WORKERS[1] + 1)),
+                  math.ceil(busy_cpu / NU_FEED[1]))
+        sk.feed[:, s0:] *= now[0] / new
+        now[0] = new
+
+    # planned restarts between parts: a downtime, a warm-up, another worker count (a level)
+    restarted, pauses = _planned_restarts(rng, job, sk.warm, sk.level, NU_RESTART_P,
+                                          (NU_FIRST, NU_WARM_AMPLITUDE, NU_WARM_TAU),
+                                          NU_DOWNTIME, NU_REWORK_LEVEL, rework)
+    mean, var = _node_var(sk.busy(), job.node, nodes)
+    slow, events, who_of, sk.warm = _node_slowdowns(rng, scenario, job, restarted, sk.warm,
+                                                    sk.busy, var, _NUMA_PLAN, pauses)
+    # each rank's busy time, labelled by the span's mean rise of its node's ranks (every
+    # rank's for a governor change) over their healthy mean
+    healthy = sk.busy()
+    return _restarted_timeline(job.base_s * healthy / mean, sk.busy(slow) / healthy, events,
+                               pauses, who_of)
 
 def _part_rooms(rng: np.random.Generator, scenario: str, starts: np.ndarray, part: int,
                 restarted: np.ndarray, more_p: float, settle: int, clear: int
@@ -4824,7 +5223,7 @@ _BUILDERS: dict[str, Callable[[np.random.Generator, str], _Timeline]] = {
     "bimodal_replay": _bimodal_replay, "ladder": _ladder, "seqlen": _seqlen, "accum": _accum,
     "memory": _memory, "prefetch": _prefetch, "pipeline": _pipeline,
     "lossy_link": _lossy_link, "gc_pause": _gc_pause, "dispatch": _dispatch, "moe": _moe,
-    "hw_queue": _hw_queue, "compile": _compile, "power": _power,
+    "hw_queue": _hw_queue, "compile": _compile, "power": _power, "numa": _numa,
 }
 
 
