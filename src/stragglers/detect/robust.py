@@ -32,6 +32,12 @@ MODE_BAND = 0.5  # a run within this many midpoints (half thresholds) of a level
 MODE_LEVELS = 2  # ... or this many runs within a midpoint that each outlasted a stall
 MODE_GAP = 2  # points back below the midpoint that end a run
 MODE_HISTORY = 512  # latest points whose runs are found again when the healthy level falls
+MIX_POINTS = 64  # healthy points before a candidate stretch behind the mixture's weights
+MIX_SHARE = 0.1  # ... at least this share of them beyond its midpoint: a mode, not spikes
+MIX_DRAWN = 0.2  # ... of modes drawn afresh each point: beyond the midpoint again after a
+#                  point beyond it at most this much more often than the share beyond it
+MIX_ARL = 1e6  # a stretch that mixes known modes: its share beyond their midpoint clears
+#               the healthy share at a chance of 1 / MIX_ARL (Chernoff) to be an onset
 FOLD_POINTS = 32  # latest points behind the short level of a periodic series (lower quartile)
 FOLD_GAPS = 16  # gaps between long points behind its period
 FOLD_LOCK = 12  # a period: this many of those gaps equal (at least 2 points) ...
@@ -53,6 +59,8 @@ LOSS_WINDOW = 64  # points behind a recovery's mean excess
 LOSS_STARTS = 256  # run starts kept to place an onset
 LOSS_PLACE = 3.0  # an onset: the latest run start whose log-likelihood of a rise of the chance
 #                  of a run since is within this of the best (a likelihood ratio of e^3 = 20)
+RATE_LEVELS = (1.5, 2.0, 3.0, 5.0)  # the count of long points: points this many times the
+#                  healthy level or more, beyond the healthy body (each level its own count)
 
 Sink = Callable[[float, int], list[Alarm]]
 
@@ -329,6 +337,105 @@ def _count_exponent(p: float, m: float, k: float) -> float:
     return t
 
 
+class _RateLevel:
+    """The count of run starts at one level ``c`` (points ``c`` times the healthy level or
+    more) in the view on the mean: Bernoulli's cumulative log-likelihood ratio of a chance
+    of a run start that rises from the healthy one ``p0`` to ``p0 + threshold / (c - 1)``
+    (a rise of the mean time of ``threshold`` at the least excess a run start there has),
+    an onset at ``log(LOSS_ARL x levels)`` times the healthy count's long-run variance over
+    the Bernoulli one.  The healthy chance and that variance learn the points of each
+    excursion that ends without an onset (like the view on the mean).  O(1) a point."""
+
+    __slots__ = ("c", "inrun", "n", "p", "nb", "cm", "cm2", "s", "pend_n", "pend_k",
+                 "pend_b", "starts", "top")
+
+    def __init__(self, c: float) -> None:
+        self.c, self.inrun = c, False
+        self.n, self.p = 0, 0.0  # healthy points learnt, chance that one starts a run
+        self.nb, self.cm, self.cm2 = 0, 0.0, 0.0  # batch means of the run starts
+        self.pend_n, self.pend_k = 0, 0
+        self.pend_b: list[float] = []
+        self.reset()
+
+    def reset(self) -> None:
+        """The sum at zero (the pending points dropped: a rise is not learnt)."""
+        self.s, self.top = 0.0, 0.0
+        self.pend_n, self.pend_k = 0, 0
+        self.pend_b.clear()
+        # (iteration, position, the view's excess summed before it) of the run starts
+        self.starts: deque[tuple[int, int, float]] = deque(maxlen=LOSS_STARTS)
+
+    def chance(self) -> float:
+        return min(max(self.p, 1.0 / LOSS_BASE), 0.5)
+
+    def learn(self, k: int, n: int) -> None:
+        self.n += n
+        self.p += (k / n - self.p) * min(1.0, n / min(self.n, LOSS_BASE))
+
+    def batch(self, b: float) -> None:
+        self.nb += 1
+        w = 1.0 / min(self.nb, LOSS_BASE // LOSS_BATCH)
+        self.cm += (b - self.cm) * w
+        self.cm2 += (b * b - self.cm2) * w
+
+    def feed(self, start: bool, it: int, pos: int, cum: float, e: float, b: float | None,
+             judge: bool, limit: float, threshold: float) -> tuple[int, int, float] | None:
+        """One point (``start``: it begins a run at this level; ``cum``: the view's excess
+        summed before it, ``e`` its own; ``b``: the batch mean of run starts it closed);
+        where a rise began (iteration, position, excess summed before it) once the sum
+        holds the limit (``judge``: the view has learnt enough), else None."""
+        k = int(start)
+        if not judge or (self.s <= 0.0 and not start):
+            self.learn(k, 1)
+            if b is not None:
+                self.batch(b)
+            return None
+        p0 = self.chance()
+        p1 = min(p0 + threshold / (self.c - 1.0), 0.95)
+        if self.s <= 0.0:  # a run start: the sum leaves zero
+            self.s, self.top = 0.0, 0.0
+            self.starts.clear()
+        self.top = max(self.top, e)
+        self.s += math.log(p1 / p0) if start else math.log((1.0 - p1) / (1.0 - p0))
+        if start:
+            self.starts.append((it, pos, cum))
+        self.pend_n += 1
+        self.pend_k += k
+        if b is not None:
+            self.pend_b.append(b)
+        if self.s <= 0.0:  # an excursion over without an onset: healthy, learnt
+            self.learn(self.pend_k, self.pend_n)
+            for m in self.pend_b:
+                self.batch(m)
+            self.reset()
+            return None
+        if self.pend_n >= LOSS_BASE:  # a long excursion below the limit: the healthy chance
+            self.learn(self.pend_k, self.pend_n)
+            for m in self.pend_b:
+                self.batch(m)
+            self.pend_n, self.pend_k = 0, 0
+            self.pend_b.clear()
+        lrv = LOSS_BATCH * max(self.cm2 - self.cm * self.cm, 0.0)
+        disp = max(1.0, lrv / (p0 * (1.0 - p0)))
+        if self.s < disp * limit or len(self.starts) < LOSS_RUNS:
+            return None
+        return self._began(pos, p0)
+
+    def _began(self, pos: int, p0: float) -> tuple[int, int, float]:
+        """The latest run start whose log-likelihood of a rise of the chance (from ``p0``
+        to the one since) is within ``LOSS_PLACE`` of the best."""
+        st = self.starts
+        n = len(st)
+        ll = []
+        for i, (_, q, _c) in enumerate(st):
+            m, k = pos - q + 1, n - i
+            p1 = min(k / m, 1.0 - 1e-9)
+            ll.append(k * math.log(p1 / p0) + (m - k) * math.log((1.0 - p1) / (1.0 - p0))
+                      if p1 > p0 else -math.inf)
+        top = max(ll)
+        return st[max(i for i in range(n) if ll[i] >= top - LOSS_PLACE)]
+
+
 class _LossView:
     """The view on the mean (``docs/detection.md``): the time that sparse long iterations
     add in a series without a period (a storm of input stalls, part of the steps waiting
@@ -355,15 +462,26 @@ class _LossView:
     The healthy excess and its variance learn the points of each excursion of the sum that
     ends without an onset (at most ``LOSS_BASE`` points pending; a rise is not learnt).
     The mean excess of the latest ``LOSS_WINDOW`` points back within the drift of the
-    healthy one is its recovery.  O(1) a point."""
+    healthy one is its recovery.  Long points that come more often, beyond the healthy body
+    (the median healthy, the healthy excess spread by rare huge stalls), are also counted
+    at each of ``RATE_LEVELS`` (:class:`_RateLevel`): an onset there where the excess since
+    the rise began, beyond the healthy one and less its largest point, holds the need, from
+    ``LOSS_RUNS`` run starts or more.  O(1) a point."""
 
     __slots__ = ("limit", "k", "need", "max_run", "base", "n", "s", "start", "runs", "run",
                  "run_sum", "top", "starts", "cum", "pos", "win", "wsum", "bsum", "bn", "nb",
                  "bm", "bm2", "slow", "pend_e", "pend_n", "pend_b", "rate", "pend_r", "csum",
-                 "cm", "cm2", "from_pos")
+                 "cm", "cm2", "from_pos", "threshold", "levels", "lcount", "ecum",
+                 "arl")
 
     def __init__(self, threshold: float, stall_iters: int) -> None:
         self.limit, self.k = math.log1p(threshold), 0.5 * threshold
+        self.threshold = threshold
+        # the count of long points beyond the healthy body, one per level
+        self.levels = tuple(_RateLevel(c) for c in RATE_LEVELS if c - 1.0 > threshold)
+        self.lcount = [0] * len(self.levels)  # run starts of the open batch, per level
+        self.ecum = 0.0  # the excess summed over every point judged
+        self.arl = math.log(LOSS_ARL * max(len(self.levels), 1))
         self.need, self.max_run = LOSS_ITERS * max(stall_iters, 1), max(stall_iters, 1)
         self.base, self.n, self.pos = 0.0, 0, 0
         self.rate, self.pend_r = 0.0, 0  # healthy chance that a point begins a run
@@ -389,6 +507,8 @@ class _LossView:
 
     def pause(self) -> None:
         """The main view is slow (or has no healthy level): the sum starts afresh after."""
+        for lv in self.levels:
+            lv.reset()
         self._clear()
         self._drop()
         self.slow, self.wsum = False, 0.0
@@ -401,6 +521,11 @@ class _LossView:
         e = min(x / h - 1.0, LOSS_CAP)
         self.pos += 1
         first = 0.0
+        starts: list[bool] = []
+        for lv in self.levels:  # runs beyond the healthy body, per level
+            up = x >= lv.c * h
+            starts.append(up and not lv.inrun)
+            lv.inrun = up
         if r >= self.limit:  # a long point
             self.run += 1
             if self.run == 1:
@@ -431,14 +556,41 @@ class _LossView:
             if len(win) == LOSS_WINDOW and self.wsum / LOSS_WINDOW - self.base < self.k:
                 self.slow = False
                 self._clear()
+                for lv in self.levels:
+                    lv.reset()
                 return "recovery", it, self.wsum / LOSS_WINDOW
             return None
         self.bsum += e
         self.csum += first
         self.bn += 1
+        for j, st in enumerate(starts):
+            self.lcount[j] += int(st)
         b = (self.bsum / LOSS_BATCH, self.csum / LOSS_BATCH) if self.bn == LOSS_BATCH else None
+        lb: list[float | None] = [None] * len(self.levels)
         if b is not None:
             self.bsum, self.csum, self.bn = 0.0, 0.0, 0
+            lb = [c / LOSS_BATCH for c in self.lcount]
+            self.lcount = [0] * len(self.levels)
+        judge = self.nb >= LOSS_BATCHES
+        rose: tuple[int, int, float] | None = None
+        for j, lv in enumerate(self.levels):
+            at = lv.feed(starts[j], it, self.pos, self.ecum, e, lb[j], judge, self.arl,
+                         self.threshold)
+            # the rise holds the need beyond the healthy excess, less its largest point
+            # (one stall is no rise), as the sum's does
+            if at is not None and (self.ecum + e - at[2] - self.base * (self.pos - at[1] + 1)
+                                   - lv.top >= self.need) and (rose is None or at[1] < rose[1]):
+                rose = at
+        self.ecum += e
+        if rose is not None:  # the count of long points beyond the healthy body rose
+            self.slow, self.wsum = True, 0.0
+            self.win.clear()
+            self._drop()
+            self._restart()
+            for lv in self.levels:
+                lv.reset()
+            at_it, p, c0 = rose
+            return "onset", at_it, (self.ecum - c0) / (self.pos - p + 1)
         if self.nb < LOSS_BATCHES:
             self._learn(e, b, first)
             return None
@@ -963,8 +1115,46 @@ class RobustLevelDetector:
                 and self._lasted(st, max(k, st.after_return(self._return_floor(r, latest))),
                                  max(r + self.mid, 0.5 * (r + st.inside_level())))
                 and (not startup or self._step(st, k, n, latest))):
-            return alarms + self._onset(st, r, level)
+            if not self._known_mixture(st, r, level):
+                return alarms + self._onset(st, r, level)
         return alarms + self._ramp(st, self._settle, it)  # a trend, not a step
+
+    def _known_mixture(self, st: _Stretch, r: float, level: float) -> bool:
+        """The candidate stretch is what the healthy mixture of modes draws: the healthy
+        points of the latest ``MODE_HISTORY`` before it held ``MODE_RUNS`` points or more
+        beyond the midpoint between ``r`` and ``level``, and ``MIX_SHARE`` of them (a mode
+        already seen, not spikes), drawn afresh each point (``MIX_DRAWN``), and the
+        stretch's share of points beyond it is within the binomial noise of their share
+        (Chernoff's bound: ``n KL(share || healthy share) < log(MIX_ARL)``).  A shift of the
+        mixture's weights, or of its modes, clears it; a stretch that only mixes known
+        modes as often as they come waits for more points."""
+        mid = 0.5 * (r + level)
+        first = st.pts[0][3]
+        n0 = k0 = k11 = 0
+        prev = False
+        for it, y, slow in self._hist:
+            if it >= first:
+                break
+            if not slow:
+                up = y >= mid
+                n0 += 1
+                k0 += up
+                k11 += up and prev
+                prev = up
+        if k0 < MODE_RUNS or n0 < MIX_POINTS or k0 < MIX_SHARE * n0:
+            return False
+        # drawn afresh each point: a point beyond the midpoint follows one beyond it no
+        # more often than MIX_DRAWN above the share (modes that dwell: the mode model's)
+        if k11 / k0 > k0 / n0 + MIX_DRAWN:
+            return False
+        n1 = len(st.pts)
+        q = sum(p[0] >= mid for p in st.pts) / n1
+        p0 = (k0 + 1.0) / (n0 + 2.0)
+        if q <= p0:
+            return True
+        kl = q * math.log(q / p0) + (
+            (1.0 - q) * math.log((1.0 - q) / (1.0 - p0)) if q < 1.0 else 0.0)
+        return n1 * kl < math.log(MIX_ARL)
 
     def _lag_slow(self, st: _Stretch, k: int, lag: float, level: float) -> bool:
         """Slow against the lagged reference ``lag`` (:meth:`_lagged`): the whole threshold
