@@ -605,7 +605,11 @@ class Rebalancer:
         predicted gain above twice ``tolerance`` (a give-back comes with even within
         ``tolerance`` of the best: a band of one ``tolerance`` where neither moves). Then
         the best split for those steps (``new onset``), else even (``held at even``).
-        After a give-back (:meth:`_new_onset_after_give_back`) the evidence is stronger."""
+        After a give-back (:meth:`_new_onset_after_give_back`) the evidence is stronger,
+        and so it is, however the split came back to even (a walk back by trials, ``even
+        within tolerance``), for a best split that cuts a replica the last rebalanced split
+        did not cut: a new straggler, not the one mitigated still slow at even (that one is
+        re-detected on a first action's evidence)."""
         if self._given_back:
             return self._new_onset_after_give_back()
         est = self.estimate(since=self._since)
@@ -613,6 +617,9 @@ class Rebalancer:
             t = est.times_s
             best = tuple(int(c) for c in best_split(t, self.m * self.dp, self.stages,
                                                     source="Rebalancer: times"))
+            if self._side is not None and bool(np.any(
+                    (np.asarray(best) < np.asarray(self.even)) & (self._side >= 0))):
+                return self._new_onset_after_give_back()
             gain = 1 - step_of(best, t, self.stages) / step_of(self.even, t, self.stages)
             cut = np.asarray(best) < np.asarray(self.even)
             lo = float(np.min(est.relative))
