@@ -65,11 +65,11 @@ def _strategies(s2: float, s3: float) -> tuple[Strategy, ...]:
 
 
 def _drive(tmp_path: Path, job: SimJob, steps: int, strategies: tuple[Strategy, ...],
-           chunk: int = 2) -> list[dict]:
+           chunk: int = 2, window: int = 10) -> list[dict]:
     records: list[dict] = []
     action = tmp_path / "action.json"
     ctl = LiveController(LiveConfig(job_dir=job.root, action_path=action,
-                                    strategies=strategies), records.append)
+                                    strategies=strategies, window=window), records.append)
     for first in range(0, steps, chunk):
         job.take_action(action, first)
         job.run_steps(first, chunk)
@@ -181,3 +181,23 @@ def test_the_end_record_gives_the_loops_own_cpu_by_phase(tmp_path: Path) -> None
     assert set(phases) == {"read", "prepare", "detect", "plan", "rebalance"}
     assert all(v >= 0 for v in phases.values())
     assert abs(sum(phases.values()) - cpu["per_step_ms"]) < 0.01
+
+
+def test_the_first_action_estimates_from_the_detectors_onset(tmp_path: Path) -> None:
+    """dp 2, replica 0 x1.6 from step 30. The S2 decision comes some steps after the onset
+    the detector places; the rebalancer's window (here 14 steps) then still held healthy
+    steps before it (at load they pulled the example job's first estimate low: x1.5 round 0 at
+    load 6). The first action's estimate now starts at the detector's onset: it uses no
+    step before it, and still gives the optimum (9, 15)."""
+
+    def speed(p: int, step: int) -> float:
+        return 0.01 * (1.6 if p == 0 and step >= 30 else 1.0) * _noise(p, step)
+
+    job = SimJob(tmp_path / "job", 2, 1, 12, speed)
+    records = _drive(tmp_path, job, 50, _strategies(0.05, 4.0), window=14)
+    onset = next(r for r in records if r["record"] == "watch" and r["event"] == "onset")
+    action = next(r for r in records if r["record"] == "action")
+    placed, decided = onset["job_iteration"], action["step"] - 1
+    assert 0 < decided - placed + 1 < 14, (placed, decided)  # inside the window
+    assert action["estimate"]["steps"] == decided - placed + 1, (placed, action)
+    assert action["assignment"] == [9, 15]

@@ -479,12 +479,17 @@ class LiveController:
         rec: dict[str, object] = {"record": "decision", "episode": episode,
                                "job_step": self.state.fed_until, **d.to_dict()}
         if d.action == "microbatch":
+            if not self.state.engaged and self.state.counts == self.rebalancer.even:
+                # a first action: its estimate, and its trial's baseline, from the steps
+                # since the detector's onset only (the healthy steps before it, in the
+                # window under load, pulled the estimate low and the baseline down)
+                self.rebalancer.reset(since=max(self.state.regime_from, 0))
             self.state.engaged = True
             action = self.rebalance()
             rec["applied"] = action is not None
             rec["action_file"] = action
             if action is None:
-                est = self.rebalancer.estimate()
+                est = self.rebalancer.plan_estimate()
                 rec["note"] = ("the measured times give the assignment already in effect; "
                                "the rebalancer follows them from now on" if est is not None
                                else f"fewer than {self.rebalancer.min_steps} steps measured: "
@@ -503,7 +508,7 @@ class LiveController:
         meta = self.follower.meta
         assert meta is not None
         m = self.state.microbatches
-        est = self.rebalancer.estimate()
+        est = self.rebalancer.plan_estimate()
         self.state.seq += 1
         action = MicrobatchAction(seq=self.state.seq, step=self.state.fed_until + 1,
                                   assignment=counts)

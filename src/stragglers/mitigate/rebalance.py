@@ -51,8 +51,10 @@ than its own before (else the split for its new level, toward even). The last 2 
 ``min_steps`` steps measuring the replicas alike, and unlike the steps before, bring the
 even split at once; no split past even is made in one move; and after a return to even,
 leaving it needs a first action's evidence on the steps at even, with a gain above twice
-``tolerance`` (no flapping around even); after a give-back (alike, recovered), in both
-halves of those steps, each replica compared with the fastest step by step. After each
+``tolerance`` (no flapping around even); after a give-back (alike, recovered), and for a
+split that cuts a replica the last rebalanced split did not (a new straggler) after any
+return, in both halves of those steps, each replica compared with the fastest step by
+step. After each
 :meth:`Rebalancer.plan`, ``last_plan`` (a :class:`PlanNote`) says what it decided and why.
 The split is Falcon's Eq. 1 solved exactly (:func:`~.microbatch.solve_microbatches`) for a
 step of ``max_i (m_i + stages - 1) t_i`` (with ``stages`` pipeline stages, the fill and
@@ -225,6 +227,7 @@ class Rebalancer:
         # the even split in effect is a give-back (the replicas measured alike, or the slow
         # one recovered): leaving it needs a new onset in two disjoint halves of its steps
         self._given_back = False
+        self._regime = -1  # the first step of the regime (reset): no estimate before it
         self._trial_diff, self._trial_res = float("nan"), float("nan")
         self.last_plan: PlanNote | None = None  # what plan() decided last, and why
 
@@ -326,6 +329,12 @@ class Rebalancer:
         return Estimate(times_s=rel * float(np.median(common)), relative=rel,
                         steps=int(r.shape[0]), rejected=int(np.sum(~keep)), faster=faster,
                         stderr=spread / np.sqrt(n), before=before)
+
+    def plan_estimate(self) -> Estimate | None:
+        """The estimate :meth:`plan` decides on: :meth:`estimate` from the step given to
+        :meth:`reset` (the start of the regime: a straggler's onset known by other means,
+        such as the live loop's detector), none of the steps before it."""
+        return self.estimate(since=self._regime)
 
     def predicted_step_s(self, counts: Sequence[int] | np.ndarray,
                          estimate: Estimate | None = None) -> float:
@@ -492,7 +501,7 @@ class Rebalancer:
                 return self._noted(last, "trial runs on")  # (up to window steps)
             self._trial = None
             self._backoff = 0
-        est = self.estimate()
+        est = self.plan_estimate()
         if est is None:
             return self._noted(last, "no estimate")
         recovered = any(self.counts[i] < self.m for i in est.faster)
@@ -605,7 +614,11 @@ class Rebalancer:
         predicted gain above twice ``tolerance`` (a give-back comes with even within
         ``tolerance`` of the best: a band of one ``tolerance`` where neither moves). Then
         the best split for those steps (``new onset``), else even (``held at even``).
-        After a give-back (:meth:`_new_onset_after_give_back`) the evidence is stronger."""
+        After a give-back (:meth:`_new_onset_after_give_back`) the evidence is stronger,
+        and so it is, however the split came back to even (a walk back by trials, ``even
+        within tolerance``), for a best split that cuts a replica the last rebalanced split
+        did not cut: a new straggler, not the one mitigated still slow at even (that one is
+        re-detected on a first action's evidence)."""
         if self._given_back:
             return self._new_onset_after_give_back()
         est = self.estimate(since=self._since)
@@ -613,6 +626,9 @@ class Rebalancer:
             t = est.times_s
             best = tuple(int(c) for c in best_split(t, self.m * self.dp, self.stages,
                                                     source="Rebalancer: times"))
+            if self._side is not None and bool(np.any(
+                    (np.asarray(best) < np.asarray(self.even)) & (self._side >= 0))):
+                return self._new_onset_after_give_back()
             gain = 1 - step_of(best, t, self.stages) / step_of(self.even, t, self.stages)
             cut = np.asarray(best) < np.asarray(self.even)
             lo = float(np.min(est.relative))
@@ -704,12 +720,16 @@ class Rebalancer:
         return self.counts
 
     def reset(self, counts: Sequence[int] | None = None, since: int = -1) -> None:
-        """Set the split in effect (e.g. one applied by other means) from step ``since``."""
+        """Set the split in effect (e.g. one applied by other means) from step ``since``;
+        the plans' estimates use no step before ``since`` (a regime known by other means,
+        such as a straggler's onset placed by a detector: the steps before it are of
+        another level)."""
         c = tuple(int(x) for x in (counts if counts is not None else self.even))
         if len(c) != self.dp or sum(c) != self.m * self.dp or min(c) < 1:
             raise InputError(f"Rebalancer.reset: {list(c)} is not a split of "
                              f"{self.m * self.dp} micro-batches over {self.dp} replicas")
         self.counts, self._since = c, since
+        self._regime = since  # the plans' estimates use no step before it
         # a fresh start (e.g. the live loop's give-back at the end of an episode): no side
         self._side = (np.sign(np.asarray(c) - np.asarray(self.even)) if c != self.even
                       else None)
