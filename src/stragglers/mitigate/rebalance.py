@@ -626,11 +626,10 @@ class Rebalancer:
             t = est.times_s
             best = tuple(int(c) for c in best_split(t, self.m * self.dp, self.stages,
                                                     source="Rebalancer: times"))
-            if self._side is not None and bool(np.any(
-                    (np.asarray(best) < np.asarray(self.even)) & (self._side >= 0))):
-                return self._new_onset_after_give_back()
-            gain = 1 - step_of(best, t, self.stages) / step_of(self.even, t, self.stages)
             cut = np.asarray(best) < np.asarray(self.even)
+            if self._side is not None and bool(np.any(cut & (self._side >= 0))):
+                return self._new_onset_after_give_back()  # a new straggler
+            gain = 1 - step_of(best, t, self.stages) / step_of(self.even, t, self.stages)
             lo = float(np.min(est.relative))
             slower = est.relative[cut] - lo > self.significance * est.stderr[cut]
             # a hysteresis band: the give-back came with even within ``tolerance`` of the
