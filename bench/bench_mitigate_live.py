@@ -20,7 +20,9 @@ simulator) for the split the loop applied first (and, beside it, for the split t
 finds optimal) on slow steps before the action (the mitigated run's own when there are 3 or
 more, else the fail-slow run's), against the step measured after the action brought to the
 load of those steps; *give-back*: steps from the recovery to the step from which the job ran
-the even split to its end ("never": it ended on another split); *escalations*: S3 / S4
+the even split to its end ("never": it ended on another split), with the first return to
+even after the recovery where it was left again and the split that left it (a new episode:
+the replica it cuts says whose); *escalations*: S3 / S4
 decisions of the loop. ``--log DIR`` writes each round's per-step decision log (JSON lines).
 
     python bench/bench_mitigate_live.py                     # x1.5 and x2, 3 rounds each
@@ -196,12 +198,34 @@ def giveback(applied: list[dict[str, Any]], recovery: int, even: list[int]) -> i
     return max(since - recovery, 0)
 
 
+def first_even(applied: list[dict[str, Any]], recovery: int, even: list[int]
+               ) -> tuple[int, list[int], int] | None:
+    """The first return to even after the recovery that did not last: (steps from the
+    recovery to it, the split that left it, the step it was left), or None when the first
+    return lasted or none came.  The split that left even says whose episode came next: the
+    replica it cuts (the same straggler slow again, or another one the machine slowed)."""
+    back = [i for i, a in enumerate(applied) if a["assignment"] == even]
+    # the split in force at the recovery counts: even already then is a return at 0
+    last = max((i for i, a in enumerate(applied) if a["step"] <= recovery), default=None)
+    for i in back:
+        if i + 1 < len(applied) and (applied[i]["step"] > recovery or i == last):
+            return (max(applied[i]["step"] - recovery, 0), applied[i + 1]["assignment"],
+                    applied[i + 1]["step"])
+    return None
+
+
 def gb_text(row: dict[str, Any]) -> str:
-    """A round's give-back as the table prints it."""
+    """A round's give-back as the table prints it: the steps to the even split the job kept
+    to its end, and, where an earlier return to even was left again, that return and the
+    split that left it ("never (even +4, then [13, 11] at 87)")."""
     if row.get("no_action"):
         return "no action"
     g = row["giveback_steps"]
-    return "never" if g is None else str(g)
+    text = "never" if g is None else str(g)
+    first = row.get("giveback_first")
+    if first is not None:
+        text += f" (even +{first[0]}, then {first[1]} at {first[2]})"
+    return text
 
 
 def optimum_removed(factor: float, m: int = 12) -> tuple[list[int], float]:
@@ -321,6 +345,7 @@ def one_round(tmp: Path, r: int, k: int, factor: float, costs: Path, mode: str,
     at = applied[0]["step"]
     even = [12, 12]
     back = giveback(applied, recovery, even)
+    left = first_even(applied, recovery, even)
     before, after = windows(onset, at, recovery)
     if before is not None:  # predict from the mitigated run's own slow steps
         src, src_raw, src_norm, src_win = "mitigated run", m_raw, m_norm, before
@@ -347,7 +372,8 @@ def one_round(tmp: Path, r: int, k: int, factor: float, costs: Path, mode: str,
         "load_start": load0, "load_end": os.getloadavg()[0],
         "applied_step": at, "assignment": applied[0]["assignment"], "actions": len(applied),
         "splits": [a["assignment"] for a in applied],
-        "giveback_steps": back, "final_split": applied[-1]["assignment"],
+        "giveback_steps": back, "giveback_first": left,
+        "final_split": applied[-1]["assignment"],
         "escalations": escalations,
         "healthy_s": healthy_s, "slow_s": _window(s_raw, *after),
         # within the mitigated run (adjacent windows: the least load drift on a shared machine)

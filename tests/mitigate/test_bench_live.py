@@ -51,6 +51,29 @@ def test_giveback_counts_only_a_return_that_lasts() -> None:
     assert g([], 45, even) is None
 
 
+def test_a_return_to_even_left_again_is_shown_with_the_split_that_left_it() -> None:
+    """The lasting give-back stays the figure; a return to even after the recovery (or the
+    even split in force at it) that was left again is shown beside it, with the split that
+    left it (here replica 1 cut: a new episode on the other replica); a return inside the
+    slow phase, left while the straggler was still slow, is not one."""
+    bench = _bench()
+    even = [12, 12]
+    acts = [{"step": 38, "assignment": [9, 15]}, {"step": 50, "assignment": even},
+            {"step": 53, "assignment": [9, 15]}, {"step": 71, "assignment": even},
+            {"step": 80, "assignment": [14, 10]}, {"step": 93, "assignment": even}]
+    assert bench.giveback(acts, 65, even) == 28
+    assert bench.first_even(acts, 65, even) == (6, [14, 10], 80)
+    row = {"giveback_steps": 28, "giveback_first": bench.first_even(acts, 65, even)}
+    assert bench.gb_text(row) == "28 (even +6, then [14, 10] at 80)"
+    # even in force at the recovery, left later for the other replica: never kept, +0
+    acts2 = [*acts[:2], {"step": 87, "assignment": [13, 11]}]
+    assert bench.giveback(acts2, 65, even) is None
+    assert bench.first_even(acts2, 65, even) == (0, [13, 11], 87)
+    # the first return after the recovery lasted: nothing beside the figure
+    assert bench.first_even(acts[:4], 65, even) is None
+    assert bench.gb_text({"giveback_steps": 6, "giveback_first": None}) == "6"
+
+
 def test_a_round_without_an_action_is_a_row_of_the_table(capsys: pytest.CaptureFixture[str]
                                                          ) -> None:
     """A round whose loop applied no action (the detector reported a drift, not an onset)
