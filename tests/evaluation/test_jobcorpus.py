@@ -65,6 +65,11 @@ from stragglers.evaluation.jobcorpus import (
     PW_OVERSHOOT,
     PW_SLOW_ITERS,
     PW_SLOWDOWN,
+    RO_KINDS,
+    RO_OVERSHOOT,
+    RO_SLOW_ITERS,
+    RO_SLOWDOWN,
+    RO_TP,
     SAMPLE_STRIDES,
     SCENARIOS,
     SHORT_ITERS,
@@ -74,6 +79,7 @@ from stragglers.evaluation.jobcorpus import (
     JobEvent,
     JobSeries,
     _backward,  # the hardware queues' backward pass, checked below
+    _capped_lognormal,  # the responses' lengths, checked below
     _CompileSlow,
     _Experts,  # the MoE layers' time, checked below
     _Graphs,  # the compile schedule, checked below
@@ -81,6 +87,7 @@ from stragglers.evaluation.jobcorpus import (
     _Nodes,  # the power capping of a node, checked below
     _NodeSlow,
     _phase_busy,  # the launch queue, checked below
+    _Rollout,  # the generation workers of an RL step, checked below
     _Sockets,  # the host CPU placement of a node, checked below
     generate_call_job,
     generate_job_corpus,
@@ -118,7 +125,7 @@ def test_every_family_and_scenario_is_present(corpus) -> None:
     assert {s.family for s in corpus} == set(FAMILIES)
     assert {(s.family, s.scenario) for s in corpus} == {(f, s) for f, s, _, _ in SCENARIOS}
     assert len(generate_job_corpus(0, scale=1.0, families=("flapping",))) == 24
-    assert sum(c for _, _, c, _ in SCENARIOS) in range(345, 772)
+    assert sum(c for _, _, c, _ in SCENARIOS) in range(345, 796)
     assert set(HELD_OUT) < set(FAMILIES)
 
 
@@ -396,8 +403,8 @@ def test_bimodal_replay_labels() -> None:
 #: before ``dispatch`` was, commit 3e2e36e; ``dispatch``'s before ``moe`` was, commit d961c77;
 #: ``moe``'s before ``hw_queue`` was, commit 433fd4c; ``hw_queue``'s before ``compile`` was,
 #: commit fb31b1b; ``compile``'s before ``power`` was, commit 9fa972a; ``power``'s before
-#: ``numa`` was, commit 47b9dcd): a family appended at the end of FAMILIES / SCENARIOS must
-#: leave every other family's bytes alone.
+#: ``numa`` was, commit 47b9dcd; ``numa``'s before ``rollout`` was, commit 3eb9d1f): a family
+#: appended at the end of FAMILIES / SCENARIOS must leave every other family's bytes alone.
 FINGERPRINTS = {
     "restart": "73ad9d2339f0bd2b",
     "ckpt_stall": "a80f728be80fd00f",
@@ -430,6 +437,7 @@ FINGERPRINTS = {
     "hw_queue": "fa1b188ae2660817",
     "compile": "a9f9025eca4fc6c4",
     "power": "b255da662bf90f2a",
+    "numa": "b1916c38f6ed60c6",
 }
 
 
@@ -450,10 +458,10 @@ def _fingerprint(family: str) -> str:
 
 
 def test_existing_families_are_unchanged() -> None:
-    assert set(FINGERPRINTS) == set(FAMILIES) - {"numa"}
-    assert FAMILIES[-14:] == ("ladder", "seqlen", "accum", "memory", "prefetch", "pipeline",
+    assert set(FINGERPRINTS) == set(FAMILIES) - {"rollout"}
+    assert FAMILIES[-15:] == ("ladder", "seqlen", "accum", "memory", "prefetch", "pipeline",
                               "lossy_link", "gc_pause", "dispatch", "moe", "hw_queue",
-                              "compile", "power", "numa")
+                              "compile", "power", "numa", "rollout")
     assert {f: _fingerprint(f) for f in FINGERPRINTS} == FINGERPRINTS
 
 
@@ -475,7 +483,8 @@ def _durations(s: JobSeries) -> np.ndarray:
                                               ("hw_queue", "slow"),
                                               ("compile", "slow"),
                                               ("power", "slow"),
-                                              ("numa", "slow")])
+                                              ("numa", "slow"),
+                                              ("rollout", "slow")])
 def test_family_is_deterministic_per_seed(family: str, slow: str) -> None:
     a = generate_series(11, family, slow, 2)
     assert _same(a, generate_series(11, family, slow, 2))
@@ -485,13 +494,13 @@ def test_family_is_deterministic_per_seed(family: str, slow: str) -> None:
     assert _same(h, generate_series(11, family, "healthy", 0))
 
 
-def test_numa_is_the_held_out_family() -> None:
-    assert HELD_OUT == ("numa",)
+def test_rollout_is_the_held_out_family() -> None:
+    assert HELD_OUT == ("rollout",)
 
 
-def test_numa_fingerprint() -> None:
+def test_rollout_fingerprint() -> None:
     """The held-out family's own bytes (seed 0), as committed before its one evaluation."""
-    assert _fingerprint("numa") == "b1916c38f6ed60c6"
+    assert _fingerprint("rollout") == "ee5ca1ce7065a72a"
 
 
 def test_ladder_labels() -> None:
@@ -1393,10 +1402,11 @@ def _node_family_labels(family: str, rules: _NodeRules
     (the rise five standard errors of the span's mean per step), each named rank by at least
     half of it, and visibly (their records' mean over the span at least 1.1 x that of the
     200 healthy steps before it, their largest 4 left out, and of the 200 after it where no
-    restart follows); 40 healthy steps follow each; a series restarts at least as often as
-    its slowdowns bring restarts; negatives carry no label and no sustained rise on any rank
-    (:func:`_no_rise_over_the_400_before`).  Returns each event with its named ranks' factor
-    over the span, step by step, and whether a multi-node job names a strict subset."""
+    restart follows, neither side reaching into another slowdown); 40 healthy steps follow
+    each; a series restarts at least as often as its slowdowns bring restarts; negatives
+    carry no label and no sustained rise on any rank (:func:`_no_rise_over_the_400_before`).
+    Returns each event with its named ranks' factor over the span, step by step, and whether
+    a multi-node job names a strict subset."""
     out: list[tuple[JobEvent, np.ndarray]] = []
     subset = False
     for seed in (3, 4):
@@ -1433,7 +1443,14 @@ def _node_family_labels(family: str, rules: _NodeRules
                     assert np.allclose(factor[:, b:b + 40], 1.0), s.name
                     y = d[rk].mean(axis=0)  # NaN at the first step only (ts)
                     after = e.kind in rules.after
-                    for lo, hi in ((a - 200, a), (b, b + 200))[:2 if after else 1]:
+                    # the healthy steps around it: from the slowdown before it, up to the
+                    # next one (and its restart)
+                    prv = max([o.end_iter - 1 for o in s.events if o.end_iter <= a + 1],
+                              default=0)
+                    nxt = min([o.start_iter - 1 for o in s.events if o.start_iter > b],
+                              default=b + 200)
+                    for lo, hi in ((max(a - 200, prv), a),
+                                   (b, min(b + 200, nxt)))[:2 if after else 1]:
                         side = np.sort(y[max(0, lo):hi])[:-4]
                         if side.size >= 100:
                             assert y[a:b].mean() >= 1.1 * side.mean(), s.name
@@ -1528,4 +1545,80 @@ def test_numa_labels() -> None:
     shapes = {"intermittent" if np.median(f) < 1.0 + 1e-9 else
               "level" if f.min() > 1.0 + 1e-9 else "between" for _, f in events}
     assert {e.kind for e, _ in events} == {"affinity", "balancing", "governor", "cojob"}
+    assert {"intermittent", "level"} <= shapes and subset
+
+
+def test_capped_lognormal_moments() -> None:
+    """The first two moments of a response length capped at the maximum, against a sample:
+    a median of 1/8 and a spread of 1 put 1.8 % of the responses at the cap."""
+    rng = np.random.default_rng(0)
+    x = np.minimum(1.0, 0.125 * np.exp(rng.standard_normal(1_000_000)))
+    e1, e2 = _capped_lognormal(np.array([0.125]), 1.0)
+    assert e1[0] == pytest.approx(x.mean(), rel=3e-3)
+    assert e2[0] == pytest.approx((x * x).mean(), rel=1e-2)
+
+
+def _rollout_by_hand() -> _Rollout:
+    """A ``rollout`` series by hand: 2 workers of 2 ranks, 4 steps; the longest response half
+    the maximum, a demand of half the cache, a KV read of 0.4 at a full cache: a decode time
+    0.5 x (1 + 0.4 x 0.5) = 0.6; the preemption's unit 0.25; training 0.4 (busy time 1.0);
+    a weight sync of 0.1 at steps 1 and 3; the reward server's keys 0.1, 0.6, 0.3, 0.9 on
+    worker 0 (0.2 on worker 1), an episode doubling the decode; no host work, no extra work."""
+    n = 4
+    sync = np.zeros((2, n))
+    sync[:, [1, 3]] = 0.1
+    return _Rollout(node=np.array([0, 0, 1, 1]), dev=np.ones((4, n)), host=np.zeros((4, n)),
+                    longest=np.full((2, n), 0.5), demand=np.full((2, n), 0.5),
+                    cache=np.ones(2), kv=0.4, preempt=0.25, scale=1.0, train=np.full(n, 0.4),
+                    sync=sync, key=np.array([[0.1, 0.6, 0.3, 0.9], [0.2] * 4]),
+                    burst=np.ones((2, n)), level=np.ones(n), warm=np.ones(n),
+                    rest=np.zeros(n))
+
+
+def test_rollout_slows_the_generation_of_its_worker() -> None:
+    """An RL step by hand (busy time 0.6 + 0.4, +0.1 at the sync steps): a cache halved on
+    worker 1 fills it (the KV read 0.4 x 1: 0.7) without a preemption, a quarter of it
+    doubles the demand over it (x = 1: recompute 0.25 x 1 x 2 = 0.5, 1.2 in all); no other
+    worker changes; a degraded worker decodes 1.5x slower (0.9); the reward server's episodes
+    double the decode in the steps whose key is below its rate (0.1 and 0.3 under 0.5; under
+    a rate climbing over 4 steps to 0.5, 0.125 ... 0.5, the same two); a degraded sync path
+    lengthens the sync steps only (intermittent); the warm-up multiplies the generation and
+    the training, not the sync."""
+    ro = _rollout_by_hand()
+    healthy = np.array([1.0, 1.1, 1.0, 1.1])
+    assert np.allclose(ro.busy(), healthy)
+    half = ro.busy((_NodeSlow(1, 3, "cache", 1.0, node=1),))
+    assert np.allclose(half[:2], healthy)
+    assert half[2:] == pytest.approx(np.array([[1.0, 1.2, 1.1, 1.1]] * 2))
+    quarter = ro.busy((_NodeSlow(0, 4, "cache", 3.0, node=1),))
+    assert quarter[2:] == pytest.approx(np.array([healthy + 1.2 - 0.6] * 2))
+    assert np.allclose(ro.busy((_NodeSlow(0, 4, "degraded", 0.5, node=0),))[:2],
+                       healthy + 0.3)
+    for ramp in (1, 4):
+        rw = ro.busy((_NodeSlow(0, 4, "reward", 0.5, ramp=ramp, node=0),))
+        assert rw[:2] == pytest.approx(np.array([[1.6, 1.1, 1.6, 1.1]] * 2))
+        assert np.allclose(rw[2:], healthy)
+    sy = ro.busy((_NodeSlow(0, 4, "sync", 4.0, node=0),))
+    assert sy[:2] == pytest.approx(np.array([[1.0, 1.5, 1.0, 1.5]] * 2))
+    assert np.allclose(sy[2:], healthy)
+    ro.warm[:] = [2.0, 1.0, 1.0, 1.0]
+    assert ro.busy()[0] == pytest.approx([2.0, 1.1, 1.0, 1.1])
+
+
+def test_rollout_labels() -> None:
+    """RL steps bound by generation: every labelled slowdown (a worker's KV cache smaller
+    after a restart until the next, a co-located reward server's episodes at a climbing rate,
+    a degraded worker, a degraded weight-sync path) names the ranks of one generation worker
+    and passes the checks of :func:`_node_family_labels` (+12-45 % over their healthy mean,
+    up to RO_OVERSHOOT more; negatives: the ceiling mode, preempting heavy batches, the
+    policy's length drift, the weight sync, validation rollouts, another batch at a restart
+    stay under the rule); a multi-worker job names a strict subset of its ranks; the family
+    has intermittent spans (most steps unchanged: episodes, syncs) and level ones (every
+    step slower)."""
+    events, subset = _node_family_labels("rollout", _NodeRules(
+        RO_KINDS, "", {"cache": 2}, ("reward", "degraded", "sync"), RO_SLOW_ITERS,
+        RO_SLOWDOWN, RO_OVERSHOOT, RO_TP))
+    shapes = {"intermittent" if np.median(f) < 1.0 + 1e-9 else
+              "level" if f.min() > 1.0 + 1e-9 else "between" for _, f in events}
+    assert {e.kind for e, _ in events} == {"cache", "reward", "degraded", "sync"}
     assert {"intermittent", "level"} <= shapes and subset

@@ -826,6 +826,65 @@ detector changes, by someone who never ran the detector on it):
                  ``balancing`` / ``governor`` / ``cojob``).  Negatives: the healthy series
                  alone.
 
+The held-out family of the nineteenth round (written and committed before that round's
+detector changes, by someone who never ran the detector on it):
+
+``rollout``      reinforcement-learning steps bound by generation (RLHF / GRPO with the policy's
+                 generation engines colocated on the training ranks): each step decodes a batch of
+                 prompts on every generation worker until the longest response in its batch ends,
+                 gathers the responses, then trains on them.  A job is 1-16 ranks (:data:`RO_RANKS`)
+                 in generation workers of 1-8 (:data:`RO_TP`, an engine's tensor parallelism); each
+                 rank's record is its busy time (the wait for the slowest worker at the gather is
+                 not in it): its worker's generation (50-85 % of the mean busy time, :data:`RO_GEN`)
+                 and its share of the training (the rest, growing with the step's generated tokens),
+                 both at the device's rate (a wandering rate, AR(1) in log space, jitter 0.3-2 %, a
+                 warm-up, 0.2-1 % per rank), host work (2-8 %), the weight sync into its engine
+                 (every 1-10 steps, 3-15 % of a mean step, :data:`RO_SYNC`), checkpoints (every
+                 200-1000 steps, 1-3 steps at 1.5-4x) and validation rollouts (every 100-1000 steps,
+                 +1-4 mean steps).  A worker decodes 32-256 responses a step (:data:`RO_SEQS`) of
+                 log-normal lengths (median 1/16-1/4 of the maximum length, spread 0.5-1.2, capped
+                 at the maximum): its decode iterations are the longest response's length (the
+                 largest of its draws, drawn as an order statistic), each costing the weights' read
+                 plus the KV cache's (0.2-1 of it at a full cache, :data:`RO_KV`); its cache holds
+                 the prompts (0.05-0.5 of the maximum length) and 50-90 % of the generated tokens at
+                 its peak, the cache sized so that the healthy demand's median is 60-100 % of it
+                 (each worker 3 % apart); a batch whose demand exceeds the cache preempts sequences
+                 and recomputes them, ``x (1 + x)`` times 0.5-2 times the mean longest response's
+                 decode iterations (``x``: the demand over the cache, minus 1, a convex cost,
+                 :data:`RO_PREEMPT`).  Healthy: the ceiling mode (the longest response capped at the
+                 maximum in a share of the steps, 0-100 % by the lengths' median and spread), heavy
+                 batches that preempt, the policy's response length drifting (its median x
+                 exp(-0.3..+0.6) along ``1 - exp(-t / tau)``, tau 0.2-1 of the series,
+                 :data:`RO_DRIFT`; halved until the workers' mean busy time, over 200 steps, moves
+                 by less than 3 % over the whole series, :data:`RO_DRIFT_RISE`, so it stays below
+                 the rule over any span, labelled or not), the weight sync and the validation
+                 rollouts, the series cut in 1-3 parts, a part after the first starting with a
+                 planned restart with chance 0.6 (downtime 60-900 s, a warm-up, another batch: the
+                 busy time 0.97-1.04x).  Positives: 1-3 slowdowns (one in each part, the first
+                 always, the others with chance 0.7; 200 steps after a restart and before the next,
+                 else 40 healthy steps after), each raising the mean busy time of one worker's ranks
+                 over its span by +12-45 % (:data:`RO_SLOWDOWN`, up to :data:`RO_OVERSHOOT` more)
+                 over their healthy mean: a worker whose KV cache is smaller after a restart
+                 (``cache``: another memory fraction, the cache ``1 / (1 + g)``, at most 8x smaller:
+                 preemptions begin earlier, until a restart at the span's end), a co-located
+                 reward-model server taking the worker's compute in episodes (``reward``: runs of
+                 3-40 steps, :data:`RO_EPISODE`, each making the decode 1.5-4x slower, a step in an
+                 episode where its run's key is below the rate ``g``, the rate climbing linearly
+                 over 30-100 % of the span), a degraded worker (``degraded``: its decode ``1 + g``
+                 times slower, at most 3x) or its weight-sync path degraded (``sync``: a link
+                 trained down, its weight loads ``1 + g`` times longer, at most 61x: intermittent
+                 where the sync is not every step).  The preemptions make the rise non-linear in
+                 ``g``.  The counterfactual healthy series has the same restarts.  The size ``g`` is
+                 solved by bisection for the rise over a span of 60-800 steps
+                 (:data:`RO_SLOW_ITERS`) and at least 1.3 x 25 x (cv / rise)^2 (cv: the noisiest
+                 worker's mean busy time), drawn again (at most 8 times) until the labelled span
+                 holds 25 x (its own sd / its rise)^2 steps and stands +12 % above the healthy steps
+                 of the 200 before it, and of the 200 after it where no restart follows (their 4
+                 longest left out; the first part's last try: a degraded worker at the smallest rise
+                 over the part's whole room).  Labelled from the first step that changes to the
+                 last, by the span's mean rise, with the worker's ranks (kinds ``cache`` /
+                 ``reward`` / ``degraded`` / ``sync``).  Negatives: the healthy series alone.
+
 :data:`HELD_OUT` names the families that were never looked at while the detector was changed
 for issue 29 (decided before the changes): they are only evaluated.
 """
@@ -838,6 +897,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.signal import lfilter
+from scipy.special import ndtr, ndtri
 
 from stragglers.logs.records import CallRecord, IterationRecord
 
@@ -1605,23 +1665,81 @@ NU_BURST = (3, 40)  # balancing: page migration in bursts of this many steps (lo
 NU_BURST_X = (0.5, 3.0)  # ... the host work and copies 1 + this in a burst (log-uniform)
 NU_CLIMB = (0.3, 1.0)  # balancing: the burst rate climbs linearly over this share of the span
 
+# rollout (module docstring): reinforcement-learning steps bound by generation (RLHF / GRPO)
+RO_RANKS = (1, 2, 4, 8, 16)  # ranks: each generates in its worker, then trains its share
+RO_TP = (1, 2, 4, 8)  # ranks of a generation worker (its engine's tensor parallelism; at most
+#                       the ranks): the gather waits for the slowest worker
+RO_WANDER_SD = (0.003, 0.015)  # device rate: AR(1) in log space, stationary sd ...
+RO_WANDER_PHI = (0.95, 0.995)  # ... and lag-1 correlation
+RO_JITTER = (0.003, 0.02)  # ... plus per-step jitter (log space)
+RO_WARM_AMPLITUDE = (0.05, 0.4)  # the warm-up of the job's start and of every restart
+RO_WARM_TAU = (3.0, 30.0)
+RO_FIRST = (2.0, 10.0)
+RO_RANK_JITTER = (0.002, 0.01)  # each rank's compute per step (log space)
+RO_HOST = (0.02, 0.08)  # host work (rule-based rewards, the gather's bookkeeping, logging) ...
+RO_HOST_JITTER = (0.03, 0.15)  # ... its spread (log space)
+RO_GEN = (0.5, 0.85)  # generation's share of the mean busy time (the rest: the training)
+RO_SEQS = (32, 64, 128, 256)  # responses a worker decodes per step (prompts x samples each)
+RO_MEDIAN = (1 / 16, 1 / 4)  # their lengths: median over the maximum length (log-uniform) ...
+RO_SIGMA = (0.5, 1.2)  # ... log-normal spread, capped at the maximum
+RO_PROMPT = (0.05, 0.5)  # a prompt's length over the maximum response length
+RO_KV = (0.2, 1.0)  # a decode iteration's KV-cache read at a full cache over its weights' read
+RO_RESIDENT = (0.5, 0.9)  # the share of the generated tokens resident at the cache's peak
+RO_OCCUPANCY = (0.6, 1.0)  # the healthy demand's median over the cache's capacity ...
+RO_CACHE_NODE = 0.03  # ... each worker's capacity this much apart (log space)
+RO_PREEMPT = (0.5, 2.0)  # preemption: recompute of x (1 + x) times this many times the mean
+#                          longest response's iterations (x: the demand over the capacity, - 1)
+RO_SYNC_EVERY = (1, 2, 4, 5, 10)  # the new weights loaded into the engines every this many steps
+RO_SYNC = (0.03, 0.15)  # ... taking this many mean steps ...
+RO_SYNC_JITTER = (0.02, 0.10)  # ... its spread per worker and sync (log space)
+RO_DRIFT = (-0.3, 0.6)  # the policy's response length: its median x exp(this) at the end of ...
+RO_DRIFT_TAU = (0.2, 1.0)  # ... a climb 1 - exp(-t / tau), tau this share of the series, ...
+RO_DRIFT_RISE = 0.03  # ... halved until the mean busy time (over 200 steps) moves by less
+RO_DRIFT_HALVINGS = 8  # than this over the series (at most this many halvings, then none)
+RO_CKPT_EVERY = (200, 1000)  # a checkpoint every this many steps ...
+RO_CKPT_ITERS = (1, 3)  # ... that many steps ...
+RO_CKPT_X = (1.5, 4.0)  # ... this many times longer
+RO_EVAL_EVERY = (100, 200, 250, 500, 1000)  # validation rollouts every this many steps ...
+RO_EVAL_X = (1.0, 4.0)  # ... adding this many mean steps
+RO_RESTART_P = 0.6  # a part after the first starts with a planned restart with this chance ...
+RO_RESHAPE_LEVEL = (0.97, 1.04)  # ... another batch: the busy time this many times the old one
+RO_DOWNTIME = (60.0, 900.0)  # a restart's downtime (seconds; the timestamps jump)
+RO_SLOWDOWN = (0.12, 0.45)  # mean rise of a slowdown's span over its healthy mean
+RO_SLOW_ITERS = (60, 800)  # its duration (log-uniform) ...
+RO_DECIDABLE = 25.0  # ... at least this x (span's sd / rise)^2 (the rise 5 standard errors)
+RO_NEED_MARGIN = 1.3  # ... drawn this much longer than that needs (its spread is estimated)
+RO_TRIES = 8  # a planned slowdown is drawn again until decidable, at most this many times
+RO_MORE_P = 0.7  # a positive: a slowdown in its first part, in each other with this chance
+RO_OVERSHOOT = 0.10  # a span's rise at most this above the drawn one (it is solved coarsely)
+RO_SOLVE_STEPS = 18  # bisection steps for a slowdown's size
+RO_SETTLE = 200  # slowdowns start this long after a restart ...
+RO_CLEAR = 200  # ... and end this long before the next one (else 40 steps)
+RO_KINDS = (("cache", 0.3), ("reward", 0.25), ("degraded", 0.2), ("sync", 0.25))
+RO_CACHE_MAX = 7.0  # cache: the worker's KV cache 1 / (1 + g), at most 8x smaller
+RO_EPISODE = (3, 40)  # reward: the reward server's episodes, runs of this many steps ...
+RO_EPISODE_X = (0.5, 3.0)  # ... the decode 1 + this slower in an episode (log-uniform)
+RO_CLIMB = (0.3, 1.0)  # reward: the episodes' rate climbs linearly over this share of the span
+RO_RATE_MAX = 2.0  # degraded: the worker's decode at most 1 + this times slower
+RO_SYNC_MAX = 60.0  # sync: the worker's weight loads at most 1 + this times longer
+
 FAMILIES: tuple[str, ...] = ("restart", "ckpt_stall", "flapping", "staircase", "noise_regime",
                              "sampled", "multirank", "greyhound", "failslow", "ramp", "short",
                              "hump", "warmup_onset", "reconfig", "ckpt_burst", "contention",
                              "megatron", "bimodal_replay", "ladder", "seqlen", "accum",
                              "memory", "prefetch", "pipeline", "lossy_link", "gc_pause",
-                             "dispatch", "moe", "hw_queue", "compile", "power", "numa")
+                             "dispatch", "moe", "hw_queue", "compile", "power", "numa",
+                             "rollout")
 #: Families held out in the current round of issue 29: never looked at while the detector was
-#: changed (only evaluated; ``numa`` was written and committed before the eighteenth round's
-#: changes, by someone who never ran the detector on it).  The others, ``power`` (held out in
-#: the seventeenth round), ``compile`` (the sixteenth), ``hw_queue`` (the fifteenth), ``moe``
-#: (the fourteenth), ``dispatch`` (the thirteenth), ``gc_pause`` (the twelfth), ``lossy_link``
-#: (the eleventh), ``pipeline`` (the tenth), ``prefetch`` (the ninth), ``memory`` (the
-#: eighth), ``accum`` (the seventh), ``seqlen`` (the sixth), ``ladder`` (the fifth),
-#: ``bimodal_replay`` (the fourth), ``megatron`` (the third), ``contention`` (the second),
-#: ``hump``, ``warmup_onset``, ``reconfig`` and ``ckpt_burst`` (the first round) included,
-#: are the families it was built and tuned on.
-HELD_OUT: tuple[str, ...] = ("numa",)
+#: changed (only evaluated; ``rollout`` was written and committed before the nineteenth round's
+#: changes, by someone who never ran the detector on it).  The others, ``numa`` (held out in the
+#: eighteenth round), ``power`` (the seventeenth), ``compile`` (the sixteenth), ``hw_queue`` (the
+#: fifteenth), ``moe`` (the fourteenth), ``dispatch`` (the thirteenth), ``gc_pause`` (the twelfth),
+#: ``lossy_link`` (the eleventh), ``pipeline`` (the tenth), ``prefetch`` (the ninth), ``memory``
+#: (the eighth), ``accum`` (the seventh), ``seqlen`` (the sixth), ``ladder`` (the fifth),
+#: ``bimodal_replay`` (the fourth), ``megatron`` (the third), ``contention`` (the second), ``hump``,
+#: ``warmup_onset``, ``reconfig`` and ``ckpt_burst`` (the first round) included, are the families it
+#: was built and tuned on.
+HELD_OUT: tuple[str, ...] = ("rollout",)
 
 #: (family, scenario, series per seed at scale 1, positive)
 SCENARIOS: tuple[tuple[str, str, int, bool], ...] = (
@@ -1695,6 +1813,8 @@ SCENARIOS: tuple[tuple[str, str, int, bool], ...] = (
     ("power", "healthy", 10, False),
     ("numa", "slow", 14, True),
     ("numa", "healthy", 10, False),
+    ("rollout", "slow", 14, True),
+    ("rollout", "healthy", 10, False),
 )
 
 
@@ -4592,9 +4712,9 @@ def _compile(rng: np.random.Generator, scenario: str) -> _Timeline:
 
 @dataclass(frozen=True)
 class _NodeSlow:
-    """A slowdown of a family of ranks on nodes (:func:`_power`, :func:`_numa`) over steps
-    ``[a, b)``: its kind, its size ``g``, the steps over which it climbs (1: a step) and its
-    node (-1: every node)."""
+    """A slowdown of a family of ranks on nodes (:func:`_power`, :func:`_numa`,
+    :func:`_rollout`) over steps ``[a, b)``: its kind, its size ``g``, the steps over which it
+    climbs (1: a step) and its node (-1: every node)."""
 
     a: int
     b: int
@@ -4693,7 +4813,8 @@ def _ranked_job(rng: np.random.Generator, ranks_of: tuple[int, ...], node_of: tu
     parts after the lead; the device's rate from :func:`_wandering_compute` (``compute``: its
     six ranges), each rank's compute at it with its own jitter (``rank_jitter``, log space),
     each rank's host time a share ``host`` of it with a log-normal jitter (``host_jitter``,
-    mean 1).  Shared by :func:`_power` and :func:`_numa` (the draws in this order)."""
+    mean 1).  Shared by :func:`_power`, :func:`_numa` and :func:`_rollout` (the draws in
+    this order)."""
     n = _n(rng)
     t = np.arange(n)
     base_s = _loguniform(rng, *BASE_S)
@@ -4723,7 +4844,7 @@ def _planned_restarts(rng: np.random.Generator, job: _RankedJob, warm: np.ndarra
     ``warm``, a downtime (``downtime`` seconds), the level from there ``level_x`` times
     (``level``, in place) and ``then(step)`` (a family's own change at the restart).  Returns
     which parts begin with a restart and the ``(step, seconds)`` of each.  Shared by
-    :func:`_power` and :func:`_numa`."""
+    :func:`_power`, :func:`_numa` and :func:`_rollout`."""
     restarted = np.zeros(job.k, dtype=bool)
     pauses: list[tuple[int, float]] = []
     for j in range(1, job.k):
@@ -4775,9 +4896,10 @@ def _node_slowdowns(rng: np.random.Generator, scenario: str, job: _RankedJob,
                     var: float, plan: _NodePlan, pauses: list[tuple[int, float]]
                     ) -> tuple[tuple[_NodeSlow, ...], list[tuple[int, int, float, str]],
                                list[tuple[int, ...]], np.ndarray]:
-    """The slowdowns of a family of ranks on nodes (:func:`_power`, :func:`_numa`): one in
-    each part :func:`_part_rooms` gives, each raising the mean busy time of its node's ranks
-    (every rank's where its kind slows every node) over its span by a rise drawn in
+    """The slowdowns of a family of ranks on nodes (:func:`_power`, :func:`_numa`,
+    :func:`_rollout`, whose "nodes" are its generation workers): one in each part
+    :func:`_part_rooms` gives, each raising the mean busy time of its node's ranks (every
+    rank's where its kind slows every node) over its span by a rise drawn in
     ``plan.slowdown``, its size ``g`` solved by bisection (``busy(slowdowns, warm-ups)``: each
     rank's busy time), the span drawn at least ``need_margin x decidable x var / rise^2``
     long, drawn again (at most ``plan.tries`` times) until it is decidable and visible
@@ -4996,16 +5118,18 @@ def _stalls(rng: np.random.Generator, shape: tuple[int, int], chance: tuple[floa
     return out
 
 
-def _migration_bursts(rng: np.random.Generator, nodes: int, n: int
-                      ) -> tuple[np.ndarray, np.ndarray]:
-    """Each node's steps cut in runs of :data:`NU_BURST` steps (log-uniform), each run with
-    its key (uniform: a run is a burst where its key is below the rate) and the slowdown of
-    the CPU work in it (:data:`NU_BURST_X`, log-uniform): ``(key, burst)``, ``(nodes, n)``."""
-    runs = n // NU_BURST[0] + 1
-    length = np.rint(np.exp(rng.uniform(math.log(NU_BURST[0]), math.log(NU_BURST[1]),
+def _keyed_runs(rng: np.random.Generator, nodes: int, n: int, steps: tuple[int, int],
+                size: tuple[float, float]) -> tuple[np.ndarray, np.ndarray]:
+    """Each node's steps cut in runs of ``steps`` steps (log-uniform), each run with its key
+    (uniform: a run is a burst where its key is below the rate) and the slowdown in it
+    (``size``, log-uniform): ``(key, burst)``, ``(nodes, n)``.  NUMA balancing's page
+    migration bursts (:func:`_numa`, :data:`NU_BURST`) and a reward server's episodes
+    (:func:`_rollout`, :data:`RO_EPISODE`)."""
+    runs = n // steps[0] + 1
+    length = np.rint(np.exp(rng.uniform(math.log(steps[0]), math.log(steps[1]),
                                         (nodes, runs)))).astype(np.int64)
     u = rng.random((nodes, runs))
-    x = np.exp(rng.uniform(math.log(NU_BURST_X[0]), math.log(NU_BURST_X[1]), (nodes, runs)))
+    x = np.exp(rng.uniform(math.log(size[0]), math.log(size[1]), (nodes, runs)))
     run = np.array([np.repeat(np.arange(runs), length[j])[:n] for j in range(nodes)])
     return np.take_along_axis(u, run, axis=1), np.take_along_axis(x, run, axis=1)
 
@@ -5043,7 +5167,7 @@ def _numa(rng: np.random.Generator, scenario: str) -> _Timeline:
     busy_cpu = rho * workers  # the workers' cores of CPU demand per rank (kept at a restart)
     stall = unit * (_stalls(rng, (ranks, n), NU_KEEP_P, NU_KEEP)
                     + _stalls(rng, (ranks, n), NU_THP_P, NU_THP))
-    key, burst = _migration_bursts(rng, nodes, n)
+    key, burst = _keyed_runs(rng, nodes, n, NU_BURST, NU_BURST_X)
     sk = _Sockets(node=job.node, dev=job.dev, host=host, copy=copy, feed=feed, stall=stall,
                   demand=m * (NU_THREADS + busy_cpu) / cores, key=key, burst=burst,
                   level=np.ones(n), warm=np.ones(n), rest=rest)
@@ -5067,6 +5191,187 @@ def _numa(rng: np.random.Generator, scenario: str) -> _Timeline:
     healthy = sk.busy()
     return _restarted_timeline(job.base_s * healthy / mean, sk.busy(slow) / healthy, events,
                                pauses, who_of)
+
+
+def _capped_lognormal(median: np.ndarray, sigma: float) -> tuple[np.ndarray, np.ndarray]:
+    """The first two moments of ``min(L, 1)``, ``L`` log-normal of ``median`` and log-space
+    ``sigma`` (the lengths of responses capped at the maximum length)."""
+    a = -np.log(median) / sigma  # where L reaches the cap, in standard units
+    above = 1.0 - ndtr(a)
+    return (median * math.exp(0.5 * sigma * sigma) * ndtr(a - sigma) + above,
+            median ** 2 * math.exp(2.0 * sigma * sigma) * ndtr(a - 2.0 * sigma) + above)
+
+
+@dataclass
+class _Rollout:
+    """The draws of a :func:`_rollout` series (arrays ``(ranks, n)`` or ``(workers, n)`` or
+    ``(n,)``): each rank's generation worker, its compute at the device's rate and its host
+    work; each worker's longest response per step (its decode iterations, over the maximum
+    length) and its cache demand per response (the prompt and the resident generated tokens,
+    same unit), its cache's capacity; the KV read at a full cache over the weights' read, the
+    recompute cost of preemption (unit: the longest response), the scale from that unit to
+    the busy time; the training's busy time per step, each worker's weight sync, the reward
+    server's episodes (each step's key and the decode's slowdown in an episode, per worker),
+    the level, the restarts' warm-ups and the extra work (checkpoints, validation)."""
+
+    node: np.ndarray
+    dev: np.ndarray
+    host: np.ndarray
+    longest: np.ndarray
+    demand: np.ndarray
+    cache: np.ndarray
+    kv: float
+    preempt: float
+    scale: float
+    train: np.ndarray
+    sync: np.ndarray
+    key: np.ndarray
+    burst: np.ndarray
+    level: np.ndarray
+    warm: np.ndarray
+    rest: np.ndarray
+
+    def generation(self, cache: np.ndarray) -> np.ndarray:
+        """Each worker's decode time per step (unit: a decode iteration's weight read) with
+        the capacities ``cache``: the longest response's iterations, each reading the weights
+        and the KV cache (``kv`` of it at a full cache), plus the recompute of the sequences
+        preempted where the demand exceeds the cache, ``preempt x (1 + x)`` with ``x`` the
+        demand over the capacity, minus 1 (convex)."""
+        occ = self.demand / cache
+        x = np.maximum(occ - 1.0, 0.0)
+        return np.asarray(self.longest * (1.0 + self.kv * np.minimum(occ, 1.0))
+                          + self.preempt * x * (1.0 + x))
+
+    def busy(self, slow: tuple[_NodeSlow, ...] = (), warm: np.ndarray | None = None
+             ) -> np.ndarray:
+        """Each rank's busy time per step under the slowdowns ``slow`` (``warm``: the warm-ups,
+        else the series' own): its worker's generation and its training share at the
+        device's rate, plus its host work, under the warm-up and the level; plus its worker's
+        weight sync and the extra work.  On the slowdown's worker, with ``w`` climbing
+        linearly from 0 at ``a`` to 1 over ``ramp`` steps: ``cache`` (the capacity ``1 / (1 +
+        g w)``: preemptions begin earlier), ``degraded`` (the decode ``1 + g w`` times
+        slower), ``reward`` (a step whose key is below ``g w`` is in an episode of the
+        reward server: the decode ``1 + burst`` times slower) and ``sync`` (the weight loads
+        ``1 + g w`` times longer)."""
+        workers, n = self.longest.shape
+        cache = np.repeat(self.cache[:, None], n, axis=1)
+        rate, sx = np.ones((workers, n)), np.ones((workers, n))
+        for sl in slow:
+            rows, span, w = sl.rows(), slice(sl.a, sl.b), sl.weight()
+            if sl.kind == "cache":
+                cache[rows, span] /= 1.0 + sl.g * w
+            elif sl.kind == "reward":
+                rate[rows, span] *= 1.0 + self.burst[rows, span] * (self.key[rows, span]
+                                                                   < sl.g * w)
+            elif sl.kind == "degraded":
+                rate[rows, span] *= 1.0 + sl.g * w
+            else:
+                sx[rows, span] *= 1.0 + sl.g * w
+        gen = (self.scale * self.generation(cache) * rate)[self.node]
+        wu = (self.warm if warm is None else warm) * self.level
+        return np.asarray(((gen + self.train) * self.dev + self.host) * wu
+                          + (self.sync * sx)[self.node] + self.rest)
+
+
+_ROLLOUT_PLAN = _NodePlan(
+    kinds=RO_KINDS, top=(("cache", RO_CACHE_MAX), ("reward", 1.0), ("degraded", RO_RATE_MAX),
+                         ("sync", RO_SYNC_MAX)),
+    restarts=(("cache", "ab"),), every=(), climbing=("reward",), last="degraded",
+    slowdown=RO_SLOWDOWN, slow_iters=RO_SLOW_ITERS, climb=RO_CLIMB, need_margin=RO_NEED_MARGIN,
+    decidable=RO_DECIDABLE, tries=RO_TRIES, overshoot=RO_OVERSHOOT, solve_steps=RO_SOLVE_STEPS,
+    more_p=RO_MORE_P, settle=RO_SETTLE, clear=RO_CLEAR,
+    warm=(RO_FIRST, RO_WARM_AMPLITUDE, RO_WARM_TAU), downtime=RO_DOWNTIME)
+
+
+def _moving_mean(x: np.ndarray, k: int) -> np.ndarray:
+    """The means of ``x``'s windows of ``k`` (``x`` at least that long)."""
+    c = np.concatenate([[0.0], np.cumsum(x)])
+    return np.asarray((c[k:] - c[:-k]) / k)
+
+
+def _rollout(rng: np.random.Generator, scenario: str) -> _Timeline:
+    """Reinforcement-learning steps bound by generation (module docstring): each rank's busy
+    time, the ranks of a generation worker slowed together; the corpus' noise is turned off
+    (``noise_scale`` ~ 0)."""
+    job = _ranked_job(rng, RO_RANKS, RO_TP, (RO_WANDER_SD, RO_WANDER_PHI, RO_JITTER,
+                                             RO_WARM_AMPLITUDE, RO_WARM_TAU, RO_FIRST),
+                      RO_RANK_JITTER, RO_HOST, RO_HOST_JITTER)
+    n, t, nodes = job.n, job.t, job.nodes
+    rest, _ = _with_ckpt_eval(rng, t, np.zeros(n), job.rate, RO_CKPT_EVERY, RO_CKPT_ITERS,
+                              RO_CKPT_X, RO_EVAL_EVERY, RO_EVAL_X)
+    # the responses: each worker's longest of `seqs` log-normal lengths (an order statistic)
+    # and their mean (a sum of `seqs`: normal about the capped log-normal's mean)
+    seqs = int(rng.choice(RO_SEQS))
+    median = _loguniform(rng, *RO_MEDIAN)
+    sigma = float(rng.uniform(*RO_SIGMA))
+    top_z = ndtri(np.exp(np.log(rng.random((nodes, n))) / seqs))
+    mean_z = rng.standard_normal((nodes, n))
+    prompt = float(rng.uniform(*RO_PROMPT))
+    resident = float(rng.uniform(*RO_RESIDENT))
+    kv = float(rng.uniform(*RO_KV))
+    gshare = float(rng.uniform(*RO_GEN))
+    preempt = float(rng.uniform(*RO_PREEMPT))
+    occupancy = float(rng.uniform(*RO_OCCUPANCY))
+    spread = np.exp(RO_CACHE_NODE * rng.standard_normal(nodes))
+    drift = float(rng.uniform(*RO_DRIFT))
+    climb = 1.0 - np.exp(-t / (float(rng.uniform(*RO_DRIFT_TAU)) * n))
+
+    def responses(d: float) -> tuple[np.ndarray, np.ndarray]:
+        """The longest response and the mean one per worker and step, the median drifted by
+        ``exp(d x climb)``."""
+        m = median * np.exp(d * climb)
+        e1, e2 = _capped_lognormal(m, sigma)
+        mean = e1 + np.sqrt(np.maximum(e2 - e1 * e1, 0.0) / seqs) * mean_z
+        return np.minimum(1.0, m * np.exp(sigma * top_z)), np.maximum(0.1 * e1, mean)
+
+    longest0, mean0 = responses(0.0)
+    demand0 = prompt + resident * mean0
+    cache = float(np.median(demand0[:, LEAD_ITERS:])) / occupancy * spread
+    ro = _Rollout(node=job.node, dev=job.dev, host=job.host, longest=longest0, demand=demand0,
+                  cache=cache, kv=kv, preempt=preempt * float(longest0.mean()), scale=1.0,
+                  train=np.zeros(n), sync=np.zeros((nodes, n)), key=np.ones((nodes, n)),
+                  burst=np.zeros((nodes, n)), level=np.ones(n), warm=np.ones(n), rest=rest)
+    gen0, tok0 = ro.generation(ro.cache[:, None]), mean0.mean(axis=0)
+    g_unit, t_unit = float(gen0[:, LEAD_ITERS:].mean()), float(tok0[LEAD_ITERS:].mean())
+
+    def work(gen: np.ndarray, tok: np.ndarray) -> np.ndarray:
+        return np.asarray(gshare * gen.mean(axis=0) / g_unit + (1.0 - gshare) * tok / t_unit)
+
+    # the policy's length drift, halved until it moves the mean busy time by less than
+    # RO_DRIFT_RISE over the series (over any labelled span too)
+    flat = _moving_mean(work(gen0, tok0)[LEAD_ITERS:], 200)
+    for _ in range(RO_DRIFT_HALVINGS):
+        ro.longest, mean = responses(drift)
+        ro.demand = prompt + resident * mean
+        moved = _moving_mean(work(ro.generation(ro.cache[:, None]), mean.mean(axis=0))
+                             [LEAD_ITERS:], 200) / flat
+        if float(moved.max() / moved.min()) < 1.0 + RO_DRIFT_RISE:
+            break
+        drift *= 0.5
+    else:
+        ro.longest, ro.demand, mean = longest0, demand0, mean0
+    ro.scale = gshare / g_unit
+    ro.train = (1.0 - gshare) * mean.mean(axis=0) / t_unit
+    # the weight sync into each worker's engine every few steps; the reward server's episodes
+    every = int(rng.choice(RO_SYNC_EVERY))
+    sj = float(rng.uniform(*RO_SYNC_JITTER))
+    at = t % every == every - 1
+    ro.sync[:, at] = float(rng.uniform(*RO_SYNC)) * np.exp(
+        sj * rng.standard_normal((nodes, int(at.sum()))) - 0.5 * sj * sj)
+    ro.key, ro.burst = _keyed_runs(rng, nodes, n, RO_EPISODE, RO_EPISODE_X)
+    # planned restarts between parts: a downtime, a warm-up, another batch (a level)
+    restarted, pauses = _planned_restarts(rng, job, ro.warm, ro.level, RO_RESTART_P,
+                                          (RO_FIRST, RO_WARM_AMPLITUDE, RO_WARM_TAU),
+                                          RO_DOWNTIME, RO_RESHAPE_LEVEL)
+    mean_busy, var = _node_var(ro.busy(), job.node, nodes)
+    slow, events, who_of, ro.warm = _node_slowdowns(rng, scenario, job, restarted, ro.warm,
+                                                    ro.busy, var, _ROLLOUT_PLAN, pauses)
+    # each rank's busy time, labelled by the span's mean rise of its worker's ranks over
+    # their healthy mean
+    healthy = ro.busy()
+    return _restarted_timeline(job.base_s * healthy / mean_busy, ro.busy(slow) / healthy,
+                               events, pauses, who_of)
+
 
 def _part_rooms(rng: np.random.Generator, scenario: str, starts: np.ndarray, part: int,
                 restarted: np.ndarray, more_p: float, settle: int, clear: int
@@ -5224,6 +5529,7 @@ _BUILDERS: dict[str, Callable[[np.random.Generator, str], _Timeline]] = {
     "memory": _memory, "prefetch": _prefetch, "pipeline": _pipeline,
     "lossy_link": _lossy_link, "gc_pause": _gc_pause, "dispatch": _dispatch, "moe": _moe,
     "hw_queue": _hw_queue, "compile": _compile, "power": _power, "numa": _numa,
+    "rollout": _rollout,
 }
 
 
