@@ -348,7 +348,7 @@ changes, by someone who never ran the detector on it):
                  bottleneck is elsewhere). Positives: 1-3 slowdowns (one in each of as many equal
                  parts after iteration 300, the first always, the others with chance 0.7; each at
                  least :data:`PP_SETTLE` iterations after its part's start, where a schedule change
-                 may lie, and :data:`PP_CLEAR` before the next part's), each raising the mean
+                 may lie, and :data:`SPAN_CLEAR` before the next part's), each raising the mean
                  iteration time over its span by +12-45 % (:data:`PP_SLOWDOWN`) over the span's
                  healthy mean, for 60-800 iterations (:data:`PP_SLOW_ITERS`; at least 25 x (cv /
                  rise)^2, cv the healthy one, at most the part's room): one stage slower (``stage``,
@@ -385,7 +385,7 @@ changes, by someone who never ran the detector on it):
                  clump, is never an event.  Positives: 1-3 degraded links (one in each of as many
                  equal parts after iteration 300, the first always, the others with chance 0.7;
                  40 healthy iterations after each), each raising the mean iteration time over
-                 its span by +12-45 % (:data:`LL_SLOWDOWN`, up to :data:`LL_OVERSHOOT` more:
+                 its span by +12-45 % (:data:`LL_SLOWDOWN`, up to :data:`SPAN_OVERSHOOT` more:
                  losses come whole) over the series' healthy mean: a lossy link (``lossy``:
                  losses costed as the healthy ones, their chance up to 0.35 per iteration, so
                  most iterations and the median stay healthy), a flapping interface (``flap``,
@@ -437,7 +437,7 @@ detector changes, by someone who never ran the detector on it):
                  in each of as many equal parts after iteration 300, the first always, the
                  others with chance 0.7; 40 healthy steps after each), each raising the mean
                  step time over its span by +12-45 % (:data:`GC_SLOWDOWN`, up to
-                 :data:`GC_OVERSHOOT` more: pauses come whole) over the series' healthy mean:
+                 :data:`SPAN_OVERSHOOT` more: pauses come whole) over the series' healthy mean:
                  under automatic GC, thresholds lowered (``threshold``: ``gc.set_threshold``
                  from a library or a config, every rank's full and young collections up to
                  100x more often, at most one full collection a step; where the young ones
@@ -495,7 +495,7 @@ detector changes, by someone who never ran the detector on it):
                  slowdowns of the host side (one in each part, the first always, the others
                  with chance 0.7; 200 steps after a batch-shape change and before the next
                  one, else 40 healthy steps after), each raising the mean step time over its
-                 span by +12-45 % (:data:`HD_SLOWDOWN`, up to :data:`HD_OVERSHOOT` more) over
+                 span by +12-45 % (:data:`HD_SLOWDOWN`, up to :data:`SPAN_OVERSHOOT` more) over
                  the span's healthy mean: a co-located process on 1-4 ranks, at most half
                  (``neighbour``: their host ``1 + g x load`` slower, the load in bursts on
                  20-100 % of the steps, runs of 1-20 steps, fluctuating 20-50 %), CFS quota
@@ -559,7 +559,7 @@ detector changes, by someone who never ran the detector on it):
                  slowdowns (one in each part, the first always, the others with chance 0.7;
                  200 steps after a restart and before the next, else 40 healthy steps after),
                  each raising the mean step time over its span by +12-45 %
-                 (:data:`ME_SLOWDOWN`, up to :data:`ME_OVERSHOOT` more) over the span's
+                 (:data:`ME_SLOWDOWN`, up to :data:`SPAN_OVERSHOOT` more) over the span's
                  healthy mean, where dropless: the router collapsing onto 1-3 experts a layer
                  (``collapse``: the most popular ones at its start, their bias raised over
                  20-400 steps), the balancing loss switched off at a restart (``aux_off``: the
@@ -624,7 +624,7 @@ detector changes, by someone who never ran the detector on it):
                  Positives: 1-3 slowdowns (one in each part, the first always, the others with
                  chance 0.7; 200 steps after a restart and before the next, else 40 healthy
                  steps after), each raising the mean step time over its span by +12-45 %
-                 (:data:`HQ_SLOWDOWN`, up to :data:`HQ_OVERSHOOT` more: buckets block whole)
+                 (:data:`HQ_SLOWDOWN`, up to :data:`SPAN_OVERSHOOT` more: buckets block whole)
                  over the span's healthy mean: fewer connections after a restart
                  (``connections``: the reduce-scatters of a share ``g`` of the buckets, at
                  random, land on the compute queue), another kernel order after a framework
@@ -682,7 +682,7 @@ detector changes, by someone who never ran the detector on it):
                  part, the first always, the others with chance 0.7; 200 steps after a
                  restart and before the next, else 40 healthy steps after), each raising the
                  mean step time over its span by +12-45 % (:data:`CP_SLOWDOWN`, up to
-                 :data:`CP_OVERSHOOT` more) over the span's healthy mean: the cache limit hit
+                 :data:`SPAN_OVERSHOOT` more) over the span's healthy mean: the cache limit hit
                  (``eager``: one shape's graph, a shape drawn as often as its batches, or
                  every shape's falls back to eager, its compute and host time ``1 + g``
                  times, at most 2x, until a restart at the span's end compiles them again),
@@ -744,7 +744,7 @@ detector changes, by someone who never ran the detector on it):
                  each part, the first always, the others with chance 0.7; 200 steps after a
                  restart and before the next, else 40 healthy steps after), each raising the
                  mean busy time of the capped node's ranks over its span by +12-45 %
-                 (:data:`PW_SLOWDOWN`, up to :data:`PW_OVERSHOOT` more) over their healthy
+                 (:data:`PW_SLOWDOWN`, up to :data:`SPAN_OVERSHOOT` more) over their healthy
                  mean: a facility's demand response (``demand``: one node's cap divided by ``1
                  + g``, at most 5x lower, for the span, then back), a failed power supply
                  (``psu``: the same until a restart at the span's end), a configuration change
@@ -795,7 +795,7 @@ detector changes, by someone who never ran the detector on it):
                  first always, the others with chance 0.7; 200 steps after a restart and
                  before the next, else 40 healthy steps after), each raising the mean busy
                  time of the slowed node's ranks over its span by +12-45 %
-                 (:data:`NU_SLOWDOWN`, up to :data:`NU_OVERSHOOT` more) over their healthy
+                 (:data:`NU_SLOWDOWN`, up to :data:`SPAN_OVERSHOOT` more) over their healthy
                  mean: the affinity lost at a restart (``affinity``: a launcher or container
                  update, the node's processes float across sockets, their host work, loader
                  and copies read remote memory and cross the inter-socket link, ``1 + g``
@@ -826,6 +826,65 @@ detector changes, by someone who never ran the detector on it):
                  ``balancing`` / ``governor`` / ``cojob``).  Negatives: the healthy series
                  alone.
 
+The held-out family of the nineteenth round (written and committed before that round's
+detector changes, by someone who never ran the detector on it):
+
+``rollout``      reinforcement-learning steps bound by generation (RLHF / GRPO with the policy's
+                 generation engines colocated on the training ranks): each step decodes a batch of
+                 prompts on every generation worker until the longest response in its batch ends,
+                 gathers the responses, then trains on them.  A job is 1-16 ranks (:data:`RO_RANKS`)
+                 in generation workers of 1-8 (:data:`RO_TP`, an engine's tensor parallelism); each
+                 rank's record is its busy time (the wait for the slowest worker at the gather is
+                 not in it): its worker's generation (50-85 % of the mean busy time, :data:`RO_GEN`)
+                 and its share of the training (the rest, growing with the step's generated tokens),
+                 both at the device's rate (a wandering rate, AR(1) in log space, jitter 0.3-2 %, a
+                 warm-up, 0.2-1 % per rank), host work (2-8 %), the weight sync into its engine
+                 (every 1-10 steps, 3-15 % of a mean step, :data:`RO_SYNC`), checkpoints (every
+                 200-1000 steps, 1-3 steps at 1.5-4x) and validation rollouts (every 100-1000 steps,
+                 +1-4 mean steps).  A worker decodes 32-256 responses a step (:data:`RO_SEQS`) of
+                 log-normal lengths (median 1/16-1/4 of the maximum length, spread 0.5-1.2, capped
+                 at the maximum): its decode iterations are the longest response's length (the
+                 largest of its draws, drawn as an order statistic), each costing the weights' read
+                 plus the KV cache's (0.2-1 of it at a full cache, :data:`RO_KV`); its cache holds
+                 the prompts (0.05-0.5 of the maximum length) and 50-90 % of the generated tokens at
+                 its peak, the cache sized so that the healthy demand's median is 60-100 % of it
+                 (each worker 3 % apart); a batch whose demand exceeds the cache preempts sequences
+                 and recomputes them, ``x (1 + x)`` times 0.5-2 times the mean longest response's
+                 decode iterations (``x``: the demand over the cache, minus 1, a convex cost,
+                 :data:`RO_PREEMPT`).  Healthy: the ceiling mode (the longest response capped at the
+                 maximum in a share of the steps, 0-100 % by the lengths' median and spread), heavy
+                 batches that preempt, the policy's response length drifting (its median x
+                 exp(-0.3..+0.6) along ``1 - exp(-t / tau)``, tau 0.2-1 of the series,
+                 :data:`RO_DRIFT`; halved until the workers' mean busy time, over 200 steps, moves
+                 by less than 3 % over the whole series, :data:`RO_DRIFT_RISE`, so it stays below
+                 the rule over any span, labelled or not), the weight sync and the validation
+                 rollouts, the series cut in 1-3 parts, a part after the first starting with a
+                 planned restart with chance 0.6 (downtime 60-900 s, a warm-up, another batch: the
+                 busy time 0.97-1.04x).  Positives: 1-3 slowdowns (one in each part, the first
+                 always, the others with chance 0.7; 200 steps after a restart and before the next,
+                 else 40 healthy steps after), each raising the mean busy time of one worker's ranks
+                 over its span by +12-45 % (:data:`RO_SLOWDOWN`, up to :data:`SPAN_OVERSHOOT` more)
+                 over their healthy mean: a worker whose KV cache is smaller after a restart
+                 (``cache``: another memory fraction, the cache ``1 / (1 + g)``, at most 8x smaller:
+                 preemptions begin earlier, until a restart at the span's end), a co-located
+                 reward-model server taking the worker's compute in episodes (``reward``: runs of
+                 3-40 steps, :data:`RO_EPISODE`, each making the decode 1.5-4x slower, a step in an
+                 episode where its run's key is below the rate ``g``, the rate climbing linearly
+                 over 30-100 % of the span), a degraded worker (``degraded``: its decode ``1 + g``
+                 times slower, at most 3x) or its weight-sync path degraded (``sync``: a link
+                 trained down, its weight loads ``1 + g`` times longer, at most 61x: intermittent
+                 where the sync is not every step).  The preemptions make the rise non-linear in
+                 ``g``.  The counterfactual healthy series has the same restarts.  The size ``g`` is
+                 solved by bisection for the rise over a span of 60-800 steps
+                 (:data:`RO_SLOW_ITERS`) and at least 1.3 x 25 x (cv / rise)^2 (cv: the noisiest
+                 worker's mean busy time), drawn again (at most 8 times) until the labelled span
+                 holds 25 x (its own sd / its rise)^2 steps and stands +12 % above the healthy steps
+                 of the 200 before it, and of the 200 after it where no restart follows (their 4
+                 longest left out; the first part's last try: a degraded worker at the smallest rise
+                 over the part's whole room).  Labelled from the first step that changes to the
+                 last, by the span's mean rise, with the worker's ranks (kinds ``cache`` /
+                 ``reward`` / ``degraded`` / ``sync``).  Negatives: the healthy series alone.
+
 :data:`HELD_OUT` names the families that were never looked at while the detector was changed
 for issue 29 (decided before the changes): they are only evaluated.
 """
@@ -838,6 +897,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.signal import lfilter
+from scipy.special import ndtr, ndtri
 
 from stragglers.logs.records import CallRecord, IterationRecord
 
@@ -1032,6 +1092,18 @@ LD_SMALL_RUNGS = (1, 2)  # a light competing flow (never an event): rungs ...
 LD_SMALL_TOTAL = (0.02, 0.05)  # ... adding up to this
 LD_SMALL_P = 0.5  # chance per part of the series without a ladder
 LD_PART = 700  # the series is cut in parts of at least this many iterations
+# the labels of the families whose slowdowns are drawn for a decidable rise (``seqlen`` onwards;
+# each family's own ranges stay under its prefix): one rule, shared
+SPAN_DECIDABLE = 25.0  # a labelled span at least this x (cv / rise)^2 long (the rise 5 standard
+#                        errors of the span's mean; cv the healthy one, or the span's own sd)
+SPAN_NEED_MARGIN = 1.3  # a span drawn this much longer than that needs (its spread is estimated)
+SPAN_TRIES = 8  # a planned slowdown is drawn again until decidable, at most this many times
+SPAN_MORE_P = 0.7  # a positive: a slowdown in its first part, in each other with this chance
+SPAN_OVERSHOOT = 0.10  # a span's rise at most this above the drawn one (it is solved coarsely;
+#                        stalls, pauses, losses, blocked buckets and recompiles come whole)
+SPAN_SOLVE_STEPS = 18  # bisection steps for a slowdown's size
+SPAN_SETTLE = 200  # slowdowns start this long after a restart or a batch-shape change ...
+SPAN_CLEAR = 200  # ... and end this long before the next one (else 40 steps)
 # seqlen (module docstring): variable-length long-context batches, synchronous data parallelism
 SL_RANKS = (2, 4, 8, 16)  # data-parallel ranks; the step waits for the slowest
 SL_MICRO = (1, 6)  # micro-batches per rank and step (log-uniform integer)
@@ -1048,8 +1120,7 @@ SL_WARM_AMPLITUDE = (0.05, 0.4)
 SL_WARM_TAU = (3.0, 30.0)
 SL_FIRST = (2.0, 10.0)
 SL_SLOWDOWN = (0.12, 0.45)  # mean rise of a slowdown over the healthy mean step time
-SL_SLOW_ITERS = (40, 800)  # its duration (log-uniform) ...
-SL_DECIDABLE = 25.0  # ... at least this x (healthy cv / rise)^2 (the rise 5 standard errors)
+SL_SLOW_ITERS = (40, 800)  # its duration (log-uniform; at least SPAN_DECIDABLE x (cv / rise)^2)
 SL_WORKER_P = 0.6  # chance that a slowdown is one slow rank (else the all-reduce)
 SL_WORKER_MAX = 20.0  # a slow rank's compute is at most this many times slower
 # accum (module docstring): gradient accumulation, one record per micro-batch
@@ -1077,7 +1148,7 @@ AC_FIRST = (2.0, 10.0)
 AC_SLOWDOWN = (0.12, 0.45)  # mean rise of a slowdown over the healthy mean time
 AC_SLOW_ITERS = (40, 800)  # its duration (log-uniform), whole accumulation cycles ...
 AC_MIN_CYCLES = 6  # ... at least this many (so at least 6 slow boundaries), and at least
-AC_DECIDABLE = 25.0  # this x (healthy cv of a cycle's time / rise)^2 (5 standard errors)
+#                    SPAN_DECIDABLE x (healthy cv of a cycle's time / rise)^2
 AC_COMM_P = 0.5  # kind of a slowdown: the all-reduce (congestion) with this chance, ...
 AC_OFFLOAD_SLOW_P = 0.3  # ... the offloaded optimizer (CPU contention) with this one, else compute
 AC_COMM_HIT = (0.7, 1.0)  # congestion: the share of the span's boundaries it slows ...
@@ -1104,8 +1175,7 @@ MP_PLANNED_P = 0.4  # chance that a series runs planned GC (every rank at once) 
 MP_PLANNED_EVERY = (100, 200, 500, 1000)  # ... every this many iterations
 MP_MASKED = (0.5, 3.0)  # planned GC: a slow healthy heap growth over the series (x1.5-4)
 MP_SLOWDOWN = (0.12, 0.45)  # mean rise of a slowdown over the healthy mean time
-MP_SLOW_ITERS = (60, 800)  # its duration (log-uniform) ...
-MP_DECIDABLE = 25.0  # ... at least this x (healthy cv / rise)^2 (the rise 5 standard errors)
+MP_SLOW_ITERS = (60, 800)  # its duration (log-uniform; at least SPAN_DECIDABLE x (cv / rise)^2)
 MP_FRAG_P = 0.5  # kind of a slowdown: allocator thrash with this chance (always under
 #                  planned GC), else a host memory leak under automatic GC
 MP_THRASH = (2.0, 8.0)  # thrash: the teeth this many times shorter (at least MP_MIN_TOOTH) ...
@@ -1132,16 +1202,14 @@ DL_HIDDEN_P = 0.5  # a hidden storage slowdown (never an event) in a part with t
 DL_HIDDEN_ITERS = (100, 1000)  # ... this long (log-uniform) ...
 DL_HIDDEN_MAX = 0.9  # ... the loader's utilisation at most this: the queue hides it
 DL_SLOWDOWN = (0.12, 0.45)  # mean rise of a slowdown's visible span over the healthy mean
-DL_SLOW_ITERS = (60, 800)  # the storage slow this long (log-uniform) ...
-DL_DECIDABLE = 25.0  # ... at least this x (cv / rise)^2 (the healthy cv, and the span's own)
+DL_SLOW_ITERS = (60, 800)  # the storage slow this long (log-uniform; SPAN_DECIDABLE: the healthy
+#                             cv, and the span's own)
 DL_TAIL = 60  # the queue refills within this many steps after a slowdown (else none)
-DL_TRIES = 8  # a planned slowdown is drawn again until decidable, at most this many times
-DL_MORE_P = 0.7  # a positive: a slowdown in its first part, in each other with this chance
 DL_STORAGE_P = 0.6  # kind: every read slower (storage) with this chance, else a hiccup storm
 DL_STORAGE_MAX = 2.5  # storage: the production time at most this many mean compute times
 DL_STORM_X = (2.0, 8.0)  # storm: its hiccups this many times slower ...
 DL_STORM_MAX = 0.5  # ... starting with chance up to this per batch; its span is drawn at
-DL_STORM_WIDE = 4.0  # least this x DL_DECIDABLE x (healthy cv / rise)^2 long
+DL_STORM_WIDE = 4.0  # least this x SPAN_DECIDABLE x (healthy cv / rise)^2 long
 # pipeline (module docstring): pipeline-parallel training, a GPipe schedule per iteration
 PP_STAGES = (2, 4, 8)  # pipeline stages
 PP_MICRO = (4, 6, 8, 12, 16, 24, 32)  # micro-batches per iteration (at least the stages) ...
@@ -1170,15 +1238,13 @@ PP_HIDDEN_ITERS = (100, 1000)  # ... this long (log-uniform) ...
 PP_HIDDEN_SLACK = (0.5, 0.95)  # ... using this share of its slack to the slowest stage ...
 PP_HIDDEN_RISE = 0.04  # ... kept only where the mean iteration rises by less than this
 PP_SLOWDOWN = (0.12, 0.45)  # mean rise of a slowdown over the span's healthy mean
-PP_SLOW_ITERS = (60, 800)  # its duration (log-uniform) ...
-PP_DECIDABLE = 25.0  # ... at least this x (healthy cv / rise)^2 (the rise 5 standard errors)
-PP_MORE_P = 0.7  # a positive: a slowdown in its first part, in each other with this chance
+PP_SLOW_ITERS = (60, 800)  # its duration (log-uniform; at least SPAN_DECIDABLE x (cv / rise)^2)
 PP_STAGE_P = 0.6  # kind: one stage slower (else one link between two stages)
 PP_STAGE_MAX = 8.0  # a slow stage at most this many times slower ...
 PP_LINK_MAX = 60.0  # ... a congested link's transfers this many (mean) ...
 PP_LINK_JITTER = (0.2, 0.5)  # ... varying this much from transfer to transfer (log space)
-PP_SETTLE = 150  # slowdowns start this long after a part's start (a schedule change) ...
-PP_CLEAR = 200  # ... and end this long before the next part's start
+PP_SETTLE = 150  # slowdowns start this long after a part's start (a schedule change; they end
+#                   SPAN_CLEAR before the next part's start)
 # lossy_link (module docstring): packet loss and interface flapping on the training fabric
 LL_WANDER_SD = (0.003, 0.015)  # compute: AR(1) in log space, stationary sd ...
 LL_WANDER_PHI = (0.95, 0.995)  # ... and lag-1 correlation
@@ -1206,11 +1272,7 @@ LL_CKPT_X = (1.5, 4.0)  # ... this many times longer
 LL_EVAL_EVERY = (100, 200, 250, 500, 1000)  # an evaluation every this many iterations ...
 LL_EVAL_X = (1.0, 4.0)  # ... adding this many mean iterations
 LL_SLOWDOWN = (0.12, 0.45)  # mean rise of a slowdown's span over the healthy mean
-LL_SLOW_ITERS = (60, 800)  # the link degraded this long (log-uniform) ...
-LL_DECIDABLE = 25.0  # ... at least this x (span's sd / rise)^2 (the rise 5 standard errors)
-LL_NEED_MARGIN = 1.3  # ... drawn this much longer than that needs (its spread is estimated)
-LL_TRIES = 8  # a planned slowdown is drawn again until decidable, at most this many times
-LL_MORE_P = 0.7  # a positive: a slowdown in its first part, in each other with this chance
+LL_SLOW_ITERS = (60, 800)  # the link degraded this long (log-uniform; SPAN_DECIDABLE)
 LL_FLAP_P = 0.3  # kind: interface flapping with this chance, ...
 LL_DOWNSHIFT_P = 0.25  # ... a lossy link trained down to a lower rate with this one, else lossy
 LL_FLAP_DOWN = (2.0, 12.0)  # flapping: each flap this many mean iterations (log-uniform)
@@ -1220,7 +1282,6 @@ LL_RAMP_P = 0.5  # the loss chance climbs (a degrading cable) with this chance, 
 LL_RAMP = (0.2, 0.6)  # ... linearly from the healthy chance over this share of the span, ...
 LL_RAMP_MAX = 200  # ... at most this many iterations
 LL_RATE_MAX = 0.35  # a degraded link's loss chance per iteration at most this (most healthy)
-LL_OVERSHOOT = 0.10  # a span's rise at most this above the drawn one (losses come whole)
 LL_FLAP_MAX = 0.25  # a flapping interface's chance of a flap per iteration at most this
 # gc_pause (module docstring): host-side time, Python's garbage collector in the training loop
 GC_RANKS = (1, 2, 4, 8, 16)  # data-parallel ranks: the step waits for the slowest
@@ -1255,12 +1316,7 @@ GC_EVAL_EVERY = (100, 200, 250, 500, 1000)  # an evaluation every this many step
 GC_EVAL_X = (1.0, 4.0)  # ... adding this many mean steps ...
 GC_EVAL_ALLOC = (0.2, 1.0)  # ... and survivors worth this share of a collection's threshold
 GC_SLOWDOWN = (0.12, 0.45)  # mean rise of a slowdown's span over the healthy mean
-GC_SLOW_ITERS = (60, 800)  # its duration (log-uniform) ...
-GC_DECIDABLE = 25.0  # ... at least this x (span's sd / rise)^2 (the rise 5 standard errors)
-GC_NEED_MARGIN = 1.3  # ... drawn this much longer than that needs (its spread is estimated)
-GC_TRIES = 8  # a planned slowdown is drawn again until decidable, at most this many times
-GC_MORE_P = 0.7  # a positive: a slowdown in its first part, in each other with this chance
-GC_OVERSHOOT = 0.10  # a span's rise at most this above the drawn one (pauses come whole)
+GC_SLOW_ITERS = (60, 800)  # its duration (log-uniform; at least SPAN_DECIDABLE x (cv / rise)^2)
 GC_RATE_MAX = 100.0  # thresholds lowered: collections at most this many times more often ...
 #                      (a full collection at most once a step)
 GC_LEAK_P = 0.4  # automatic GC: a leak of Python objects with this chance, else thresholds
@@ -1304,16 +1360,9 @@ HD_HIDDEN_ITERS = (50, 600)  # ... this long (log-uniform) ...
 HD_HIDDEN_X = (0.1, 1.0)  # ... one rank's host time this much longer (halved until ...
 HD_HIDDEN_RISE = 0.03  # ... the mean step over the episode rises by less than this)
 HD_SLOWDOWN = (0.12, 0.45)  # mean rise of a slowdown's span over its healthy mean
-HD_SLOW_ITERS = (60, 800)  # its duration (log-uniform) ...
-HD_DECIDABLE = 25.0  # ... at least this x (span's sd / rise)^2 (the rise 5 standard errors)
-HD_NEED_MARGIN = 1.3  # ... drawn this much longer than that needs (its spread is estimated)
-HD_TRIES = 8  # a planned slowdown is drawn again until decidable, at most this many times
-HD_MORE_P = 0.7  # a positive: a slowdown in its first part, in each other with this chance
-HD_OVERSHOOT = 0.10  # a span's rise at most this above the drawn one (stalls come whole)
+HD_SLOW_ITERS = (60, 800)  # its duration (log-uniform; at least SPAN_DECIDABLE x (cv / rise)^2)
 HD_AROUND = 200  # ... and as far above the healthy steps this far before and after it ...
 HD_AROUND_DROP = 4  # ... their longest few left out (host spikes, checkpoints, evaluations)
-HD_SETTLE = 200  # slowdowns start this long after a batch-shape change ...
-HD_CLEAR = 200  # ... and end this long before the next one (else 40 steps)
 HD_KINDS = (("neighbour", 0.3), ("quota", 0.25), ("freq_cap", 0.25), ("sync", 0.2))
 HD_WHO = (1, 4)  # a neighbour / a quota: this many ranks (at most half, at least one)
 HD_NEIGHBOUR_JITTER = (0.2, 0.5)  # a neighbour's load fluctuates (log space, per step)
@@ -1368,15 +1417,7 @@ ME_DRIFT_BUILD = (20, 200)  # ... building over this many steps (log-uniform) ..
 ME_DRIFT_PUSH = (0.2, 1.5)  # ... one expert's bias per layer up by this (logit) ...
 ME_DRIFT_RISE = 0.03  # ... kept where the mean step over it rises by less than this (halved)
 ME_SLOWDOWN = (0.12, 0.45)  # mean rise of a slowdown's span over its healthy mean
-ME_SLOW_ITERS = (60, 800)  # its duration (log-uniform) ...
-ME_DECIDABLE = 25.0  # ... at least this x (span's sd / rise)^2 (the rise 5 standard errors)
-ME_NEED_MARGIN = 1.3  # ... drawn this much longer than that needs (its spread is estimated)
-ME_TRIES = 8  # a planned slowdown is drawn again until decidable, at most this many times
-ME_MORE_P = 0.7  # a positive: a slowdown in its first part, in each other with this chance
-ME_OVERSHOOT = 0.10  # a span's rise at most this above the drawn one (it is solved coarsely)
-ME_SOLVE_STEPS = 18  # bisection steps for a slowdown's size
-ME_SETTLE = 200  # slowdowns start this long after a restart ...
-ME_CLEAR = 200  # ... and end this long before the next one (else 40 steps)
+ME_SLOW_ITERS = (60, 800)  # its duration (log-uniform; at least SPAN_DECIDABLE x (cv / rise)^2)
 ME_KINDS = (("collapse", 0.25), ("aux_off", 0.2), ("capacity", 0.3), ("domain", 0.2),
             ("slow_rank", 0.15))  # capacity only where there is one, the three before not
 ME_FAVOURED = (1, 3)  # collapse: the router concentrates on this many experts a layer ...
@@ -1421,15 +1462,7 @@ HQ_RESIZE = (0.7, 1.4)  # ... its buckets' bytes this many times the old ones (l
 HQ_RESIZE_RISE = 0.04  # ... kept where the part's mean step rises by less than this (halved)
 HQ_DOWNTIME = (60.0, 900.0)  # a restart's downtime (seconds; the timestamps jump)
 HQ_SLOWDOWN = (0.12, 0.45)  # mean rise of a slowdown's span over its healthy mean
-HQ_SLOW_ITERS = (60, 800)  # its duration (log-uniform) ...
-HQ_DECIDABLE = 25.0  # ... at least this x (span's sd / rise)^2 (the rise 5 standard errors)
-HQ_NEED_MARGIN = 1.3  # ... drawn this much longer than that needs (its spread is estimated)
-HQ_TRIES = 8  # a planned slowdown is drawn again until decidable, at most this many times
-HQ_MORE_P = 0.7  # a positive: a slowdown in its first part, in each other with this chance
-HQ_OVERSHOOT = 0.10  # a span's rise at most this above the drawn one (blocked buckets are whole)
-HQ_SOLVE_STEPS = 18  # bisection steps for a slowdown's size
-HQ_SETTLE = 200  # slowdowns start this long after a restart ...
-HQ_CLEAR = 200  # ... and end this long before the next one (else 40 steps)
+HQ_SLOW_ITERS = (60, 800)  # its duration (log-uniform; at least SPAN_DECIDABLE x (cv / rise)^2)
 HQ_KINDS = (("connections", 0.3), ("order", 0.2), ("bucket", 0.25), ("link", 0.25))
 HQ_GROW = (0.25, 1.0)  # bucket: the share of the buckets whose bytes grow ...
 HQ_GROW_MAX = 8.0  # ... to at most 1 + this times
@@ -1477,15 +1510,7 @@ CP_RESHAPE_P = 0.5  # ... with a new micro-batch count (every shape new: cold co
 CP_RESHAPE_LEVEL = (0.85, 1.04)  # chance, the busy time this many times the old one
 CP_DOWNTIME = (60.0, 900.0)  # a restart's downtime (seconds; the timestamps jump)
 CP_SLOWDOWN = (0.12, 0.45)  # mean rise of a slowdown's span over its healthy mean
-CP_SLOW_ITERS = (60, 800)  # its duration (log-uniform) ...
-CP_DECIDABLE = 25.0  # ... at least this x (span's sd / rise)^2 (the rise 5 standard errors)
-CP_NEED_MARGIN = 1.3  # ... drawn this much longer than that needs (its spread is estimated)
-CP_TRIES = 8  # a planned slowdown is drawn again until decidable, at most this many times
-CP_MORE_P = 0.7  # a positive: a slowdown in its first part, in each other with this chance
-CP_OVERSHOOT = 0.10  # a span's rise at most this above the drawn one (recompiles come whole)
-CP_SOLVE_STEPS = 18  # bisection steps for a slowdown's size
-CP_SETTLE = 200  # slowdowns start this long after a restart ...
-CP_CLEAR = 200  # ... and end this long before the next one (else 40 steps)
+CP_SLOW_ITERS = (60, 800)  # its duration (log-uniform; at least SPAN_DECIDABLE x (cv / rise)^2)
 CP_KINDS = (("eager", 0.35), ("thrash", 0.2), ("graph_break", 0.45))
 CP_EAGER_ONE_P = 0.5  # eager: one shape's graph falls back with this chance, else every shape's
 CP_EAGER_MAX = 1.0  # ... the compute and host time at most 1 + this times the compiled ones
@@ -1532,15 +1557,7 @@ PW_RESTART_P = 0.6  # a part after the first starts with a planned restart with 
 PW_RESHAPE_LEVEL = (0.85, 1.04)  # ... another batch: the busy time this many times the old one
 PW_DOWNTIME = (60.0, 900.0)  # a restart's downtime (seconds; the timestamps jump)
 PW_SLOWDOWN = (0.12, 0.45)  # mean rise of a slowdown's span over its healthy mean
-PW_SLOW_ITERS = (60, 800)  # its duration (log-uniform) ...
-PW_DECIDABLE = 25.0  # ... at least this x (span's sd / rise)^2 (the rise 5 standard errors)
-PW_NEED_MARGIN = 1.3  # ... drawn this much longer than that needs (its spread is estimated)
-PW_TRIES = 8  # a planned slowdown is drawn again until decidable, at most this many times
-PW_MORE_P = 0.7  # a positive: a slowdown in its first part, in each other with this chance
-PW_OVERSHOOT = 0.10  # a span's rise at most this above the drawn one (it is solved coarsely)
-PW_SOLVE_STEPS = 18  # bisection steps for a slowdown's size
-PW_SETTLE = 200  # slowdowns start this long after a restart ...
-PW_CLEAR = 200  # ... and end this long before the next one (else 40 steps)
+PW_SLOW_ITERS = (60, 800)  # its duration (log-uniform; at least SPAN_DECIDABLE x (cv / rise)^2)
 PW_KINDS = (("demand", 0.3), ("psu", 0.2), ("config", 0.25), ("cooling", 0.25))
 PW_CAP_MAX = 4.0  # demand / psu: the node's cap divided by at most 1 + this
 PW_DRAW_MAX = 1.0  # config: every node's draw at most 1 + this times
@@ -1587,15 +1604,7 @@ NU_RESTART_P = 0.6  # a part after the first starts with a planned restart with 
 NU_REWORK_LEVEL = (0.97, 1.04)  # ... another loader worker count: the busy time this many times
 NU_DOWNTIME = (60.0, 900.0)  # a restart's downtime (seconds; the timestamps jump)
 NU_SLOWDOWN = (0.12, 0.45)  # mean rise of a slowdown's span over its healthy mean
-NU_SLOW_ITERS = (60, 800)  # its duration (log-uniform) ...
-NU_DECIDABLE = 25.0  # ... at least this x (span's sd / rise)^2 (the rise 5 standard errors)
-NU_NEED_MARGIN = 1.3  # ... drawn this much longer than that needs (its spread is estimated)
-NU_TRIES = 8  # a planned slowdown is drawn again until decidable, at most this many times
-NU_MORE_P = 0.7  # a positive: a slowdown in its first part, in each other with this chance
-NU_OVERSHOOT = 0.10  # a span's rise at most this above the drawn one (it is solved coarsely)
-NU_SOLVE_STEPS = 18  # bisection steps for a slowdown's size
-NU_SETTLE = 200  # slowdowns start this long after a restart ...
-NU_CLEAR = 200  # ... and end this long before the next one (else 40 steps)
+NU_SLOW_ITERS = (60, 800)  # its duration (log-uniform; at least SPAN_DECIDABLE x (cv / rise)^2)
 NU_KINDS = (("affinity", 0.3), ("balancing", 0.25), ("governor", 0.2), ("cojob", 0.25))
 NU_REMOTE_MAX = 1.0  # affinity: remote memory and the inter-socket link, at most 1 + this x
 NU_CLOCK_MAX = 1.5  # governor: the host's clock 1 / (1 + g), at most 2.5x lower
@@ -1605,23 +1614,73 @@ NU_BURST = (3, 40)  # balancing: page migration in bursts of this many steps (lo
 NU_BURST_X = (0.5, 3.0)  # ... the host work and copies 1 + this in a burst (log-uniform)
 NU_CLIMB = (0.3, 1.0)  # balancing: the burst rate climbs linearly over this share of the span
 
+# rollout (module docstring): reinforcement-learning steps bound by generation (RLHF / GRPO)
+RO_RANKS = (1, 2, 4, 8, 16)  # ranks: each generates in its worker, then trains its share
+RO_TP = (1, 2, 4, 8)  # ranks of a generation worker (its engine's tensor parallelism; at most
+#                       the ranks): the gather waits for the slowest worker
+RO_WANDER_SD = (0.003, 0.015)  # device rate: AR(1) in log space, stationary sd ...
+RO_WANDER_PHI = (0.95, 0.995)  # ... and lag-1 correlation
+RO_JITTER = (0.003, 0.02)  # ... plus per-step jitter (log space)
+RO_WARM_AMPLITUDE = (0.05, 0.4)  # the warm-up of the job's start and of every restart
+RO_WARM_TAU = (3.0, 30.0)
+RO_FIRST = (2.0, 10.0)
+RO_RANK_JITTER = (0.002, 0.01)  # each rank's compute per step (log space)
+RO_HOST = (0.02, 0.08)  # host work (rule-based rewards, the gather's bookkeeping, logging) ...
+RO_HOST_JITTER = (0.03, 0.15)  # ... its spread (log space)
+RO_GEN = (0.5, 0.85)  # generation's share of the mean busy time (the rest: the training)
+RO_SEQS = (32, 64, 128, 256)  # responses a worker decodes per step (prompts x samples each)
+RO_MEDIAN = (1 / 16, 1 / 4)  # their lengths: median over the maximum length (log-uniform) ...
+RO_SIGMA = (0.5, 1.2)  # ... log-normal spread, capped at the maximum
+RO_PROMPT = (0.05, 0.5)  # a prompt's length over the maximum response length
+RO_KV = (0.2, 1.0)  # a decode iteration's KV-cache read at a full cache over its weights' read
+RO_RESIDENT = (0.5, 0.9)  # the share of the generated tokens resident at the cache's peak
+RO_OCCUPANCY = (0.6, 1.0)  # the healthy demand's median over the cache's capacity ...
+RO_CACHE_NODE = 0.03  # ... each worker's capacity this much apart (log space)
+RO_PREEMPT = (0.5, 2.0)  # preemption: recompute of x (1 + x) times this many times the mean
+#                          longest response's iterations (x: the demand over the capacity, - 1)
+RO_SYNC_EVERY = (1, 2, 4, 5, 10)  # the new weights loaded into the engines every this many steps
+RO_SYNC = (0.03, 0.15)  # ... taking this many mean steps ...
+RO_SYNC_JITTER = (0.02, 0.10)  # ... its spread per worker and sync (log space)
+RO_DRIFT = (-0.3, 0.6)  # the policy's response length: its median x exp(this) at the end of ...
+RO_DRIFT_TAU = (0.2, 1.0)  # ... a climb 1 - exp(-t / tau), tau this share of the series, ...
+RO_DRIFT_RISE = 0.03  # ... halved until the mean busy time (over 200 steps) moves by less
+RO_DRIFT_HALVINGS = 8  # than this over the series (at most this many halvings, then none)
+RO_CKPT_EVERY = (200, 1000)  # a checkpoint every this many steps ...
+RO_CKPT_ITERS = (1, 3)  # ... that many steps ...
+RO_CKPT_X = (1.5, 4.0)  # ... this many times longer
+RO_EVAL_EVERY = (100, 200, 250, 500, 1000)  # validation rollouts every this many steps ...
+RO_EVAL_X = (1.0, 4.0)  # ... adding this many mean steps
+RO_RESTART_P = 0.6  # a part after the first starts with a planned restart with this chance ...
+RO_RESHAPE_LEVEL = (0.97, 1.04)  # ... another batch: the busy time this many times the old one
+RO_DOWNTIME = (60.0, 900.0)  # a restart's downtime (seconds; the timestamps jump)
+RO_SLOWDOWN = (0.12, 0.45)  # mean rise of a slowdown's span over its healthy mean
+RO_SLOW_ITERS = (60, 800)  # its duration (log-uniform; at least SPAN_DECIDABLE x (cv / rise)^2)
+RO_KINDS = (("cache", 0.3), ("reward", 0.25), ("degraded", 0.2), ("sync", 0.25))
+RO_CACHE_MAX = 7.0  # cache: the worker's KV cache 1 / (1 + g), at most 8x smaller
+RO_EPISODE = (3, 40)  # reward: the reward server's episodes, runs of this many steps ...
+RO_EPISODE_X = (0.5, 3.0)  # ... the decode 1 + this slower in an episode (log-uniform)
+RO_CLIMB = (0.3, 1.0)  # reward: the episodes' rate climbs linearly over this share of the span
+RO_RATE_MAX = 2.0  # degraded: the worker's decode at most 1 + this times slower
+RO_SYNC_MAX = 60.0  # sync: the worker's weight loads at most 1 + this times longer
+
 FAMILIES: tuple[str, ...] = ("restart", "ckpt_stall", "flapping", "staircase", "noise_regime",
                              "sampled", "multirank", "greyhound", "failslow", "ramp", "short",
                              "hump", "warmup_onset", "reconfig", "ckpt_burst", "contention",
                              "megatron", "bimodal_replay", "ladder", "seqlen", "accum",
                              "memory", "prefetch", "pipeline", "lossy_link", "gc_pause",
-                             "dispatch", "moe", "hw_queue", "compile", "power", "numa")
+                             "dispatch", "moe", "hw_queue", "compile", "power", "numa",
+                             "rollout")
 #: Families held out in the current round of issue 29: never looked at while the detector was
-#: changed (only evaluated; ``numa`` was written and committed before the eighteenth round's
-#: changes, by someone who never ran the detector on it).  The others, ``power`` (held out in
-#: the seventeenth round), ``compile`` (the sixteenth), ``hw_queue`` (the fifteenth), ``moe``
-#: (the fourteenth), ``dispatch`` (the thirteenth), ``gc_pause`` (the twelfth), ``lossy_link``
-#: (the eleventh), ``pipeline`` (the tenth), ``prefetch`` (the ninth), ``memory`` (the
-#: eighth), ``accum`` (the seventh), ``seqlen`` (the sixth), ``ladder`` (the fifth),
-#: ``bimodal_replay`` (the fourth), ``megatron`` (the third), ``contention`` (the second),
-#: ``hump``, ``warmup_onset``, ``reconfig`` and ``ckpt_burst`` (the first round) included,
-#: are the families it was built and tuned on.
-HELD_OUT: tuple[str, ...] = ("numa",)
+#: changed (only evaluated; ``rollout`` was written and committed before the nineteenth round's
+#: changes, by someone who never ran the detector on it).  The others, ``numa`` (held out in the
+#: eighteenth round), ``power`` (the seventeenth), ``compile`` (the sixteenth), ``hw_queue`` (the
+#: fifteenth), ``moe`` (the fourteenth), ``dispatch`` (the thirteenth), ``gc_pause`` (the twelfth),
+#: ``lossy_link`` (the eleventh), ``pipeline`` (the tenth), ``prefetch`` (the ninth), ``memory``
+#: (the eighth), ``accum`` (the seventh), ``seqlen`` (the sixth), ``ladder`` (the fifth),
+#: ``bimodal_replay`` (the fourth), ``megatron`` (the third), ``contention`` (the second), ``hump``,
+#: ``warmup_onset``, ``reconfig`` and ``ckpt_burst`` (the first round) included, are the families it
+#: was built and tuned on.
+HELD_OUT: tuple[str, ...] = ("rollout",)
 
 #: (family, scenario, series per seed at scale 1, positive)
 SCENARIOS: tuple[tuple[str, str, int, bool], ...] = (
@@ -1695,6 +1754,8 @@ SCENARIOS: tuple[tuple[str, str, int, bool], ...] = (
     ("power", "healthy", 10, False),
     ("numa", "slow", 14, True),
     ("numa", "healthy", 10, False),
+    ("rollout", "slow", 14, True),
+    ("rollout", "healthy", 10, False),
 )
 
 
@@ -2597,7 +2658,7 @@ def _seqlen(rng: np.random.Generator, scenario: str) -> _Timeline:
         for j in range(k):  # one in each of k equal parts, 40 healthy iterations after it
             a0 = LEAD_ITERS + j * part
             s = float(rng.uniform(*SL_SLOWDOWN))
-            need = math.ceil(SL_DECIDABLE * (cv / s) ** 2)
+            need = math.ceil(SPAN_DECIDABLE * (cv / s) ** 2)
             dur = min(max(_logint(rng, *SL_SLOW_ITERS), need), part - 40)
             a = a0 + int(rng.integers(0, part - 40 - dur + 1))
             seg = slice(a, a + dur)
@@ -2716,7 +2777,7 @@ def _accum(rng: np.random.Generator, scenario: str) -> _Timeline:
             s = float(rng.uniform(AC_SLOWDOWN[0], min(AC_SLOWDOWN[1], top)))
             # whole cycles (start after a boundary, end on one), long enough to be decided
             want = max(_logint(rng, *AC_SLOW_ITERS) / k, AC_MIN_CYCLES,
-                       AC_DECIDABLE * (cv / s) ** 2)
+                       SPAN_DECIDABLE * (cv / s) ** 2)
             first = ends[(ends >= a0 - 1) & (ends < a1)]
             if first.size < AC_MIN_CYCLES + 1:
                 continue
@@ -2803,7 +2864,7 @@ def _memory(rng: np.random.Generator, scenario: str) -> _Timeline:
             a0 = LEAD_ITERS + j * part
             s = float(rng.uniform(*MP_SLOWDOWN))
             kind = "frag" if planned or rng.random() < MP_FRAG_P else "leak"
-            need_iters = math.ceil(MP_DECIDABLE * (cv / s) ** 2)
+            need_iters = math.ceil(SPAN_DECIDABLE * (cv / s) ** 2)
             dur = min(max(_logint(rng, *MP_SLOW_ITERS), need_iters), part - 40)
             if dur < max(MIN_EVENT_ITERS, MP_SLOW_ITERS[0]):
                 continue
@@ -2955,7 +3016,7 @@ def _prefetch(rng: np.random.Generator, scenario: str) -> _Timeline:
     k = int(rng.integers(1, 4))
     part = (n - LEAD_ITERS) // k
     kinds = ["storage" if rng.random() < DL_STORAGE_P else "storm" for _ in range(k)]
-    plan = [scenario == "slow" and (j == 0 or rng.random() < DL_MORE_P) for j in range(k)]
+    plan = [scenario == "slow" and (j == 0 or rng.random() < SPAN_MORE_P) for j in range(k)]
     for j in range(k):
         if plan[j] or rng.random() >= DL_HIDDEN_P:
             continue
@@ -2975,13 +3036,13 @@ def _prefetch(rng: np.random.Generator, scenario: str) -> _Timeline:
     slow: tuple[tuple[int, int, str, float], ...] = ()
     events: list[tuple[int, int, float, str]] = []
     for j in range(k):  # one in each of k equal parts, 40 healthy iterations after it
-        for _ in range(DL_TRIES if plan[j] else 0):  # fresh draws until one is decidable
+        for _ in range(SPAN_TRIES if plan[j] else 0):  # fresh draws until one is decidable
             s = float(rng.uniform(*DL_SLOWDOWN))
             # the visible span's length; a slower storage first drains the queue (at
             # 1 - 1/(1 + s) batches a step), so its span is longer by that much
-            dur = max(_logint(rng, *DL_SLOW_ITERS), math.ceil(DL_DECIDABLE * (cv / s) ** 2))
+            dur = max(_logint(rng, *DL_SLOW_ITERS), math.ceil(SPAN_DECIDABLE * (cv / s) ** 2))
             if kinds[j] == "storm":  # a storm's steps are far wider than the healthy ones
-                dur = max(dur, math.ceil(DL_STORM_WIDE * DL_DECIDABLE * (cv / s) ** 2))
+                dur = max(dur, math.ceil(DL_STORM_WIDE * SPAN_DECIDABLE * (cv / s) ** 2))
             else:
                 dur += math.ceil(ld.depth * (1.0 + s) / s)
             dur = min(dur, part - 40 - DL_TAIL)
@@ -2993,13 +3054,13 @@ def _prefetch(rng: np.random.Generator, scenario: str) -> _Timeline:
             lo, hi, y, g = found
             seg = y[lo:hi]
             r = float(seg.mean() / mean - 1.0)
-            # decidable: the rise is DL_DECIDABLE standard errors of the span's mean, its
+            # decidable: the rise is SPAN_DECIDABLE standard errors of the span's mean, its
             # noise from one step to the next (winsorised at the 98th percentile: a hiccup's
             # or a restart's single wait)
             w = np.minimum(seg, np.percentile(seg, 98))
             noise = float(np.diff(w).std()) / math.sqrt(2.0) / mean
             if (hi <= a + dur + DL_TAIL and r >= DL_SLOWDOWN[0] and hi - lo >= DL_SLOW_ITERS[0]
-                    and hi - lo >= DL_DECIDABLE * (noise / r) ** 2):
+                    and hi - lo >= SPAN_DECIDABLE * (noise / r) ** 2):
                 it = y
                 slow += ((a, a + dur, kinds[j], g),)
                 events.append((lo, hi, r, kinds[j]))
@@ -3159,9 +3220,9 @@ def _pipeline(rng: np.random.Generator, scenario: str) -> _Timeline:
                  link_jit=lognorm(float(rng.uniform(*PP_LINK_JITTER)), (n, *lk)))
     plain = pipe.times(0, n)
     # where each part's slowdown may lie: after the part's start (a schedule change) has
-    # settled, PP_CLEAR iterations before the next part's start
+    # settled, SPAN_CLEAR iterations before the next part's start
     starts = [LEAD_ITERS + j * part for j in range(k)]
-    plan = [scenario == "slow" and (j == 0 or rng.random() < PP_MORE_P) for j in range(k)]
+    plan = [scenario == "slow" and (j == 0 or rng.random() < SPAN_MORE_P) for j in range(k)]
     # hidden slowdowns (healthy): a stage with slack to the slowest one slower by part of that
     # slack; the pipeline's bottleneck is elsewhere, the iteration hardly slower
     hidden: tuple[tuple[int, int, str, int, float], ...] = ()
@@ -3171,8 +3232,8 @@ def _pipeline(rng: np.random.Generator, scenario: str) -> _Timeline:
         s_h = int(rng.integers(0, p))
         slack = float(weight.max() / weight[s_h])
         g = 1.0 + rng.uniform(*PP_HIDDEN_SLACK) * (slack - 1.0)
-        dur = min(_logint(rng, *PP_HIDDEN_ITERS), part - PP_SETTLE - PP_CLEAR)
-        a = starts[j] + PP_SETTLE + int(rng.integers(0, part - PP_SETTLE - PP_CLEAR - dur + 1))
+        dur = min(_logint(rng, *PP_HIDDEN_ITERS), part - PP_SETTLE - SPAN_CLEAR)
+        a = starts[j] + PP_SETTLE + int(rng.integers(0, part - PP_SETTLE - SPAN_CLEAR - dur + 1))
         trial = pipe.times(a, a + dur, ((a, a + dur, "stage", s_h, g),))
         if g > 1.0 and trial.mean() < (1.0 + PP_HIDDEN_RISE) * plain[a:a + dur].mean():
             hidden += ((a, a + dur, "stage", s_h, g),)
@@ -3188,8 +3249,8 @@ def _pipeline(rng: np.random.Generator, scenario: str) -> _Timeline:
             continue
         s = float(rng.uniform(*PP_SLOWDOWN))
         kind = "stage" if rng.random() < PP_STAGE_P or p < 2 else "link"
-        room = part - PP_SETTLE - PP_CLEAR
-        dur = min(max(_logint(rng, *PP_SLOW_ITERS), math.ceil(PP_DECIDABLE * (cv / s) ** 2)),
+        room = part - PP_SETTLE - SPAN_CLEAR
+        dur = min(max(_logint(rng, *PP_SLOW_ITERS), math.ceil(SPAN_DECIDABLE * (cv / s) ** 2)),
                   room)
         if dur < PP_SLOW_ITERS[0]:
             continue
@@ -3309,9 +3370,9 @@ def _lossy_link(rng: np.random.Generator, scenario: str) -> _Timeline:
     slow: tuple[tuple[int, int, str, float, int, float], ...] = ()
     events: list[tuple[int, int, float, str]] = []
     for j in range(k):  # one in each of k equal parts, 40 healthy iterations after it
-        if scenario != "slow" or (j > 0 and rng.random() >= LL_MORE_P):
+        if scenario != "slow" or (j > 0 and rng.random() >= SPAN_MORE_P):
             continue
-        for attempt in range(LL_TRIES):  # fresh draws until one is decidable
+        for attempt in range(SPAN_TRIES):  # fresh draws until one is decidable
             u_kind = rng.random()
             kind = "flap" if u_kind < LL_FLAP_P else (
                 "downshift" if u_kind < LL_FLAP_P + LL_DOWNSHIFT_P else "lossy")
@@ -3326,11 +3387,11 @@ def _lossy_link(rng: np.random.Generator, scenario: str) -> _Timeline:
             # long enough for the rise to be five standard errors of the span's mean (the
             # span's spread about var + s x spread, with a margin), longer by what a climb
             # loses
-            need = LL_NEED_MARGIN * LL_DECIDABLE * (var + s * spread[kind]) / s ** 2
+            need = SPAN_NEED_MARGIN * SPAN_DECIDABLE * (var + s * spread[kind]) / s ** 2
             dur = max(_logint(rng, *LL_SLOW_ITERS), math.ceil(need))
             dur += min(LL_RAMP_MAX, math.ceil(ramp_share * dur)) // 2
             shift = min(c * float(rng.uniform(*LL_SHIFT)), s * LL_SHIFT_MAX)
-            if j == 0 and attempt == LL_TRIES - 1:  # the last try of a positive's first part:
+            if j == 0 and attempt == SPAN_TRIES - 1:  # the last try of a positive's first part:
                 kind, ramp_share, dur = "flap", 0.0, part  # its largest room, a step
             dur = min(dur, part - 40)
             a = LEAD_ITERS + j * part + int(rng.integers(0, part - 40 - dur + 1))
@@ -3340,8 +3401,8 @@ def _lossy_link(rng: np.random.Generator, scenario: str) -> _Timeline:
             if found is None:
                 continue
             lo, hi, y, g = found
-            r = _decidable_rise(y, lo, hi, mean, LL_SLOWDOWN[0], s + LL_OVERSHOOT,
-                                LL_SLOW_ITERS[0], LL_DECIDABLE)
+            r = _decidable_rise(y, lo, hi, mean, LL_SLOWDOWN[0], s + SPAN_OVERSHOOT,
+                                LL_SLOW_ITERS[0], SPAN_DECIDABLE)
             if r is not None:
                 it = y
                 slow += ((a, a + dur, kind, g, ramp, sh),)
@@ -3480,9 +3541,9 @@ def _gc_pause(rng: np.random.Generator, scenario: str) -> _Timeline:
     slow: tuple[tuple[int, int, str, float, int, tuple[int, ...]], ...] = ()
     events: list[tuple[int, int, float, str]] = []
     for j in range(k):  # one in each of k equal parts, 40 healthy iterations after it
-        if scenario != "slow" or (j > 0 and rng.random() >= GC_MORE_P):
+        if scenario != "slow" or (j > 0 and rng.random() >= SPAN_MORE_P):
             continue
-        for attempt in range(GC_TRIES):  # fresh draws until one is decidable
+        for attempt in range(SPAN_TRIES):  # fresh draws until one is decidable
             if manual:
                 kind = "desync"
             else:
@@ -3491,12 +3552,12 @@ def _gc_pause(rng: np.random.Generator, scenario: str) -> _Timeline:
             ramp_share = float(rng.uniform(*GC_RAMP)) if rng.random() < GC_RAMP_P else 0.0
             # long enough for the rise to be five standard errors of the span's mean (the
             # span's spread about var + s x a pause), longer by what a climb loses
-            need = GC_NEED_MARGIN * GC_DECIDABLE * (var + s * p0 / mean) / s ** 2
+            need = SPAN_NEED_MARGIN * SPAN_DECIDABLE * (var + s * p0 / mean) / s ** 2
             dur = max(_logint(rng, *GC_SLOW_ITERS), math.ceil(need))
             dur += min(GC_RAMP_MAX, math.ceil(ramp_share * dur)) // 2
             m = min(ranks // 2, int(rng.integers(GC_DESYNC[0], GC_DESYNC[1] + 1)))
             who = tuple(sorted(int(r) for r in rng.choice(ranks, max(1, m), replace=False)))
-            if j == 0 and attempt == GC_TRIES - 1:  # the last try of a positive's first part:
+            if j == 0 and attempt == SPAN_TRIES - 1:  # the last try of a positive's first part:
                 kind, ramp_share, dur = ("desync" if manual else "threshold"), 0.0, part
                 who = tuple(range(ranks))
             dur = min(dur, part - 40)
@@ -3507,8 +3568,8 @@ def _gc_pause(rng: np.random.Generator, scenario: str) -> _Timeline:
             if found is None:
                 continue
             lo, hi, y, g = found
-            r = _decidable_rise(y, lo, hi, mean, GC_SLOWDOWN[0], s + GC_OVERSHOOT,
-                                GC_SLOW_ITERS[0], GC_DECIDABLE)
+            r = _decidable_rise(y, lo, hi, mean, GC_SLOWDOWN[0], s + SPAN_OVERSHOOT,
+                                GC_SLOW_ITERS[0], SPAN_DECIDABLE)
             if r is not None:
                 it = y
                 slow += ((a, a + dur, kind, g, ramp, who if kind == "desync" else ()),)
@@ -3734,12 +3795,12 @@ def _dispatch(rng: np.random.Generator, scenario: str) -> _Timeline:
     kinds = [kd for kd, _ in HD_KINDS]
     kind_p = np.array([p for _, p in HD_KINDS])
     for j in range(k):  # one in each of k parts, away from a batch-shape change
-        if scenario != "slow" or (j > 0 and rng.random() >= HD_MORE_P):
+        if scenario != "slow" or (j > 0 and rng.random() >= SPAN_MORE_P):
             continue
-        lo_room = int(starts[j]) + (HD_SETTLE if changed[j] else 0)
-        hi_room = int(starts[j]) + part - (HD_CLEAR if j + 1 < k and changed[j + 1] else 40)
+        lo_room = int(starts[j]) + (SPAN_SETTLE if changed[j] else 0)
+        hi_room = int(starts[j]) + part - (SPAN_CLEAR if j + 1 < k and changed[j + 1] else 40)
         room = hi_room - lo_room
-        for attempt in range(HD_TRIES):  # fresh draws until one is decidable
+        for attempt in range(SPAN_TRIES):  # fresh draws until one is decidable
             kind = kinds[int(rng.choice(len(kinds), p=kind_p))]
             s = float(rng.uniform(*HD_SLOWDOWN))
             ramp_share = float(rng.uniform(*HD_RAMP)) if rng.random() < HD_RAMP_P else 0.0
@@ -3750,7 +3811,7 @@ def _dispatch(rng: np.random.Generator, scenario: str) -> _Timeline:
             # spread about the healthy one plus, for lumpy kinds, about the rise itself),
             # longer by what a climb loses
             lumps = {"neighbour": 1.0, "quota": 1.0, "freq_cap": 0.0, "sync": period - 1.0}
-            need = HD_NEED_MARGIN * HD_DECIDABLE * (var / s ** 2 + lumps[kind])
+            need = SPAN_NEED_MARGIN * SPAN_DECIDABLE * (var / s ** 2 + lumps[kind])
             dur = max(_logint(rng, *HD_SLOW_ITERS), math.ceil(need))
             dur += min(HD_RAMP_MAX, math.ceil(ramp_share * dur)) // 2
             m = min(max(1, ranks // 2), int(rng.integers(HD_WHO[0], HD_WHO[1] + 1)))
@@ -3760,7 +3821,7 @@ def _dispatch(rng: np.random.Generator, scenario: str) -> _Timeline:
                 who = tuple(range(node * HD_NODE, min(ranks, (node + 1) * HD_NODE)))
             elif kind == "sync":
                 who = tuple(range(ranks))
-            if j == 0 and attempt == HD_TRIES - 1:  # the last try of a positive's first part:
+            if j == 0 and attempt == SPAN_TRIES - 1:  # the last try of a positive's first part:
                 kind, ramp_share, dur, period = "sync", 0.0, room, 1  # a level, its whole room
                 who = tuple(range(ranks))
             dur = min(dur, room)
@@ -3772,7 +3833,7 @@ def _dispatch(rng: np.random.Generator, scenario: str) -> _Timeline:
                 continue
             lo, hi, y, sl = found
             r = _decidable_rise(y, lo, hi, float(healthy_it[lo:hi].mean()), HD_SLOWDOWN[0],
-                                s + HD_OVERSHOOT, HD_SLOW_ITERS[0], HD_DECIDABLE)
+                                s + SPAN_OVERSHOOT, HD_SLOW_ITERS[0], SPAN_DECIDABLE)
             if r is not None and _hd_visible(healthy_it, y, lo, hi):
                 it = y
                 slow += (sl,)
@@ -4061,10 +4122,10 @@ def _moe(rng: np.random.Generator, scenario: str) -> _Timeline:
     events: list[tuple[int, int, float, str]] = []
     kinds = [kd for kd, _ in ME_KINDS]
     kind_p = np.array([p for _, p in ME_KINDS])
-    for j, lo_room, hi_room in _part_rooms(rng, scenario, starts, part, restarted, ME_MORE_P,
-                                           ME_SETTLE, ME_CLEAR):
+    for j, lo_room, hi_room in _part_rooms(rng, scenario, starts, part, restarted, SPAN_MORE_P,
+                                           SPAN_SETTLE, SPAN_CLEAR):
         capped = float(cap[lo_room]) > 0.0
-        for attempt in range(ME_TRIES):  # fresh draws until one is decidable
+        for attempt in range(SPAN_TRIES):  # fresh draws until one is decidable
             # under a capacity the skew costs no time beyond it (the tokens are dropped): the
             # kinds that skew the routing where it is dropless, a raised capacity where not
             able = kind_p * np.array([(kd == "slow_rank" or (kd == "capacity") == capped)
@@ -4072,7 +4133,7 @@ def _moe(rng: np.random.Generator, scenario: str) -> _Timeline:
             kind = kinds[int(rng.choice(len(kinds), p=able / able.sum()))]
             s = float(rng.uniform(*ME_SLOWDOWN))
             ramp_share = float(rng.uniform(*ME_RAMP)) if rng.random() < ME_RAMP_P else 0.0
-            need = ME_NEED_MARGIN * ME_DECIDABLE * var / s ** 2
+            need = SPAN_NEED_MARGIN * SPAN_DECIDABLE * var / s ** 2
             dur = max(_logint(rng, *ME_SLOW_ITERS), math.ceil(need))
             tail = int(rng.integers(ME_RECOVER[0], ME_RECOVER[1] + 1))
             build = _logint(rng, *ME_COLLAPSE_BUILD)
@@ -4080,7 +4141,7 @@ def _moe(rng: np.random.Generator, scenario: str) -> _Timeline:
             dshare = float(rng.uniform(*ME_DOMAIN_SHARE))
             how = (_moe_warm(rng), _moe_warm(rng))
             down = (_loguniform(rng, *ME_DOWNTIME), _loguniform(rng, *ME_DOWNTIME))
-            if j == 0 and attempt == ME_TRIES - 1:  # the last try of a positive's first part:
+            if j == 0 and attempt == SPAN_TRIES - 1:  # the last try of a positive's first part:
                 kind, ramp_share, dur = "slow_rank", 0.0, hi_room - lo_room  # its whole room
             if kind == "collapse":
                 ramp = min(build, dur)
@@ -4130,9 +4191,9 @@ def _moe(rng: np.random.Generator, scenario: str) -> _Timeline:
                 return _changed_span(y, y0_, a_, hi_, faster=True)
 
             got = _visible_rise(_solve_rise(trial, 1.0, s, 0.0, top_g, base=base,
-                                            steps=ME_SOLVE_STEPS),
-                                base, ME_SLOWDOWN[0], s + ME_OVERSHOOT, ME_SLOW_ITERS[0],
-                                ME_DECIDABLE)
+                                            steps=SPAN_SOLVE_STEPS),
+                                base, ME_SLOWDOWN[0], s + SPAN_OVERSHOOT, ME_SLOW_ITERS[0],
+                                SPAN_DECIDABLE)
             if got is not None:
                 lo, hi, it, r = got
                 if restart:
@@ -4295,20 +4356,20 @@ def _hw_queue(rng: np.random.Generator, scenario: str) -> _Timeline:
     kinds = [kd for kd, _ in HQ_KINDS]
     kind_p = np.array([p for _, p in HQ_KINDS])
     top = {"connections": 1.0, "order": 1.0, "bucket": HQ_GROW_MAX, "link": HQ_LINK_MAX}
-    for j, lo_room, hi_room in _part_rooms(rng, scenario, starts, part, restarted, HQ_MORE_P,
-                                           HQ_SETTLE, HQ_CLEAR):
-        for attempt in range(HQ_TRIES):  # fresh draws until one is decidable
+    for j, lo_room, hi_room in _part_rooms(rng, scenario, starts, part, restarted, SPAN_MORE_P,
+                                           SPAN_SETTLE, SPAN_CLEAR):
+        for attempt in range(SPAN_TRIES):  # fresh draws until one is decidable
             kind = kinds[int(rng.choice(len(kinds), p=kind_p))]
             s = float(rng.uniform(*HQ_SLOWDOWN))
             ramp_share = float(rng.uniform(*HQ_RAMP)) if rng.random() < HQ_RAMP_P else 0.0
-            need = HQ_NEED_MARGIN * HQ_DECIDABLE * var / s ** 2
+            need = SPAN_NEED_MARGIN * SPAN_DECIDABLE * var / s ** 2
             dur = max(_logint(rng, *HQ_SLOW_ITERS), math.ceil(need))
             how = (_hq_warm(rng), _hq_warm(rng))
             down = (_loguniform(rng, *HQ_DOWNTIME), _loguniform(rng, *HQ_DOWNTIME))
             grow = rng.permutation(nb)[:max(1, int(round(float(rng.uniform(*HQ_GROW)) * nb)))]
             perm = rng.permutation(nb)
             j0 = int(rng.integers(0, nb))
-            if j == 0 and attempt == HQ_TRIES - 1:  # the last try of a positive's first part:
+            if j == 0 and attempt == SPAN_TRIES - 1:  # the last try of a positive's first part:
                 kind, ramp_share, dur = "link", 0.0, hi_room - lo_room  # its whole room
             restart = kind in ("connections", "order")  # a configuration or framework change
             if restart:
@@ -4338,9 +4399,9 @@ def _hw_queue(rng: np.random.Generator, scenario: str) -> _Timeline:
                 return _changed_span(y, y0_, sl_.a, sl_.b, faster=True)
 
             got = _visible_rise(_solve_rise(trial, 1.0, s, 0.0, top[kind], base=base,
-                                            steps=HQ_SOLVE_STEPS),
-                                base, HQ_SLOWDOWN[0], s + HQ_OVERSHOOT, HQ_SLOW_ITERS[0],
-                                HQ_DECIDABLE)
+                                            steps=SPAN_SOLVE_STEPS),
+                                base, HQ_SLOWDOWN[0], s + SPAN_OVERSHOOT, HQ_SLOW_ITERS[0],
+                                SPAN_DECIDABLE)
             if got is not None:
                 lo, hi, it, r = got
                 if restart:
@@ -4519,16 +4580,16 @@ def _compile(rng: np.random.Generator, scenario: str) -> _Timeline:
     kinds = [kd for kd, _ in CP_KINDS]
     kind_p = np.array([p for _, p in CP_KINDS])
     top = {"eager": CP_EAGER_MAX, "thrash": CP_THRASH_MAX, "graph_break": CP_BREAK_MAX}
-    for j, lo_room, hi_room in _part_rooms(rng, scenario, starts, part, restarted, CP_MORE_P,
-                                           CP_SETTLE, CP_CLEAR):
-        for attempt in range(CP_TRIES):  # fresh draws until one is decidable
+    for j, lo_room, hi_room in _part_rooms(rng, scenario, starts, part, restarted, SPAN_MORE_P,
+                                           SPAN_SETTLE, SPAN_CLEAR):
+        for attempt in range(SPAN_TRIES):  # fresh draws until one is decidable
             kind = kinds[int(rng.choice(len(kinds), p=kind_p))]
             s = float(rng.uniform(*CP_SLOWDOWN))
             ramp_share = float(rng.uniform(*CP_RAMP)) if rng.random() < CP_RAMP_P else 0.0
             stall = _loguniform(rng, *CP_THRASH_STALL)
             # a recompile of ``stall`` every stall / s steps: the span's variance over the rise
             # squared is about that period
-            need = CP_NEED_MARGIN * CP_DECIDABLE * (var / s ** 2
+            need = SPAN_NEED_MARGIN * SPAN_DECIDABLE * (var / s ** 2
                                                     + (stall / s if kind == "thrash" else 0.0))
             dur = max(_logint(rng, *CP_SLOW_ITERS), math.ceil(need))
             how = (_restart_warm(rng, CP_FIRST, CP_WARM_AMPLITUDE, CP_WARM_TAU),
@@ -4536,7 +4597,7 @@ def _compile(rng: np.random.Generator, scenario: str) -> _Timeline:
             down = (_loguniform(rng, *CP_DOWNTIME), _loguniform(rng, *CP_DOWNTIME))
             one = bool(rng.random() < CP_EAGER_ONE_P)
             shape = int(rng.choice(nb, p=freq))  # a shape as often as its batches
-            if j == 0 and attempt == CP_TRIES - 1:  # the last try of a positive's first part:
+            if j == 0 and attempt == SPAN_TRIES - 1:  # the last try of a positive's first part:
                 kind, one, dur = "eager", False, hi_room - lo_room  # every shape, its whole room,
                 s = CP_SLOWDOWN[1]  # the largest rise
             ramp = max(1, min(CP_RAMP_MAX, int(round(ramp_share * dur))))
@@ -4575,9 +4636,9 @@ def _compile(rng: np.random.Generator, scenario: str) -> _Timeline:
                 return _changed_span(y, y0_, sl_.a, sl_.b, faster=True)
 
             got = _visible_rise(_solve_rise(trial, 1.0, s, 0.0, top[kind], base=base,
-                                            steps=CP_SOLVE_STEPS),
-                                base, CP_SLOWDOWN[0], s + CP_OVERSHOOT, CP_SLOW_ITERS[0],
-                                CP_DECIDABLE, after=not at)
+                                            steps=SPAN_SOLVE_STEPS),
+                                base, CP_SLOWDOWN[0], s + SPAN_OVERSHOOT, CP_SLOW_ITERS[0],
+                                SPAN_DECIDABLE, after=not at)
             if got is not None:
                 lo, hi, it, r = got
                 if at:
@@ -4592,9 +4653,9 @@ def _compile(rng: np.random.Generator, scenario: str) -> _Timeline:
 
 @dataclass(frozen=True)
 class _NodeSlow:
-    """A slowdown of a family of ranks on nodes (:func:`_power`, :func:`_numa`) over steps
-    ``[a, b)``: its kind, its size ``g``, the steps over which it climbs (1: a step) and its
-    node (-1: every node)."""
+    """A slowdown of a family of ranks on nodes (:func:`_power`, :func:`_numa`,
+    :func:`_rollout`) over steps ``[a, b)``: its kind, its size ``g``, the steps over which it
+    climbs (1: a step) and its node (-1: every node)."""
 
     a: int
     b: int
@@ -4693,7 +4754,8 @@ def _ranked_job(rng: np.random.Generator, ranks_of: tuple[int, ...], node_of: tu
     parts after the lead; the device's rate from :func:`_wandering_compute` (``compute``: its
     six ranges), each rank's compute at it with its own jitter (``rank_jitter``, log space),
     each rank's host time a share ``host`` of it with a log-normal jitter (``host_jitter``,
-    mean 1).  Shared by :func:`_power` and :func:`_numa` (the draws in this order)."""
+    mean 1).  Shared by :func:`_power`, :func:`_numa` and :func:`_rollout` (the draws in
+    this order)."""
     n = _n(rng)
     t = np.arange(n)
     base_s = _loguniform(rng, *BASE_S)
@@ -4723,7 +4785,7 @@ def _planned_restarts(rng: np.random.Generator, job: _RankedJob, warm: np.ndarra
     ``warm``, a downtime (``downtime`` seconds), the level from there ``level_x`` times
     (``level``, in place) and ``then(step)`` (a family's own change at the restart).  Returns
     which parts begin with a restart and the ``(step, seconds)`` of each.  Shared by
-    :func:`_power` and :func:`_numa`."""
+    :func:`_power`, :func:`_numa` and :func:`_rollout`."""
     restarted = np.zeros(job.k, dtype=bool)
     pauses: list[tuple[int, float]] = []
     for j in range(1, job.k):
@@ -4744,9 +4806,10 @@ class _NodePlan:
     the kinds and their chances, each kind's largest size, the kinds that come with a restart
     at the span's start and / or end (``"a"``, ``"b"``, ``"ab"``), those that slow every node,
     those that climb (over ``climb`` of the span), the first part's last try (that kind over
-    the part's whole room at the smallest rise) and the family's ranges: rises, spans,
-    decidability, tries, overshoot, bisection steps, the chance of a slowdown in a later
-    part, the steps clear of restarts, a restart's warm-up and downtime."""
+    the part's whole room at the smallest rise), the family's ranges (rises, spans, a
+    restart's warm-up and downtime) and the rule every such family shares (the ``SPAN_*``
+    constants: decidability, tries, overshoot, bisection steps, the chance of a slowdown in a
+    later part, the steps clear of restarts)."""
 
     kinds: tuple[tuple[str, float], ...]
     top: tuple[tuple[str, float], ...]
@@ -4757,16 +4820,16 @@ class _NodePlan:
     slowdown: tuple[float, float]
     slow_iters: tuple[int, int]
     climb: tuple[float, float]
-    need_margin: float
-    decidable: float
-    tries: int
-    overshoot: float
-    solve_steps: int
-    more_p: float
-    settle: int
-    clear: int
     warm: tuple[tuple[float, float], tuple[float, float], tuple[float, float]]
     downtime: tuple[float, float]
+    need_margin: float = SPAN_NEED_MARGIN
+    decidable: float = SPAN_DECIDABLE
+    tries: int = SPAN_TRIES
+    overshoot: float = SPAN_OVERSHOOT
+    solve_steps: int = SPAN_SOLVE_STEPS
+    more_p: float = SPAN_MORE_P
+    settle: int = SPAN_SETTLE
+    clear: int = SPAN_CLEAR
 
 
 def _node_slowdowns(rng: np.random.Generator, scenario: str, job: _RankedJob,
@@ -4775,9 +4838,10 @@ def _node_slowdowns(rng: np.random.Generator, scenario: str, job: _RankedJob,
                     var: float, plan: _NodePlan, pauses: list[tuple[int, float]]
                     ) -> tuple[tuple[_NodeSlow, ...], list[tuple[int, int, float, str]],
                                list[tuple[int, ...]], np.ndarray]:
-    """The slowdowns of a family of ranks on nodes (:func:`_power`, :func:`_numa`): one in
-    each part :func:`_part_rooms` gives, each raising the mean busy time of its node's ranks
-    (every rank's where its kind slows every node) over its span by a rise drawn in
+    """The slowdowns of a family of ranks on nodes (:func:`_power`, :func:`_numa`,
+    :func:`_rollout`, whose "nodes" are its generation workers): one in each part
+    :func:`_part_rooms` gives, each raising the mean busy time of its node's ranks (every
+    rank's where its kind slows every node) over its span by a rise drawn in
     ``plan.slowdown``, its size ``g`` solved by bisection (``busy(slowdowns, warm-ups)``: each
     rank's busy time), the span drawn at least ``need_margin x decidable x var / rise^2``
     long, drawn again (at most ``plan.tries`` times) until it is decidable and visible
@@ -4850,9 +4914,7 @@ _POWER_PLAN = _NodePlan(
                          ("cooling", PW_HEAT_MAX)),
     restarts=(("psu", "b"), ("config", "ab")), every=("config",), climbing=("cooling",),
     last="demand", slowdown=PW_SLOWDOWN, slow_iters=PW_SLOW_ITERS, climb=PW_CLIMB,
-    need_margin=PW_NEED_MARGIN, decidable=PW_DECIDABLE, tries=PW_TRIES,
-    overshoot=PW_OVERSHOOT, solve_steps=PW_SOLVE_STEPS, more_p=PW_MORE_P, settle=PW_SETTLE,
-    clear=PW_CLEAR, warm=(PW_FIRST, PW_WARM_AMPLITUDE, PW_WARM_TAU), downtime=PW_DOWNTIME)
+    warm=(PW_FIRST, PW_WARM_AMPLITUDE, PW_WARM_TAU), downtime=PW_DOWNTIME)
 
 
 def _node_var(healthy: np.ndarray, node: np.ndarray, nodes: int) -> tuple[float, float]:
@@ -4981,9 +5043,7 @@ _NUMA_PLAN = _NodePlan(
                          ("governor", NU_CLOCK_MAX), ("cojob", NU_COJOB_MAX)),
     restarts=(("affinity", "ab"), ("governor", "ab")), every=("governor",),
     climbing=("balancing",), last="cojob", slowdown=NU_SLOWDOWN, slow_iters=NU_SLOW_ITERS,
-    climb=NU_CLIMB, need_margin=NU_NEED_MARGIN, decidable=NU_DECIDABLE, tries=NU_TRIES,
-    overshoot=NU_OVERSHOOT, solve_steps=NU_SOLVE_STEPS, more_p=NU_MORE_P, settle=NU_SETTLE,
-    clear=NU_CLEAR, warm=(NU_FIRST, NU_WARM_AMPLITUDE, NU_WARM_TAU), downtime=NU_DOWNTIME)
+    climb=NU_CLIMB, warm=(NU_FIRST, NU_WARM_AMPLITUDE, NU_WARM_TAU), downtime=NU_DOWNTIME)
 
 
 def _stalls(rng: np.random.Generator, shape: tuple[int, int], chance: tuple[float, float],
@@ -4996,16 +5056,18 @@ def _stalls(rng: np.random.Generator, shape: tuple[int, int], chance: tuple[floa
     return out
 
 
-def _migration_bursts(rng: np.random.Generator, nodes: int, n: int
-                      ) -> tuple[np.ndarray, np.ndarray]:
-    """Each node's steps cut in runs of :data:`NU_BURST` steps (log-uniform), each run with
-    its key (uniform: a run is a burst where its key is below the rate) and the slowdown of
-    the CPU work in it (:data:`NU_BURST_X`, log-uniform): ``(key, burst)``, ``(nodes, n)``."""
-    runs = n // NU_BURST[0] + 1
-    length = np.rint(np.exp(rng.uniform(math.log(NU_BURST[0]), math.log(NU_BURST[1]),
+def _keyed_runs(rng: np.random.Generator, nodes: int, n: int, steps: tuple[int, int],
+                size: tuple[float, float]) -> tuple[np.ndarray, np.ndarray]:
+    """Each node's steps cut in runs of ``steps`` steps (log-uniform), each run with its key
+    (uniform: a run is a burst where its key is below the rate) and the slowdown in it
+    (``size``, log-uniform): ``(key, burst)``, ``(nodes, n)``.  NUMA balancing's page
+    migration bursts (:func:`_numa`, :data:`NU_BURST`) and a reward server's episodes
+    (:func:`_rollout`, :data:`RO_EPISODE`)."""
+    runs = n // steps[0] + 1
+    length = np.rint(np.exp(rng.uniform(math.log(steps[0]), math.log(steps[1]),
                                         (nodes, runs)))).astype(np.int64)
     u = rng.random((nodes, runs))
-    x = np.exp(rng.uniform(math.log(NU_BURST_X[0]), math.log(NU_BURST_X[1]), (nodes, runs)))
+    x = np.exp(rng.uniform(math.log(size[0]), math.log(size[1]), (nodes, runs)))
     run = np.array([np.repeat(np.arange(runs), length[j])[:n] for j in range(nodes)])
     return np.take_along_axis(u, run, axis=1), np.take_along_axis(x, run, axis=1)
 
@@ -5043,7 +5105,7 @@ def _numa(rng: np.random.Generator, scenario: str) -> _Timeline:
     busy_cpu = rho * workers  # the workers' cores of CPU demand per rank (kept at a restart)
     stall = unit * (_stalls(rng, (ranks, n), NU_KEEP_P, NU_KEEP)
                     + _stalls(rng, (ranks, n), NU_THP_P, NU_THP))
-    key, burst = _migration_bursts(rng, nodes, n)
+    key, burst = _keyed_runs(rng, nodes, n, NU_BURST, NU_BURST_X)
     sk = _Sockets(node=job.node, dev=job.dev, host=host, copy=copy, feed=feed, stall=stall,
                   demand=m * (NU_THREADS + busy_cpu) / cores, key=key, burst=burst,
                   level=np.ones(n), warm=np.ones(n), rest=rest)
@@ -5067,6 +5129,185 @@ def _numa(rng: np.random.Generator, scenario: str) -> _Timeline:
     healthy = sk.busy()
     return _restarted_timeline(job.base_s * healthy / mean, sk.busy(slow) / healthy, events,
                                pauses, who_of)
+
+
+def _capped_lognormal(median: np.ndarray, sigma: float) -> tuple[np.ndarray, np.ndarray]:
+    """The first two moments of ``min(L, 1)``, ``L`` log-normal of ``median`` and log-space
+    ``sigma`` (the lengths of responses capped at the maximum length)."""
+    a = -np.log(median) / sigma  # where L reaches the cap, in standard units
+    above = 1.0 - ndtr(a)
+    return (median * math.exp(0.5 * sigma * sigma) * ndtr(a - sigma) + above,
+            median ** 2 * math.exp(2.0 * sigma * sigma) * ndtr(a - 2.0 * sigma) + above)
+
+
+@dataclass
+class _Rollout:
+    """The draws of a :func:`_rollout` series (arrays ``(ranks, n)`` or ``(workers, n)`` or
+    ``(n,)``): each rank's generation worker, its compute at the device's rate and its host
+    work; each worker's longest response per step (its decode iterations, over the maximum
+    length) and its cache demand per response (the prompt and the resident generated tokens,
+    same unit), its cache's capacity; the KV read at a full cache over the weights' read, the
+    recompute cost of preemption (unit: the longest response), the scale from that unit to
+    the busy time; the training's busy time per step, each worker's weight sync, the reward
+    server's episodes (each step's key and the decode's slowdown in an episode, per worker),
+    the level, the restarts' warm-ups and the extra work (checkpoints, validation)."""
+
+    node: np.ndarray
+    dev: np.ndarray
+    host: np.ndarray
+    longest: np.ndarray
+    demand: np.ndarray
+    cache: np.ndarray
+    kv: float
+    preempt: float
+    scale: float
+    train: np.ndarray
+    sync: np.ndarray
+    key: np.ndarray
+    burst: np.ndarray
+    level: np.ndarray
+    warm: np.ndarray
+    rest: np.ndarray
+
+    def generation(self, cache: np.ndarray) -> np.ndarray:
+        """Each worker's decode time per step (unit: a decode iteration's weight read) with
+        the capacities ``cache``: the longest response's iterations, each reading the weights
+        and the KV cache (``kv`` of it at a full cache), plus the recompute of the sequences
+        preempted where the demand exceeds the cache, ``preempt x (1 + x)`` with ``x`` the
+        demand over the capacity, minus 1 (convex)."""
+        occ = self.demand / cache
+        x = np.maximum(occ - 1.0, 0.0)
+        return np.asarray(self.longest * (1.0 + self.kv * np.minimum(occ, 1.0))
+                          + self.preempt * x * (1.0 + x))
+
+    def busy(self, slow: tuple[_NodeSlow, ...] = (), warm: np.ndarray | None = None
+             ) -> np.ndarray:
+        """Each rank's busy time per step under the slowdowns ``slow`` (``warm``: the warm-ups,
+        else the series' own): its worker's generation and its training share at the
+        device's rate, plus its host work, under the warm-up and the level; plus its worker's
+        weight sync and the extra work.  On the slowdown's worker, with ``w`` climbing
+        linearly from 0 at ``a`` to 1 over ``ramp`` steps: ``cache`` (the capacity ``1 / (1 +
+        g w)``: preemptions begin earlier), ``degraded`` (the decode ``1 + g w`` times
+        slower), ``reward`` (a step whose key is below ``g w`` is in an episode of the
+        reward server: the decode ``1 + burst`` times slower) and ``sync`` (the weight loads
+        ``1 + g w`` times longer)."""
+        workers, n = self.longest.shape
+        cache = np.repeat(self.cache[:, None], n, axis=1)
+        rate, sx = np.ones((workers, n)), np.ones((workers, n))
+        for sl in slow:
+            rows, span, w = sl.rows(), slice(sl.a, sl.b), sl.weight()
+            if sl.kind == "cache":
+                cache[rows, span] /= 1.0 + sl.g * w
+            elif sl.kind == "reward":
+                rate[rows, span] *= 1.0 + self.burst[rows, span] * (self.key[rows, span]
+                                                                   < sl.g * w)
+            elif sl.kind == "degraded":
+                rate[rows, span] *= 1.0 + sl.g * w
+            else:
+                sx[rows, span] *= 1.0 + sl.g * w
+        gen = (self.scale * self.generation(cache) * rate)[self.node]
+        wu = (self.warm if warm is None else warm) * self.level
+        return np.asarray(((gen + self.train) * self.dev + self.host) * wu
+                          + (self.sync * sx)[self.node] + self.rest)
+
+
+_ROLLOUT_PLAN = _NodePlan(
+    kinds=RO_KINDS, top=(("cache", RO_CACHE_MAX), ("reward", 1.0), ("degraded", RO_RATE_MAX),
+                         ("sync", RO_SYNC_MAX)),
+    restarts=(("cache", "ab"),), every=(), climbing=("reward",), last="degraded",
+    slowdown=RO_SLOWDOWN, slow_iters=RO_SLOW_ITERS, climb=RO_CLIMB,
+    warm=(RO_FIRST, RO_WARM_AMPLITUDE, RO_WARM_TAU), downtime=RO_DOWNTIME)
+
+
+def _moving_mean(x: np.ndarray, k: int) -> np.ndarray:
+    """The means of ``x``'s windows of ``k`` (``x`` at least that long)."""
+    c = np.concatenate([[0.0], np.cumsum(x)])
+    return np.asarray((c[k:] - c[:-k]) / k)
+
+
+def _rollout(rng: np.random.Generator, scenario: str) -> _Timeline:
+    """Reinforcement-learning steps bound by generation (module docstring): each rank's busy
+    time, the ranks of a generation worker slowed together; the corpus' noise is turned off
+    (``noise_scale`` ~ 0)."""
+    job = _ranked_job(rng, RO_RANKS, RO_TP, (RO_WANDER_SD, RO_WANDER_PHI, RO_JITTER,
+                                             RO_WARM_AMPLITUDE, RO_WARM_TAU, RO_FIRST),
+                      RO_RANK_JITTER, RO_HOST, RO_HOST_JITTER)
+    n, t, nodes = job.n, job.t, job.nodes
+    rest, _ = _with_ckpt_eval(rng, t, np.zeros(n), job.rate, RO_CKPT_EVERY, RO_CKPT_ITERS,
+                              RO_CKPT_X, RO_EVAL_EVERY, RO_EVAL_X)
+    # the responses: each worker's longest of `seqs` log-normal lengths (an order statistic)
+    # and their mean (a sum of `seqs`: normal about the capped log-normal's mean)
+    seqs = int(rng.choice(RO_SEQS))
+    median = _loguniform(rng, *RO_MEDIAN)
+    sigma = float(rng.uniform(*RO_SIGMA))
+    top_z = ndtri(np.exp(np.log(rng.random((nodes, n))) / seqs))
+    mean_z = rng.standard_normal((nodes, n))
+    prompt = float(rng.uniform(*RO_PROMPT))
+    resident = float(rng.uniform(*RO_RESIDENT))
+    kv = float(rng.uniform(*RO_KV))
+    gshare = float(rng.uniform(*RO_GEN))
+    preempt = float(rng.uniform(*RO_PREEMPT))
+    occupancy = float(rng.uniform(*RO_OCCUPANCY))
+    spread = np.exp(RO_CACHE_NODE * rng.standard_normal(nodes))
+    drift = float(rng.uniform(*RO_DRIFT))
+    climb = 1.0 - np.exp(-t / (float(rng.uniform(*RO_DRIFT_TAU)) * n))
+
+    def responses(d: float) -> tuple[np.ndarray, np.ndarray]:
+        """The longest response and the mean one per worker and step, the median drifted by
+        ``exp(d x climb)``."""
+        m = median * np.exp(d * climb)
+        e1, e2 = _capped_lognormal(m, sigma)
+        mean = e1 + np.sqrt(np.maximum(e2 - e1 * e1, 0.0) / seqs) * mean_z
+        return np.minimum(1.0, m * np.exp(sigma * top_z)), np.maximum(0.1 * e1, mean)
+
+    longest0, mean0 = responses(0.0)
+    demand0 = prompt + resident * mean0
+    cache = float(np.median(demand0[:, LEAD_ITERS:])) / occupancy * spread
+    ro = _Rollout(node=job.node, dev=job.dev, host=job.host, longest=longest0, demand=demand0,
+                  cache=cache, kv=kv, preempt=preempt * float(longest0.mean()), scale=1.0,
+                  train=np.zeros(n), sync=np.zeros((nodes, n)), key=np.ones((nodes, n)),
+                  burst=np.zeros((nodes, n)), level=np.ones(n), warm=np.ones(n), rest=rest)
+    gen0, tok0 = ro.generation(ro.cache[:, None]), mean0.mean(axis=0)
+    g_unit, t_unit = float(gen0[:, LEAD_ITERS:].mean()), float(tok0[LEAD_ITERS:].mean())
+
+    def work(gen: np.ndarray, tok: np.ndarray) -> np.ndarray:
+        return np.asarray(gshare * gen.mean(axis=0) / g_unit + (1.0 - gshare) * tok / t_unit)
+
+    # the policy's length drift, halved until it moves the mean busy time by less than
+    # RO_DRIFT_RISE over the series (over any labelled span too)
+    flat = _moving_mean(work(gen0, tok0)[LEAD_ITERS:], 200)
+    for _ in range(RO_DRIFT_HALVINGS):
+        ro.longest, mean = responses(drift)
+        ro.demand = prompt + resident * mean
+        moved = _moving_mean(work(ro.generation(ro.cache[:, None]), mean.mean(axis=0))
+                             [LEAD_ITERS:], 200) / flat
+        if float(moved.max() / moved.min()) < 1.0 + RO_DRIFT_RISE:
+            break
+        drift *= 0.5
+    else:
+        ro.longest, ro.demand, mean = longest0, demand0, mean0
+    ro.scale = gshare / g_unit
+    ro.train = (1.0 - gshare) * mean.mean(axis=0) / t_unit
+    # the weight sync into each worker's engine every few steps; the reward server's episodes
+    every = int(rng.choice(RO_SYNC_EVERY))
+    sj = float(rng.uniform(*RO_SYNC_JITTER))
+    at = t % every == every - 1
+    ro.sync[:, at] = float(rng.uniform(*RO_SYNC)) * np.exp(
+        sj * rng.standard_normal((nodes, int(at.sum()))) - 0.5 * sj * sj)
+    ro.key, ro.burst = _keyed_runs(rng, nodes, n, RO_EPISODE, RO_EPISODE_X)
+    # planned restarts between parts: a downtime, a warm-up, another batch (a level)
+    restarted, pauses = _planned_restarts(rng, job, ro.warm, ro.level, RO_RESTART_P,
+                                          (RO_FIRST, RO_WARM_AMPLITUDE, RO_WARM_TAU),
+                                          RO_DOWNTIME, RO_RESHAPE_LEVEL)
+    mean_busy, var = _node_var(ro.busy(), job.node, nodes)
+    slow, events, who_of, ro.warm = _node_slowdowns(rng, scenario, job, restarted, ro.warm,
+                                                    ro.busy, var, _ROLLOUT_PLAN, pauses)
+    # each rank's busy time, labelled by the span's mean rise of its worker's ranks over
+    # their healthy mean
+    healthy = ro.busy()
+    return _restarted_timeline(job.base_s * healthy / mean_busy, ro.busy(slow) / healthy,
+                               events, pauses, who_of)
+
 
 def _part_rooms(rng: np.random.Generator, scenario: str, starts: np.ndarray, part: int,
                 restarted: np.ndarray, more_p: float, settle: int, clear: int
@@ -5224,6 +5465,7 @@ _BUILDERS: dict[str, Callable[[np.random.Generator, str], _Timeline]] = {
     "memory": _memory, "prefetch": _prefetch, "pipeline": _pipeline,
     "lossy_link": _lossy_link, "gc_pause": _gc_pause, "dispatch": _dispatch, "moe": _moe,
     "hw_queue": _hw_queue, "compile": _compile, "power": _power, "numa": _numa,
+    "rollout": _rollout,
 }
 
 
