@@ -716,3 +716,18 @@ def test_the_affine_split_is_exact(stages: int) -> None:
         best = min(max(a + b * (np.array(c) + stages - 1))
                    for c in itertools.product(range(1, total + 1), repeat=dp) if sum(c) == total)
         assert max(a + b * (got + stages - 1)) == pytest.approx(best, rel=1e-9)
+
+
+def test_a_refinement_waits_for_last_steps_that_measure_the_straggler_faster() -> None:
+    """(8, 16) for replica 0 at x2; from step 13 it runs x3.5 (the best split now (5, 19)),
+    and at step 16 it recovers (x1). The plan after step 16 has the 4 steps 13-16: the
+    last is an outlier on the faster side and rejected, so the estimate still says x3.5
+    (the example job's x2 round 1 at step 66: the last two steps, 1.01 and 0.75, rejected,
+    a refinement to (5, 19) made one step after the injection ended). It waits (the split
+    stays (8, 16)); a rise with no such step still refines to (5, 19)."""
+    for recover in (True, False):
+        rb = Rebalancer(2, 12, window=10)
+        rb.reset((8, 16), since=13)
+        f0 = np.array([2.0] * 13 + [3.5] * 3 + [1.0 if recover else 3.5])
+        plans = _ratios(rb, f0, np.ones(f0.size), seed=0, machine=0.0)
+        assert plans[-1] == (((8, 16), "waiting") if recover else ((5, 19), "changed"))

@@ -211,7 +211,9 @@ class PlanNote:
     back``, ``trial runs on``, ``cooldown``, ``no estimate``, ``recovered`` (a replica got
     faster in a level shift: the even split), ``even within tolerance``, ``kept within
     tolerance``, ``held back`` (a refinement away from even below the resolution),
-    ``changed`` (a new split on trial), ``alike`` (the replicas measure alike within noise
+    ``changed`` (a new split on trial), ``waiting`` (a refinement away from even while the
+    last steps measured a replica it would cut faster than its level: a level shift
+    starting), ``alike`` (the replicas measure alike within noise
     on the split's last steps: the even split, not a trial), ``even first`` (the best split
     lies past even: even first), ``new onset`` (leaving even after a give-back, with a
     first action's evidence on the steps at even), ``held at even`` (that evidence lacking).
@@ -710,6 +712,12 @@ class Rebalancer:
                 # split in effect at this noise: not tried
                 self.held_back += 1
                 new, reason = self.counts, "held back"
+            elif (self.counts != self.even and not self.toward_even(new)
+                    and self._faster_at_the_end(est, new)):
+                # a refinement away from even while the last steps of a replica it would
+                # cut further are outliers on the faster side (a level shift starting, such
+                # as a recovery): wait for them
+                new, reason = self.counts, "waiting"
         if new != self.counts:
             gain = 1 - cost(new) / cost(self.counts)
             now_s = self.step_costs_s(self._since, est.steps, self.counts)
@@ -719,6 +727,22 @@ class Rebalancer:
                 self._fit_from = self._since
             self._given_back = reason == "recovered"
         return self._noted(last, reason, est, **extra)
+
+    def _faster_at_the_end(self, est: Estimate, new: tuple[int, ...]) -> bool:
+        """Whether one of the last ``min_steps // 2`` (at least 1) steps of ``est``'s window
+        measured a replica that ``new`` gives fewer micro-batches than the split in effect
+        faster, relative to the step's common level, than its median over the window by
+        more than ``outlier_mads`` MADs (the estimate's own outlier rule: those steps were
+        rejected, and the estimate is the level before them)."""
+        steps, x = self._complete(self._regime)
+        x = x[-est.steps:]
+        r = x / lower_median(x, axis=1)[:, None]
+        med = np.median(r, axis=0)
+        mad = np.median(np.abs(r - med), axis=0)
+        low = r[-max(1, self.min_steps // 2):] < med - self.outlier_mads * np.maximum(
+            1.4826 * mad, 0.01 * med)
+        cut = np.asarray(new) < np.asarray(self.counts)
+        return bool(np.any(low[:, cut]))
 
     def _back_to_even(self, held: np.ndarray) -> str | None:
         """``alike`` when the last 2 x ``min_steps`` steps (on ``min_steps``, tested at
