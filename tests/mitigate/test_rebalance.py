@@ -13,7 +13,7 @@ import pytest
 from stragglers.errors import InputError
 from stragglers.mitigate import Rebalancer
 from stragglers.mitigate.microbatch import solve_microbatches
-from stragglers.mitigate.rebalance import best_split, step_of
+from stragglers.mitigate.rebalance import PlanNote, best_split, best_split_affine, step_of
 
 
 def _run(rb: Rebalancer, slow: np.ndarray, load: np.ndarray, core: np.ndarray,
@@ -636,3 +636,98 @@ def test_the_first_estimate_starts_at_the_onset_given(factor: float, before: int
         excess.append(cost / 13 / step_of(opt, t) - 1)
     assert hits >= (before + now) // 2 + 1, hits
     assert float(np.mean(excess)) <= 0.025, excess
+
+
+def _affine(rb: Rebalancer, fixed: tuple[float, float], per_mb: tuple[float, float],
+            n: int, seed: int) -> list[PlanNote]:
+    """Feed ``n`` steps where replica i's busy time is ``fixed[i] + per_mb[i] * m_i`` for
+    the ``m_i`` micro-batches it runs (a per-step cost on the replica), times one
+    machine-wide lognormal load per step (sigma 0.05) and each replica's own (sigma 0.02);
+    its micro-batches each take the busy time over ``m_i``. The plan's note after each."""
+    rng = np.random.default_rng(seed)
+    notes = []
+    for s in range(n):
+        load = np.exp(rng.normal(0.0, 0.05))
+        for i in range(2):
+            m = rb.counts[i]
+            busy = (fixed[i] + per_mb[i] * m) * load * np.exp(rng.normal(0.0, 0.02))
+            rb.observe(i, s, np.full(m, busy / m))
+        rb.plan()
+        assert rb.last_plan is not None
+        notes.append(rb.last_plan)
+    return notes
+
+
+def test_a_per_step_cost_is_fitted_and_the_split_predicted_with_it() -> None:
+    """Replica 0's busy time is 0.18 s + 0.01 s per micro-batch, replica 1's 0.01 s per
+    micro-batch: at even replica 0 measures 2.5x per micro-batch, and its time per
+    micro-batch rises as its micro-batches are cut (as the example job's sleeping straggler
+    did: x1.46 at even, x1.87-2.2 on the first split). The optimum is (3, 21) (0.21 s
+    both). The first split, from one count, is the proportional model's (7, 17) or (6, 18),
+    predicted 24-31% fast (nothing else can be known yet). From the second split on, the
+    busy time is fitted on the two splits the episode ran: every later change is predicted
+    within 5% (the proportional model: (4, 20) 5-14% fast) and the loop reaches (3, 21) by
+    its third change in 9 of 10 runs (the proportional model: 1 of 10, by trials of one
+    micro-batch each) and ends there in 10 of 10."""
+    fixed, per_mb = (0.18, 0.0), (0.01, 0.01)
+
+    def true_step(c: tuple[int, ...]) -> float:
+        return max(fixed[i] + per_mb[i] * c[i] for i in range(2))
+
+    assert tuple(best_split_affine(np.array(fixed), np.array(per_mb), 24)) == (3, 21)
+    third = 0
+    for seed in range(10):
+        rb = Rebalancer(2, 12)
+        notes = _affine(rb, fixed, per_mb, 30, seed)
+        changed = [nt for nt in notes if nt.reason == "changed"]
+        assert changed[0].counts in ((6, 18), (7, 17)), seed  # proportional: one count
+        assert notes[-1].counts == (3, 21), seed
+        for note in changed[2:]:
+            assert note.model is not None and note.model.affine == (0,), seed
+            assert note.predicted_best_s == pytest.approx(true_step(note.counts), rel=0.05)
+        third += changed[2].counts == (3, 21)
+    assert third >= 8
+
+
+def test_one_count_seen_or_no_fixed_part_keeps_the_proportional_model() -> None:
+    """Before a second count ran (the first action from even), and where the busy time is
+    proportional (replica 0 x2 steadily), the model is ``m x t``: the first split is the
+    exact solver's for the measured times, and a steady straggler's optimum (8, 16) is
+    reached and kept with no fixed part fitted."""
+    rb = Rebalancer(2, 12)
+    notes = _affine(rb, (0.0, 0.0), (0.02, 0.01), 20, 0)
+    assert notes[3].counts == (8, 16) and notes[-1].counts == (8, 16)
+    assert all(nt.model is None or nt.model.affine == () for nt in notes)
+
+
+@pytest.mark.parametrize("stages", [1, 2])
+def test_the_affine_split_is_exact(stages: int) -> None:
+    """:func:`best_split_affine` against every split of 2 and 3 replicas (random fixed
+    and per-micro-batch seconds): the smallest ``max_i a_i + b_i (m_i + stages - 1)``."""
+    import itertools
+
+    rng = np.random.default_rng(stages)
+    for _ in range(40):
+        dp = int(rng.integers(2, 4))
+        total = int(rng.integers(dp, 13))
+        a, b = rng.uniform(0, 0.3, dp) * (rng.uniform(size=dp) < 0.7), rng.uniform(0.01, 0.05, dp)
+        got = best_split_affine(a, b, total, stages)
+        assert got.sum() == total and got.min() >= 1
+        best = min(max(a + b * (np.array(c) + stages - 1))
+                   for c in itertools.product(range(1, total + 1), repeat=dp) if sum(c) == total)
+        assert max(a + b * (got + stages - 1)) == pytest.approx(best, rel=1e-9)
+
+
+def test_a_refinement_waits_for_last_steps_that_measure_the_straggler_faster() -> None:
+    """(8, 16) for replica 0 at x2; from step 13 it runs x3.5 (the best split now (5, 19)),
+    and at step 16 it recovers (x1). The plan after step 16 has the 4 steps 13-16: the
+    last is an outlier on the faster side and rejected, so the estimate still says x3.5
+    (the example job's x2 round 1 at step 66: the last two steps, 1.01 and 0.75, rejected,
+    a refinement to (5, 19) made one step after the injection ended). It waits (the split
+    stays (8, 16)); a rise with no such step still refines to (5, 19)."""
+    for recover in (True, False):
+        rb = Rebalancer(2, 12, window=10)
+        rb.reset((8, 16), since=13)
+        f0 = np.array([2.0] * 13 + [3.5] * 3 + [1.0 if recover else 3.5])
+        plans = _ratios(rb, f0, np.ones(f0.size), seed=0, machine=0.0)
+        assert plans[-1] == (((8, 16), "waiting") if recover else ((5, 19), "changed"))

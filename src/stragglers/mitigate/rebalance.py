@@ -74,6 +74,7 @@ Example (two replicas, 12 micro-batches each, replica 0 twice as slow)::
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -83,7 +84,8 @@ import numpy as np
 from stragglers.errors import InputError
 from stragglers.mitigate.microbatch import solve_microbatches
 
-__all__ = ["Estimate", "PlanNote", "Rebalancer", "best_split", "lower_median", "step_of"]
+__all__ = ["BusyModel", "Estimate", "PlanNote", "Rebalancer", "best_split", "lower_median",
+           "step_of"]
 
 
 def lower_median(x: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -114,6 +116,68 @@ def best_split(times: np.ndarray, total: int, stages: int = 1,
     if shifted.min() >= 1 and step_of(shifted, t, stages) < step_of(plain, t, stages):
         return np.asarray(shifted, dtype=np.int64)
     return np.asarray(plain, dtype=np.int64)
+
+
+def best_split_affine(fixed: np.ndarray, per_mb: np.ndarray, total: int,
+                      stages: int = 1) -> np.ndarray:
+    """The split of ``total`` micro-batches (each replica >= 1) that minimises ``max_i
+    fixed_i + per_mb_i (m_i + stages - 1)``: the smallest step ``T`` at which the replicas
+    can hold ``total`` micro-batches (a bisection over ``T``, vectorised), then the surplus
+    taken from the replicas at the top. Every replica's cost rises with its count, so the
+    minimal ``T`` is the optimum's step."""
+    a = np.asarray(fixed, dtype=np.float64)
+    b = np.maximum(np.asarray(per_mb, dtype=np.float64), 1e-12)
+    k, n = stages - 1, a.size
+
+    def fits(t: float) -> np.ndarray:
+        return np.maximum(np.floor((t - a) / b * (1 + 1e-12)) - k, 1.0)
+
+    lo = float(np.max(a + b * (1 + k)))
+    hi = float(np.max(a + b * (total - n + 1 + k)))
+    if fits(lo).sum() < total:
+        for _ in range(200):
+            mid = 0.5 * (lo + hi)
+            if fits(mid).sum() >= total:
+                hi = mid
+            else:
+                lo = mid
+            if hi - lo <= 1e-12 * hi:
+                break
+        lo = hi
+    m = fits(lo).astype(np.int64)
+    while m.sum() > total:  # the surplus: from the replicas whose cost is highest
+        cost = np.where(m > 1, a + b * (m + k), -np.inf)
+        top = np.argsort(-cost, kind="stable")[:int(m.sum() - total)]
+        m[top[np.isfinite(cost[top])]] -= 1
+    return m
+
+
+@dataclass(frozen=True)
+class BusyModel:
+    """Each replica's compute seconds per step as an affine function of the micro-batches it
+    runs: ``fixed_s + per_mb_s * (m + stages - 1)``. Proportional (``fixed_s`` 0) unless the
+    steps that ran two different counts on a replica measured a significant fixed part
+    (:meth:`Rebalancer.busy_model`); ``affine`` lists those replicas."""
+
+    fixed_s: np.ndarray  # (dp,)
+    per_mb_s: np.ndarray  # (dp,)
+    affine: tuple[int, ...] = ()
+
+    def step(self, counts: Sequence[int] | np.ndarray, stages: int = 1) -> float:
+        """The predicted compute step of a split (the slowest replica's busy time)."""
+        c = np.asarray(counts, dtype=np.float64) + (stages - 1)
+        return float(np.max(self.fixed_s + self.per_mb_s * c))
+
+    def best(self, total: int, stages: int = 1) -> np.ndarray:
+        """The split of ``total`` micro-batches with the smallest :meth:`step`."""
+        if not self.affine:
+            return best_split(self.per_mb_s, total, stages, source="Rebalancer: times")
+        return best_split_affine(self.fixed_s, self.per_mb_s, total, stages)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"fixed_s": [round(float(x), 6) for x in self.fixed_s],
+                "per_mb_s": [round(float(x), 6) for x in self.per_mb_s],
+                "affine": list(self.affine)}
 
 
 @dataclass(frozen=True)
@@ -147,7 +211,9 @@ class PlanNote:
     back``, ``trial runs on``, ``cooldown``, ``no estimate``, ``recovered`` (a replica got
     faster in a level shift: the even split), ``even within tolerance``, ``kept within
     tolerance``, ``held back`` (a refinement away from even below the resolution),
-    ``changed`` (a new split on trial), ``alike`` (the replicas measure alike within noise
+    ``changed`` (a new split on trial), ``waiting`` (a refinement away from even while the
+    last steps measured a replica it would cut faster than its level: a level shift
+    starting), ``alike`` (the replicas measure alike within noise
     on the split's last steps: the even split, not a trial), ``even first`` (the best split
     lies past even: even first), ``new onset`` (leaving even after a give-back, with a
     first action's evidence on the steps at even), ``held at even`` (that evidence lacking).
@@ -166,6 +232,7 @@ class PlanNote:
     trial_resolution: float = float("nan")  # what its trial can resolve at that noise
     # the step of the split planned from the steps that ran it (NaN: fewer than min_steps)
     predicted_from_runs_s: float = float("nan")
+    model: BusyModel | None = None  # the busy-time model the predictions used
 
     def to_dict(self) -> dict[str, object]:
         def r(x: float) -> float | None:
@@ -178,12 +245,17 @@ class PlanNote:
                 "predicted_best_s": r(self.predicted_best_s), "noise": r(self.noise),
                 "trial_change": r(self.trial_change),
                 "trial_resolution": r(self.trial_resolution),
-                "predicted_from_runs_s": r(self.predicted_from_runs_s)}
+                "predicted_from_runs_s": r(self.predicted_from_runs_s),
+                "model": self.model.to_dict() if self.model is not None else None}
 
 
 class Rebalancer:
     """Micro-batch rebalancing across ``dp_size`` replicas of ``microbatches`` micro-batches
     each (the module docstring says how it measures and decides)."""
+
+    #: the bounds of a replica's marginal seconds per micro-batch over its average where a
+    #: fixed part was measured (:meth:`busy_model`)
+    MARGINAL_SHARE = (0.25, 1.0)
 
     def __init__(self, dp_size: int, microbatches: int, *, stages: int = 1, window: int = 8,
                  min_steps: int = 4, tolerance: float = 0.03,
@@ -228,6 +300,10 @@ class Rebalancer:
         # one recovered): leaving it needs a new onset in two disjoint halves of its steps
         self._given_back = False
         self._regime = -1  # the first step of the regime (reset): no estimate before it
+        # the fixed part of the busy time is fitted on the steps from here: the split left
+        # even or came back to it there (one episode's splits; the even split's steps hold
+        # the onset, a give-back's the recovery: a level shift is not the split's effect)
+        self._fit_from = -1
         self._trial_diff, self._trial_res = float("nan"), float("nan")
         self.last_plan: PlanNote | None = None  # what plan() decided last, and why
 
@@ -338,9 +414,95 @@ class Rebalancer:
 
     def predicted_step_s(self, counts: Sequence[int] | np.ndarray,
                          estimate: Estimate | None = None) -> float:
-        """The compute step of a split at the estimated times (NaN before an estimate)."""
+        """The compute step of a split at the estimated times, with each replica's busy
+        time affine in its micro-batches where measured (:meth:`busy_model`; NaN before an
+        estimate)."""
         est = estimate if estimate is not None else self.estimate()
-        return float("nan") if est is None else step_of(counts, est.times_s, self.stages)
+        return float("nan") if est is None else self.busy_model(est).step(counts, self.stages)
+
+    def _fixed_part(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Per replica, from the complete steps since the regime began and the split last
+        left or came back to even (the splits of one episode): the fixed seconds
+        ``a`` and the marginal seconds per micro-batch ``b`` of its busy time ``a + b (m +
+        stages - 1)`` (busy: seconds per micro-batch times the micro-batches run), fitted
+        through the medians of the steps at its present count and at the last other count
+        it ran (each with ``min_steps`` steps or more), and whether ``a`` is significant
+        (``outlier_mads`` standard errors, from each median's standard error: 1.2533 x
+        1.4826 MAD / sqrt(n), the relative MAD pooled over both groups and floored at
+        0.5%). Vectorised over
+        replicas; NaN where a replica ran one count only. Also the median busy seconds at
+        the present count."""
+        nan = np.full(self.dp, np.nan)
+        steps, x = self._complete(max(self._regime, self._fit_from))
+        if steps.size < 2 * self.min_steps:
+            return nan, nan, nan, np.zeros(self.dp, dtype=bool)
+        ran = self._counts_of(steps)
+        busy = x * ran
+        cur = ran[-1]
+        rows = np.arange(steps.size)[:, None]
+        last_other = np.max(np.where(ran != cur, rows, -1), axis=0)
+        other = ran[np.maximum(last_other, 0), np.arange(self.dp)]
+
+        def group(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            vals = np.where(mask, busy, np.nan)
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns
+                med = np.nanmedian(vals, axis=0)
+            return med, vals / med - 1, np.sum(mask, axis=0)
+
+        b1, d1, n1 = group(ran == cur)
+        b2, d2, n2 = group((ran == other) & (last_other >= 0))
+        # one step's relative spread, pooled over both groups (a median of 4 steps' own MAD
+        # is too unsure), floored at 0.5%
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            spread = 1.2533 * 1.4826 * np.maximum(np.nanmedian(np.abs(np.concatenate(
+                [d1, d2])), axis=0), 0.005)
+            se1 = spread * b1 / np.sqrt(np.maximum(n1, 1))
+            se2 = spread * b2 / np.sqrt(np.maximum(n2, 1))
+        k = self.stages - 1
+        with np.errstate(all="ignore"):
+            slope = (b1 - b2) / (cur - other)
+            fixed = b1 - slope * (cur + k)
+            se_a = np.sqrt(((other + k) * se1) ** 2 + ((cur + k) * se2) ** 2) / np.abs(
+                cur - other)
+        # a busy time that falls with more micro-batches is no effect of the split (a level
+        # shift between the two groups of steps): not fitted
+        ok = (last_other >= 0) & (n1 >= self.min_steps) & (n2 >= self.min_steps) & (slope > 0)
+        fixed, slope = np.where(ok, fixed, np.nan), np.where(ok, slope, np.nan)
+        # ``outlier_mads`` standard errors, as the level-shift test: tested at every plan
+        significant = ok & (np.abs(fixed) > self.outlier_mads * se_a)
+        return fixed, slope, b1, significant
+
+    def busy_model(self, est: Estimate) -> BusyModel:
+        """Each replica's busy time per step as a function of its micro-batches, at the
+        level of ``est`` (its robust seconds per micro-batch, at the counts its steps ran):
+        proportional (``m x t``) unless :meth:`_fixed_part` measured a significant fixed
+        part on two counts; then the line through the median busy time at the split in
+        effect with the fitted marginal share ``b / (a / (m + stages - 1) + b)``, bounded
+        to ``MARGINAL_SHARE`` (a fixed
+        part at most 3/4 of the busy time, never negative: a bound on the extrapolation,
+        not a value fitted to any run). Where a replica's time per micro-batch rises when
+        its micro-batches are cut (a per-step cost; a rank that idles more getting less of
+        a shared core), the proportional model moves too few micro-batches at each plan and
+        mispredicts every split it has not run."""
+        t = np.asarray(est.times_s, dtype=np.float64)
+        k = self.stages - 1
+        fixed_fit, slope, busy_now, significant = self._fixed_part()
+        if not np.any(significant):
+            return BusyModel(np.zeros(self.dp), t)
+        at = np.asarray(self.counts, dtype=np.float64) + k
+        with np.errstate(all="ignore"):
+            share = slope / (fixed_fit / at + slope)
+        lo, hi = self.MARGINAL_SHARE
+        affine = significant & np.isfinite(share) & (share < hi)
+        share = np.where(affine, np.clip(share, lo, hi), 1.0)
+        # the line through the median busy time at the split in effect (the estimate's
+        # robust mean of times per micro-batch over a window that can hold two splits is
+        # not the time at either count where it depends on the count)
+        per_mb = np.where(affine, share * busy_now / at, t)
+        fixed = np.where(affine, (1.0 - share) * busy_now, 0.0)
+        return BusyModel(fixed, per_mb, tuple(int(i) for i in np.flatnonzero(affine)))
 
     # -- decision -------------------------------------------------------------------------
     def step_costs_s(self, since: int, last: int | None = None,
@@ -437,6 +599,8 @@ class Rebalancer:
         if new != self.even:
             self._side = np.sign(np.asarray(new) - np.asarray(self.even))
         since = int(self._steps[-1]) + 1 if self._steps.size else 0
+        if self.even in (self.counts, new):
+            self._fit_from = since
         self.counts, self._since = new, since
         self._hist_from = np.append(self._hist_from, since)
         self._hist = np.vstack([self._hist, np.asarray(new, dtype=np.int64)])
@@ -508,17 +672,21 @@ class Rebalancer:
         if last < self._cooldown_until and not recovered:
             # (a recovery ends the cooldown: the split it was for is gone)
             return self._noted(last, "cooldown", est)
-        t = est.times_s
-        best = best_split(t, self.m * self.dp, self.stages, source="Rebalancer: times")
-        limit = step_of(best, t, self.stages) * (1 + self.tolerance)
+        model = self.busy_model(est)  # the same model predicts and judges every split
+
+        def cost(counts: Sequence[int] | np.ndarray) -> float:
+            return model.step(counts, self.stages)
+
+        best = model.best(self.m * self.dp, self.stages)
+        limit = cost(best) * (1 + self.tolerance)
         # the split's recent steps relative to their common level, as trials are judged
         # (in seconds, machine-wide load jumps inflated the noise and held back refinements
         # the trial would have resolved)
         now = self.step_costs_s(self._since, est.steps, self.counts, relative=True)
         extra = {"best": tuple(int(c) for c in best),
-                 "predicted_even_s": step_of(self.even, t, self.stages),
-                 "predicted_now_s": step_of(self.counts, t, self.stages),
-                 "predicted_best_s": step_of(best, t, self.stages), "noise": self.noise(now)}
+                 "predicted_even_s": cost(self.even),
+                 "predicted_now_s": cost(self.counts),
+                 "predicted_best_s": cost(best), "noise": self.noise(now), "model": model}
         if recovered and self._fully_recovered(est):
             new, reason = self.even, "recovered"
         elif recovered and (self.toward_even(best) or self._crosses(best)):
@@ -526,13 +694,13 @@ class Rebalancer:
             # level, toward even (past even: even first)
             new, reason = ((self.even, "even first") if self._crosses(best) else
                            (tuple(int(c) for c in best), "partly recovered"))
-        elif step_of(self.even, t, self.stages) <= limit:
+        elif cost(self.even) <= limit:
             new, reason = self.even, "even within tolerance"
-        elif step_of(self.counts, t, self.stages) <= limit:
+        elif cost(self.counts) <= limit:
             new, reason = self.counts, "kept within tolerance"
         else:
             new, reason = tuple(int(c) for c in best), "changed"
-            gain = 1 - step_of(new, t, self.stages) / step_of(self.counts, t, self.stages)
+            gain = 1 - cost(new) / cost(self.counts)
             if self.counts != self.even and self._crosses(new):
                 # never past even in one move: even first, then a new onset's evidence
                 new, reason = self.even, "even first"
@@ -544,13 +712,37 @@ class Rebalancer:
                 # split in effect at this noise: not tried
                 self.held_back += 1
                 new, reason = self.counts, "held back"
+            elif (self.counts != self.even and not self.toward_even(new)
+                    and self._faster_at_the_end(est, new)):
+                # a refinement away from even while the last steps of a replica it would
+                # cut further are outliers on the faster side (a level shift starting, such
+                # as a recovery): wait for them
+                new, reason = self.counts, "waiting"
         if new != self.counts:
-            gain = 1 - step_of(new, t, self.stages) / step_of(self.counts, t, self.stages)
+            gain = 1 - cost(new) / cost(self.counts)
             now_s = self.step_costs_s(self._since, est.steps, self.counts)
             self._trial = (self.counts, now, gain, now_s)
             self._switch(new)
+            if recovered:  # a level shift: the steps before it are not this split's effect
+                self._fit_from = self._since
             self._given_back = reason == "recovered"
         return self._noted(last, reason, est, **extra)
+
+    def _faster_at_the_end(self, est: Estimate, new: tuple[int, ...]) -> bool:
+        """Whether one of the last ``min_steps // 2`` (at least 1) steps of ``est``'s window
+        measured a replica that ``new`` gives fewer micro-batches than the split in effect
+        faster, relative to the step's common level, than its median over the window by
+        more than ``outlier_mads`` MADs (the estimate's own outlier rule: those steps were
+        rejected, and the estimate is the level before them)."""
+        steps, x = self._complete(self._regime)
+        x = x[-est.steps:]
+        r = x / lower_median(x, axis=1)[:, None]
+        med = np.median(r, axis=0)
+        mad = np.median(np.abs(r - med), axis=0)
+        low = r[-max(1, self.min_steps // 2):] < med - self.outlier_mads * np.maximum(
+            1.4826 * mad, 0.01 * med)
+        cut = np.asarray(new) < np.asarray(self.counts)
+        return bool(np.any(low[:, cut]))
 
     def _back_to_even(self, held: np.ndarray) -> str | None:
         """``alike`` when the last 2 x ``min_steps`` steps (on ``min_steps``, tested at
@@ -729,6 +921,7 @@ class Rebalancer:
                              f"{self.m * self.dp} micro-batches over {self.dp} replicas")
         self.counts, self._since = c, since
         self._regime = since  # the plans' estimates use no step before it
+        self._fit_from = since
         # a fresh start (e.g. the live loop's give-back at the end of an episode): no side
         self._side = (np.sign(np.asarray(c) - np.asarray(self.even)) if c != self.even
                       else None)
