@@ -119,7 +119,7 @@ from stragglers.detect.events import (
 from stragglers.detect.jobs import JobGrouper
 from stragglers.detect.narrow import GroupFinding, narrow_down_records
 from stragglers.detect.period import CallEncoder, PeriodTracker
-from stragglers.detect.robust import RobustLevelDetector
+from stragglers.detect.robust import MIX_SHARE, RobustLevelDetector
 from stragglers.detect.spikes import SpikeCounter
 from stragglers.detect.steps import StepJoiner
 from stragglers.detect.warmup import WarmUp
@@ -170,7 +170,9 @@ PUT_BACK_REASONS = frozenset({"idle", "clock_step"})
 # points since RISE_SKIP stand the threshold above that level, the latest RISE_POINTS no lower
 # than RISE_FALL below the RISE_POINTS before them (a warm-up after a resume decays: a level
 # does not) and clear the midpoint by the detector's confidence in standard errors of their
-# median; judged on the segment's first RISE_UNTIL points (later: the rule above).
+# median; judged on the segment's first RISE_UNTIL points (later: the rule above).  A level
+# that MIX_SHARE or more of the segment before's latest SEG_BEFORE points reached (beyond the
+# midpoint between the two) is a height it held: no onset.
 RISE_SKIP = 10
 RISE_POINTS = 16
 RISE_FALL = 0.02
@@ -196,6 +198,7 @@ class _Segment:
     alarmed: bool
     opened: str
     risen: bool = False  # declared slower than the level before its resume (as it came)
+    tail: np.ndarray | None = None  # its latest SEG_BEFORE settled points, sorted
 
 
 class _Rank:
@@ -827,7 +830,8 @@ class Watcher:
             st.seg_before.append(_Segment(
                 start=st.seg_start, level=float(np.median(settled)),
                 late=float(np.median(settled[-SEG_BEFORE:])),
-                alarmed=st.seg_alarmed, opened=st.seg_opened, risen=st.seg_risen))
+                alarmed=st.seg_alarmed, opened=st.seg_opened, risen=st.seg_risen,
+                tail=np.sort(settled[-SEG_BEFORE:])))
         st.seg_opened = reason
         st.seg_points.clear()
         st.seg_start = None
@@ -878,10 +882,11 @@ class Watcher:
         stands the detector's threshold above the level before the resume (the latest
         segment's latest ``SEG_BEFORE`` settled points; a segment declared slower itself is
         passed over) and has stopped falling (the rules at :data:`RISE_SKIP`)."""
-        base = next((b.late for b in reversed(st.seg_before) if not b.risen), None)
+        before = next((b for b in reversed(st.seg_before) if not b.risen), None)
         assert st.seg_start is not None
-        if base is None:
+        if before is None:
             return []
+        base = before.late
         n = st.seen + 1 - st.seg_start[0]  # points of the segment, this one included
         if n < RISE_SKIP + RISE_POINTS or n < 2 * RISE_POINTS:
             return []
@@ -900,6 +905,12 @@ class Watcher:
         sd = 1.4826 * float(np.median(np.abs(both - np.median(both))))
         conf = float(getattr(self._probe, "confidence", DEFAULT_CONFIDENCE))
         if level - (1.0 + 0.5 * thr) * base < conf * 1.2533 * sd / math.sqrt(RISE_POINTS):
+            return []
+        # a height the segment before held often (modes of step times drawn afresh: the
+        # median lands on another one) is no new level
+        tail = before.tail
+        if tail is not None and tail.size and (tail.size - np.searchsorted(
+                tail, math.sqrt(base * level))) >= MIX_SHARE * tail.size:
             return []
         st.seg_alarmed = st.seg_risen = st.slow = True
         start = st.seg_start
