@@ -884,7 +884,9 @@ class Watcher:
         passed over) and has stopped falling (the rules at :data:`RISE_SKIP`)."""
         before = next((b for b in reversed(st.seg_before) if not b.risen), None)
         assert st.seg_start is not None
-        if before is None:
+        if before is None or st.seg_start[1] is None:
+            # (call records without a step number: whether the count went on is not known,
+            # a restart that replays and reconfigures looks the same)
             return []
         base = before.late
         n = st.seen + 1 - st.seg_start[0]  # points of the segment, this one included
