@@ -1,7 +1,9 @@
 """A stop and resume whose first iteration is long itself (a warm-up, compiling: issue 29,
 fifteenth round): the wall time the iterations do not explain is weighed against the rank's
-typical iteration time, so the resume is a new segment and the level it comes back at (another
-configuration) is not judged against the old one.  Answers known by construction."""
+typical iteration time, so the resume is a new segment and its warm-up is not judged against
+the old level.  (Since the nineteenth round a level that comes back 10 % slower after such a
+resume is declared as it comes: ``test_watch_resume_rise.py``; here it comes back within the
+threshold.)  Answers known by construction."""
 
 from __future__ import annotations
 
@@ -39,8 +41,9 @@ def _series(seed: int, first: float, down: float, after: float
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_a_resume_with_a_long_first_iteration_is_a_new_segment(seed: int) -> None:
-    # 75 s unexplained, but less than 10 x the 8 s first iteration: no segment before
-    ev = _events(*_series(seed, first=8.0, down=75.0, after=1.15))
+    # 75 s unexplained, but less than 10 x the 8 s first iteration: no segment before, and
+    # the warm-up judged against the old level (onsets at 1501 and 1520-1522 without it)
+    ev = _events(*_series(seed, first=8.0, down=75.0, after=1.04))
     assert [e["reason"] for e in ev if e["event"] == "segment"] == ["idle"]
     assert [e for e in ev if e["event"] in ALERTS] == []
 

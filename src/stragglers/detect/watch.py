@@ -119,7 +119,7 @@ from stragglers.detect.events import (
 from stragglers.detect.jobs import JobGrouper
 from stragglers.detect.narrow import GroupFinding, narrow_down_records
 from stragglers.detect.period import CallEncoder, PeriodTracker
-from stragglers.detect.robust import RobustLevelDetector
+from stragglers.detect.robust import MIX_SHARE, RobustLevelDetector
 from stragglers.detect.spikes import SpikeCounter
 from stragglers.detect.steps import StepJoiner
 from stragglers.detect.warmup import WarmUp
@@ -164,6 +164,20 @@ DEFAULT_THRESHOLD = 0.10  # the rise of a slowdown where the detector names none
 # was); a restart from a checkpoint (the count goes back) or a new job's counter (far ahead)
 # may come back on other hardware or at another scale, whose level is a new healthy one
 PUT_BACK_REASONS = frozenset({"idle", "clock_step"})
+# A segment opened by such a resume is also judged as it comes, against the level before the
+# resume (the latest segment not itself declared slower): an onset at its first point once,
+# past its first RISE_SKIP points, the median of its latest RISE_POINTS points and of all its
+# points since RISE_SKIP stand the threshold above that level, the latest RISE_POINTS no lower
+# than RISE_FALL below the RISE_POINTS before them (a warm-up after a resume decays: a level
+# does not) and clear the midpoint by the detector's confidence in standard errors of their
+# median; judged on the segment's first RISE_UNTIL points (later: the rule above).  A level
+# that MIX_SHARE or more of the segment before's latest SEG_BEFORE points reached (beyond the
+# midpoint between the two) is a height it held: no onset.
+RISE_SKIP = 10
+RISE_POINTS = 16
+RISE_FALL = 0.02
+RISE_UNTIL = 100
+DEFAULT_CONFIDENCE = 2.5  # standard errors where the detector names no confidence
 
 #: A warm-up point: seconds, iteration (or position), position, end ts, job iteration, span.
 _WarmPoint = tuple[float, int, int, float | None, int | None, int]
@@ -183,6 +197,8 @@ class _Segment:
     late: float
     alarmed: bool
     opened: str
+    risen: bool = False  # declared slower than the level before its resume (as it came)
+    tail: np.ndarray | None = None  # its latest SEG_BEFORE settled points, sorted
 
 
 class _Rank:
@@ -193,7 +209,8 @@ class _Rank:
                  "hist_iter", "hist_ts", "recent", "typical", "slow", "segments",
                  "last_call_ts", "pending_call", "pending_call_line", "warm", "spikes",
                  "calls_points", "seen", "hist_pos", "warm_points", "call_step",
-                 "job_ranges", "seg_points", "seg_start", "seg_alarmed", "seg_before", "seg_opened")
+                 "job_ranges", "seg_points", "seg_start", "seg_alarmed", "seg_before", "seg_opened",
+                 "seg_risen")
 
     def __init__(self) -> None:
         self.detector: Detector | None = None
@@ -233,6 +250,7 @@ class _Rank:
         self.seg_alarmed = False
         self.seg_before: deque[_Segment] = deque(maxlen=2)
         self.seg_opened = ""  # the reason of the segment boundary that opened the current one
+        self.seg_risen = False  # the current segment was declared slower as it came
 
 
 class Watcher:
@@ -654,19 +672,23 @@ class Watcher:
                      ) -> list[WatchEvent]:
         """A restart, resume or gap: a new warm-up; a segmented detector forgets its levels
         (an open episode ends with a recovery noted ``segment``)."""
+        risen: list[WatchEvent] = []
         if self._segmented:
+            if st.seg_risen and st.seg_start is not None:
+                risen = [self._risen_recovery(rank, st, line)]
             self._close_segment(st, reason)
         if st.warm is not None:
             st.warm.rearm(self.warmup_iters if self._segmented else 0)
             st.warm_points = None
         det = st.detector
         if det is None:
-            return []
+            return risen
         events: list[WatchEvent] = []
         for alarm in det.new_segment():  # a detector that is not segmented keeps its state
-            events.append(self._alarm_event(rank, st, alarm, line))
+            if not (risen and alarm.kind == "recovery"):  # the episode ends once
+                events.append(self._alarm_event(rank, st, alarm, line))
             st.slow = False
-        return events
+        return risen + events
 
     def _accept_iter(self, rank: int, st: _Rank, rec: IterationRecord, lineno: int,
                      new_segment: bool = False) -> list[WatchEvent]:
@@ -808,11 +830,13 @@ class Watcher:
             st.seg_before.append(_Segment(
                 start=st.seg_start, level=float(np.median(settled)),
                 late=float(np.median(settled[-SEG_BEFORE:])),
-                alarmed=st.seg_alarmed, opened=st.seg_opened))
+                alarmed=st.seg_alarmed, opened=st.seg_opened, risen=st.seg_risen,
+                tail=np.sort(settled[-SEG_BEFORE:])))
         st.seg_opened = reason
         st.seg_points.clear()
         st.seg_start = None
         st.seg_alarmed = False
+        st.seg_risen = False
 
     def _segment_between(self, rank: int, st: _Rank, lineno: int) -> list[WatchEvent]:
         """The segment before the current one, between two resumes: a slowdown over all of
@@ -852,6 +876,66 @@ class Watcher:
             healthy_s=_rounded(a.late), severity=0.0, note="between_segments")
         return [onset, recovery]
 
+    def _segment_rise(self, rank: int, st: _Rank, lineno: int) -> list[WatchEvent]:
+        """The current segment, opened by a resume across which the iteration count went on,
+        as it comes: an onset at its first point (noted ``resumed_slower``) when its level
+        stands the detector's threshold above the level before the resume (the latest
+        segment's latest ``SEG_BEFORE`` settled points; a segment declared slower itself is
+        passed over) and has stopped falling (the rules at :data:`RISE_SKIP`)."""
+        before = next((b for b in reversed(st.seg_before) if not b.risen), None)
+        assert st.seg_start is not None
+        if before is None or st.seg_start[1] is None:
+            # (call records without a step number: whether the count went on is not known,
+            # a restart that replays and reconfigures looks the same)
+            return []
+        base = before.late
+        n = st.seen + 1 - st.seg_start[0]  # points of the segment, this one included
+        if n < RISE_SKIP + RISE_POINTS or n < 2 * RISE_POINTS:
+            return []
+        pts = np.fromiter(st.seg_points, dtype=float)[-(n - RISE_SKIP):]
+        thr = float(getattr(self._probe, "threshold", DEFAULT_THRESHOLD))
+        top = (1.0 + thr) * base
+        latest = pts[-RISE_POINTS:]
+        level = float(np.median(latest))
+        if not (level >= top and float(np.median(pts)) >= top
+                and level >= (1.0 - RISE_FALL) * float(np.median(
+                    pts[-2 * RISE_POINTS:-RISE_POINTS]))):
+            return []
+        # the median's standard error from the spread of the latest 2 x RISE_POINTS points
+        # (a median absolute deviation; 1.2533 sd / sqrt(n) for a median of n)
+        both = pts[-2 * RISE_POINTS:]
+        sd = 1.4826 * float(np.median(np.abs(both - np.median(both))))
+        conf = float(getattr(self._probe, "confidence", DEFAULT_CONFIDENCE))
+        if level - (1.0 + 0.5 * thr) * base < conf * 1.2533 * sd / math.sqrt(RISE_POINTS):
+            return []
+        # a height the segment before held often (modes of step times drawn afresh: the
+        # median lands on another one) is no new level
+        tail = before.tail
+        if tail is not None and tail.size and (tail.size - np.searchsorted(
+                tail, math.sqrt(base * level))) >= MIX_SHARE * tail.size:
+            return []
+        st.seg_alarmed = st.seg_risen = st.slow = True
+        start = st.seg_start
+        return [LevelEvent(
+            kind="onset", rank=rank, iteration=start[0], declared_iteration=st.seen,
+            job_iteration=start[1],
+            declared_job_iteration=st.last_iter if st.uses_iter_records else None,
+            ts=start[2], line=lineno, level_s=_rounded(level), previous_s=_rounded(base),
+            healthy_s=_rounded(base), severity=round(1.0 - base / level, 4),
+            note="resumed_slower")]
+
+    def _risen_recovery(self, rank: int, st: _Rank, line: int) -> LevelEvent:
+        """The end of a segment declared slower as it came: a recovery noted ``segment`` at
+        its last point (the next segment is judged on its own)."""
+        base = next((b.late for b in reversed(st.seg_before) if not b.risen), math.nan)
+        st.slow = False
+        return LevelEvent(
+            kind="recovery", rank=rank, iteration=st.seen - 1, declared_iteration=st.seen - 1,
+            job_iteration=st.last_iter if st.uses_iter_records else None,
+            declared_job_iteration=st.last_iter if st.uses_iter_records else None,
+            ts=st.last_ts, line=line, level_s=_rounded(base), previous_s=None,
+            healthy_s=_rounded(base), severity=0.0, note="segment")
+
     def _point(self, rank: int, st: _Rank, duration: float, end_ts: float | None,
                job_iter: int | None, lineno: int) -> list[WatchEvent]:
         events: list[WatchEvent] = []
@@ -863,6 +947,9 @@ class Watcher:
             k, r = divmod(pos - st.seg_start[0] + 1 - SEG_SETTLE, SEG_AFTER)
             if r == 0 and 1 <= k <= SEG_TRIES:
                 events += self._segment_between(rank, st, lineno)
+            if (not st.seg_alarmed and st.seg_opened in PUT_BACK_REASONS
+                    and RISE_SKIP + RISE_POINTS <= pos - st.seg_start[0] + 1 <= RISE_UNTIL):
+                events += self._segment_rise(rank, st, lineno)
         st.seen += 1
         st.recent.append(duration)  # the typical iteration time, for the continuity checks
         if st.seen % TYPICAL_POINTS == 0 or st.seen < TYPICAL_POINTS:
