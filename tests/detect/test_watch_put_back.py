@@ -8,38 +8,19 @@ one.  Answers known by construction."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
-from stragglers.detect.watch import Watcher
-from stragglers.evaluation.bocd import make_detector
-from stragglers.logs.records import IterationRecord
+from tests.detect.test_watch_resume_rise import _events as _resume_events
 
 ALERTS = ("onset", "change", "flapping")
 
 
 def _events(levels: tuple[float, ...], lengths: tuple[int, ...], seed: int,
             down: float = 80.0, replay: int = 0) -> list[dict]:
-    """Segments of 1 s iterations (2 % noise) at ``levels`` x 1 s, ``lengths`` iterations
-    each; between two segments the job stops for ``down`` seconds and comes back with a
-    warm-up (+30 % decaying over 10 iterations), its iteration numbers going on (``replay``
-    > 0: going back that many, a restart from a checkpoint)."""
-    rng = np.random.default_rng(seed)
-    parts, gaps, steps = [], [], []
-    for j, (lv, n) in enumerate(zip(levels, lengths, strict=True)):
-        x = lv * np.exp(0.02 * rng.standard_normal(n))
-        if j:
-            x *= 1.0 + 0.3 * np.exp(-np.arange(n) / 10.0)
-        parts.append(x)
-        gaps.append(np.r_[down if j else 0.0, np.zeros(n - 1)])
-        steps.append(np.r_[1 - replay if j else 1, np.ones(n - 1, dtype=int)])
-    x, gap = np.concatenate(parts), np.concatenate(gaps)
-    ts = np.cumsum(x + gap)
-    it = np.cumsum(np.concatenate(steps))
-    w = Watcher(detector_factory=lambda: make_detector("robust"))
-    items = [(i + 1, IterationRecord(rank=0, iter=int(k), duration=float(d), ts=float(t)))
-             for i, (k, d, t) in enumerate(zip(it, x, ts, strict=True))]
-    return [e.to_dict() for e in w.process_items(items) + w.finish()]
+    """Segments of 1 s iterations at ``levels``, a stop of ``down`` seconds between two and a
+    warm-up (+30 % decaying over 10 iterations) after each (``test_watch_resume_rise``'s
+    series)."""
+    return _resume_events(levels, lengths, seed, down=down, replay=replay)
 
 
 @pytest.mark.parametrize(("seed", "down", "reason"), [
