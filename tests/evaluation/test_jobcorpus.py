@@ -42,11 +42,11 @@ from stragglers.evaluation.jobcorpus import (
     MIN_EVENT_ITERS,
     MP_SLOW_ITERS,
     MP_SLOWDOWN,
+    NODE_SLOW_ITERS,
+    NODE_SLOWDOWN,
     NU_KINDS,
     NU_MEMBW,
     NU_NODE,
-    NU_SLOW_ITERS,
-    NU_SLOWDOWN,
     PP_CHANGE_RATIO,
     PP_SETTLE,
     PP_SLOW_ITERS,
@@ -54,11 +54,7 @@ from stragglers.evaluation.jobcorpus import (
     PW_KINDS,
     PW_MIN_CLOCK,
     PW_NODE,
-    PW_SLOW_ITERS,
-    PW_SLOWDOWN,
     RO_KINDS,
-    RO_SLOW_ITERS,
-    RO_SLOWDOWN,
     RO_TP,
     SAMPLE_STRIDES,
     SCENARIOS,
@@ -1462,8 +1458,8 @@ def test_power_labels() -> None:
     family has aliased spans (the throttled share beating against the step: the factor moving
     by over 5 % from step to step on average) and level ones (its sd under 2 %)."""
     events, subset = _node_family_labels("power", _NodeRules(
-        PW_KINDS, "config", {"psu": 1, "config": 2}, ("demand", "cooling"), PW_SLOW_ITERS,
-        PW_SLOWDOWN, PW_NODE))
+        PW_KINDS, "config", {"psu": 1, "config": 2}, ("demand", "cooling"), NODE_SLOW_ITERS,
+        NODE_SLOWDOWN, PW_NODE))
     shapes = {"aliased" if np.abs(np.diff(f)).mean() > 0.05 else  # the throttle, step to step
               "level" if f.std() < 0.02 else "between" for _, f in events}
     assert {e.kind for e, _ in events} == {"demand", "psu", "config", "cooling"}
@@ -1528,7 +1524,7 @@ def test_numa_labels() -> None:
     bursts) and level ones (every step slower)."""
     events, subset = _node_family_labels("numa", _NodeRules(
         NU_KINDS, "governor", {"affinity": 2, "governor": 2}, ("balancing", "cojob"),
-        NU_SLOW_ITERS, NU_SLOWDOWN, NU_NODE))
+        NODE_SLOW_ITERS, NODE_SLOWDOWN, NU_NODE))
     shapes = {"intermittent" if np.median(f) < 1.0 + 1e-9 else
               "level" if f.min() > 1.0 + 1e-9 else "between" for _, f in events}
     assert {e.kind for e, _ in events} == {"affinity", "balancing", "governor", "cojob"}
@@ -1603,8 +1599,8 @@ def test_rollout_labels() -> None:
     has intermittent spans (most steps unchanged: episodes, syncs) and level ones (every
     step slower)."""
     events, subset = _node_family_labels("rollout", _NodeRules(
-        RO_KINDS, "", {"cache": 2}, ("reward", "degraded", "sync"), RO_SLOW_ITERS,
-        RO_SLOWDOWN, RO_TP))
+        RO_KINDS, "", {"cache": 2}, ("reward", "degraded", "sync"), NODE_SLOW_ITERS,
+        NODE_SLOWDOWN, RO_TP))
     shapes = {"intermittent" if np.median(f) < 1.0 + 1e-9 else
               "level" if f.min() > 1.0 + 1e-9 else "between" for _, f in events}
     assert {e.kind for e, _ in events} == {"cache", "reward", "degraded", "sync"}

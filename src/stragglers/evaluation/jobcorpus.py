@@ -744,7 +744,7 @@ detector changes, by someone who never ran the detector on it):
                  each part, the first always, the others with chance 0.7; 200 steps after a
                  restart and before the next, else 40 healthy steps after), each raising the
                  mean busy time of the capped node's ranks over its span by +12-45 %
-                 (:data:`PW_SLOWDOWN`, up to :data:`SPAN_OVERSHOOT` more) over their healthy
+                 (:data:`NODE_SLOWDOWN`, up to :data:`SPAN_OVERSHOOT` more) over their healthy
                  mean: a facility's demand response (``demand``: one node's cap divided by ``1
                  + g``, at most 5x lower, for the span, then back), a failed power supply
                  (``psu``: the same until a restart at the span's end), a configuration change
@@ -754,7 +754,7 @@ detector changes, by someone who never ran the detector on it):
                  times, at most 2x, over 30-100 % of the span as the inlet warms).  Below the
                  cap nothing shows, so the rise is non-linear in ``g``.  The counterfactual
                  healthy series has the same restarts.  The size ``g`` is solved by bisection
-                 for the rise over a span of 60-800 steps (:data:`PW_SLOW_ITERS`) and at least
+                 for the rise over a span of 60-800 steps (:data:`NODE_SLOW_ITERS`) and at least
                  1.3 x 25 x (cv / rise)^2 (cv: the noisiest node's mean busy time), drawn again
                  (at most 8 times) until the labelled span holds 25 x (its own sd / its rise)^2
                  steps and stands +12 % above the healthy steps of the 200 before it, and of the
@@ -795,7 +795,7 @@ detector changes, by someone who never ran the detector on it):
                  first always, the others with chance 0.7; 200 steps after a restart and
                  before the next, else 40 healthy steps after), each raising the mean busy
                  time of the slowed node's ranks over its span by +12-45 %
-                 (:data:`NU_SLOWDOWN`, up to :data:`SPAN_OVERSHOOT` more) over their healthy
+                 (:data:`NODE_SLOWDOWN`, up to :data:`SPAN_OVERSHOOT` more) over their healthy
                  mean: the affinity lost at a restart (``affinity``: a launcher or container
                  update, the node's processes float across sockets, their host work, loader
                  and copies read remote memory and cross the inter-socket link, ``1 + g``
@@ -815,7 +815,7 @@ detector changes, by someone who never ran the detector on it):
                  the rise is non-linear in ``g`` and capped by the host's share: a kind that
                  cannot reach its rise is drawn again.  The counterfactual healthy series has
                  the same restarts.  The size ``g`` is solved by bisection for the rise over
-                 a span of 60-800 steps (:data:`NU_SLOW_ITERS`) and at least 1.3 x 25 x (cv /
+                 a span of 60-800 steps (:data:`NODE_SLOW_ITERS`) and at least 1.3 x 25 x (cv /
                  rise)^2 (cv: the noisiest node's mean busy time), drawn again (at most 8
                  times) until the labelled span holds 25 x (its own sd / its rise)^2 steps
                  and stands +12 % above the healthy steps of the 200 before it, and of the 200
@@ -863,8 +863,8 @@ detector changes, by someone who never ran the detector on it):
                  busy time 0.97-1.04x).  Positives: 1-3 slowdowns (one in each part, the first
                  always, the others with chance 0.7; 200 steps after a restart and before the next,
                  else 40 healthy steps after), each raising the mean busy time of one worker's ranks
-                 over its span by +12-45 % (:data:`RO_SLOWDOWN`, up to :data:`SPAN_OVERSHOOT` more)
-                 over their healthy mean: a worker whose KV cache is smaller after a restart
+                 over its span by +12-45 % (:data:`NODE_SLOWDOWN`, up to :data:`SPAN_OVERSHOOT`
+                 more) over their healthy mean: a worker whose KV cache is smaller after a restart
                  (``cache``: another memory fraction, the cache ``1 / (1 + g)``, at most 8x smaller:
                  preemptions begin earlier, until a restart at the span's end), a co-located
                  reward-model server taking the worker's compute in episodes (``reward``: runs of
@@ -876,7 +876,7 @@ detector changes, by someone who never ran the detector on it):
                  where the sync is not every step).  The preemptions make the rise non-linear in
                  ``g``.  The counterfactual healthy series has the same restarts.  The size ``g`` is
                  solved by bisection for the rise over a span of 60-800 steps
-                 (:data:`RO_SLOW_ITERS`) and at least 1.3 x 25 x (cv / rise)^2 (cv: the noisiest
+                 (:data:`NODE_SLOW_ITERS`) and at least 1.3 x 25 x (cv / rise)^2 (cv: the noisiest
                  worker's mean busy time), drawn again (at most 8 times) until the labelled span
                  holds 25 x (its own sd / its rise)^2 steps and stands +12 % above the healthy steps
                  of the 200 before it, and of the 200 after it where no restart follows (their 4
@@ -1104,6 +1104,16 @@ SPAN_OVERSHOOT = 0.10  # a span's rise at most this above the drawn one (it is s
 SPAN_SOLVE_STEPS = 18  # bisection steps for a slowdown's size
 SPAN_SETTLE = 200  # slowdowns start this long after a restart or a batch-shape change ...
 SPAN_CLEAR = 200  # ... and end this long before the next one (else 40 steps)
+# The job schedule every family of ranks on nodes shares (``power``, ``numa``, ``rollout``):
+NODE_CKPT_EVERY = (200, 1000)  # a checkpoint every this many steps ...
+NODE_CKPT_ITERS = (1, 3)  # ... that many steps ...
+NODE_CKPT_X = (1.5, 4.0)  # ... this many times longer
+NODE_EVAL_EVERY = (100, 200, 250, 500, 1000)  # an evaluation every this many steps ...
+NODE_EVAL_X = (1.0, 4.0)  # ... adding this many mean steps
+NODE_RESTART_P = 0.6  # a part after the first starts with a planned restart with this chance
+NODE_DOWNTIME = (60.0, 900.0)  # a restart's downtime (seconds; the timestamps jump)
+NODE_SLOWDOWN = (0.12, 0.45)  # mean rise of a slowdown's span over its healthy mean
+NODE_SLOW_ITERS = (60, 800)  # its duration (log-uniform; >= SPAN_DECIDABLE x (cv / rise)^2)
 # seqlen (module docstring): variable-length long-context batches, synchronous data parallelism
 SL_RANKS = (2, 4, 8, 16)  # data-parallel ranks; the step waits for the slowest
 SL_MICRO = (1, 6)  # micro-batches per rank and step (log-uniform integer)
@@ -1548,16 +1558,7 @@ PW_WAVE = (0.01, 0.03)  # ... the clock-bound time +-this (the boost clock backs
 PW_LEAK = (0.5, 1.5)  # ... and the draw +-this x that (leakage grows with the temperature)
 PW_BIN_P = 0.3  # a node whose GPUs are a slower bin from the start, with this chance ...
 PW_BIN = (0.02, 0.04)  # ... their clock-bound time this much longer
-PW_CKPT_EVERY = (200, 1000)  # a checkpoint every this many steps ...
-PW_CKPT_ITERS = (1, 3)  # ... that many steps ...
-PW_CKPT_X = (1.5, 4.0)  # ... this many times longer
-PW_EVAL_EVERY = (100, 200, 250, 500, 1000)  # an evaluation every this many steps ...
-PW_EVAL_X = (1.0, 4.0)  # ... adding this many mean steps
-PW_RESTART_P = 0.6  # a part after the first starts with a planned restart with this chance ...
 PW_RESHAPE_LEVEL = (0.85, 1.04)  # ... another batch: the busy time this many times the old one
-PW_DOWNTIME = (60.0, 900.0)  # a restart's downtime (seconds; the timestamps jump)
-PW_SLOWDOWN = (0.12, 0.45)  # mean rise of a slowdown's span over its healthy mean
-PW_SLOW_ITERS = (60, 800)  # its duration (log-uniform; at least SPAN_DECIDABLE x (cv / rise)^2)
 PW_KINDS = (("demand", 0.3), ("psu", 0.2), ("config", 0.25), ("cooling", 0.25))
 PW_CAP_MAX = 4.0  # demand / psu: the node's cap divided by at most 1 + this
 PW_DRAW_MAX = 1.0  # config: every node's draw at most 1 + this times
@@ -1595,16 +1596,7 @@ NU_KEEP_P = (1 / 50, 1 / 10)  # OS housekeeping (timers, kworkers): chance per r
 NU_KEEP = (0.02, 0.06)  # ... of a stall of this many mean steps (log-uniform)
 NU_THP_P = (1 / 3000, 1 / 500)  # transparent-huge-page compaction: chance per rank and step ...
 NU_THP = (0.2, 2.0)  # ... of a stall of this many mean steps (log-uniform)
-NU_CKPT_EVERY = (200, 1000)  # a checkpoint every this many steps ...
-NU_CKPT_ITERS = (1, 3)  # ... that many steps ...
-NU_CKPT_X = (1.5, 4.0)  # ... this many times longer
-NU_EVAL_EVERY = (100, 200, 250, 500, 1000)  # an evaluation every this many steps ...
-NU_EVAL_X = (1.0, 4.0)  # ... adding this many mean steps
-NU_RESTART_P = 0.6  # a part after the first starts with a planned restart with this chance ...
 NU_REWORK_LEVEL = (0.97, 1.04)  # ... another loader worker count: the busy time this many times
-NU_DOWNTIME = (60.0, 900.0)  # a restart's downtime (seconds; the timestamps jump)
-NU_SLOWDOWN = (0.12, 0.45)  # mean rise of a slowdown's span over its healthy mean
-NU_SLOW_ITERS = (60, 800)  # its duration (log-uniform; at least SPAN_DECIDABLE x (cv / rise)^2)
 NU_KINDS = (("affinity", 0.3), ("balancing", 0.25), ("governor", 0.2), ("cojob", 0.25))
 NU_REMOTE_MAX = 1.0  # affinity: remote memory and the inter-socket link, at most 1 + this x
 NU_CLOCK_MAX = 1.5  # governor: the host's clock 1 / (1 + g), at most 2.5x lower
@@ -1645,16 +1637,7 @@ RO_DRIFT = (-0.3, 0.6)  # the policy's response length: its median x exp(this) a
 RO_DRIFT_TAU = (0.2, 1.0)  # ... a climb 1 - exp(-t / tau), tau this share of the series, ...
 RO_DRIFT_RISE = 0.03  # ... halved until the mean busy time (over 200 steps) moves by less
 RO_DRIFT_HALVINGS = 8  # than this over the series (at most this many halvings, then none)
-RO_CKPT_EVERY = (200, 1000)  # a checkpoint every this many steps ...
-RO_CKPT_ITERS = (1, 3)  # ... that many steps ...
-RO_CKPT_X = (1.5, 4.0)  # ... this many times longer
-RO_EVAL_EVERY = (100, 200, 250, 500, 1000)  # validation rollouts every this many steps ...
-RO_EVAL_X = (1.0, 4.0)  # ... adding this many mean steps
-RO_RESTART_P = 0.6  # a part after the first starts with a planned restart with this chance ...
 RO_RESHAPE_LEVEL = (0.97, 1.04)  # ... another batch: the busy time this many times the old one
-RO_DOWNTIME = (60.0, 900.0)  # a restart's downtime (seconds; the timestamps jump)
-RO_SLOWDOWN = (0.12, 0.45)  # mean rise of a slowdown's span over its healthy mean
-RO_SLOW_ITERS = (60, 800)  # its duration (log-uniform; at least SPAN_DECIDABLE x (cv / rise)^2)
 RO_KINDS = (("cache", 0.3), ("reward", 0.25), ("degraded", 0.2), ("sync", 0.25))
 RO_CACHE_MAX = 7.0  # cache: the worker's KV cache 1 / (1 + g), at most 8x smaller
 RO_EPISODE = (3, 40)  # reward: the reward server's episodes, runs of this many steps ...
@@ -4800,16 +4783,25 @@ def _planned_restarts(rng: np.random.Generator, job: _RankedJob, warm: np.ndarra
     return restarted, pauses
 
 
+def _node_ckpt_eval(rng: np.random.Generator, t: np.ndarray, rate: np.ndarray) -> np.ndarray:
+    """The checkpoints and evaluations of a family of ranks on nodes (the ``NODE_*``
+    schedule; :func:`_with_ckpt_eval`): the seconds they add to each step."""
+    rest, _ = _with_ckpt_eval(rng, t, np.zeros(t.size), rate, NODE_CKPT_EVERY, NODE_CKPT_ITERS,
+                              NODE_CKPT_X, NODE_EVAL_EVERY, NODE_EVAL_X)
+    return rest
+
+
 @dataclass(frozen=True)
 class _NodePlan:
     """How the slowdowns of a family of ranks on nodes are drawn (:func:`_node_slowdowns`):
     the kinds and their chances, each kind's largest size, the kinds that come with a restart
     at the span's start and / or end (``"a"``, ``"b"``, ``"ab"``), those that slow every node,
     those that climb (over ``climb`` of the span), the first part's last try (that kind over
-    the part's whole room at the smallest rise), the family's ranges (rises, spans, a
-    restart's warm-up and downtime) and the rule every such family shares (the ``SPAN_*``
-    constants: decidability, tries, overshoot, bisection steps, the chance of a slowdown in a
-    later part, the steps clear of restarts)."""
+    the part's whole room at the smallest rise), the family's ranges (the climb, a restart's
+    warm-up; rises, spans and a restart's downtime the ``NODE_*`` schedule's) and the rule
+    every such family shares (the ``SPAN_*`` constants: decidability, tries, overshoot,
+    bisection steps, the chance of a slowdown in a later part, the steps clear of
+    restarts)."""
 
     kinds: tuple[tuple[str, float], ...]
     top: tuple[tuple[str, float], ...]
@@ -4817,11 +4809,11 @@ class _NodePlan:
     every: tuple[str, ...]
     climbing: tuple[str, ...]
     last: str
-    slowdown: tuple[float, float]
-    slow_iters: tuple[int, int]
     climb: tuple[float, float]
     warm: tuple[tuple[float, float], tuple[float, float], tuple[float, float]]
-    downtime: tuple[float, float]
+    slowdown: tuple[float, float] = NODE_SLOWDOWN
+    slow_iters: tuple[int, int] = NODE_SLOW_ITERS
+    downtime: tuple[float, float] = NODE_DOWNTIME
     need_margin: float = SPAN_NEED_MARGIN
     decidable: float = SPAN_DECIDABLE
     tries: int = SPAN_TRIES
@@ -4913,8 +4905,7 @@ _POWER_PLAN = _NodePlan(
     kinds=PW_KINDS, top=(("demand", PW_CAP_MAX), ("psu", PW_CAP_MAX), ("config", PW_DRAW_MAX),
                          ("cooling", PW_HEAT_MAX)),
     restarts=(("psu", "b"), ("config", "ab")), every=("config",), climbing=("cooling",),
-    last="demand", slowdown=PW_SLOWDOWN, slow_iters=PW_SLOW_ITERS, climb=PW_CLIMB,
-    warm=(PW_FIRST, PW_WARM_AMPLITUDE, PW_WARM_TAU), downtime=PW_DOWNTIME)
+    last="demand", climb=PW_CLIMB, warm=(PW_FIRST, PW_WARM_AMPLITUDE, PW_WARM_TAU))
 
 
 def _node_var(healthy: np.ndarray, node: np.ndarray, nodes: int) -> tuple[float, float]:
@@ -4932,8 +4923,7 @@ def _power(rng: np.random.Generator, scenario: str) -> _Timeline:
                                                PW_WARM_AMPLITUDE, PW_WARM_TAU, PW_FIRST),
                       PW_RANK_JITTER, PW_HOST, PW_HOST_JITTER)
     n, t, nodes, rate, dev = job.n, job.t, job.nodes, job.rate, job.dev
-    rest, _ = _with_ckpt_eval(rng, t, np.zeros(n), rate, PW_CKPT_EVERY, PW_CKPT_ITERS,
-                              PW_CKPT_X, PW_EVAL_EVERY, PW_EVAL_X)
+    rest = _node_ckpt_eval(rng, t, rate)
     heavy = float(rng.uniform(*PW_HEAVY))
     # the heavy block's draw over the cap: near it, each node's own, jitter, heavier batches
     dj = float(rng.uniform(*PW_DRAW_JITTER))
@@ -4968,9 +4958,9 @@ def _power(rng: np.random.Generator, scenario: str) -> _Timeline:
                 kappa=float(rng.uniform(*PW_KAPPA)), level=np.ones(n), warm=np.ones(n),
                 rest=rest)
     # planned restarts between parts: a downtime, a warm-up, another batch (a level)
-    restarted, pauses = _planned_restarts(rng, job, pw.warm, pw.level, PW_RESTART_P,
+    restarted, pauses = _planned_restarts(rng, job, pw.warm, pw.level, NODE_RESTART_P,
                                           (PW_FIRST, PW_WARM_AMPLITUDE, PW_WARM_TAU),
-                                          PW_DOWNTIME, PW_RESHAPE_LEVEL)
+                                          NODE_DOWNTIME, PW_RESHAPE_LEVEL)
     mean, var = _node_var(pw.busy(), job.node, nodes)
     slow, events, who_of, pw.warm = _node_slowdowns(rng, scenario, job, restarted, pw.warm,
                                                     pw.busy, var, _POWER_PLAN, pauses)
@@ -5042,8 +5032,8 @@ _NUMA_PLAN = _NodePlan(
     kinds=NU_KINDS, top=(("affinity", NU_REMOTE_MAX), ("balancing", 1.0),
                          ("governor", NU_CLOCK_MAX), ("cojob", NU_COJOB_MAX)),
     restarts=(("affinity", "ab"), ("governor", "ab")), every=("governor",),
-    climbing=("balancing",), last="cojob", slowdown=NU_SLOWDOWN, slow_iters=NU_SLOW_ITERS,
-    climb=NU_CLIMB, warm=(NU_FIRST, NU_WARM_AMPLITUDE, NU_WARM_TAU), downtime=NU_DOWNTIME)
+    climbing=("balancing",), last="cojob", climb=NU_CLIMB,
+    warm=(NU_FIRST, NU_WARM_AMPLITUDE, NU_WARM_TAU))
 
 
 def _stalls(rng: np.random.Generator, shape: tuple[int, int], chance: tuple[float, float],
@@ -5080,8 +5070,7 @@ def _numa(rng: np.random.Generator, scenario: str) -> _Timeline:
                       NU_RANK_JITTER, NU_HOST, NU_HOST_JITTER)
     n, t, ranks, nodes = job.n, job.t, job.ranks, job.nodes
     m = int(np.count_nonzero(job.node == 0))
-    rest, _ = _with_ckpt_eval(rng, t, np.zeros(n), job.rate, NU_CKPT_EVERY, NU_CKPT_ITERS,
-                              NU_CKPT_X, NU_EVAL_EVERY, NU_EVAL_X)
+    rest = _node_ckpt_eval(rng, t, job.rate)
     host = job.host.copy()
     cj = float(rng.uniform(*NU_COPY_JITTER))
     copy = float(rng.uniform(*NU_COPY)) * np.exp(cj * rng.standard_normal((ranks, n))
@@ -5118,9 +5107,9 @@ def _numa(rng: np.random.Generator, scenario: str) -> _Timeline:
         now[0] = new
 
     # planned restarts between parts: a downtime, a warm-up, another worker count (a level)
-    restarted, pauses = _planned_restarts(rng, job, sk.warm, sk.level, NU_RESTART_P,
+    restarted, pauses = _planned_restarts(rng, job, sk.warm, sk.level, NODE_RESTART_P,
                                           (NU_FIRST, NU_WARM_AMPLITUDE, NU_WARM_TAU),
-                                          NU_DOWNTIME, NU_REWORK_LEVEL, rework)
+                                          NODE_DOWNTIME, NU_REWORK_LEVEL, rework)
     mean, var = _node_var(sk.busy(), job.node, nodes)
     slow, events, who_of, sk.warm = _node_slowdowns(rng, scenario, job, restarted, sk.warm,
                                                     sk.busy, var, _NUMA_PLAN, pauses)
@@ -5215,8 +5204,7 @@ _ROLLOUT_PLAN = _NodePlan(
     kinds=RO_KINDS, top=(("cache", RO_CACHE_MAX), ("reward", 1.0), ("degraded", RO_RATE_MAX),
                          ("sync", RO_SYNC_MAX)),
     restarts=(("cache", "ab"),), every=(), climbing=("reward",), last="degraded",
-    slowdown=RO_SLOWDOWN, slow_iters=RO_SLOW_ITERS, climb=RO_CLIMB,
-    warm=(RO_FIRST, RO_WARM_AMPLITUDE, RO_WARM_TAU), downtime=RO_DOWNTIME)
+    climb=RO_CLIMB, warm=(RO_FIRST, RO_WARM_AMPLITUDE, RO_WARM_TAU))
 
 
 def _moving_mean(x: np.ndarray, k: int) -> np.ndarray:
@@ -5233,8 +5221,7 @@ def _rollout(rng: np.random.Generator, scenario: str) -> _Timeline:
                                              RO_WARM_AMPLITUDE, RO_WARM_TAU, RO_FIRST),
                       RO_RANK_JITTER, RO_HOST, RO_HOST_JITTER)
     n, t, nodes = job.n, job.t, job.nodes
-    rest, _ = _with_ckpt_eval(rng, t, np.zeros(n), job.rate, RO_CKPT_EVERY, RO_CKPT_ITERS,
-                              RO_CKPT_X, RO_EVAL_EVERY, RO_EVAL_X)
+    rest = _node_ckpt_eval(rng, t, job.rate)
     # the responses: each worker's longest of `seqs` log-normal lengths (an order statistic)
     # and their mean (a sum of `seqs`: normal about the capped log-normal's mean)
     seqs = int(rng.choice(RO_SEQS))
@@ -5296,9 +5283,9 @@ def _rollout(rng: np.random.Generator, scenario: str) -> _Timeline:
         sj * rng.standard_normal((nodes, int(at.sum()))) - 0.5 * sj * sj)
     ro.key, ro.burst = _keyed_runs(rng, nodes, n, RO_EPISODE, RO_EPISODE_X)
     # planned restarts between parts: a downtime, a warm-up, another batch (a level)
-    restarted, pauses = _planned_restarts(rng, job, ro.warm, ro.level, RO_RESTART_P,
+    restarted, pauses = _planned_restarts(rng, job, ro.warm, ro.level, NODE_RESTART_P,
                                           (RO_FIRST, RO_WARM_AMPLITUDE, RO_WARM_TAU),
-                                          RO_DOWNTIME, RO_RESHAPE_LEVEL)
+                                          NODE_DOWNTIME, RO_RESHAPE_LEVEL)
     mean_busy, var = _node_var(ro.busy(), job.node, nodes)
     slow, events, who_of, ro.warm = _node_slowdowns(rng, scenario, job, restarted, ro.warm,
                                                     ro.busy, var, _ROLLOUT_PLAN, pauses)
