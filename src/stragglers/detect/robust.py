@@ -34,6 +34,8 @@ MODE_GAP = 2  # points back below the midpoint that end a run
 MODE_HISTORY = 512  # latest points whose runs are found again when the healthy level falls
 MIX_POINTS = 64  # healthy points before a candidate stretch behind the mixture's weights
 MIX_SHARE = 0.1  # ... at least this share of them beyond its midpoint: a mode, not spikes
+#: standard errors of a median by which a new level clears the midpoint (``confidence``)
+CONFIDENCE = 2.5
 MIX_DRAWN = 0.2  # ... of modes drawn afresh each point: beyond the midpoint again after a
 #                  point beyond it at most this much more often than the share beyond it
 MIX_ARL = 1e6  # a stretch that mixes known modes: its share beyond their midpoint clears
@@ -725,7 +727,7 @@ class RobustLevelDetector:
                  rise_iters: int = 100, startup_iters: int = 300, lag_iters: int = 100,
                  reference_points: int = 32, flap_episodes: int = 3,
                  flap_window_iters: int = 1000, spike_run_chance: float = 1e-4,
-                 confidence: float = 2.5, fold: bool = True, mean_view: bool = True) -> None:
+                 confidence: float = CONFIDENCE, fold: bool = True, mean_view: bool = True) -> None:
         """Every parameter, its unit and meaning: ``docs/detection.md`` (Parameters)."""
         if not (0.0 < threshold < 10.0 and 0.5 <= persist_fraction <= 1.0
                 and 0.0 < spike_run_chance < 1.0 and confidence >= 0.0):

@@ -119,7 +119,7 @@ from stragglers.detect.events import (
 from stragglers.detect.jobs import JobGrouper
 from stragglers.detect.narrow import GroupFinding, narrow_down_records
 from stragglers.detect.period import CallEncoder, PeriodTracker
-from stragglers.detect.robust import MIX_SHARE, RobustLevelDetector
+from stragglers.detect.robust import CONFIDENCE, MIX_SHARE, RobustLevelDetector
 from stragglers.detect.spikes import SpikeCounter
 from stragglers.detect.steps import StepJoiner
 from stragglers.detect.warmup import WarmUp
@@ -177,7 +177,6 @@ RISE_SKIP = 10
 RISE_POINTS = 16
 RISE_FALL = 0.02
 RISE_UNTIL = 100
-DEFAULT_CONFIDENCE = 2.5  # standard errors where the detector names no confidence
 
 #: A warm-up point: seconds, iteration (or position), position, end ts, job iteration, span.
 _WarmPoint = tuple[float, int, int, float | None, int | None, int]
@@ -905,7 +904,7 @@ class Watcher:
         # (a median absolute deviation; 1.2533 sd / sqrt(n) for a median of n)
         both = pts[-2 * RISE_POINTS:]
         sd = 1.4826 * float(np.median(np.abs(both - np.median(both))))
-        conf = float(getattr(self._probe, "confidence", DEFAULT_CONFIDENCE))
+        conf = float(getattr(self._probe, "confidence", CONFIDENCE))  # (robust's default)
         if level - (1.0 + 0.5 * thr) * base < conf * 1.2533 * sd / math.sqrt(RISE_POINTS):
             return []
         # a height the segment before held often (modes of step times drawn afresh: the

@@ -118,6 +118,14 @@ def best_split(times: np.ndarray, total: int, stages: int = 1,
     return np.asarray(plain, dtype=np.int64)
 
 
+def _median_se_unit(dev: np.ndarray) -> np.ndarray:
+    """Per column of ``dev`` (steps' deviations from their own group's median, groups
+    stacked; NaN: no step): one step's spread pooled over the groups (1.4826 MAD, floored
+    at 0.005) times 1.2533, so that a median of ``n`` steps has the standard error this /
+    sqrt(n)."""
+    return 1.2533 * 1.4826 * np.maximum(np.nanmedian(np.abs(dev), axis=0), 0.005)
+
+
 def best_split_affine(fixed: np.ndarray, per_mb: np.ndarray, total: int,
                       stages: int = 1) -> np.ndarray:
     """The split of ``total`` micro-batches (each replica >= 1) that minimises ``max_i
@@ -394,10 +402,8 @@ class Rebalancer:
                 r, common = recent, common[-k:]
                 faster = tuple(int(i) for i in np.flatnonzero(moved & (m_new < m_old)))
                 before = m_old
-        med = np.median(r, axis=0)
-        mad = np.median(np.abs(r - med), axis=0)
-        # a floor of 1% of the level: identical values must not reject a 0.1% wobble
-        keep = np.abs(r - med) <= self.outlier_mads * np.maximum(mad * 1.4826, 0.01 * med)
+        med, band = self._outlier_band(r)
+        keep = np.abs(r - med) <= band
         n = np.sum(keep, axis=0)
         rel = np.sum(np.where(keep, r, 0.0), axis=0) / n
         kept = np.where(keep, r, np.nan)
@@ -405,6 +411,14 @@ class Rebalancer:
         return Estimate(times_s=rel * float(np.median(common)), relative=rel,
                         steps=int(r.shape[0]), rejected=int(np.sum(~keep)), faster=faster,
                         stderr=spread / np.sqrt(n), before=before)
+
+    def _outlier_band(self, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each replica's median of ``r`` (steps x replicas) and the band about it beyond
+        which a step is an outlier: ``outlier_mads`` x 1.4826 MADs, floored at 1% of the
+        level (identical values must not reject a 0.1% wobble)."""
+        med = np.median(r, axis=0)
+        mad = np.median(np.abs(r - med), axis=0)
+        return med, self.outlier_mads * np.maximum(1.4826 * mad, 0.01 * med)
 
     def plan_estimate(self) -> Estimate | None:
         """The estimate :meth:`plan` decides on: :meth:`estimate` from the step given to
@@ -456,8 +470,7 @@ class Rebalancer:
         # is too unsure), floored at 0.5%
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            spread = 1.2533 * 1.4826 * np.maximum(np.nanmedian(np.abs(np.concatenate(
-                [d1, d2])), axis=0), 0.005)
+            spread = _median_se_unit(np.concatenate([d1, d2]))
             se1 = spread * b1 / np.sqrt(np.maximum(n1, 1))
             se2 = spread * b2 / np.sqrt(np.maximum(n2, 1))
         k = self.stages - 1
@@ -732,15 +745,14 @@ class Rebalancer:
         """Whether one of the last ``min_steps // 2`` (at least 1) steps of ``est``'s window
         measured a replica that ``new`` gives fewer micro-batches than the split in effect
         faster, relative to the step's common level, than its median over the window by
-        more than ``outlier_mads`` MADs (the estimate's own outlier rule: those steps were
-        rejected, and the estimate is the level before them)."""
+        more than ``outlier_mads`` MADs (the estimate's own outlier rule,
+        :meth:`_outlier_band`: those steps were rejected, and the estimate is the level
+        before them)."""
         steps, x = self._complete(self._regime)
         x = x[-est.steps:]
         r = x / lower_median(x, axis=1)[:, None]
-        med = np.median(r, axis=0)
-        mad = np.median(np.abs(r - med), axis=0)
-        low = r[-max(1, self.min_steps // 2):] < med - self.outlier_mads * np.maximum(
-            1.4826 * mad, 0.01 * med)
+        med, band = self._outlier_band(r)
+        low = r[-max(1, self.min_steps // 2):] < med - band
         cut = np.asarray(new) < np.asarray(self.counts)
         return bool(np.any(low[:, cut]))
 
@@ -767,7 +779,7 @@ class Rebalancer:
         m_new, m_old = np.median(recent, axis=0), np.median(older, axis=0)
         # one step's spread, pooled over both (a median of 4 steps' own MAD is too unsure)
         dev = np.concatenate([recent - m_new, older - m_old])
-        spread = 1.2533 * 1.4826 * np.maximum(np.median(np.abs(dev), axis=0), 0.005)
+        spread = _median_se_unit(dev)
         se = spread * np.sqrt(1 / recent.shape[0] + 1 / older.shape[0])
         # ``outlier_mads`` standard errors, as the level-shift test: checked every step, a
         # replica steadily slower must not pass for a recovered one now and then
