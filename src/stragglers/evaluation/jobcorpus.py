@@ -715,7 +715,7 @@ detector changes, by someone who never ran the detector on it):
                  (:data:`PW_TICK_S`) lowers their clock while the node's draw exceeds the cap,
                  so the clock-bound work slows by the share of it the cap binds; every rank of
                  a capped node slows together.  A job is 1-16 data-parallel ranks
-                 (:data:`PW_RANKS`) on nodes of 1-8 (:data:`PW_NODE`); each rank's record is
+                 (:data:`NODE_RANKS`) on nodes of 1-8 (:data:`PW_NODE`); each rank's record is
                  its busy time (compute and host, the per-rank signal; the wait for the
                  slowest node is not in it): its compute (a wandering rate, AR(1) in log space,
                  jitter 0.3-2 %, a warm-up, 0.2-1 % per rank) of which 40-90 % is a heavy block
@@ -771,7 +771,7 @@ detector changes, by someone who never ran the detector on it):
                  data-loader workers, the NCCL proxy thread) is pinned by the launcher to the
                  cores and memory of its GPU's socket, and the host's work is a share of the
                  step, so where the placement or the host's CPU changes, the ranks of that
-                 node slow together.  A job is 1-16 data-parallel ranks (:data:`NU_RANKS`) on
+                 node slow together.  A job is 1-16 data-parallel ranks (:data:`NODE_RANKS`) on
                  nodes of 1-8 (:data:`NU_NODE`); each rank's record is its busy time (the wait
                  for the slowest node is not in it): its compute (a wandering rate, AR(1) in
                  log space, jitter 0.3-2 %, a warm-up, 0.2-1 % per rank), its host work on the
@@ -832,10 +832,11 @@ detector changes, by someone who never ran the detector on it):
 ``rollout``      reinforcement-learning steps bound by generation (RLHF / GRPO with the policy's
                  generation engines colocated on the training ranks): each step decodes a batch of
                  prompts on every generation worker until the longest response in its batch ends,
-                 gathers the responses, then trains on them.  A job is 1-16 ranks (:data:`RO_RANKS`)
-                 in generation workers of 1-8 (:data:`RO_TP`, an engine's tensor parallelism); each
-                 rank's record is its busy time (the wait for the slowest worker at the gather is
-                 not in it): its worker's generation (50-85 % of the mean busy time, :data:`RO_GEN`)
+                 gathers the responses, then trains on them.  A job is 1-16 ranks
+                 (:data:`NODE_RANKS`) in generation workers of 1-8 (:data:`RO_TP`, an engine's
+                 tensor parallelism); each rank's record is its busy time (the wait for the
+                 slowest worker at the gather is not in it): its worker's generation (50-85 % of
+                 the mean busy time, :data:`RO_GEN`)
                  and its share of the training (the rest, growing with the step's generated tokens),
                  both at the device's rate (a wandering rate, AR(1) in log space, jitter 0.3-2 %, a
                  warm-up, 0.2-1 % per rank), host work (2-8 %), the weight sync into its engine
@@ -894,6 +895,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 from scipy.signal import lfilter
@@ -1114,6 +1116,18 @@ NODE_RESTART_P = 0.6  # a part after the first starts with a planned restart wit
 NODE_DOWNTIME = (60.0, 900.0)  # a restart's downtime (seconds; the timestamps jump)
 NODE_SLOWDOWN = (0.12, 0.45)  # mean rise of a slowdown's span over its healthy mean
 NODE_SLOW_ITERS = (60, 800)  # its duration (log-uniform; >= SPAN_DECIDABLE x (cv / rise)^2)
+NODE_RANKS = (1, 2, 4, 8, 16)  # ranks of the job (a step waits for the slowest node / worker)
+NODE_WANDER_SD = (0.003, 0.015)  # device rate: AR(1) in log space, stationary sd ...
+NODE_WANDER_PHI = (0.95, 0.995)  # ... and lag-1 correlation
+NODE_JITTER = (0.003, 0.02)  # ... plus per-step jitter (log space)
+NODE_WARM_AMPLITUDE = (0.05, 0.4)  # the warm-up of the job's start and of every restart
+NODE_WARM_TAU = (3.0, 30.0)
+NODE_FIRST = (2.0, 10.0)
+NODE_RANK_JITTER = (0.002, 0.01)  # each rank's compute per step (log space)
+#: the compute's ranges as :func:`_ranked_job` takes them, and a restart's warm-up
+NODE_COMPUTE = (NODE_WANDER_SD, NODE_WANDER_PHI, NODE_JITTER, NODE_WARM_AMPLITUDE,
+                NODE_WARM_TAU, NODE_FIRST)
+NODE_WARM = (NODE_FIRST, NODE_WARM_AMPLITUDE, NODE_WARM_TAU)
 # seqlen (module docstring): variable-length long-context batches, synchronous data parallelism
 SL_RANKS = (2, 4, 8, 16)  # data-parallel ranks; the step waits for the slowest
 SL_MICRO = (1, 6)  # micro-batches per rank and step (log-uniform integer)
@@ -1532,15 +1546,7 @@ CP_RAMP = (0.2, 0.6)  # ... broken path) linearly over this share of the span, .
 CP_RAMP_MAX = 200  # ... at most this many steps
 
 # power (module docstring): node power capping
-PW_RANKS = (1, 2, 4, 8, 16)  # data-parallel ranks: a step waits for the slowest node
 PW_NODE = (1, 2, 4, 8)  # GPUs (ranks) of a node, sharing its power budget (at most the ranks)
-PW_WANDER_SD = (0.003, 0.015)  # device rate: AR(1) in log space, stationary sd ...
-PW_WANDER_PHI = (0.95, 0.995)  # ... and lag-1 correlation
-PW_JITTER = (0.003, 0.02)  # ... plus per-step jitter (log space)
-PW_WARM_AMPLITUDE = (0.05, 0.4)  # the warm-up of the job's start and of every restart
-PW_WARM_TAU = (3.0, 30.0)
-PW_FIRST = (2.0, 10.0)
-PW_RANK_JITTER = (0.002, 0.01)  # each rank's compute per step (log space)
 PW_HEAVY = (0.4, 0.9)  # the clock-bound block (large matmuls) over the step's compute
 PW_HOST = (0.02, 0.10)  # host time per step (not clock-bound) over the compute ...
 PW_HOST_JITTER = (0.05, 0.2)  # ... its spread (log space)
@@ -1566,15 +1572,7 @@ PW_HEAT_MAX = 1.0  # cooling: the node's draw at most 1 + this times at the top 
 PW_CLIMB = (0.3, 1.0)  # cooling: the draw climbs linearly over this share of the span
 
 # numa (module docstring): host CPU placement, each rank's process pinned to its GPU's socket
-NU_RANKS = (1, 2, 4, 8, 16)  # data-parallel ranks: a step waits for the slowest node
 NU_NODE = (1, 2, 4, 8)  # GPUs (ranks) of a node, two sockets (at most the ranks)
-NU_WANDER_SD = (0.003, 0.015)  # device rate: AR(1) in log space, stationary sd ...
-NU_WANDER_PHI = (0.95, 0.995)  # ... and lag-1 correlation
-NU_JITTER = (0.003, 0.02)  # ... plus per-step jitter (log space)
-NU_WARM_AMPLITUDE = (0.05, 0.4)  # the warm-up of the job's start and of every restart
-NU_WARM_TAU = (3.0, 30.0)
-NU_FIRST = (2.0, 10.0)
-NU_RANK_JITTER = (0.002, 0.01)  # each rank's compute per step (log space)
 NU_HOST = (0.02, 0.30)  # host work on the step's path (Python dispatch, the batch handed over,
 #                         pinned-memory staging) over the compute: small where device-bound ...
 NU_HOST_JITTER = (0.03, 0.15)  # ... its spread (log space)
@@ -1607,16 +1605,8 @@ NU_BURST_X = (0.5, 3.0)  # ... the host work and copies 1 + this in a burst (log
 NU_CLIMB = (0.3, 1.0)  # balancing: the burst rate climbs linearly over this share of the span
 
 # rollout (module docstring): reinforcement-learning steps bound by generation (RLHF / GRPO)
-RO_RANKS = (1, 2, 4, 8, 16)  # ranks: each generates in its worker, then trains its share
 RO_TP = (1, 2, 4, 8)  # ranks of a generation worker (its engine's tensor parallelism; at most
 #                       the ranks): the gather waits for the slowest worker
-RO_WANDER_SD = (0.003, 0.015)  # device rate: AR(1) in log space, stationary sd ...
-RO_WANDER_PHI = (0.95, 0.995)  # ... and lag-1 correlation
-RO_JITTER = (0.003, 0.02)  # ... plus per-step jitter (log space)
-RO_WARM_AMPLITUDE = (0.05, 0.4)  # the warm-up of the job's start and of every restart
-RO_WARM_TAU = (3.0, 30.0)
-RO_FIRST = (2.0, 10.0)
-RO_RANK_JITTER = (0.002, 0.01)  # each rank's compute per step (log space)
 RO_HOST = (0.02, 0.08)  # host work (rule-based rewards, the gather's bookkeeping, logging) ...
 RO_HOST_JITTER = (0.03, 0.15)  # ... its spread (log space)
 RO_GEN = (0.5, 0.85)  # generation's share of the mean busy time (the rest: the training)
@@ -4810,7 +4800,7 @@ class _NodePlan:
     climbing: tuple[str, ...]
     last: str
     climb: tuple[float, float]
-    warm: tuple[tuple[float, float], tuple[float, float], tuple[float, float]]
+    warm: tuple[tuple[float, float], tuple[float, float], tuple[float, float]] = NODE_WARM
     slowdown: tuple[float, float] = NODE_SLOWDOWN
     slow_iters: tuple[int, int] = NODE_SLOW_ITERS
     downtime: tuple[float, float] = NODE_DOWNTIME
@@ -4905,7 +4895,36 @@ _POWER_PLAN = _NodePlan(
     kinds=PW_KINDS, top=(("demand", PW_CAP_MAX), ("psu", PW_CAP_MAX), ("config", PW_DRAW_MAX),
                          ("cooling", PW_HEAT_MAX)),
     restarts=(("psu", "b"), ("config", "ab")), every=("config",), climbing=("cooling",),
-    last="demand", climb=PW_CLIMB, warm=(PW_FIRST, PW_WARM_AMPLITUDE, PW_WARM_TAU))
+    last="demand", climb=PW_CLIMB)
+
+
+class _NodeState(Protocol):
+    """What :func:`_node_timeline` needs of a family's per-rank state: the warm-ups, the
+    level (another batch or worker count after a restart) and the busy time under
+    slowdowns."""
+
+    warm: np.ndarray
+    level: np.ndarray
+
+    def busy(self, slow: tuple[_NodeSlow, ...] = (), warm: np.ndarray | None = None
+             ) -> np.ndarray: ...
+
+
+def _node_timeline(rng: np.random.Generator, scenario: str, job: _RankedJob, st: _NodeState,
+                   plan: _NodePlan, level_x: tuple[float, float],
+                   then: Callable[[int], None] | None = None) -> _Timeline:
+    """The end every family of ranks on nodes shares: planned restarts between the parts
+    (``NODE_RESTART_P``, the plan's warm-up and downtime, the level ``level_x``; ``then``
+    at each), the slowdowns (:func:`_node_slowdowns`) and the timeline of each rank's busy
+    time, labelled by the span's mean rise of the named ranks over their healthy mean."""
+    restarted, pauses = _planned_restarts(rng, job, st.warm, st.level, NODE_RESTART_P,
+                                          plan.warm, plan.downtime, level_x, then)
+    mean, var = _node_var(st.busy(), job.node, job.nodes)
+    slow, events, who_of, st.warm = _node_slowdowns(rng, scenario, job, restarted, st.warm,
+                                                    st.busy, var, plan, pauses)
+    healthy = st.busy()
+    return _restarted_timeline(job.base_s * healthy / mean, st.busy(slow) / healthy, events,
+                               pauses, who_of)
 
 
 def _node_var(healthy: np.ndarray, node: np.ndarray, nodes: int) -> tuple[float, float]:
@@ -4919,9 +4938,8 @@ def _node_var(healthy: np.ndarray, node: np.ndarray, nodes: int) -> tuple[float,
 def _power(rng: np.random.Generator, scenario: str) -> _Timeline:
     """Node power capping (module docstring): each rank's busy time, the ranks of a node
     capped together; the corpus' noise is turned off (``noise_scale`` ~ 0)."""
-    job = _ranked_job(rng, PW_RANKS, PW_NODE, (PW_WANDER_SD, PW_WANDER_PHI, PW_JITTER,
-                                               PW_WARM_AMPLITUDE, PW_WARM_TAU, PW_FIRST),
-                      PW_RANK_JITTER, PW_HOST, PW_HOST_JITTER)
+    job = _ranked_job(rng, NODE_RANKS, PW_NODE, NODE_COMPUTE, NODE_RANK_JITTER, PW_HOST,
+                      PW_HOST_JITTER)
     n, t, nodes, rate, dev = job.n, job.t, job.nodes, job.rate, job.dev
     rest = _node_ckpt_eval(rng, t, rate)
     heavy = float(rng.uniform(*PW_HEAVY))
@@ -4957,18 +4975,10 @@ def _power(rng: np.random.Generator, scenario: str) -> _Timeline:
                 bound=bound, static=float(rng.uniform(*PW_STATIC)),
                 kappa=float(rng.uniform(*PW_KAPPA)), level=np.ones(n), warm=np.ones(n),
                 rest=rest)
-    # planned restarts between parts: a downtime, a warm-up, another batch (a level)
-    restarted, pauses = _planned_restarts(rng, job, pw.warm, pw.level, NODE_RESTART_P,
-                                          (PW_FIRST, PW_WARM_AMPLITUDE, PW_WARM_TAU),
-                                          NODE_DOWNTIME, PW_RESHAPE_LEVEL)
-    mean, var = _node_var(pw.busy(), job.node, nodes)
-    slow, events, who_of, pw.warm = _node_slowdowns(rng, scenario, job, restarted, pw.warm,
-                                                    pw.busy, var, _POWER_PLAN, pauses)
-    # each rank's busy time, labelled by the span's mean rise of its node's ranks (every
-    # rank's for a configuration change) over their healthy mean
-    healthy = pw.busy()
-    return _restarted_timeline(job.base_s * healthy / mean, pw.busy(slow) / healthy, events,
-                               pauses, who_of)
+    # planned restarts between parts (another batch: a level); each rank's busy time,
+    # labelled by the span's mean rise of its node's ranks (every rank's for a configuration
+    # change) over their healthy mean
+    return _node_timeline(rng, scenario, job, pw, _POWER_PLAN, PW_RESHAPE_LEVEL)
 
 
 @dataclass
@@ -5032,8 +5042,7 @@ _NUMA_PLAN = _NodePlan(
     kinds=NU_KINDS, top=(("affinity", NU_REMOTE_MAX), ("balancing", 1.0),
                          ("governor", NU_CLOCK_MAX), ("cojob", NU_COJOB_MAX)),
     restarts=(("affinity", "ab"), ("governor", "ab")), every=("governor",),
-    climbing=("balancing",), last="cojob", climb=NU_CLIMB,
-    warm=(NU_FIRST, NU_WARM_AMPLITUDE, NU_WARM_TAU))
+    climbing=("balancing",), last="cojob", climb=NU_CLIMB)
 
 
 def _stalls(rng: np.random.Generator, shape: tuple[int, int], chance: tuple[float, float],
@@ -5065,9 +5074,8 @@ def _keyed_runs(rng: np.random.Generator, nodes: int, n: int, steps: tuple[int, 
 def _numa(rng: np.random.Generator, scenario: str) -> _Timeline:
     """Host CPU placement (module docstring): each rank's busy time, the ranks of a node slowed
     together; the corpus' noise is turned off (``noise_scale`` ~ 0)."""
-    job = _ranked_job(rng, NU_RANKS, NU_NODE, (NU_WANDER_SD, NU_WANDER_PHI, NU_JITTER,
-                                               NU_WARM_AMPLITUDE, NU_WARM_TAU, NU_FIRST),
-                      NU_RANK_JITTER, NU_HOST, NU_HOST_JITTER)
+    job = _ranked_job(rng, NODE_RANKS, NU_NODE, NODE_COMPUTE, NODE_RANK_JITTER, NU_HOST,
+                      NU_HOST_JITTER)
     n, t, ranks, nodes = job.n, job.t, job.ranks, job.nodes
     m = int(np.count_nonzero(job.node == 0))
     rest = _node_ckpt_eval(rng, t, job.rate)
@@ -5106,18 +5114,10 @@ def _numa(rng: np.random.Generator, scenario: str) -> _Timeline:
         sk.feed[:, s0:] *= now[0] / new
         now[0] = new
 
-    # planned restarts between parts: a downtime, a warm-up, another worker count (a level)
-    restarted, pauses = _planned_restarts(rng, job, sk.warm, sk.level, NODE_RESTART_P,
-                                          (NU_FIRST, NU_WARM_AMPLITUDE, NU_WARM_TAU),
-                                          NODE_DOWNTIME, NU_REWORK_LEVEL, rework)
-    mean, var = _node_var(sk.busy(), job.node, nodes)
-    slow, events, who_of, sk.warm = _node_slowdowns(rng, scenario, job, restarted, sk.warm,
-                                                    sk.busy, var, _NUMA_PLAN, pauses)
-    # each rank's busy time, labelled by the span's mean rise of its node's ranks (every
-    # rank's for a governor change) over their healthy mean
-    healthy = sk.busy()
-    return _restarted_timeline(job.base_s * healthy / mean, sk.busy(slow) / healthy, events,
-                               pauses, who_of)
+    # planned restarts between parts (another worker count: a level); each rank's busy
+    # time, labelled by the span's mean rise of its node's ranks (every rank's for a
+    # governor change) over their healthy mean
+    return _node_timeline(rng, scenario, job, sk, _NUMA_PLAN, NU_REWORK_LEVEL, rework)
 
 
 def _capped_lognormal(median: np.ndarray, sigma: float) -> tuple[np.ndarray, np.ndarray]:
@@ -5204,7 +5204,7 @@ _ROLLOUT_PLAN = _NodePlan(
     kinds=RO_KINDS, top=(("cache", RO_CACHE_MAX), ("reward", 1.0), ("degraded", RO_RATE_MAX),
                          ("sync", RO_SYNC_MAX)),
     restarts=(("cache", "ab"),), every=(), climbing=("reward",), last="degraded",
-    climb=RO_CLIMB, warm=(RO_FIRST, RO_WARM_AMPLITUDE, RO_WARM_TAU))
+    climb=RO_CLIMB)
 
 
 def _moving_mean(x: np.ndarray, k: int) -> np.ndarray:
@@ -5217,9 +5217,8 @@ def _rollout(rng: np.random.Generator, scenario: str) -> _Timeline:
     """Reinforcement-learning steps bound by generation (module docstring): each rank's busy
     time, the ranks of a generation worker slowed together; the corpus' noise is turned off
     (``noise_scale`` ~ 0)."""
-    job = _ranked_job(rng, RO_RANKS, RO_TP, (RO_WANDER_SD, RO_WANDER_PHI, RO_JITTER,
-                                             RO_WARM_AMPLITUDE, RO_WARM_TAU, RO_FIRST),
-                      RO_RANK_JITTER, RO_HOST, RO_HOST_JITTER)
+    job = _ranked_job(rng, NODE_RANKS, RO_TP, NODE_COMPUTE, NODE_RANK_JITTER, RO_HOST,
+                      RO_HOST_JITTER)
     n, t, nodes = job.n, job.t, job.nodes
     rest = _node_ckpt_eval(rng, t, job.rate)
     # the responses: each worker's longest of `seqs` log-normal lengths (an order statistic)
@@ -5282,18 +5281,9 @@ def _rollout(rng: np.random.Generator, scenario: str) -> _Timeline:
     ro.sync[:, at] = float(rng.uniform(*RO_SYNC)) * np.exp(
         sj * rng.standard_normal((nodes, int(at.sum()))) - 0.5 * sj * sj)
     ro.key, ro.burst = _keyed_runs(rng, nodes, n, RO_EPISODE, RO_EPISODE_X)
-    # planned restarts between parts: a downtime, a warm-up, another batch (a level)
-    restarted, pauses = _planned_restarts(rng, job, ro.warm, ro.level, NODE_RESTART_P,
-                                          (RO_FIRST, RO_WARM_AMPLITUDE, RO_WARM_TAU),
-                                          NODE_DOWNTIME, RO_RESHAPE_LEVEL)
-    mean_busy, var = _node_var(ro.busy(), job.node, nodes)
-    slow, events, who_of, ro.warm = _node_slowdowns(rng, scenario, job, restarted, ro.warm,
-                                                    ro.busy, var, _ROLLOUT_PLAN, pauses)
-    # each rank's busy time, labelled by the span's mean rise of its worker's ranks over
-    # their healthy mean
-    healthy = ro.busy()
-    return _restarted_timeline(job.base_s * healthy / mean_busy, ro.busy(slow) / healthy,
-                               events, pauses, who_of)
+    # planned restarts between parts (another batch: a level); each rank's busy time,
+    # labelled by the span's mean rise of its worker's ranks over their healthy mean
+    return _node_timeline(rng, scenario, job, ro, _ROLLOUT_PLAN, RO_RESHAPE_LEVEL)
 
 
 def _part_rooms(rng: np.random.Generator, scenario: str, starts: np.ndarray, part: int,
