@@ -886,6 +886,72 @@ detector changes, by someone who never ran the detector on it):
                  last, by the span's mean rise, with the worker's ranks (kinds ``cache`` /
                  ``reward`` / ``degraded`` / ``sync``).  Negatives: the healthy series alone.
 
+The held-out family of the twentieth round (written and committed before that round's
+detector changes, by someone who never ran the detector on it):
+
+``fabric``       inter-node collectives over a two-tier (leaf / spine) fabric with ECMP path
+                 hashing: when a communicator is created (at the job's start and at every
+                 restart) each flow of its ring all-reduce is hashed onto one of its leaf's
+                 4-16 spine uplinks (:data:`FB_UPLINKS`); flows that share an uplink share its
+                 bandwidth, and the ring moves at its slowest flow, so the collective's time is
+                 set by the most loaded uplink on the ring (a balls-into-bins maximum: a
+                 discrete, heavy-ish level).  A job is 2-16 ranks (:data:`FB_RANKS`) on nodes of
+                 1-8 (at least two nodes), 1-4 of its nodes under a leaf (at least two leaves,
+                 :data:`FB_LEAF`), the ring over the nodes leaf by leaf, so each leaf sends one
+                 ring edge to the next: 2-16 flows (NCCL channels, each its own queue pair and
+                 source port, :data:`FB_CHANNELS`) hashed onto its uplinks; an uplink carries the
+                 job's even share of it (at least one flow at the NIC-bound rate) with a headroom
+                 of 1-2x (:data:`FB_HEADROOM`); a leaf's factor is its busiest uplink's
+                 ``max(1, flows / (capacity x (1 - other jobs' share)))``, the ring's the largest
+                 over the leaves.  Each rank's record is its busy time: its compute (a wandering
+                 rate, AR(1) in log space, jitter 0.3-2 %, a warm-up, 0.2-1 % per rank) and host
+                 time (2-10 %), plus the ring all-reduce's exposed part, the same on every rank:
+                 the collective (10-60 % of the compute at its NIC-bound rate, :data:`FB_COMM`,
+                 times the ring's factor, 2-8 % jitter from adaptive routing, incast
+                 micro-bursts of +30-200 % with chance 1/400-1/80 a step) is hidden behind the
+                 backward up to 20-70 % of the compute (:data:`FB_HIDE`) but for its last
+                 bucket (5-25 % of it, :data:`FB_TAIL`), so the exposed share varies per job;
+                 plus checkpoints (every 200-1000 steps, 1-3 steps at 1.5-4x) and evaluations
+                 (every 100-1000 steps, +1-4 mean steps).  Healthy: the start's hashes (any
+                 level), other jobs' light traffic on every uplink (a share of 1-10 % of its
+                 capacity, each wandering, AR(1) in log space, sd 0.1-0.5, at most 30 %,
+                 :data:`FB_BG`), the micro-bursts and jitter, the series cut in 1-3 parts, a
+                 part after the first starting with a planned restart with chance 0.6
+                 (downtime 60-900 s, a warm-up, the same batch) that re-draws every hash: the
+                 new level is healthy where the mean busy time rises by less than 4 %
+                 (:data:`FB_MOVE_HEALTHY`; it may fall by any amount), drawn again otherwise in
+                 a negative (at most 8 times, then the old hashes are kept).  Positives: a
+                 restart whose new hashes raise the mean busy time of every rank from the
+                 restart to the next (or the end) by +12-55 % (:data:`FB_REHASH_MAX`) over the
+                 old hashes kept, decidably and visibly (below), is labelled (``rehash``: a run
+                 resumed slower; never right after another, its parts get no other slowdown);
+                 a move between 4 and 12 %, or one not decidable, is drawn again.  Then 1-3
+                 slowdowns (one in each part not taken, the first always, the others with
+                 chance 0.7; 200 steps after a restart and before the next, else 40 healthy
+                 steps after), each raising the mean busy time of every rank (the ring is the
+                 whole job's) over its span by +12-45 % (:data:`NODE_SLOWDOWN`, up to
+                 :data:`SPAN_OVERSHOOT` more), on one uplink that carries the job's flows: a
+                 neighbour job's heavy traffic (``neighbour``: ``g`` flows, at most 8, times
+                 0.5-2 per episode, sharing the uplink fairly, in episodes of 2-300 steps,
+                 log-uniform, :data:`FB_EPISODE`, on 10-80 % of them), the uplink down until it
+                 is repaired (``down``: the ECMP group shrinks and the leaf re-hashes the job's
+                 flows over the uplinks left, the other jobs' traffic on it, its light share
+                 and ``g`` more, at most a capacity, spread over them: a discrete rise, most
+                 often none) or a degraded uplink (``degraded``: its rate ``1 / (1 + g)``, at
+                 most 16x lower, climbing linearly over 30-100 % of the span as the optics
+                 degrade, and errors: a step retransmits with chance 0.05 ``g``, at most 0.5,
+                 costing 0.5-3 NIC-bound collectives).  The hidden share makes the rise
+                 non-linear in ``g``: a kind that cannot reach its rise is drawn again.  The
+                 size ``g`` is solved by bisection for the rise over a span of 60-800 steps
+                 (:data:`NODE_SLOW_ITERS`) and at least 1.3 x 25 x (cv / rise)^2, drawn again
+                 (at most 8 times) until the labelled span holds 25 x (its own sd / its rise)^2
+                 steps and stands +12 % above the healthy steps of the 200 before it and of the
+                 200 after it (their 4 longest left out; the first part's last try: a degraded
+                 uplink at the smallest rise over the part's whole room).  Labelled from the
+                 first step that changes to the last, by the span's mean rise, with every rank
+                 (kinds ``neighbour`` / ``down`` / ``degraded`` / ``rehash``).  Negatives: the
+                 healthy series alone.
+
 :data:`HELD_OUT` names the families that were never looked at while the detector was changed
 for issue 29 (decided before the changes): they are only evaluated.
 """
@@ -1636,24 +1702,62 @@ RO_CLIMB = (0.3, 1.0)  # reward: the episodes' rate climbs linearly over this sh
 RO_RATE_MAX = 2.0  # degraded: the worker's decode at most 1 + this times slower
 RO_SYNC_MAX = 60.0  # sync: the worker's weight loads at most 1 + this times longer
 
+# fabric (module docstring): inter-node collectives over a leaf / spine fabric, ECMP hashing
+FB_RANKS = (2, 4, 8, 16)  # ranks of the job (at least two nodes: an inter-node ring)
+FB_NODE = (1, 2, 4, 8)  # GPUs (ranks) of a node (at most half the ranks)
+FB_LEAF = (1, 2, 4)  # the job's nodes under one leaf switch (at most half the nodes) ...
+FB_UPLINKS = (4, 16)  # ... each leaf's uplinks to the spines: its ECMP group (inclusive)
+FB_CHANNELS = (2, 4, 8, 16)  # flows of a ring edge between two leaves (NCCL channels, each
+#                              its own queue pair and source port: hashed on its own)
+FB_HEADROOM = (1.0, 2.0)  # an uplink's capacity over the job's even share of it (its flows over
+#                           the uplinks, at least one flow at its NIC-bound rate; log-uniform)
+FB_HOST = (0.02, 0.10)  # host time per step over the compute ...
+FB_HOST_JITTER = (0.05, 0.2)  # ... its spread (log space)
+FB_COMM = (0.1, 0.6)  # the ring all-reduce at its NIC-bound rate, over the mean compute ...
+FB_HIDE = (0.2, 0.7)  # ... hidden behind the backward up to this share of the compute ...
+FB_TAIL = (0.05, 0.25)  # ... but for its last bucket's share (exposed after the backward)
+FB_JITTER = (0.02, 0.08)  # adaptive routing and flowlet jitter of the collective (log space)
+FB_SPIKE_P = (1 / 400, 1 / 80)  # an incast micro-burst: chance per step ...
+FB_SPIKE_X = (0.3, 2.0)  # ... the collective 1 + this longer (log-uniform)
+FB_BG = (0.01, 0.1)  # other jobs' traffic: its mean share of an uplink's capacity ...
+FB_BG_SD = (0.1, 0.5)  # ... each uplink's wandering: AR(1) in log space, stationary sd ...
+FB_BG_PHI = (0.98, 0.998)  # ... and lag-1 correlation ...
+FB_BG_MAX = 0.3  # ... at most this share
+FB_RESTART_LEVEL = (1.0, 1.0)  # a planned restart keeps the batch (its new hashes move the level)
+FB_MOVE_HEALTHY = 0.04  # a restart's new hashes are healthy where the mean busy time rises less
+#                         than this; a label where it rises from NODE_SLOWDOWN[0] up to ...
+FB_REHASH_MAX = NODE_SLOWDOWN[1] + SPAN_OVERSHOOT  # ... this, decidably; else drawn again
+FB_KINDS = (("neighbour", 0.25), ("down", 0.5), ("degraded", 0.25))
+FB_EPISODE = (2, 300)  # neighbour: a heavy job's episodes, runs of this many steps (log-uniform)
+FB_EPISODE_X = (0.5, 2.0)  # ... each episode's traffic this many times g (log-uniform) ...
+FB_DUTY = (0.1, 0.8)  # ... on this share of the runs (per series)
+FB_NEIGHBOUR_MAX = 8.0  # neighbour: g, its flows on the shared uplink (fair share), at most this
+FB_DOWN_MAX = 1.0  # down: g, the other jobs' traffic the down uplink carried (its capacity's
+#                    share beyond their light traffic), at most this, moved with the job's
+FB_RATE_MAX = 15.0  # degraded: the uplink's rate divided by at most 1 + this ...
+FB_ERR = 0.05  # ... its errors: a step retransmits with chance this x g (at most FB_ERR_MAX) ...
+FB_ERR_MAX = 0.5
+FB_RETX = (0.5, 3.0)  # ... costing this many NIC-bound collectives (log-uniform)
+FB_CLIMB = (0.3, 1.0)  # degraded: the optics degrade linearly over this share of the span
+
 FAMILIES: tuple[str, ...] = ("restart", "ckpt_stall", "flapping", "staircase", "noise_regime",
                              "sampled", "multirank", "greyhound", "failslow", "ramp", "short",
                              "hump", "warmup_onset", "reconfig", "ckpt_burst", "contention",
                              "megatron", "bimodal_replay", "ladder", "seqlen", "accum",
                              "memory", "prefetch", "pipeline", "lossy_link", "gc_pause",
                              "dispatch", "moe", "hw_queue", "compile", "power", "numa",
-                             "rollout")
+                             "rollout", "fabric")
 #: Families held out in the current round of issue 29: never looked at while the detector was
-#: changed (only evaluated; ``rollout`` was written and committed before the nineteenth round's
-#: changes, by someone who never ran the detector on it).  The others, ``numa`` (held out in the
-#: eighteenth round), ``power`` (the seventeenth), ``compile`` (the sixteenth), ``hw_queue`` (the
-#: fifteenth), ``moe`` (the fourteenth), ``dispatch`` (the thirteenth), ``gc_pause`` (the twelfth),
-#: ``lossy_link`` (the eleventh), ``pipeline`` (the tenth), ``prefetch`` (the ninth), ``memory``
-#: (the eighth), ``accum`` (the seventh), ``seqlen`` (the sixth), ``ladder`` (the fifth),
-#: ``bimodal_replay`` (the fourth), ``megatron`` (the third), ``contention`` (the second), ``hump``,
-#: ``warmup_onset``, ``reconfig`` and ``ckpt_burst`` (the first round) included, are the families it
-#: was built and tuned on.
-HELD_OUT: tuple[str, ...] = ("rollout",)
+#: changed (only evaluated; ``fabric`` was written and committed before the twentieth round's
+#: changes, by someone who never ran the detector on it).  The others, ``rollout`` (held out in the
+#: nineteenth round), ``numa`` (the eighteenth), ``power`` (the seventeenth), ``compile`` (the
+#: sixteenth), ``hw_queue`` (the fifteenth), ``moe`` (the fourteenth), ``dispatch`` (the
+#: thirteenth), ``gc_pause`` (the twelfth), ``lossy_link`` (the eleventh), ``pipeline`` (the
+#: tenth), ``prefetch`` (the ninth), ``memory`` (the eighth), ``accum`` (the seventh), ``seqlen``
+#: (the sixth), ``ladder`` (the fifth), ``bimodal_replay`` (the fourth), ``megatron`` (the third),
+#: ``contention`` (the second), ``hump``, ``warmup_onset``, ``reconfig`` and ``ckpt_burst`` (the
+#: first round) included, are the families it was built and tuned on.
+HELD_OUT: tuple[str, ...] = ("fabric",)
 
 #: (family, scenario, series per seed at scale 1, positive)
 SCENARIOS: tuple[tuple[str, str, int, bool], ...] = (
@@ -1729,6 +1833,8 @@ SCENARIOS: tuple[tuple[str, str, int, bool], ...] = (
     ("numa", "healthy", 10, False),
     ("rollout", "slow", 14, True),
     ("rollout", "healthy", 10, False),
+    ("fabric", "slow", 14, True),
+    ("fabric", "healthy", 10, False),
 )
 
 
@@ -4627,8 +4733,10 @@ def _compile(rng: np.random.Generator, scenario: str) -> _Timeline:
 @dataclass(frozen=True)
 class _NodeSlow:
     """A slowdown of a family of ranks on nodes (:func:`_power`, :func:`_numa`,
-    :func:`_rollout`) over steps ``[a, b)``: its kind, its size ``g``, the steps over which it
-    climbs (1: a step) and its node (-1: every node)."""
+    :func:`_rollout`, :func:`_fabric`) over steps ``[a, b)``: its kind, its size ``g``, the
+    steps over which it climbs (1: a step), its node (-1: every node) and its aim (uniform in
+    [0, 1): which of the node's parts it hits, e.g. a link, where the family's plan draws
+    one)."""
 
     a: int
     b: int
@@ -4636,6 +4744,7 @@ class _NodeSlow:
     g: float
     ramp: int = 1
     node: int = -1
+    aim: float = 0.0
 
     def rows(self) -> slice:
         """The rows of its node (every row: every node) in a ``(nodes, n)`` array."""
@@ -4722,18 +4831,19 @@ class _RankedJob:
 
 def _ranked_job(rng: np.random.Generator, ranks_of: tuple[int, ...], node_of: tuple[int, ...],
                 compute: tuple[tuple[float, float], ...], rank_jitter: tuple[float, float],
-                host: tuple[float, float], host_jitter: tuple[float, float]) -> _RankedJob:
-    """A job of ``ranks_of`` ranks on nodes of ``node_of`` (at most the ranks), cut in 1-3
-    parts after the lead; the device's rate from :func:`_wandering_compute` (``compute``: its
-    six ranges), each rank's compute at it with its own jitter (``rank_jitter``, log space),
-    each rank's host time a share ``host`` of it with a log-normal jitter (``host_jitter``,
-    mean 1).  Shared by :func:`_power`, :func:`_numa` and :func:`_rollout` (the draws in
-    this order)."""
+                host: tuple[float, float], host_jitter: tuple[float, float],
+                min_nodes: int = 1) -> _RankedJob:
+    """A job of ``ranks_of`` ranks on nodes of ``node_of`` (at most the ranks over
+    ``min_nodes``), cut in 1-3 parts after the lead; the device's rate from
+    :func:`_wandering_compute` (``compute``: its six ranges), each rank's compute at it with
+    its own jitter (``rank_jitter``, log space), each rank's host time a share ``host`` of it
+    with a log-normal jitter (``host_jitter``, mean 1).  Shared by :func:`_power`,
+    :func:`_numa`, :func:`_rollout` and :func:`_fabric` (the draws in this order)."""
     n = _n(rng)
     t = np.arange(n)
     base_s = _loguniform(rng, *BASE_S)
     ranks = int(rng.choice(ranks_of))
-    m = min(ranks, int(rng.choice(node_of)))
+    m = min(ranks // min_nodes, int(rng.choice(node_of)))
     k = int(rng.integers(1, 4))
     part = (n - LEAD_ITERS) // k
     rate = _wandering_compute(rng, t, *compute)
@@ -4787,7 +4897,8 @@ class _NodePlan:
     the kinds and their chances, each kind's largest size, the kinds that come with a restart
     at the span's start and / or end (``"a"``, ``"b"``, ``"ab"``), those that slow every node,
     those that climb (over ``climb`` of the span), the first part's last try (that kind over
-    the part's whole room at the smallest rise), the family's ranges (the climb, a restart's
+    the part's whole room at the smallest rise), whether a slowdown draws its aim
+    (:class:`_NodeSlow`), the family's ranges (the climb, a restart's
     warm-up; rises, spans and a restart's downtime the ``NODE_*`` schedule's) and the rule
     every such family shares (the ``SPAN_*`` constants: decidability, tries, overshoot,
     bisection steps, the chance of a slowdown in a later part, the steps clear of
@@ -4800,6 +4911,7 @@ class _NodePlan:
     climbing: tuple[str, ...]
     last: str
     climb: tuple[float, float]
+    aimed: bool = False
     warm: tuple[tuple[float, float], tuple[float, float], tuple[float, float]] = NODE_WARM
     slowdown: tuple[float, float] = NODE_SLOWDOWN
     slow_iters: tuple[int, int] = NODE_SLOW_ITERS
@@ -4814,10 +4926,24 @@ class _NodePlan:
     clear: int = SPAN_CLEAR
 
 
+@dataclass
+class _Resumed:
+    """Slowdowns labelled at planned restarts (a restart that resumes slower, :func:`_fabric`),
+    decided before the other slowdowns are drawn: the parts they take (no other slowdown is
+    drawn there), the slowdowns, their events ``(start, end, rise, kind)`` and the ranks each
+    names."""
+
+    taken: np.ndarray
+    slow: tuple[_NodeSlow, ...] = ()
+    events: list[tuple[int, int, float, str]] = field(default_factory=list)
+    who: list[tuple[int, ...]] = field(default_factory=list)
+
+
 def _node_slowdowns(rng: np.random.Generator, scenario: str, job: _RankedJob,
                     restarted: np.ndarray, warm: np.ndarray,
                     busy: Callable[[tuple[_NodeSlow, ...], np.ndarray], np.ndarray],
-                    var: float, plan: _NodePlan, pauses: list[tuple[int, float]]
+                    var: float, plan: _NodePlan, pauses: list[tuple[int, float]],
+                    given: _Resumed | None = None
                     ) -> tuple[tuple[_NodeSlow, ...], list[tuple[int, int, float, str]],
                                list[tuple[int, ...]], np.ndarray]:
     """The slowdowns of a family of ranks on nodes (:func:`_power`, :func:`_numa`,
@@ -4829,16 +4955,19 @@ def _node_slowdowns(rng: np.random.Generator, scenario: str, job: _RankedJob,
     long, drawn again (at most ``plan.tries`` times) until it is decidable and visible
     (:func:`_visible_rise`; before it only where a restart follows).  A slowdown that comes
     with restarts adds them (their warm-ups, and their downtimes to ``pauses``, in place);
-    the counterfactual healthy busy time has them too.  Returns the slowdowns, the events
+    the counterfactual healthy busy time has them too.  Slowdowns ``given`` at restarts come
+    first, and no other is drawn in the parts they take.  Returns the slowdowns, the events
     ``(start, end, rise, kind)``, the ranks each names and the warm-ups."""
-    slow: tuple[_NodeSlow, ...] = ()
-    events: list[tuple[int, int, float, str]] = []
-    who_of: list[tuple[int, ...]] = []
+    slow: tuple[_NodeSlow, ...] = () if given is None else given.slow
+    events: list[tuple[int, int, float, str]] = [] if given is None else list(given.events)
+    who_of: list[tuple[int, ...]] = [] if given is None else list(given.who)
     kinds = [kd for kd, _ in plan.kinds]
     kind_p = np.array([p for _, p in plan.kinds])
     top, edges = dict(plan.top), dict(plan.restarts)
     for j, lo_room, hi_room in _part_rooms(rng, scenario, job.starts, job.part, restarted,
                                            plan.more_p, plan.settle, plan.clear):
+        if given is not None and given.taken[j]:
+            continue
         for attempt in range(plan.tries):  # fresh draws until one is decidable
             kind = kinds[int(rng.choice(len(kinds), p=kind_p))]
             s = float(rng.uniform(*plan.slowdown))
@@ -4848,6 +4977,7 @@ def _node_slowdowns(rng: np.random.Generator, scenario: str, job: _RankedJob,
             how = (_restart_warm(rng, *plan.warm), _restart_warm(rng, *plan.warm))
             down = (_loguniform(rng, *plan.downtime), _loguniform(rng, *plan.downtime))
             nd = int(rng.integers(0, job.nodes))
+            aim = float(rng.random()) if plan.aimed else 0.0
             if j == 0 and attempt == plan.tries - 1:  # the last try of a positive's first part:
                 kind, dur = plan.last, hi_room - lo_room  # over its whole room,
                 s = plan.slowdown[0]  # the smallest rise
@@ -4867,11 +4997,11 @@ def _node_slowdowns(rng: np.random.Generator, scenario: str, job: _RankedJob,
             base = busy((), hw)[who].mean(axis=0)
             y0 = busy(slow, hw)[who].mean(axis=0)
 
-            def trial(g: float, sl_: _NodeSlow = _NodeSlow(a, b, kind, 0.0, ramp, nd),
+            def trial(g: float, sl_: _NodeSlow = _NodeSlow(a, b, kind, 0.0, ramp, nd, aim),
                       prev: tuple[_NodeSlow, ...] = slow, hw_: np.ndarray = hw,
                       who_: np.ndarray = who, y0_: np.ndarray = y0
                       ) -> tuple[int, int, np.ndarray]:
-                sl = _NodeSlow(sl_.a, sl_.b, sl_.kind, g, sl_.ramp, sl_.node)
+                sl = _NodeSlow(sl_.a, sl_.b, sl_.kind, g, sl_.ramp, sl_.node, sl_.aim)
                 return _changed_span(busy((*prev, sl), hw_)[who_].mean(axis=0), y0_, sl.a,
                                      sl.b)
 
@@ -4881,7 +5011,7 @@ def _node_slowdowns(rng: np.random.Generator, scenario: str, job: _RankedJob,
                                 plan.slow_iters[0], plan.decidable, after=not at)
             if found is not None and got is not None:
                 lo, hi, _y, r = got
-                slow += (_NodeSlow(a, b, kind, found[3], ramp, nd),)
+                slow += (_NodeSlow(a, b, kind, found[3], ramp, nd, aim),)
                 if at:
                     warm = hw
                     pauses += [(t0, d) for t0, _h, d in at]
@@ -4912,16 +5042,19 @@ class _NodeState(Protocol):
 
 def _node_timeline(rng: np.random.Generator, scenario: str, job: _RankedJob, st: _NodeState,
                    plan: _NodePlan, level_x: tuple[float, float],
-                   then: Callable[[int], None] | None = None) -> _Timeline:
+                   then: Callable[[int], None] | None = None,
+                   resumed: Callable[[np.ndarray], _Resumed] | None = None) -> _Timeline:
     """The end every family of ranks on nodes shares: planned restarts between the parts
     (``NODE_RESTART_P``, the plan's warm-up and downtime, the level ``level_x``; ``then``
-    at each), the slowdowns (:func:`_node_slowdowns`) and the timeline of each rank's busy
+    at each; ``resumed(restarted)``: the slowdowns labelled at them, after they are all
+    placed), the slowdowns (:func:`_node_slowdowns`) and the timeline of each rank's busy
     time, labelled by the span's mean rise of the named ranks over their healthy mean."""
     restarted, pauses = _planned_restarts(rng, job, st.warm, st.level, NODE_RESTART_P,
                                           plan.warm, plan.downtime, level_x, then)
+    given = None if resumed is None else resumed(restarted)
     mean, var = _node_var(st.busy(), job.node, job.nodes)
     slow, events, who_of, st.warm = _node_slowdowns(rng, scenario, job, restarted, st.warm,
-                                                    st.busy, var, plan, pauses)
+                                                    st.busy, var, plan, pauses, given)
     healthy = st.busy()
     return _restarted_timeline(job.base_s * healthy / mean, st.busy(slow) / healthy, events,
                                pauses, who_of)
@@ -5045,7 +5178,7 @@ _NUMA_PLAN = _NodePlan(
     climbing=("balancing",), last="cojob", climb=NU_CLIMB)
 
 
-def _stalls(rng: np.random.Generator, shape: tuple[int, int], chance: tuple[float, float],
+def _stalls(rng: np.random.Generator, shape: tuple[int, ...], chance: tuple[float, float],
             size: tuple[float, float]) -> np.ndarray:
     """Stalls that hit each entry with a chance drawn in ``chance``, each of a size
     log-uniform in ``size``; 0 elsewhere."""
@@ -5286,6 +5419,228 @@ def _rollout(rng: np.random.Generator, scenario: str) -> _Timeline:
     return _node_timeline(rng, scenario, job, ro, _ROLLOUT_PLAN, RO_RESHAPE_LEVEL)
 
 
+def _ecmp(rng: np.random.Generator, leaves: int, uplinks: int, flows: int) -> np.ndarray:
+    """ECMP hashing when a communicator is created: each leaf's ``flows`` flows (its ring
+    edge to the next leaf) hashed uniformly onto its ``uplinks`` uplinks; the flows on each,
+    ``(leaves, uplinks)`` (balls into bins)."""
+    h = rng.integers(0, uplinks, (leaves, flows))
+    return np.asarray((h[:, :, None] == np.arange(uplinks)).sum(axis=1), dtype=float)
+
+
+def _uplinks(flows: np.ndarray, other: np.ndarray, cap: float | np.ndarray) -> np.ndarray:
+    """Each uplink's factor on the job's flows over it: ``max(1, flows / (cap x (1 -
+    other)))`` where it carries one (``other``: the other jobs' share of its capacity), else
+    0 (arrays broadcast)."""
+    x = np.maximum(1.0, flows / (cap * (1.0 - other)))
+    return np.asarray(np.where(flows > 0, x, 0.0))
+
+
+@dataclass
+class _Spines:
+    """The draws of a :func:`_fabric` series (arrays ``(ranks, n)``, ``(leaves, uplinks, n)``,
+    ``(leaves, n)`` or ``(n,)``): each rank's node, its compute at the device's rate and its
+    host time, the device's rate (the backward that hides the collective); the job's flows
+    on each leaf's uplinks in each hash epoch (from the start or a restart to the next) and
+    each step's epoch; the leaves' factors under the hashes a labelled restart drew instead
+    (``alt``); the other jobs' traffic on each uplink (its share of the capacity), an
+    uplink's capacity (flows at the NIC-bound rate), each flow's hash over the uplinks left
+    when one is down (``spill``), a neighbour's episodes (each step's key and its traffic,
+    per leaf, and the share of the runs that are episodes), a degraded uplink's errors (each
+    step's chance draw and its cost); the collective's NIC-bound time, the share of the
+    compute that hides it, its last bucket's share, its jitter (with the micro-bursts), the
+    level, the restarts' warm-ups and the extra work (checkpoints, evaluations)."""
+
+    node: np.ndarray
+    dev: np.ndarray
+    host: np.ndarray
+    rate: np.ndarray
+    loads: np.ndarray
+    epoch: np.ndarray
+    alt: np.ndarray
+    bg: np.ndarray
+    cap: float
+    spill: np.ndarray
+    key: np.ndarray
+    burst: np.ndarray
+    duty: float
+    err_u: np.ndarray
+    err_x: np.ndarray
+    comm: float
+    hide: float
+    tail: float
+    jit: np.ndarray
+    level: np.ndarray
+    warm: np.ndarray
+    rest: np.ndarray
+    lf: np.ndarray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.refresh()
+
+    def refresh(self) -> None:
+        """The leaves' factors (:meth:`leaves`) under each epoch's hashes, ``(leaves, n)``."""
+        self.lf = np.ones(self.alt.shape)
+        for e in range(self.loads.shape[0]):
+            at = np.flatnonzero(self.epoch == e)
+            if at.size:
+                self.lf[:, at[0]:at[-1] + 1] = self.leaves(self.loads[e], at[0], at[-1] + 1)
+
+    def leaves(self, loads: np.ndarray, a: int, b: int) -> np.ndarray:
+        """Each leaf's factor over steps ``[a, b)`` with the flows ``loads`` (leaves,
+        uplinks): its most loaded uplink that carries a flow of the job, ``max(1, flows /
+        (capacity x (1 - other jobs' share)))`` (the job's flows share what the other jobs
+        leave, each at most at its NIC-bound rate)."""
+        return _uplinks(loads[:, :, None], self.bg[:, :, a:b], self.cap).max(axis=1)
+
+    def target(self, sl: _NodeSlow) -> tuple[int, int]:
+        """The leaf and uplink a slowdown hits: one of those carrying the job's flows in its
+        epoch, by its aim."""
+        used = np.argwhere(self.loads[self.epoch[sl.a]] > 0)
+        lk = used[min(int(sl.aim * len(used)), len(used) - 1)]
+        return int(lk[0]), int(lk[1])
+
+    def leaf(self, sl: _NodeSlow) -> np.ndarray:
+        """The factor of the leaf ``sl`` hits over its span (``w`` climbing linearly from 0 at
+        ``a`` to 1 over ``ramp`` steps): ``neighbour`` (a heavy job's flows on the uplink,
+        ``g`` times its episode's factor, sharing it fairly with the job's, in the steps whose
+        key is below the duty), ``down`` (the uplink down until it is repaired: the ECMP group
+        shrinks and the leaf re-hashes every flow of the job over the uplinks left, by
+        ``spill``; the other jobs' traffic on it, their light share and ``g`` more, spread
+        evenly over them) and ``degraded``
+        (its rate ``1 / (1 + g w)``, and errors: a step retransmits, its cost added, with
+        chance ``FB_ERR g w``)."""
+        lo, k = self.target(sl)
+        span, w = slice(sl.a, sl.b), sl.weight()
+        load = np.repeat(self.loads[self.epoch[sl.a], lo][:, None], w.size, axis=1)
+        bg, cap = self.bg[lo, :, span].copy(), np.full(load.shape, self.cap)
+        extra = np.zeros(w.size)
+        if sl.kind == "neighbour":
+            load[k] += sl.g * self.burst[lo, span] * (self.key[lo, span] < self.duty)
+        elif sl.kind == "down":
+            others = np.delete(np.arange(load.shape[0]), k)
+            flows = int(load[:, 0].sum())
+            load = np.zeros(load.shape)
+            np.add.at(load, others[(self.spill[lo, :flows] * others.size).astype(np.int64)],
+                      1.0)
+            bg[others] += (bg[k] + sl.g) / others.size
+        else:
+            cap[k] /= 1.0 + sl.g * w
+            extra = self.err_x[span] * (self.err_u[span] < np.minimum(FB_ERR_MAX,
+                                                                      FB_ERR * sl.g * w))
+        return np.asarray(_uplinks(load, bg, cap).max(axis=0) + extra)
+
+    def busy(self, slow: tuple[_NodeSlow, ...] = (), warm: np.ndarray | None = None
+             ) -> np.ndarray:
+        """Each rank's busy time per step under the slowdowns ``slow`` (``warm``: the warm-ups,
+        else the series' own): its compute and host time under the warm-up and the level,
+        plus the ring all-reduce's exposed part, the same on every rank (the ring moves at
+        its slowest flow: the collective's NIC-bound time times the largest leaf factor, its
+        jitter), ``max(tail x collective, collective - hide x compute)``, plus the extra
+        work; ``rehash`` puts a labelled restart's hashes (``alt``) over its span."""
+        lf = self.lf.copy()
+        for sl in slow:
+            if sl.kind == "rehash":
+                lf[:, sl.a:sl.b] = self.alt[:, sl.a:sl.b]
+            else:
+                lf[self.target(sl)[0], sl.a:sl.b] = self.leaf(sl)
+        comm = self.comm * lf.max(axis=0) * self.jit
+        wu = (self.warm if warm is None else warm) * self.level
+        exposed = np.maximum(self.tail * comm, comm - self.hide * self.rate * wu)
+        return np.asarray((self.dev + self.host) * wu + exposed + self.rest)
+
+
+_FABRIC_PLAN = _NodePlan(
+    kinds=FB_KINDS, top=(("neighbour", FB_NEIGHBOUR_MAX), ("down", FB_DOWN_MAX),
+                         ("degraded", FB_RATE_MAX)),
+    restarts=(), every=("neighbour", "down", "degraded"), climbing=("degraded",),
+    last="degraded", climb=FB_CLIMB, aimed=True)
+
+
+def _fb_rehash(rng: np.random.Generator, scenario: str, job: _RankedJob, sp: _Spines,
+               restarted: np.ndarray) -> _Resumed:
+    """Each planned restart re-creates the communicator: new hashes (:func:`_ecmp`) from it to
+    the next restart.  Against the old hashes kept over the same steps (the same warm-up), a
+    new level whose mean busy time rises by less than :data:`FB_MOVE_HEALTHY` is healthy
+    (kept: the next restart's level before); in a ``slow`` series, one that rises from
+    ``NODE_SLOWDOWN[0]`` to :data:`FB_REHASH_MAX`, decidably and visibly
+    (:func:`_visible_rise`; never right after another), is a labelled slowdown (``rehash``,
+    every rank) and takes its parts; any other is drawn again (at most ``SPAN_TRIES`` times,
+    then the old hashes are kept)."""
+    out = _Resumed(taken=np.zeros(job.k, dtype=bool))
+    at = [int(job.starts[j]) for j in range(job.k) if restarted[j]]
+    flows = int(sp.loads[0, 0].sum())
+    labelled = False
+    for a, b in zip(at, [*at[1:], job.n][:len(at)], strict=True):
+        e = int(sp.epoch[a])
+        sp.loads[e] = sp.loads[e - 1]
+        sp.refresh()
+        base = sp.busy().mean(axis=0)
+        allow, labelled = scenario == "slow" and not labelled, False
+        sl = _NodeSlow(a, b, "rehash", 0.0)
+        for _ in range(SPAN_TRIES):
+            new = _ecmp(rng, sp.loads.shape[1], sp.loads.shape[2], flows)
+            sp.alt[:, a:b] = sp.leaves(new, a, b)
+            y = sp.busy((sl,)).mean(axis=0)
+            if float(y[a:b].mean()) < (1.0 + FB_MOVE_HEALTHY) * float(base[a:b].mean()):
+                sp.loads[e] = new
+                sp.refresh()
+                break
+            got = (_visible_rise((*_changed_span(y, base, a, b), 0.0), base, NODE_SLOWDOWN[0],
+                                 FB_REHASH_MAX, NODE_SLOW_ITERS[0], SPAN_DECIDABLE, after=False)
+                   if allow else None)
+            if got is not None:
+                out.slow += (sl,)
+                out.events.append((got[0], got[1], got[3], "rehash"))
+                out.who.append(tuple(range(job.ranks)))
+                out.taken |= (job.starts >= a) & (job.starts < b)
+                labelled = True
+                break
+    return out
+
+
+def _fabric(rng: np.random.Generator, scenario: str) -> _Timeline:
+    """Inter-node collectives over a leaf / spine fabric with ECMP hashing (module docstring):
+    each rank's busy time, the ring's exposed time on every rank; the corpus' noise is turned
+    off (``noise_scale`` ~ 0)."""
+    job = _ranked_job(rng, FB_RANKS, FB_NODE, NODE_COMPUTE, NODE_RANK_JITTER, FB_HOST,
+                      FB_HOST_JITTER, min_nodes=2)
+    n, t = job.n, job.t
+    rest = _node_ckpt_eval(rng, t, job.rate)
+    per = min(int(rng.choice(FB_LEAF)), job.nodes // 2)
+    leaves = -(-job.nodes // per)
+    uplinks = int(rng.integers(FB_UPLINKS[0], FB_UPLINKS[1] + 1))
+    flows = int(rng.choice(FB_CHANNELS))
+    loads = _ecmp(rng, leaves, uplinks, flows)[None]
+    # the other jobs' traffic on each uplink: light, each wandering on its own
+    sd, phi = float(rng.uniform(*FB_BG_SD)), float(rng.uniform(*FB_BG_PHI))
+    z = lfilter([sd * math.sqrt(1.0 - phi * phi)], [1.0, -phi],
+                rng.standard_normal((leaves, uplinks, n)), axis=-1)
+    bg = np.minimum(FB_BG_MAX, _loguniform(rng, *FB_BG) * np.exp(z - 0.5 * sd * sd))
+    key, burst = _keyed_runs(rng, leaves, n, FB_EPISODE, FB_EPISODE_X)
+    jj = float(rng.uniform(*FB_JITTER))
+    jit = (np.exp(jj * rng.standard_normal(n) - 0.5 * jj * jj)
+           * (1.0 + _stalls(rng, (n,), FB_SPIKE_P, FB_SPIKE_X)))
+    sp = _Spines(node=job.node, dev=job.dev, host=job.host, rate=job.rate, loads=loads,
+                 epoch=np.zeros(n, dtype=np.int64), alt=np.ones((leaves, n)), bg=bg,
+                 cap=max(1.0, flows / uplinks) * _loguniform(rng, *FB_HEADROOM),
+                 spill=rng.random((leaves, flows)), key=key,
+                 burst=burst, duty=float(rng.uniform(*FB_DUTY)), err_u=rng.random(n),
+                 err_x=np.exp(rng.uniform(math.log(FB_RETX[0]), math.log(FB_RETX[1]), n)),
+                 comm=float(rng.uniform(*FB_COMM)), hide=float(rng.uniform(*FB_HIDE)),
+                 tail=float(rng.uniform(*FB_TAIL)), jit=jit, level=np.ones(n),
+                 warm=np.ones(n), rest=rest)
+
+    def restart(s0: int) -> None:  # a new epoch (its hashes drawn by _fb_rehash)
+        sp.loads = np.concatenate([sp.loads, sp.loads[-1:]])
+        sp.epoch[s0:] += 1
+
+    # planned restarts between parts, each with new hashes (a resume that is slower by the
+    # rule is labelled); each rank's busy time, labelled by the span's mean rise of every
+    # rank (the ring is the whole job's) over their healthy mean
+    return _node_timeline(rng, scenario, job, sp, _FABRIC_PLAN, FB_RESTART_LEVEL, restart,
+                          lambda restarted: _fb_rehash(rng, scenario, job, sp, restarted))
+
+
 def _part_rooms(rng: np.random.Generator, scenario: str, starts: np.ndarray, part: int,
                 restarted: np.ndarray, more_p: float, settle: int, clear: int
                 ) -> Iterator[tuple[int, int, int]]:
@@ -5442,7 +5797,7 @@ _BUILDERS: dict[str, Callable[[np.random.Generator, str], _Timeline]] = {
     "memory": _memory, "prefetch": _prefetch, "pipeline": _pipeline,
     "lossy_link": _lossy_link, "gc_pause": _gc_pause, "dispatch": _dispatch, "moe": _moe,
     "hw_queue": _hw_queue, "compile": _compile, "power": _power, "numa": _numa,
-    "rollout": _rollout,
+    "rollout": _rollout, "fabric": _fabric,
 }
 
 
