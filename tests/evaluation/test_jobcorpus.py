@@ -17,10 +17,6 @@ from stragglers.evaluation.jobcorpus import (
     AC_SLOW_ITERS,
     AC_SLOWDOWN,
     AC_STEPS,
-    CP_SLOW_ITERS,
-    CP_SLOWDOWN,
-    DL_SLOW_ITERS,
-    DL_SLOWDOWN,
     EVENT_LOSS,
     FAMILIES,
     FB_ERR,
@@ -28,25 +24,13 @@ from stragglers.evaluation.jobcorpus import (
     FB_MOVE_HEALTHY,
     FB_NODE,
     FB_REHASH_MAX,
-    GC_SLOW_ITERS,
-    GC_SLOWDOWN,
-    HD_SLOW_ITERS,
-    HD_SLOWDOWN,
     HELD_OUT,
-    HQ_SLOW_ITERS,
-    HQ_SLOWDOWN,
     LD_MEAN_MIN,
     LD_RUNG,
     LD_RUNGS,
     LD_TOTAL,
     LEAD_ITERS,
-    LL_SLOW_ITERS,
-    LL_SLOWDOWN,
-    ME_SLOW_ITERS,
-    ME_SLOWDOWN,
     MIN_EVENT_ITERS,
-    MP_SLOW_ITERS,
-    MP_SLOWDOWN,
     NODE_SLOW_ITERS,
     NODE_SLOWDOWN,
     NU_KINDS,
@@ -796,10 +780,10 @@ def test_memory_labels() -> None:
             assert not e.ranks  # (its kind: in the set of kinds checked below)
             assert e.start_iter > LEAD_ITERS
             length = e.end_iter - e.start_iter
-            assert length >= max(MIN_EVENT_ITERS, MP_SLOW_ITERS[0])
+            assert length >= max(MIN_EVENT_ITERS, NODE_SLOW_ITERS[0])
             inside = (s.iter >= e.start_iter) & (s.iter < e.end_iter)
             s_e = e.loss / (1.0 - e.loss)
-            assert MP_SLOWDOWN[0] - 1e-9 <= s_e <= MP_SLOWDOWN[1] + 1e-9
+            assert NODE_SLOWDOWN[0] - 1e-9 <= s_e <= NODE_SLOWDOWN[1] + 1e-9
             # the label is the span's mean rise over the healthy mean
             assert np.isclose(s.level[inside].mean(), (1.0 + s_e) * mean, rtol=1e-6)
             lv = s.level[inside] / s.healthy[inside]
@@ -834,10 +818,10 @@ def test_prefetch_labels() -> None:
             kinds.add(e.kind)
             assert not e.ranks  # (its kind: in the set of kinds checked below)
             assert e.start_iter > LEAD_ITERS
-            assert e.end_iter - e.start_iter >= max(MIN_EVENT_ITERS, DL_SLOW_ITERS[0])
+            assert e.end_iter - e.start_iter >= max(MIN_EVENT_ITERS, NODE_SLOW_ITERS[0])
             inside = (s.iter >= e.start_iter) & (s.iter < e.end_iter)
             s_e = e.loss / (1.0 - e.loss)
-            assert DL_SLOWDOWN[0] - 1e-9 <= s_e
+            assert NODE_SLOWDOWN[0] - 1e-9 <= s_e
             # the label is the span's mean rise over the healthy mean
             assert np.isclose(s.level[inside].mean(), (1.0 + s_e) * mean, rtol=1e-6)
             # the span starts and ends with a step slower than the healthy one
@@ -926,8 +910,8 @@ def test_lossy_link_labels() -> None:
             c.s, c.factor, c.d, c.steady, c.mean, c.inside, c.ok)
         for e in s.events:
             kinds.add(e.kind)
-            lv = _a_mean_rise_label(s, e, factor, mean, d, ok, LL_SLOW_ITERS[0],
-                                    LL_SLOWDOWN, SPAN_OVERSHOOT)
+            lv = _a_mean_rise_label(s, e, factor, mean, d, ok, NODE_SLOW_ITERS[0],
+                                    NODE_SLOWDOWN, SPAN_OVERSHOOT)
             assert lv[0] > 1.0 + 1e-9 and lv[-1] > 1.0 + 1e-9
             if e.kind == "downshift":  # every iteration a little slower
                 assert np.all(lv > 1.0 + 1e-9), s.name
@@ -1017,8 +1001,8 @@ def test_gc_pause_labels() -> None:
             c.s, c.factor, c.d, c.steady, c.mean, c.inside, c.ok)
         for e in s.events:
             kinds.add(e.kind)
-            lv = _a_mean_rise_label(s, e, factor, mean, d, ok, GC_SLOW_ITERS[0],
-                                    GC_SLOWDOWN, SPAN_OVERSHOOT)
+            lv = _a_mean_rise_label(s, e, factor, mean, d, ok, NODE_SLOW_ITERS[0],
+                                    NODE_SLOWDOWN, SPAN_OVERSHOOT)
             shapes.add("level" if np.median(lv) > 1.0 + 1e-6 else "intermittent")
         assert np.allclose(factor[~inside_any], 1.0), s.name
         # healthy long steps (GC pauses, checkpoints, evaluations) in every series
@@ -1081,7 +1065,7 @@ def test_dispatch_labels() -> None:
             kinds.add(e.kind)
             assert not e.ranks  # (its kind: in the set of kinds checked below)
             assert e.start_iter > LEAD_ITERS
-            lv = _a_solved_rise(s, e, factor, d, ok, HD_SLOW_ITERS[0], HD_SLOWDOWN,
+            lv = _a_solved_rise(s, e, factor, d, ok, NODE_SLOW_ITERS[0], NODE_SLOWDOWN,
                                 SPAN_OVERSHOOT)
             assert lv[0] > 1.0 + 1e-9 and lv[-1] > 1.0 + 1e-9
             shapes.add("level" if np.mean(lv > 1.02) > 0.5 else "intermittent")
@@ -1163,7 +1147,7 @@ def test_moe_labels() -> None:
             kinds.add(e.kind)
             assert not e.ranks and e.start_iter > LEAD_ITERS
             changes += e.kind in ("aux_off", "capacity")
-            lv = _a_solved_rise(s, e, factor, d, ok, ME_SLOW_ITERS[0], ME_SLOWDOWN,
+            lv = _a_solved_rise(s, e, factor, d, ok, NODE_SLOW_ITERS[0], NODE_SLOWDOWN,
                                 SPAN_OVERSHOOT)
             assert abs(lv[0] - 1.0) > 1e-9 and abs(lv[-1] - 1.0) > 1e-9
         assert s.restarts >= 2 * changes, s.name
@@ -1218,7 +1202,7 @@ def test_hw_queue_labels() -> None:
             kinds.add(e.kind)
             assert not e.ranks and e.start_iter > LEAD_ITERS
             changes += e.kind in ("connections", "order")
-            lv = _a_solved_rise(s, e, factor, d, ok, HQ_SLOW_ITERS[0], HQ_SLOWDOWN,
+            lv = _a_solved_rise(s, e, factor, d, ok, NODE_SLOW_ITERS[0], NODE_SLOWDOWN,
                                 SPAN_OVERSHOOT)
             assert lv[0] > 1.0 + 1e-9 and lv[-1] > 1.0 + 1e-9
         assert s.restarts >= 2 * changes, s.name
@@ -1301,7 +1285,7 @@ def test_compile_labels() -> None:
             kinds.add(e.kind)
             assert not e.ranks and e.start_iter > LEAD_ITERS
             restarts += {"eager": 1, "thrash": 0, "graph_break": 2}[e.kind]
-            lv = _a_solved_rise(s, e, factor, d, ok, CP_SLOW_ITERS[0], CP_SLOWDOWN,
+            lv = _a_solved_rise(s, e, factor, d, ok, NODE_SLOW_ITERS[0], NODE_SLOWDOWN,
                                 SPAN_OVERSHOOT, after=e.kind == "thrash")
             assert lv[0] > 1.0 + 1e-9 and lv[-1] > 1.0 + 1e-9
             changed = np.mean(lv > 1.0 + 1e-9)
