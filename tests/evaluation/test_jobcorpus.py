@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -17,31 +17,20 @@ from stragglers.evaluation.jobcorpus import (
     AC_SLOW_ITERS,
     AC_SLOWDOWN,
     AC_STEPS,
-    CP_SLOW_ITERS,
-    CP_SLOWDOWN,
-    DL_SLOW_ITERS,
-    DL_SLOWDOWN,
     EVENT_LOSS,
     FAMILIES,
-    GC_SLOW_ITERS,
-    GC_SLOWDOWN,
-    HD_SLOW_ITERS,
-    HD_SLOWDOWN,
+    FB_ERR,
+    FB_KINDS,
+    FB_MOVE_HEALTHY,
+    FB_NODE,
+    FB_REHASH_MAX,
     HELD_OUT,
-    HQ_SLOW_ITERS,
-    HQ_SLOWDOWN,
     LD_MEAN_MIN,
     LD_RUNG,
     LD_RUNGS,
     LD_TOTAL,
     LEAD_ITERS,
-    LL_SLOW_ITERS,
-    LL_SLOWDOWN,
-    ME_SLOW_ITERS,
-    ME_SLOWDOWN,
     MIN_EVENT_ITERS,
-    MP_SLOW_ITERS,
-    MP_SLOWDOWN,
     NODE_SLOW_ITERS,
     NODE_SLOWDOWN,
     NU_KINDS,
@@ -69,6 +58,7 @@ from stragglers.evaluation.jobcorpus import (
     _backward,  # the hardware queues' backward pass, checked below
     _capped_lognormal,  # the responses' lengths, checked below
     _CompileSlow,
+    _ecmp,  # ECMP hashing, checked below
     _Experts,  # the MoE layers' time, checked below
     _Graphs,  # the compile schedule, checked below
     _MoeSlow,
@@ -77,6 +67,7 @@ from stragglers.evaluation.jobcorpus import (
     _phase_busy,  # the launch queue, checked below
     _Rollout,  # the generation workers of an RL step, checked below
     _Sockets,  # the host CPU placement of a node, checked below
+    _Spines,  # the leaf / spine fabric of a ring all-reduce, checked below
     generate_call_job,
     generate_job_corpus,
     generate_series,
@@ -113,7 +104,7 @@ def test_every_family_and_scenario_is_present(corpus) -> None:
     assert {s.family for s in corpus} == set(FAMILIES)
     assert {(s.family, s.scenario) for s in corpus} == {(f, s) for f, s, _, _ in SCENARIOS}
     assert len(generate_job_corpus(0, scale=1.0, families=("flapping",))) == 24
-    assert sum(c for _, _, c, _ in SCENARIOS) in range(345, 796)
+    assert sum(c for _, _, c, _ in SCENARIOS) in range(345, 820)
     assert set(HELD_OUT) < set(FAMILIES)
 
 
@@ -391,8 +382,10 @@ def test_bimodal_replay_labels() -> None:
 #: before ``dispatch`` was, commit 3e2e36e; ``dispatch``'s before ``moe`` was, commit d961c77;
 #: ``moe``'s before ``hw_queue`` was, commit 433fd4c; ``hw_queue``'s before ``compile`` was,
 #: commit fb31b1b; ``compile``'s before ``power`` was, commit 9fa972a; ``power``'s before
-#: ``numa`` was, commit 47b9dcd; ``numa``'s before ``rollout`` was, commit 3eb9d1f): a family
-#: appended at the end of FAMILIES / SCENARIOS must leave every other family's bytes alone.
+#: ``numa`` was, commit 47b9dcd; ``numa``'s before ``rollout`` was, commit 3eb9d1f;
+#: ``rollout``'s, held out in the nineteenth round, before ``fabric`` was, commit 8f20175): a
+#: family appended at the end of FAMILIES / SCENARIOS must leave every other family's bytes
+#: alone.
 FINGERPRINTS = {
     "restart": "73ad9d2339f0bd2b",
     "ckpt_stall": "a80f728be80fd00f",
@@ -426,6 +419,7 @@ FINGERPRINTS = {
     "compile": "a9f9025eca4fc6c4",
     "power": "b255da662bf90f2a",
     "numa": "b1916c38f6ed60c6",
+    "rollout": "ee5ca1ce7065a72a",
 }
 
 
@@ -446,10 +440,10 @@ def _fingerprint(family: str) -> str:
 
 
 def test_existing_families_are_unchanged() -> None:
-    assert set(FINGERPRINTS) == set(FAMILIES) - {"rollout"}
-    assert FAMILIES[-15:] == ("ladder", "seqlen", "accum", "memory", "prefetch", "pipeline",
+    assert set(FINGERPRINTS) == set(FAMILIES) - {"fabric"}
+    assert FAMILIES[-16:] == ("ladder", "seqlen", "accum", "memory", "prefetch", "pipeline",
                               "lossy_link", "gc_pause", "dispatch", "moe", "hw_queue",
-                              "compile", "power", "numa", "rollout")
+                              "compile", "power", "numa", "rollout", "fabric")
     assert {f: _fingerprint(f) for f in FINGERPRINTS} == FINGERPRINTS
 
 
@@ -472,7 +466,8 @@ def _durations(s: JobSeries) -> np.ndarray:
                                               ("compile", "slow"),
                                               ("power", "slow"),
                                               ("numa", "slow"),
-                                              ("rollout", "slow")])
+                                              ("rollout", "slow"),
+                                              ("fabric", "slow")])
 def test_family_is_deterministic_per_seed(family: str, slow: str) -> None:
     a = generate_series(11, family, slow, 2)
     assert _same(a, generate_series(11, family, slow, 2))
@@ -482,13 +477,13 @@ def test_family_is_deterministic_per_seed(family: str, slow: str) -> None:
     assert _same(h, generate_series(11, family, "healthy", 0))
 
 
-def test_rollout_is_the_held_out_family() -> None:
-    assert HELD_OUT == ("rollout",)
+def test_fabric_is_the_held_out_family() -> None:
+    assert HELD_OUT == ("fabric",)
 
 
-def test_rollout_fingerprint() -> None:
+def test_fabric_fingerprint() -> None:
     """The held-out family's own bytes (seed 0), as committed before its one evaluation."""
-    assert _fingerprint("rollout") == "ee5ca1ce7065a72a"
+    assert _fingerprint("fabric") == "ba31ccf3c8e52d33"
 
 
 def test_ladder_labels() -> None:
@@ -785,10 +780,10 @@ def test_memory_labels() -> None:
             assert not e.ranks  # (its kind: in the set of kinds checked below)
             assert e.start_iter > LEAD_ITERS
             length = e.end_iter - e.start_iter
-            assert length >= max(MIN_EVENT_ITERS, MP_SLOW_ITERS[0])
+            assert length >= max(MIN_EVENT_ITERS, NODE_SLOW_ITERS[0])
             inside = (s.iter >= e.start_iter) & (s.iter < e.end_iter)
             s_e = e.loss / (1.0 - e.loss)
-            assert MP_SLOWDOWN[0] - 1e-9 <= s_e <= MP_SLOWDOWN[1] + 1e-9
+            assert NODE_SLOWDOWN[0] - 1e-9 <= s_e <= NODE_SLOWDOWN[1] + 1e-9
             # the label is the span's mean rise over the healthy mean
             assert np.isclose(s.level[inside].mean(), (1.0 + s_e) * mean, rtol=1e-6)
             lv = s.level[inside] / s.healthy[inside]
@@ -823,10 +818,10 @@ def test_prefetch_labels() -> None:
             kinds.add(e.kind)
             assert not e.ranks  # (its kind: in the set of kinds checked below)
             assert e.start_iter > LEAD_ITERS
-            assert e.end_iter - e.start_iter >= max(MIN_EVENT_ITERS, DL_SLOW_ITERS[0])
+            assert e.end_iter - e.start_iter >= max(MIN_EVENT_ITERS, NODE_SLOW_ITERS[0])
             inside = (s.iter >= e.start_iter) & (s.iter < e.end_iter)
             s_e = e.loss / (1.0 - e.loss)
-            assert DL_SLOWDOWN[0] - 1e-9 <= s_e
+            assert NODE_SLOWDOWN[0] - 1e-9 <= s_e
             # the label is the span's mean rise over the healthy mean
             assert np.isclose(s.level[inside].mean(), (1.0 + s_e) * mean, rtol=1e-6)
             # the span starts and ends with a step slower than the healthy one
@@ -915,8 +910,8 @@ def test_lossy_link_labels() -> None:
             c.s, c.factor, c.d, c.steady, c.mean, c.inside, c.ok)
         for e in s.events:
             kinds.add(e.kind)
-            lv = _a_mean_rise_label(s, e, factor, mean, d, ok, LL_SLOW_ITERS[0],
-                                    LL_SLOWDOWN, SPAN_OVERSHOOT)
+            lv = _a_mean_rise_label(s, e, factor, mean, d, ok, NODE_SLOW_ITERS[0],
+                                    NODE_SLOWDOWN, SPAN_OVERSHOOT)
             assert lv[0] > 1.0 + 1e-9 and lv[-1] > 1.0 + 1e-9
             if e.kind == "downshift":  # every iteration a little slower
                 assert np.all(lv > 1.0 + 1e-9), s.name
@@ -1006,8 +1001,8 @@ def test_gc_pause_labels() -> None:
             c.s, c.factor, c.d, c.steady, c.mean, c.inside, c.ok)
         for e in s.events:
             kinds.add(e.kind)
-            lv = _a_mean_rise_label(s, e, factor, mean, d, ok, GC_SLOW_ITERS[0],
-                                    GC_SLOWDOWN, SPAN_OVERSHOOT)
+            lv = _a_mean_rise_label(s, e, factor, mean, d, ok, NODE_SLOW_ITERS[0],
+                                    NODE_SLOWDOWN, SPAN_OVERSHOOT)
             shapes.add("level" if np.median(lv) > 1.0 + 1e-6 else "intermittent")
         assert np.allclose(factor[~inside_any], 1.0), s.name
         # healthy long steps (GC pauses, checkpoints, evaluations) in every series
@@ -1070,7 +1065,7 @@ def test_dispatch_labels() -> None:
             kinds.add(e.kind)
             assert not e.ranks  # (its kind: in the set of kinds checked below)
             assert e.start_iter > LEAD_ITERS
-            lv = _a_solved_rise(s, e, factor, d, ok, HD_SLOW_ITERS[0], HD_SLOWDOWN,
+            lv = _a_solved_rise(s, e, factor, d, ok, NODE_SLOW_ITERS[0], NODE_SLOWDOWN,
                                 SPAN_OVERSHOOT)
             assert lv[0] > 1.0 + 1e-9 and lv[-1] > 1.0 + 1e-9
             shapes.add("level" if np.mean(lv > 1.02) > 0.5 else "intermittent")
@@ -1152,7 +1147,7 @@ def test_moe_labels() -> None:
             kinds.add(e.kind)
             assert not e.ranks and e.start_iter > LEAD_ITERS
             changes += e.kind in ("aux_off", "capacity")
-            lv = _a_solved_rise(s, e, factor, d, ok, ME_SLOW_ITERS[0], ME_SLOWDOWN,
+            lv = _a_solved_rise(s, e, factor, d, ok, NODE_SLOW_ITERS[0], NODE_SLOWDOWN,
                                 SPAN_OVERSHOOT)
             assert abs(lv[0] - 1.0) > 1e-9 and abs(lv[-1] - 1.0) > 1e-9
         assert s.restarts >= 2 * changes, s.name
@@ -1207,7 +1202,7 @@ def test_hw_queue_labels() -> None:
             kinds.add(e.kind)
             assert not e.ranks and e.start_iter > LEAD_ITERS
             changes += e.kind in ("connections", "order")
-            lv = _a_solved_rise(s, e, factor, d, ok, HQ_SLOW_ITERS[0], HQ_SLOWDOWN,
+            lv = _a_solved_rise(s, e, factor, d, ok, NODE_SLOW_ITERS[0], NODE_SLOWDOWN,
                                 SPAN_OVERSHOOT)
             assert lv[0] > 1.0 + 1e-9 and lv[-1] > 1.0 + 1e-9
         assert s.restarts >= 2 * changes, s.name
@@ -1290,7 +1285,7 @@ def test_compile_labels() -> None:
             kinds.add(e.kind)
             assert not e.ranks and e.start_iter > LEAD_ITERS
             restarts += {"eager": 1, "thrash": 0, "graph_break": 2}[e.kind]
-            lv = _a_solved_rise(s, e, factor, d, ok, CP_SLOW_ITERS[0], CP_SLOWDOWN,
+            lv = _a_solved_rise(s, e, factor, d, ok, NODE_SLOW_ITERS[0], NODE_SLOWDOWN,
                                 SPAN_OVERSHOOT, after=e.kind == "thrash")
             assert lv[0] > 1.0 + 1e-9 and lv[-1] > 1.0 + 1e-9
             changed = np.mean(lv > 1.0 + 1e-9)
@@ -1361,13 +1356,13 @@ def _per_rank(s: JobSeries) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 @dataclass(frozen=True)
 class _NodeRules:
-    """What a family of ranks on nodes labels (``power``, ``numa``, ``rollout``): its kinds,
-    the kind that names every rank ("": none does), the restarts each kind brings, the kinds
+    """What a family of ranks on nodes labels (``power``, ``numa``, ``rollout``, ``fabric``):
+    its kinds, the kinds that name every rank, the restarts each kind brings, the kinds
     whose span is checked against the steps after it too (no restart follows), its span and
     rise ranges (up to SPAN_OVERSHOOT more) and its nodes' sizes."""
 
     kinds: tuple[tuple[str, float], ...]
-    every: str
+    every: tuple[str, ...]
     restarts: dict[str, int]
     after: tuple[str, ...]
     slow_iters: tuple[int, int]
@@ -1375,11 +1370,12 @@ class _NodeRules:
     node: tuple[int, ...]
 
 
-def _node_family_labels(family: str, rules: _NodeRules
+def _node_family_labels(family: str, rules: _NodeRules,
+                        each: Callable[[JobSeries], None] | None = None
                         ) -> tuple[list[tuple[JobEvent, np.ndarray]], bool]:
     """The checks every series of seeds 3-4 of a family of ranks on nodes passes: positive
     exactly when ``slow``, no record dropped, nothing faster than healthy; every labelled
-    slowdown names the ranks of one whole node (every rank for ``rules.every``) and slows
+    slowdown names the ranks of one whole node (every rank for ``rules.every``'s kinds) and slows
     nobody else; the mean busy time of those ranks over its span rises to its label (within
     ``rules.slowdown``, up to SPAN_OVERSHOOT more, over their healthy mean), decidably
     (the rise five standard errors of the span's mean per step), each named rank by at least
@@ -1387,9 +1383,10 @@ def _node_family_labels(family: str, rules: _NodeRules
     200 healthy steps before it, their largest 4 left out, and of the 200 after it where no
     restart follows, neither side reaching into another slowdown); 40 healthy steps follow
     each; a series restarts at least as often as its slowdowns bring restarts; negatives
-    carry no label and no sustained rise on any rank (:func:`_no_rise_over_the_400_before`).
-    Returns each event with its named ranks' factor over the span, step by step, and whether
-    a multi-node job names a strict subset."""
+    carry no label and no sustained rise on any rank (:func:`_no_rise_over_the_400_before`);
+    ``each(series)``: a family's own checks of every series.  Returns each event with its
+    named ranks' factor over the span, step by step, and whether a multi-node job names a
+    strict subset."""
     out: list[tuple[JobEvent, np.ndarray]] = []
     subset = False
     for seed in (3, 4):
@@ -1405,7 +1402,7 @@ def _node_family_labels(family: str, rules: _NodeRules
                 for e in s.events:
                     assert e.kind in dict(rules.kinds) and e.start_iter > LEAD_ITERS
                     rk = list(e.ranks)
-                    if e.kind == rules.every:
+                    if e.kind in rules.every:
                         assert rk == list(range(s.ranks))
                     else:  # one whole node
                         assert len(rk) in rules.node and rk[0] % len(rk) == 0
@@ -1444,6 +1441,8 @@ def _node_family_labels(family: str, rules: _NodeRules
                     assert not s.events
                     for r in range(s.ranks):
                         _no_rise_over_the_400_before(d[r], s.name)
+                if each is not None:
+                    each(s)
     return out, subset
 
 
@@ -1458,7 +1457,7 @@ def test_power_labels() -> None:
     family has aliased spans (the throttled share beating against the step: the factor moving
     by over 5 % from step to step on average) and level ones (its sd under 2 %)."""
     events, subset = _node_family_labels("power", _NodeRules(
-        PW_KINDS, "config", {"psu": 1, "config": 2}, ("demand", "cooling"), NODE_SLOW_ITERS,
+        PW_KINDS, ("config",), {"psu": 1, "config": 2}, ("demand", "cooling"), NODE_SLOW_ITERS,
         NODE_SLOWDOWN, PW_NODE))
     shapes = {"aliased" if np.abs(np.diff(f)).mean() > 0.05 else  # the throttle, step to step
               "level" if f.std() < 0.02 else "between" for _, f in events}
@@ -1523,7 +1522,7 @@ def test_numa_labels() -> None:
     subset of its ranks; the family has intermittent spans (most steps of the span unchanged:
     bursts) and level ones (every step slower)."""
     events, subset = _node_family_labels("numa", _NodeRules(
-        NU_KINDS, "governor", {"affinity": 2, "governor": 2}, ("balancing", "cojob"),
+        NU_KINDS, ("governor",), {"affinity": 2, "governor": 2}, ("balancing", "cojob"),
         NODE_SLOW_ITERS, NODE_SLOWDOWN, NU_NODE))
     shapes = {"intermittent" if np.median(f) < 1.0 + 1e-9 else
               "level" if f.min() > 1.0 + 1e-9 else "between" for _, f in events}
@@ -1599,9 +1598,104 @@ def test_rollout_labels() -> None:
     has intermittent spans (most steps unchanged: episodes, syncs) and level ones (every
     step slower)."""
     events, subset = _node_family_labels("rollout", _NodeRules(
-        RO_KINDS, "", {"cache": 2}, ("reward", "degraded", "sync"), NODE_SLOW_ITERS,
+        RO_KINDS, (), {"cache": 2}, ("reward", "degraded", "sync"), NODE_SLOW_ITERS,
         NODE_SLOWDOWN, RO_TP))
     shapes = {"intermittent" if np.median(f) < 1.0 + 1e-9 else
               "level" if f.min() > 1.0 + 1e-9 else "between" for _, f in events}
     assert {e.kind for e, _ in events} == {"cache", "reward", "degraded", "sync"}
     assert {"intermittent", "level"} <= shapes and subset
+
+
+def test_ecmp_hashes_flows_uniformly() -> None:
+    """ECMP hashing is balls into bins: every leaf's flows are all on its uplinks, and two
+    flows on four uplinks share one with chance 1/4 (so the ring's level is discrete and
+    sometimes doubled)."""
+    loads = _ecmp(np.random.default_rng(0), 20_000, 4, 2)
+    assert loads.shape == (20_000, 4) and np.all(loads.sum(axis=1) == 2)
+    assert (loads.max(axis=1) == 2).mean() == pytest.approx(0.25, abs=0.01)
+
+
+def _spines_by_hand() -> _Spines:
+    """A ``fabric`` series by hand: 2 ranks, 4 steps, 2 leaves of 4 uplinks; the job's 4 flows
+    of a leaf 2, 1, 1, 0 on leaf 0's uplinks and one on each of leaf 1's, an uplink's capacity
+    one flow (leaf 0's factor 2, the ring's); no other traffic; the collective 0.5 at its
+    NIC-bound rate (1.0 at the factor 2), hidden behind 0.6 of the compute 1, its last bucket
+    0.1: exposed max(0.1, 1.0 - 0.6) = 0.4, a busy time of 1.4; an uplink of leaf 0 down
+    re-hashes its flows onto uplinks 1, 2, 2, 3 of the three left (``spill``); the
+    neighbour's keys 0.1, 0.9, 0.1, 0.9 (duty 0.5), its episodes x1; errors at step 0 (cost
+    1)."""
+    n = 4
+    return _Spines(node=np.array([0, 1]), dev=np.ones((2, n)), host=np.zeros((2, n)),
+                   rate=np.ones(n), loads=np.array([[[2.0, 1, 1, 0], [1, 1, 1, 1]]]),
+                   epoch=np.zeros(n, dtype=np.int64), alt=np.ones((2, n)),
+                   bg=np.zeros((2, 4, n)), cap=1.0,
+                   spill=np.array([[0.0, 0.4, 0.5, 0.9], [0.0, 0.4, 0.5, 0.9]]),
+                   key=np.array([[0.1, 0.9, 0.1, 0.9]] * 2), burst=np.ones((2, n)), duty=0.5,
+                   err_u=np.array([0.01, 0.9, 0.9, 0.9]), err_x=np.ones(n), comm=0.5,
+                   hide=0.6, tail=0.1, jit=np.ones(n), level=np.ones(n), warm=np.ones(n),
+                   rest=np.zeros(n))
+
+
+def test_fabric_ring_waits_for_the_most_loaded_uplink() -> None:
+    """The ring all-reduce by hand (busy 1.4 on every rank): other jobs' traffic on an uplink
+    the job does not use costs nothing; a neighbour's 2 flows on leaf 1's first uplink (3
+    flows share it: the collective 1.5, exposed 0.9) in its episodes only; an uplink down
+    whose re-hash keeps the busiest at 2 flows costs nothing, one that puts 3 flows on one
+    costs as the neighbour, and the other jobs' traffic it carried (0.75 of a capacity, a
+    quarter on each uplink left: 3 / 0.75 flows) more; a degraded uplink at half its rate (2
+    flows: a factor 4, exposed 2.0 - 0.6) and its retransmissions (+1 at step 0); a restart's
+    other hashes replace the leaves' factors over its span; a warm-up (compute 2) hides more
+    of the collective (exposed max(0.1, 1.0 - 1.2))."""
+    sp = _spines_by_hand()
+    assert np.allclose(sp.busy(), 1.4)
+    sp.bg[0, 3] = 0.25
+    sp.refresh()
+    assert np.allclose(sp.busy(), 1.4)
+    sp.bg[0, 3] = 0.0
+    nb = sp.busy((_NodeSlow(0, 4, "neighbour", 2.0, aim=0.5),))  # leaf 1, uplink 0
+    assert nb == pytest.approx(np.array([[1.9, 1.4, 1.9, 1.4]] * 2))
+    assert np.allclose(sp.busy((_NodeSlow(0, 4, "down", 0.0),)), 1.4)  # leaf 0, uplink 0
+    sp.spill[0] = [0.0, 0.7, 0.8, 0.9]  # uplinks 1, 3, 3, 3
+    assert np.allclose(sp.busy((_NodeSlow(0, 4, "down", 0.0),)), 1.9)
+    assert np.allclose(sp.busy((_NodeSlow(0, 4, "down", 0.75),)), 2.4)
+    dg = sp.busy((_NodeSlow(0, 4, "degraded", 1.0),))  # errors with chance 0.05
+    assert FB_ERR == pytest.approx(0.05)
+    assert dg == pytest.approx(np.array([[2.9, 2.4, 2.4, 2.4]] * 2))
+    sp.alt[:, 1:3] = 3.0
+    assert sp.busy((_NodeSlow(1, 3, "rehash", 0.0),)) == pytest.approx(
+        np.array([[1.4, 1.9, 1.9, 1.4]] * 2))
+    sp.warm[0] = 2.0
+    assert sp.busy()[:, 0] == pytest.approx([2.1, 2.1])
+
+
+def test_fabric_labels() -> None:
+    """Inter-node collectives over ECMP-hashed uplinks: every labelled slowdown (a neighbour
+    job's heavy traffic in episodes on a shared uplink, an uplink down until it is repaired,
+    a degraded uplink, a restart whose new hashes make the ring slower by the rule) names
+    every rank (the ring is the whole job's) and passes the checks of
+    :func:`_node_family_labels` (+12-45 % over the healthy mean, up to SPAN_OVERSHOOT more;
+    a restart's up to FB_REHASH_MAX; negatives: other jobs' traffic, micro-bursts, adaptive
+    routing, restarts that move the level by less than FB_MOVE_HEALTHY or down stay under
+    the rule); a resume labelled slower starts at a restart (the timestamps jump by its
+    downtime); the family has intermittent spans (episodes) and level ones."""
+
+    jumps: list[float] = []
+
+    def resumed_at_a_restart(s: JobSeries) -> None:
+        ts = s.ts[s.rank == 0]
+        for e in s.events:
+            if e.kind == "rehash" and np.isfinite(ts).all():
+                jumps.append(float(ts[e.start_iter - 1] - ts[e.start_iter - 2]))
+
+    events, subset = _node_family_labels("fabric", _NodeRules(
+        (*FB_KINDS, ("rehash", 0.0)), ("neighbour", "down", "degraded", "rehash"), {},
+        ("neighbour", "down", "degraded"), NODE_SLOW_ITERS,
+        (NODE_SLOWDOWN[0], FB_REHASH_MAX - SPAN_OVERSHOOT), FB_NODE), resumed_at_a_restart)
+    shapes = {"intermittent" if np.median(f) < 1.0 + 1e-9 else
+              "level" if f.min() > 1.0 + 1e-9 else "between" for _, f in events}
+    assert {e.kind for e, _ in events} == {"neighbour", "down", "degraded", "rehash"}
+    assert {"intermittent", "level"} <= shapes and not subset
+    assert all(e.loss / (1.0 - e.loss) <= NODE_SLOWDOWN[1] + SPAN_OVERSHOOT + 1e-9
+               for e, _ in events if e.kind != "rehash")
+    assert FB_MOVE_HEALTHY < NODE_SLOWDOWN[0]
+    assert jumps and min(jumps) >= 60.0

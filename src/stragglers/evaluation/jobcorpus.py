@@ -269,9 +269,9 @@ changes, by someone who never ran the detector on it):
                  heap then grows slowly over the series, x1.5-4, masked by the planned GC:
                  taller pauses, never an event).  Positives: 1-3 slowdowns (one in each of as
                  many equal parts after iteration 300, 40 healthy iterations after each) of
-                 60-800 iterations (:data:`MP_SLOW_ITERS`; at least 25 x (cv / rise)^2, cv
+                 60-800 iterations (:data:`NODE_SLOW_ITERS`; at least 25 x (cv / rise)^2, cv
                  the healthy one), each raising the mean time over its span by +12-45 %
-                 (:data:`MP_SLOWDOWN`) over the series' healthy mean: allocator thrash
+                 (:data:`NODE_SLOWDOWN`) over the series' healthy mean: allocator thrash
                  (``frag``, half of them and every one under planned GC: the cache fills 2-8x
                  sooner, the teeth at least 5 iterations and 3 in the span, every tooth
                  climbing higher, the height solved for the rise; the added flushes make at
@@ -304,7 +304,7 @@ changes, by someone who never ran the detector on it):
                  loader's utilisation at most 0.9): the queue hides them, never an event.
                  Positives: 1-3 slowdowns (one in each of as many equal parts after iteration
                  300, at least 40 healthy iterations after each), each raising the mean step
-                 time over its visible span by +12-45 % (:data:`DL_SLOWDOWN`) over the series'
+                 time over its visible span by +12-45 % (:data:`NODE_SLOWDOWN`) over the series'
                  healthy mean: a slower storage (``storage``, 60 %: every read slower, the
                  loader's utilisation above 1, so the queue drains first, up to depth x (1 + s)
                  / s steps in which nothing shows, then the steps wait for the loader, wider
@@ -385,7 +385,7 @@ changes, by someone who never ran the detector on it):
                  clump, is never an event.  Positives: 1-3 degraded links (one in each of as many
                  equal parts after iteration 300, the first always, the others with chance 0.7;
                  40 healthy iterations after each), each raising the mean iteration time over
-                 its span by +12-45 % (:data:`LL_SLOWDOWN`, up to :data:`SPAN_OVERSHOOT` more:
+                 its span by +12-45 % (:data:`NODE_SLOWDOWN`, up to :data:`SPAN_OVERSHOOT` more:
                  losses come whole) over the series' healthy mean: a lossy link (``lossy``:
                  losses costed as the healthy ones, their chance up to 0.35 per iteration, so
                  most iterations and the median stay healthy), a flapping interface (``flap``,
@@ -396,7 +396,7 @@ changes, by someone who never ran the detector on it):
                  losses).  The chance steps up, or climbs linearly from the healthy one over
                  20-60 % of the span (at most 200 iterations: a degrading cable); it is solved
                  by bisection for the rise, over a span of 60-800 iterations
-                 (:data:`LL_SLOW_ITERS`) and at least 1.3 x 25 x (spread / rise)^2 (the span's
+                 (:data:`NODE_SLOW_ITERS`) and at least 1.3 x 25 x (spread / rise)^2 (the span's
                  spread estimated from the loss or flap costs), drawn again (at most 8 times)
                  until the labelled span holds 25 x (its own sd / its rise)^2 iterations (the
                  rise five standard errors of its mean; the first part's last try: a flap, a
@@ -416,7 +416,7 @@ detector changes, by someone who never ran the detector on it):
                  and collects on every rank at once every N steps, and "too small a
                  GC-interval can lead to worse performance"; Megatron-LM's ``--manual-gc`` /
                  ``--manual-gc-interval``).  A step is 1-16 data-parallel ranks
-                 (:data:`GC_RANKS`), each with its device time (a slowly wandering rate, AR(1)
+                 (:data:`NODE_RANKS`), each with its device time (a slowly wandering rate, AR(1)
                  in log space, sd 0.3-1.5 %, jitter 0.3-2 %, a warm-up, 0.2-1 % per rank) and
                  its host (Python) time, 55-90 % of it (:data:`GC_HOST`): the host runs ahead,
                  so a pause costs the step only what exceeds the device's queued work; the step
@@ -436,7 +436,7 @@ detector changes, by someone who never ran the detector on it):
                  :data:`GC_MANUAL_PAUSE`): periodic long steps.  Positives: 1-3 slowdowns (one
                  in each of as many equal parts after iteration 300, the first always, the
                  others with chance 0.7; 40 healthy steps after each), each raising the mean
-                 step time over its span by +12-45 % (:data:`GC_SLOWDOWN`, up to
+                 step time over its span by +12-45 % (:data:`NODE_SLOWDOWN`, up to
                  :data:`SPAN_OVERSHOOT` more: pauses come whole) over the series' healthy mean:
                  under automatic GC, thresholds lowered (``threshold``: ``gc.set_threshold``
                  from a library or a config, every rank's full and young collections up to
@@ -450,7 +450,7 @@ detector changes, by someone who never ran the detector on it):
                  one full collection a step: their pauses land on other steps than everybody
                  else's).  The rate steps up, or climbs linearly over 20-60 % of the span (at
                  most 200 steps; a leak climbs by itself); the size is solved by bisection for
-                 the rise over a span of 60-800 steps (:data:`GC_SLOW_ITERS`) and at least 1.3
+                 the rise over a span of 60-800 steps (:data:`NODE_SLOW_ITERS`) and at least 1.3
                  x 25 x (spread / rise)^2, drawn again (at most 8 times) until the labelled
                  span holds 25 x (its own sd / its rise)^2 steps (the first part's last try:
                  the mode's kind on every rank, a step, over the part's whole room).  A rank's
@@ -467,7 +467,7 @@ detector changes, by someone who never ran the detector on it):
                  work is "overlapped with GPU ones, allowing their latency to be
                  hidden.  However, the overlap is not always perfect and delays the launch of
                  the next operation"; section 5.4: forward compute is launched from Python,
-                 backward from C++).  A step is 1-16 data-parallel ranks (:data:`HD_RANKS`;
+                 backward from C++).  A step is 1-16 data-parallel ranks (:data:`NODE_RANKS`;
                  the step waits for the slowest, plus the exposed all-reduce, 5-25 %,
                  checkpoints every 200-1000 steps and evaluations every 100-1000); each rank
                  runs three phases (forward, backward 1.8-2.2x, optimizer 5-30 % of the
@@ -495,7 +495,7 @@ detector changes, by someone who never ran the detector on it):
                  slowdowns of the host side (one in each part, the first always, the others
                  with chance 0.7; 200 steps after a batch-shape change and before the next
                  one, else 40 healthy steps after), each raising the mean step time over its
-                 span by +12-45 % (:data:`HD_SLOWDOWN`, up to :data:`SPAN_OVERSHOOT` more) over
+                 span by +12-45 % (:data:`NODE_SLOWDOWN`, up to :data:`SPAN_OVERSHOOT` more) over
                  the span's healthy mean: a co-located process on 1-4 ranks, at most half
                  (``neighbour``: their host ``1 + g x load`` slower, the load in bursts on
                  20-100 % of the steps, runs of 1-20 steps, fluctuating 20-50 %), CFS quota
@@ -510,7 +510,7 @@ detector changes, by someone who never ran the detector on it):
                  200 steps); a quota or a sync steps.  The size ``g`` is solved by bisection
                  for the rise (the host slowdown costs the step only once it crosses the
                  device time, so the rise is non-linear in ``g``) over a span of 60-800 steps
-                 (:data:`HD_SLOW_ITERS`) and at least 1.3 x 25 x (spread / rise)^2, drawn
+                 (:data:`NODE_SLOW_ITERS`) and at least 1.3 x 25 x (spread / rise)^2, drawn
                  again (at most 8 times) until the labelled span holds 25 x (its own sd / its
                  rise)^2 steps and stands +12 % above the healthy steps of the 200 before and
                  after it too (their 4 longest left out; the first part's last try: a sync on
@@ -559,7 +559,7 @@ detector changes, by someone who never ran the detector on it):
                  slowdowns (one in each part, the first always, the others with chance 0.7;
                  200 steps after a restart and before the next, else 40 healthy steps after),
                  each raising the mean step time over its span by +12-45 %
-                 (:data:`ME_SLOWDOWN`, up to :data:`SPAN_OVERSHOOT` more) over the span's
+                 (:data:`NODE_SLOWDOWN`, up to :data:`SPAN_OVERSHOOT` more) over the span's
                  healthy mean, where dropless: the router collapsing onto 1-3 experts a layer
                  (``collapse``: the most popular ones at its start, their bias raised over
                  20-400 steps), the balancing loss switched off at a restart (``aux_off``: the
@@ -580,7 +580,7 @@ detector changes, by someone who never ran the detector on it):
                  returns to balance over 1-30 steps after the span.  A domain or a slow rank
                  steps up or climbs linearly over 20-60 % of the span (at most 200 steps).
                  The size ``g`` is solved by bisection for the rise over a span of 60-800
-                 steps (:data:`ME_SLOW_ITERS`) and at least 1.3 x 25 x (cv / rise)^2, drawn
+                 steps (:data:`NODE_SLOW_ITERS`) and at least 1.3 x 25 x (cv / rise)^2, drawn
                  again (at most 8 times) until the labelled span holds 25 x (its own sd / its
                  rise)^2 steps and stands +12 % above the healthy steps of the 200 before and
                  after it (their 4 longest left out; the first part's last try: a slow rank,
@@ -624,7 +624,7 @@ detector changes, by someone who never ran the detector on it):
                  Positives: 1-3 slowdowns (one in each part, the first always, the others with
                  chance 0.7; 200 steps after a restart and before the next, else 40 healthy
                  steps after), each raising the mean step time over its span by +12-45 %
-                 (:data:`HQ_SLOWDOWN`, up to :data:`SPAN_OVERSHOOT` more: buckets block whole)
+                 (:data:`NODE_SLOWDOWN`, up to :data:`SPAN_OVERSHOOT` more: buckets block whole)
                  over the span's healthy mean: fewer connections after a restart
                  (``connections``: the reduce-scatters of a share ``g`` of the buckets, at
                  random, land on the compute queue), another kernel order after a framework
@@ -637,7 +637,7 @@ detector changes, by someone who never ran the detector on it):
                  % of the span (at most 200 steps): on separate queues hidden until the
                  reduce-scatters outgrow the compute, so the rise is non-linear in ``g``.
                  The size ``g`` is solved by bisection for the rise over a span of 60-800
-                 steps (:data:`HQ_SLOW_ITERS`) and at least 1.3 x 25 x (cv / rise)^2, drawn
+                 steps (:data:`NODE_SLOW_ITERS`) and at least 1.3 x 25 x (cv / rise)^2, drawn
                  again (at most 8 times) until the labelled span holds 25 x (its own sd / its
                  rise)^2 steps and stands +12 % above the healthy steps of the 200 before and
                  after it (their 4 longest left out; the first part's last try: a slower
@@ -655,7 +655,7 @@ detector changes, by someone who never ran the detector on it):
                  that fails compiles a new graph, a stall of seconds to minutes, far longer
                  than a step; a frame keeps at most ``cache_size_limit`` graphs and past it
                  runs eagerly, without fusion or CUDA graphs; a graph break splits a graph
-                 into smaller ones).  A step is 1-16 data-parallel ranks (:data:`CP_RANKS`;
+                 into smaller ones).  A step is 1-16 data-parallel ranks (:data:`NODE_RANKS`;
                  the step waits for the slowest rank's compute, and for its compile) running
                  a batch of one of 2-8 sequence-length buckets (:data:`CP_BUCKETS`; lengths
                  doubling up to the longest, their frequencies Dirichlet(1), so some are rare;
@@ -681,7 +681,7 @@ detector changes, by someone who never ran the detector on it):
                  cold, the busy time 0.85-1.04x).  Positives: 1-3 slowdowns (one in each
                  part, the first always, the others with chance 0.7; 200 steps after a
                  restart and before the next, else 40 healthy steps after), each raising the
-                 mean step time over its span by +12-45 % (:data:`CP_SLOWDOWN`, up to
+                 mean step time over its span by +12-45 % (:data:`NODE_SLOWDOWN`, up to
                  :data:`SPAN_OVERSHOOT` more) over the span's healthy mean: the cache limit hit
                  (``eager``: one shape's graph, a shape drawn as often as its batches, or
                  every shape's falls back to eager, its compute and host time ``1 + g``
@@ -696,7 +696,7 @@ detector changes, by someone who never ran the detector on it):
                  or a climb over 20-60 % of the span, at most 200 steps, as more batches take
                  it; its fix at a restart at the span's end).  The counterfactual healthy
                  series has the same restarts.  The size ``g`` is solved by bisection for the
-                 rise over a span of 60-800 steps (:data:`CP_SLOW_ITERS`) and at least 1.3 x
+                 rise over a span of 60-800 steps (:data:`NODE_SLOW_ITERS`) and at least 1.3 x
                  25 x ((cv / rise)^2 + the thrash's period), cv that of the healthy steps that
                  compile nothing, drawn again (at most 8 times) until the labelled span holds
                  25 x (its own sd / its rise)^2 steps and stands +12 % above the healthy steps
@@ -885,6 +885,72 @@ detector changes, by someone who never ran the detector on it):
                  over the part's whole room).  Labelled from the first step that changes to the
                  last, by the span's mean rise, with the worker's ranks (kinds ``cache`` /
                  ``reward`` / ``degraded`` / ``sync``).  Negatives: the healthy series alone.
+
+The held-out family of the twentieth round (written and committed before that round's
+detector changes, by someone who never ran the detector on it):
+
+``fabric``       inter-node collectives over a two-tier (leaf / spine) fabric with ECMP path
+                 hashing: when a communicator is created (at the job's start and at every
+                 restart) each flow of its ring all-reduce is hashed onto one of its leaf's
+                 4-16 spine uplinks (:data:`FB_UPLINKS`); flows that share an uplink share its
+                 bandwidth, and the ring moves at its slowest flow, so the collective's time is
+                 set by the most loaded uplink on the ring (a balls-into-bins maximum: a
+                 discrete, heavy-ish level).  A job is 2-16 ranks (:data:`FB_RANKS`) on nodes of
+                 1-8 (at least two nodes), 1-4 of its nodes under a leaf (at least two leaves,
+                 :data:`FB_LEAF`), the ring over the nodes leaf by leaf, so each leaf sends one
+                 ring edge to the next: 2-16 flows (NCCL channels, each its own queue pair and
+                 source port, :data:`FB_CHANNELS`) hashed onto its uplinks; an uplink carries the
+                 job's even share of it (at least one flow at the NIC-bound rate) with a headroom
+                 of 1-2x (:data:`FB_HEADROOM`); a leaf's factor is its busiest uplink's
+                 ``max(1, flows / (capacity x (1 - other jobs' share)))``, the ring's the largest
+                 over the leaves.  Each rank's record is its busy time: its compute (a wandering
+                 rate, AR(1) in log space, jitter 0.3-2 %, a warm-up, 0.2-1 % per rank) and host
+                 time (2-10 %), plus the ring all-reduce's exposed part, the same on every rank:
+                 the collective (10-60 % of the compute at its NIC-bound rate, :data:`FB_COMM`,
+                 times the ring's factor, 2-8 % jitter from adaptive routing, incast
+                 micro-bursts of +30-200 % with chance 1/400-1/80 a step) is hidden behind the
+                 backward up to 20-70 % of the compute (:data:`FB_HIDE`) but for its last
+                 bucket (5-25 % of it, :data:`FB_TAIL`), so the exposed share varies per job;
+                 plus checkpoints (every 200-1000 steps, 1-3 steps at 1.5-4x) and evaluations
+                 (every 100-1000 steps, +1-4 mean steps).  Healthy: the start's hashes (any
+                 level), other jobs' light traffic on every uplink (a share of 1-10 % of its
+                 capacity, each wandering, AR(1) in log space, sd 0.1-0.5, at most 30 %,
+                 :data:`FB_BG`), the micro-bursts and jitter, the series cut in 1-3 parts, a
+                 part after the first starting with a planned restart with chance 0.6
+                 (downtime 60-900 s, a warm-up, the same batch) that re-draws every hash: the
+                 new level is healthy where the mean busy time rises by less than 4 %
+                 (:data:`FB_MOVE_HEALTHY`; it may fall by any amount), drawn again otherwise in
+                 a negative (at most 8 times, then the old hashes are kept).  Positives: a
+                 restart whose new hashes raise the mean busy time of every rank from the
+                 restart to the next (or the end) by +12-55 % (:data:`FB_REHASH_MAX`) over the
+                 old hashes kept, decidably and visibly (below), is labelled (``rehash``: a run
+                 resumed slower; never right after another, its parts get no other slowdown);
+                 a move between 4 and 12 %, or one not decidable, is drawn again.  Then 1-3
+                 slowdowns (one in each part not taken, the first always, the others with
+                 chance 0.7; 200 steps after a restart and before the next, else 40 healthy
+                 steps after), each raising the mean busy time of every rank (the ring is the
+                 whole job's) over its span by +12-45 % (:data:`NODE_SLOWDOWN`, up to
+                 :data:`SPAN_OVERSHOOT` more), on one uplink that carries the job's flows: a
+                 neighbour job's heavy traffic (``neighbour``: ``g`` flows, at most 8, times
+                 0.5-2 per episode, sharing the uplink fairly, in episodes of 2-300 steps,
+                 log-uniform, :data:`FB_EPISODE`, on 10-80 % of them), the uplink down until it
+                 is repaired (``down``: the ECMP group shrinks and the leaf re-hashes the job's
+                 flows over the uplinks left, the other jobs' traffic on it, its light share
+                 and ``g`` more, at most a capacity, spread over them: a discrete rise, most
+                 often none) or a degraded uplink (``degraded``: its rate ``1 / (1 + g)``, at
+                 most 16x lower, climbing linearly over 30-100 % of the span as the optics
+                 degrade, and errors: a step retransmits with chance 0.05 ``g``, at most 0.5,
+                 costing 0.5-3 NIC-bound collectives).  The hidden share makes the rise
+                 non-linear in ``g``: a kind that cannot reach its rise is drawn again.  The
+                 size ``g`` is solved by bisection for the rise over a span of 60-800 steps
+                 (:data:`NODE_SLOW_ITERS`) and at least 1.3 x 25 x (cv / rise)^2, drawn again
+                 (at most 8 times) until the labelled span holds 25 x (its own sd / its rise)^2
+                 steps and stands +12 % above the healthy steps of the 200 before it and of the
+                 200 after it (their 4 longest left out; the first part's last try: a degraded
+                 uplink at the smallest rise over the part's whole room).  Labelled from the
+                 first step that changes to the last, by the span's mean rise, with every rank
+                 (kinds ``neighbour`` / ``down`` / ``degraded`` / ``rehash``).  Negatives: the
+                 healthy series alone.
 
 :data:`HELD_OUT` names the families that were never looked at while the detector was changed
 for issue 29 (decided before the changes): they are only evaluated.
@@ -1106,7 +1172,10 @@ SPAN_OVERSHOOT = 0.10  # a span's rise at most this above the drawn one (it is s
 SPAN_SOLVE_STEPS = 18  # bisection steps for a slowdown's size
 SPAN_SETTLE = 200  # slowdowns start this long after a restart or a batch-shape change ...
 SPAN_CLEAR = 200  # ... and end this long before the next one (else 40 steps)
-# The job schedule every family of ranks on nodes shares (``power``, ``numa``, ``rollout``):
+# The job schedule and compute every family of ranks on nodes shares (``power``, ``numa``,
+# ``rollout``, ``fabric``), and the families before them that drew the same ranges (``memory``,
+# ``prefetch``, ``lossy_link``, ``gc_pause``, ``dispatch``, ``moe``, ``hw_queue``, ``compile``:
+# each the subset it uses, where its steps are iterations):
 NODE_CKPT_EVERY = (200, 1000)  # a checkpoint every this many steps ...
 NODE_CKPT_ITERS = (1, 3)  # ... that many steps ...
 NODE_CKPT_X = (1.5, 4.0)  # ... this many times longer
@@ -1181,13 +1250,6 @@ AC_COMM_MAX = 10.0  # a congested all-reduce is at most this many times slower
 AC_OFFLOAD_MAX = 8.0  # a contended host optimizer step is at most this many times slower ...
 AC_LAUNCH = (0.0, 0.03)  # ... and the micro-batches this much slower (CPU-bound launches)
 # memory (module docstring): memory pressure, the CUDA caching allocator and Python's GC
-MP_RANKS = (1, 2, 4, 8, 16)  # data-parallel ranks: one rank's GC pause stalls the whole step
-MP_WANDER_SD = (0.003, 0.015)  # compute: AR(1) in log space, stationary sd ...
-MP_WANDER_PHI = (0.95, 0.995)  # ... and lag-1 correlation
-MP_JITTER = (0.003, 0.02)  # ... plus per-iteration jitter (log space)
-MP_WARM_AMPLITUDE = (0.05, 0.4)
-MP_WARM_TAU = (3.0, 30.0)
-MP_FIRST = (2.0, 10.0)
 MP_TOOTH = (50, 600)  # allocator: iterations until the cache is full (log-uniform) ...
 MP_TOOTH_SPREAD = 0.3  # ... each tooth this much shorter or longer (uniform, relative)
 MP_FRAG_AMP = (0.01, 0.05)  # ... the compute slower by up to this as fragmentation grows ...
@@ -1198,8 +1260,6 @@ MP_GC_RATE = (1 / 1000, 1 / 150)  # automatic GC: chance per rank and iteration
 MP_PLANNED_P = 0.4  # chance that a series runs planned GC (every rank at once) ...
 MP_PLANNED_EVERY = (100, 200, 500, 1000)  # ... every this many iterations
 MP_MASKED = (0.5, 3.0)  # planned GC: a slow healthy heap growth over the series (x1.5-4)
-MP_SLOWDOWN = (0.12, 0.45)  # mean rise of a slowdown over the healthy mean time
-MP_SLOW_ITERS = (60, 800)  # its duration (log-uniform; at least SPAN_DECIDABLE x (cv / rise)^2)
 MP_FRAG_P = 0.5  # kind of a slowdown: allocator thrash with this chance (always under
 #                  planned GC), else a host memory leak under automatic GC
 MP_THRASH = (2.0, 8.0)  # thrash: the teeth this many times shorter (at least MP_MIN_TOOTH) ...
@@ -1207,12 +1267,6 @@ MP_MIN_TOOTH = 5
 MP_MIN_TEETH = 3  # ... and at least this many teeth in the span
 MP_LEAK_STEP = (0.1, 1.0)  # leak: every iteration this much slower per unit of heap growth
 # prefetch (module docstring): input-pipeline stalls behind a prefetch queue
-DL_WANDER_SD = (0.003, 0.015)  # compute: AR(1) in log space, stationary sd ...
-DL_WANDER_PHI = (0.95, 0.995)  # ... and lag-1 correlation
-DL_JITTER = (0.003, 0.02)  # ... plus per-step jitter (log space)
-DL_WARM_AMPLITUDE = (0.05, 0.4)
-DL_WARM_TAU = (3.0, 30.0)
-DL_FIRST = (2.0, 10.0)
 DL_RHO = (0.55, 0.85)  # the loader's utilisation: mean production time over mean compute
 DL_READ_SIGMA = (0.05, 0.3)  # production time per batch: log-normal spread (mean kept)
 DL_DEPTH = (2, 4, 8, 16)  # prefetch queue depth in batches (prefetch_factor x workers)
@@ -1225,9 +1279,6 @@ DL_STARTUP = (1.0, 10.0)  # ... a restart (and the job's start) waits this many 
 DL_HIDDEN_P = 0.5  # a hidden storage slowdown (never an event) in a part with this chance ...
 DL_HIDDEN_ITERS = (100, 1000)  # ... this long (log-uniform) ...
 DL_HIDDEN_MAX = 0.9  # ... the loader's utilisation at most this: the queue hides it
-DL_SLOWDOWN = (0.12, 0.45)  # mean rise of a slowdown's visible span over the healthy mean
-DL_SLOW_ITERS = (60, 800)  # the storage slow this long (log-uniform; SPAN_DECIDABLE: the healthy
-#                             cv, and the span's own)
 DL_TAIL = 60  # the queue refills within this many steps after a slowdown (else none)
 DL_STORAGE_P = 0.6  # kind: every read slower (storage) with this chance, else a hiccup storm
 DL_STORAGE_MAX = 2.5  # storage: the production time at most this many mean compute times
@@ -1270,12 +1321,6 @@ PP_LINK_JITTER = (0.2, 0.5)  # ... varying this much from transfer to transfer (
 PP_SETTLE = 150  # slowdowns start this long after a part's start (a schedule change; they end
 #                   SPAN_CLEAR before the next part's start)
 # lossy_link (module docstring): packet loss and interface flapping on the training fabric
-LL_WANDER_SD = (0.003, 0.015)  # compute: AR(1) in log space, stationary sd ...
-LL_WANDER_PHI = (0.95, 0.995)  # ... and lag-1 correlation
-LL_JITTER = (0.003, 0.02)  # ... plus per-iteration jitter (log space)
-LL_WARM_AMPLITUDE = (0.05, 0.4)
-LL_WARM_TAU = (3.0, 30.0)
-LL_FIRST = (2.0, 10.0)
 LL_COMM = (0.10, 0.40)  # exposed collectives: their share of the healthy iteration ...
 LL_COMM_JITTER = (0.02, 0.10)  # ... and their spread (log space)
 LL_HEALTHY_LOSS = (0.003, 0.02)  # a healthy fabric: the mean time lost to retransmissions
@@ -1290,13 +1335,6 @@ LL_RETRIES = 3  # ... at most this many retries (a stall of up to 7 timeouts)
 LL_BLIP_RATE = (1 / 2000, 1 / 500)  # a healthy blip (a port reset elsewhere, rerouting) ...
 LL_BLIP_ITERS = (3, 8)  # ... this long ...
 LL_BLIP_P = (0.2, 0.5)  # ... a loss with this chance per iteration
-LL_CKPT_EVERY = (200, 1000)  # a checkpoint every this many iterations ...
-LL_CKPT_ITERS = (1, 3)  # ... that many iterations ...
-LL_CKPT_X = (1.5, 4.0)  # ... this many times longer
-LL_EVAL_EVERY = (100, 200, 250, 500, 1000)  # an evaluation every this many iterations ...
-LL_EVAL_X = (1.0, 4.0)  # ... adding this many mean iterations
-LL_SLOWDOWN = (0.12, 0.45)  # mean rise of a slowdown's span over the healthy mean
-LL_SLOW_ITERS = (60, 800)  # the link degraded this long (log-uniform; SPAN_DECIDABLE)
 LL_FLAP_P = 0.3  # kind: interface flapping with this chance, ...
 LL_DOWNSHIFT_P = 0.25  # ... a lossy link trained down to a lower rate with this one, else lossy
 LL_FLAP_DOWN = (2.0, 12.0)  # flapping: each flap this many mean iterations (log-uniform)
@@ -1308,14 +1346,6 @@ LL_RAMP_MAX = 200  # ... at most this many iterations
 LL_RATE_MAX = 0.35  # a degraded link's loss chance per iteration at most this (most healthy)
 LL_FLAP_MAX = 0.25  # a flapping interface's chance of a flap per iteration at most this
 # gc_pause (module docstring): host-side time, Python's garbage collector in the training loop
-GC_RANKS = (1, 2, 4, 8, 16)  # data-parallel ranks: the step waits for the slowest
-GC_WANDER_SD = (0.003, 0.015)  # device time: AR(1) in log space, stationary sd ...
-GC_WANDER_PHI = (0.95, 0.995)  # ... and lag-1 correlation
-GC_JITTER = (0.003, 0.02)  # ... plus per-step jitter (log space)
-GC_WARM_AMPLITUDE = (0.05, 0.4)
-GC_WARM_TAU = (3.0, 30.0)
-GC_FIRST = (2.0, 10.0)
-GC_RANK_JITTER = (0.002, 0.01)  # each rank's device time about the shared one (log space)
 GC_HOST = (0.55, 0.9)  # host (Python) time of a step over its device time: the host runs ahead
 GC_HOST_JITTER = (0.01, 0.05)  # ... its spread (log space)
 GC_COMM = (0.05, 0.25)  # exposed gradient all-reduce over the mean step ...
@@ -1333,14 +1363,8 @@ GC_MANUAL_EVERY = (50, 100, 200, 250, 500)  # ... every this many steps, where a
 GC_MANUAL_PAUSE = (1.0, 3.0)  # collection of the base heap is long (this many mean steps)
 GC_YOUNG = (0.005, 0.03)  # young (gen-0/1) collections: host time per step at the default
 #                           thresholds (a share of the mean step)
-GC_CKPT_EVERY = (200, 1000)  # a checkpoint every this many steps ...
-GC_CKPT_ITERS = (1, 3)  # ... that many steps ...
-GC_CKPT_X = (1.5, 4.0)  # ... this many times longer
-GC_EVAL_EVERY = (100, 200, 250, 500, 1000)  # an evaluation every this many steps ...
-GC_EVAL_X = (1.0, 4.0)  # ... adding this many mean steps ...
-GC_EVAL_ALLOC = (0.2, 1.0)  # ... and survivors worth this share of a collection's threshold
-GC_SLOWDOWN = (0.12, 0.45)  # mean rise of a slowdown's span over the healthy mean
-GC_SLOW_ITERS = (60, 800)  # its duration (log-uniform; at least SPAN_DECIDABLE x (cv / rise)^2)
+GC_EVAL_ALLOC = (0.2, 1.0)  # an evaluation leaves survivors worth this share of a collection's
+#                             threshold
 GC_RATE_MAX = 100.0  # thresholds lowered: collections at most this many times more often ...
 #                      (a full collection at most once a step)
 GC_LEAK_P = 0.4  # automatic GC: a leak of Python objects with this chance, else thresholds
@@ -1351,15 +1375,7 @@ GC_RAMP_P = 0.5  # thresholds / desync: the rate climbs with this chance, else a
 GC_RAMP = (0.2, 0.6)  # ... linearly over this share of the span, ...
 GC_RAMP_MAX = 200  # ... at most this many iterations
 
-HD_RANKS = (1, 2, 4, 8, 16)  # data-parallel ranks: the step waits for the slowest
 HD_NODE = 8  # ranks per node (a node's CPUs are capped together)
-HD_WANDER_SD = (0.003, 0.015)  # device time: AR(1) in log space, stationary sd ...
-HD_WANDER_PHI = (0.95, 0.995)  # ... and lag-1 correlation
-HD_JITTER = (0.003, 0.02)  # ... plus per-step jitter (log space)
-HD_WARM_AMPLITUDE = (0.05, 0.4)
-HD_WARM_TAU = (3.0, 30.0)
-HD_FIRST = (2.0, 10.0)
-HD_RANK_JITTER = (0.002, 0.01)  # each rank's device time about the shared one (log space)
 HD_CHUNKS = 4  # kernel groups per phase (forward, backward, optimizer) ...
 HD_CHUNK_CONC = 4.0  # ... their shares of the phase's device and host time: Dirichlet
 HD_BACKWARD = (1.8, 2.2)  # backward device time over forward ...
@@ -1372,19 +1388,12 @@ HD_SPIKE_RATE = (1 / 600, 1 / 100)  # a host spike: chance per rank and step ...
 HD_SPIKE_X = (2.0, 8.0)  # ... one phase's host time this many times longer
 HD_COMM = (0.05, 0.25)  # exposed gradient all-reduce over the mean step ...
 HD_COMM_JITTER = (0.02, 0.10)  # ... its spread (log space)
-HD_CKPT_EVERY = (200, 1000)  # a checkpoint every this many steps ...
-HD_CKPT_ITERS = (1, 3)  # ... that many steps ...
-HD_CKPT_X = (1.5, 4.0)  # ... this many times longer
-HD_EVAL_EVERY = (100, 200, 250, 500, 1000)  # an evaluation every this many steps ...
-HD_EVAL_X = (1.0, 4.0)  # ... adding this many mean steps
 HD_SHAPE_P = 0.6  # a part after the first starts with another batch shape with this chance ...
 HD_SHAPE = (0.7, 1.04)  # ... the device time this many times the previous part's
 HD_HIDDEN = (0, 3)  # a CPU neighbour that comes and goes (healthy): episodes per series ...
 HD_HIDDEN_ITERS = (50, 600)  # ... this long (log-uniform) ...
 HD_HIDDEN_X = (0.1, 1.0)  # ... one rank's host time this much longer (halved until ...
 HD_HIDDEN_RISE = 0.03  # ... the mean step over the episode rises by less than this)
-HD_SLOWDOWN = (0.12, 0.45)  # mean rise of a slowdown's span over its healthy mean
-HD_SLOW_ITERS = (60, 800)  # its duration (log-uniform; at least SPAN_DECIDABLE x (cv / rise)^2)
 HD_AROUND = 200  # ... and as far above the healthy steps this far before and after it ...
 HD_AROUND_DROP = 4  # ... their longest few left out (host spikes, checkpoints, evaluations)
 HD_KINDS = (("neighbour", 0.3), ("quota", 0.25), ("freq_cap", 0.25), ("sync", 0.2))
@@ -1418,30 +1427,14 @@ ME_DOMAIN_SD = (0.3, 1.0)  # ... a preference (logit) per layer and expert with 
 ME_MIX_CONC = (3.0, 50.0)  # a batch's mixture of domains: Dirichlet, this concentration
 ME_BALANCE_TAU = (20.0, 300.0)  # the balancing loss pulls the gate back: this time constant
 ME_BIAS_SD = (0.02, 0.15)  # ... the gate's bias wanders about balance with this sd (logit)
-ME_RANK_JITTER = (0.002, 0.01)  # each rank's cost per token, per step (log space)
-ME_WANDER_SD = (0.003, 0.015)  # device rate: AR(1) in log space, stationary sd ...
-ME_WANDER_PHI = (0.95, 0.995)  # ... and lag-1 correlation
-ME_JITTER = (0.003, 0.02)  # ... plus per-step jitter (log space)
-ME_WARM_AMPLITUDE = (0.05, 0.4)  # the warm-up of the job's start and of every restart
-ME_WARM_TAU = (3.0, 30.0)
-ME_FIRST = (2.0, 10.0)
 ME_COMM = (0.05, 0.2)  # exposed gradient all-reduce over the mean step ...
 ME_COMM_JITTER = (0.02, 0.10)  # ... its spread (log space)
-ME_CKPT_EVERY = (200, 1000)  # a checkpoint every this many steps ...
-ME_CKPT_ITERS = (1, 3)  # ... that many steps ...
-ME_CKPT_X = (1.5, 4.0)  # ... this many times longer
-ME_EVAL_EVERY = (100, 200, 250, 500, 1000)  # an evaluation every this many steps ...
-ME_EVAL_X = (1.0, 4.0)  # ... adding this many mean steps
-ME_RESTART_P = 0.6  # a part after the first starts with a planned restart with this chance:
-#                     another expert-parallel size or capacity factor (half and half) ...
-ME_RESTART_LEVEL = (0.85, 1.04)  # ... the new configuration's mean busy time over the old one's
-ME_DOWNTIME = (60.0, 900.0)  # a restart's downtime (seconds; the timestamps jump)
+ME_RESTART_LEVEL = (0.85, 1.04)  # a planned restart's new expert-parallel size or capacity factor
+#                                   (half and half): its mean busy time over the old one's
 ME_DRIFTS = (0, 3)  # healthy: gate drifts per series that the balancing loss pulls back ...
 ME_DRIFT_BUILD = (20, 200)  # ... building over this many steps (log-uniform) ...
 ME_DRIFT_PUSH = (0.2, 1.5)  # ... one expert's bias per layer up by this (logit) ...
 ME_DRIFT_RISE = 0.03  # ... kept where the mean step over it rises by less than this (halved)
-ME_SLOWDOWN = (0.12, 0.45)  # mean rise of a slowdown's span over its healthy mean
-ME_SLOW_ITERS = (60, 800)  # its duration (log-uniform; at least SPAN_DECIDABLE x (cv / rise)^2)
 ME_KINDS = (("collapse", 0.25), ("aux_off", 0.2), ("capacity", 0.3), ("domain", 0.2),
             ("slow_rank", 0.15))  # capacity only where there is one, the three before not
 ME_FAVOURED = (1, 3)  # collapse: the router concentrates on this many experts a layer ...
@@ -1463,12 +1456,6 @@ HQ_BUCKET_CONC = 8.0  # their shares of the backward compute and of the gradient
 HQ_FORWARD = (0.4, 0.6)  # forward compute over the backward compute ...
 HQ_OPT = (0.03, 0.12)  # ... and the optimizer step's (after the last reduce-scatter)
 HQ_KERNEL_JITTER = (0.005, 0.02)  # a bucket's backward compute per step (log space)
-HQ_WANDER_SD = (0.003, 0.015)  # device rate: AR(1) in log space, stationary sd ...
-HQ_WANDER_PHI = (0.95, 0.995)  # ... and lag-1 correlation
-HQ_JITTER = (0.003, 0.02)  # ... plus per-step jitter (log space)
-HQ_WARM_AMPLITUDE = (0.05, 0.4)  # the warm-up of the job's start and of every restart
-HQ_WARM_TAU = (3.0, 30.0)
-HQ_FIRST = (2.0, 10.0)
 HQ_COMM = (0.3, 0.85)  # the reduce-scatters at the nominal bandwidth over the backward compute
 HQ_BW_JITTER = (0.02, 0.10)  # the bandwidth per step and bucket (log space)
 HQ_CONGEST_RATE = (1 / 400, 1 / 80)  # a congestion spike starts with this chance per step ...
@@ -1476,17 +1463,9 @@ HQ_CONGEST_ITERS = (1, 5)  # ... lasts this many steps ...
 HQ_CONGEST_X = (1.5, 4.0)  # ... the bandwidth divided by this (log-uniform)
 HQ_SHARED_P = 0.3  # a configuration that leaves some reduce-scatters on the compute queue from
 HQ_SHARED = (0.05, 0.4)  # the start (a level, not a change): on this share of the buckets
-HQ_CKPT_EVERY = (200, 1000)  # a checkpoint every this many steps ...
-HQ_CKPT_ITERS = (1, 3)  # ... that many steps ...
-HQ_CKPT_X = (1.5, 4.0)  # ... this many times longer
-HQ_EVAL_EVERY = (100, 200, 250, 500, 1000)  # an evaluation every this many steps ...
-HQ_EVAL_X = (1.0, 4.0)  # ... adding this many mean steps
-HQ_RESTART_P = 0.6  # a part after the first starts with a planned restart with this chance ...
-HQ_RESIZE = (0.7, 1.4)  # ... its buckets' bytes this many times the old ones (log-uniform), ...
+HQ_RESIZE = (0.7, 1.4)  # a planned restart: its buckets' bytes this many times the old ones
+#                         (log-uniform), ...
 HQ_RESIZE_RISE = 0.04  # ... kept where the part's mean step rises by less than this (halved)
-HQ_DOWNTIME = (60.0, 900.0)  # a restart's downtime (seconds; the timestamps jump)
-HQ_SLOWDOWN = (0.12, 0.45)  # mean rise of a slowdown's span over its healthy mean
-HQ_SLOW_ITERS = (60, 800)  # its duration (log-uniform; at least SPAN_DECIDABLE x (cv / rise)^2)
 HQ_KINDS = (("connections", 0.3), ("order", 0.2), ("bucket", 0.25), ("link", 0.25))
 HQ_GROW = (0.25, 1.0)  # bucket: the share of the buckets whose bytes grow ...
 HQ_GROW_MAX = 8.0  # ... to at most 1 + this times
@@ -1496,20 +1475,12 @@ HQ_RAMP = (0.2, 0.6)  # ... linearly over this share of the span, ...
 HQ_RAMP_MAX = 200  # ... at most this many steps
 
 # compile (module docstring): torch.compile recompilations, graph breaks and eager fallback
-CP_RANKS = (1, 2, 4, 8, 16)  # data-parallel ranks: a step waits for the slowest (and its compile)
 CP_BUCKETS = (2, 8)  # sequence-length buckets: the shapes a batch comes in (inclusive) ...
 CP_BUCKET_CONC = 1.0  # ... their frequencies: Dirichlet with this concentration (some rare)
 CP_ATTN = (0.1, 1.0)  # a batch of the longest bucket costs 1 + this over the linear cost (a fixed
 #                       token budget per batch: only the attention grows with the length)
 CP_HOST = (0.02, 0.10)  # host time per step (guards, launches) over the compiled compute ...
 CP_HOST_JITTER = (0.05, 0.2)  # ... its spread (log space)
-CP_RANK_JITTER = (0.002, 0.01)  # each rank's compute per step (log space): the step waits ...
-CP_WANDER_SD = (0.003, 0.015)  # device rate: AR(1) in log space, stationary sd ...
-CP_WANDER_PHI = (0.95, 0.995)  # ... and lag-1 correlation
-CP_JITTER = (0.003, 0.02)  # ... plus per-step jitter (log space)
-CP_WARM_AMPLITUDE = (0.05, 0.4)  # the warm-up of the job's start and of every restart
-CP_WARM_TAU = (3.0, 30.0)
-CP_FIRST = (2.0, 10.0)
 CP_COMPILE = (2.0, 60.0)  # a cold compile of one graph: this many mean steps (log-uniform) ...
 CP_COMPILE_SPREAD = 0.3  # ... each graph's own this much apart (log space) ...
 CP_COMPILE_RANK = (0.05, 0.2)  # ... each rank's this much (log space): the step waits for the last
@@ -1524,17 +1495,9 @@ CP_EVAL_COMPILE = (0.5, 2.0)  # the evaluation graph: compiled at the first eval
 #                               start, this many times a shape graph's compile
 CP_COMM = (0.05, 0.2)  # exposed gradient all-reduce over the mean step ...
 CP_COMM_JITTER = (0.02, 0.10)  # ... its spread (log space)
-CP_CKPT_EVERY = (200, 1000)  # a checkpoint every this many steps ...
-CP_CKPT_ITERS = (1, 3)  # ... that many steps ...
-CP_CKPT_X = (1.5, 4.0)  # ... this many times longer
-CP_EVAL_EVERY = (100, 200, 250, 500, 1000)  # an evaluation every this many steps ...
-CP_EVAL_X = (1.0, 4.0)  # ... adding this many mean steps
-CP_RESTART_P = 0.6  # a part after the first starts with a planned restart with this chance ...
-CP_RESHAPE_P = 0.5  # ... with a new micro-batch count (every shape new: cold compiles) with this
+CP_RESHAPE_P = 0.5  # a planned restart with a new micro-batch count (every shape new: cold
+#                     compiles) with this
 CP_RESHAPE_LEVEL = (0.85, 1.04)  # chance, the busy time this many times the old one
-CP_DOWNTIME = (60.0, 900.0)  # a restart's downtime (seconds; the timestamps jump)
-CP_SLOWDOWN = (0.12, 0.45)  # mean rise of a slowdown's span over its healthy mean
-CP_SLOW_ITERS = (60, 800)  # its duration (log-uniform; at least SPAN_DECIDABLE x (cv / rise)^2)
 CP_KINDS = (("eager", 0.35), ("thrash", 0.2), ("graph_break", 0.45))
 CP_EAGER_ONE_P = 0.5  # eager: one shape's graph falls back with this chance, else every shape's
 CP_EAGER_MAX = 1.0  # ... the compute and host time at most 1 + this times the compiled ones
@@ -1636,24 +1599,62 @@ RO_CLIMB = (0.3, 1.0)  # reward: the episodes' rate climbs linearly over this sh
 RO_RATE_MAX = 2.0  # degraded: the worker's decode at most 1 + this times slower
 RO_SYNC_MAX = 60.0  # sync: the worker's weight loads at most 1 + this times longer
 
+# fabric (module docstring): inter-node collectives over a leaf / spine fabric, ECMP hashing
+FB_RANKS = (2, 4, 8, 16)  # ranks of the job (at least two nodes: an inter-node ring)
+FB_NODE = (1, 2, 4, 8)  # GPUs (ranks) of a node (at most half the ranks)
+FB_LEAF = (1, 2, 4)  # the job's nodes under one leaf switch (at most half the nodes) ...
+FB_UPLINKS = (4, 16)  # ... each leaf's uplinks to the spines: its ECMP group (inclusive)
+FB_CHANNELS = (2, 4, 8, 16)  # flows of a ring edge between two leaves (NCCL channels, each
+#                              its own queue pair and source port: hashed on its own)
+FB_HEADROOM = (1.0, 2.0)  # an uplink's capacity over the job's even share of it (its flows over
+#                           the uplinks, at least one flow at its NIC-bound rate; log-uniform)
+FB_HOST = (0.02, 0.10)  # host time per step over the compute ...
+FB_HOST_JITTER = (0.05, 0.2)  # ... its spread (log space)
+FB_COMM = (0.1, 0.6)  # the ring all-reduce at its NIC-bound rate, over the mean compute ...
+FB_HIDE = (0.2, 0.7)  # ... hidden behind the backward up to this share of the compute ...
+FB_TAIL = (0.05, 0.25)  # ... but for its last bucket's share (exposed after the backward)
+FB_JITTER = (0.02, 0.08)  # adaptive routing and flowlet jitter of the collective (log space)
+FB_SPIKE_P = (1 / 400, 1 / 80)  # an incast micro-burst: chance per step ...
+FB_SPIKE_X = (0.3, 2.0)  # ... the collective 1 + this longer (log-uniform)
+FB_BG = (0.01, 0.1)  # other jobs' traffic: its mean share of an uplink's capacity ...
+FB_BG_SD = (0.1, 0.5)  # ... each uplink's wandering: AR(1) in log space, stationary sd ...
+FB_BG_PHI = (0.98, 0.998)  # ... and lag-1 correlation ...
+FB_BG_MAX = 0.3  # ... at most this share
+FB_RESTART_LEVEL = (1.0, 1.0)  # a planned restart keeps the batch (its new hashes move the level)
+FB_MOVE_HEALTHY = 0.04  # a restart's new hashes are healthy where the mean busy time rises less
+#                         than this; a label where it rises from NODE_SLOWDOWN[0] up to ...
+FB_REHASH_MAX = NODE_SLOWDOWN[1] + SPAN_OVERSHOOT  # ... this, decidably; else drawn again
+FB_KINDS = (("neighbour", 0.25), ("down", 0.5), ("degraded", 0.25))
+FB_EPISODE = (2, 300)  # neighbour: a heavy job's episodes, runs of this many steps (log-uniform)
+FB_EPISODE_X = (0.5, 2.0)  # ... each episode's traffic this many times g (log-uniform) ...
+FB_DUTY = (0.1, 0.8)  # ... on this share of the runs (per series)
+FB_NEIGHBOUR_MAX = 8.0  # neighbour: g, its flows on the shared uplink (fair share), at most this
+FB_DOWN_MAX = 1.0  # down: g, the other jobs' traffic the down uplink carried (its capacity's
+#                    share beyond their light traffic), at most this, moved with the job's
+FB_RATE_MAX = 15.0  # degraded: the uplink's rate divided by at most 1 + this ...
+FB_ERR = 0.05  # ... its errors: a step retransmits with chance this x g (at most FB_ERR_MAX) ...
+FB_ERR_MAX = 0.5
+FB_RETX = (0.5, 3.0)  # ... costing this many NIC-bound collectives (log-uniform)
+FB_CLIMB = (0.3, 1.0)  # degraded: the optics degrade linearly over this share of the span
+
 FAMILIES: tuple[str, ...] = ("restart", "ckpt_stall", "flapping", "staircase", "noise_regime",
                              "sampled", "multirank", "greyhound", "failslow", "ramp", "short",
                              "hump", "warmup_onset", "reconfig", "ckpt_burst", "contention",
                              "megatron", "bimodal_replay", "ladder", "seqlen", "accum",
                              "memory", "prefetch", "pipeline", "lossy_link", "gc_pause",
                              "dispatch", "moe", "hw_queue", "compile", "power", "numa",
-                             "rollout")
+                             "rollout", "fabric")
 #: Families held out in the current round of issue 29: never looked at while the detector was
-#: changed (only evaluated; ``rollout`` was written and committed before the nineteenth round's
-#: changes, by someone who never ran the detector on it).  The others, ``numa`` (held out in the
-#: eighteenth round), ``power`` (the seventeenth), ``compile`` (the sixteenth), ``hw_queue`` (the
-#: fifteenth), ``moe`` (the fourteenth), ``dispatch`` (the thirteenth), ``gc_pause`` (the twelfth),
-#: ``lossy_link`` (the eleventh), ``pipeline`` (the tenth), ``prefetch`` (the ninth), ``memory``
-#: (the eighth), ``accum`` (the seventh), ``seqlen`` (the sixth), ``ladder`` (the fifth),
-#: ``bimodal_replay`` (the fourth), ``megatron`` (the third), ``contention`` (the second), ``hump``,
-#: ``warmup_onset``, ``reconfig`` and ``ckpt_burst`` (the first round) included, are the families it
-#: was built and tuned on.
-HELD_OUT: tuple[str, ...] = ("rollout",)
+#: changed (only evaluated; ``fabric`` was written and committed before the twentieth round's
+#: changes, by someone who never ran the detector on it).  The others, ``rollout`` (held out in the
+#: nineteenth round), ``numa`` (the eighteenth), ``power`` (the seventeenth), ``compile`` (the
+#: sixteenth), ``hw_queue`` (the fifteenth), ``moe`` (the fourteenth), ``dispatch`` (the
+#: thirteenth), ``gc_pause`` (the twelfth), ``lossy_link`` (the eleventh), ``pipeline`` (the
+#: tenth), ``prefetch`` (the ninth), ``memory`` (the eighth), ``accum`` (the seventh), ``seqlen``
+#: (the sixth), ``ladder`` (the fifth), ``bimodal_replay`` (the fourth), ``megatron`` (the third),
+#: ``contention`` (the second), ``hump``, ``warmup_onset``, ``reconfig`` and ``ckpt_burst`` (the
+#: first round) included, are the families it was built and tuned on.
+HELD_OUT: tuple[str, ...] = ("fabric",)
 
 #: (family, scenario, series per seed at scale 1, positive)
 SCENARIOS: tuple[tuple[str, str, int, bool], ...] = (
@@ -1729,6 +1730,8 @@ SCENARIOS: tuple[tuple[str, str, int, bool], ...] = (
     ("numa", "healthy", 10, False),
     ("rollout", "slow", 14, True),
     ("rollout", "healthy", 10, False),
+    ("fabric", "slow", 14, True),
+    ("fabric", "healthy", 10, False),
 )
 
 
@@ -2791,10 +2794,9 @@ def _memory(rng: np.random.Generator, scenario: str) -> _Timeline:
     pauses on top of the compute; the corpus' noise is turned off (``noise_scale`` ~ 0)."""
     n = _n(rng)
     t = np.arange(n)
-    ranks = int(rng.choice(MP_RANKS))
+    ranks = int(rng.choice(NODE_RANKS))
     # compute: a slowly wandering rate and jitter, with the warm-up
-    comp = _wandering_compute(rng, t, MP_WANDER_SD, MP_WANDER_PHI, MP_JITTER,
-                              MP_WARM_AMPLITUDE, MP_WARM_TAU, MP_FIRST)
+    comp = _wandering_compute(rng, t, *NODE_COMPUTE)
     # the caching allocator: fragmentation grows until the cache is full (the compute slower
     # by up to ``amp``: cudaMalloc / cudaFree calls), then the cache is freed and refilled
     period = _loguniform(rng, *MP_TOOTH)
@@ -2835,11 +2837,11 @@ def _memory(rng: np.random.Generator, scenario: str) -> _Timeline:
         part = (n - LEAD_ITERS) // ne
         for j in range(ne):  # one in each of ne equal parts, 40 healthy iterations after it
             a0 = LEAD_ITERS + j * part
-            s = float(rng.uniform(*MP_SLOWDOWN))
+            s = float(rng.uniform(*NODE_SLOWDOWN))
             kind = "frag" if planned or rng.random() < MP_FRAG_P else "leak"
             need_iters = math.ceil(SPAN_DECIDABLE * (cv / s) ** 2)
-            dur = min(max(_logint(rng, *MP_SLOW_ITERS), need_iters), part - 40)
-            if dur < max(MIN_EVENT_ITERS, MP_SLOW_ITERS[0]):
+            dur = min(max(_logint(rng, *NODE_SLOW_ITERS), need_iters), part - 40)
+            if dur < max(MIN_EVENT_ITERS, NODE_SLOW_ITERS[0]):
                 continue
             a = a0 + int(rng.integers(0, part - 40 - dur + 1))
             b = a + dur
@@ -2969,8 +2971,7 @@ def _prefetch(rng: np.random.Generator, scenario: str) -> _Timeline:
     n = _n(rng)
     t = np.arange(n)
     # compute: a slowly wandering rate and jitter, with the warm-up
-    comp = _wandering_compute(rng, t, DL_WANDER_SD, DL_WANDER_PHI, DL_JITTER,
-                              DL_WARM_AMPLITUDE, DL_WARM_TAU, DL_FIRST)
+    comp = _wandering_compute(rng, t, *NODE_COMPUTE)
     # the loader: the worker pool's interval between two ready batches, a utilisation rho of
     # the trainer's rate, log-normal read times (mean kept) and storage hiccups
     rho = float(rng.uniform(*DL_RHO))
@@ -3010,10 +3011,10 @@ def _prefetch(rng: np.random.Generator, scenario: str) -> _Timeline:
     events: list[tuple[int, int, float, str]] = []
     for j in range(k):  # one in each of k equal parts, 40 healthy iterations after it
         for _ in range(SPAN_TRIES if plan[j] else 0):  # fresh draws until one is decidable
-            s = float(rng.uniform(*DL_SLOWDOWN))
+            s = float(rng.uniform(*NODE_SLOWDOWN))
             # the visible span's length; a slower storage first drains the queue (at
             # 1 - 1/(1 + s) batches a step), so its span is longer by that much
-            dur = max(_logint(rng, *DL_SLOW_ITERS), math.ceil(SPAN_DECIDABLE * (cv / s) ** 2))
+            dur = max(_logint(rng, *NODE_SLOW_ITERS), math.ceil(SPAN_DECIDABLE * (cv / s) ** 2))
             if kinds[j] == "storm":  # a storm's steps are far wider than the healthy ones
                 dur = max(dur, math.ceil(DL_STORM_WIDE * SPAN_DECIDABLE * (cv / s) ** 2))
             else:
@@ -3032,7 +3033,7 @@ def _prefetch(rng: np.random.Generator, scenario: str) -> _Timeline:
             # or a restart's single wait)
             w = np.minimum(seg, np.percentile(seg, 98))
             noise = float(np.diff(w).std()) / math.sqrt(2.0) / mean
-            if (hi <= a + dur + DL_TAIL and r >= DL_SLOWDOWN[0] and hi - lo >= DL_SLOW_ITERS[0]
+            if (hi <= a + dur + DL_TAIL and r >= NODE_SLOWDOWN[0] and hi - lo >= NODE_SLOW_ITERS[0]
                     and hi - lo >= SPAN_DECIDABLE * (noise / r) ** 2):
                 it = y
                 slow += ((a, a + dur, kinds[j], g),)
@@ -3293,20 +3294,19 @@ def _lossy_link(rng: np.random.Generator, scenario: str) -> _Timeline:
     n = _n(rng)
     t = np.arange(n)
     # compute (a slowly wandering rate, jitter, the warm-up) and the exposed collectives
-    comp = _wandering_compute(rng, t, LL_WANDER_SD, LL_WANDER_PHI, LL_JITTER,
-                              LL_WARM_AMPLITUDE, LL_WARM_TAU, LL_FIRST)
+    comp = _wandering_compute(rng, t, *NODE_COMPUTE)
     c = float(rng.uniform(*LL_COMM))
     cj = float(rng.uniform(*LL_COMM_JITTER))
     base_it = (1.0 - c) * comp + c * np.exp(cj * rng.standard_normal(n) - 0.5 * cj * cj)
     # checkpoints (1-3 iterations slower) and evaluations (one iteration longer)
-    every = int(rng.integers(LL_CKPT_EVERY[0], LL_CKPT_EVERY[1] + 1))
+    every = int(rng.integers(NODE_CKPT_EVERY[0], NODE_CKPT_EVERY[1] + 1))
     ck = t // every
-    ck_len = rng.integers(LL_CKPT_ITERS[0], LL_CKPT_ITERS[1] + 1, int(ck[-1]) + 1)
-    ck_x = np.exp(rng.uniform(math.log(LL_CKPT_X[0]), math.log(LL_CKPT_X[1]), ck_len.size))
+    ck_len = rng.integers(NODE_CKPT_ITERS[0], NODE_CKPT_ITERS[1] + 1, int(ck[-1]) + 1)
+    ck_x = np.exp(rng.uniform(math.log(NODE_CKPT_X[0]), math.log(NODE_CKPT_X[1]), ck_len.size))
     work = np.where((ck > 0) & (t % every < ck_len[ck]), (ck_x[ck] - 1.0) * base_it, 0.0)
-    ev = int(rng.choice(LL_EVAL_EVERY))
+    ev = int(rng.choice(NODE_EVAL_EVERY))
     at = t % ev == ev - 1
-    work[at] += np.exp(rng.uniform(math.log(LL_EVAL_X[0]), math.log(LL_EVAL_X[1]),
+    work[at] += np.exp(rng.uniform(math.log(NODE_EVAL_X[0]), math.log(NODE_EVAL_X[1]),
                                    int(at.sum())))
     base_it = base_it + work
     # a loss costs a go-back-N retransmission (the collectives longer) or, for a tail loss, a
@@ -3351,17 +3351,17 @@ def _lossy_link(rng: np.random.Generator, scenario: str) -> _Timeline:
                 "downshift" if u_kind < LL_FLAP_P + LL_DOWNSHIFT_P else "lossy")
             # losses can only raise the mean as far as their cost allows (a chance of at most
             # LL_RATE_MAX): the rise is drawn below that, and the link flaps where it is
-            # under LL_SLOWDOWN[0] (short collectives, rare timeouts)
-            top = LL_SLOWDOWN[1] if kind == "flap" else top_loss
-            if top < LL_SLOWDOWN[0]:
-                kind, top = "flap", LL_SLOWDOWN[1]
-            s = float(rng.uniform(LL_SLOWDOWN[0], min(LL_SLOWDOWN[1], top)))
+            # under NODE_SLOWDOWN[0] (short collectives, rare timeouts)
+            top = NODE_SLOWDOWN[1] if kind == "flap" else top_loss
+            if top < NODE_SLOWDOWN[0]:
+                kind, top = "flap", NODE_SLOWDOWN[1]
+            s = float(rng.uniform(NODE_SLOWDOWN[0], min(NODE_SLOWDOWN[1], top)))
             ramp_share = float(rng.uniform(*LL_RAMP)) if rng.random() < LL_RAMP_P else 0.0
             # long enough for the rise to be five standard errors of the span's mean (the
             # span's spread about var + s x spread, with a margin), longer by what a climb
             # loses
             need = SPAN_NEED_MARGIN * SPAN_DECIDABLE * (var + s * spread[kind]) / s ** 2
-            dur = max(_logint(rng, *LL_SLOW_ITERS), math.ceil(need))
+            dur = max(_logint(rng, *NODE_SLOW_ITERS), math.ceil(need))
             dur += min(LL_RAMP_MAX, math.ceil(ramp_share * dur)) // 2
             shift = min(c * float(rng.uniform(*LL_SHIFT)), s * LL_SHIFT_MAX)
             if j == 0 and attempt == SPAN_TRIES - 1:  # the last try of a positive's first part:
@@ -3374,8 +3374,8 @@ def _lossy_link(rng: np.random.Generator, scenario: str) -> _Timeline:
             if found is None:
                 continue
             lo, hi, y, g = found
-            r = _decidable_rise(y, lo, hi, mean, LL_SLOWDOWN[0], s + SPAN_OVERSHOOT,
-                                LL_SLOW_ITERS[0], SPAN_DECIDABLE)
+            r = _decidable_rise(y, lo, hi, mean, NODE_SLOWDOWN[0], s + SPAN_OVERSHOOT,
+                                NODE_SLOW_ITERS[0], SPAN_DECIDABLE)
             if r is not None:
                 it = y
                 slow += ((a, a + dur, kind, g, ramp, sh),)
@@ -3477,17 +3477,16 @@ def _gc_pause(rng: np.random.Generator, scenario: str) -> _Timeline:
     is turned off (``noise_scale`` ~ 0)."""
     n = _n(rng)
     t = np.arange(n)
-    ranks = int(rng.choice(GC_RANKS))
-    comp = _wandering_compute(rng, t, GC_WANDER_SD, GC_WANDER_PHI, GC_JITTER,
-                              GC_WARM_AMPLITUDE, GC_WARM_TAU, GC_FIRST)
-    rj = float(rng.uniform(*GC_RANK_JITTER))
+    ranks = int(rng.choice(NODE_RANKS))
+    comp = _wandering_compute(rng, t, *NODE_COMPUTE)
+    rj = float(rng.uniform(*NODE_RANK_JITTER))
     dev = comp[None, :] * np.exp(rj * rng.standard_normal((ranks, n)))
     hj = float(rng.uniform(*GC_HOST_JITTER))
     host = float(rng.uniform(*GC_HOST)) * np.exp(hj * rng.standard_normal((ranks, n)))
     rest = _comm_rest(rng, n, GC_COMM, GC_COMM_JITTER)
     # checkpoints (1-3 steps slower) and evaluations (one step longer, many survivors)
-    rest, at = _with_ckpt_eval(rng, t, rest, comp, GC_CKPT_EVERY, GC_CKPT_ITERS, GC_CKPT_X,
-                               GC_EVAL_EVERY, GC_EVAL_X)
+    rest, at = _with_ckpt_eval(rng, t, rest, comp, NODE_CKPT_EVERY, NODE_CKPT_ITERS, NODE_CKPT_X,
+                               NODE_EVAL_EVERY, NODE_EVAL_X)
     # the heap: each rank's own size, growing over an epoch and released at its end
     epoch = _logint(rng, *GC_EPOCH)
     growth = float(rng.uniform(*GC_EPOCH_GROWTH))
@@ -3521,12 +3520,12 @@ def _gc_pause(rng: np.random.Generator, scenario: str) -> _Timeline:
                 kind = "desync"
             else:
                 kind = "leak" if rng.random() < GC_LEAK_P else "threshold"
-            s = float(rng.uniform(*GC_SLOWDOWN))
+            s = float(rng.uniform(*NODE_SLOWDOWN))
             ramp_share = float(rng.uniform(*GC_RAMP)) if rng.random() < GC_RAMP_P else 0.0
             # long enough for the rise to be five standard errors of the span's mean (the
             # span's spread about var + s x a pause), longer by what a climb loses
             need = SPAN_NEED_MARGIN * SPAN_DECIDABLE * (var + s * p0 / mean) / s ** 2
-            dur = max(_logint(rng, *GC_SLOW_ITERS), math.ceil(need))
+            dur = max(_logint(rng, *NODE_SLOW_ITERS), math.ceil(need))
             dur += min(GC_RAMP_MAX, math.ceil(ramp_share * dur)) // 2
             m = min(ranks // 2, int(rng.integers(GC_DESYNC[0], GC_DESYNC[1] + 1)))
             who = tuple(sorted(int(r) for r in rng.choice(ranks, max(1, m), replace=False)))
@@ -3541,8 +3540,8 @@ def _gc_pause(rng: np.random.Generator, scenario: str) -> _Timeline:
             if found is None:
                 continue
             lo, hi, y, g = found
-            r = _decidable_rise(y, lo, hi, mean, GC_SLOWDOWN[0], s + SPAN_OVERSHOOT,
-                                GC_SLOW_ITERS[0], SPAN_DECIDABLE)
+            r = _decidable_rise(y, lo, hi, mean, NODE_SLOWDOWN[0], s + SPAN_OVERSHOOT,
+                                NODE_SLOW_ITERS[0], SPAN_DECIDABLE)
             if r is not None:
                 it = y
                 slow += ((a, a + dur, kind, g, ramp, who if kind == "desync" else ()),)
@@ -3689,7 +3688,7 @@ def _dispatch(rng: np.random.Generator, scenario: str) -> _Timeline:
     (``noise_scale`` ~ 0)."""
     n = _n(rng)
     t = np.arange(n)
-    ranks = int(rng.choice(HD_RANKS))
+    ranks = int(rng.choice(NODE_RANKS))
     base_s = _loguniform(rng, *BASE_S)
     k = int(rng.integers(1, 4))
     part = (n - LEAD_ITERS) // k
@@ -3704,9 +3703,8 @@ def _dispatch(rng: np.random.Generator, scenario: str) -> _Timeline:
             changed[j] = True
             level *= float(rng.uniform(*HD_SHAPE))
             shape[starts[j]:] = level
-    comp = _wandering_compute(rng, t, HD_WANDER_SD, HD_WANDER_PHI, HD_JITTER,
-                              HD_WARM_AMPLITUDE, HD_WARM_TAU, HD_FIRST) * shape
-    rj = float(rng.uniform(*HD_RANK_JITTER))
+    comp = _wandering_compute(rng, t, *NODE_COMPUTE) * shape
+    rj = float(rng.uniform(*NODE_RANK_JITTER))
     dev_rate = comp[None, :] * np.exp(rj * rng.standard_normal((ranks, n)))
     # phases (forward, backward, optimizer): their device shares, and each kernel group's
     # share of its phase's device and host time (the same kernels every step)
@@ -3730,8 +3728,8 @@ def _dispatch(rng: np.random.Generator, scenario: str) -> _Timeline:
     host[..., :HD_CHUNKS] = host_x[..., None] * h_share
     # the rest of the step: the exposed all-reduce, checkpoints, evaluations
     rest = _comm_rest(rng, n, HD_COMM, HD_COMM_JITTER)
-    rest, _ = _with_ckpt_eval(rng, t, rest, comp, HD_CKPT_EVERY, HD_CKPT_ITERS, HD_CKPT_X,
-                              HD_EVAL_EVERY, HD_EVAL_X)
+    rest, _ = _with_ckpt_eval(rng, t, rest, comp, NODE_CKPT_EVERY, NODE_CKPT_ITERS, NODE_CKPT_X,
+                              NODE_EVAL_EVERY, NODE_EVAL_X)
     # a neighbour's load: bursts (on a share of the steps, in runs) that fluctuate
     load_sd = float(rng.uniform(*HD_NEIGHBOUR_JITTER))
     load = np.exp(load_sd * rng.standard_normal((ranks, n)) - 0.5 * load_sd * load_sd)
@@ -3775,7 +3773,7 @@ def _dispatch(rng: np.random.Generator, scenario: str) -> _Timeline:
         room = hi_room - lo_room
         for attempt in range(SPAN_TRIES):  # fresh draws until one is decidable
             kind = kinds[int(rng.choice(len(kinds), p=kind_p))]
-            s = float(rng.uniform(*HD_SLOWDOWN))
+            s = float(rng.uniform(*NODE_SLOWDOWN))
             ramp_share = float(rng.uniform(*HD_RAMP)) if rng.random() < HD_RAMP_P else 0.0
             if kind in ("quota", "sync"):  # a limit or a code change: at once
                 ramp_share = 0.0
@@ -3785,7 +3783,7 @@ def _dispatch(rng: np.random.Generator, scenario: str) -> _Timeline:
             # longer by what a climb loses
             lumps = {"neighbour": 1.0, "quota": 1.0, "freq_cap": 0.0, "sync": period - 1.0}
             need = SPAN_NEED_MARGIN * SPAN_DECIDABLE * (var / s ** 2 + lumps[kind])
-            dur = max(_logint(rng, *HD_SLOW_ITERS), math.ceil(need))
+            dur = max(_logint(rng, *NODE_SLOW_ITERS), math.ceil(need))
             dur += min(HD_RAMP_MAX, math.ceil(ramp_share * dur)) // 2
             m = min(max(1, ranks // 2), int(rng.integers(HD_WHO[0], HD_WHO[1] + 1)))
             who = tuple(sorted(int(r) for r in rng.choice(ranks, m, replace=False)))
@@ -3805,8 +3803,8 @@ def _dispatch(rng: np.random.Generator, scenario: str) -> _Timeline:
             if found is None:
                 continue
             lo, hi, y, sl = found
-            r = _decidable_rise(y, lo, hi, float(healthy_it[lo:hi].mean()), HD_SLOWDOWN[0],
-                                s + SPAN_OVERSHOOT, HD_SLOW_ITERS[0], SPAN_DECIDABLE)
+            r = _decidable_rise(y, lo, hi, float(healthy_it[lo:hi].mean()), NODE_SLOWDOWN[0],
+                                s + SPAN_OVERSHOOT, NODE_SLOW_ITERS[0], SPAN_DECIDABLE)
             if r is not None and _hd_visible(healthy_it, y, lo, hi):
                 it = y
                 slow += (sl,)
@@ -3818,7 +3816,7 @@ def _dispatch(rng: np.random.Generator, scenario: str) -> _Timeline:
 
 def _hd_visible(healthy_it: np.ndarray, y: np.ndarray, lo: int, hi: int,
                 after: bool = True) -> bool:
-    """Whether the span ``y[lo:hi]`` stands ``HD_SLOWDOWN[0]`` above the healthy steps of the
+    """Whether the span ``y[lo:hi]`` stands ``NODE_SLOWDOWN[0]`` above the healthy steps of the
     :data:`HD_AROUND` before it and of those after it too (each side's
     :data:`HD_AROUND_DROP` longest left out; ``after`` False: the steps before it only): a
     level that wanders nearby does not hide a label measured against the span's own healthy
@@ -3826,7 +3824,7 @@ def _hd_visible(healthy_it: np.ndarray, y: np.ndarray, lo: int, hi: int,
     span = float(y[lo:hi].mean())
     sides = (healthy_it[max(0, lo - HD_AROUND):lo], healthy_it[hi:hi + HD_AROUND])
     for side in sides if after else sides[:1]:
-        if side.size > HD_AROUND_DROP and span < (1.0 + HD_SLOWDOWN[0]) * float(
+        if side.size > HD_AROUND_DROP and span < (1.0 + NODE_SLOWDOWN[0]) * float(
                 np.sort(side)[:side.size - HD_AROUND_DROP].mean()):
             return False
     return True
@@ -3987,11 +3985,6 @@ def _restart_warm(rng: np.random.Generator, first: tuple[float, float],
     return (_loguniform(rng, *first), float(rng.uniform(*amplitude)), float(rng.uniform(*tau)))
 
 
-def _moe_warm(rng: np.random.Generator) -> tuple[float, float, float]:
-    """A restart's warm-up: its first step's factor, the hump's amplitude and time constant."""
-    return _restart_warm(rng, ME_FIRST, ME_WARM_AMPLITUDE, ME_WARM_TAU)
-
-
 def _moe_rewarm(warm: np.ndarray, t0: int, how: tuple[float, float, float]) -> None:
     """Apply the warm-up ``how`` of a restart at ``t0`` to ``warm`` (in place)."""
     first, amp, tau = how
@@ -4020,7 +4013,7 @@ def _moe(rng: np.random.Generator, scenario: str) -> _Timeline:
     warm = np.ones(n)
     pauses: list[tuple[int, float]] = []
     for j in range(1, k):
-        if rng.random() < ME_RESTART_P:
+        if rng.random() < NODE_RESTART_P:
             restarted[j] = True
             s0 = int(starts[j])
             if rng.random() < 0.5:
@@ -4028,11 +4021,10 @@ def _moe(rng: np.random.Generator, scenario: str) -> _Timeline:
             else:
                 cap[s0:] = float(rng.choice([c for c in (*ME_CAPACITY, 0.0)
                                              if c != cap[s0 - 1]]))
-            _moe_rewarm(warm, s0, _moe_warm(rng))
-            pauses.append((s0, _loguniform(rng, *ME_DOWNTIME)))
-    rate = _wandering_compute(rng, t, ME_WANDER_SD, ME_WANDER_PHI, ME_JITTER,
-                              ME_WARM_AMPLITUDE, ME_WARM_TAU, ME_FIRST)
-    rj = float(rng.uniform(*ME_RANK_JITTER))
+            _moe_rewarm(warm, s0, _restart_warm(rng, *NODE_WARM))
+            pauses.append((s0, _loguniform(rng, *NODE_DOWNTIME)))
+    rate = _wandering_compute(rng, t, *NODE_COMPUTE)
+    rj = float(rng.uniform(*NODE_RANK_JITTER))
     cost = np.exp(rj * rng.standard_normal((max(ep_sizes), n)))
     # the batch's routing: a mixture of domains (Dirichlet per step), each with its own
     # preferences; the gate's bias wanders about balance, pulled back by the balancing loss
@@ -4050,8 +4042,8 @@ def _moe(rng: np.random.Generator, scenario: str) -> _Timeline:
     new = rng.standard_normal((layers, experts))
     # the rest of the step: the exposed all-reduce, checkpoints, evaluations
     rest = _comm_rest(rng, n, ME_COMM, ME_COMM_JITTER)
-    rest, _ = _with_ckpt_eval(rng, t, rest, rate, ME_CKPT_EVERY, ME_CKPT_ITERS, ME_CKPT_X,
-                              ME_EVAL_EVERY, ME_EVAL_X)
+    rest, _ = _with_ckpt_eval(rng, t, rest, rate, NODE_CKPT_EVERY, NODE_CKPT_ITERS, NODE_CKPT_X,
+                              NODE_EVAL_EVERY, NODE_EVAL_X)
     ex = _Experts(count_z=rng.standard_normal((n, layers, experts)), mix=mix, bias=bias,
                   innov=innov, domain=new, cost=cost,
                   rate=rate, warm=warm, level=np.ones(n), ep=ep, cap=cap,
@@ -4104,16 +4096,16 @@ def _moe(rng: np.random.Generator, scenario: str) -> _Timeline:
             able = kind_p * np.array([(kd == "slow_rank" or (kd == "capacity") == capped)
                                       for kd in kinds])
             kind = kinds[int(rng.choice(len(kinds), p=able / able.sum()))]
-            s = float(rng.uniform(*ME_SLOWDOWN))
+            s = float(rng.uniform(*NODE_SLOWDOWN))
             ramp_share = float(rng.uniform(*ME_RAMP)) if rng.random() < ME_RAMP_P else 0.0
             need = SPAN_NEED_MARGIN * SPAN_DECIDABLE * var / s ** 2
-            dur = max(_logint(rng, *ME_SLOW_ITERS), math.ceil(need))
+            dur = max(_logint(rng, *NODE_SLOW_ITERS), math.ceil(need))
             tail = int(rng.integers(ME_RECOVER[0], ME_RECOVER[1] + 1))
             build = _logint(rng, *ME_COLLAPSE_BUILD)
             keep = float(rng.uniform(*ME_DOMAIN_KEEP))
             dshare = float(rng.uniform(*ME_DOMAIN_SHARE))
-            how = (_moe_warm(rng), _moe_warm(rng))
-            down = (_loguniform(rng, *ME_DOWNTIME), _loguniform(rng, *ME_DOWNTIME))
+            how = (_restart_warm(rng, *NODE_WARM), _restart_warm(rng, *NODE_WARM))
+            down = (_loguniform(rng, *NODE_DOWNTIME), _loguniform(rng, *NODE_DOWNTIME))
             if j == 0 and attempt == SPAN_TRIES - 1:  # the last try of a positive's first part:
                 kind, ramp_share, dur = "slow_rank", 0.0, hi_room - lo_room  # its whole room
             if kind == "collapse":
@@ -4165,7 +4157,7 @@ def _moe(rng: np.random.Generator, scenario: str) -> _Timeline:
 
             got = _visible_rise(_solve_rise(trial, 1.0, s, 0.0, top_g, base=base,
                                             steps=SPAN_SOLVE_STEPS),
-                                base, ME_SLOWDOWN[0], s + SPAN_OVERSHOOT, ME_SLOW_ITERS[0],
+                                base, NODE_SLOWDOWN[0], s + SPAN_OVERSHOOT, NODE_SLOW_ITERS[0],
                                 SPAN_DECIDABLE)
             if got is not None:
                 lo, hi, it, r = got
@@ -4253,12 +4245,6 @@ class _Queues:
                                                          size / bw, blocked) + self.rest[a:b])
 
 
-def _hq_warm(rng: np.random.Generator) -> tuple[float, float, float]:
-    """A restart's warm-up: its first step's factor, the hump's amplitude and time constant
-    (applied by :func:`_moe_rewarm`)."""
-    return _restart_warm(rng, HQ_FIRST, HQ_WARM_AMPLITUDE, HQ_WARM_TAU)
-
-
 def _hw_queue(rng: np.random.Generator, scenario: str) -> _Timeline:
     """CUDA hardware-queue false dependencies between reduce-scatters and compute (module
     docstring); the corpus' noise is turned off (``noise_scale`` ~ 0)."""
@@ -4270,8 +4256,7 @@ def _hw_queue(rng: np.random.Generator, scenario: str) -> _Timeline:
     part = (n - LEAD_ITERS) // k
     starts = LEAD_ITERS + part * np.arange(k)
     ends = [*starts[1:].tolist(), n]
-    rate = _wandering_compute(rng, t, HQ_WANDER_SD, HQ_WANDER_PHI, HQ_JITTER,
-                              HQ_WARM_AMPLITUDE, HQ_WARM_TAU, HQ_FIRST)
+    rate = _wandering_compute(rng, t, *NODE_COMPUTE)
     kj = float(rng.uniform(*HQ_KERNEL_JITTER))
     comp = (rate[:, None] * rng.dirichlet(np.full(nb, HQ_BUCKET_CONC))[None, :]
             * np.exp(kj * rng.standard_normal((n, nb)) - 0.5 * kj * kj))
@@ -4296,8 +4281,8 @@ def _hw_queue(rng: np.random.Generator, scenario: str) -> _Timeline:
         blocked[:, rng.choice(nb, m, replace=False)] = True
     # the extra work: checkpoints, evaluations
     unit = 1.0 + fo
-    rest, _ = _with_ckpt_eval(rng, t, np.zeros(n), rate, HQ_CKPT_EVERY, HQ_CKPT_ITERS,
-                              HQ_CKPT_X, HQ_EVAL_EVERY, HQ_EVAL_X, unit=unit)
+    rest, _ = _with_ckpt_eval(rng, t, np.zeros(n), rate, NODE_CKPT_EVERY, NODE_CKPT_ITERS,
+                              NODE_CKPT_X, NODE_EVAL_EVERY, NODE_EVAL_X, unit=unit)
     q = _Queues(comp=comp, size=size, bw=bw, blocked=blocked, fwd=fo * rate, warm=np.ones(n),
                 rest=rest)
     # planned restarts between parts: a warm-up, a downtime and new bucket sizes, kept where
@@ -4305,11 +4290,11 @@ def _hw_queue(rng: np.random.Generator, scenario: str) -> _Timeline:
     restarted = np.zeros(k, dtype=bool)
     pauses: list[tuple[int, float]] = []
     for j in range(1, k):
-        if rng.random() < HQ_RESTART_P:
+        if rng.random() < NODE_RESTART_P:
             restarted[j] = True
             s0, s1 = int(starts[j]), ends[j]
-            _moe_rewarm(q.warm, s0, _hq_warm(rng))
-            pauses.append((s0, _loguniform(rng, *HQ_DOWNTIME)))
+            _moe_rewarm(q.warm, s0, _restart_warm(rng, *NODE_WARM))
+            pauses.append((s0, _loguniform(rng, *NODE_DOWNTIME)))
             x_r = _loguniform(rng, *HQ_RESIZE)
             before = float(q.steps(s0, s1).mean())
             saved = size[s0:].copy()
@@ -4333,12 +4318,12 @@ def _hw_queue(rng: np.random.Generator, scenario: str) -> _Timeline:
                                            SPAN_SETTLE, SPAN_CLEAR):
         for attempt in range(SPAN_TRIES):  # fresh draws until one is decidable
             kind = kinds[int(rng.choice(len(kinds), p=kind_p))]
-            s = float(rng.uniform(*HQ_SLOWDOWN))
+            s = float(rng.uniform(*NODE_SLOWDOWN))
             ramp_share = float(rng.uniform(*HQ_RAMP)) if rng.random() < HQ_RAMP_P else 0.0
             need = SPAN_NEED_MARGIN * SPAN_DECIDABLE * var / s ** 2
-            dur = max(_logint(rng, *HQ_SLOW_ITERS), math.ceil(need))
-            how = (_hq_warm(rng), _hq_warm(rng))
-            down = (_loguniform(rng, *HQ_DOWNTIME), _loguniform(rng, *HQ_DOWNTIME))
+            dur = max(_logint(rng, *NODE_SLOW_ITERS), math.ceil(need))
+            how = (_restart_warm(rng, *NODE_WARM), _restart_warm(rng, *NODE_WARM))
+            down = (_loguniform(rng, *NODE_DOWNTIME), _loguniform(rng, *NODE_DOWNTIME))
             grow = rng.permutation(nb)[:max(1, int(round(float(rng.uniform(*HQ_GROW)) * nb)))]
             perm = rng.permutation(nb)
             j0 = int(rng.integers(0, nb))
@@ -4373,7 +4358,7 @@ def _hw_queue(rng: np.random.Generator, scenario: str) -> _Timeline:
 
             got = _visible_rise(_solve_rise(trial, 1.0, s, 0.0, top[kind], base=base,
                                             steps=SPAN_SOLVE_STEPS),
-                                base, HQ_SLOWDOWN[0], s + SPAN_OVERSHOOT, HQ_SLOW_ITERS[0],
+                                base, NODE_SLOWDOWN[0], s + SPAN_OVERSHOOT, NODE_SLOW_ITERS[0],
                                 SPAN_DECIDABLE)
             if got is not None:
                 lo, hi, it, r = got
@@ -4490,20 +4475,19 @@ def _compile(rng: np.random.Generator, scenario: str) -> _Timeline:
     n = _n(rng)
     t = np.arange(n)
     base_s = _loguniform(rng, *BASE_S)
-    ranks = int(rng.choice(CP_RANKS))
+    ranks = int(rng.choice(NODE_RANKS))
     nb = int(rng.integers(CP_BUCKETS[0], CP_BUCKETS[1] + 1))
     k = int(rng.integers(1, 4))
     part = (n - LEAD_ITERS) // k
     starts = LEAD_ITERS + part * np.arange(k)
-    rate = _wandering_compute(rng, t, CP_WANDER_SD, CP_WANDER_PHI, CP_JITTER,
-                              CP_WARM_AMPLITUDE, CP_WARM_TAU, CP_FIRST)
+    rate = _wandering_compute(rng, t, *NODE_COMPUTE)
     # the shapes: bucket lengths doubling up to the longest, a fixed token budget per batch (only
     # the attention grows with the length), each step's bucket drawn by their frequencies
     cost = 1.0 + float(rng.uniform(*CP_ATTN)) * 2.0 ** (np.arange(nb) - (nb - 1.0))
     freq = rng.dirichlet(np.full(nb, CP_BUCKET_CONC))
     bucket = rng.choice(nb, n, p=freq)
     cost /= float(freq @ cost)
-    rj = float(rng.uniform(*CP_RANK_JITTER))
+    rj = float(rng.uniform(*NODE_RANK_JITTER))
     dev = rate * np.exp(rj * rng.standard_normal((ranks, n))).max(axis=0)
     hj = float(rng.uniform(*CP_HOST_JITTER))
     host = float(rng.uniform(*CP_HOST)) * np.exp(hj * rng.standard_normal(n) - 0.5 * hj * hj)
@@ -4520,8 +4504,8 @@ def _compile(rng: np.random.Generator, scenario: str) -> _Timeline:
     dynamic = float(rng.uniform(*CP_DYNAMIC)) if rng.random() < CP_DYNAMIC_P else 0.0
     unit = 1.0 + float(host.mean())  # a compiled step's busy time
     rest = _comm_rest(rng, n, CP_COMM, CP_COMM_JITTER)
-    rest, evals = _with_ckpt_eval(rng, t, rest, rate, CP_CKPT_EVERY, CP_CKPT_ITERS, CP_CKPT_X,
-                                  CP_EVAL_EVERY, CP_EVAL_X, unit=unit)
+    rest, evals = _with_ckpt_eval(rng, t, rest, rate, NODE_CKPT_EVERY, NODE_CKPT_ITERS, NODE_CKPT_X,
+                                  NODE_EVAL_EVERY, NODE_EVAL_X, unit=unit)
     gr = _Graphs(bucket=bucket, cost=cost, dev=dev, host=host, batch=batch, evals=evals,
                  cold=cold * unit, spread=spread, dynamic=dynamic,
                  cached=float(rng.uniform(*CP_CACHED)), level=np.ones(n), warm=np.ones(n),
@@ -4531,12 +4515,11 @@ def _compile(rng: np.random.Generator, scenario: str) -> _Timeline:
     restarted = np.zeros(k, dtype=bool)
     pauses: list[tuple[int, float]] = []
     for j in range(1, k):
-        if rng.random() < CP_RESTART_P:
+        if rng.random() < NODE_RESTART_P:
             restarted[j] = True
             s0 = int(starts[j])
-            _moe_rewarm(gr.warm, s0, _restart_warm(rng, CP_FIRST, CP_WARM_AMPLITUDE,
-                                                   CP_WARM_TAU))
-            pauses.append((s0, _loguniform(rng, *CP_DOWNTIME)))
+            _moe_rewarm(gr.warm, s0, _restart_warm(rng, *NODE_WARM))
+            pauses.append((s0, _loguniform(rng, *NODE_DOWNTIME)))
             reshape = bool(rng.random() < CP_RESHAPE_P)
             x_l = float(rng.uniform(*CP_RESHAPE_LEVEL))
             if reshape:
@@ -4557,22 +4540,22 @@ def _compile(rng: np.random.Generator, scenario: str) -> _Timeline:
                                            SPAN_SETTLE, SPAN_CLEAR):
         for attempt in range(SPAN_TRIES):  # fresh draws until one is decidable
             kind = kinds[int(rng.choice(len(kinds), p=kind_p))]
-            s = float(rng.uniform(*CP_SLOWDOWN))
+            s = float(rng.uniform(*NODE_SLOWDOWN))
             ramp_share = float(rng.uniform(*CP_RAMP)) if rng.random() < CP_RAMP_P else 0.0
             stall = _loguniform(rng, *CP_THRASH_STALL)
             # a recompile of ``stall`` every stall / s steps: the span's variance over the rise
             # squared is about that period
             need = SPAN_NEED_MARGIN * SPAN_DECIDABLE * (var / s ** 2
                                                     + (stall / s if kind == "thrash" else 0.0))
-            dur = max(_logint(rng, *CP_SLOW_ITERS), math.ceil(need))
-            how = (_restart_warm(rng, CP_FIRST, CP_WARM_AMPLITUDE, CP_WARM_TAU),
-                   _restart_warm(rng, CP_FIRST, CP_WARM_AMPLITUDE, CP_WARM_TAU))
-            down = (_loguniform(rng, *CP_DOWNTIME), _loguniform(rng, *CP_DOWNTIME))
+            dur = max(_logint(rng, *NODE_SLOW_ITERS), math.ceil(need))
+            how = (_restart_warm(rng, *NODE_WARM),
+                   _restart_warm(rng, *NODE_WARM))
+            down = (_loguniform(rng, *NODE_DOWNTIME), _loguniform(rng, *NODE_DOWNTIME))
             one = bool(rng.random() < CP_EAGER_ONE_P)
             shape = int(rng.choice(nb, p=freq))  # a shape as often as its batches
             if j == 0 and attempt == SPAN_TRIES - 1:  # the last try of a positive's first part:
                 kind, one, dur = "eager", False, hi_room - lo_room  # every shape, its whole room,
-                s = CP_SLOWDOWN[1]  # the largest rise
+                s = NODE_SLOWDOWN[1]  # the largest rise
             ramp = max(1, min(CP_RAMP_MAX, int(round(ramp_share * dur))))
             ramp = ramp if kind == "graph_break" else 1
             dur += (ramp - 1) // 2
@@ -4610,7 +4593,7 @@ def _compile(rng: np.random.Generator, scenario: str) -> _Timeline:
 
             got = _visible_rise(_solve_rise(trial, 1.0, s, 0.0, top[kind], base=base,
                                             steps=SPAN_SOLVE_STEPS),
-                                base, CP_SLOWDOWN[0], s + SPAN_OVERSHOOT, CP_SLOW_ITERS[0],
+                                base, NODE_SLOWDOWN[0], s + SPAN_OVERSHOOT, NODE_SLOW_ITERS[0],
                                 SPAN_DECIDABLE, after=not at)
             if got is not None:
                 lo, hi, it, r = got
@@ -4627,8 +4610,10 @@ def _compile(rng: np.random.Generator, scenario: str) -> _Timeline:
 @dataclass(frozen=True)
 class _NodeSlow:
     """A slowdown of a family of ranks on nodes (:func:`_power`, :func:`_numa`,
-    :func:`_rollout`) over steps ``[a, b)``: its kind, its size ``g``, the steps over which it
-    climbs (1: a step) and its node (-1: every node)."""
+    :func:`_rollout`, :func:`_fabric`) over steps ``[a, b)``: its kind, its size ``g``, the
+    steps over which it climbs (1: a step), its node (-1: every node) and its aim (uniform in
+    [0, 1): which of the node's parts it hits, e.g. a link, where the family's plan draws
+    one)."""
 
     a: int
     b: int
@@ -4636,6 +4621,7 @@ class _NodeSlow:
     g: float
     ramp: int = 1
     node: int = -1
+    aim: float = 0.0
 
     def rows(self) -> slice:
         """The rows of its node (every row: every node) in a ``(nodes, n)`` array."""
@@ -4722,18 +4708,19 @@ class _RankedJob:
 
 def _ranked_job(rng: np.random.Generator, ranks_of: tuple[int, ...], node_of: tuple[int, ...],
                 compute: tuple[tuple[float, float], ...], rank_jitter: tuple[float, float],
-                host: tuple[float, float], host_jitter: tuple[float, float]) -> _RankedJob:
-    """A job of ``ranks_of`` ranks on nodes of ``node_of`` (at most the ranks), cut in 1-3
-    parts after the lead; the device's rate from :func:`_wandering_compute` (``compute``: its
-    six ranges), each rank's compute at it with its own jitter (``rank_jitter``, log space),
-    each rank's host time a share ``host`` of it with a log-normal jitter (``host_jitter``,
-    mean 1).  Shared by :func:`_power`, :func:`_numa` and :func:`_rollout` (the draws in
-    this order)."""
+                host: tuple[float, float], host_jitter: tuple[float, float],
+                min_nodes: int = 1) -> _RankedJob:
+    """A job of ``ranks_of`` ranks on nodes of ``node_of`` (at most the ranks over
+    ``min_nodes``), cut in 1-3 parts after the lead; the device's rate from
+    :func:`_wandering_compute` (``compute``: its six ranges), each rank's compute at it with
+    its own jitter (``rank_jitter``, log space), each rank's host time a share ``host`` of it
+    with a log-normal jitter (``host_jitter``, mean 1).  Shared by :func:`_power`,
+    :func:`_numa`, :func:`_rollout` and :func:`_fabric` (the draws in this order)."""
     n = _n(rng)
     t = np.arange(n)
     base_s = _loguniform(rng, *BASE_S)
     ranks = int(rng.choice(ranks_of))
-    m = min(ranks, int(rng.choice(node_of)))
+    m = min(ranks // min_nodes, int(rng.choice(node_of)))
     k = int(rng.integers(1, 4))
     part = (n - LEAD_ITERS) // k
     rate = _wandering_compute(rng, t, *compute)
@@ -4787,7 +4774,8 @@ class _NodePlan:
     the kinds and their chances, each kind's largest size, the kinds that come with a restart
     at the span's start and / or end (``"a"``, ``"b"``, ``"ab"``), those that slow every node,
     those that climb (over ``climb`` of the span), the first part's last try (that kind over
-    the part's whole room at the smallest rise), the family's ranges (the climb, a restart's
+    the part's whole room at the smallest rise), whether a slowdown draws its aim
+    (:class:`_NodeSlow`), the family's ranges (the climb, a restart's
     warm-up; rises, spans and a restart's downtime the ``NODE_*`` schedule's) and the rule
     every such family shares (the ``SPAN_*`` constants: decidability, tries, overshoot,
     bisection steps, the chance of a slowdown in a later part, the steps clear of
@@ -4800,6 +4788,7 @@ class _NodePlan:
     climbing: tuple[str, ...]
     last: str
     climb: tuple[float, float]
+    aimed: bool = False
     warm: tuple[tuple[float, float], tuple[float, float], tuple[float, float]] = NODE_WARM
     slowdown: tuple[float, float] = NODE_SLOWDOWN
     slow_iters: tuple[int, int] = NODE_SLOW_ITERS
@@ -4814,10 +4803,24 @@ class _NodePlan:
     clear: int = SPAN_CLEAR
 
 
+@dataclass
+class _Resumed:
+    """Slowdowns labelled at planned restarts (a restart that resumes slower, :func:`_fabric`),
+    decided before the other slowdowns are drawn: the parts they take (no other slowdown is
+    drawn there), the slowdowns, their events ``(start, end, rise, kind)`` and the ranks each
+    names."""
+
+    taken: np.ndarray
+    slow: tuple[_NodeSlow, ...] = ()
+    events: list[tuple[int, int, float, str]] = field(default_factory=list)
+    who: list[tuple[int, ...]] = field(default_factory=list)
+
+
 def _node_slowdowns(rng: np.random.Generator, scenario: str, job: _RankedJob,
                     restarted: np.ndarray, warm: np.ndarray,
                     busy: Callable[[tuple[_NodeSlow, ...], np.ndarray], np.ndarray],
-                    var: float, plan: _NodePlan, pauses: list[tuple[int, float]]
+                    var: float, plan: _NodePlan, pauses: list[tuple[int, float]],
+                    given: _Resumed | None = None
                     ) -> tuple[tuple[_NodeSlow, ...], list[tuple[int, int, float, str]],
                                list[tuple[int, ...]], np.ndarray]:
     """The slowdowns of a family of ranks on nodes (:func:`_power`, :func:`_numa`,
@@ -4829,16 +4832,19 @@ def _node_slowdowns(rng: np.random.Generator, scenario: str, job: _RankedJob,
     long, drawn again (at most ``plan.tries`` times) until it is decidable and visible
     (:func:`_visible_rise`; before it only where a restart follows).  A slowdown that comes
     with restarts adds them (their warm-ups, and their downtimes to ``pauses``, in place);
-    the counterfactual healthy busy time has them too.  Returns the slowdowns, the events
+    the counterfactual healthy busy time has them too.  Slowdowns ``given`` at restarts come
+    first, and no other is drawn in the parts they take.  Returns the slowdowns, the events
     ``(start, end, rise, kind)``, the ranks each names and the warm-ups."""
-    slow: tuple[_NodeSlow, ...] = ()
-    events: list[tuple[int, int, float, str]] = []
-    who_of: list[tuple[int, ...]] = []
+    slow: tuple[_NodeSlow, ...] = () if given is None else given.slow
+    events: list[tuple[int, int, float, str]] = [] if given is None else list(given.events)
+    who_of: list[tuple[int, ...]] = [] if given is None else list(given.who)
     kinds = [kd for kd, _ in plan.kinds]
     kind_p = np.array([p for _, p in plan.kinds])
     top, edges = dict(plan.top), dict(plan.restarts)
     for j, lo_room, hi_room in _part_rooms(rng, scenario, job.starts, job.part, restarted,
                                            plan.more_p, plan.settle, plan.clear):
+        if given is not None and given.taken[j]:
+            continue
         for attempt in range(plan.tries):  # fresh draws until one is decidable
             kind = kinds[int(rng.choice(len(kinds), p=kind_p))]
             s = float(rng.uniform(*plan.slowdown))
@@ -4848,6 +4854,7 @@ def _node_slowdowns(rng: np.random.Generator, scenario: str, job: _RankedJob,
             how = (_restart_warm(rng, *plan.warm), _restart_warm(rng, *plan.warm))
             down = (_loguniform(rng, *plan.downtime), _loguniform(rng, *plan.downtime))
             nd = int(rng.integers(0, job.nodes))
+            aim = float(rng.random()) if plan.aimed else 0.0
             if j == 0 and attempt == plan.tries - 1:  # the last try of a positive's first part:
                 kind, dur = plan.last, hi_room - lo_room  # over its whole room,
                 s = plan.slowdown[0]  # the smallest rise
@@ -4867,11 +4874,11 @@ def _node_slowdowns(rng: np.random.Generator, scenario: str, job: _RankedJob,
             base = busy((), hw)[who].mean(axis=0)
             y0 = busy(slow, hw)[who].mean(axis=0)
 
-            def trial(g: float, sl_: _NodeSlow = _NodeSlow(a, b, kind, 0.0, ramp, nd),
+            def trial(g: float, sl_: _NodeSlow = _NodeSlow(a, b, kind, 0.0, ramp, nd, aim),
                       prev: tuple[_NodeSlow, ...] = slow, hw_: np.ndarray = hw,
                       who_: np.ndarray = who, y0_: np.ndarray = y0
                       ) -> tuple[int, int, np.ndarray]:
-                sl = _NodeSlow(sl_.a, sl_.b, sl_.kind, g, sl_.ramp, sl_.node)
+                sl = _NodeSlow(sl_.a, sl_.b, sl_.kind, g, sl_.ramp, sl_.node, sl_.aim)
                 return _changed_span(busy((*prev, sl), hw_)[who_].mean(axis=0), y0_, sl.a,
                                      sl.b)
 
@@ -4881,7 +4888,7 @@ def _node_slowdowns(rng: np.random.Generator, scenario: str, job: _RankedJob,
                                 plan.slow_iters[0], plan.decidable, after=not at)
             if found is not None and got is not None:
                 lo, hi, _y, r = got
-                slow += (_NodeSlow(a, b, kind, found[3], ramp, nd),)
+                slow += (_NodeSlow(a, b, kind, found[3], ramp, nd, aim),)
                 if at:
                     warm = hw
                     pauses += [(t0, d) for t0, _h, d in at]
@@ -4912,16 +4919,19 @@ class _NodeState(Protocol):
 
 def _node_timeline(rng: np.random.Generator, scenario: str, job: _RankedJob, st: _NodeState,
                    plan: _NodePlan, level_x: tuple[float, float],
-                   then: Callable[[int], None] | None = None) -> _Timeline:
+                   then: Callable[[int], None] | None = None,
+                   resumed: Callable[[np.ndarray], _Resumed] | None = None) -> _Timeline:
     """The end every family of ranks on nodes shares: planned restarts between the parts
     (``NODE_RESTART_P``, the plan's warm-up and downtime, the level ``level_x``; ``then``
-    at each), the slowdowns (:func:`_node_slowdowns`) and the timeline of each rank's busy
+    at each; ``resumed(restarted)``: the slowdowns labelled at them, after they are all
+    placed), the slowdowns (:func:`_node_slowdowns`) and the timeline of each rank's busy
     time, labelled by the span's mean rise of the named ranks over their healthy mean."""
     restarted, pauses = _planned_restarts(rng, job, st.warm, st.level, NODE_RESTART_P,
                                           plan.warm, plan.downtime, level_x, then)
+    given = None if resumed is None else resumed(restarted)
     mean, var = _node_var(st.busy(), job.node, job.nodes)
     slow, events, who_of, st.warm = _node_slowdowns(rng, scenario, job, restarted, st.warm,
-                                                    st.busy, var, plan, pauses)
+                                                    st.busy, var, plan, pauses, given)
     healthy = st.busy()
     return _restarted_timeline(job.base_s * healthy / mean, st.busy(slow) / healthy, events,
                                pauses, who_of)
@@ -5045,7 +5055,7 @@ _NUMA_PLAN = _NodePlan(
     climbing=("balancing",), last="cojob", climb=NU_CLIMB)
 
 
-def _stalls(rng: np.random.Generator, shape: tuple[int, int], chance: tuple[float, float],
+def _stalls(rng: np.random.Generator, shape: tuple[int, ...], chance: tuple[float, float],
             size: tuple[float, float]) -> np.ndarray:
     """Stalls that hit each entry with a chance drawn in ``chance``, each of a size
     log-uniform in ``size``; 0 elsewhere."""
@@ -5286,6 +5296,228 @@ def _rollout(rng: np.random.Generator, scenario: str) -> _Timeline:
     return _node_timeline(rng, scenario, job, ro, _ROLLOUT_PLAN, RO_RESHAPE_LEVEL)
 
 
+def _ecmp(rng: np.random.Generator, leaves: int, uplinks: int, flows: int) -> np.ndarray:
+    """ECMP hashing when a communicator is created: each leaf's ``flows`` flows (its ring
+    edge to the next leaf) hashed uniformly onto its ``uplinks`` uplinks; the flows on each,
+    ``(leaves, uplinks)`` (balls into bins)."""
+    h = rng.integers(0, uplinks, (leaves, flows))
+    return np.asarray((h[:, :, None] == np.arange(uplinks)).sum(axis=1), dtype=float)
+
+
+def _uplinks(flows: np.ndarray, other: np.ndarray, cap: float | np.ndarray) -> np.ndarray:
+    """Each uplink's factor on the job's flows over it: ``max(1, flows / (cap x (1 -
+    other)))`` where it carries one (``other``: the other jobs' share of its capacity), else
+    0 (arrays broadcast)."""
+    x = np.maximum(1.0, flows / (cap * (1.0 - other)))
+    return np.asarray(np.where(flows > 0, x, 0.0))
+
+
+@dataclass
+class _Spines:
+    """The draws of a :func:`_fabric` series (arrays ``(ranks, n)``, ``(leaves, uplinks, n)``,
+    ``(leaves, n)`` or ``(n,)``): each rank's node, its compute at the device's rate and its
+    host time, the device's rate (the backward that hides the collective); the job's flows
+    on each leaf's uplinks in each hash epoch (from the start or a restart to the next) and
+    each step's epoch; the leaves' factors under the hashes a labelled restart drew instead
+    (``alt``); the other jobs' traffic on each uplink (its share of the capacity), an
+    uplink's capacity (flows at the NIC-bound rate), each flow's hash over the uplinks left
+    when one is down (``spill``), a neighbour's episodes (each step's key and its traffic,
+    per leaf, and the share of the runs that are episodes), a degraded uplink's errors (each
+    step's chance draw and its cost); the collective's NIC-bound time, the share of the
+    compute that hides it, its last bucket's share, its jitter (with the micro-bursts), the
+    level, the restarts' warm-ups and the extra work (checkpoints, evaluations)."""
+
+    node: np.ndarray
+    dev: np.ndarray
+    host: np.ndarray
+    rate: np.ndarray
+    loads: np.ndarray
+    epoch: np.ndarray
+    alt: np.ndarray
+    bg: np.ndarray
+    cap: float
+    spill: np.ndarray
+    key: np.ndarray
+    burst: np.ndarray
+    duty: float
+    err_u: np.ndarray
+    err_x: np.ndarray
+    comm: float
+    hide: float
+    tail: float
+    jit: np.ndarray
+    level: np.ndarray
+    warm: np.ndarray
+    rest: np.ndarray
+    lf: np.ndarray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.refresh()
+
+    def refresh(self) -> None:
+        """The leaves' factors (:meth:`leaves`) under each epoch's hashes, ``(leaves, n)``."""
+        self.lf = np.ones(self.alt.shape)
+        for e in range(self.loads.shape[0]):
+            at = np.flatnonzero(self.epoch == e)
+            if at.size:
+                self.lf[:, at[0]:at[-1] + 1] = self.leaves(self.loads[e], at[0], at[-1] + 1)
+
+    def leaves(self, loads: np.ndarray, a: int, b: int) -> np.ndarray:
+        """Each leaf's factor over steps ``[a, b)`` with the flows ``loads`` (leaves,
+        uplinks): its most loaded uplink that carries a flow of the job, ``max(1, flows /
+        (capacity x (1 - other jobs' share)))`` (the job's flows share what the other jobs
+        leave, each at most at its NIC-bound rate)."""
+        return _uplinks(loads[:, :, None], self.bg[:, :, a:b], self.cap).max(axis=1)
+
+    def target(self, sl: _NodeSlow) -> tuple[int, int]:
+        """The leaf and uplink a slowdown hits: one of those carrying the job's flows in its
+        epoch, by its aim."""
+        used = np.argwhere(self.loads[self.epoch[sl.a]] > 0)
+        lk = used[min(int(sl.aim * len(used)), len(used) - 1)]
+        return int(lk[0]), int(lk[1])
+
+    def leaf(self, sl: _NodeSlow) -> np.ndarray:
+        """The factor of the leaf ``sl`` hits over its span (``w`` climbing linearly from 0 at
+        ``a`` to 1 over ``ramp`` steps): ``neighbour`` (a heavy job's flows on the uplink,
+        ``g`` times its episode's factor, sharing it fairly with the job's, in the steps whose
+        key is below the duty), ``down`` (the uplink down until it is repaired: the ECMP group
+        shrinks and the leaf re-hashes every flow of the job over the uplinks left, by
+        ``spill``; the other jobs' traffic on it, their light share and ``g`` more, spread
+        evenly over them) and ``degraded``
+        (its rate ``1 / (1 + g w)``, and errors: a step retransmits, its cost added, with
+        chance ``FB_ERR g w``)."""
+        lo, k = self.target(sl)
+        span, w = slice(sl.a, sl.b), sl.weight()
+        load = np.repeat(self.loads[self.epoch[sl.a], lo][:, None], w.size, axis=1)
+        bg, cap = self.bg[lo, :, span].copy(), np.full(load.shape, self.cap)
+        extra = np.zeros(w.size)
+        if sl.kind == "neighbour":
+            load[k] += sl.g * self.burst[lo, span] * (self.key[lo, span] < self.duty)
+        elif sl.kind == "down":
+            others = np.delete(np.arange(load.shape[0]), k)
+            flows = int(load[:, 0].sum())
+            load = np.zeros(load.shape)
+            np.add.at(load, others[(self.spill[lo, :flows] * others.size).astype(np.int64)],
+                      1.0)
+            bg[others] += (bg[k] + sl.g) / others.size
+        else:
+            cap[k] /= 1.0 + sl.g * w
+            extra = self.err_x[span] * (self.err_u[span] < np.minimum(FB_ERR_MAX,
+                                                                      FB_ERR * sl.g * w))
+        return np.asarray(_uplinks(load, bg, cap).max(axis=0) + extra)
+
+    def busy(self, slow: tuple[_NodeSlow, ...] = (), warm: np.ndarray | None = None
+             ) -> np.ndarray:
+        """Each rank's busy time per step under the slowdowns ``slow`` (``warm``: the warm-ups,
+        else the series' own): its compute and host time under the warm-up and the level,
+        plus the ring all-reduce's exposed part, the same on every rank (the ring moves at
+        its slowest flow: the collective's NIC-bound time times the largest leaf factor, its
+        jitter), ``max(tail x collective, collective - hide x compute)``, plus the extra
+        work; ``rehash`` puts a labelled restart's hashes (``alt``) over its span."""
+        lf = self.lf.copy()
+        for sl in slow:
+            if sl.kind == "rehash":
+                lf[:, sl.a:sl.b] = self.alt[:, sl.a:sl.b]
+            else:
+                lf[self.target(sl)[0], sl.a:sl.b] = self.leaf(sl)
+        comm = self.comm * lf.max(axis=0) * self.jit
+        wu = (self.warm if warm is None else warm) * self.level
+        exposed = np.maximum(self.tail * comm, comm - self.hide * self.rate * wu)
+        return np.asarray((self.dev + self.host) * wu + exposed + self.rest)
+
+
+_FABRIC_PLAN = _NodePlan(
+    kinds=FB_KINDS, top=(("neighbour", FB_NEIGHBOUR_MAX), ("down", FB_DOWN_MAX),
+                         ("degraded", FB_RATE_MAX)),
+    restarts=(), every=("neighbour", "down", "degraded"), climbing=("degraded",),
+    last="degraded", climb=FB_CLIMB, aimed=True)
+
+
+def _fb_rehash(rng: np.random.Generator, scenario: str, job: _RankedJob, sp: _Spines,
+               restarted: np.ndarray) -> _Resumed:
+    """Each planned restart re-creates the communicator: new hashes (:func:`_ecmp`) from it to
+    the next restart.  Against the old hashes kept over the same steps (the same warm-up), a
+    new level whose mean busy time rises by less than :data:`FB_MOVE_HEALTHY` is healthy
+    (kept: the next restart's level before); in a ``slow`` series, one that rises from
+    ``NODE_SLOWDOWN[0]`` to :data:`FB_REHASH_MAX`, decidably and visibly
+    (:func:`_visible_rise`; never right after another), is a labelled slowdown (``rehash``,
+    every rank) and takes its parts; any other is drawn again (at most ``SPAN_TRIES`` times,
+    then the old hashes are kept)."""
+    out = _Resumed(taken=np.zeros(job.k, dtype=bool))
+    at = [int(job.starts[j]) for j in range(job.k) if restarted[j]]
+    flows = int(sp.loads[0, 0].sum())
+    labelled = False
+    for a, b in zip(at, [*at[1:], job.n][:len(at)], strict=True):
+        e = int(sp.epoch[a])
+        sp.loads[e] = sp.loads[e - 1]
+        sp.refresh()
+        base = sp.busy().mean(axis=0)
+        allow, labelled = scenario == "slow" and not labelled, False
+        sl = _NodeSlow(a, b, "rehash", 0.0)
+        for _ in range(SPAN_TRIES):
+            new = _ecmp(rng, sp.loads.shape[1], sp.loads.shape[2], flows)
+            sp.alt[:, a:b] = sp.leaves(new, a, b)
+            y = sp.busy((sl,)).mean(axis=0)
+            if float(y[a:b].mean()) < (1.0 + FB_MOVE_HEALTHY) * float(base[a:b].mean()):
+                sp.loads[e] = new
+                sp.refresh()
+                break
+            got = (_visible_rise((*_changed_span(y, base, a, b), 0.0), base, NODE_SLOWDOWN[0],
+                                 FB_REHASH_MAX, NODE_SLOW_ITERS[0], SPAN_DECIDABLE, after=False)
+                   if allow else None)
+            if got is not None:
+                out.slow += (sl,)
+                out.events.append((got[0], got[1], got[3], "rehash"))
+                out.who.append(tuple(range(job.ranks)))
+                out.taken |= (job.starts >= a) & (job.starts < b)
+                labelled = True
+                break
+    return out
+
+
+def _fabric(rng: np.random.Generator, scenario: str) -> _Timeline:
+    """Inter-node collectives over a leaf / spine fabric with ECMP hashing (module docstring):
+    each rank's busy time, the ring's exposed time on every rank; the corpus' noise is turned
+    off (``noise_scale`` ~ 0)."""
+    job = _ranked_job(rng, FB_RANKS, FB_NODE, NODE_COMPUTE, NODE_RANK_JITTER, FB_HOST,
+                      FB_HOST_JITTER, min_nodes=2)
+    n, t = job.n, job.t
+    rest = _node_ckpt_eval(rng, t, job.rate)
+    per = min(int(rng.choice(FB_LEAF)), job.nodes // 2)
+    leaves = -(-job.nodes // per)
+    uplinks = int(rng.integers(FB_UPLINKS[0], FB_UPLINKS[1] + 1))
+    flows = int(rng.choice(FB_CHANNELS))
+    loads = _ecmp(rng, leaves, uplinks, flows)[None]
+    # the other jobs' traffic on each uplink: light, each wandering on its own
+    sd, phi = float(rng.uniform(*FB_BG_SD)), float(rng.uniform(*FB_BG_PHI))
+    z = lfilter([sd * math.sqrt(1.0 - phi * phi)], [1.0, -phi],
+                rng.standard_normal((leaves, uplinks, n)), axis=-1)
+    bg = np.minimum(FB_BG_MAX, _loguniform(rng, *FB_BG) * np.exp(z - 0.5 * sd * sd))
+    key, burst = _keyed_runs(rng, leaves, n, FB_EPISODE, FB_EPISODE_X)
+    jj = float(rng.uniform(*FB_JITTER))
+    jit = (np.exp(jj * rng.standard_normal(n) - 0.5 * jj * jj)
+           * (1.0 + _stalls(rng, (n,), FB_SPIKE_P, FB_SPIKE_X)))
+    sp = _Spines(node=job.node, dev=job.dev, host=job.host, rate=job.rate, loads=loads,
+                 epoch=np.zeros(n, dtype=np.int64), alt=np.ones((leaves, n)), bg=bg,
+                 cap=max(1.0, flows / uplinks) * _loguniform(rng, *FB_HEADROOM),
+                 spill=rng.random((leaves, flows)), key=key,
+                 burst=burst, duty=float(rng.uniform(*FB_DUTY)), err_u=rng.random(n),
+                 err_x=np.exp(rng.uniform(math.log(FB_RETX[0]), math.log(FB_RETX[1]), n)),
+                 comm=float(rng.uniform(*FB_COMM)), hide=float(rng.uniform(*FB_HIDE)),
+                 tail=float(rng.uniform(*FB_TAIL)), jit=jit, level=np.ones(n),
+                 warm=np.ones(n), rest=rest)
+
+    def restart(s0: int) -> None:  # a new epoch (its hashes drawn by _fb_rehash)
+        sp.loads = np.concatenate([sp.loads, sp.loads[-1:]])
+        sp.epoch[s0:] += 1
+
+    # planned restarts between parts, each with new hashes (a resume that is slower by the
+    # rule is labelled); each rank's busy time, labelled by the span's mean rise of every
+    # rank (the ring is the whole job's) over their healthy mean
+    return _node_timeline(rng, scenario, job, sp, _FABRIC_PLAN, FB_RESTART_LEVEL, restart,
+                          lambda restarted: _fb_rehash(rng, scenario, job, sp, restarted))
+
+
 def _part_rooms(rng: np.random.Generator, scenario: str, starts: np.ndarray, part: int,
                 restarted: np.ndarray, more_p: float, settle: int, clear: int
                 ) -> Iterator[tuple[int, int, int]]:
@@ -5442,7 +5674,7 @@ _BUILDERS: dict[str, Callable[[np.random.Generator, str], _Timeline]] = {
     "memory": _memory, "prefetch": _prefetch, "pipeline": _pipeline,
     "lossy_link": _lossy_link, "gc_pause": _gc_pause, "dispatch": _dispatch, "moe": _moe,
     "hw_queue": _hw_queue, "compile": _compile, "power": _power, "numa": _numa,
-    "rollout": _rollout,
+    "rollout": _rollout, "fabric": _fabric,
 }
 
 
