@@ -119,7 +119,7 @@ from stragglers.detect.events import (
 from stragglers.detect.jobs import JobGrouper
 from stragglers.detect.narrow import GroupFinding, narrow_down_records
 from stragglers.detect.period import CallEncoder, PeriodTracker
-from stragglers.detect.robust import CONFIDENCE, MIX_SHARE, RobustLevelDetector
+from stragglers.detect.robust import CONFIDENCE, MIX_ARL, MIX_SHARE, RobustLevelDetector
 from stragglers.detect.spikes import SpikeCounter
 from stragglers.detect.steps import StepJoiner
 from stragglers.detect.warmup import WarmUp
@@ -172,7 +172,8 @@ PUT_BACK_REASONS = frozenset({"idle", "clock_step"})
 # does not) and clear the midpoint by the detector's confidence in standard errors of their
 # median; judged on the segment's first RISE_UNTIL points (later: the rule above).  A level
 # that MIX_SHARE or more of the segment before's latest SEG_BEFORE points reached (beyond the
-# midpoint between the two) is a height it held: no onset.
+# midpoint between the two) is a height it held: no onset unless the segment's points reach
+# it more often than that share by Chernoff's bound at MIX_ARL (the detector's known mixture).
 RISE_SKIP = 10
 RISE_POINTS = 16
 RISE_FALL = 0.02
@@ -209,7 +210,7 @@ class _Rank:
                  "last_call_ts", "pending_call", "pending_call_line", "warm", "spikes",
                  "calls_points", "seen", "hist_pos", "warm_points", "call_step",
                  "job_ranges", "seg_points", "seg_start", "seg_alarmed", "seg_before", "seg_opened",
-                 "seg_risen")
+                 "seg_risen", "paused")
 
     def __init__(self) -> None:
         self.detector: Detector | None = None
@@ -221,6 +222,7 @@ class _Rank:
         self.last_step = 1
         self.pending: IterationRecord | None = None
         self.pending_line = 0
+        self.paused = False  # the held record may end a stop (timestamps alone)
         self.ts_offset = 0.0  # added to call timestamps after confirmed clock steps
         self.points = 0
         self.hist_iter: np.ndarray | None = None
@@ -632,15 +634,23 @@ class Watcher:
             return self._accept_iter(rec.rank, st, rec, lineno, new_segment=True)
         if st.pending is None:
             if self._continues(st, rec.iter, rec.ts, st.last_iter, st.last_ts):
+                if self._paused(st, rec):
+                    st.pending, st.pending_line, st.paused = rec, lineno, True
+                    return []
                 return self._accept_iter(rec.rank, st, rec, lineno)
             st.pending, st.pending_line = rec, lineno
             return []
         held = st.pending
         assert isinstance(held, IterationRecord)
         events: list[WatchEvent]
+        if st.paused:
+            return self._after_pause(st, held, rec, lineno)
         if self._continues(st, rec.iter, rec.ts, st.last_iter, st.last_ts):
             events = self._held(st, rec.rank, lineno, *_why_dropped(
                 held.iter, held.ts, st.last_iter, st.last_ts))
+            if self._paused(st, rec):
+                st.pending, st.pending_line, st.paused = rec, lineno, True
+                return events
             return events + self._accept_iter(rec.rank, st, rec, lineno)
         if self._continues(st, rec.iter, rec.ts, held.iter, held.ts):
             reason = ("restart" if held.iter <= st.last_iter else "clock_step"
@@ -655,6 +665,39 @@ class Watcher:
             held.iter, held.ts, st.last_iter, st.last_ts))
         st.pending, st.pending_line = rec, lineno
         return events
+
+    def _paused(self, st: _Rank, rec: IterationRecord) -> bool:
+        """Timestamps alone (no duration): wall time since the rank's latest record that the
+        typical iteration time does not explain, as the idle test weighs it (less than a
+        timestamp jump).  A stop and resume, or a stall: the next record tells them apart
+        (:meth:`_after_pause`)."""
+        if not self._segmented or rec.duration is not None or rec.ts is None:
+            return False
+        if st.last_ts is None or st.last_iter is None or st.typical != st.typical:
+            return False
+        step = rec.iter - st.last_iter
+        return rec.ts - st.last_ts - step * st.typical > max(
+            IDLE_S, IDLE_FACTOR * step * st.typical)
+
+    def _after_pause(self, st: _Rank, held: IterationRecord, rec: IterationRecord,
+                     lineno: int) -> list[WatchEvent]:
+        """The record after a pause told by timestamps alone (:meth:`_paused`): when its own
+        iteration time stands the detector's threshold above the typical one (the job came
+        back warming up: a stop and resume), the held record opens a segment (reason
+        ``idle``; its own time, with the stop in it, is not taken); else the pause was a
+        stall of the running job, an iteration time as any other."""
+        st.pending, st.paused = None, False
+        line = st.pending_line
+        thr = float(getattr(self._probe, "threshold", DEFAULT_THRESHOLD))
+        step = rec.iter - held.iter
+        if (rec.duration is None and rec.ts is not None and held.ts is not None
+                and 0 < step <= max(MIN_ITER_GAP, 8 * st.last_step)
+                and rec.ts - held.ts >= (1.0 + thr) * step * st.typical):
+            events = self._segment(rec.rank, st, "idle", line, held.iter, held.ts)
+            events += self._accept_iter(rec.rank, st, held, line, resumed=True)
+        else:
+            events = self._accept_iter(rec.rank, st, held, line)
+        return events + self._iteration(rec, lineno)
 
     def _segment(self, rank: int, st: _Rank, reason: str, line: int, it: int | None,
                  ts: float | None) -> list[WatchEvent]:
@@ -690,13 +733,15 @@ class Watcher:
         return risen + events
 
     def _accept_iter(self, rank: int, st: _Rank, rec: IterationRecord, lineno: int,
-                     new_segment: bool = False) -> list[WatchEvent]:
+                     new_segment: bool = False, resumed: bool = False) -> list[WatchEvent]:
         dur = rec.duration
         events: list[WatchEvent] = []
         if not new_segment:
             step = rec.iter - st.last_iter  # type: ignore[operator]
             st.last_step = step
-            if dur is None and rec.ts is not None and st.last_ts is not None:
+            if resumed:
+                pass  # the first record after a stop told by timestamps: no time taken
+            elif dur is None and rec.ts is not None and st.last_ts is not None:
                 dur = (rec.ts - st.last_ts) / step
             elif (self._segmented and dur is not None and rec.ts is not None
                   and st.last_ts is not None
@@ -908,11 +953,16 @@ class Watcher:
         if level - (1.0 + 0.5 * thr) * base < conf * 1.2533 * sd / math.sqrt(RISE_POINTS):
             return []
         # a height the segment before held often (modes of step times drawn afresh: the
-        # median lands on another one) is no new level
+        # median lands on another one; wide healthy noise) is no new level unless the
+        # segment's points reach it more often than the binomial noise of their share
+        # allows (the detector's test of a known mixture, Chernoff's bound at MIX_ARL)
         tail = before.tail
-        if tail is not None and tail.size and (tail.size - np.searchsorted(
-                tail, math.sqrt(base * level))) >= MIX_SHARE * tail.size:
-            return []
+        if tail is not None and tail.size:
+            mid = math.sqrt(base * level)
+            k0 = tail.size - int(np.searchsorted(tail, mid))
+            if k0 >= MIX_SHARE * tail.size and not _share_clears(
+                    float(np.mean(pts >= mid)), (k0 + 1.0) / (tail.size + 2.0), pts.size):
+                return []
         st.seg_alarmed = st.seg_risen = st.slow = True
         start = st.seg_start
         return [LevelEvent(
@@ -1085,7 +1135,10 @@ class Watcher:
         for rank, st in self.ranks.items():
             why = ("held back as a discontinuity; the input ended before a following record of "
                    "the rank confirmed it")
-            if st.pending is not None:
+            if st.pending is not None and st.paused:  # a pause with nothing after it
+                held, st.pending, st.paused = st.pending, None, False
+                events += self._accept_iter(rank, st, held, st.pending_line)
+            elif st.pending is not None:
                 events += self._held(st, rank, self._line, "unconfirmed", why)
             if st.pending_call is not None:
                 events += self._held(st, rank, self._line, "unconfirmed", why, call=True)
@@ -1110,6 +1163,16 @@ class Watcher:
             job_iterations={r: _covered(st.job_ranges) for r, st in sorted(self.ranks.items())
                             if st.job_ranges},
             slow_ranks=tuple(sorted(r for r, st in self.ranks.items() if st.slow)))
+
+
+def _share_clears(q: float, p0: float, n: int) -> bool:
+    """A share ``q`` of ``n`` points beyond a height that a share ``p0`` of the healthy ones
+    reached clears it at a chance of ``1 / MIX_ARL`` (Chernoff: ``n KL(q || p0)``)."""
+    if q <= p0:
+        return False
+    kl = q * math.log(q / p0) + ((1.0 - q) * math.log((1.0 - q) / (1.0 - p0))
+                                 if q < 1.0 else 0.0)
+    return n * kl >= math.log(MIX_ARL)
 
 
 def _covered(ranges: list[list[int]]) -> int:
