@@ -77,6 +77,17 @@ def _mad(v: deque[float]) -> float:
     return 1.4826 * _median([abs(x - m) for x in v])
 
 
+
+def share_clears(q: float, p0: float, n: int) -> bool:
+    """A share ``q`` of ``n`` points beyond a height that a share ``p0`` of the healthy ones
+    reached clears it at a chance of ``1 / MIX_ARL`` (Chernoff: ``n KL(q || p0)``)."""
+    if q <= p0:
+        return False
+    kl = q * math.log(q / p0) + ((1.0 - q) * math.log((1.0 - q) / (1.0 - p0))
+                                 if q < 1.0 else 0.0)
+    return n * kl >= math.log(MIX_ARL)
+
+
 class _SpikeTally:
     """Over the latest ``size`` healthy points: how many lay beyond the midpoint, how many
     followed one that did, and both (a first-order Markov chain of spikes)."""
@@ -1151,12 +1162,7 @@ class RobustLevelDetector:
             return False
         n1 = len(st.pts)
         q = sum(p[0] >= mid for p in st.pts) / n1
-        p0 = (k0 + 1.0) / (n0 + 2.0)
-        if q <= p0:
-            return True
-        kl = q * math.log(q / p0) + (
-            (1.0 - q) * math.log((1.0 - q) / (1.0 - p0)) if q < 1.0 else 0.0)
-        return n1 * kl < math.log(MIX_ARL)
+        return not share_clears(q, (k0 + 1.0) / (n0 + 2.0), n1)
 
     def _lag_slow(self, st: _Stretch, k: int, lag: float, level: float) -> bool:
         """Slow against the lagged reference ``lag`` (:meth:`_lagged`): the whole threshold

@@ -119,7 +119,7 @@ from stragglers.detect.events import (
 from stragglers.detect.jobs import JobGrouper
 from stragglers.detect.narrow import GroupFinding, narrow_down_records
 from stragglers.detect.period import CallEncoder, PeriodTracker
-from stragglers.detect.robust import CONFIDENCE, MIX_ARL, MIX_SHARE, RobustLevelDetector
+from stragglers.detect.robust import CONFIDENCE, MIX_SHARE, RobustLevelDetector, share_clears
 from stragglers.detect.spikes import SpikeCounter
 from stragglers.detect.steps import StepJoiner
 from stragglers.detect.warmup import WarmUp
@@ -960,7 +960,7 @@ class Watcher:
         if tail is not None and tail.size:
             mid = math.sqrt(base * level)
             k0 = tail.size - int(np.searchsorted(tail, mid))
-            if k0 >= MIX_SHARE * tail.size and not _share_clears(
+            if k0 >= MIX_SHARE * tail.size and not share_clears(
                     float(np.mean(pts >= mid)), (k0 + 1.0) / (tail.size + 2.0), pts.size):
                 return []
         st.seg_alarmed = st.seg_risen = st.slow = True
@@ -1163,16 +1163,6 @@ class Watcher:
             job_iterations={r: _covered(st.job_ranges) for r, st in sorted(self.ranks.items())
                             if st.job_ranges},
             slow_ranks=tuple(sorted(r for r, st in self.ranks.items() if st.slow)))
-
-
-def _share_clears(q: float, p0: float, n: int) -> bool:
-    """A share ``q`` of ``n`` points beyond a height that a share ``p0`` of the healthy ones
-    reached clears it at a chance of ``1 / MIX_ARL`` (Chernoff: ``n KL(q || p0)``)."""
-    if q <= p0:
-        return False
-    kl = q * math.log(q / p0) + ((1.0 - q) * math.log((1.0 - q) / (1.0 - p0))
-                                 if q < 1.0 else 0.0)
-    return n * kl >= math.log(MIX_ARL)
 
 
 def _covered(ranges: list[list[int]]) -> int:
