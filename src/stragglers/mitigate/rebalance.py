@@ -216,6 +216,19 @@ class Estimate:
 
 
 @dataclass(frozen=True)
+class _Trial:
+    """A split on trial: the split before it, that split's measured compute steps relative
+    to their common level (what the trial is judged against), in seconds, and their step
+    numbers, and the predicted gain (the prior)."""
+
+    before: tuple[int, ...]
+    costs: np.ndarray
+    costs_s: np.ndarray
+    steps: np.ndarray
+    gain: float
+
+
+@dataclass(frozen=True)
 class _TakenBack:
     """A trial taken back: the split tried, the split restored, and the steps that measured
     each (the restored split's steps before the trial, the trial's own)."""
@@ -308,10 +321,7 @@ class Rebalancer:
         self._hist_from = np.zeros(1, dtype=np.int64)  # splits in effect from these steps
         self._hist = np.full((1, dp_size), microbatches, dtype=np.int64)
         # a split on trial: the one before it and its measured steps; failed trials back off
-        # (split before, its measured steps relative to their common level, predicted gain,
-        # the same steps in seconds, their step numbers)
-        self._trial: tuple[tuple[int, ...], np.ndarray, float, np.ndarray,
-                           np.ndarray] | None = None
+        self._trial: _Trial | None = None
         # the last trial taken back, while its cooldown runs (None otherwise)
         self._taken_back: _TakenBack | None = None
         self._cooldown_until = -1
@@ -677,7 +687,8 @@ class Rebalancer:
             self._given_back = True
             return self._noted(last, back, self.estimate())
         if self._trial is not None:
-            prev, before, gain, before_s, before_steps = self._trial
+            prev, before, gain = self._trial.before, self._trial.costs, self._trial.gain
+            before_s, before_steps = self._trial.costs_s, self._trial.steps
             costs = self.step_costs_s(int(held[0]), split=self.counts, relative=True)
             keep = self._keep_trial(costs, before, gain, self.counts == self.even)
             costs_s = self.step_costs_s(int(held[0]), split=self.counts)
@@ -771,7 +782,7 @@ class Rebalancer:
             gain = 1 - cost(new) / cost(self.counts)
             now_s = self.step_costs_s(self._since, est.steps, self.counts)
             now_steps = self._complete(self._since, self.counts)[0][-est.steps:]
-            self._trial = (self.counts, now, gain, now_s, now_steps)
+            self._trial = _Trial(self.counts, now, now_s, now_steps, gain)
             self._switch(new)
             if shifted and reason in ("changed", "new onset"):
                 reason = "level shift"
