@@ -147,6 +147,9 @@ _WHY = {
     "new onset": "S2: a new onset measured at the even split (a first action's evidence on "
                  "the steps at even): this split",
     "trial taken back": "S2: the split tried measured slower: the one before it is back",
+    "level shift": "S2: the split restored after a trial measures the straggler as slow as "
+                   "the trial did (it worsened, the split was not the cause): the split for "
+                   "its new level",
 }
 
 

@@ -31,6 +31,11 @@ significantly faster is kept; an inconclusive one runs on, up to ``window`` step
 then weighed against the prediction (prior: the predicted relative change, spread as large
 as it): taken back only when the posterior mean says slower; never when the same steps in
 seconds are significantly faster than the split before's (the fast replica got faster).
+A trial taken back because a replica it cut measured slower can have met a straggler that
+worsened as the split changed: when the split restored measures that replica as slow as
+the trial did (significantly slower than before the trial, nearer the trial's level), the
+cooldown ends and the plan starts again from the steps since the take-back (``level
+shift``); where the split was the cause, the replica's time falls back with it.
 A trial across a change of straggler (the split before gave micro-batches to a replica the
 estimate now measures slower) is void: neither kept nor taken back on its measure, the
 estimate decides. A change from one rebalanced
@@ -211,6 +216,30 @@ class Estimate:
 
 
 @dataclass(frozen=True)
+class _Trial:
+    """A split on trial: the split before it, that split's measured compute steps relative
+    to their common level (what the trial is judged against), in seconds, and their step
+    numbers, and the predicted gain (the prior)."""
+
+    before: tuple[int, ...]
+    costs: np.ndarray
+    costs_s: np.ndarray
+    steps: np.ndarray
+    gain: float
+
+
+@dataclass(frozen=True)
+class _TakenBack:
+    """A trial taken back: the split tried, the split restored, and the steps that measured
+    each (the restored split's steps before the trial, the trial's own)."""
+
+    tried: tuple[int, ...]
+    restored: tuple[int, ...]
+    before_steps: np.ndarray
+    trial_steps: np.ndarray
+
+
+@dataclass(frozen=True)
 class PlanNote:
     """What :meth:`Rebalancer.plan` decided after the last step observed, and why (a log
     line: ``reason`` one of the words below; the figures NaN where not computed).
@@ -224,7 +253,9 @@ class PlanNote:
     starting), ``alike`` (the replicas measure alike within noise
     on the split's last steps: the even split, not a trial), ``even first`` (the best split
     lies past even: even first), ``new onset`` (leaving even after a give-back, with a
-    first action's evidence on the steps at even), ``held at even`` (that evidence lacking).
+    first action's evidence on the steps at even), ``held at even`` (that evidence lacking),
+    ``level shift`` (during the cooldown after a trial taken back, the split restored
+    measured a replica the trial cut as slow as the trial did: the split for the new level).
     """
 
     step: int
@@ -290,10 +321,9 @@ class Rebalancer:
         self._hist_from = np.zeros(1, dtype=np.int64)  # splits in effect from these steps
         self._hist = np.full((1, dp_size), microbatches, dtype=np.int64)
         # a split on trial: the one before it and its measured steps; failed trials back off
-        # (split before, its measured steps relative to their common level, predicted gain)
-        # (split before, its measured steps relative to their common level, predicted gain,
-        # the same steps in seconds)
-        self._trial: tuple[tuple[int, ...], np.ndarray, float, np.ndarray] | None = None
+        self._trial: _Trial | None = None
+        # the last trial taken back, while its cooldown runs (None otherwise)
+        self._taken_back: _TakenBack | None = None
         self._cooldown_until = -1
         self._backoff = 0
         self.changes = 0
@@ -609,6 +639,7 @@ class Rebalancer:
         return post <= slack
 
     def _switch(self, new: tuple[int, ...]) -> None:
+        self._taken_back = None  # (a take-back sets it again after its switch)
         if new != self.even:
             self._side = np.sign(np.asarray(new) - np.asarray(self.even))
         since = int(self._steps[-1]) + 1 if self._steps.size else 0
@@ -656,7 +687,8 @@ class Rebalancer:
             self._given_back = True
             return self._noted(last, back, self.estimate())
         if self._trial is not None:
-            prev, before, gain, before_s = self._trial
+            prev, before, gain = self._trial.before, self._trial.costs, self._trial.gain
+            before_s, before_steps = self._trial.costs_s, self._trial.steps
             costs = self.step_costs_s(int(held[0]), split=self.counts, relative=True)
             keep = self._keep_trial(costs, before, gain, self.counts == self.even)
             costs_s = self.step_costs_s(int(held[0]), split=self.counts)
@@ -672,7 +704,9 @@ class Rebalancer:
                 self._cooldown_until = last + self.window * 2 ** self._backoff
                 self._backoff += 1
                 self.reverted += 1
+                tried = self.counts
                 self._switch(prev)
+                self._taken_back = _TakenBack(tried, prev, before_steps, held)
                 return self._noted(last, "trial taken back")
             if keep and held.size < self.window and self._inconclusive:
                 return self._noted(last, "trial runs on")  # (up to window steps)
@@ -682,9 +716,22 @@ class Rebalancer:
         if est is None:
             return self._noted(last, "no estimate")
         recovered = any(self.counts[i] < self.m for i in est.faster)
+        shifted = False
         if last < self._cooldown_until and not recovered:
             # (a recovery ends the cooldown: the split it was for is gone)
-            return self._noted(last, "cooldown", est)
+            if not self._shifted_since_take_back():
+                return self._noted(last, "cooldown", est)
+            # the restored split measures the cut replica as slow as the trial did: the
+            # trial met a level shift, not its own effect. The cooldown is void and the
+            # plan starts again from the steps since the take-back (the new level)
+            shifted = True
+            self._taken_back = None
+            self._cooldown_until = -1  # (the back-off stays: a re-plan taken back waits longer)
+            self._regime = self._fit_from = self._since
+            est = self.plan_estimate()
+            if est is None:  # (min_steps steps ran the restored split since: not reached)
+                return self._noted(last, "no estimate")
+            recovered = any(self.counts[i] < self.m for i in est.faster)
         model = self.busy_model(est)  # the same model predicts and judges every split
 
         def cost(counts: Sequence[int] | np.ndarray) -> float:
@@ -734,12 +781,65 @@ class Rebalancer:
         if new != self.counts:
             gain = 1 - cost(new) / cost(self.counts)
             now_s = self.step_costs_s(self._since, est.steps, self.counts)
-            self._trial = (self.counts, now, gain, now_s)
+            now_steps = self._complete(self._since, self.counts)[0][-est.steps:]
+            self._trial = _Trial(self.counts, now, now_s, now_steps, gain)
             self._switch(new)
+            if shifted and reason in ("changed", "new onset"):
+                reason = "level shift"
             if recovered:  # a level shift: the steps before it are not this split's effect
                 self._fit_from = self._since
             self._given_back = reason == "recovered"
         return self._noted(last, reason, est, **extra)
+
+    def _shifted_since_take_back(self) -> bool:
+        """Whether the split restored by the last trial taken back measures a replica the
+        trial cut as slow as the trial did: the trial met a level shift (a straggler that
+        worsened as the split changed), not its own effect. From the trial's steps alone the
+        two look alike (a replica whose time per micro-batch rises when its micro-batches
+        are cut: taking the trial back is right then); the steps after the take-back tell
+        them apart: where the split was the cause, the replica's time falls back with it.
+        Each replica's log time per micro-batch centred on the step's mean over the replicas
+        (machine-wide load cancels), medians over three groups of steps: the restored
+        split's before the trial, the trial's, and the restored split's since the take-back
+        (at least ``min_steps``, the last ``window``). A shift when, for a replica the trial
+        cut, the trial's median is above the one before by more than ``outlier_mads``
+        standard errors (the trial saw it slower), the median since the take-back is above
+        the one before by more than ``outlier_mads`` standard errors too (tested at every
+        plan of the cooldown, as the level-shift test), and it is above the midpoint between
+        the two (nearer the trial's level than its own before). The standard error of a
+        median: 1.2533 x one step's spread / sqrt(n), the spread pooled over the groups
+        before and since (not the trial's, which can hold the shift itself)."""
+        tb = self._taken_back
+        if tb is None or self.counts != tb.restored:
+            return False
+        _, after = self._complete(self._since, self.counts)
+        after = after[-self.window:]
+        if after.shape[0] < self.min_steps or tb.before_steps.size == 0:
+            return False
+        steps, x = self._complete()
+        groups = [after, x[np.isin(steps, tb.before_steps)], x[np.isin(steps, tb.trial_steps)]]
+        if min(g.shape[0] for g in groups) < 1:
+            return False
+        cut = np.asarray(tb.tried) < np.asarray(tb.restored)
+        # centred on the step's mean over the replicas (not its lower median: with two
+        # replicas half the ratios tie at 1, and a spread of ties is no spread)
+        la, lb, lt = ((np.log(g) - np.log(g).mean(axis=1, keepdims=True))[:, cut]
+                      for g in groups)
+        ma, mb, mt = (np.median(v, axis=0) for v in (la, lb, lt))
+        # one step's spread: the standard deviation pooled over the steps before the trial
+        # and after the take-back (the trial's can hold the shift itself), each group about
+        # its own mean, with its degrees of freedom (the MAD about the median of groups of
+        # 4-6 steps came out half the true spread in seeded runs; an outlier here only
+        # widens it, which keeps the cooldown)
+        groups_c = [v - v.mean(axis=0) for v in (la, lb)]
+        dof = max(la.shape[0] + lb.shape[0] - 2, 1)
+        sd = np.sqrt(sum(np.sum(v ** 2, axis=0) for v in groups_c) / dof)
+        spread = 1.2533 * np.maximum(sd, 0.005)
+        se_after = spread * np.sqrt(1 / la.shape[0] + 1 / lb.shape[0])
+        se_trial = spread * np.sqrt(1 / lt.shape[0] + 1 / lb.shape[0])
+        rise, on_trial = ma - mb, mt - mb
+        return bool(np.any((on_trial > self.outlier_mads * se_trial)
+                           & (rise > self.outlier_mads * se_after) & (rise > on_trial / 2)))
 
     def _faster_at_the_end(self, est: Estimate, new: tuple[int, ...]) -> bool:
         """Whether one of the last ``min_steps // 2`` (at least 1) steps of ``est``'s window
@@ -941,3 +1041,4 @@ class Rebalancer:
         self._hist_from = np.append(self._hist_from, max(since, 0))
         self._hist = np.vstack([self._hist, np.asarray(c, dtype=np.int64)])
         self._trial, self._backoff, self._cooldown_until = None, 0, -1
+        self._taken_back = None
