@@ -392,6 +392,10 @@ def one_round(tmp: Path, r: int, k: int, factor: float, costs: Path, mode: str,
         "prediction_error_optimum": pred_opt["after_s"] / at_load - 1,
         "removed_split_steps": removed_split,
         **split_account(out, mitigated, *first, applied[0]["assignment"], before),
+        # the machine's own imbalance, nothing injected: replica 0 over replica 1 per
+        # micro-batch before the onset and after the recovery (what a give-back meets)
+        "ratio_before": _factor(out, WARMUP, onset),
+        "ratio_after": _factor(out, recovery + 2, recovery + 10 ** 6),
         "controller_cpu_ms_per_step": cpu.get("per_step_ms"),
         "controller_placement": next((x for x in records if x["record"] == "controller"),
                                      None),
@@ -556,13 +560,17 @@ def _print(args: argparse.Namespace, table: list[tuple[float, list[dict[str, Any
     print("Per round: removed (normalised, the after window) / share of the nominal optimum; "
           "on the steps that ran the first split only; the straggler's effective factor "
           "before the action and on those steps; the removal that split gives at that "
-          "factor (compute only); the steps' jitter above the replicas' median compute; the "
+          "factor (compute only); the steps' jitter above the replicas' median compute; "
+          "replica 0 over replica 1 per micro-batch with nothing injected, before the onset "
+          "and after the recovery (the machine's own imbalance, what a give-back meets); the "
           "controller's own CPU per job step (its thread).")
     print()
     print("| straggler | round | load average | removed / of optimum | on the split's steps "
           "| factor before -> on them | split's removal at that factor | jitter | "
-          "prediction | give-back | splits | controller CPU ms/step |")
-    print("| --- | ---: | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | --- | ---: |")
+          "prediction | give-back | replica 0 / 1, nothing injected: before -> after | "
+          "splits | controller CPU ms/step |")
+    print("| --- | ---: | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | --- | --- "
+          "| ---: |")
     for factor, rows in table:
         _, opt = optimum_removed(factor)
         for r, x in enumerate(rows):
@@ -576,6 +584,8 @@ def _print(args: argparse.Namespace, table: list[tuple[float, list[dict[str, Any
                   f"{x.get('split_removal_at_factor', float('nan')) * 100:.1f}% | "
                   f"{x.get('jitter', float('nan')) * 100:+.1f}% | "
                   f"{x['prediction_error'] * 100:+.1f}% | {gb_text(x)} | "
+                  f"x{x.get('ratio_before', float('nan')):.2f} -> "
+                  f"x{x.get('ratio_after', float('nan')):.2f} | "
                   f"{' -> '.join(str(c) for c in x['splits'])} | "
                   f"{x.get('controller_cpu_ms_per_step')} |")
     print()

@@ -89,13 +89,22 @@ def test_a_round_without_an_action_is_a_row_of_the_table(capsys: pytest.CaptureF
     assert bench.gb_text(row) == "no action"
     done = dict(row, no_action=False, mitigated_n=1.5, before_own_s=2.0, mitigated_s=1.5,
                 prediction_error=0.04, prediction_error_split_steps=0.04, split_steps=10,
-                prediction_error_optimum=0.04, giveback_steps=6, assignment=[8, 16])
+                prediction_error_optimum=0.04, giveback_steps=6, assignment=[8, 16],
+                splits=[[8, 16], [12, 12]], ratio_before=1.44, ratio_after=0.78)
     args = argparse.Namespace(mode="sleep", k=30, repeats=2, load=0)
     bench._print(args, [(2.0, [row, done])], 0.0)
-    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("| x2 |"))
+    out = capsys.readouterr().out.splitlines()
+    line = next(x for x in out if x.startswith("| x2 |"))
     cells = [c.strip() for c in line.split("|")]
     assert "(0, 50)" in cells[4]  # removed, normalised: 0 % without the action, 50 % with
     assert "+4.0%" in line and "no action, 6" in line
+    # per round: the machine's own imbalance before the onset and after the recovery
+    header = next(x for x in out if x.startswith("| straggler | round |"))
+    col = [c.strip() for c in header.split("|")].index(
+        "replica 0 / 1, nothing injected: before -> after")
+    rounds = [x for x in out if x.startswith("| x2 | ")][1:]
+    assert [c.strip() for c in rounds[1].split("|")][col] == "x1.44 -> x0.78"
+    assert [c.strip() for c in rounds[0].split("|")][col] == "xnan -> xnan"
 
 
 def test_split_account_on_hand_built_probe_files(tmp_path: Path) -> None:
@@ -144,6 +153,10 @@ def test_split_account_on_hand_built_probe_files(tmp_path: Path) -> None:
     assert out["split_removal_at_factor"] == pytest.approx((16.8 - 14) / 4.8)
     assert out["jitter"] == pytest.approx(0.0, abs=1e-9)
     assert out["outside_compute_s"] == pytest.approx(0.02)
+    # the machine's own ratio of a window, open-ended as the bench asks for the steps after
+    # the recovery (replica 0 over replica 1 per micro-batch)
+    assert bench._factor(tmp_path / "a", 0, 10) == pytest.approx(1.6)
+    assert bench._factor(tmp_path / "a", 12, 12 + 10 ** 6) == pytest.approx(1.4)
     wobbly = bench.split_account(tmp_path / "b", job(tmp_path / "b", 0.05), 10, 20,
                                  [10, 14], (0, 10))
     # odd steps: replica 0 14 x 1.05 = 14.7 units; even: replica 1 14 / 0.95 = 14.74; the
