@@ -596,12 +596,22 @@ class Watcher:
                     maxlen=st.warm_points.maxlen)
 
     # -- continuity ---------------------------------------------------------------------------
+    def _threshold(self) -> float:
+        """The detector's threshold (its rise of a slowdown), or the default where it has
+        none."""
+        return float(getattr(self._probe, "threshold", DEFAULT_THRESHOLD))
+
+    @staticmethod
+    def _step_fits(st: _Rank, step: int) -> bool:
+        """An iteration step forward no larger than the rank's stride allows."""
+        return 0 < step <= max(MIN_ITER_GAP, 8 * st.last_step)
+
     def _continues(self, st: _Rank, it: int | None, ts: float | None, prev_it: int | None,
                    prev_ts: float | None) -> bool:
         step = 1
         if it is not None and prev_it is not None:
             step = it - prev_it
-            if step <= 0 or step > max(MIN_ITER_GAP, 8 * st.last_step):
+            if not self._step_fits(st, step):
                 return False
         if ts is not None and prev_ts is not None:
             dt = ts - prev_ts
@@ -676,8 +686,7 @@ class Watcher:
         if st.last_ts is None or st.last_iter is None or st.typical != st.typical:
             return False
         step = rec.iter - st.last_iter
-        return rec.ts - st.last_ts - step * st.typical > max(
-            IDLE_S, IDLE_FACTOR * step * st.typical)
+        return _idle(rec.ts - st.last_ts - step * st.typical, step, st.typical)
 
     def _after_pause(self, st: _Rank, held: IterationRecord, rec: IterationRecord,
                      lineno: int) -> list[WatchEvent]:
@@ -688,10 +697,10 @@ class Watcher:
         stall of the running job, an iteration time as any other."""
         st.pending, st.paused = None, False
         line = st.pending_line
-        thr = float(getattr(self._probe, "threshold", DEFAULT_THRESHOLD))
+        thr = self._threshold()
         step = rec.iter - held.iter
         if (rec.duration is None and rec.ts is not None and held.ts is not None
-                and 0 < step <= max(MIN_ITER_GAP, 8 * st.last_step)
+                and self._step_fits(st, step)
                 and rec.ts - held.ts >= (1.0 + thr) * step * st.typical):
             events = self._segment(rec.rank, st, "idle", line, held.iter, held.ts)
             events += self._accept_iter(rec.rank, st, held, line, resumed=True)
@@ -745,8 +754,8 @@ class Watcher:
                 dur = (rec.ts - st.last_ts) / step
             elif (self._segmented and dur is not None and rec.ts is not None
                   and st.last_ts is not None
-                  and rec.ts - st.last_ts - dur * step > max(IDLE_S, IDLE_FACTOR * step * (
-                      min(dur, st.typical) if st.typical == st.typical else dur))):
+                  and _idle(rec.ts - st.last_ts - dur * step, step,
+                            min(dur, st.typical) if st.typical == st.typical else dur)):
                 # Wall time the iterations do not explain: the job stopped and resumed.  The
                 # first iteration after a resume is often long itself (a warm-up, compiling):
                 # the unexplained time is weighed against the typical iteration time where
@@ -899,7 +908,7 @@ class Watcher:
             return []
         pts = np.fromiter(st.seg_points, dtype=float)[-SEG_AFTER:]
         after = float(np.median(pts))
-        thr = float(getattr(self._probe, "threshold", DEFAULT_THRESHOLD))
+        thr = self._threshold()
         if not (b.level >= (1.0 + thr) * a.late and b.level >= (1.0 + thr) * after
                 and abs(after / a.late - 1.0) <= 0.5 * thr):
             return []
@@ -937,7 +946,7 @@ class Watcher:
         if n < RISE_SKIP + RISE_POINTS or n < 2 * RISE_POINTS:
             return []
         pts = np.fromiter(st.seg_points, dtype=float)[-(n - RISE_SKIP):]
-        thr = float(getattr(self._probe, "threshold", DEFAULT_THRESHOLD))
+        thr = self._threshold()
         top = (1.0 + thr) * base
         latest = pts[-RISE_POINTS:]
         level = float(np.median(latest))
@@ -1163,6 +1172,13 @@ class Watcher:
             job_iterations={r: _covered(st.job_ranges) for r, st in sorted(self.ranks.items())
                             if st.job_ranges},
             slow_ranks=tuple(sorted(r for r, st in self.ranks.items() if st.slow)))
+
+
+def _idle(unexplained: float, step: int, unit: float) -> bool:
+    """Wall time the iterations do not explain (``unexplained`` seconds over ``step``
+    iterations of ``unit`` seconds each) long enough to be a stop and resume: more than
+    :data:`IDLE_S` and :data:`IDLE_FACTOR` iterations."""
+    return unexplained > max(IDLE_S, IDLE_FACTOR * step * unit)
 
 
 def _covered(ranges: list[list[int]]) -> int:

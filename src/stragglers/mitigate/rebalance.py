@@ -123,12 +123,16 @@ def best_split(times: np.ndarray, total: int, stages: int = 1,
     return np.asarray(plain, dtype=np.int64)
 
 
+MEDIAN_SE = 1.2533  # a median's standard error over a mean's (normal steps)
+SPREAD_FLOOR = 0.005  # one step's spread (log units) is taken as at least this
+
+
 def _median_se_unit(dev: np.ndarray) -> np.ndarray:
     """Per column of ``dev`` (steps' deviations from their own group's median, groups
     stacked; NaN: no step): one step's spread pooled over the groups (1.4826 MAD, floored
-    at 0.005) times 1.2533, so that a median of ``n`` steps has the standard error this /
-    sqrt(n)."""
-    return 1.2533 * 1.4826 * np.maximum(np.nanmedian(np.abs(dev), axis=0), 0.005)
+    at :data:`SPREAD_FLOOR`) times :data:`MEDIAN_SE`, so that a median of ``n`` steps has
+    the standard error this / sqrt(n)."""
+    return MEDIAN_SE * 1.4826 * np.maximum(np.nanmedian(np.abs(dev), axis=0), SPREAD_FLOOR)
 
 
 def best_split_affine(fixed: np.ndarray, per_mb: np.ndarray, total: int,
@@ -610,7 +614,7 @@ class Rebalancer:
         """The relative difference between the medians of ``n_new`` and ``n_before``
         measured steps that ``significance`` standard errors span at ``noise`` (the
         standard error of a median: 1.2533 x the spread / sqrt(n))."""
-        return float(self.significance * 1.2533 * noise
+        return float(self.significance * MEDIAN_SE * noise
                      * np.sqrt(1 / max(n_new, 1) + 1 / max(n_before, 1)))
 
     def _keep_trial(self, costs: np.ndarray, before: np.ndarray, gain: float,
@@ -834,7 +838,7 @@ class Rebalancer:
         groups_c = [v - v.mean(axis=0) for v in (la, lb)]
         dof = max(la.shape[0] + lb.shape[0] - 2, 1)
         sd = np.sqrt(sum(np.sum(v ** 2, axis=0) for v in groups_c) / dof)
-        spread = 1.2533 * np.maximum(sd, 0.005)
+        spread = MEDIAN_SE * np.maximum(sd, SPREAD_FLOOR)
         se_after = spread * np.sqrt(1 / la.shape[0] + 1 / lb.shape[0])
         se_trial = spread * np.sqrt(1 / lt.shape[0] + 1 / lb.shape[0])
         rise, on_trial = ma - mb, mt - mb
@@ -991,7 +995,7 @@ class Rebalancer:
             :, [int(np.argmin(est.relative))]]
         med = np.median(d, axis=0)
         sd = 1.4826 * np.median(np.abs(d - med), axis=0)
-        se = 1.2533 * np.maximum(sd, 0.005) / np.sqrt(d.shape[0])  # a median's, floor 0.5%
+        se = MEDIAN_SE * np.maximum(sd, SPREAD_FLOOR) / np.sqrt(d.shape[0])  # a median's
         return bool(np.all(med > self.significance * se))
 
     def _other_regime(self, prev: tuple[int, ...]) -> bool:
