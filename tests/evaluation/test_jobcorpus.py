@@ -36,6 +36,8 @@ from stragglers.evaluation.jobcorpus import (
     NU_KINDS,
     NU_MEMBW,
     NU_NODE,
+    NV_KINDS,
+    NV_NODE,
     PP_CHANGE_RATIO,
     PP_SETTLE,
     PP_SLOW_ITERS,
@@ -58,6 +60,7 @@ from stragglers.evaluation.jobcorpus import (
     _backward,  # the hardware queues' backward pass, checked below
     _capped_lognormal,  # the responses' lengths, checked below
     _CompileSlow,
+    _Drives,  # the optimizer's drive I/O of a node, checked below
     _ecmp,  # ECMP hashing, checked below
     _Experts,  # the MoE layers' time, checked below
     _Graphs,  # the compile schedule, checked below
@@ -104,7 +107,7 @@ def test_every_family_and_scenario_is_present(corpus) -> None:
     assert {s.family for s in corpus} == set(FAMILIES)
     assert {(s.family, s.scenario) for s in corpus} == {(f, s) for f, s, _, _ in SCENARIOS}
     assert len(generate_job_corpus(0, scale=1.0, families=("flapping",))) == 24
-    assert sum(c for _, _, c, _ in SCENARIOS) in range(345, 820)
+    assert sum(c for _, _, c, _ in SCENARIOS) in range(345, 844)
     assert set(HELD_OUT) < set(FAMILIES)
 
 
@@ -383,7 +386,8 @@ def test_bimodal_replay_labels() -> None:
 #: ``moe``'s before ``hw_queue`` was, commit 433fd4c; ``hw_queue``'s before ``compile`` was,
 #: commit fb31b1b; ``compile``'s before ``power`` was, commit 9fa972a; ``power``'s before
 #: ``numa`` was, commit 47b9dcd; ``numa``'s before ``rollout`` was, commit 3eb9d1f;
-#: ``rollout``'s, held out in the nineteenth round, before ``fabric`` was, commit 8f20175): a
+#: ``rollout``'s before ``fabric`` was, commit 8f20175; ``fabric``'s, held out in the twentieth
+#: round, before ``nvme`` was, commit 6af7110): a
 #: family appended at the end of FAMILIES / SCENARIOS must leave every other family's bytes
 #: alone.
 FINGERPRINTS = {
@@ -420,6 +424,7 @@ FINGERPRINTS = {
     "power": "b255da662bf90f2a",
     "numa": "b1916c38f6ed60c6",
     "rollout": "ee5ca1ce7065a72a",
+    "fabric": "ba31ccf3c8e52d33",
 }
 
 
@@ -440,10 +445,10 @@ def _fingerprint(family: str) -> str:
 
 
 def test_existing_families_are_unchanged() -> None:
-    assert set(FINGERPRINTS) == set(FAMILIES) - {"fabric"}
-    assert FAMILIES[-16:] == ("ladder", "seqlen", "accum", "memory", "prefetch", "pipeline",
+    assert set(FINGERPRINTS) == set(FAMILIES) - {"nvme"}
+    assert FAMILIES[-17:] == ("ladder", "seqlen", "accum", "memory", "prefetch", "pipeline",
                               "lossy_link", "gc_pause", "dispatch", "moe", "hw_queue",
-                              "compile", "power", "numa", "rollout", "fabric")
+                              "compile", "power", "numa", "rollout", "fabric", "nvme")
     assert {f: _fingerprint(f) for f in FINGERPRINTS} == FINGERPRINTS
 
 
@@ -467,7 +472,8 @@ def _durations(s: JobSeries) -> np.ndarray:
                                               ("power", "slow"),
                                               ("numa", "slow"),
                                               ("rollout", "slow"),
-                                              ("fabric", "slow")])
+                                              ("fabric", "slow"),
+                                              ("nvme", "slow")])
 def test_family_is_deterministic_per_seed(family: str, slow: str) -> None:
     a = generate_series(11, family, slow, 2)
     assert _same(a, generate_series(11, family, slow, 2))
@@ -477,13 +483,13 @@ def test_family_is_deterministic_per_seed(family: str, slow: str) -> None:
     assert _same(h, generate_series(11, family, "healthy", 0))
 
 
-def test_fabric_is_the_held_out_family() -> None:
-    assert HELD_OUT == ("fabric",)
+def test_nvme_is_the_held_out_family() -> None:
+    assert HELD_OUT == ("nvme",)
 
 
-def test_fabric_fingerprint() -> None:
+def test_nvme_fingerprint() -> None:
     """The held-out family's own bytes (seed 0), as committed before its one evaluation."""
-    assert _fingerprint("fabric") == "ba31ccf3c8e52d33"
+    assert _fingerprint("nvme") == "7acef531cc6f17f9"
 
 
 def test_ladder_labels() -> None:
@@ -1699,3 +1705,87 @@ def test_fabric_labels() -> None:
                for e, _ in events if e.kind != "rehash")
     assert FB_MOVE_HEALTHY < NODE_SLOWDOWN[0]
     assert jumps and min(jumps) >= 60.0
+
+
+def _drives_by_hand() -> _Drives:
+    """An ``nvme`` series by hand: 2 nodes of 2 ranks, 6 steps; compute 1, no host time, no
+    extra work, no CPU update (the I/O all exposed); the optimizer's I/O 0.5 at the fast
+    rates, half of it the write, a native write 3x slower; each drive's SLC cache one step's
+    write, half a write folded back per ordinary step and 1.5 in step 3's idle time (2 mean
+    steps: an evaluation); GC chance 0.1 a step: node 0 pauses at step 4 (one native write),
+    node 1 draws 0.15 at step 1; the drive's temperature halves its rise per step, its
+    throttle at 1.2; the tenant's keys 0.1, 0.9, ... on node 0 (duty 0.5)."""
+    n = 6
+    gc_u = np.full((2, n), 0.9)
+    gc_u[0, 4], gc_u[1, 1] = 0.05, 0.15
+    return _Drives(node=np.array([0, 0, 1, 1]), dev=np.ones((4, n)), host=np.zeros((4, n)),
+                   opt=0.0, io=np.full((2, n), 0.5), write=0.5, native=3.0,
+                   cache=np.ones(2), fold=0.5, idle=np.array([0.0, 0, 0, 2, 0, 0]),
+                   gc_u=gc_u, gc_x=np.ones((2, n)), gc_p=np.full(n, 0.1), alpha=0.5,
+                   threshold=1.2, key=np.array([[0.1, 0.9] * 3, [0.9] * 6]),
+                   burst=np.ones((2, n)), duty=0.5, tail=0.0, level=np.ones(n),
+                   warm=np.ones(n), rest=np.zeros(n))
+
+
+def test_nvme_drive_writes_past_its_cache_at_the_native_rate() -> None:
+    """The optimizer's drive I/O by hand: the cache fills by half a write a step (0.5, 1.0),
+    then step 2 writes half its volume past it at the native rate (I/O 0.5 x (0.75 + 0.25 x
+    3) = 0.75: busy 1.75); the evaluation's idle at step 3 folds 1.5 back, so steps 3-4 write
+    into the cache again and step 5 past it (a sawtooth); node 0's GC pause at step 4 costs
+    one native write (2.25); a restart at step 4 (its first step 3x) empties the cache, step 5
+    fits; a worn drive (g 1) doubles the native write (plateau 2.125) but not the cached
+    steps, and GC comes twice as often (node 1's draw 0.15 now pauses: 3.0), on its node
+    only; another tenant (g 2) triples the I/O in its episodes; a failed fan (g 3 from step
+    1) heats the drive towards 4x its healthy temperature (a first-order lag, time constant
+    4x) and past the threshold the I/O is throttled by the ratio; the optimizer's CPU update
+    hides the I/O pipelined with it, but for its last sub-group."""
+    dr = _drives_by_hand()
+    node0 = [1.5, 1.5, 1.75, 1.5, 2.25, 1.75]
+    node1 = [1.5, 1.5, 1.75, 1.5, 1.5, 1.75]
+    assert dr.busy() == pytest.approx(np.array([node0, node0, node1, node1]))
+    warm = np.array([1.0, 1, 1, 1, 3, 1])
+    assert dr.busy(warm=warm)[2] == pytest.approx([1.5, 1.5, 1.75, 1.5, 3.5, 1.5])
+    worn = dr.busy((_NodeSlow(0, 6, "worn", 1.0, node=1),))
+    assert worn[:2] == pytest.approx(np.array([node0] * 2))
+    assert worn[2:] == pytest.approx(np.array([[1.5, 3.0, 2.125, 1.5, 1.5, 2.125]] * 2))
+    tenant = dr.busy((_NodeSlow(0, 6, "tenant", 2.0, node=0),))
+    assert tenant[0] == pytest.approx([2.5, 1.5, 3.25, 1.5, 4.75, 1.75])
+    assert tenant[2:] == pytest.approx(np.array([node1] * 2))
+    # the drive's temperature, step by step: healthy, then the fan's from step 1
+    power = 1.0 / (1.0 + dr.idle)
+    healthy, hot = [], []
+    for j in range(6):
+        healthy.append(0.5 * (healthy[-1] if j else 0.0) + 0.5 * power[j])
+    slow = 0.5 ** 0.25
+    for j in range(1, 6):
+        hot.append(slow * (hot[-1] if hot else healthy[0]) + (1.0 - slow) * 4.0 * power[j])
+    assert max(healthy) < 1.0 < dr.threshold  # healthy: never throttled
+    thr = np.maximum(1.0, np.array([1.0, *hot]) / 1.2)
+    assert thr[1:].max() > 1.5 and thr[1] == 1.0  # it climbs past the threshold
+    fan = dr.busy((_NodeSlow(1, 6, "fan", 3.0, node=1),))
+    assert fan[2] == pytest.approx(1.0 + (np.array(node1) - 1.0) * thr)
+    assert fan[:2] == pytest.approx(np.array([node0] * 2))
+    # a CPU update of 0.5 hides the I/O pipelined with it but for the last sub-group's 0.2
+    dr.opt, dr.tail = 0.5, 0.2
+    assert dr.busy()[2] == pytest.approx([1.6, 1.6, 1.75, 1.6, 1.6, 1.75])
+
+
+def test_nvme_labels() -> None:
+    """Optimizer states offloaded to local NVMe: every labelled slowdown (a worn drive from a
+    restart to the next, another tenant's I/O in episodes, a failed cooling fan) names the
+    ranks of the node on that drive and passes the checks of :func:`_node_family_labels`
+    (+12-45 % over their healthy mean, up to SPAN_OVERSHOOT more; negatives: the SLC cache's
+    plateau and sawtooth, GC pauses, the drive's healthy heat, checkpoints, evaluations,
+    another batch at a restart stay under the rule); a multi-node job names a strict subset
+    of its ranks; the family has intermittent spans (most steps unchanged: episodes, GC),
+    level ones (every step slower) and climbing ones (a fan: the span's last quarter slower
+    than its first by 10 % or more)."""
+    events, subset = _node_family_labels("nvme", _NodeRules(
+        NV_KINDS, (), {"worn": 2}, ("tenant", "fan"), NODE_SLOW_ITERS, NODE_SLOWDOWN, NV_NODE))
+    shapes = {"intermittent" if np.median(f) < 1.0 + 1e-9 else
+              "level" if f.min() > 1.0 + 1e-9 else "between" for _, f in events}
+    q = [f.size // 4 for _, f in events]
+    climbing = {e.kind for (e, f), k in zip(events, q, strict=True)
+                if f[-k:].mean() > 1.1 * f[:k].mean()}
+    assert {e.kind for e, _ in events} == {"worn", "tenant", "fan"}
+    assert {"intermittent", "level"} <= shapes and subset and "fan" in climbing

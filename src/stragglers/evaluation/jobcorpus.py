@@ -952,6 +952,69 @@ detector changes, by someone who never ran the detector on it):
                  (kinds ``neighbour`` / ``down`` / ``degraded`` / ``rehash``).  Negatives: the
                  healthy series alone.
 
+The held-out family of the twenty-first round (written and committed before that round's
+detector changes, by someone who never ran the detector on it):
+
+``nvme``         optimizer states offloaded to the node's local NVMe drive (ZeRO-Infinity
+                 style): each step's optimizer streams the states of the node's ranks through
+                 its drive, a read and a write of the same volume.  A job is 1-16 ranks
+                 (:data:`NODE_RANKS`) on nodes of 1-8 (:data:`NV_NODE`), the ranks of a node on
+                 one drive; each rank's record is its busy time: its compute (a wandering rate,
+                 AR(1) in log space, jitter 0.3-2 %, a warm-up, 0.2-1 % per rank) and host time
+                 (2-10 %), plus its node's optimizer I/O (10-60 % of the compute at the fast
+                 rates, :data:`NV_IO`, 2-8 % jitter per node and step; the write 40-60 % of
+                 it) pipelined with the backward up to 20-70 % of the compute but for its
+                 last sub-group (5-25 % of it, :data:`NV_TAIL`), so the exposed share varies
+                 per job; plus checkpoints (every 200-1000 steps, 1-3 steps at 1.5-4x) and
+                 evaluations (every 100-1000 steps, +1-4 mean steps).  The drive writes into an
+                 SLC cache at the fast rate and past it at the native (TLC / QLC) rate, 2-6x
+                 slower (:data:`NV_NATIVE`); it folds the cache back in its idle time, 0.4-1.3
+                 of a step's write per ordinary step and proportionally more in a checkpoint's
+                 or an evaluation's idle time (:data:`NV_FOLD`); under 1, sustained writing
+                 fills the cache (10-150 steps from empty at the net rate, :data:`NV_FILL`;
+                 each node's drive 10 % apart), and the steps then write their net excess at
+                 the native rate: a plateau, with faster stretches after each idle gap (a
+                 sawtooth).  The fill is a clipped running sum (:func:`_clip_scan`).  Each
+                 restart's downtime folds the whole cache and cools the drive (a restart is
+                 read from the warm-ups).  Garbage-collection pauses on a share of the steps
+                 (1/300-1/50, growing by up to 2x over the series as the drive fills), each
+                 0.5-3 native writes of the step's volume.  The drive's temperature follows
+                 its write power (a first-order lag, 20-200 s, :data:`NV_TAU_S`; cooling in the
+                 idle time) and stays below the throttle threshold (1.1-1.5 x the healthy
+                 steady temperature, :data:`NV_THRESHOLD`).  Healthy: all of that, the
+                 plateau included (the steady state a cache-bound job always returns to after
+                 each start, restart and idle gap: the faster stretches are healthy dips,
+                 never a rise), the series cut in 1-3 parts, a part after the first starting
+                 with a planned restart with chance 0.6 (downtime 60-900 s, a warm-up, another
+                 batch: the compute 0.97-1.04x; an empty cache).  Positives: 1-3 slowdowns
+                 (one in each part, the first always, the others with chance 0.7; 200 steps
+                 after a restart and before the next, else 40 healthy steps after), each
+                 raising the mean busy time of one node's ranks (every rank waits for them at
+                 the all-reduce, but only their records hold the slower optimizer) over its
+                 span by +12-45 % (:data:`NODE_SLOWDOWN`, up to :data:`SPAN_OVERSHOOT` more)
+                 over their healthy mean: a worn drive (``worn``: the job restarted onto a
+                 node whose drive's native rate is ``1 / (1 + g)`` and whose GC pauses come
+                 ``1 + g`` times as often, at most 5x, until a restart at the span's end moves
+                 it off; the cache still hides it until it fills), another tenant's I/O or a
+                 RAID member's rebuild on the drive (``tenant``: in episodes of 3-400 steps,
+                 log-uniform, :data:`NV_EPISODE`, on 20-90 % of them, the drive shared with
+                 ``g`` times 0.5-2 of the job's I/O, at most 8) or a failed cooling fan
+                 (``fan``: the drive's thermal resistance and time constant ``1 + g`` times, at
+                 most 9x: its temperature climbs towards ``1 + g`` times the healthy one and
+                 past the threshold the drive throttles its I/O by their ratio, which holds
+                 it there, until the fan is repaired at the span's end).  The hidden share and
+                 the cache make the rise non-linear in ``g``: a kind that cannot reach its
+                 rise is drawn again.  The counterfactual healthy series has the same
+                 restarts.  The size ``g`` is solved by bisection for the rise over a span of
+                 60-800 steps (:data:`NODE_SLOW_ITERS`) and at least 1.3 x 25 x (cv / rise)^2,
+                 drawn again (at most 8 times) until the labelled span holds 25 x (its own sd /
+                 its rise)^2 steps and stands +12 % above the healthy steps of the 200 before
+                 it, and of the 200 after it where no restart follows (their 4 longest left
+                 out; the first part's last try: another tenant at the smallest rise over the
+                 part's whole room).  Labelled from the first step that changes to the last,
+                 by the span's mean rise, with the node's ranks (kinds ``worn`` / ``tenant``
+                 / ``fan``).  Negatives: the healthy series alone.
+
 :data:`HELD_OUT` names the families that were never looked at while the detector was changed
 for issue 29 (decided before the changes): they are only evaluated.
 """
@@ -1637,24 +1700,60 @@ FB_ERR_MAX = 0.5
 FB_RETX = (0.5, 3.0)  # ... costing this many NIC-bound collectives (log-uniform)
 FB_CLIMB = (0.3, 1.0)  # degraded: the optics degrade linearly over this share of the span
 
+# nvme (module docstring): optimizer states offloaded to the node's local NVMe drive
+NV_NODE = (1, 2, 4, 8)  # GPUs (ranks) of a node, their optimizer states on its drive
+NV_HOST = (0.02, 0.10)  # host time per step over the compute ...
+NV_HOST_JITTER = (0.05, 0.2)  # ... its spread (log space)
+NV_IO = (0.15, 0.8)  # the optimizer's drive I/O (a read and a write of the states) per step
+#                      at the fast rates, over the mean compute ...
+NV_IO_JITTER = (0.02, 0.08)  # ... its spread per node and step (log space) ...
+NV_WRITE = (0.4, 0.6)  # ... the write's share of it (into the SLC cache) ...
+NV_NATIVE = (2.0, 6.0)  # ... a write past the cache (native TLC / QLC) this many times slower
+NV_OPT = (0.2, 0.9)  # the optimizer's CPU update (sub-group by sub-group, the I/O pipelined
+#                     with it) over the mean I/O at the fast rates ...
+NV_TAIL = (0.05, 0.25)  # ... but for the last sub-group's share of the I/O (exposed after it)
+NV_FOLD = (0.4, 1.3)  # the cache folded back in the drive's idle time of a step, over the
+#                       step's write (under 1: sustained writing fills the cache) ...
+NV_FILL = (10.0, 150.0)  # ... an empty cache filled in this many steps (log-uniform; its size
+#                          this times the net fill, at least NV_FILL_NET of a step's write)
+NV_FILL_NET = 0.05
+NV_CACHE_NODE = 0.1  # each node's drive: its cache this much apart (log space)
+NV_GC_P = (1 / 300, 1 / 50)  # a garbage-collection pause: chance per node and step ...
+NV_GC_GROW = (0.0, 1.0)  # ... growing linearly by up to this share over the series (the
+#                          drive fills) ...
+NV_GC_X = (0.5, 3.0)  # ... a pause of this many native writes of the step's volume
+NV_TAU_S = (20.0, 200.0)  # the drive's thermal time constant (seconds, log-uniform) ...
+NV_TAU_STEPS = (5.0, 2000.0)  # ... in steps, within these
+NV_THRESHOLD = (1.1, 1.5)  # the throttle's temperature rise over the healthy steady one
+NV_RESHAPE_LEVEL = (0.97, 1.04)  # another batch at a restart: the compute this many times
+NV_KINDS = (("worn", 0.35), ("tenant", 0.3), ("fan", 0.35))
+NV_WORN_MAX = 4.0  # worn: the native rate 1 / (1 + g), GC 1 + g times as often, at most this
+NV_EPISODE = (3, 400)  # tenant: another tenant's I/O (or a rebuild) in runs of this many steps
+#                        (log-uniform) ...
+NV_EPISODE_X = (0.5, 2.0)  # ... each episode's I/O this many times g (log-uniform) ...
+NV_DUTY = (0.2, 0.9)  # ... on this share of the runs (per series)
+NV_TENANT_MAX = 8.0  # tenant: g, its I/O over the job's, at most this (the bandwidth shared)
+NV_FAN_MAX = 8.0  # fan: the drive's thermal resistance 1 + g times, at most this
+
 FAMILIES: tuple[str, ...] = ("restart", "ckpt_stall", "flapping", "staircase", "noise_regime",
                              "sampled", "multirank", "greyhound", "failslow", "ramp", "short",
                              "hump", "warmup_onset", "reconfig", "ckpt_burst", "contention",
                              "megatron", "bimodal_replay", "ladder", "seqlen", "accum",
                              "memory", "prefetch", "pipeline", "lossy_link", "gc_pause",
                              "dispatch", "moe", "hw_queue", "compile", "power", "numa",
-                             "rollout", "fabric")
+                             "rollout", "fabric", "nvme")
 #: Families held out in the current round of issue 29: never looked at while the detector was
-#: changed (only evaluated; ``fabric`` was written and committed before the twentieth round's
-#: changes, by someone who never ran the detector on it).  The others, ``rollout`` (held out in the
-#: nineteenth round), ``numa`` (the eighteenth), ``power`` (the seventeenth), ``compile`` (the
-#: sixteenth), ``hw_queue`` (the fifteenth), ``moe`` (the fourteenth), ``dispatch`` (the
-#: thirteenth), ``gc_pause`` (the twelfth), ``lossy_link`` (the eleventh), ``pipeline`` (the
-#: tenth), ``prefetch`` (the ninth), ``memory`` (the eighth), ``accum`` (the seventh), ``seqlen``
-#: (the sixth), ``ladder`` (the fifth), ``bimodal_replay`` (the fourth), ``megatron`` (the third),
-#: ``contention`` (the second), ``hump``, ``warmup_onset``, ``reconfig`` and ``ckpt_burst`` (the
-#: first round) included, are the families it was built and tuned on.
-HELD_OUT: tuple[str, ...] = ("fabric",)
+#: changed (only evaluated; ``nvme`` was written and committed before the twenty-first round's
+#: changes, by someone who never ran the detector on it).  The others, ``fabric`` (held out in
+#: the twentieth round), ``rollout`` (the nineteenth), ``numa`` (the eighteenth), ``power``
+#: (the seventeenth), ``compile`` (the sixteenth), ``hw_queue`` (the fifteenth), ``moe`` (the
+#: fourteenth), ``dispatch`` (the thirteenth), ``gc_pause`` (the twelfth), ``lossy_link`` (the
+#: eleventh), ``pipeline`` (the tenth), ``prefetch`` (the ninth), ``memory`` (the eighth),
+#: ``accum`` (the seventh), ``seqlen`` (the sixth), ``ladder`` (the fifth), ``bimodal_replay``
+#: (the fourth), ``megatron`` (the third), ``contention`` (the second), ``hump``,
+#: ``warmup_onset``, ``reconfig`` and ``ckpt_burst`` (the first round) included, are the
+#: families it was built and tuned on.
+HELD_OUT: tuple[str, ...] = ("nvme",)
 
 #: (family, scenario, series per seed at scale 1, positive)
 SCENARIOS: tuple[tuple[str, str, int, bool], ...] = (
@@ -1732,6 +1831,8 @@ SCENARIOS: tuple[tuple[str, str, int, bool], ...] = (
     ("rollout", "healthy", 10, False),
     ("fabric", "slow", 14, True),
     ("fabric", "healthy", 10, False),
+    ("nvme", "slow", 14, True),
+    ("nvme", "healthy", 10, False),
 )
 
 
@@ -2882,21 +2983,22 @@ def _memory(rng: np.random.Generator, scenario: str) -> _Timeline:
 
 
 def _clip_scan(a: np.ndarray, lo: np.ndarray, hi: np.ndarray, x0: float) -> np.ndarray:
-    """``x[j] = clip(x[j-1] + a[j], lo[j], hi[j])`` from ``x[-1] = x0``, as a scan: maps of
-    the form ``x -> clip(x + a, lo, hi)`` (``lo <= hi``) are closed under composition, so the
-    prefix compositions are built in ``log2(n)`` vectorised rounds (Hillis-Steele)."""
+    """``x[j] = clip(x[j-1] + a[j], lo[j], hi[j])`` from ``x[-1] = x0``, as a scan along the
+    last axis (each row its own): maps of the form ``x -> clip(x + a, lo, hi)`` (``lo <=
+    hi``) are closed under composition, so the prefix compositions are built in ``log2(n)``
+    vectorised rounds (Hillis-Steele)."""
     a, lo, hi = a.astype(float), lo.astype(float), hi.astype(float)
     shift = 1
-    while shift < a.size:
+    while shift < a.shape[-1]:
         # later (j) after earlier (j - shift): x -> clip(x + a_e + a_l, clip(lo_e + a_l, lo_l,
         # hi_l), clip(hi_e + a_l, lo_l, hi_l))
-        ae, le, he = a[:-shift], lo[:-shift], hi[:-shift]
-        al, ll, hl = a[shift:], lo[shift:], hi[shift:]
+        ae, le, he = a[..., :-shift], lo[..., :-shift], hi[..., :-shift]
+        al, ll, hl = a[..., shift:], lo[..., shift:], hi[..., shift:]
         new_lo = np.clip(le + al, ll, hl)
         new_hi = np.clip(he + al, ll, hl)
-        a = np.concatenate([a[:shift], ae + al])
-        lo = np.concatenate([lo[:shift], new_lo])
-        hi = np.concatenate([hi[:shift], new_hi])
+        a = np.concatenate([a[..., :shift], ae + al], axis=-1)
+        lo = np.concatenate([lo[..., :shift], new_lo], axis=-1)
+        hi = np.concatenate([hi[..., :shift], new_hi], axis=-1)
         shift *= 2
     return np.clip(x0 + a, lo, hi)
 
@@ -4610,10 +4712,10 @@ def _compile(rng: np.random.Generator, scenario: str) -> _Timeline:
 @dataclass(frozen=True)
 class _NodeSlow:
     """A slowdown of a family of ranks on nodes (:func:`_power`, :func:`_numa`,
-    :func:`_rollout`, :func:`_fabric`) over steps ``[a, b)``: its kind, its size ``g``, the
-    steps over which it climbs (1: a step), its node (-1: every node) and its aim (uniform in
-    [0, 1): which of the node's parts it hits, e.g. a link, where the family's plan draws
-    one)."""
+    :func:`_rollout`, :func:`_fabric`, :func:`_nvme`) over steps ``[a, b)``: its kind, its size
+    ``g``, the steps over which it climbs (1: a step), its node (-1: every node) and its aim
+    (uniform in [0, 1): which of the node's parts it hits, e.g. a link, where the family's plan
+    draws one)."""
 
     a: int
     b: int
@@ -4715,7 +4817,8 @@ def _ranked_job(rng: np.random.Generator, ranks_of: tuple[int, ...], node_of: tu
     :func:`_wandering_compute` (``compute``: its six ranges), each rank's compute at it with
     its own jitter (``rank_jitter``, log space), each rank's host time a share ``host`` of it
     with a log-normal jitter (``host_jitter``, mean 1).  Shared by :func:`_power`,
-    :func:`_numa`, :func:`_rollout` and :func:`_fabric` (the draws in this order)."""
+    :func:`_numa`, :func:`_rollout`, :func:`_fabric` and :func:`_nvme` (the draws in this
+    order)."""
     n = _n(rng)
     t = np.arange(n)
     base_s = _loguniform(rng, *BASE_S)
@@ -5296,6 +5399,13 @@ def _rollout(rng: np.random.Generator, scenario: str) -> _Timeline:
     return _node_timeline(rng, scenario, job, ro, _ROLLOUT_PLAN, RO_RESHAPE_LEVEL)
 
 
+def _overlapped(work: np.ndarray, tail: float, room: np.ndarray) -> np.ndarray:
+    """The exposed part of ``work`` overlapped with the backward: what ``room`` (the compute
+    that hides it) leaves, but at least its last share ``tail`` (issued after the backward).
+    The ring all-reduce of :func:`_fabric` and the drive I/O of :func:`_nvme`."""
+    return np.asarray(np.maximum(tail * work, work - room))
+
+
 def _ecmp(rng: np.random.Generator, leaves: int, uplinks: int, flows: int) -> np.ndarray:
     """ECMP hashing when a communicator is created: each leaf's ``flows`` flows (its ring
     edge to the next leaf) hashed uniformly onto its ``uplinks`` uplinks; the flows on each,
@@ -5422,7 +5532,7 @@ class _Spines:
                 lf[self.target(sl)[0], sl.a:sl.b] = self.leaf(sl)
         comm = self.comm * lf.max(axis=0) * self.jit
         wu = (self.warm if warm is None else warm) * self.level
-        exposed = np.maximum(self.tail * comm, comm - self.hide * self.rate * wu)
+        exposed = _overlapped(comm, self.tail, self.hide * self.rate * wu)
         return np.asarray((self.dev + self.host) * wu + exposed + self.rest)
 
 
@@ -5516,6 +5626,159 @@ def _fabric(rng: np.random.Generator, scenario: str) -> _Timeline:
     # rank (the ring is the whole job's) over their healthy mean
     return _node_timeline(rng, scenario, job, sp, _FABRIC_PLAN, FB_RESTART_LEVEL, restart,
                           lambda restarted: _fb_rehash(rng, scenario, job, sp, restarted))
+
+
+def _restart_steps(warm: np.ndarray) -> np.ndarray:
+    """The steps where a restart begins in the warm-ups ``warm``: its first step is 2-10 times
+    the step before it (:data:`NODE_FIRST`), a hump's step at most 1.4 times
+    (:data:`NODE_WARM_AMPLITUDE`)."""
+    return np.flatnonzero(warm[1:] > 1.5 * warm[:-1]) + 1
+
+
+@dataclass
+class _Drives:
+    """The draws of a :func:`_nvme` series (arrays ``(ranks, n)``, ``(nodes, n)`` or
+    ``(n,)``): each rank's node, its compute at the device's rate and its host time, the
+    optimizer's CPU update per step (the I/O pipelined with it); each node's optimizer I/O
+    per step at the fast rates (with its jitter), the write's share of it, a native write's
+    time over an SLC one; each node's SLC cache (unit: a step's write), the cache folded back
+    in an ordinary step's idle time, the drive's extra idle time per step (checkpoints,
+    evaluations; mean steps); each node's garbage-collection draws (each step's chance draw,
+    its pause in native writes of the step's volume) and the chance per step; the drive's
+    thermal decay per step and its throttle threshold (over the healthy steady temperature);
+    another tenant's episodes (each step's key and its I/O, per node, and the share of the
+    runs that are episodes); the last sub-group's share of the I/O, the level, the restarts'
+    warm-ups and the extra work (checkpoints, evaluations)."""
+
+    node: np.ndarray
+    dev: np.ndarray
+    host: np.ndarray
+    opt: float
+    io: np.ndarray
+    write: float
+    native: float
+    cache: np.ndarray
+    fold: float
+    idle: np.ndarray
+    gc_u: np.ndarray
+    gc_x: np.ndarray
+    gc_p: np.ndarray
+    alpha: float
+    threshold: float
+    key: np.ndarray
+    burst: np.ndarray
+    duty: float
+    tail: float
+    level: np.ndarray
+    warm: np.ndarray
+    rest: np.ndarray
+    memo: dict[bytes, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
+
+    def state(self, warm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The drives' state per step with the restarts of ``warm`` (each restart's downtime
+        folds the whole cache and cools the drive): the share of each node's write past its
+        SLC cache (at the native rate), ``(nodes, n)``, and the drive's open-loop temperature
+        rise, ``(n,)`` (1 at a steady write).  Each step writes one unit while the cache
+        folds ``fold x (1 + idle)`` back, the fill clipped to ``[0, cache]`` (a scan); the
+        temperature follows the write power (its volume over the step's length, ``1 / (1 +
+        idle)``) with the decay ``alpha`` per step."""
+        resets = _restart_steps(warm)
+        key = resets.tobytes()
+        if key not in self.memo:
+            n = self.idle.size
+            net = 1.0 - self.fold * (1.0 + self.idle)
+            first = np.concatenate([[0], resets])  # an empty cache: the start, each restart
+            cap = self.cache[:, None]
+            lo, hi = np.zeros((cap.size, n)), np.repeat(cap, n, axis=1)
+            lo[:, first] = hi[:, first] = np.clip(net[first][None, :], 0.0, cap)
+            fill = _clip_scan(np.repeat(net[None, :], cap.size, axis=0), lo, hi, 0.0)
+            before = np.concatenate([np.zeros((cap.size, 1)), fill[:, :-1]], axis=1)
+            before[:, first] = 0.0
+            past = np.clip(before + net[None, :] - cap, 0.0, 1.0)
+            power = 1.0 / (1.0 + self.idle)
+            temp = np.concatenate([lfilter([1.0 - self.alpha], [1.0, -self.alpha], power[a:b])
+                                   for a, b in zip(first, [*first[1:], n], strict=True)])
+            self.memo[key] = (past, temp)
+        return self.memo[key]
+
+    def busy(self, slow: tuple[_NodeSlow, ...] = (), warm: np.ndarray | None = None
+             ) -> np.ndarray:
+        """Each rank's busy time per step under the slowdowns ``slow`` (``warm``: the warm-ups,
+        else the series' own): its compute and host time under the warm-up and the level,
+        plus the optimizer's CPU update and its node's optimizer I/O past it (pipelined with
+        it, :func:`_overlapped`): the read, the write into the SLC cache and past it at the
+        native rate, the GC pauses (native writes), plus the extra work.  On the slowdown's
+        node over its span: ``worn`` (the native rate ``1 / (1 + g)``, GC ``1 + g`` times as
+        often), ``tenant`` (in the steps of its episodes, whose key is below the duty, the
+        drive shared with ``g`` times the episode's I/O: the job's I/O ``1 + g x`` times
+        longer) and ``fan`` (the drive's thermal resistance and time constant ``1 + g``
+        times: its temperature climbs from the step before the span towards ``1 + g`` times
+        the healthy one, and where it passes the threshold the drive throttles its I/O by the
+        ratio, which holds it there)."""
+        wu = self.warm if warm is None else warm
+        past, temp = self.state(wu)
+        nodes, n = self.io.shape
+        native = np.full((nodes, n), self.native)
+        chance = np.repeat(self.gc_p[None, :], nodes, axis=0)
+        slower = np.ones((nodes, n))
+        for sl in slow:
+            rows, span = sl.rows(), slice(sl.a, sl.b)
+            if sl.kind == "worn":
+                native[rows, span] *= 1.0 + sl.g
+                chance[rows, span] *= 1.0 + sl.g
+            elif sl.kind == "tenant":
+                slower[rows, span] *= 1.0 + sl.g * self.burst[rows, span] * (
+                    self.key[rows, span] < self.duty)
+            else:
+                alpha = self.alpha ** (1.0 / (1.0 + sl.g))
+                hot, _ = lfilter([(1.0 - alpha) * (1.0 + sl.g)], [1.0, -alpha],
+                                 1.0 / (1.0 + self.idle[span]), zi=[alpha * temp[sl.a - 1]])
+                slower[rows, span] *= np.maximum(1.0, hot / self.threshold)
+        gc = self.gc_x * (self.gc_u < chance)
+        io = self.io * (1.0 - self.write * past + self.write * native * (past + gc)) * slower
+        wl = wu * self.level
+        exposed = _overlapped(io[self.node], self.tail, np.asarray(self.opt))
+        return np.asarray((self.dev + self.host) * wl + self.opt + exposed + self.rest)
+
+
+_NVME_PLAN = _NodePlan(
+    kinds=NV_KINDS, top=(("worn", NV_WORN_MAX), ("tenant", NV_TENANT_MAX), ("fan", NV_FAN_MAX)),
+    restarts=(("worn", "ab"),), every=(), climbing=(), last="tenant", climb=(1.0, 1.0))
+
+
+def _nvme(rng: np.random.Generator, scenario: str) -> _Timeline:
+    """Optimizer states offloaded to local NVMe drives (module docstring): each rank's busy
+    time, the ranks of a node waiting on its drive; the corpus' noise is turned off
+    (``noise_scale`` ~ 0)."""
+    job = _ranked_job(rng, NODE_RANKS, NV_NODE, NODE_COMPUTE, NODE_RANK_JITTER, NV_HOST,
+                      NV_HOST_JITTER)
+    n, t, nodes = job.n, job.t, job.nodes
+    rest = _node_ckpt_eval(rng, t, job.rate)
+    io0 = float(rng.uniform(*NV_IO))
+    ij = float(rng.uniform(*NV_IO_JITTER))
+    io = io0 * np.exp(ij * rng.standard_normal((nodes, n)) - 0.5 * ij * ij)
+    fold = float(rng.uniform(*NV_FOLD))
+    cache = (_loguniform(rng, *NV_FILL) * max(1.0 - fold, NV_FILL_NET)
+             * np.exp(NV_CACHE_NODE * rng.standard_normal(nodes)))
+    gc_p = _loguniform(rng, *NV_GC_P) * (1.0 + float(rng.uniform(*NV_GC_GROW)) * t / n)
+    tau = min(max(_loguniform(rng, *NV_TAU_S) / job.base_s, NV_TAU_STEPS[0]), NV_TAU_STEPS[1])
+    key, burst = _keyed_runs(rng, nodes, n, NV_EPISODE, NV_EPISODE_X)
+    dr = _Drives(node=job.node, dev=job.dev, host=job.host,
+                 opt=float(rng.uniform(*NV_OPT)) * io0, io=io,
+                 write=float(rng.uniform(*NV_WRITE)), native=float(rng.uniform(*NV_NATIVE)),
+                 cache=cache, fold=fold, idle=rest / float(job.rate[LEAD_ITERS:].mean()),
+                 gc_u=rng.random((nodes, n)),
+                 gc_x=np.exp(rng.uniform(math.log(NV_GC_X[0]), math.log(NV_GC_X[1]),
+                                         (nodes, n))),
+                 gc_p=gc_p, alpha=math.exp(-1.0 / tau),
+                 threshold=float(rng.uniform(*NV_THRESHOLD)), key=key, burst=burst,
+                 duty=float(rng.uniform(*NV_DUTY)),
+                 tail=float(rng.uniform(*NV_TAIL)), level=np.ones(n), warm=np.ones(n),
+                 rest=rest)
+    # planned restarts between parts (another batch: a level; the downtime folds the cache
+    # and cools the drive); each rank's busy time, labelled by the span's mean rise of its
+    # node's ranks over their healthy mean
+    return _node_timeline(rng, scenario, job, dr, _NVME_PLAN, NV_RESHAPE_LEVEL)
 
 
 def _part_rooms(rng: np.random.Generator, scenario: str, starts: np.ndarray, part: int,
@@ -5674,7 +5937,7 @@ _BUILDERS: dict[str, Callable[[np.random.Generator, str], _Timeline]] = {
     "memory": _memory, "prefetch": _prefetch, "pipeline": _pipeline,
     "lossy_link": _lossy_link, "gc_pause": _gc_pause, "dispatch": _dispatch, "moe": _moe,
     "hw_queue": _hw_queue, "compile": _compile, "power": _power, "numa": _numa,
-    "rollout": _rollout, "fabric": _fabric,
+    "rollout": _rollout, "fabric": _fabric, "nvme": _nvme,
 }
 
 
