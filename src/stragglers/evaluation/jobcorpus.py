@@ -1138,6 +1138,12 @@ CB_CKPT_FACTOR = (1.5, 4.0)  # the whole iteration during a checkpoint save
 CB_SHIFT = (0.12, 0.45)  # iteration time increase of a level shift
 CB_SHIFT_ITERS = (30, 600)  # its duration (log-uniform)
 CB_MINOR = (0.03, 0.07)
+# the warm-up of a job's start and of every restart (1 + A exp(-t / tau), the first step
+# slower), as bimodal_replay, ladder, seqlen, accum, pipeline and the families of ranks on
+# nodes draw it (contention: its first step alike)
+NODE_WARM_AMPLITUDE = (0.05, 0.4)
+NODE_WARM_TAU = (3.0, 30.0)
+NODE_FIRST = (2.0, 10.0)
 # contention (module docstring)
 CT_SIGMA = (0.004, 0.035)  # log-normal noise scale: its wandering range
 CT_SIGMA_STEP = 0.03  # per-iteration step of log(scale) before smoothing
@@ -1145,7 +1151,7 @@ CT_PARETO_ALPHA = (2.0, 3.5)  # tail index of the Pareto factor ...
 CT_PARETO_SCALE = (0.003, 0.015)  # ... times this
 CT_WARM_AMPLITUDE = (0.1, 0.6)  # warm-up: 1 + A exp(-t / tau)
 CT_WARM_TAU = (5.0, 50.0)
-CT_FIRST = (2.0, 10.0)  # the first iteration
+CT_FIRST = NODE_FIRST  # the first iteration
 CT_EPISODE_RATE = (1 / 400, 1 / 80)  # contention episodes per iteration
 CT_EPISODE_RISE = (0.05, 0.40)  # their mean rise
 CT_EPISODE_JITTER = (0.1, 0.5)  # per-iteration spread (log space)
@@ -1184,9 +1190,9 @@ BM_DWELL = (1, 60)  # bounds of a mode's dwell bounds (iterations)
 BM_DWELL_SPAN = (5, 40)  # ... a mode's dwell drawn log-uniform in [lo, lo x this ratio]
 BM_JITTER = (0.004, 0.025)  # log-space Student-t jitter scale ...
 BM_JITTER_DF = (2.5, 5.0)  # ... and degrees of freedom
-BM_WARM_AMPLITUDE = (0.05, 0.4)
-BM_WARM_TAU = (3.0, 30.0)
-BM_FIRST = (2.0, 10.0)
+BM_WARM_AMPLITUDE = NODE_WARM_AMPLITUDE
+BM_WARM_TAU = NODE_WARM_TAU
+BM_FIRST = NODE_FIRST
 BM_SLOWDOWN = (0.10, 0.50)
 BM_SLOW_ITERS = (MIN_EVENT_ITERS, 600)
 BM_STUCK_ITERS = (80, 600)  # a mode stuck: far longer than any dwell
@@ -1208,9 +1214,9 @@ LD_SIGMA_MAX = 0.08  # the jitter scale never exceeds this
 LD_CONGEST_JITTER = 6.0  # congested communication is jittery: scale x (1 + this x rise)
 LD_EVAL_EVERY = (50, 100, 200, 250, 500)  # an evaluation / logging iteration every N ...
 LD_EVAL_X = (1.5, 5.0)  # ... this many times longer (log-uniform, each)
-LD_WARM_AMPLITUDE = (0.05, 0.4)
-LD_WARM_TAU = (3.0, 30.0)
-LD_FIRST = (2.0, 10.0)
+LD_WARM_AMPLITUDE = NODE_WARM_AMPLITUDE
+LD_WARM_TAU = NODE_WARM_TAU
+LD_FIRST = NODE_FIRST
 LD_RUNG = (0.03, 0.08)  # a rung of the ladder: iteration time +3-8 % (each below the rule)
 LD_RUNGS = (3, 6)  # rungs of a congestion ladder (inclusive) ...
 LD_TOTAL = (0.18, 0.45)  # ... adding up to this (positives)
@@ -1252,9 +1258,6 @@ NODE_RANKS = (1, 2, 4, 8, 16)  # ranks of the job (a step waits for the slowest 
 NODE_WANDER_SD = (0.003, 0.015)  # device rate: AR(1) in log space, stationary sd ...
 NODE_WANDER_PHI = (0.95, 0.995)  # ... and lag-1 correlation
 NODE_JITTER = (0.003, 0.02)  # ... plus per-step jitter (log space)
-NODE_WARM_AMPLITUDE = (0.05, 0.4)  # the warm-up of the job's start and of every restart
-NODE_WARM_TAU = (3.0, 30.0)
-NODE_FIRST = (2.0, 10.0)
 NODE_RANK_JITTER = (0.002, 0.01)  # each rank's compute per step (log space)
 #: the compute's ranges as :func:`_ranked_job` takes them, and a restart's warm-up
 NODE_COMPUTE = (NODE_WANDER_SD, NODE_WANDER_PHI, NODE_JITTER, NODE_WARM_AMPLITUDE,
@@ -1272,18 +1275,18 @@ SL_COMM_JITTER = (0.02, 0.10)  # ... its per-step spread (log space)
 SL_FIXED_SHARE = (0.02, 0.10)  # optimizer step, logging: fixed work
 SL_GC_EVERY = (100, 1000)  # unsynchronised GC: mean steps between two pauses of one rank ...
 SL_GC_PAUSE = (0.1, 0.6)  # ... each this many mean compute times (log-uniform)
-SL_WARM_AMPLITUDE = (0.05, 0.4)
-SL_WARM_TAU = (3.0, 30.0)
-SL_FIRST = (2.0, 10.0)
-SL_SLOWDOWN = (0.12, 0.45)  # mean rise of a slowdown over the healthy mean step time
+SL_WARM_AMPLITUDE = NODE_WARM_AMPLITUDE
+SL_WARM_TAU = NODE_WARM_TAU
+SL_FIRST = NODE_FIRST
+SL_SLOWDOWN = NODE_SLOWDOWN  # mean rise of a slowdown over the healthy mean step time
 SL_SLOW_ITERS = (40, 800)  # its duration (log-uniform; at least SPAN_DECIDABLE x (cv / rise)^2)
 SL_WORKER_P = 0.6  # chance that a slowdown is one slow rank (else the all-reduce)
 SL_WORKER_MAX = 20.0  # a slow rank's compute is at most this many times slower
 # accum (module docstring): gradient accumulation, one record per micro-batch
 AC_STEPS = (2, 3, 4, 6, 8, 12, 16)  # micro-batches per optimizer step (accumulation steps)
-AC_WANDER_SD = (0.003, 0.015)  # micro-batch compute: AR(1) in log space, stationary sd ...
-AC_WANDER_PHI = (0.95, 0.995)  # ... and lag-1 correlation
-AC_JITTER = (0.003, 0.02)  # ... plus per-micro-batch jitter (log space)
+AC_WANDER_SD = NODE_WANDER_SD  # micro-batch compute: AR(1) in log space, stationary sd ...
+AC_WANDER_PHI = NODE_WANDER_PHI  # ... and lag-1 correlation
+AC_JITTER = NODE_JITTER  # ... plus per-micro-batch jitter (log space)
 AC_COMM = (0.2, 2.0)  # exposed gradient all-reduce at the boundary, over a micro-batch
 AC_COMM_JITTER = (0.03, 0.15)  # its spread from boundary to boundary (log space)
 AC_BURST_RATE = (1 / 400, 1 / 80)  # transient congestion: chance per micro-batch ...
@@ -1298,11 +1301,11 @@ AC_EPOCH_STALL = (2.0, 15.0)  # ... the data-loader workers restart (micro-batch
 #                               the accumulation restarts (a short last step flushes the rest)
 AC_EVAL_EVERY = (50, 100, 200, 500)  # a validation pass every this many optimizer steps ...
 AC_EVAL_X = (2.0, 8.0)  # ... adding this many micro-batch times to the boundary iteration
-AC_WARM_AMPLITUDE = (0.05, 0.4)
-AC_WARM_TAU = (3.0, 30.0)
-AC_FIRST = (2.0, 10.0)
-AC_SLOWDOWN = (0.12, 0.45)  # mean rise of a slowdown over the healthy mean time
-AC_SLOW_ITERS = (40, 800)  # its duration (log-uniform), whole accumulation cycles ...
+AC_WARM_AMPLITUDE = NODE_WARM_AMPLITUDE
+AC_WARM_TAU = NODE_WARM_TAU
+AC_FIRST = NODE_FIRST
+AC_SLOWDOWN = NODE_SLOWDOWN  # mean rise of a slowdown over the healthy mean time
+AC_SLOW_ITERS = SL_SLOW_ITERS  # its duration (log-uniform), whole accumulation cycles ...
 AC_MIN_CYCLES = 6  # ... at least this many (so at least 6 slow boundaries), and at least
 #                    SPAN_DECIDABLE x (healthy cv of a cycle's time / rise)^2
 AC_COMM_P = 0.5  # kind of a slowdown: the all-reduce (congestion) with this chance, ...
@@ -1355,7 +1358,7 @@ PP_MICRO_START = 3  # ... at the start at most this many times the stages (a lar
 PP_IMBALANCE = (0.0, 0.25)  # a stage's compute 1 + this x u (u uniform; first and last >= 0.5)
 PP_BACKWARD = (1.8, 2.2)  # backward over forward
 PP_WANDER_SD = (0.003, 0.012)  # each stage's rate: AR(1) in log space, stationary sd ...
-PP_WANDER_PHI = (0.95, 0.995)  # ... and lag-1 correlation
+PP_WANDER_PHI = NODE_WANDER_PHI  # ... and lag-1 correlation
 PP_JITTER = (0.005, 0.03)  # per stage, micro-batch and pass (log space)
 PP_OVERHEAD = (0.02, 0.15)  # fixed per-micro-batch work (launches), share of one at the first m
 PP_P2P = (0.02, 0.3)  # activation / gradient transfer between stages, over a forward
@@ -1364,9 +1367,9 @@ PP_HICCUP_RATE = (1 / 400, 1 / 80)  # a transfer hiccup: chance per iteration ..
 PP_HICCUP_X = (3.0, 20.0)  # ... one transfer this many times slower
 PP_AR = (0.02, 0.2)  # exposed data-parallel all-reduce per stage, over the mean iteration ...
 PP_AR_JITTER = (0.03, 0.15)  # ... its spread (log space)
-PP_WARM_AMPLITUDE = (0.05, 0.4)
-PP_WARM_TAU = (3.0, 30.0)
-PP_FIRST = (2.0, 10.0)
+PP_WARM_AMPLITUDE = NODE_WARM_AMPLITUDE
+PP_WARM_TAU = NODE_WARM_TAU
+PP_FIRST = NODE_FIRST
 PP_CHANGE_P = 0.6  # a micro-batch schedule change (online, the global batch kept) ...
 PP_CHANGE_RATIO = (0.7, 1.03)  # ... to an m whose level over the old one lies here
 PP_CHANGE_FASTER = 0.97  # ... one this much faster or more where there is one, ...
@@ -1375,8 +1378,8 @@ PP_HIDDEN_P = 0.5  # a hidden slowdown of a stage with slack, in a part with thi
 PP_HIDDEN_ITERS = (100, 1000)  # ... this long (log-uniform) ...
 PP_HIDDEN_SLACK = (0.5, 0.95)  # ... using this share of its slack to the slowest stage ...
 PP_HIDDEN_RISE = 0.04  # ... kept only where the mean iteration rises by less than this
-PP_SLOWDOWN = (0.12, 0.45)  # mean rise of a slowdown over the span's healthy mean
-PP_SLOW_ITERS = (60, 800)  # its duration (log-uniform; at least SPAN_DECIDABLE x (cv / rise)^2)
+PP_SLOWDOWN = NODE_SLOWDOWN  # mean rise of a slowdown over the span's healthy mean
+PP_SLOW_ITERS = NODE_SLOW_ITERS  # its duration (log-uniform; >= SPAN_DECIDABLE x (cv / rise)^2)
 PP_STAGE_P = 0.6  # kind: one stage slower (else one link between two stages)
 PP_STAGE_MAX = 8.0  # a slow stage at most this many times slower ...
 PP_LINK_MAX = 60.0  # ... a congested link's transfers this many (mean) ...
@@ -1921,6 +1924,12 @@ def _wandering_compute(rng: np.random.Generator, t: np.ndarray, wander_sd: tuple
 
 def _loguniform(rng: np.random.Generator, lo: float, hi: float) -> float:
     return float(math.exp(rng.uniform(math.log(lo), math.log(hi))))
+
+
+def _loguniforms(rng: np.random.Generator, lo: float, hi: float, size: int | tuple[int, ...]
+                 ) -> np.ndarray:
+    """``size`` draws log-uniform in ``[lo, hi]`` (the array form of :func:`_loguniform`)."""
+    return np.asarray(np.exp(rng.uniform(math.log(lo), math.log(hi), size)))
 
 
 def _logint(rng: np.random.Generator, lo: int, hi: int) -> int:
@@ -2623,7 +2632,7 @@ def _ladder(rng: np.random.Generator, scenario: str) -> _Timeline:
     every = int(rng.choice(LD_EVAL_EVERY))
     evals = np.ones(n)
     at = np.arange(every - 1, n, every)
-    evals[at] = np.exp(rng.uniform(math.log(LD_EVAL_X[0]), math.log(LD_EVAL_X[1]), at.size))
+    evals[at] = _loguniforms(rng, *LD_EVAL_X, at.size)
     # volatility bursts: the jitter's scale rises (soft edges), its mean stays 1
     vol = np.zeros(n)
     for _ in range(int(rng.integers(LD_VOL_BURSTS[0], LD_VOL_BURSTS[1] + 1))):
@@ -2716,8 +2725,7 @@ def _seqlen(rng: np.random.Generator, scenario: str) -> _Timeline:
     # unsynchronised Python GC: a pause stalls its rank, and the step waits for it
     gc_p = 1.0 / rng.uniform(*SL_GC_EVERY)
     hit = rng.random((n, ranks)) < gc_p
-    comp[hit] += unit * np.exp(rng.uniform(math.log(SL_GC_PAUSE[0]), math.log(SL_GC_PAUSE[1]),
-                                           int(hit.sum())))
+    comp[hit] += unit * _loguniforms(rng, *SL_GC_PAUSE, int(hit.sum()))
     cs, cj = float(rng.uniform(*SL_COMM_SHARE)), float(rng.uniform(*SL_COMM_JITTER))
     comm = cs * unit * np.exp(cj * rng.standard_normal(n) - 0.5 * cj * cj)
     fixed = float(rng.uniform(*SL_FIXED_SHARE)) * unit
@@ -2796,8 +2804,7 @@ def _accum(rng: np.random.Generator, scenario: str) -> _Timeline:
     burst_p = min(AC_BURST_P_MAX, k * float(rng.uniform(*AC_BURST_RATE)))
     hit = rng.random(nb) < burst_p
     bx = np.ones(nb)
-    bx[hit] = np.exp(rng.uniform(math.log(AC_BURST_X[0]), math.log(AC_BURST_X[1]),
-                                 int(hit.sum())))
+    bx[hit] = _loguniforms(rng, *AC_BURST_X, int(hit.sum()))
     comm[bnd] *= bx
     offloaded = bool(rng.random() < AC_OFFLOAD_P)
     oj = float(rng.uniform(*AC_OPT_JITTER))
@@ -2806,12 +2813,10 @@ def _accum(rng: np.random.Generator, scenario: str) -> _Timeline:
         oj * rng.standard_normal(nb) - 0.5 * oj * oj)
     # other healthy long iterations: data-loader restarts at epoch starts, validation passes
     other = np.zeros(n)
-    other[starts[1:]] = np.exp(rng.uniform(math.log(AC_EPOCH_STALL[0]),
-                                           math.log(AC_EPOCH_STALL[1]), starts.size - 1))
+    other[starts[1:]] = _loguniforms(rng, *AC_EPOCH_STALL, starts.size - 1)
     every = int(rng.choice(AC_EVAL_EVERY))
     evals = np.flatnonzero(bnd)[every - 1::every]
-    other[evals] += np.exp(rng.uniform(math.log(AC_EVAL_X[0]), math.log(AC_EVAL_X[1]),
-                                       evals.size))
+    other[evals] += _loguniforms(rng, *AC_EVAL_X, evals.size)
     healthy_it = comp + comm + opt + other
     it = healthy_it.copy()
     events: list[tuple[int, int, float, str]] = []
@@ -3101,9 +3106,9 @@ def _prefetch(rng: np.random.Generator, scenario: str) -> _Timeline:
         base[a:a + dur] *= rng.uniform(1.0, max(1.0, DL_HIDDEN_MAX / rho))
     st = _Storage(
         base=base, u=rng.random(n), rate=np.full(n, float(rng.uniform(*DL_HICCUP_RATE))),
-        x=np.exp(rng.uniform(math.log(DL_HICCUP_X[0]), math.log(DL_HICCUP_X[1]), n)),
+        x=_loguniforms(rng, *DL_HICCUP_X, n),
         length=rng.integers(DL_HICCUP_LEN[0], DL_HICCUP_LEN[1] + 1, n),
-        storm_x=np.exp(rng.uniform(math.log(DL_STORM_X[0]), math.log(DL_STORM_X[1]), n)))
+        storm_x=_loguniforms(rng, *DL_STORM_X, n))
     healthy_it = _steps(comp, st.prod(), ld)
     steady = healthy_it[LEAD_ITERS:]
     mean = float(steady.mean())
@@ -3284,7 +3289,7 @@ def _pipeline(rng: np.random.Generator, scenario: str) -> _Timeline:
     cf = c0 * wmb[:, None, None] * lognorm(cj, (n, *lk)) * live
     cb = c0 * wmb[:, None, None] * lognorm(cj, (n, *lk)) * live
     hic = rng.random(n) < rng.uniform(*PP_HICCUP_RATE)
-    hx = np.exp(rng.uniform(math.log(PP_HICCUP_X[0]), math.log(PP_HICCUP_X[1]), n))
+    hx = _loguniforms(rng, *PP_HICCUP_X, n)
     hl = rng.integers(0, max(1, p - 1), n)
     hj = mm - 1 - rng.integers(0, m_at)  # a real micro-batch
     rows = np.flatnonzero(hic & (p > 1))
@@ -3404,16 +3409,15 @@ def _lossy_link(rng: np.random.Generator, scenario: str) -> _Timeline:
     every = int(rng.integers(NODE_CKPT_EVERY[0], NODE_CKPT_EVERY[1] + 1))
     ck = t // every
     ck_len = rng.integers(NODE_CKPT_ITERS[0], NODE_CKPT_ITERS[1] + 1, int(ck[-1]) + 1)
-    ck_x = np.exp(rng.uniform(math.log(NODE_CKPT_X[0]), math.log(NODE_CKPT_X[1]), ck_len.size))
+    ck_x = _loguniforms(rng, *NODE_CKPT_X, ck_len.size)
     work = np.where((ck > 0) & (t % every < ck_len[ck]), (ck_x[ck] - 1.0) * base_it, 0.0)
     ev = int(rng.choice(NODE_EVAL_EVERY))
     at = t % ev == ev - 1
-    work[at] += np.exp(rng.uniform(math.log(NODE_EVAL_X[0]), math.log(NODE_EVAL_X[1]),
-                                   int(at.sum())))
+    work[at] += _loguniforms(rng, *NODE_EVAL_X, int(at.sum()))
     base_it = base_it + work
     # a loss costs a go-back-N retransmission (the collectives longer) or, for a tail loss, a
     # timeout doubled at each retry
-    fast = c * np.exp(rng.uniform(math.log(LL_FAST[0]), math.log(LL_FAST[1]), n))
+    fast = c * _loguniforms(rng, *LL_FAST, n)
     tail = rng.random(n) < rng.uniform(*LL_TAIL_P)
     retries = np.minimum(rng.geometric(1.0 - LL_BACKOFF_P, n), LL_RETRIES)
     cost = np.where(tail, _loguniform(rng, *LL_RTO) * (2.0 ** retries - 1.0), fast)
@@ -3428,8 +3432,7 @@ def _lossy_link(rng: np.random.Generator, scenario: str) -> _Timeline:
                     rng.integers(LL_BLIP_ITERS[0], LL_BLIP_ITERS[1] + 1, n)) - 1.0
     fab = _Fabric(rate=np.maximum(rate, blip), u=rng.random(n), cost=cost,
                   u_flap=rng.random(n),
-                  down=np.exp(rng.uniform(math.log(LL_FLAP_DOWN[0]),
-                                          math.log(LL_FLAP_DOWN[1]), n)))
+                  down=_loguniforms(rng, *LL_FLAP_DOWN, n))
     healthy_it = base_it + fab.lost()
     steady = healthy_it[LEAD_ITERS:]
     mean = float(steady.mean())
@@ -3822,8 +3825,7 @@ def _dispatch(rng: np.random.Generator, scenario: str) -> _Timeline:
     # host spikes: one phase of one rank's step far slower (page faults, the scheduler)
     spike = rng.random((ranks, n)) < rng.uniform(*HD_SPIKE_RATE)
     ri, ti = np.nonzero(spike)
-    host_x[ri, ti, rng.integers(0, 3, ri.size)] *= np.exp(
-        rng.uniform(math.log(HD_SPIKE_X[0]), math.log(HD_SPIKE_X[1]), ri.size))
+    host_x[ri, ti, rng.integers(0, 3, ri.size)] *= _loguniforms(rng, *HD_SPIKE_X, ri.size)
     dev = np.zeros((ranks, n, 3, HD_CHUNKS + 1))  # the last slot: the metrics group
     host = np.zeros_like(dev)
     dev[..., :HD_CHUNKS] = dev_rate[:, :, None, None] * d_share
@@ -4370,7 +4372,7 @@ def _hw_queue(rng: np.random.Generator, scenario: str) -> _Timeline:
     # congestion spikes: the bandwidth divided by 1.5-4 for 1-5 steps (exposed communication)
     hit = np.flatnonzero(rng.random(n) < rng.uniform(*HQ_CONGEST_RATE))
     length = rng.integers(HQ_CONGEST_ITERS[0], HQ_CONGEST_ITERS[1] + 1, hit.size)
-    x = np.exp(rng.uniform(math.log(HQ_CONGEST_X[0]), math.log(HQ_CONGEST_X[1]), hit.size))
+    x = _loguniforms(rng, *HQ_CONGEST_X, hit.size)
     idx = hit[:, None] + np.arange(HQ_CONGEST_ITERS[1])[None, :]
     on = (np.arange(HQ_CONGEST_ITERS[1])[None, :] < length[:, None]) & (idx < n)
     cong = np.ones(n)
@@ -5164,7 +5166,7 @@ def _stalls(rng: np.random.Generator, shape: tuple[int, ...], chance: tuple[floa
     log-uniform in ``size``; 0 elsewhere."""
     hit = rng.random(shape) < rng.uniform(*chance)
     out = np.zeros(shape)
-    out[hit] = np.exp(rng.uniform(math.log(size[0]), math.log(size[1]), int(hit.sum())))
+    out[hit] = _loguniforms(rng, *size, int(hit.sum()))
     return out
 
 
@@ -5176,10 +5178,9 @@ def _keyed_runs(rng: np.random.Generator, nodes: int, n: int, steps: tuple[int, 
     migration bursts (:func:`_numa`, :data:`NU_BURST`) and a reward server's episodes
     (:func:`_rollout`, :data:`RO_EPISODE`)."""
     runs = n // steps[0] + 1
-    length = np.rint(np.exp(rng.uniform(math.log(steps[0]), math.log(steps[1]),
-                                        (nodes, runs)))).astype(np.int64)
+    length = np.rint(_loguniforms(rng, *steps, (nodes, runs))).astype(np.int64)
     u = rng.random((nodes, runs))
-    x = np.exp(rng.uniform(math.log(size[0]), math.log(size[1]), (nodes, runs)))
+    x = _loguniforms(rng, *size, (nodes, runs))
     run = np.array([np.repeat(np.arange(runs), length[j])[:n] for j in range(nodes)])
     return np.take_along_axis(u, run, axis=1), np.take_along_axis(x, run, axis=1)
 
@@ -5612,7 +5613,7 @@ def _fabric(rng: np.random.Generator, scenario: str) -> _Timeline:
                  cap=max(1.0, flows / uplinks) * _loguniform(rng, *FB_HEADROOM),
                  spill=rng.random((leaves, flows)), key=key,
                  burst=burst, duty=float(rng.uniform(*FB_DUTY)), err_u=rng.random(n),
-                 err_x=np.exp(rng.uniform(math.log(FB_RETX[0]), math.log(FB_RETX[1]), n)),
+                 err_x=_loguniforms(rng, *FB_RETX, n),
                  comm=float(rng.uniform(*FB_COMM)), hide=float(rng.uniform(*FB_HIDE)),
                  tail=float(rng.uniform(*FB_TAIL)), jit=jit, level=np.ones(n),
                  warm=np.ones(n), rest=rest)
@@ -5768,8 +5769,7 @@ def _nvme(rng: np.random.Generator, scenario: str) -> _Timeline:
                  write=float(rng.uniform(*NV_WRITE)), native=float(rng.uniform(*NV_NATIVE)),
                  cache=cache, fold=fold, idle=rest / float(job.rate[LEAD_ITERS:].mean()),
                  gc_u=rng.random((nodes, n)),
-                 gc_x=np.exp(rng.uniform(math.log(NV_GC_X[0]), math.log(NV_GC_X[1]),
-                                         (nodes, n))),
+                 gc_x=_loguniforms(rng, *NV_GC_X, (nodes, n)),
                  gc_p=gc_p, alpha=math.exp(-1.0 / tau),
                  threshold=float(rng.uniform(*NV_THRESHOLD)), key=key, burst=burst,
                  duty=float(rng.uniform(*NV_DUTY)),
@@ -5854,13 +5854,12 @@ def _with_ckpt_eval(rng: np.random.Generator, t: np.ndarray, rest: np.ndarray,
     every = int(rng.integers(every_range[0], every_range[1] + 1))
     ck = t // every
     ck_len = rng.integers(iters[0], iters[1] + 1, int(ck[-1]) + 1)
-    ck_x = np.exp(rng.uniform(math.log(x[0]), math.log(x[1]), ck_len.size))
+    ck_x = _loguniforms(rng, *x, ck_len.size)
     rest = rest + np.where((ck > 0) & (t % every < ck_len[ck]), (ck_x[ck] - 1.0) * scale * unit,
                            0.0)
     ev = int(rng.choice(eval_every))
     at = t % ev == ev - 1
-    rest[at] += unit * np.exp(rng.uniform(math.log(eval_x[0]), math.log(eval_x[1]),
-                                          int(at.sum())))
+    rest[at] += unit * _loguniforms(rng, *eval_x, int(at.sum()))
     return rest, at
 
 
@@ -5960,8 +5959,7 @@ def _finish(rng: np.random.Generator, tl: _Timeline, *, name: str, family: str,
         scale = tl.noise_scale if tl.noise_scale is not None else rng.uniform(*NOISE_SCALE)
         spikes = np.ones(n)
         hit = np.asarray(rng.random(n) < rng.uniform(*SPIKE_RATE))
-        spikes[hit] = np.exp(rng.uniform(math.log(SPIKE_FACTOR[0]), math.log(SPIKE_FACTOR[1]),
-                                         int(np.count_nonzero(hit))))
+        spikes[hit] = _loguniforms(rng, *SPIKE_FACTOR, int(np.count_nonzero(hit)))
         dur[r] = clean[r] * np.exp(_noise(rng, n, scale)) * spikes
     ts = np.cumsum(dur + tl.pause[None, :], axis=1) + rng.uniform(1e9, 2e9)
     if stride > 1:
