@@ -1215,6 +1215,8 @@ class RobustLevelDetector:
         alarms = self._trim(st, self._in_episode, it)
         if self._stretch is None or not self._persists(st):
             return alarms
+        if not st.up and self._taper(st, e):
+            return alarms + self._trim(st, self._in_episode, it)
         held = st.held()
         if not st.up and held < self._healthy + self.limit:
             return alarms + self._recovery(st, e)
@@ -1224,6 +1226,19 @@ class RobustLevelDetector:
             pos, first = st.start(e, held)
             return alarms + [self._alarm("change", pos, first, math.exp(e), math.exp(held))]
         return alarms + self._ramp(st, self._in_episode, it)
+
+    def _taper(self, st: _Stretch, e: float) -> bool:
+        """A stretch down that began with the episode's last, lower points (the slow level
+        easing off before it ended: two levels in one stretch) gives them back to the
+        episode, so that the level it holds and where it began are the new level's; True
+        when it gave any (the stretch is then judged again from its next point).  Held with
+        them, the first half's mixture was the level a ``change`` went down to, while the
+        episode took the second half's (back at the healthy level, say): a slow episode at
+        the healthy level, whose end nothing could then declare."""
+        k = st.first(e, st.latest())
+        for _ in range(k):
+            self._episode.add(st.pop())
+        return k > 0
 
     def _persists(self, st: _Stretch) -> bool:
         """Longer than a stall, in iterations and in wall time, and than a run of spikes."""
