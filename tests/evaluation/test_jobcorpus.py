@@ -38,6 +38,8 @@ from stragglers.evaluation.jobcorpus import (
     NU_NODE,
     NV_KINDS,
     NV_NODE,
+    OB_KINDS,
+    OB_NODE,
     PP_CHANGE_RATIO,
     PP_SETTLE,
     PP_SLOW_ITERS,
@@ -67,6 +69,7 @@ from stragglers.evaluation.jobcorpus import (
     _MoeSlow,
     _Nodes,  # the power capping of a node, checked below
     _NodeSlow,
+    _Observers,  # the observability overhead of the observer ranks, checked below
     _phase_busy,  # the launch queue, checked below
     _Rollout,  # the generation workers of an RL step, checked below
     _Sockets,  # the host CPU placement of a node, checked below
@@ -107,7 +110,7 @@ def test_every_family_and_scenario_is_present(corpus) -> None:
     assert {s.family for s in corpus} == set(FAMILIES)
     assert {(s.family, s.scenario) for s in corpus} == {(f, s) for f, s, _, _ in SCENARIOS}
     assert len(generate_job_corpus(0, scale=1.0, families=("flapping",))) == 24
-    assert sum(c for _, _, c, _ in SCENARIOS) in range(345, 844)
+    assert sum(c for _, _, c, _ in SCENARIOS) in range(345, 868)
     assert set(HELD_OUT) < set(FAMILIES)
 
 
@@ -387,7 +390,8 @@ def test_bimodal_replay_labels() -> None:
 #: commit fb31b1b; ``compile``'s before ``power`` was, commit 9fa972a; ``power``'s before
 #: ``numa`` was, commit 47b9dcd; ``numa``'s before ``rollout`` was, commit 3eb9d1f;
 #: ``rollout``'s before ``fabric`` was, commit 8f20175; ``fabric``'s, held out in the twentieth
-#: round, before ``nvme`` was, commit 6af7110): a
+#: round, before ``nvme`` was, commit 6af7110; ``nvme``'s, held out in the twenty-first round,
+#: before ``observe`` was, commit a3db2b5): a
 #: family appended at the end of FAMILIES / SCENARIOS must leave every other family's bytes
 #: alone.
 FINGERPRINTS = {
@@ -425,6 +429,7 @@ FINGERPRINTS = {
     "numa": "b1916c38f6ed60c6",
     "rollout": "ee5ca1ce7065a72a",
     "fabric": "ba31ccf3c8e52d33",
+    "nvme": "7acef531cc6f17f9",
 }
 
 
@@ -445,10 +450,11 @@ def _fingerprint(family: str) -> str:
 
 
 def test_existing_families_are_unchanged() -> None:
-    assert set(FINGERPRINTS) == set(FAMILIES) - {"nvme"}
-    assert FAMILIES[-17:] == ("ladder", "seqlen", "accum", "memory", "prefetch", "pipeline",
+    assert set(FINGERPRINTS) == set(FAMILIES) - {"observe"}
+    assert FAMILIES[-18:] == ("ladder", "seqlen", "accum", "memory", "prefetch", "pipeline",
                               "lossy_link", "gc_pause", "dispatch", "moe", "hw_queue",
-                              "compile", "power", "numa", "rollout", "fabric", "nvme")
+                              "compile", "power", "numa", "rollout", "fabric", "nvme",
+                              "observe")
     assert {f: _fingerprint(f) for f in FINGERPRINTS} == FINGERPRINTS
 
 
@@ -473,7 +479,8 @@ def _durations(s: JobSeries) -> np.ndarray:
                                               ("numa", "slow"),
                                               ("rollout", "slow"),
                                               ("fabric", "slow"),
-                                              ("nvme", "slow")])
+                                              ("nvme", "slow"),
+                                              ("observe", "slow")])
 def test_family_is_deterministic_per_seed(family: str, slow: str) -> None:
     a = generate_series(11, family, slow, 2)
     assert _same(a, generate_series(11, family, slow, 2))
@@ -483,13 +490,13 @@ def test_family_is_deterministic_per_seed(family: str, slow: str) -> None:
     assert _same(h, generate_series(11, family, "healthy", 0))
 
 
-def test_nvme_is_the_held_out_family() -> None:
-    assert HELD_OUT == ("nvme",)
+def test_observe_is_the_held_out_family() -> None:
+    assert HELD_OUT == ("observe",)
 
 
-def test_nvme_fingerprint() -> None:
+def test_observe_fingerprint() -> None:
     """The held-out family's own bytes (seed 0), as committed before its one evaluation."""
-    assert _fingerprint("nvme") == "7acef531cc6f17f9"
+    assert _fingerprint("observe") == "15bb2af432b41243"
 
 
 def test_ladder_labels() -> None:
@@ -1365,7 +1372,8 @@ class _NodeRules:
     """What a family of ranks on nodes labels (``power``, ``numa``, ``rollout``, ``fabric``):
     its kinds, the kinds that name every rank, the restarts each kind brings, the kinds
     whose span is checked against the steps after it too (no restart follows), its span and
-    rise ranges (up to SPAN_OVERSHOOT more) and its nodes' sizes."""
+    rise ranges (up to SPAN_OVERSHOOT more) and its nodes' sizes; ``named(ranks, of)``: the
+    rank set another kind names, where it is not one whole node (``observe``'s observers)."""
 
     kinds: tuple[tuple[str, float], ...]
     every: tuple[str, ...]
@@ -1374,6 +1382,7 @@ class _NodeRules:
     slow_iters: tuple[int, int]
     slowdown: tuple[float, float]
     node: tuple[int, ...]
+    named: Callable[[list[int], int], bool] | None = None
 
 
 def _node_family_labels(family: str, rules: _NodeRules,
@@ -1410,6 +1419,9 @@ def _node_family_labels(family: str, rules: _NodeRules,
                     rk = list(e.ranks)
                     if e.kind in rules.every:
                         assert rk == list(range(s.ranks))
+                    elif rules.named is not None:  # the family's own rank set
+                        assert rules.named(rk, s.ranks), s.name
+                        subset |= len(rk) < s.ranks
                     else:  # one whole node
                         assert len(rk) in rules.node and rk[0] % len(rk) == 0
                         assert rk == list(range(rk[0], rk[0] + len(rk)))
@@ -1789,3 +1801,84 @@ def test_nvme_labels() -> None:
                 if f[-k:].mean() > 1.1 * f[:k].mean()}
     assert {e.kind for e, _ in events} == {"worn", "tenant", "fan"}
     assert {"intermittent", "level"} <= shapes and subset and "fan" in climbing
+
+
+def _observers_by_hand() -> _Observers:
+    """An ``observe`` series by hand: 4 ranks on nodes of 2, the observers each node's first
+    rank (0 and 2), 8 steps; compute 1, no host time, no extra work; a profiler cycle of 4
+    steps (a warmup step at half an active step's +100 %, one active step, its trace export
+    0.5 mean steps on the step after it); log lines 0.1 a step, a flush of 0.2 at step 3;
+    rank 0's progress bar 0.05 at step 1; an evaluation's twice the collectives at step 6;
+    the filesystem slow in the even steps (keys 0.1, 0.9, ..., duty 0.5)."""
+    n = 8
+    flush, bar, calls = np.zeros(n), np.zeros(n), np.ones(n)
+    flush[3], bar[1], calls[6] = 0.2, 0.05, 2.0
+    return _Observers(dev=np.ones((4, n)), host=np.zeros((4, n)), observers=np.array([0, 2]),
+                      every=4, warmup=1, active=1, prof_x=1.0, prof_warm=0.5, export=0.5,
+                      log=np.full((4, n), 0.1), flush=flush, bar=bar, calls=calls,
+                      key=np.array([0.1, 0.9] * 4), burst=np.ones(n), duty=0.5,
+                      level=np.ones(n), warm=np.ones(n), rest=np.zeros(n))
+
+
+def test_observe_overhead_is_on_the_observers() -> None:
+    """The observability overhead by hand: the profiler's warmup step (+50 %), active step
+    (+100 %) and trace export (the step after) on the observers only, each step's log line,
+    the flush, rank 0's progress bar; a restart (its first step 3x) begins the schedule anew;
+    a profiler left active (g 0.8) puts every observer step at 1.8x at least; anomaly
+    detection (g 1) doubles every rank's compute; NCCL_DEBUG (g 0.3) adds 0.3 a step on every
+    rank, twice that at the evaluation; a slow filesystem (g 9) makes the observers' log
+    lines 10x in its episodes; a growing log (g 3, climbing over 4 steps) 1.75x ... 4x."""
+    ob = _observers_by_hand()
+    obs = np.array([1.1, 1.1, 1.6, 2.3, 1.6, 1.1, 1.6, 2.1])
+    got = ob.busy()
+    assert got[0] == pytest.approx(obs + np.array([0, 0.05, 0, 0, 0, 0, 0, 0]))
+    assert got[2] == pytest.approx(obs) and np.allclose(got[[1, 3]], 1.0)
+    warm = np.ones(8)
+    warm[5] = 3.0
+    assert ob.busy(warm=warm)[2] == pytest.approx([1.1, 1.1, 1.6, 2.3, 1.6, 3.1, 1.1, 1.6])
+    prof = ob.busy((_NodeSlow(0, 8, "profiler", 0.8, node=0),))
+    assert prof[2] == pytest.approx([1.9, 1.9, 1.9, 2.3, 2.4, 1.9, 1.9, 2.1])
+    assert np.allclose(prof[[1, 3]], 1.0)
+    anomaly = ob.busy((_NodeSlow(0, 8, "anomaly", 1.0),))
+    assert np.allclose(anomaly[[1, 3]], 2.0)
+    assert anomaly[2] == pytest.approx([2.1, 2.1, 3.1, 4.3, 2.6, 2.1, 3.1, 4.1])
+    nccl = ob.busy((_NodeSlow(0, 8, "nccl_debug", 0.3),))
+    assert nccl[1] == pytest.approx([1.3] * 6 + [1.6, 1.3])
+    assert nccl[2] == pytest.approx(obs + 0.3 * ob.calls)
+    nfs = ob.busy((_NodeSlow(0, 8, "nfs_log", 9.0, node=0),))
+    assert nfs[2] == pytest.approx(obs + 0.9 * (np.arange(8) % 2 == 0))
+    assert np.allclose(nfs[[1, 3]], 1.0)
+    grow = ob.busy((_NodeSlow(0, 4, "log_growth", 3.0, ramp=4, node=0),))
+    assert grow[2] == pytest.approx(obs + 0.1 * np.array([0.75, 1.5, 2.25, 3.0, 0, 0, 0, 0]))
+
+
+def _observers(rk: list[int], ranks: int) -> bool:
+    """The observers an ``observe`` label names: rank 0 alone, or each node's first rank."""
+    return rk == [0] or (len(rk) > 1 and rk[1] in OB_NODE
+                         and rk == list(range(0, ranks, rk[1])))
+
+
+def test_observe_labels() -> None:
+    """The job's own observability overhead: every labelled slowdown (a profiler left active
+    until the next restart, anomaly detection or synchronous launches set at a restart until
+    the next, NCCL_DEBUG logging at a restart until the next, a synchronous log handler on a
+    slow network filesystem in episodes, log lines growing until a restart) names the
+    observers (rank 0, or each node's first rank; every rank for the debug modes) and passes
+    the checks of :func:`_node_family_labels` (+12-45 % over their healthy mean, up to
+    SPAN_OVERSHOOT more; negatives: the profiler's schedule and trace exports, log lines,
+    flushes, the progress bar, checkpoints, evaluations, another batch at a restart stay
+    under the rule); a multi-rank job names a strict subset of its ranks; the family has
+    episodic spans (a tenth of the steps or more unchanged: the filesystem's episodes), level
+    ones (every step slower) and climbing ones (a growing log: the span's last quarter slower
+    than its first by 10 % or more)."""
+    events, subset = _node_family_labels("observe", _NodeRules(
+        OB_KINDS, ("anomaly", "nccl_debug"),
+        {"profiler": 1, "anomaly": 2, "nccl_debug": 2, "log_growth": 1}, ("nfs_log",),
+        NODE_SLOW_ITERS, NODE_SLOWDOWN, OB_NODE, _observers))
+    shapes = {"episodic" if (f < 1.0 + 1e-9).mean() >= 0.1 else
+              "level" if f.min() > 1.0 + 1e-9 else "between" for _, f in events}
+    q = [f.size // 4 for _, f in events]
+    climbing = {e.kind for (e, f), k in zip(events, q, strict=True)
+                if f[-k:].mean() > 1.1 * f[:k].mean()}
+    assert {e.kind for e, _ in events} == {k for k, _ in OB_KINDS}
+    assert {"episodic", "level"} <= shapes and subset and "log_growth" in climbing

@@ -1012,6 +1012,63 @@ detector changes, by someone who never ran the detector on it):
                  first step that changes to the last, by the span's mean rise, with the node's ranks
                  (kinds ``worn`` / ``tenant`` / ``fan``).  Negatives: the healthy series alone.
 
+The held-out family of the twenty-second round (written and committed before that round's
+detector changes, by someone who never ran the detector on it):
+
+``observe``      the job's own observability overhead: profilers, logging and metrics run inside
+                 the training loop, and the usual setups enable them on rank 0 alone or on each
+                 node's first rank (the observers, chance 0.5 each, :data:`OB_FIRST_P`), so
+                 those ranks are busier and every other rank waits for them at the next
+                 synchronisation.  A job is 1-16 ranks (:data:`NODE_RANKS`) on nodes of 1-8
+                 (:data:`OB_NODE`); each rank's record is its busy time (the wait for the
+                 observers is not in it): its compute (a wandering rate, AR(1) in log space,
+                 jitter 0.3-2 %, a warm-up, 0.2-1 % per rank) and host time (2-10 %), plus
+                 checkpoints (every 200-1000 steps, 1-3 steps at 1.5-4x) and evaluations (every
+                 100-1000 steps, +1-4 mean steps); an observer adds its log lines, written
+                 synchronously (0.2-2 % of a mean step, 10-50 % jitter, :data:`OB_LOG`), the
+                 metric exports / log flushes (every 10-100 steps, 2-30 % of a mean step each,
+                 :data:`OB_FLUSH`) and, on rank 0, a progress bar's refresh (1-5 ms at most
+                 every 0.1 s).  Healthy: all of that, and in 60 % of the series a
+                 ``torch.profiler`` schedule on the observers (:data:`OB_PROF_P`): a cycle of
+                 50-500 steps (wait, 1-2 warmup steps at 10-40 % of an active step's overhead,
+                 1-5 active steps whose compute and host are +20-300 %, :data:`OB_PROF_X`), the
+                 trace exported on the step after the active ones (0.3-1 mean steps per active
+                 step, :data:`OB_EXPORT`), the cycle made longer until its overhead is at most
+                 5 % of it (:data:`OB_PROF_SHARE`: an expensive trace is taken rarely), the
+                 schedule begun anew at each restart; the series cut in 1-3 parts, a part after
+                 the first starting with a planned restart with chance 0.6 (downtime 60-900 s,
+                 a warm-up, another batch: the busy time 0.97-1.04x).  Positives: 1-3 slowdowns
+                 (one in each part, the first always, the others with chance 0.7; 200 steps
+                 after a restart and before the next, else 40 healthy steps after), each raising
+                 the mean busy time of the ranks it is on over its span by +12-45 %
+                 (:data:`NODE_SLOWDOWN`, up to :data:`SPAN_OVERSHOOT` more) over their healthy
+                 mean: a profiler left active on every step after a debugging session
+                 (``profiler``: the observers' compute and host at least ``1 + g`` times, at most
+                 +60 %, until a restart at the span's end), anomaly detection or synchronous
+                 CUDA launches turned on by a debug flag at a restart (``anomaly``: every rank's
+                 compute and host ``1 + g`` times, at most 3x, until the restart that turns it
+                 off), a debug log level for the collectives (``nccl_debug``, NCCL_DEBUG=INFO
+                 set at a restart until the next: every rank ``g`` mean steps a step, at most
+                 0.3, times the step's collectives over their mean, an evaluation's 1.5-4x), a
+                 synchronous log handler on a network filesystem that goes slow (``nfs_log``:
+                 in runs of 2-120 s, log-uniform, :data:`OB_EPISODE_S`, on 20-90 % of them, the
+                 observers' log lines and flushes ``1 + g`` times 0.5-2 longer, at most 1000:
+                 a write of milliseconds stalled for seconds) or log lines that grow with the
+                 run (``log_growth``: the observers' lines ``1 + g w`` times, ``w`` climbing
+                 linearly over the span, until a restart at its end).  The counterfactual
+                 healthy series has the same restarts (and the profiler's schedule begun anew
+                 at them).  The size ``g`` is solved by bisection for the rise over a span of
+                 60-800 steps (:data:`NODE_SLOW_ITERS`) and at least 1.3 x 25 x (cv / rise)^2
+                 (cv: the observers' mean busy time's), drawn again (at most 8 times) until the
+                 labelled span holds 25 x (its own sd / its rise)^2 steps and stands +12 % above
+                 the healthy steps of the 200 before it, and of the 200 after it where no
+                 restart follows (their 4 longest left out; the first part's last try: a
+                 profiler left active at the smallest rise over the part's whole room).
+                 Labelled from the first step that changes to the last, by the span's mean
+                 rise, with the observers (every rank for ``anomaly`` / ``nccl_debug``; kinds
+                 ``profiler`` / ``anomaly`` / ``nccl_debug`` / ``nfs_log`` / ``log_growth``).
+                 Negatives: the healthy series alone.
+
 :data:`HELD_OUT` names the families that were never looked at while the detector was changed
 for issue 29 (decided before the changes): they are only evaluated.
 """
@@ -1735,25 +1792,59 @@ NV_DUTY = (0.2, 0.9)  # ... on this share of the runs (per series)
 NV_TENANT_MAX = 8.0  # tenant: g, its I/O over the job's, at most this (the bandwidth shared)
 NV_FAN_MAX = 8.0  # fan: the drive's thermal resistance 1 + g times, at most this
 
+# observe (module docstring): the job's own observability overhead (profiler, logs, metrics)
+OB_NODE = (1, 2, 4, 8)  # GPUs (ranks) of a node
+OB_HOST = (0.02, 0.10)  # host time per step over the compute ...
+OB_HOST_JITTER = (0.05, 0.2)  # ... its spread (log space)
+OB_FIRST_P = 0.5  # the observers: rank 0 alone with this chance, else each node's first rank
+OB_PROF_P = 0.6  # a torch.profiler schedule on the observers with this chance ...
+OB_PROF_EVERY = (50, 500)  # ... a cycle (wait, warmup, active) of this many steps (log-uniform)
+OB_PROF_WARMUP = (1, 2)  # ... its warmup steps (the profiler on, nothing kept; inclusive) ...
+OB_PROF_ACTIVE = (1, 5)  # ... its active (recording) steps (inclusive) ...
+OB_PROF_X = (0.2, 3.0)  # ... an active step's compute and host 1 + this times (log-uniform) ...
+OB_PROF_WARM = (0.1, 0.4)  # ... a warmup step's overhead this share of an active one's ...
+OB_EXPORT = (0.3, 1.0)  # ... the trace exported after the active steps: this many mean steps
+#                         per active step (log-uniform; on the step after them) ...
+OB_PROF_SHARE = 0.05  # ... the cycle made longer until its overhead is at most this of it
+OB_LOG = (0.002, 0.02)  # the observers' log lines, written synchronously: mean steps a step ...
+OB_LOG_JITTER = (0.1, 0.5)  # ... their spread (log space)
+OB_FLUSH_EVERY = (10, 20, 50, 100)  # metrics exported / logs flushed every this many steps ...
+OB_FLUSH = (0.02, 0.3)  # ... a stall of this many mean steps (log-uniform, each)
+OB_BAR_S = (0.001, 0.005)  # a progress bar's refresh on rank 0 (seconds, log-uniform) ...
+OB_BAR_EVERY_S = 0.1  # ... at most once in this many seconds (tqdm's mininterval)
+OB_EVAL_CALLS = (0.5, 3.0)  # an evaluation step's collectives: this many times more
+OB_RESHAPE_LEVEL = (0.97, 1.04)  # another batch at a restart: the busy time this many times
+OB_KINDS = (("profiler", 0.25), ("anomaly", 0.2), ("nccl_debug", 0.15), ("nfs_log", 0.25),
+            ("log_growth", 0.15))
+OB_ACTIVE_MAX = 0.6  # profiler: left active, every step's compute and host 1 + g, at most this
+OB_ANOMALY_MAX = 2.0  # anomaly: every rank's compute and host 1 + g times, at most this
+OB_NCCL_MAX = 0.3  # nccl_debug: g mean steps a step at the mean collective count, at most this
+OB_EPISODE_S = (2.0, 120.0)  # nfs_log: the filesystem slow in runs of this many seconds (in
+#                               steps, at least one; log-uniform) ...
+OB_EPISODE_X = (0.5, 2.0)  # ... each episode's write latency 1 + g x this (log-uniform) ...
+OB_DUTY = (0.2, 0.9)  # ... on this share of the runs (per series)
+OB_NFS_MAX = 1000.0  # nfs_log: g at most this (a 1-20 ms write stalled for seconds)
+OB_GROW_MAX = 1000.0  # log_growth: the log lines 1 + g w times, w climbing over the span
+
 FAMILIES: tuple[str, ...] = ("restart", "ckpt_stall", "flapping", "staircase", "noise_regime",
                              "sampled", "multirank", "greyhound", "failslow", "ramp", "short",
                              "hump", "warmup_onset", "reconfig", "ckpt_burst", "contention",
                              "megatron", "bimodal_replay", "ladder", "seqlen", "accum",
                              "memory", "prefetch", "pipeline", "lossy_link", "gc_pause",
                              "dispatch", "moe", "hw_queue", "compile", "power", "numa",
-                             "rollout", "fabric", "nvme")
+                             "rollout", "fabric", "nvme", "observe")
 #: Families held out in the current round of issue 29: never looked at while the detector was
-#: changed (only evaluated; ``nvme`` was written and committed before the twenty-first round's
-#: changes, by someone who never ran the detector on it).  The others, ``fabric`` (held out in
-#: the twentieth round), ``rollout`` (the nineteenth), ``numa`` (the eighteenth), ``power``
-#: (the seventeenth), ``compile`` (the sixteenth), ``hw_queue`` (the fifteenth), ``moe`` (the
-#: fourteenth), ``dispatch`` (the thirteenth), ``gc_pause`` (the twelfth), ``lossy_link`` (the
-#: eleventh), ``pipeline`` (the tenth), ``prefetch`` (the ninth), ``memory`` (the eighth),
-#: ``accum`` (the seventh), ``seqlen`` (the sixth), ``ladder`` (the fifth), ``bimodal_replay``
-#: (the fourth), ``megatron`` (the third), ``contention`` (the second), ``hump``,
-#: ``warmup_onset``, ``reconfig`` and ``ckpt_burst`` (the first round) included, are the
-#: families it was built and tuned on.
-HELD_OUT: tuple[str, ...] = ("nvme",)
+#: changed (only evaluated; ``observe`` was written and committed before the twenty-second
+#: round's changes, by someone who never ran the detector on it).  The others, ``nvme`` (held
+#: out in the twenty-first round), ``fabric`` (the twentieth), ``rollout`` (the nineteenth),
+#: ``numa`` (the eighteenth), ``power`` (the seventeenth), ``compile`` (the sixteenth),
+#: ``hw_queue`` (the fifteenth), ``moe`` (the fourteenth), ``dispatch`` (the thirteenth),
+#: ``gc_pause`` (the twelfth), ``lossy_link`` (the eleventh), ``pipeline`` (the tenth),
+#: ``prefetch`` (the ninth), ``memory`` (the eighth), ``accum`` (the seventh), ``seqlen`` (the
+#: sixth), ``ladder`` (the fifth), ``bimodal_replay`` (the fourth), ``megatron`` (the third),
+#: ``contention`` (the second), ``hump``, ``warmup_onset``, ``reconfig`` and ``ckpt_burst``
+#: (the first round) included, are the families it was built and tuned on.
+HELD_OUT: tuple[str, ...] = ("observe",)
 
 #: (family, scenario, series per seed at scale 1, positive)
 SCENARIOS: tuple[tuple[str, str, int, bool], ...] = (
@@ -1833,6 +1924,8 @@ SCENARIOS: tuple[tuple[str, str, int, bool], ...] = (
     ("fabric", "healthy", 10, False),
     ("nvme", "slow", 14, True),
     ("nvme", "healthy", 10, False),
+    ("observe", "slow", 14, True),
+    ("observe", "healthy", 10, False),
 )
 
 
@@ -4806,6 +4899,10 @@ class _RankedJob:
     dev: np.ndarray
     host: np.ndarray
 
+    def groups(self) -> tuple[np.ndarray, ...]:
+        """The ranks of each node (the rank sets a slowdown names)."""
+        return tuple(np.flatnonzero(self.node == j) for j in range(self.nodes))
+
 
 def _ranked_job(rng: np.random.Generator, ranks_of: tuple[int, ...], node_of: tuple[int, ...],
                 compute: tuple[tuple[float, float], ...], rank_jitter: tuple[float, float],
@@ -4865,9 +4962,14 @@ def _planned_restarts(rng: np.random.Generator, job: _RankedJob, warm: np.ndarra
 def _node_ckpt_eval(rng: np.random.Generator, t: np.ndarray, rate: np.ndarray) -> np.ndarray:
     """The checkpoints and evaluations of a family of ranks on nodes (the ``NODE_*``
     schedule; :func:`_with_ckpt_eval`): the seconds they add to each step."""
-    rest, _ = _with_ckpt_eval(rng, t, np.zeros(t.size), rate, NODE_CKPT_EVERY, NODE_CKPT_ITERS,
-                              NODE_CKPT_X, NODE_EVAL_EVERY, NODE_EVAL_X)
-    return rest
+    return _node_ckpt_eval_at(rng, t, rate)[0]
+
+
+def _node_ckpt_eval_at(rng: np.random.Generator, t: np.ndarray, rate: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_node_ckpt_eval` and which steps evaluate."""
+    return _with_ckpt_eval(rng, t, np.zeros(t.size), rate, NODE_CKPT_EVERY, NODE_CKPT_ITERS,
+                           NODE_CKPT_X, NODE_EVAL_EVERY, NODE_EVAL_X)
 
 
 @dataclass(frozen=True)
@@ -4922,13 +5024,16 @@ def _node_slowdowns(rng: np.random.Generator, scenario: str, job: _RankedJob,
                     restarted: np.ndarray, warm: np.ndarray,
                     busy: Callable[[tuple[_NodeSlow, ...], np.ndarray], np.ndarray],
                     var: float, plan: _NodePlan, pauses: list[tuple[int, float]],
-                    given: _Resumed | None = None
+                    given: _Resumed | None = None,
+                    groups: tuple[np.ndarray, ...] | None = None
                     ) -> tuple[tuple[_NodeSlow, ...], list[tuple[int, int, float, str]],
                                list[tuple[int, ...]], np.ndarray]:
     """The slowdowns of a family of ranks on nodes (:func:`_power`, :func:`_numa`,
-    :func:`_rollout`, whose "nodes" are its generation workers): one in each part
-    :func:`_part_rooms` gives, each raising the mean busy time of its node's ranks (every
-    rank's where its kind slows every node) over its span by a rise drawn in
+    :func:`_rollout`, whose "nodes" are its generation workers; :func:`_observe`, whose one
+    "node" is its observer ranks): one in each part :func:`_part_rooms` gives, each raising
+    the mean busy time of its node's ranks (``groups``: the rank sets a slowdown may name,
+    else the job's nodes; every rank's where its kind slows every node) over its span by a
+    rise drawn in
     ``plan.slowdown``, its size ``g`` solved by bisection (``busy(slowdowns, warm-ups)``: each
     rank's busy time), the span drawn at least ``need_margin x decidable x var / rise^2``
     long, drawn again (at most ``plan.tries`` times) until it is decidable and visible
@@ -4940,6 +5045,7 @@ def _node_slowdowns(rng: np.random.Generator, scenario: str, job: _RankedJob,
     slow: tuple[_NodeSlow, ...] = () if given is None else given.slow
     events: list[tuple[int, int, float, str]] = [] if given is None else list(given.events)
     who_of: list[tuple[int, ...]] = [] if given is None else list(given.who)
+    groups = job.groups() if groups is None else groups
     kinds = [kd for kd, _ in plan.kinds]
     kind_p = np.array([p for _, p in plan.kinds])
     top, edges = dict(plan.top), dict(plan.restarts)
@@ -4955,7 +5061,7 @@ def _node_slowdowns(rng: np.random.Generator, scenario: str, job: _RankedJob,
             dur = max(_logint(rng, *plan.slow_iters), math.ceil(need))
             how = (_restart_warm(rng, *plan.warm), _restart_warm(rng, *plan.warm))
             down = (_loguniform(rng, *plan.downtime), _loguniform(rng, *plan.downtime))
-            nd = int(rng.integers(0, job.nodes))
+            nd = int(rng.integers(0, len(groups)))
             aim = float(rng.random()) if plan.aimed else 0.0
             if j == 0 and attempt == plan.tries - 1:  # the last try of a positive's first part:
                 kind, dur = plan.last, hi_room - lo_room  # over its whole room,
@@ -4965,7 +5071,7 @@ def _node_slowdowns(rng: np.random.Generator, scenario: str, job: _RankedJob,
             b = a + dur
             ramp = max(1, int(round(climb * dur))) if kind in plan.climbing else 1
             nd = -1 if kind in plan.every else nd
-            who = np.flatnonzero(job.node == nd) if nd >= 0 else np.arange(job.ranks)
+            who = groups[nd] if nd >= 0 else np.arange(job.ranks)
             # a slowdown that comes with a restart, or ends with one; the counterfactual
             # healthy series has the same restarts
             at = tuple(r for e, r in (("a", (a, how[0], down[0])), ("b", (b, how[1], down[1])))
@@ -5022,29 +5128,32 @@ class _NodeState(Protocol):
 def _node_timeline(rng: np.random.Generator, scenario: str, job: _RankedJob, st: _NodeState,
                    plan: _NodePlan, level_x: tuple[float, float],
                    then: Callable[[int], None] | None = None,
-                   resumed: Callable[[np.ndarray], _Resumed] | None = None) -> _Timeline:
+                   resumed: Callable[[np.ndarray], _Resumed] | None = None,
+                   groups: tuple[np.ndarray, ...] | None = None) -> _Timeline:
     """The end every family of ranks on nodes shares: planned restarts between the parts
     (``NODE_RESTART_P``, the plan's warm-up and downtime, the level ``level_x``; ``then``
     at each; ``resumed(restarted)``: the slowdowns labelled at them, after they are all
-    placed), the slowdowns (:func:`_node_slowdowns`) and the timeline of each rank's busy
-    time, labelled by the span's mean rise of the named ranks over their healthy mean."""
+    placed), the slowdowns (:func:`_node_slowdowns`; ``groups``: the rank sets a slowdown
+    may name, else the job's nodes) and the timeline of each rank's busy time, labelled by
+    the span's mean rise of the named ranks over their healthy mean."""
     restarted, pauses = _planned_restarts(rng, job, st.warm, st.level, NODE_RESTART_P,
                                           plan.warm, plan.downtime, level_x, then)
     given = None if resumed is None else resumed(restarted)
-    mean, var = _node_var(st.busy(), job.node, job.nodes)
+    groups = job.groups() if groups is None else groups
+    mean, var = _node_var(st.busy(), groups)
     slow, events, who_of, st.warm = _node_slowdowns(rng, scenario, job, restarted, st.warm,
-                                                    st.busy, var, plan, pauses, given)
+                                                    st.busy, var, plan, pauses, given, groups)
     healthy = st.busy()
     return _restarted_timeline(job.base_s * healthy / mean, st.busy(slow) / healthy, events,
                                pauses, who_of)
 
 
-def _node_var(healthy: np.ndarray, node: np.ndarray, nodes: int) -> tuple[float, float]:
-    """The healthy mean busy time after the lead and the largest variance, over the nodes, of
-    a node's mean busy time over that mean squared."""
+def _node_var(healthy: np.ndarray, groups: tuple[np.ndarray, ...]) -> tuple[float, float]:
+    """The healthy mean busy time after the lead and the largest variance, over the rank sets
+    ``groups`` (the nodes), of a set's mean busy time over that mean squared."""
     steady = healthy[:, LEAD_ITERS:]
     mean = float(steady.mean())
-    return mean, max(float(steady[node == j].mean(axis=0).var()) for j in range(nodes)) / mean ** 2
+    return mean, max(float(steady[g].mean(axis=0).var()) for g in groups) / mean ** 2
 
 
 def _power(rng: np.random.Generator, scenario: str) -> _Timeline:
@@ -5779,6 +5888,169 @@ def _nvme(rng: np.random.Generator, scenario: str) -> _Timeline:
     return _node_timeline(rng, scenario, job, dr, _NVME_PLAN, NV_RESHAPE_LEVEL)
 
 
+def _cycles(resets: np.ndarray, n: int, every: int) -> np.ndarray:
+    """Each of ``n`` steps' place in a cycle of ``every`` steps that starts at step 0 and again
+    at each restart ``resets`` (a schedule kept by the process: a restart begins it anew)."""
+    t = np.arange(n)
+    start = np.zeros(n, dtype=bool)
+    start[0] = True
+    start[resets] = True
+    return np.asarray((t - np.maximum.accumulate(np.where(start, t, 0))) % every)
+
+
+@dataclass
+class _Observers:
+    """The draws of an :func:`_observe` series (arrays ``(ranks, n)`` or ``(n,)``): each rank's
+    compute at the device's rate and its host time, the ranks that observe (their profiler,
+    logs and metrics); the profiler's schedule (its cycle, 0 where no profiler runs, its
+    warmup and active steps, an active step's overhead on the compute and host, a warmup
+    step's share of it, the trace export in mean steps); each observer's log lines per step
+    and the metric exports / log flushes (mean steps), rank 0's progress bar, each step's
+    collectives over their mean, the shared filesystem's slow episodes (each step's key and
+    the write latency's factor in an episode, and the share of the runs that are episodes),
+    the level, the restarts' warm-ups and the extra work (checkpoints, evaluations)."""
+
+    dev: np.ndarray
+    host: np.ndarray
+    observers: np.ndarray
+    every: int
+    warmup: int
+    active: int
+    prof_x: float
+    prof_warm: float
+    export: float
+    log: np.ndarray
+    flush: np.ndarray
+    bar: np.ndarray
+    calls: np.ndarray
+    key: np.ndarray
+    burst: np.ndarray
+    duty: float
+    level: np.ndarray
+    warm: np.ndarray
+    rest: np.ndarray
+    memo: dict[bytes, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
+
+    def schedule(self, warm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The profiler's overhead on the observers per step with the restarts of ``warm`` (its
+        schedule begins anew at each, :func:`_cycles`): the compute and host's factor less 1
+        (``prof_x`` in an active step, ``prof_warm`` of it in a warmup step) and the trace
+        export (mean steps, on the step after the active ones), both ``(n,)``; zero where no
+        profiler runs."""
+        resets = _restart_steps(warm)
+        key = resets.tobytes()
+        if key not in self.memo:
+            n = self.rest.size
+            x, out = np.zeros(n), np.zeros(n)
+            if self.every:
+                c = _cycles(resets, n, self.every)
+                on = self.every - self.active  # a cycle's first active step
+                x[(c >= on - self.warmup) & (c < on)] = self.prof_warm * self.prof_x
+                x[c >= on] = self.prof_x
+                done = np.flatnonzero(c == self.every - 1) + 1
+                out[done[done < n]] = self.export
+            self.memo[key] = (x, out)
+        return self.memo[key]
+
+    def busy(self, slow: tuple[_NodeSlow, ...] = (), warm: np.ndarray | None = None
+             ) -> np.ndarray:
+        """Each rank's busy time per step under the slowdowns ``slow`` (``warm``: the warm-ups,
+        else the series' own): its compute and host time under the warm-up and the level, an
+        observer's times the profiler's factor; plus an observer's log lines, flushes and
+        trace exports, rank 0's progress bar and the extra work.  On the observers (``node``
+        0) or every rank (-1), with ``w`` climbing linearly from 0 at ``a`` to 1 over
+        ``ramp`` steps: ``profiler`` (left active: the factor at least ``1 + g w`` on every
+        step), ``anomaly`` (anomaly detection or synchronous launches: the compute and host
+        ``1 + g w`` times), ``nccl_debug`` (a log line per collective: ``g w`` mean steps a
+        step times the step's collectives over their mean), ``nfs_log`` (the log lines and
+        flushes ``1 + g x`` times longer in the steps of the filesystem's slow episodes,
+        whose key is below the duty) and ``log_growth`` (the log lines ``1 + g w`` times)."""
+        wu = self.warm if warm is None else warm
+        x, out = self.schedule(wu)
+        ranks, n = self.dev.shape
+        fx, lines, io = np.ones((ranks, n)), np.ones((ranks, n)), np.ones((ranks, n))
+        extra = np.zeros((ranks, n))
+        fx[self.observers] += x
+        for sl in slow:
+            rows = self.observers if sl.node >= 0 else slice(None)
+            span, w = slice(sl.a, sl.b), sl.weight()
+            if sl.kind == "profiler":
+                fx[rows, span] = np.maximum(fx[rows, span], 1.0 + sl.g * w)
+            elif sl.kind == "anomaly":
+                fx[rows, span] *= 1.0 + sl.g * w
+            elif sl.kind == "nccl_debug":
+                extra[rows, span] += sl.g * w * self.calls[span]
+            elif sl.kind == "nfs_log":
+                io[rows, span] *= 1.0 + sl.g * self.burst[span] * (self.key[span] < self.duty)
+            else:
+                lines[rows, span] *= 1.0 + sl.g * w
+        obs = np.zeros((ranks, 1))
+        obs[self.observers] = 1.0
+        extra += obs * ((self.log * lines + self.flush) * io + out)
+        extra[0] += self.bar
+        return np.asarray((self.dev + self.host) * fx * (wu * self.level) + extra + self.rest)
+
+
+_OBSERVE_PLAN = _NodePlan(
+    kinds=OB_KINDS, top=(("profiler", OB_ACTIVE_MAX), ("anomaly", OB_ANOMALY_MAX),
+                         ("nccl_debug", OB_NCCL_MAX), ("nfs_log", OB_NFS_MAX),
+                         ("log_growth", OB_GROW_MAX)),
+    restarts=(("profiler", "b"), ("anomaly", "ab"), ("nccl_debug", "ab"), ("log_growth", "b")),
+    every=("anomaly", "nccl_debug"), climbing=("log_growth",), last="profiler",
+    climb=(1.0, 1.0))
+
+
+def _observe(rng: np.random.Generator, scenario: str) -> _Timeline:
+    """The job's own observability overhead (module docstring): each rank's busy time, the
+    observers (rank 0, or each node's first rank) slowed by their profiler and logs, every
+    rank by a debug mode; the corpus' noise is turned off (``noise_scale`` ~ 0)."""
+    job = _ranked_job(rng, NODE_RANKS, OB_NODE, NODE_COMPUTE, NODE_RANK_JITTER, OB_HOST,
+                      OB_HOST_JITTER)
+    n, t, ranks = job.n, job.t, job.ranks
+    rest, evals = _node_ckpt_eval_at(rng, t, job.rate)
+    m = int(np.count_nonzero(job.node == 0))
+    observers = np.arange(1) if rng.random() < OB_FIRST_P else np.arange(0, ranks, m)
+    unit = float((job.dev + job.host)[:, LEAD_ITERS:].mean())  # the mean step's work
+    # the profiler's schedule: its cycle made longer until its overhead is at most
+    # OB_PROF_SHARE of it (a trace costs what it records, and its export)
+    profiled = rng.random() < OB_PROF_P
+    every = _logint(rng, *OB_PROF_EVERY)
+    warmup = int(rng.integers(OB_PROF_WARMUP[0], OB_PROF_WARMUP[1] + 1))
+    active = int(rng.integers(OB_PROF_ACTIVE[0], OB_PROF_ACTIVE[1] + 1))
+    prof_x = _loguniform(rng, *OB_PROF_X)
+    prof_warm = float(rng.uniform(*OB_PROF_WARM))
+    export = active * _loguniform(rng, *OB_EXPORT) * unit
+    cost = (active + warmup * prof_warm) * prof_x * unit + export
+    every = max(every, warmup + active + 1, math.ceil(cost / (OB_PROF_SHARE * unit)))
+    # the log lines (synchronous writes), the metric exports / flushes, the progress bar
+    lj = float(rng.uniform(*OB_LOG_JITTER))
+    log = _loguniform(rng, *OB_LOG) * unit * np.exp(lj * rng.standard_normal((ranks, n))
+                                                    - 0.5 * lj * lj)
+    fe = int(rng.choice(OB_FLUSH_EVERY))
+    flush = np.zeros(n)
+    at = t % fe == fe - 1
+    flush[at] = unit * _loguniforms(rng, *OB_FLUSH, int(at.sum()))
+    ticks = np.floor((t + 1) * job.base_s / OB_BAR_EVERY_S)
+    refresh = ticks > np.concatenate([[0.0], ticks[:-1]])
+    bar = refresh * _loguniform(rng, *OB_BAR_S) / job.base_s * unit
+    # the collectives per step (an evaluation's more), over their mean
+    calls = 1.0 + evals * float(rng.uniform(*OB_EVAL_CALLS))
+    calls = calls / float(calls[LEAD_ITERS:].mean()) * unit
+    runs = tuple(max(1 + j, round(x / job.base_s)) for j, x in enumerate(OB_EPISODE_S))
+    key, burst = _keyed_runs(rng, 1, n, (runs[0], runs[1]), OB_EPISODE_X)
+    ob = _Observers(dev=job.dev, host=job.host, observers=observers,
+                    every=every if profiled else 0, warmup=warmup, active=active,
+                    prof_x=prof_x, prof_warm=prof_warm, export=export, log=log, flush=flush,
+                    bar=bar, calls=calls, key=key[0], burst=burst[0],
+                    duty=float(rng.uniform(*OB_DUTY)), level=np.ones(n), warm=np.ones(n),
+                    rest=rest)
+    # planned restarts between parts (another batch: a level; the profiler's schedule begins
+    # anew); each rank's busy time, labelled by the span's mean rise of the observers (every
+    # rank's for a debug mode) over their healthy mean
+    return _node_timeline(rng, scenario, job, ob, _OBSERVE_PLAN, OB_RESHAPE_LEVEL,
+                          groups=(observers,))
+
+
 def _part_rooms(rng: np.random.Generator, scenario: str, starts: np.ndarray, part: int,
                 restarted: np.ndarray, more_p: float, settle: int, clear: int
                 ) -> Iterator[tuple[int, int, int]]:
@@ -5934,7 +6206,7 @@ _BUILDERS: dict[str, Callable[[np.random.Generator, str], _Timeline]] = {
     "memory": _memory, "prefetch": _prefetch, "pipeline": _pipeline,
     "lossy_link": _lossy_link, "gc_pause": _gc_pause, "dispatch": _dispatch, "moe": _moe,
     "hw_queue": _hw_queue, "compile": _compile, "power": _power, "numa": _numa,
-    "rollout": _rollout, "fabric": _fabric, "nvme": _nvme,
+    "rollout": _rollout, "fabric": _fabric, "nvme": _nvme, "observe": _observe,
 }
 
 
