@@ -4913,8 +4913,8 @@ def _ranked_job(rng: np.random.Generator, ranks_of: tuple[int, ...], node_of: tu
     :func:`_wandering_compute` (``compute``: its six ranges), each rank's compute at it with
     its own jitter (``rank_jitter``, log space), each rank's host time a share ``host`` of it
     with a log-normal jitter (``host_jitter``, mean 1).  Shared by :func:`_power`,
-    :func:`_numa`, :func:`_rollout`, :func:`_fabric` and :func:`_nvme` (the draws in this
-    order)."""
+    :func:`_numa`, :func:`_rollout`, :func:`_fabric`, :func:`_nvme` and :func:`_observe` (the
+    draws in this order)."""
     n = _n(rng)
     t = np.arange(n)
     base_s = _loguniform(rng, *BASE_S)
