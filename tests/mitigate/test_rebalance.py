@@ -843,7 +843,7 @@ def test_a_drop_across_a_change_of_split_is_not_a_recovery() -> None:
     and faster is also judged relative to the step's mean over the replicas (a straggler
     that recovers past the other shows as itself falling). Seeded, x2 (the optimum at
     these speeds (10, 14)): the code before gave back (``recovered`` / ``alike``) during
-    the slow phase in 86 of 100 runs (seeds 0-99), now 3; here none in 10 of 10 seeds
+    the slow phase in 86 of 100 runs (seeds 0-99), now 4; here none in 10 of 10 seeds
     (0-9, the code before: 9), and the even split comes within 20 steps of the recovery
     and stays in 9 of 10 (median over seeds 0-99: 3 steps, the code before 6)."""
     false_back, late = [], 0

@@ -441,8 +441,8 @@ class Rebalancer:
         if r.shape[0] > k:
             # a level shift (onset, recovery) inside the window: the steps since it only.
             # Compared with the earlier steps of the split in effect when there are 3 of
-            # them (the last ``window``, any stretch: a split restored after a trial has
-            # its steps before the trial): where the split changes a replica's time per
+            # them (``_one_split_before``: also a stretch before a trial of another split):
+            # where the split changes a replica's time per
             # micro-batch (replicas sharing cores), older steps of another split widen the
             # spread and hid a recovery. Else with the window's older steps, of any split:
             # a level to restart the window from, but no recovery, which is a drop
@@ -490,7 +490,8 @@ class Rebalancer:
 
     def _one_split_before(self, steps: np.ndarray, x: np.ndarray) -> np.ndarray | None:
         """When the last ``min_steps`` of ``steps`` all ran the split in effect: the
-        relative times of the last ``window`` steps before them that ran it too (any
+        relative times of the last ``window - min_steps`` steps before them that ran it too
+        (as many as the window holds before them when the split ran throughout; also an
         earlier stretch of it: a split restored after a trial has its steps before the
         trial), at least 3; else None. The split a step ran: as run where known, else as
         planned."""
@@ -499,7 +500,8 @@ class Rebalancer:
         same = np.all(ran == np.asarray(self.counts), axis=1)
         if steps.size <= k or not bool(np.all(same[-k:])):
             return None
-        older = (x / lower_median(x, axis=1)[:, None])[:-k][same[:-k]][-self.window:]
+        older = (x / lower_median(x, axis=1)[:, None])[:-k][same[:-k]][
+            -max(self.window - k, 3):]
         return older if older.shape[0] >= 3 else None
 
     def _outlier_band(self, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
