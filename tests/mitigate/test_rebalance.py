@@ -844,8 +844,10 @@ def test_a_drop_across_a_change_of_split_is_not_a_recovery() -> None:
     that recovers past the other shows as itself falling). Seeded, x2 (the optimum at
     these speeds (10, 14)): the code before gave back (``recovered`` / ``alike``) during
     the slow phase in 86 of 100 runs (seeds 0-99), now 4; here none in 10 of 10 seeds
-    (0-9, the code before: 9), and the even split comes within 20 steps of the recovery
-    and stays in 9 of 10 (median over seeds 0-99: 3 steps, the code before 6)."""
+    (0-9, the code before: 9), and the even split comes within 10 steps of the recovery
+    and stays in 9 of 10 (median over seeds 0-99: 3 steps, the code before 6; with faster
+    judged relative to the lower median only, replica 0 recovering below replica 1 showed
+    as replica 1 rising: 17 steps in 20 of 40 seeds)."""
     false_back, late = [], 0
     for seed in range(10):
         out = _shared_cores(seed, 2.0)
@@ -853,7 +855,7 @@ def test_a_drop_across_a_change_of_split_is_not_a_recovery() -> None:
             false_back.append(seed)
         back = next((s for s, _, _ in out if s >= 42
                      and all(c == (12, 12) for s2, c, _ in out if s2 >= s)), None)
-        late += back is None or back > 42 + 20
+        late += back is None or back > 42 + 10
     assert false_back == []
     assert late <= 1
 
