@@ -15,14 +15,20 @@ steps after the loop's first action (healthy = the steps before the onset, both 
 step times in units of the same step's *reference* (``M`` times the faster replica's compute
 per micro-batch, measured by the probes: the machine's other load stretches every rank at
 once and cancels) and raw; the *optimum* is the exact split's (``[8, 16]`` for x2: 66.7%;
-``[10, 14]`` for x1.5: 50%); *prediction error*: ``predict_microbatch`` (the what-if
+``[10, 14]`` for x1.5: 50%), the nominal one (equal replicas), and beside it the *measured
+optimum* at the replicas' own speeds in the fail-slow run (:func:`measured_optimum`: a
+machine whose replicas differ with nothing injected); *prediction error*:
+``predict_microbatch`` (the what-if
 simulator) for the split the loop applied first (and, beside it, for the split the simulator
 finds optimal) on slow steps before the action (the mitigated run's own when there are 3 or
 more, else the fail-slow run's), against the step measured after the action brought to the
 load of those steps; *give-back*: steps from the recovery to the step from which the job ran
 the even split to its end ("never": it ended on another split), with the first return to
 even after the recovery where it was left again and the split that left it (a new episode:
-the replica it cuts says whose); *escalations*: S3 / S4
+the replica it cuts says whose), and each departure from even after the recovery
+classed as the machine's (a replica measured slower at even with nothing injected, the
+split right for it) or the loop's (:func:`departures`), with the give-back counted to the
+first return to even when every later departure was the machine's; *escalations*: S3 / S4
 decisions of the loop. ``--log DIR`` writes each round's per-step decision log (JSON lines).
 
     python bench/bench_mitigate_live.py                     # x1.5 and x2, 3 rounds each
@@ -228,6 +234,92 @@ def gb_text(row: dict[str, Any]) -> str:
     return text
 
 
+def gb_split_text(row: dict[str, Any]) -> str:
+    """The give-back with the machine's departures set aside, and the departures from even
+    after the recovery by whose they were ("4; machine's 1, loop's 0")."""
+    if row.get("no_action"):
+        return "no action"
+    g = row.get("giveback_loop")
+    left = row.get("departures") or []
+    mach = sum(d["whose"] == "machine" for d in left)
+    return (f"{'never' if g is None else g}; machine's {mach}, "
+            f"loop's {len(left) - mach}")
+
+
+def measured_optimum(steps: np.ndarray, per_mb: np.ndarray, onset: int, recovery: int,
+                     m: int = 12) -> dict[str, Any]:
+    """The optimum against the replicas' measured speeds (a machine whose replicas differ
+    with nothing injected): from a run at the even split throughout (the fail-slow run),
+    each replica's compute per micro-batch relative to the step's faster replica (the unit
+    of the removed share: machine-wide load cancels), median over the steps before the
+    onset (``h``, from WARMUP) and over the slow steps (``s``, onset + 2 .. recovery - 1).
+    The healthy even step ``H = max h``, the slow even step ``S = max s``, the exact split
+    for ``s`` and its step ``O = min max_i m_i s_i / m``; the share it removes ``(S - O) /
+    (S - H)`` (NaN when the injection added nothing over the healthy step, ``S <= H``).
+    With equal replicas (``h = 1``) and replica 0 x f (``s = (f, 1)``) it is the nominal
+    :func:`optimum_removed`."""
+    steps = np.asarray(steps)
+    t = np.asarray(per_mb, dtype=np.float64)
+    rel = t / np.nanmin(t, axis=0)
+    healthy = (steps >= WARMUP) & (steps < onset)
+    slow = (steps >= onset + 2) & (steps < recovery)
+    nan = float("nan")
+    if healthy.sum() < 3 or slow.sum() < 3:
+        return {"split": None, "share": nan, "healthy": [], "slow": []}
+    h = np.nanmedian(rel[:, healthy], axis=1)
+    sl = np.nanmedian(rel[:, slow], axis=1)
+    res = solve_microbatches(sl, m * sl.size)
+    big_h, big_s, opt = float(h.max()), float(sl.max()), float(res.makespan) / m
+    return {"split": res.assignment.tolist(),
+            "share": (big_s - opt) / (big_s - big_h) if big_s - big_h > 1e-9 else nan,
+            "healthy": [round(float(v), 4) for v in h], "slow": [round(float(v), 4) for v in sl]}
+
+
+def departures(applied: list[dict[str, Any]], steps: np.ndarray, per_mb: np.ndarray,
+               ran: np.ndarray, recovery: int, even: list[int]) -> list[dict[str, Any]]:
+    """Each change of split away from even applied after the recovery (nothing injected
+    then), and whose it was: the replicas' compute per micro-batch relative to the step's
+    faster replica, median over the last 10 steps that ran even before it (from the
+    recovery; at least 3); the machine's (``machine``) when the split it moved to is
+    faster than even at those medians (a replica slower with nothing injected, and the
+    split right for it), else the loop's (``loop``: no such imbalance, or fewer than 3
+    steps at even to show one)."""
+    steps = np.asarray(steps)
+    t = np.asarray(per_mb, dtype=np.float64)
+    at_even = np.all(np.asarray(ran) == np.asarray(even)[:, None], axis=0)
+    out = []
+    for i, a in enumerate(applied):
+        prev = applied[i - 1]["assignment"] if i else even
+        if a["step"] <= recovery or a["assignment"] == even or prev != even:
+            continue
+        k = at_even & (steps >= recovery) & (steps < a["step"])
+        idx = np.flatnonzero(k)[-10:]
+        rel = (np.nanmedian(t[:, idx] / np.nanmin(t[:, idx], axis=0), axis=1)
+               if idx.size >= 3 else None)
+        split = np.asarray(a["assignment"], dtype=np.float64)
+        machine = rel is not None and float(np.max(split * rel)) < float(
+            np.max(np.asarray(even) * rel))
+        out.append({"step": a["step"], "split": a["assignment"],
+                    "at_even": [round(float(v), 3) for v in rel] if rel is not None else None,
+                    "whose": "machine" if machine else "loop"})
+    return out
+
+
+def giveback_loop(applied: list[dict[str, Any]], recovery: int, even: list[int],
+                  left: list[dict[str, Any]]) -> int | None:
+    """The give-back with the machine's departures set aside: steps from the recovery to
+    the first return to even after it (the even split in force at it: 0) when every later
+    departure from even (``left``, :func:`departures`) was the machine's; else
+    :func:`giveback` (the even split kept to the end)."""
+    if any(d["whose"] == "loop" for d in left):
+        return giveback(applied, recovery, even)
+    last = max((i for i, a in enumerate(applied) if a["step"] <= recovery), default=None)
+    for i, a in enumerate(applied):
+        if a["assignment"] == even and (a["step"] > recovery or i == last):
+            return max(a["step"] - recovery, 0)
+    return giveback(applied, recovery, even)
+
+
 def optimum_removed(factor: float, m: int = 12) -> tuple[list[int], float]:
     """The exact split for replica 0 x``factor`` of two, and the share of the slowdown it
     removes: (m f - makespan) / (m f - m)."""
@@ -334,17 +426,24 @@ def one_round(tmp: Path, r: int, k: int, factor: float, costs: Path, mode: str,
                          if WARMUP <= s < onset])
     healthy_s = _median([t for run in (s_raw, m_raw) for s, t in run.items()
                          if WARMUP <= s < onset])
+    slow_tab, mit_tab = step_table(slow_run, slow), step_table(out, mitigated)
     if not applied:  # a round in the table (nothing removed by an action), not an abort
         decisions = [x for x in records if x["record"] != "watch"]
         print(f"round {r}: the controller applied no action; its decisions: {decisions}",
               file=sys.stderr, flush=True)
-        return no_action_row(load0, healthy_s, healthy_n, s_raw, s_norm, m_raw, m_norm,
-                             onset, recovery, _factor(slow_run, onset + 2, recovery),
-                             [x["strategy"] for x in records if x["record"] == "decision"
-                              and x["strategy"] not in ("S1", "S2")])
+        return {**no_action_row(load0, healthy_s, healthy_n, s_raw, s_norm, m_raw, m_norm,
+                                onset, recovery, _factor(slow_run, onset + 2, recovery),
+                                [x["strategy"] for x in records if x["record"] == "decision"
+                                 and x["strategy"] not in ("S1", "S2")]),
+                "measured_optimum": measured_optimum(np.asarray(slow_tab["steps"]),
+                                                     np.asarray(slow_tab["per_mb_s"]),
+                                                     onset, recovery)}
     at = applied[0]["step"]
     even = [12, 12]
     back = giveback(applied, recovery, even)
+    left_after = departures(applied, np.asarray(mit_tab["steps"]),
+                            np.asarray(mit_tab["per_mb_s"], dtype=np.float64),
+                            np.asarray(mit_tab["ran"]), recovery, even)
     left = first_even(applied, recovery, even)
     before, after = windows(onset, at, recovery)
     if before is not None:  # predict from the mitigated run's own slow steps
@@ -396,6 +495,13 @@ def one_round(tmp: Path, r: int, k: int, factor: float, costs: Path, mode: str,
         # micro-batch before the onset and after the recovery (what a give-back meets)
         "ratio_before": _factor(out, WARMUP, onset),
         "ratio_after": _factor(out, recovery + 2, recovery + 10 ** 6),
+        # the optimum at the replicas' measured speeds (the fail-slow run: even throughout)
+        "measured_optimum": measured_optimum(np.asarray(slow_tab["steps"]),
+                                             np.asarray(slow_tab["per_mb_s"]), onset,
+                                             recovery),
+        # departures from even after the recovery: the machine's imbalance or the loop's
+        "departures": left_after,
+        "giveback_loop": giveback_loop(applied, recovery, even, left_after),
         "controller_cpu_ms_per_step": cpu.get("per_step_ms"),
         "controller_placement": next((x for x in records if x["record"] == "controller"),
                                      None),
@@ -427,6 +533,14 @@ def no_action_row(load0: float, healthy_s: float, healthy_n: float,
         "predicted_optimum_split": None, "predicted_optimum_after_s": nan,
         "prediction_error_optimum": nan,
     }
+
+
+def _measured_text(row: dict[str, Any], removed: float) -> str:
+    """A round's measured optimum as the table prints it: its share and split, and the
+    removed share over it ("55.0% [9, 15] / 94%")."""
+    mo = row.get("measured_optimum") or {}
+    share = mo.get("share", float("nan"))
+    return f"{share * 100:.1f}% {mo.get('split')} / {removed / share * 100:.0f}%"
 
 
 def _finite_median(values: list[float]) -> float:
@@ -514,14 +628,15 @@ def _print(args: argparse.Namespace, table: list[tuple[float, list[dict[str, Any
           "step in each window)")
     print()
     print("| straggler | load average | optimum (split) | removed, normalised (runs) | "
-          "share of optimum | effective factor: optimum, share | removed, raw | "
+          "share of optimum | share of the measured optimum (runs) | "
+          "effective factor: optimum, share | removed, raw | "
           "removed, raw, within the mitigated run | "
           "prediction error, applied split (runs) | the same on the steps that ran it "
           "(runs: error/steps) | prediction error, optimum split (runs) | "
           "give-back, steps after recovery (runs) | S3/S4 decided "
           "| first splits |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-          "| ---: | --- |")
+          "| ---: | ---: | --- |")
     for factor, rows in table:
         split, opt = optimum_removed(factor)
 
@@ -530,6 +645,8 @@ def _print(args: argparse.Namespace, table: list[tuple[float, list[dict[str, Any
                 row[f"slow_{kind}"] - row[f"healthy_{kind}"])
 
         norm = [rem(x, "n") for x in rows]
+        of_measured = [v / (x.get("measured_optimum") or {}).get("share", float("nan"))
+                       for v, x in zip(norm, rows, strict=True)]
         raw = [rem(x, "s") for x in rows]
         own = [(x["before_own_s"] - x["mitigated_s"]) / (x["before_own_s"] - x["healthy_own_s"])
                for x in rows]
@@ -545,6 +662,8 @@ def _print(args: argparse.Namespace, table: list[tuple[float, list[dict[str, Any
               f"{split} | {statistics.median(norm) * 100:.1f}% "
               f"({', '.join(f'{v * 100:.0f}' for v in norm)}) | "
               f"{statistics.median(norm) / opt * 100:.0f}% | "
+              f"{_finite_median(of_measured) * 100:.0f}% "
+              f"({', '.join(f'{v * 100:.0f}' for v in of_measured)}) | "
               f"x{eff:.2f}: {eff_opt * 100:.1f}%, "
               f"{statistics.median(norm) / eff_opt * 100:.0f}% | "
               f"{statistics.median(raw) * 100:.1f}% | "
@@ -567,10 +686,11 @@ def _print(args: argparse.Namespace, table: list[tuple[float, list[dict[str, Any
     print()
     print("| straggler | round | load average | removed / of optimum | on the split's steps "
           "| factor before -> on them | split's removal at that factor | jitter | "
-          "prediction | give-back | replica 0 / 1, nothing injected: before -> after | "
-          "splits | controller CPU ms/step |")
-    print("| --- | ---: | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | --- | --- "
-          "| ---: |")
+          "prediction | give-back | give-back, the machine's departures set aside; "
+          "departures after the recovery | replica 0 / 1, nothing injected: before -> after | "
+          "measured optimum (split): removed / of it | splits | controller CPU ms/step |")
+    print("| --- | ---: | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- "
+          "| --- | --- | ---: |")
     for factor, rows in table:
         _, opt = optimum_removed(factor)
         for r, x in enumerate(rows):
@@ -584,8 +704,10 @@ def _print(args: argparse.Namespace, table: list[tuple[float, list[dict[str, Any
                   f"{x.get('split_removal_at_factor', float('nan')) * 100:.1f}% | "
                   f"{x.get('jitter', float('nan')) * 100:+.1f}% | "
                   f"{x['prediction_error'] * 100:+.1f}% | {gb_text(x)} | "
+                  f"{gb_split_text(x)} | "
                   f"x{x.get('ratio_before', float('nan')):.2f} -> "
                   f"x{x.get('ratio_after', float('nan')):.2f} | "
+                  f"{_measured_text(x, rem)} | "
                   f"{' -> '.join(str(c) for c in x['splits'])} | "
                   f"{x.get('controller_cpu_ms_per_step')} |")
     print()

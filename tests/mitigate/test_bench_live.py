@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_mitigate_live.py"
@@ -162,3 +163,89 @@ def test_split_account_on_hand_built_probe_files(tmp_path: Path) -> None:
     # odd steps: replica 0 14 x 1.05 = 14.7 units; even: replica 1 14 / 0.95 = 14.74; the
     # replicas' medians give max(14 x 1.0, 14 x 1.0): jitter ~ +5%
     assert 0.04 < wobbly["jitter"] < 0.06
+
+
+def test_the_optimum_at_the_replicas_measured_speeds() -> None:
+    """Equal replicas, replica 0 x1.5 in the slow steps: the nominal optimum ((10, 14),
+    50%). Replica 0 1.2x slower with nothing injected and 1.8x in the slow steps (the
+    machine's own imbalance under the injection): the healthy even step 1.2, the slow one
+    1.8, the exact split (8, 16) at 16 / 12: (1.8 - 4/3) / (1.8 - 1.2) = 7/9 removed. No
+    slowdown over the healthy step (replica 1 1.5x slower before, replica 0 x1.5 after):
+    NaN."""
+    bench = _bench()
+    steps = np.arange(5, 65)
+    slow = (steps >= 35)
+
+    def run(h0: float, h1: float, s0: float, s1: float) -> dict:
+        t = np.vstack([np.where(slow, s0, h0), np.where(slow, s1, h1)]) * 0.01
+        t *= np.exp(np.sin(steps))[None, :]  # machine-wide load: cancels
+        return bench.measured_optimum(steps, t, 35, 65)
+
+    nominal = run(1.0, 1.0, 1.5, 1.0)
+    assert nominal["split"] == [10, 14] and nominal["share"] == pytest.approx(0.5)
+    machine = run(1.2, 1.0, 1.8, 1.0)
+    assert machine["split"] == [8, 16] and machine["share"] == pytest.approx(7 / 9)
+    assert machine["healthy"] == [1.2, 1.0] and machine["slow"] == [1.8, 1.0]
+    assert np.isnan(run(1.0, 1.5, 1.5, 1.0)["share"])
+
+
+def test_departures_after_the_recovery_are_the_machines_or_the_loops() -> None:
+    """After the recovery (step 65) the job ran even; a departure to (14, 10) at step 75
+    after replica 1 measured 1.4x at even (nothing injected): the machine's; one to
+    (11, 13) at 85 after steps where the replicas measured alike: the loop's; a departure
+    after fewer than 3 steps at even: the loop's (nothing shows an imbalance). The
+    give-back with the machine's departures set aside is the first return to even (4)
+    only when no departure was the loop's."""
+    bench = _bench()
+    even = [12, 12]
+    steps = np.arange(60, 95)
+    t = np.ones((2, steps.size)) * 0.01
+    t[1, (steps >= 65) & (steps < 75)] = 0.014
+    acts = [{"step": 40, "assignment": [9, 15]}, {"step": 69, "assignment": even},
+            {"step": 75, "assignment": [14, 10]}, {"step": 80, "assignment": even}]
+    ran = np.full((2, steps.size), 12)
+    for a, b_ in zip(acts, [*acts[1:], {"step": 10 ** 6}], strict=True):
+        k = (steps >= a["step"]) & (steps < b_["step"])
+        ran[:, k] = np.asarray(a["assignment"])[:, None]
+    left = bench.departures(acts, steps, t, ran, 65, even)
+    assert [(d["step"], d["whose"]) for d in left] == [(75, "machine")]
+    assert left[0]["at_even"] == [1.0, 1.4]
+    assert bench.giveback_loop(acts, 65, even, left) == 4
+    assert bench.giveback(acts, 65, even) == 15
+    more = [*acts, {"step": 85, "assignment": [11, 13]}, {"step": 90, "assignment": even},
+            {"step": 91, "assignment": [13, 11]}]
+    ran[:, steps >= 85] = 12
+    left = bench.departures(more, steps, t, ran, 65, even)
+    assert [(d["step"], d["whose"]) for d in left] == [(75, "machine"), (85, "loop"),
+                                                      (91, "loop")]
+    assert bench.giveback_loop(more, 65, even, left) is None
+    row = {"giveback_loop": 4, "departures": left[:1]}
+    assert bench.gb_split_text(row) == "4; machine's 1, loop's 0"
+
+
+def test_the_tables_show_the_measured_optimum_and_whose_departures(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The per-round table gives the removed share over the measured optimum beside the
+    nominal one, and the give-back with the machine's departures set aside; the summary
+    its median over rounds."""
+    import argparse
+
+    bench = _bench()
+    slow_n = {s: (2.0 if 47 <= s < 75 else 1.0) for s in range(5, 105)}
+    row = bench.no_action_row(1.0, 1.0, 1.0, slow_n, slow_n, slow_n, slow_n, 45, 75, 2.0, [])
+    done = dict(row, no_action=False, mitigated_n=1.5, before_own_s=2.0, mitigated_s=1.5,
+                prediction_error=0.04, prediction_error_split_steps=0.04, split_steps=10,
+                prediction_error_optimum=0.04, giveback_steps=None, assignment=[8, 16],
+                splits=[[8, 16], [12, 12], [13, 11]], ratio_before=1.2, ratio_after=0.8,
+                giveback_first=[4, [13, 11], 80], giveback_loop=4,
+                departures=[{"step": 80, "split": [13, 11], "whose": "machine"}],
+                measured_optimum={"split": [7, 17], "share": 0.625})
+    bench._print(argparse.Namespace(mode="sleep", k=30, repeats=1, load=0),
+                 [(2.0, [done])], 0.0)
+    out = capsys.readouterr().out.splitlines()
+    line = next(x for x in out if x.startswith("| x2 | 0 |"))
+    assert "4; machine's 1, loop's 0" in line
+    assert "62.5% [7, 17] / 80%" in line  # 50 % removed of 62.5 %
+    assert "never (even +4, then [13, 11] at 80)" in line
+    summary = next(x for x in out if x.startswith("| x2 |") and not x.startswith("| x2 | 0"))
+    assert "| 80% (80) |" in summary
