@@ -178,6 +178,14 @@ RISE_SKIP = 10
 RISE_POINTS = 16
 RISE_FALL = 0.02
 RISE_UNTIL = 100
+# And the reverse: a segment opened by such a resume that ran faster (a cache the stop
+# emptied, a device it cooled) and rises, within its first SEG_BEFORE points (before it has a
+# level of its own), to a level below the midpoint between the level before the resume (the
+# later of the two segments kept that was not declared slower and did not end inside a slow
+# episode) and a rise of the threshold above it (the detector's geometric midpoint) has
+# returned to the level the run kept: the main view's onset there is the healthy level found
+# again, not a slowdown (an event ``drift`` noted ``returned``; the detector learns the level
+# afresh, as at a resume).
 
 #: A warm-up point: seconds, iteration (or position), position, end ts, job iteration, span.
 _WarmPoint = tuple[float, int, int, float | None, int | None, int]
@@ -199,6 +207,7 @@ class _Segment:
     opened: str
     risen: bool = False  # declared slower than the level before its resume (as it came)
     tail: np.ndarray | None = None  # its latest SEG_BEFORE settled points, sorted
+    ended_slow: bool = False  # it ended inside a slow episode (its late level is no healthy one)
 
 
 class _Rank:
@@ -884,7 +893,7 @@ class Watcher:
                 start=st.seg_start, level=float(np.median(settled)),
                 late=float(np.median(settled[-SEG_BEFORE:])),
                 alarmed=st.seg_alarmed, opened=st.seg_opened, risen=st.seg_risen,
-                tail=np.sort(settled[-SEG_BEFORE:])))
+                tail=np.sort(settled[-SEG_BEFORE:]), ended_slow=st.slow))
         st.seg_opened = reason
         st.seg_points.clear()
         st.seg_start = None
@@ -1075,6 +1084,10 @@ class Watcher:
         if not alarms:
             return events
         st.spikes.discard_pending()  # the elevated points were a level, not spikes
+        if not st.slow and any(a.kind == "onset" and not a.note for a in alarms):
+            back = self._returned(rank, st, det, alarms, lineno)
+            if back is not None:
+                return events + [back]
         for alarm in alarms:
             if alarm.kind != "drift" and 0.0 < alarm.level_after < math.inf:
                 st.typical = alarm.level_after  # the new level is the typical time now
@@ -1095,6 +1108,32 @@ class Watcher:
             elif alarm.kind == "recovery":
                 st.slow = False
         return events
+
+    def _returned(self, rank: int, st: _Rank, det: Detector, alarms: list[Alarm],
+                  lineno: int) -> LevelEvent | None:
+        """The main view's onset in a segment opened by a resume across which the count went
+        on, within its first ``SEG_BEFORE`` points, to a level below the midpoint between the
+        level before the resume (the latest of the segments kept that was not declared
+        slower and did not end slow) and a rise of the threshold above it: the level the run
+        kept, found again.  The detector forgets its levels (as at a resume) and learns this
+        one after a new warm-up; an event ``drift`` noted ``returned`` says so.  None where
+        this is not such an onset."""
+        if (not self._segmented or st.seg_start is None or st.seg_opened not in PUT_BACK_REASONS
+                or st.seen - st.seg_start[0] > SEG_BEFORE):
+            return None
+        before = next((b for b in reversed(st.seg_before) if not (b.risen or b.ended_slow)),
+                      None)
+        onset = next(a for a in alarms if a.kind == "onset" and not a.note)
+        if (before is None or not 0.0 < onset.level_after
+                <= math.sqrt(1.0 + self._threshold()) * before.late):
+            return None
+        det.new_segment()  # no episode was said: its recovery is not either
+        if st.warm is not None:
+            st.warm.rearm(0)
+            st.warm_points = None
+        st.typical = onset.level_after
+        return replace(self._alarm_event(rank, st, onset, lineno), kind="drift",
+                       healthy_s=_rounded(before.late), severity=0.0, note="returned")
 
     def _alarm_event(self, rank: int, st: _Rank, a: Alarm, lineno: int) -> LevelEvent:
         back = st.points - 1 - a.index
