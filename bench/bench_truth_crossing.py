@@ -23,11 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from stragglers.detect.events import LevelEvent
-from stragglers.detect.watch import Watcher
-from stragglers.evaluation.bocd import make_detector
-from stragglers.evaluation.detect_eval_jobs import Alert, _alert_of, _inside, tolerance
-from stragglers.evaluation.jobcorpus import JobEvent, JobSeries, generate_job_corpus
+from stragglers.evaluation.detect_eval_jobs import _inside, tolerance, watch_stream
+from stragglers.evaluation.jobcorpus import JobSeries, generate_job_corpus
 
 MEDIAN_STEPS = 16  # the truth's level: the median of this many latest steps ...
 MEAN_STEPS = 32  # ... and its mean: the mean of this many
@@ -64,41 +61,25 @@ def crossing(ratio: np.ndarray, threshold: float) -> int:
     return min(med, mean)
 
 
-def _alerts(s: JobSeries) -> list[tuple[int, int, int | None, str]]:
-    """(job iteration, declared iteration, rank, note) of each alert of the robust watcher."""
-    w = Watcher(detector_factory=lambda: make_detector("robust"))
-    out = []
-    for pos, rec in enumerate(s.records(), start=1):
-        for ev in w.process_items(((pos, rec),)):
-            a = _alert_of(ev, rec.iter)
-            if a is not None and a.kind != "recovery" and isinstance(ev, LevelEvent):
-                out.append((a.job_iteration, a.declared, a.rank, ev.note))
-    return out
-
-
 def rows(s: JobSeries, threshold: float) -> list[Row]:
     """One row per labelled (not minor) event of ``s``."""
-    alerts = _alerts(s)
+    alerts = watch_stream(s, "robust").alerts
     tol = tolerance(s.stride)
     ratio_all = s.level / s.healthy
     out = []
     for e in (e for e in s.events if e.kind != "minor"):
         rank = e.ranks[0] if e.ranks else int(s.rank.min())
         m = (s.rank == rank) & (s.iter >= e.start_iter) & (s.iter < e.end_iter)
-        hit = [a for a in alerts if _match(a, e, tol)]
-        first = min(hit, key=lambda a: a[1]) if hit else None
+        hit = [a for a in alerts if _inside(a, e, tol)]
+        first = min(hit, key=lambda a: a.declared) if hit else None
         its = s.iter[m]
         k = crossing(ratio_all[m], threshold)  # in records: iterations where sampled
         out.append(Row(family=s.family, kind=e.kind,
-                       delay=None if first is None else first[1] - e.start_iter,
-                       note=first[3] if first is not None else "",
+                       delay=None if first is None else first.declared - e.start_iter,
+                       note=first.note if first is not None else "",
                        cross=int(its[k]) - e.start_iter if k < its.size
                        else e.end_iter - e.start_iter))
     return out
-
-
-def _match(a: tuple[int, int, int | None, str], e: JobEvent, tol: int) -> bool:
-    return _inside(Alert(kind="onset", rank=a[2], job_iteration=a[0], declared=a[1]), e, tol)
 
 
 def main() -> None:

@@ -737,9 +737,7 @@ class Watcher:
             if st.seg_risen and st.seg_start is not None:
                 risen = [self._risen_recovery(rank, st, line)]
             self._close_segment(st, reason)
-        if st.warm is not None:
-            st.warm.rearm(self.warmup_iters if self._segmented else 0)
-            st.warm_points = None
+        _rearm(st, self.warmup_iters if self._segmented else 0)
         det = st.detector
         if det is None:
             return risen
@@ -1128,9 +1126,7 @@ class Watcher:
                 <= math.sqrt(1.0 + self._threshold()) * before.late):
             return None
         det.new_segment()  # no episode was said: its recovery is not either
-        if st.warm is not None:
-            st.warm.rearm(0)
-            st.warm_points = None
+        _rearm(st, 0)
         st.typical = onset.level_after
         return replace(self._alarm_event(rank, st, onset, lineno), kind="drift",
                        healthy_s=_rounded(before.late), severity=0.0, note="returned")
@@ -1211,6 +1207,13 @@ class Watcher:
             job_iterations={r: _covered(st.job_ranges) for r, st in sorted(self.ranks.items())
                             if st.job_ranges},
             slow_ranks=tuple(sorted(r for r, st in self.ranks.items() if st.slow)))
+
+
+def _rearm(st: _Rank, warmup: int) -> None:
+    """A new warm-up of ``warmup`` iterations for the rank (0: the detector's own)."""
+    if st.warm is not None:
+        st.warm.rearm(warmup)
+        st.warm_points = None
 
 
 def _idle(unexplained: float, step: int, unit: float) -> bool:

@@ -157,13 +157,15 @@ Stream = JobSeries | RealStream
 
 @dataclass(frozen=True)
 class Alert:
-    """An alerting (or recovery) watcher event: its kind, rank, estimated start and the job
-    iteration of the record whose processing raised it."""
+    """An alerting (or recovery) watcher event: its kind, rank, estimated start, the job
+    iteration of the record whose processing raised it, and its note (the view that
+    declared it: empty for the main view)."""
 
     kind: str
     rank: int | None
     job_iteration: int
     declared: int
+    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -239,7 +241,7 @@ def _alert_of(ev: WatchEvent, declared: int) -> Alert | None:
         return None
     ji = ev.job_iteration
     return Alert(kind=kind, rank=ev.rank, job_iteration=ji if ji is not None else declared,
-                 declared=declared)
+                 declared=declared, note=ev.note)
 
 
 def watch_stream(stream: Stream, method: str, params: Mapping[str, object] | None = None,
