@@ -125,12 +125,16 @@ class Receiver:
 
     def __init__(self) -> None:
         self.bodies: queue.Queue[dict[str, Any]] = queue.Queue()
-        received = self.bodies
+        #: the ``Idempotency-Key`` header of each POST, in the order received ("" without)
+        self.keys: list[str] = []
+        received, keys = self.bodies, self.keys
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
                 n = int(self.headers.get("Content-Length", "0"))
-                received.put(json.loads(self.rfile.read(n)))
+                body = json.loads(self.rfile.read(n))
+                keys.append(self.headers.get("Idempotency-Key", ""))
+                received.put(body)
                 self.send_response(204)
                 self.end_headers()
 

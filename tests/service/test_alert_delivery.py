@@ -154,3 +154,39 @@ rules:
     (alert,) = server.get("/api/v1/alerts").json()["alerts"]
     job = server.get("/api/v1/jobs/quiet-a").json()
     assert not alert["open"] and alert["resolved_at"] >= job["last_done_at"] + 15
+
+
+def test_a_server_killed_between_the_post_and_its_record_sends_the_alert_again(
+        server_factory, receiver: Receiver, slow_job: Job, tmp_path: Path):
+    """At least once, never lost, and recognisable: the server is killed (SIGKILL, the fault
+    injection) right after its webhook took a firing notification and before the alert is
+    recorded as sent. The next server on the same data folder claims the pending alert when
+    the hold expires and sends it again: the same body and the same ``Idempotency-Key``, once
+    more only, and the alert is then ``sent``."""
+    rules = tmp_path / "alerts.yaml"
+    rules.write_text(f"""
+rules:
+  - {{name: slow, slowdown: 1.1, webhook: "{receiver.url}"}}
+""")
+    args = ("--alerts", str(rules), "--lease-s", "3")
+    data = tmp_path / "data"
+    first: Server = server_factory(data=data, args=args,
+                                   env={"STRAGGLERS_CRASH_AT": "alert-posted:1"})
+    r = first.upload(slow_job.trace, slow_job.meta, job="train-k")
+    assert r.status_code == 202, r.text
+    body = receiver.take(timeout=180)
+    assert first.proc is not None
+    assert first.proc.wait(60) == -9  # killed at the crash point, after the POST
+    assert body["status"] == "firing" and body["job"] == "train-k"
+    assert receiver.keys == [f"stragglers-alert-{body['alert']}-firing"]
+    second: Server = server_factory(data=data, args=args)
+    again = receiver.take(timeout=120)
+    assert again == body
+    assert receiver.keys == [f"stragglers-alert-{body['alert']}-firing"] * 2
+    assert receiver.drain(quiet=4.0) == []  # once more only
+    alerts = _until("the alert recorded as sent", lambda: [
+        a for a in second.get("/api/v1/alerts").json()["alerts"]
+        if a["status"] == "sent"] or None)
+    assert [a["id"] for a in alerts] == [body["alert"]]
+    assert second.log is not None
+    assert f"alert {body['alert']} claimed" in second.log.read_text()

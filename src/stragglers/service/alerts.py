@@ -36,7 +36,11 @@ that never answers delays only its own notifications. A notification is stored a
 ``pending`` before it is sent, held by the server that raised it (``sender``, renewed every
 third of the store's lease while it sends); a pending alert whose hold expired (its server
 stopped or was killed before sending it) is claimed by one server (a conditional UPDATE in
-the store) and sent then, so several servers on one database send each alert once. Each
+the store) and sent then, so several servers on one database send each alert once — but
+one whose server was killed between its POST and recording it as sent: the server that claims
+it sends it again (at least once, never lost), with the same ``alert`` id and the same
+``Idempotency-Key: stragglers-alert-ID-KIND`` header (KIND ``firing`` or ``resolved``), by
+which a receiver drops the repeat. Each
 destination is tried 3 times (1 s, 2 s apart); the alert is ``sent`` when every destination
 took it, else ``failed`` with the destination's error.
 """
@@ -55,6 +59,7 @@ from typing import Any
 import httpx
 
 from stragglers.service.alert_rules import AlertConfig, Rule
+from stragglers.service.crash import crashpoint
 from stragglers.service.overview import job_views
 from stragglers.service.prometheus import JOB_LABEL, label_name
 from stragglers.service.rows import AlertRow, EventRow, JobRow, SessionRow
@@ -138,6 +143,15 @@ class _Destination:
             return [alertmanager_alert(row, float(ends or now))]
         return {**row.body, "status": item.kind, "resolved_at": item.resolved_at}
 
+    @staticmethod
+    def _headers(item: _Delivery) -> dict[str, str]:
+        """``Idempotency-Key: stragglers-alert-ID-KIND``: the same for every try of one
+        notification, by any server (a server killed between the POST and recording it as
+        sent: the server that claims the alert sends it again with the same key)."""
+        if item.kind == REFRESH:
+            return {}
+        return {"Idempotency-Key": f"stragglers-alert-{item.alert_id}-{item.kind}"}
+
     def _handle(self, client: httpx.Client, item: _Delivery) -> None:
         payload = self._payload(item)
         if payload is None or payload == []:
@@ -148,10 +162,12 @@ class _Destination:
         attempt = 0
         for attempt in range(1, tries + 1):
             try:
-                resp = client.post(self.post_url, json=payload)
+                resp = client.post(self.post_url, json=payload, headers=self._headers(item))
                 status = resp.status_code
                 if resp.is_success:
                     error = None
+                    if item.kind == FIRING:
+                        crashpoint("alert-posted")
                     break
                 error = f"HTTP {status}: {resp.text[:200]}"
             except httpx.HTTPError as exc:
@@ -331,6 +347,8 @@ class Alerter:
         sending them): each is claimed in the store by one server only."""
         rows = self.store.claim_pending_alerts()
         for row in rows:
+            log.warning("alert %d claimed (its server stopped holding it): sending it",
+                        row.id)
             self._send(row, FIRING)
         return len(rows)
 

@@ -7,7 +7,8 @@ Points: ``records-logged`` (server: a records batch checked, fed to the detector
 written, not yet committed), ``records-stored`` (server: committed, the answer not yet
 sent), ``analysis-started`` (an analysis task process, counted per process),
 ``check-NAME`` (a validation task process checking an upload whose trace file is named
-``NAME.*``, counted per process).
+``NAME.*``, counted per process), ``alert-posted`` (server: a firing notification POSTed and
+taken by its destination, not yet recorded as sent).
 """
 
 from __future__ import annotations
