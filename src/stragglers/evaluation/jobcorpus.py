@@ -1069,6 +1069,72 @@ detector changes, by someone who never ran the detector on it):
                  ``profiler`` / ``anomaly`` / ``nccl_debug`` / ``nfs_log`` / ``log_growth``).
                  Negatives: the healthy series alone.
 
+The held-out family of the twenty-third round (written and committed before that round's
+detector changes, by someone who never ran the detector on it):
+
+``wan``          training across sites (regions, data centres) over a wide-area link: DiLoCo-style
+                 local SGD, the ranks of each site synchronising every step over the site's own
+                 fabric and the sites every H steps (an outer step) over the WAN, whose time is
+                 latency plus bytes over a bandwidth that varies.  A job is 4-16 ranks
+                 (:data:`WN_RANKS`) in 2-8 sites of 2-8 (:data:`WN_SITE`); each rank's record is
+                 its busy time: its compute (a wandering rate, AR(1) in log space, jitter 0.3-2 %,
+                 a warm-up, 0.2-1 % per rank) and host time (2-10 %), its site's all-reduce
+                 (10-50 % of the compute, :data:`WN_INNER`, 2-8 % jitter per site and step)
+                 hidden behind the backward up to 20-70 % of the compute but for its last
+                 bucket (5-25 %), checkpoints (every 200-1000 steps, 1-3 steps at 1.5-4x) and
+                 evaluations (every 100-1000 steps, +1-4 mean steps), and the outer sync, the
+                 same on every rank: ``latency x 2 ceil(log2 sites)`` (one-way 5-80 ms,
+                 :data:`WN_LATENCY_S`, a halving-doubling across the sites) plus the volume
+                 (0.5-20 mean steps at the full bandwidth, :data:`WN_VOLUME`) over the available
+                 bandwidth, or over the transfer's window where the round trip makes it
+                 window-limited (the window 1.2-4x the bandwidth-delay product, :data:`WN_BDP`),
+                 times a heavy-tailed jitter (log-normal 5-20 % times 1 + a Pareto tail of index
+                 2.5-4 scaled 5-30 %).  H is 20-500 steps (:data:`WN_OUTER`), streamed in 2-16
+                 fragments with chance 0.6 (Streaming DiLoCo: one fragment every H / P steps, at
+                 least 5), then raised (up to 500) and the volume capped until a sync costs at
+                 most 0.4 x sqrt(its steps) mean steps (:data:`WN_SPIKE`: an expensive sync is
+                 taken rarely); the sync blocks the step it follows, or (chance 0.5) runs over
+                 the next 1-20 steps (:data:`WN_WINDOW`), the site's all-reduce up to 1.2-2x
+                 slower meanwhile, and shows only past the window's time (at least 5-25 % of
+                 it).  Where the sites are close (the latency term under half a mean step),
+                 chance 0.4 of hierarchical data parallelism instead (:data:`WN_HIER_P`): the
+                 sites' all-reduce every step (0.1-0.6 mean steps) behind the backward.  The
+                 outer schedule resumes from an outer step at each restart.  Healthy: all of
+                 that (one long step every few to 500 steps, or a small share spread and
+                 exposed), the WAN's available bandwidth a wave (a period of 1-24 h,
+                 :data:`WN_WAVE_S`: the day, or hourly bulk transfers; in steps from the step
+                 time in seconds, so a series sees part of a cycle or a dozen; dipping by
+                 10-60 % at its busiest, halved until the mean busy time, over the whole rounds
+                 of syncs nearest 400 steps, moves by less than 3 %, :data:`WN_WAVE_RISE`), the
+                 series cut in 1-3 parts, a part after the first starting with a planned
+                 restart with chance 0.6 (downtime 60-900 s, a warm-up, another batch: the busy
+                 time 0.97-1.04x).  Positives: 1-3 slowdowns (one in each part, the first
+                 always, the others with chance 0.7; 40 healthy steps after each), each raising
+                 the mean busy time of the ranks it names over its span by +12-45 %
+                 (:data:`NODE_SLOWDOWN`, up to :data:`SPAN_OVERSHOOT` more) over their healthy
+                 mean: a route change to a longer path (``route``: the round trip ``1 + g``
+                 times, at most 16x, until it flips back; a window-limited transfer slower by
+                 its ratio), a congested peak hour (``peak``: the bandwidth ``1 / (1 + g h)``,
+                 ``h`` a half-sine hump over the span, at most 16x at its top: past the
+                 overlap, the exposed part grows), a degraded WAN circuit (``circuit``: the
+                 bandwidth ``1 / (1 + g)``, at most 16x lower, for an episode), each on every
+                 rank (every site waits at the sync; only the syncs whose window lies in the
+                 span change), or a site whose local fabric degrades (``fabric``: its
+                 all-reduce ``1 + g`` times slower, at most 16x, climbing linearly over 30-100 %
+                 of the span; every step of its ranks).  Where syncs are rare a WAN slowdown
+                 raises only a few long steps and is not decidable (drawn again: the WAN kinds
+                 are labelled mostly under hierarchical data parallelism or frequent syncs).
+                 The size ``g`` is solved by bisection for the rise over a span of 60-800 steps
+                 (:data:`NODE_SLOW_ITERS`) and at least 1.3 x 25 x (cv / rise)^2 (cv: the
+                 noisiest site's mean busy time), drawn again (at most 8 times) until the
+                 labelled span holds 25 x (its own sd / its rise)^2 steps and stands +12 % above
+                 the healthy steps of the 200 before it and of the 200 after it (their 4
+                 longest left out; the first part's last try: a site's fabric at +20 %,
+                 :data:`WN_LAST_RISE`, over the part's whole room).  Labelled from the first
+                 step that changes to the last, by the span's mean rise, with every rank or the
+                 site's ranks (kinds ``route`` / ``peak`` / ``circuit`` / ``fabric``).
+                 Negatives: the healthy series alone.
+
 :data:`HELD_OUT` names the families that were never looked at while the detector was changed
 for issue 29 (decided before the changes): they are only evaluated.
 """
@@ -1826,25 +1892,71 @@ OB_DUTY = (0.2, 0.9)  # ... on this share of the runs (per series)
 OB_NFS_MAX = 1000.0  # nfs_log: g at most this (a 1-20 ms write stalled for seconds)
 OB_GROW_MAX = 1000.0  # log_growth: the log lines 1 + g w times, w climbing over the span
 
+# -- training across sites over a wide-area link (wan) -----------------------------------------
+WN_RANKS = (4, 8, 16)  # ranks of the job: at least two sites of at least two ranks
+WN_SITE = (2, 4, 8)  # ranks of a site (at most half the ranks): an island with its own fabric
+WN_HOST = (0.02, 0.10)  # host time per step over the compute ...
+WN_HOST_JITTER = (0.05, 0.2)  # ... its spread (log space)
+WN_INNER = (0.1, 0.5)  # a site's all-reduce over its own fabric, every step, over the compute ...
+WN_INNER_JITTER = (0.02, 0.08)  # ... its spread per site and step (log space) ...
+WN_HIDE = (0.2, 0.7)  # ... hidden behind the backward up to this share of the compute ...
+WN_TAIL = (0.05, 0.25)  # ... but for its last bucket's share
+WN_OUTER = (20, 500)  # the outer step: every H inner steps (log-uniform) ...
+WN_STREAM_P = 0.6  # ... streamed in fragments with this chance (Streaming DiLoCo) ...
+WN_FRAGMENTS = (2, 4, 8, 16)  # ... of the model, one synchronised every H / P steps ...
+WN_FRAGMENT_MIN = 5  # ... at most every this many steps (fewer fragments where H is short)
+WN_LATENCY_S = (0.005, 0.08)  # one-way latency between sites (seconds, log-uniform), paid
+#                               2 ceil(log2(sites)) times a sync (halving-doubling across sites)
+WN_VOLUME = (0.5, 20.0)  # an outer step's bytes over the WAN's full bandwidth, in mean steps
+WN_HIER_P = 0.4  # hierarchical data parallelism instead (every step), with this chance where ...
+WN_HIER_LAT = 0.5  # ... a sync's latency term is under this many mean steps (sites close by) ...
+WN_HIER_VOLUME = (0.1, 0.6)  # ... its bytes over the full bandwidth (mean steps), behind the
+#                              backward up to WN_HIDE of the compute but for WN_WTAIL of it
+WN_SPIKE = 0.4  # a sync costs at most this x sqrt(steps between syncs) mean steps (H raised
+#                 first, up to WN_OUTER[1], then the volume capped: an expensive sync is rare)
+WN_BDP = (1.2, 4.0)  # the transfer's window over the bandwidth-delay product (log-uniform)
+WN_JITTER = (0.05, 0.2)  # the sync's spread (log space) ...
+WN_PARETO_ALPHA = (2.5, 4.0)  # ... times 1 + a Pareto (Lomax) tail of this index ...
+WN_PARETO_SCALE = (0.05, 0.3)  # ... times this
+WN_WAVE_S = (3600.0, 86400.0)  # the WAN's available bandwidth: a wave of this period
+#                                (seconds, log-uniform: the day, or hourly bulk transfers) ...
+WN_WAVE = (0.1, 0.6)  # ... dipping by this share at its busiest ...
+WN_WAVE_RISE = 0.03  # ... halved until the mean busy time (moving mean over about 400 steps)
+WN_WAVE_HALVINGS = 6  # moves by less than this over the series (else no wave)
+WN_OVERLAP_P = 0.5  # the sync overlapped with the next inner steps with this chance ...
+WN_WINDOW = (1, 20)  # ... its window (steps, log-uniform; at most the steps between syncs) ...
+WN_WTAIL = (0.05, 0.25)  # ... at least this share of it exposed (the outer update) ...
+WN_ETA = (0.2, 1.0)  # ... and the site's all-reduce 1 + this x the window's use slower meanwhile
+WN_RESHAPE_LEVEL = (0.97, 1.04)  # another batch at a restart: the busy time this many times
+WN_KINDS = (("route", 0.3), ("peak", 0.25), ("circuit", 0.3), ("fabric", 0.15))
+WN_ROUTE_MAX = 15.0  # route: the latency 1 + g times (a longer path), at most this
+WN_PEAK_MAX = 15.0  # peak: the bandwidth 1 / (1 + g hump) at the hump's top, at most this
+WN_CIRCUIT_MAX = 15.0  # circuit: the bandwidth 1 / (1 + g), at most this
+WN_FABRIC_MAX = 15.0  # fabric: a site's all-reduce 1 + g times slower, at most this ...
+WN_CLIMB = (0.3, 1.0)  # ... climbing linearly over this share of the span
+WN_LAST_RISE = 0.2  # the first part's last try: a site's fabric at this rise over its whole room
+#                     (clear of the rule where the wave moves the steps around it a little)
+
 FAMILIES: tuple[str, ...] = ("restart", "ckpt_stall", "flapping", "staircase", "noise_regime",
                              "sampled", "multirank", "greyhound", "failslow", "ramp", "short",
                              "hump", "warmup_onset", "reconfig", "ckpt_burst", "contention",
                              "megatron", "bimodal_replay", "ladder", "seqlen", "accum",
                              "memory", "prefetch", "pipeline", "lossy_link", "gc_pause",
                              "dispatch", "moe", "hw_queue", "compile", "power", "numa",
-                             "rollout", "fabric", "nvme", "observe")
+                             "rollout", "fabric", "nvme", "observe", "wan")
 #: Families held out in the current round of issue 29: never looked at while the detector was
-#: changed (only evaluated; ``observe`` was written and committed before the twenty-second
-#: round's changes, by someone who never ran the detector on it).  The others, ``nvme`` (held
-#: out in the twenty-first round), ``fabric`` (the twentieth), ``rollout`` (the nineteenth),
-#: ``numa`` (the eighteenth), ``power`` (the seventeenth), ``compile`` (the sixteenth),
-#: ``hw_queue`` (the fifteenth), ``moe`` (the fourteenth), ``dispatch`` (the thirteenth),
-#: ``gc_pause`` (the twelfth), ``lossy_link`` (the eleventh), ``pipeline`` (the tenth),
-#: ``prefetch`` (the ninth), ``memory`` (the eighth), ``accum`` (the seventh), ``seqlen`` (the
-#: sixth), ``ladder`` (the fifth), ``bimodal_replay`` (the fourth), ``megatron`` (the third),
-#: ``contention`` (the second), ``hump``, ``warmup_onset``, ``reconfig`` and ``ckpt_burst``
-#: (the first round) included, are the families it was built and tuned on.
-HELD_OUT: tuple[str, ...] = ("observe",)
+#: changed (only evaluated; ``wan`` was written and committed before the twenty-third round's
+#: changes, by someone who never ran the detector on it).  The others, ``observe`` (held out in
+#: the twenty-second round), ``nvme`` (the twenty-first), ``fabric`` (the twentieth),
+#: ``rollout`` (the nineteenth), ``numa`` (the eighteenth), ``power`` (the seventeenth),
+#: ``compile`` (the sixteenth), ``hw_queue`` (the fifteenth), ``moe`` (the fourteenth),
+#: ``dispatch`` (the thirteenth), ``gc_pause`` (the twelfth), ``lossy_link`` (the eleventh),
+#: ``pipeline`` (the tenth), ``prefetch`` (the ninth), ``memory`` (the eighth), ``accum`` (the
+#: seventh), ``seqlen`` (the sixth), ``ladder`` (the fifth), ``bimodal_replay`` (the fourth),
+#: ``megatron`` (the third), ``contention`` (the second), ``hump``, ``warmup_onset``,
+#: ``reconfig`` and ``ckpt_burst`` (the first round) included, are the families it was built
+#: and tuned on.
+HELD_OUT: tuple[str, ...] = ("wan",)
 
 #: (family, scenario, series per seed at scale 1, positive)
 SCENARIOS: tuple[tuple[str, str, int, bool], ...] = (
@@ -1926,6 +2038,8 @@ SCENARIOS: tuple[tuple[str, str, int, bool], ...] = (
     ("nvme", "healthy", 10, False),
     ("observe", "slow", 14, True),
     ("observe", "healthy", 10, False),
+    ("wan", "slow", 14, True),
+    ("wan", "healthy", 10, False),
 )
 
 
@@ -4804,7 +4918,8 @@ def _compile(rng: np.random.Generator, scenario: str) -> _Timeline:
 @dataclass(frozen=True)
 class _NodeSlow:
     """A slowdown of a family of ranks on nodes (:func:`_power`, :func:`_numa`,
-    :func:`_rollout`, :func:`_fabric`, :func:`_nvme`) over steps ``[a, b)``: its kind, its size
+    :func:`_rollout`, :func:`_fabric`, :func:`_nvme`, :func:`_observe`, :func:`_wan`, whose
+    nodes are its sites) over steps ``[a, b)``: its kind, its size
     ``g``, the steps over which it climbs (1: a step), its node (-1: every node) and its aim
     (uniform in [0, 1): which of the node's parts it hits, e.g. a link, where the family's plan
     draws one)."""
@@ -4913,8 +5028,8 @@ def _ranked_job(rng: np.random.Generator, ranks_of: tuple[int, ...], node_of: tu
     :func:`_wandering_compute` (``compute``: its six ranges), each rank's compute at it with
     its own jitter (``rank_jitter``, log space), each rank's host time a share ``host`` of it
     with a log-normal jitter (``host_jitter``, mean 1).  Shared by :func:`_power`,
-    :func:`_numa`, :func:`_rollout`, :func:`_fabric`, :func:`_nvme` and :func:`_observe` (the
-    draws in this order)."""
+    :func:`_numa`, :func:`_rollout`, :func:`_fabric`, :func:`_nvme`, :func:`_observe` and
+    :func:`_wan` (the draws in this order)."""
     n = _n(rng)
     t = np.arange(n)
     base_s = _loguniform(rng, *BASE_S)
@@ -4978,9 +5093,9 @@ class _NodePlan:
     the kinds and their chances, each kind's largest size, the kinds that come with a restart
     at the span's start and / or end (``"a"``, ``"b"``, ``"ab"``), those that slow every node,
     those that climb (over ``climb`` of the span), the first part's last try (that kind over
-    the part's whole room at the smallest rise), whether a slowdown draws its aim
-    (:class:`_NodeSlow`), the family's ranges (the climb, a restart's
-    warm-up; rises, spans and a restart's downtime the ``NODE_*`` schedule's) and the rule
+    the part's whole room at the smallest rise, or at ``last_rise``), whether a slowdown draws
+    its aim (:class:`_NodeSlow`), the family's ranges (the climb, a restart's warm-up; rises,
+    spans and a restart's downtime the ``NODE_*`` schedule's) and the rule
     every such family shares (the ``SPAN_*`` constants: decidability, tries, overshoot,
     bisection steps, the chance of a slowdown in a later part, the steps clear of
     restarts)."""
@@ -4993,6 +5108,7 @@ class _NodePlan:
     last: str
     climb: tuple[float, float]
     aimed: bool = False
+    last_rise: float | None = None
     warm: tuple[tuple[float, float], tuple[float, float], tuple[float, float]] = NODE_WARM
     slowdown: tuple[float, float] = NODE_SLOWDOWN
     slow_iters: tuple[int, int] = NODE_SLOW_ITERS
@@ -5065,7 +5181,8 @@ def _node_slowdowns(rng: np.random.Generator, scenario: str, job: _RankedJob,
             aim = float(rng.random()) if plan.aimed else 0.0
             if j == 0 and attempt == plan.tries - 1:  # the last try of a positive's first part:
                 kind, dur = plan.last, hi_room - lo_room  # over its whole room,
-                s = plan.slowdown[0]  # the smallest rise
+                # the smallest rise (or the plan's)
+                s = plan.slowdown[0] if plan.last_rise is None else plan.last_rise
             dur = max(1, min(dur, hi_room - lo_room))
             a = lo_room + int(rng.integers(0, hi_room - lo_room - dur + 1))
             b = a + dur
@@ -5433,6 +5550,22 @@ def _moving_mean(x: np.ndarray, k: int) -> np.ndarray:
     return np.asarray((c[k:] - c[:-k]) / k)
 
 
+def _halved(size: float, series: Callable[[float], np.ndarray], flat: np.ndarray, k: int,
+            halvings: int, rise: float) -> float | None:
+    """The first of ``size``, ``size / 2``, ... (``halvings`` tries) at which the healthy
+    drift or wave of that size, ``series(size)`` (after the lead, moving means over ``k``
+    steps), moves by less than ``rise`` over the series without it, ``flat``; None where
+    none does.  A rollout's length drift (:func:`_rollout`) and the WAN's wave
+    (:func:`_wan`)."""
+    ref = _moving_mean(flat[LEAD_ITERS:], k)
+    for _ in range(halvings):
+        moved = _moving_mean(series(size)[LEAD_ITERS:], k) / ref
+        if float(moved.max() / moved.min()) < 1.0 + rise:
+            return size
+        size *= 0.5
+    return None
+
+
 def _rollout(rng: np.random.Generator, scenario: str) -> _Timeline:
     """Reinforcement-learning steps bound by generation (module docstring): each rank's busy
     time, the ranks of a generation worker slowed together; the corpus' noise is turned off
@@ -5481,17 +5614,16 @@ def _rollout(rng: np.random.Generator, scenario: str) -> _Timeline:
 
     # the policy's length drift, halved until it moves the mean busy time by less than
     # RO_DRIFT_RISE over the series (over any labelled span too)
-    flat = _moving_mean(work(gen0, tok0)[LEAD_ITERS:], 200)
-    for _ in range(RO_DRIFT_HALVINGS):
-        ro.longest, mean = responses(drift)
-        ro.demand = prompt + resident * mean
-        moved = _moving_mean(work(ro.generation(ro.cache[:, None]), mean.mean(axis=0))
-                             [LEAD_ITERS:], 200) / flat
-        if float(moved.max() / moved.min()) < 1.0 + RO_DRIFT_RISE:
-            break
-        drift *= 0.5
-    else:
-        ro.longest, ro.demand, mean = longest0, demand0, mean0
+    means = [mean0]
+
+    def drifted(d: float) -> np.ndarray:
+        ro.longest, means[0] = responses(d)
+        ro.demand = prompt + resident * means[0]
+        return work(ro.generation(ro.cache[:, None]), means[0].mean(axis=0))
+
+    if _halved(drift, drifted, work(gen0, tok0), 200, RO_DRIFT_HALVINGS, RO_DRIFT_RISE) is None:
+        ro.longest, ro.demand, means[0] = longest0, demand0, mean0
+    mean = means[0]
     ro.scale = gshare / g_unit
     ro.train = (1.0 - gshare) * mean.mean(axis=0) / t_unit
     # the weight sync into each worker's engine every few steps; the reward server's episodes
@@ -5509,8 +5641,9 @@ def _rollout(rng: np.random.Generator, scenario: str) -> _Timeline:
 def _overlapped(work: np.ndarray, tail: float, room: np.ndarray) -> np.ndarray:
     """The exposed part of ``work`` pipelined with other work ``room``: what ``room`` leaves of
     it, but at least its last share ``tail`` (issued after ``room`` is done).  The ring
-    all-reduce behind the backward (:func:`_fabric`) and the drive I/O behind the optimizer's
-    CPU update (:func:`_nvme`)."""
+    all-reduce behind the backward (:func:`_fabric`, :func:`_wan`), the drive I/O behind the
+    optimizer's CPU update (:func:`_nvme`) and the outer sync over the next inner steps
+    (:func:`_wan`)."""
     return np.asarray(np.maximum(tail * work, work - room))
 
 
@@ -5890,7 +6023,8 @@ def _nvme(rng: np.random.Generator, scenario: str) -> _Timeline:
 
 def _cycles(resets: np.ndarray, n: int, every: int) -> np.ndarray:
     """Each of ``n`` steps' place in a cycle of ``every`` steps that starts at step 0 and again
-    at each restart ``resets`` (a schedule kept by the process: a restart begins it anew)."""
+    at each restart ``resets`` (a schedule kept by the process: a restart begins it anew: the
+    profiler's, :func:`_observe`; the outer syncs', :func:`_wan`)."""
     t = np.arange(n)
     start = np.zeros(n, dtype=bool)
     start[0] = True
@@ -6051,6 +6185,187 @@ def _observe(rng: np.random.Generator, scenario: str) -> _Timeline:
                           groups=(observers,))
 
 
+@dataclass
+class _Sites:
+    """The draws of a :func:`_wan` series (arrays ``(ranks, n)``, ``(sites, n)`` or ``(n,)``):
+    each rank's site, its compute at the device's rate and its host time; each site's
+    all-reduce over its own fabric per step (with its jitter), the share of the compute that
+    hides it and its last bucket's share; the outer sync across sites (every ``every`` steps,
+    begun anew at each restart): its latency term and its bandwidth term at the full
+    bandwidth (mean steps), the transfer's window over the bandwidth-delay product, the WAN's
+    available bandwidth per step (its wave) and the sync's jitter; the overlap window
+    (steps; 0: the sync blocks the step it follows), the share of the sync exposed at its
+    end at least, the slowdown of a site's all-reduce while the sync uses its window; the
+    level, the restarts' warm-ups and the extra work (checkpoints, evaluations)."""
+
+    node: np.ndarray
+    dev: np.ndarray
+    host: np.ndarray
+    inner: np.ndarray
+    hide: float
+    tail: float
+    every: int
+    lat: float
+    vol: float
+    bdp: float
+    wave: np.ndarray
+    jit: np.ndarray
+    window: int
+    behind: float
+    wtail: float
+    eta: float
+    level: np.ndarray
+    warm: np.ndarray
+    rest: np.ndarray
+    memo: dict[bytes, np.ndarray] = field(default_factory=dict, repr=False)
+
+    def syncs(self, warm: np.ndarray) -> np.ndarray:
+        """The steps after which an outer sync starts with the restarts of ``warm`` (the last
+        inner step of each round of ``every``, :func:`_cycles`: a restart resumes from an
+        outer step), those whose window ends inside the series."""
+        resets = _restart_steps(warm)
+        key = resets.tobytes()
+        if key not in self.memo:
+            n = self.rest.size
+            at = np.flatnonzero(_cycles(resets, n, self.every) == self.every - 1)
+            self.memo[key] = at[at + self.window < n]
+        return self.memo[key]
+
+    def busy(self, slow: tuple[_NodeSlow, ...] = (), warm: np.ndarray | None = None
+             ) -> np.ndarray:
+        """Each rank's busy time per step under the slowdowns ``slow`` (``warm``: the warm-ups,
+        else the series' own): its compute and host time under the warm-up and the level, its
+        site's all-reduce past the backward (:func:`_overlapped`), the extra work; and the
+        outer sync, the same on every rank: ``lat x rtt + vol x max(1 / bandwidth, rtt /
+        bdp)`` (a longer round trip makes a window-limited transfer slower) times its jitter,
+        added to the step it follows (past ``behind`` of the compute, where it runs behind the
+        backward), or, overlapped, run over the next ``window`` steps (the site's all-reduce
+        ``1 + eta u`` slower meanwhile, ``u`` the share of the window's time it uses, at most
+        1) and exposed at the window's last step past that time, at least its ``wtail`` share
+        (the window's time taken at the site's healthy all-reduce: a site slowed on its own
+        fabric is not credited with more room, so no step is faster than healthy).  With ``w``
+        climbing linearly from 0 at ``a`` to 1 over ``ramp`` steps: ``fabric`` (the site's
+        all-reduce ``1 + g w`` times), and, for the syncs whose window lies in the span (every
+        rank waits at them), ``route`` (the round trip ``1 + g w`` times: a longer path),
+        ``circuit`` (the bandwidth ``1 / (1 + g w)``: a degraded circuit) and ``peak`` (the
+        bandwidth ``1 / (1 + g h)``, ``h`` a hump, a half sine over the span: a congested peak
+        hour)."""
+        wu = self.warm if warm is None else warm
+        at = self.syncs(wu)
+        sites, n = self.inner.shape
+        fx, bw, rtt = np.ones((sites, n)), self.wave.copy(), np.ones(n)
+        for sl in slow:
+            w = sl.weight()
+            if sl.kind == "fabric":
+                fx[sl.rows(), sl.a:sl.b] *= 1.0 + sl.g * w
+                continue
+            hi = max(sl.a, sl.b - self.window)  # the syncs whose window ends in the span
+            span, w = slice(sl.a, hi), w[:hi - sl.a]
+            if sl.kind == "route":
+                rtt[span] *= 1.0 + sl.g * w
+            elif sl.kind == "circuit":
+                bw[span] /= 1.0 + sl.g * w
+            else:
+                j = np.arange(hi - sl.a) + 0.5
+                bw[span] /= 1.0 + sl.g * np.sin(math.pi * j / (sl.b - sl.a))
+        wl = wu * self.level
+        inner = _overlapped(self.inner[self.node] * fx[self.node], self.tail,
+                            self.hide * self.dev)
+        work = (self.dev + self.host) * wl + self.rest
+        out = work + inner
+        sync = ((self.lat * rtt + self.vol * np.maximum(1.0 / bw, rtt / self.bdp))
+                * self.jit)[at]
+        if not self.window:
+            out[:, at] += _overlapped(sync, self.wtail, self.behind * self.dev[:, at])
+            return np.asarray(out)
+        # the window's time, per rank, at the site's healthy all-reduce
+        c = np.cumsum(work + _overlapped(self.inner[self.node], self.tail, self.hide * self.dev),
+                      axis=1)
+        c = np.concatenate([np.zeros((out.shape[0], 1)), c], axis=1)
+        room = c[:, at + self.window + 1] - c[:, at + 1]
+        use = np.minimum(1.0, sync / room)
+        win = at[:, None] + np.arange(1, self.window + 1)  # (syncs, window)
+        slower = self.eta * use[:, :, None] * inner[:, win]
+        out[:, at + self.window] += _overlapped(sync, self.wtail, room)
+        out[:, win] += slower
+        return np.asarray(out)
+
+
+_WAN_PLAN = _NodePlan(
+    kinds=WN_KINDS, top=(("route", WN_ROUTE_MAX), ("peak", WN_PEAK_MAX),
+                         ("circuit", WN_CIRCUIT_MAX), ("fabric", WN_FABRIC_MAX)),
+    restarts=(), every=("route", "peak", "circuit"), climbing=("fabric",), last="fabric",
+    climb=WN_CLIMB, last_rise=WN_LAST_RISE)
+
+
+def _wan(rng: np.random.Generator, scenario: str) -> _Timeline:
+    """Training across sites over a wide-area link (module docstring): each rank's busy time,
+    every rank waiting at the outer syncs, a site's ranks on its own fabric; the corpus'
+    noise is turned off (``noise_scale`` ~ 0)."""
+    job = _ranked_job(rng, WN_RANKS, WN_SITE, NODE_COMPUTE, NODE_RANK_JITTER, WN_HOST,
+                      WN_HOST_JITTER, min_nodes=2)
+    n, t, sites = job.n, job.t, job.nodes
+    rest = _node_ckpt_eval(rng, t, job.rate)
+    unit = float((job.dev + job.host)[:, LEAD_ITERS:].mean())  # the mean step's work
+    ij = float(rng.uniform(*WN_INNER_JITTER))
+    inner = float(rng.uniform(*WN_INNER)) * unit * np.exp(
+        ij * rng.standard_normal((sites, n)) - 0.5 * ij * ij)
+    hide, tail = float(rng.uniform(*WN_HIDE)), float(rng.uniform(*WN_TAIL))
+    # the outer step (H inner steps), streamed in fragments or whole; a sync's latency (a
+    # halving-doubling across the sites) and volume; H raised, then the volume capped, until
+    # a sync costs at most WN_SPIKE x sqrt(its steps) mean steps
+    outer = _logint(rng, *WN_OUTER)
+    frag = int(rng.choice(WN_FRAGMENTS)) if rng.random() < WN_STREAM_P else 1
+    while frag > 1 and outer // frag < WN_FRAGMENT_MIN:
+        frag //= 2
+    rounds = 2 * math.ceil(math.log2(sites))
+    lat = rounds * _loguniform(rng, *WN_LATENCY_S) / job.base_s * unit
+    vol = _loguniform(rng, *WN_VOLUME) * unit / frag
+    need = math.ceil(((lat + vol) / (WN_SPIKE * unit)) ** 2)
+    every = max(outer // frag, min(need, WN_OUTER[1] // frag))
+    vol = min(vol, max(0.0, WN_SPIKE * unit * math.sqrt(every) - lat))
+    # or hierarchical data parallelism where the sites are close: the sites' all-reduce every
+    # step, behind the backward
+    hier = bool(rng.random() < WN_HIER_P) and lat < WN_HIER_LAT * unit
+    hier_vol = _loguniform(rng, *WN_HIER_VOLUME) * unit
+    behind = float(rng.uniform(*WN_HIDE))
+    if hier:
+        every, vol = 1, hier_vol
+    bdp = _loguniform(rng, *WN_BDP)
+    wj = float(rng.uniform(*WN_JITTER))
+    jit = (np.exp(wj * rng.standard_normal(n) - 0.5 * wj * wj)
+           * (1.0 + float(rng.uniform(*WN_PARETO_SCALE))
+              * rng.pareto(float(rng.uniform(*WN_PARETO_ALPHA)), n)))
+    # the WAN's available bandwidth: a wave (the day, or hourly bulk transfers)
+    period = _loguniform(rng, *WN_WAVE_S) / job.base_s
+    amp = float(rng.uniform(*WN_WAVE))
+    shape = 0.5 * (1.0 - np.cos(2.0 * math.pi * t / period + rng.uniform(0.0, 2.0 * math.pi)))
+    overlap = bool(rng.random() < WN_OVERLAP_P) and not hier
+    window = min(every, _logint(rng, *WN_WINDOW)) if overlap else 0
+    ws = _Sites(node=job.node, dev=job.dev, host=job.host, inner=inner, hide=hide, tail=tail,
+                every=every, lat=lat, vol=vol, bdp=bdp, wave=np.ones(n), jit=jit,
+                window=window, behind=behind if hier else 0.0,
+                wtail=float(rng.uniform(*WN_WTAIL)),
+                eta=float(rng.uniform(*WN_ETA)), level=np.ones(n), warm=np.ones(n),
+                rest=rest)
+    # the wave halved until the mean busy time (moving mean over the whole rounds of syncs
+    # nearest 400 steps) moves by less than WN_WAVE_RISE over the series (any span too)
+    flat = ws.busy().mean(axis=0)
+
+    def waved(a: float) -> np.ndarray:
+        ws.wave = 1.0 - a * shape
+        return np.asarray(ws.busy().mean(axis=0))
+
+    if _halved(amp, waved, flat, every * max(1, round(400 / every)), WN_WAVE_HALVINGS,
+               WN_WAVE_RISE) is None:
+        ws.wave = np.ones(n)
+    # planned restarts between parts (another batch: a level; the outer schedule resumes
+    # from an outer step); each rank's busy time, labelled by the span's mean rise of every
+    # rank (a WAN slowdown: every site waits at the sync) or of a site's ranks (its fabric)
+    # over their healthy mean
+    return _node_timeline(rng, scenario, job, ws, _WAN_PLAN, WN_RESHAPE_LEVEL)
+
+
 def _part_rooms(rng: np.random.Generator, scenario: str, starts: np.ndarray, part: int,
                 restarted: np.ndarray, more_p: float, settle: int, clear: int
                 ) -> Iterator[tuple[int, int, int]]:
@@ -6206,7 +6521,7 @@ _BUILDERS: dict[str, Callable[[np.random.Generator, str], _Timeline]] = {
     "memory": _memory, "prefetch": _prefetch, "pipeline": _pipeline,
     "lossy_link": _lossy_link, "gc_pause": _gc_pause, "dispatch": _dispatch, "moe": _moe,
     "hw_queue": _hw_queue, "compile": _compile, "power": _power, "numa": _numa,
-    "rollout": _rollout, "fabric": _fabric, "nvme": _nvme, "observe": _observe,
+    "rollout": _rollout, "fabric": _fabric, "nvme": _nvme, "observe": _observe, "wan": _wan,
 }
 
 
