@@ -11,10 +11,10 @@ should run next (:meth:`Rebalancer.plan`). The estimate behind the answer:
   (with two replicas, the faster): load that stretches every replica at once (a shared
   machine, a slow file system) cancels;
 * per replica, over the last ``window`` steps that every replica reported, the steps whose
-  ratio lies more than ``outlier_mads`` median absolute deviations from the replica's median
-  are **rejected** (other load on that replica's core for a step or two), and the rest
-  averaged; times in seconds are these ratios times the median over the window of the
-  steps' lower medians.
+  ratio lies more than ``outlier_mads`` median absolute deviations (small-sample corrected,
+  :func:`robust_spread`) from the replica's median are **rejected** (other load on that
+  replica's core for a step or two), and the rest averaged; times in seconds are these
+  ratios times the median over the window of the steps' lower medians.
 
 No plan is made before ``min_steps`` steps are in the window, and after each change of the
 split ``min_steps`` steps run with it before the next. Every change is a *trial*, judged as
@@ -22,8 +22,9 @@ a statistical decision on its measured compute steps (``max_i (m_i + stages - 1)
 the micro-batches each replica ran, ``x_i`` relative to the step's lower median over the
 replicas, as in the estimate: the load that stretches every replica at once, which on a
 shared machine jumps x2-x3 within one trial, cancels) against those of the split before
-(the steps the estimate used): the noise is the pooled spread of both (1.4826 MAD relative
-to each median), the standard error of a median 1.2533 x that / sqrt(n). A trial
+(the steps the estimate used): the noise is the pooled spread of both (one step's standard
+deviation relative to each median, :func:`step_spread`), the standard error of a median
+1.2533 x that / sqrt(n). A trial
 **significantly slower** (its median above the one before by more than ``significance``
 standard errors of the difference, plus ``tolerance`` for the even split) is taken back and
 no change is tried for ``window`` steps, twice as long after each failed trial in a row; one
@@ -129,19 +130,40 @@ MEDIAN_SE = 1.2533  # a median's standard error over a mean's (normal steps)
 SPREAD_FLOOR = 0.005  # one step's spread (log units) is taken as at least this
 
 
-def _median_se_unit(*groups: np.ndarray) -> np.ndarray:
-    """Per column, over ``groups`` of steps (rows; NaN: no step): one step's spread pooled
-    over the groups, floored at :data:`SPREAD_FLOOR`, times :data:`MEDIAN_SE`, so that a
-    median of ``n`` steps has the standard error this / sqrt(n). The spread is the
-    standard deviation about each group's own mean with ``sum(n_g) - groups`` degrees of
-    freedom (an unbiased variance whatever the groups' sizes). The one estimator of every
-    significance test on medians of steps here: 1.4826 x the pooled MAD about each group's
-    own median, used before, came out at 0.68, 0.78 and 0.90 of the true spread on two
-    groups of 4, 6 and 12 normal steps (medians of 20,000 seeded draws; the group's median
-    sits among its own steps), and a 3-standard-error test on the difference of two
-    medians of 4 fired in 9.5% of draws with no difference (1.1% with this one). Not
-    robust: one outlier widens it, which makes each test that uses it hold back (a
-    give-back, a fixed part, a new onset, a re-plan), never act."""
+#: Croux & Rousseeuw (1992): 1.4826 MAD of ``n`` normal values is low on small ``n``, these
+#: factors make its mean the standard deviation (``n / (n - 0.8)`` above 9)
+_MAD_SMALL_N = np.array([1.0, 1.0, 1.196, 1.495, 1.363, 1.206, 1.200, 1.140, 1.129, 1.107])
+
+
+def robust_spread(x: np.ndarray, center: np.ndarray | None = None) -> np.ndarray:
+    """Per column of ``x`` (rows: steps; NaN: none), one step's spread that an outlier does
+    not move: 1.4826 median absolute deviations about ``center`` (default: the column's
+    median) with the small-sample factor of :data:`_MAD_SMALL_N` for the column's ``n``.
+    The one estimator of every *band* here (the outlier band, the estimate's level-shift
+    band, :meth:`Rebalancer._outlier_band`): uncorrected, 1.4826 MAD came out at 0.67,
+    0.75, 0.79, 0.85, 0.88 of the true spread (medians) on 4, 5, 6, 8, 10 normal steps, and
+    a band that narrow rejected good steps."""
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns
+        c = np.nanmedian(x, axis=0) if center is None else center
+        mad = np.nanmedian(np.abs(x - c), axis=0)
+    n = np.sum(np.isfinite(x), axis=0)
+    factor = np.where(n < _MAD_SMALL_N.size, _MAD_SMALL_N[np.minimum(n, _MAD_SMALL_N.size - 1)],
+                      n / np.maximum(n - 0.8, 1.0))
+    return np.asarray(1.4826 * mad * factor, dtype=np.float64)
+
+
+def step_spread(*groups: np.ndarray) -> np.ndarray:
+    """Per column, over ``groups`` of steps (rows; NaN: no step): one step's standard
+    deviation about each group's own mean, pooled with ``sum(n_g) - groups`` degrees of
+    freedom (an unbiased variance whatever the groups' sizes; NaN with none). The one
+    estimator of every *standard error* here (of a median of steps, :func:`_median_se_unit`;
+    of the estimate's mean of the steps it kept, ``Estimate.stderr``; the trials' noise,
+    :meth:`Rebalancer.noise`): 1.4826 x the pooled MAD about each group's own median, used
+    before, came out at 0.68, 0.78 and 0.90 of the true spread on two groups of 4, 6 and 12
+    normal steps (medians of 20,000 seeded draws; the group's median sits among its own
+    steps). Not robust: one outlier widens it, which makes each test that uses it hold back,
+    never act."""
     ss = np.zeros(groups[0].shape[1:])
     n = np.zeros(groups[0].shape[1:])
     k = np.zeros(groups[0].shape[1:])
@@ -153,7 +175,16 @@ def _median_se_unit(*groups: np.ndarray) -> np.ndarray:
             c = np.sum(np.isfinite(g), axis=0)
             n, k = n + c, k + (c > 0)
         sd = np.sqrt(ss / np.maximum(n - k, 1))
-    return MEDIAN_SE * np.maximum(np.where(n - k >= 1, sd, np.nan), SPREAD_FLOOR)
+    return np.asarray(np.where(n - k >= 1, sd, np.nan), dtype=np.float64)
+
+
+def _median_se_unit(*groups: np.ndarray) -> np.ndarray:
+    """Per column: :func:`step_spread` over ``groups``, floored at :data:`SPREAD_FLOOR`,
+    times :data:`MEDIAN_SE`, so that a median of ``n`` steps has the standard error this /
+    sqrt(n). The unit of every significance test on medians of steps here (a 3-standard-
+    error test on the difference of two medians of 4 with no difference fired in 9.5% of
+    seeded draws with the MAD, 1.1% with this)."""
+    return MEDIAN_SE * np.maximum(step_spread(*groups), SPREAD_FLOOR)
 
 
 def best_split_affine(fixed: np.ndarray, per_mb: np.ndarray, total: int,
@@ -227,7 +258,8 @@ class Estimate:
     steps: int  # steps in the window
     rejected: int  # (replica, step) values rejected as outliers
     faster: tuple[int, ...] = ()  # replicas whose time fell in a level shift in the window
-    # (dp,) the standard error of each ``relative`` (1.4826 MAD of the values kept / sqrt(n))
+    # (dp,) the standard error of each ``relative`` (:func:`step_spread` of the window's
+    # values / sqrt(n kept))
     stderr: np.ndarray = field(default_factory=lambda: np.zeros(0))
     # (dp,) after a level shift: each replica's median relative time before it (else empty)
     before: np.ndarray = field(default_factory=lambda: np.zeros(0))
@@ -275,10 +307,11 @@ class PlanNote:
     tolerance``, ``held back`` (a refinement away from even below the resolution),
     ``changed`` (a new split on trial), ``waiting`` (a refinement away from even while the
     last steps measured a replica it would cut faster than its level: a level shift
-    starting), ``alike`` (the replicas measure alike within noise
-    on the split's last steps: the even split, not a trial), ``even first`` (the best split
-    lies past even: even first), ``new onset`` (leaving even after a give-back, with a
-    first action's evidence on the steps at even), ``held at even`` (that evidence lacking),
+    starting; or a recovery nearer the others at its level, not at its bound), ``alike``
+    (the replicas measure alike within noise on the split's last steps: the even split, not
+    a trial), ``even first`` (the best split lies past even: even first), ``new onset``
+    (leaving even after a give-back, with a first action's evidence on the steps at even),
+    ``held at even`` (that evidence lacking),
     ``level shift`` (during the cooldown after a trial taken back, the split restored
     measured a replica the trial cut as slow as the trial did: the split for the new level).
     """
@@ -472,21 +505,31 @@ class Rebalancer:
         keep = np.abs(r - med) <= band
         n = np.sum(keep, axis=0)
         rel = np.sum(np.where(keep, r, 0.0), axis=0) / n
-        kept = np.where(keep, r, np.nan)
-        spread = 1.4826 * np.nanmedian(np.abs(kept - np.nanmedian(kept, axis=0)), axis=0)
+        # the standard error of that mean: the standard deviation of all the window's steps
+        # (seeded, sigma 0.1 on 4-10 steps: its median 0.84-0.92 of the mean's true spread,
+        # 0.68-1.03 with 10% of steps outliers; the kept steps' MAD, used before, 0.58-0.83
+        # and 0.41-0.57; the kept steps' standard deviation 0.75-0.87 and 0.51-0.61: which
+        # steps are kept varies too). An outlier widens it: a new onset's test holds back
+        spread = np.nan_to_num(step_spread(r), nan=0.0)
         return Estimate(times_s=rel * float(np.median(common)), relative=rel,
                         steps=int(r.shape[0]), rejected=int(np.sum(~keep)), faster=faster,
                         stderr=spread / np.sqrt(n), before=before)
 
     def _shifted(self, recent: np.ndarray, older: np.ndarray) -> np.ndarray:
         """Per replica, whether the median of ``recent`` (steps x replicas, relative times)
-        moved from that of ``older`` by more than ``outlier_mads`` x 1.4826 MADs (the larger
-        of the two groups'), floored at 1% of the older level."""
+        moved from that of ``older`` by more than ``outlier_mads`` standard errors of the
+        difference (each group's median's: :func:`_median_se_unit` of its own steps /
+        sqrt(n), as the give-back's and the re-plan's tests; a recovery changes the
+        spread), floored at 1% of the older level. (It was ``outlier_mads`` x one step's
+        1.4826 MAD, the larger of the two groups', which is 0.67-0.79 of the spread on
+        4-6 steps: about that many standard errors by chance, and with the MAD's
+        small-sample factor a band wide enough to hide a recovery from a straggler that
+        swung 1.2-3x.)"""
         m_new, m_old = np.median(recent, axis=0), np.median(older, axis=0)
-        mad = np.maximum(np.median(np.abs(recent - m_new), axis=0),
-                         np.median(np.abs(older - m_old), axis=0))
+        se = np.sqrt(_median_se_unit(recent) ** 2 / recent.shape[0]
+                     + _median_se_unit(older) ** 2 / older.shape[0])
         return np.asarray(np.abs(m_new - m_old) > self.outlier_mads * np.maximum(
-            1.4826 * mad, 0.01 * m_old))
+            se, 0.01 * m_old))
 
     def _one_split_before(self, steps: np.ndarray, x: np.ndarray) -> np.ndarray | None:
         """When the last ``min_steps`` of ``steps`` all ran the split in effect: the
@@ -506,11 +549,10 @@ class Rebalancer:
 
     def _outlier_band(self, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Each replica's median of ``r`` (steps x replicas) and the band about it beyond
-        which a step is an outlier: ``outlier_mads`` x 1.4826 MADs, floored at 1% of the
-        level (identical values must not reject a 0.1% wobble)."""
+        which a step is an outlier: ``outlier_mads`` x one step's :func:`robust_spread`,
+        floored at 1% of the level (identical values must not reject a 0.1% wobble)."""
         med = np.median(r, axis=0)
-        mad = np.median(np.abs(r - med), axis=0)
-        return med, self.outlier_mads * np.maximum(1.4826 * mad, 0.01 * med)
+        return med, self.outlier_mads * np.maximum(robust_spread(r, med), 0.01 * med)
 
     def plan_estimate(self) -> Estimate | None:
         """The estimate :meth:`plan` decides on: :meth:`estimate` from the step given to
@@ -654,18 +696,17 @@ class Rebalancer:
         return float(np.median(c)) if c.size else float("nan")
 
     def noise(self, *samples: np.ndarray) -> float:
-        """The relative spread of measured compute steps: 1.4826 median absolute deviations
-        of each sample's steps relative to that sample's median, pooled over the samples
-        (the spread of one step's measure, relative; 0 with fewer than 2 steps). Where more
-        than half the steps measure exactly the median (the fast replica's micro-batches,
-        the step's common level, set every step's cost), the MAD is 0 whatever the others
-        do: then 1.2533 mean absolute deviations (the same scale for normal noise)."""
-        rel = [c / np.median(c) - 1 for c in samples if c.size]
-        r = np.concatenate(rel) if rel else np.zeros(0)
-        if r.size < 2:
+        """The relative spread of measured compute steps: each sample's steps relative to
+        that sample's median, one step's :func:`step_spread` pooled over the samples (0
+        with fewer than 2 steps). The MAD used before was 0.67-0.88 of the spread on the
+        4-10 steps a trial and its split before have (a trial decided on noise), and 0
+        where more than half the steps tie at the median (the fast replica's micro-batches,
+        the step's common level, set every step's cost)."""
+        rel = [(c / np.median(c) - 1)[:, None] for c in samples if c.size]
+        if not rel:
             return 0.0
-        mad = float(np.median(np.abs(r)))
-        return 1.4826 * mad if mad > 0 else float(1.2533 * np.mean(np.abs(r)))
+        sd = float(step_spread(*rel)[0])
+        return sd if np.isfinite(sd) else 0.0
 
     def resolution(self, noise: float, n_new: int, n_before: int) -> float:
         """The relative difference between the medians of ``n_new`` and ``n_before``
@@ -810,6 +851,10 @@ class Rebalancer:
                  "predicted_best_s": cost(best), "noise": self.noise(now), "model": model}
         if recovered and self._fully_recovered(est):
             new, reason = self.even, "recovered"
+        elif recovered and self._fully_recovered(est, bound=False):
+            # nearer the others at its new level, not at its bound (its last steps can hold
+            # the shift itself, or a low swing): the next steps say which
+            new, reason = self.counts, "waiting"
         elif recovered and (self.toward_even(best) or self._crosses(best)):
             # faster, but nearer its old level than the others': the split for its new
             # level, toward even (past even: even first)
@@ -949,21 +994,30 @@ class Rebalancer:
         moved = np.abs(m_new - m_old) > self.outlier_mads * se
         if not np.any(moved):
             return None
-        t = np.exp(m_new)  # the recent medians: alike when even is within tolerance there
+        # alike is a claim of equivalence: even within tolerance of the best not only at the
+        # recent medians but at their bound ``significance`` standard errors toward the split
+        # in effect (the replicas it cuts slower, the others faster). At the medians alone, a
+        # steady x1.25 straggler whose last steps swung low passed for alike now and then
+        se_new = _median_se_unit(recent) / np.sqrt(recent.shape[0])
+        cut = np.asarray(self.counts) < np.asarray(self.even)
+        t = np.exp(m_new + self.significance * np.where(cut, se_new, -se_new))
         best = best_split(t, self.m * self.dp, self.stages, source="Rebalancer: times")
         if step_of(self.even, t, self.stages) <= step_of(best, t, self.stages) * (
                 1 + self.tolerance):
             return "alike"
         return None
 
-    def _fully_recovered(self, est: Estimate) -> bool:
+    def _fully_recovered(self, est: Estimate, bound: bool = True) -> bool:
         """Whether each replica that got faster in the level shift is now nearer the others'
         level than its own level before (in log: at most half its old log excess over the
         fastest): the midpoint between two levels, where the new one is more likely."""
         if est.before.size != self.dp:
             return True
         i = np.asarray([j for j in est.faster if self.counts[j] < self.m], dtype=np.int64)
-        new = np.log(est.relative[i] / np.min(est.relative))
+        # at the bound ``significance`` standard errors above its new level (a claim that it
+        # is nearer the others: its last steps swinging low must not make it)
+        new = np.log((est.relative[i] + bound * self.significance * est.stderr[i])
+                     / np.min(est.relative))
         old = np.log(np.maximum(est.before[i] / np.min(est.before), 1.0))
         return bool(np.all(new <= old / 2))
 
