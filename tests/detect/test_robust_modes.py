@@ -74,7 +74,7 @@ def test_the_slower_mode_stuck_is_declared_after_its_longest_dwell(seed) -> None
     # later than a new level: it must outlast the mode's runs (1.5 times the longest, 14,
     # and all but the share of memoryless runs of their mean, 8, that gives one false onset
     # in LOSS_ARL iterations at their rate, about 20 in 1,000: 64-65; before the twenty-third
-    # round, one in 1,000 of them: 53), long before it ends
+    # round, one in 1,000 of them: 53, declared 49-51 in), long before it ends
     assert 21 <= alerts[0]["declared_iteration"] - start <= 75
 
 
