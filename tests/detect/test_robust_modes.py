@@ -72,8 +72,10 @@ def test_the_slower_mode_stuck_is_declared_after_its_longest_dwell(seed) -> None
     start = int(iters[at + 50])
     assert abs(alerts[0]["iteration"] - start) <= 1
     # later than a new level: it must outlast the mode's runs (1.5 times the longest, 14,
-    # and all but one in 1,000 memoryless runs of their mean, 8: 53), long before it ends
-    assert 21 <= alerts[0]["declared_iteration"] - start <= 60
+    # and all but the share of memoryless runs of their mean, 8, that gives one false onset
+    # in LOSS_ARL iterations at their rate, about 20 in 1,000: 64-65; before the twenty-third
+    # round, one in 1,000 of them: 53, declared 49-51 in), long before it ends
+    assert 21 <= alerts[0]["declared_iteration"] - start <= 75
 
 
 @pytest.mark.parametrize("seed", range(4))

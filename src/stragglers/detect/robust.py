@@ -1068,17 +1068,23 @@ class RobustLevelDetector:
         """Points a candidate level ``level`` (over the healthy level) needs when the healthy
         level has a mode at its height (:meth:`_mode_runs`): it must then outlast the
         longest of its runs never declared ``MODE_MARGIN`` times and all but ``MODE_TAIL``
-        of memoryless runs of their mean length (a return to a known mode is no new level;
-        a level beyond the modes' range is judged as any other)."""
+        of memoryless runs of their mean length, or all but a smaller share where its runs
+        come so often that ``MODE_TAIL`` of them would give a false onset more than once in
+        ``LOSS_ARL`` iterations (a return to a known mode is no new level; a level beyond the modes'
+        range is judged as any other)."""
         near = self._mode_runs(level, it)
         if not near:
             return 0
         # the longest dwell from the runs never declared (a slowdown declared and over is
         # no dwell: 1.5 times it would hide the next one); the mean from all of them
         longest = max((n for n, slow in near if not slow), default=0)
-        # dwells with no memory (geometric, mean m): one in 1 / MODE_TAIL lasts n or more
+        # dwells with no memory (geometric, mean m): one in 1 / share lasts n or more.  The
+        # share is per run, and a frequent mode has many: len(near) in MODE_WINDOW iterations,
+        # so that a false onset comes at most once in LOSS_ARL iterations (the view on the
+        # mean's rate), not once in 1 / MODE_TAIL of its runs
         m = sum(n for n, _ in near) / len(near)
-        tail = 1 + math.ceil(math.log(MODE_TAIL) / math.log(1.0 - 1.0 / m)) if m > 1.0 else 0
+        share = min(MODE_TAIL, MODE_WINDOW / (LOSS_ARL * len(near)))
+        tail = 1 + math.ceil(math.log(share) / math.log(1.0 - 1.0 / m)) if m > 1.0 else 0
         return max(math.ceil(MODE_MARGIN * longest), tail)
 
     def _first_noise(self) -> None:
