@@ -178,14 +178,8 @@ RISE_SKIP = 10
 RISE_POINTS = 16
 RISE_FALL = 0.02
 RISE_UNTIL = 100
-# And the reverse: a segment opened by such a resume that ran faster (a cache the stop
-# emptied, a device it cooled) and rises, within its first SEG_BEFORE points (before it has a
-# level of its own), to a level below the midpoint between the level before the resume (the
-# later of the two segments kept that was not declared slower and did not end inside a slow
-# episode) and a rise of the threshold above it (the detector's geometric midpoint) has
-# returned to the level the run kept: the main view's onset there is the healthy level found
-# again, not a slowdown (an event ``drift`` noted ``returned``; the detector learns the level
-# afresh, as at a resume).
+# And the reverse, a resumed faster run that comes back to the level it kept within its
+# first SEG_BEFORE points: Watcher._returned.
 
 #: A warm-up point: seconds, iteration (or position), position, end ts, job iteration, span.
 _WarmPoint = tuple[float, int, int, float | None, int | None, int]

@@ -5555,7 +5555,9 @@ def _halved(size: float, series: Callable[[float], np.ndarray], flat: np.ndarray
     """The first of ``size``, ``size / 2``, ... (``halvings`` tries) at which the healthy
     drift or wave of that size, ``series(size)`` (after the lead, moving means over ``k``
     steps), moves by less than ``rise`` over the series without it, ``flat``; None where
-    none does.  A rollout's length drift (:func:`_rollout`) and the WAN's wave
+    none does.  ``series`` may set its caller's state (the drift or wave it draws): the last
+    call is at the size returned, so that state is the one kept (the caller resets it
+    where None).  A rollout's length drift (:func:`_rollout`) and the WAN's wave
     (:func:`_wan`)."""
     ref = _moving_mean(flat[LEAD_ITERS:], k)
     for _ in range(halvings):

@@ -1010,7 +1010,9 @@ class Rebalancer:
     def _fully_recovered(self, est: Estimate, bound: bool = True) -> bool:
         """Whether each replica that got faster in the level shift is now nearer the others'
         level than its own level before (in log: at most half its old log excess over the
-        fastest): the midpoint between two levels, where the new one is more likely."""
+        fastest): the midpoint between two levels, where the new one is more likely.
+        ``bound``: judged at the replica's level plus ``significance`` standard errors (a
+        give-back); False: at its level alone (the loop then waits for more steps)."""
         if est.before.size != self.dp:
             return True
         i = np.asarray([j for j in est.faster if self.counts[j] < self.m], dtype=np.int64)
