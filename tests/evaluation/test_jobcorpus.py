@@ -40,6 +40,8 @@ from stragglers.evaluation.jobcorpus import (
     NV_NODE,
     OB_KINDS,
     OB_NODE,
+    PC_KINDS,
+    PC_NODE,
     PP_CHANGE_RATIO,
     PP_SETTLE,
     PP_SLOW_ITERS,
@@ -63,11 +65,13 @@ from stragglers.evaluation.jobcorpus import (
     JobSeries,
     _backward,  # the hardware queues' backward pass, checked below
     _capped_lognormal,  # the responses' lengths, checked below
+    _circular_overlap,  # two transfers that repeat every step, checked below
     _CompileSlow,
     _Drives,  # the optimizer's drive I/O of a node, checked below
     _ecmp,  # ECMP hashing, checked below
     _Experts,  # the MoE layers' time, checked below
     _Graphs,  # the compile schedule, checked below
+    _Links,  # the PCIe links and switches of a node, checked below
     _MoeSlow,
     _Nodes,  # the power capping of a node, checked below
     _NodeSlow,
@@ -113,7 +117,7 @@ def test_every_family_and_scenario_is_present(corpus) -> None:
     assert {s.family for s in corpus} == set(FAMILIES)
     assert {(s.family, s.scenario) for s in corpus} == {(f, s) for f, s, _, _ in SCENARIOS}
     assert len(generate_job_corpus(0, scale=1.0, families=("flapping",))) == 24
-    assert sum(c for _, _, c, _ in SCENARIOS) in range(345, 892)
+    assert sum(c for _, _, c, _ in SCENARIOS) in range(345, 916)
     assert set(HELD_OUT) < set(FAMILIES)
 
 
@@ -395,9 +399,9 @@ def test_bimodal_replay_labels() -> None:
 #: ``rollout``'s before ``fabric`` was, commit 8f20175; ``fabric``'s, held out in the twentieth
 #: round, before ``nvme`` was, commit 6af7110; ``nvme``'s, held out in the twenty-first round,
 #: before ``observe`` was, commit a3db2b5; ``observe``'s, held out in the twenty-second round,
-#: before ``wan`` was, commit cfc22a8): a
-#: family appended at the end of FAMILIES / SCENARIOS must leave every other family's bytes
-#: alone.
+#: before ``wan`` was, commit cfc22a8; ``wan``'s, held out in the twenty-third round, before
+#: ``pcie`` was, commit 4c63601): a family appended at the end of FAMILIES / SCENARIOS must
+#: leave every other family's bytes alone.
 FINGERPRINTS = {
     "restart": "73ad9d2339f0bd2b",
     "ckpt_stall": "a80f728be80fd00f",
@@ -435,6 +439,7 @@ FINGERPRINTS = {
     "fabric": "ba31ccf3c8e52d33",
     "nvme": "7acef531cc6f17f9",
     "observe": "15bb2af432b41243",
+    "wan": "ee2e5e7e9136d24b",
 }
 
 
@@ -455,11 +460,11 @@ def _fingerprint(family: str) -> str:
 
 
 def test_existing_families_are_unchanged() -> None:
-    assert set(FINGERPRINTS) == set(FAMILIES) - {"wan"}
-    assert FAMILIES[-19:] == ("ladder", "seqlen", "accum", "memory", "prefetch", "pipeline",
+    assert set(FINGERPRINTS) == set(FAMILIES) - {"pcie"}
+    assert FAMILIES[-20:] == ("ladder", "seqlen", "accum", "memory", "prefetch", "pipeline",
                               "lossy_link", "gc_pause", "dispatch", "moe", "hw_queue",
                               "compile", "power", "numa", "rollout", "fabric", "nvme",
-                              "observe", "wan")
+                              "observe", "wan", "pcie")
     assert {f: _fingerprint(f) for f in FINGERPRINTS} == FINGERPRINTS
 
 
@@ -486,7 +491,8 @@ def _durations(s: JobSeries) -> np.ndarray:
                                               ("fabric", "slow"),
                                               ("nvme", "slow"),
                                               ("observe", "slow"),
-                                              ("wan", "slow")])
+                                              ("wan", "slow"),
+                                              ("pcie", "slow")])
 def test_family_is_deterministic_per_seed(family: str, slow: str) -> None:
     a = generate_series(11, family, slow, 2)
     assert _same(a, generate_series(11, family, slow, 2))
@@ -496,13 +502,13 @@ def test_family_is_deterministic_per_seed(family: str, slow: str) -> None:
     assert _same(h, generate_series(11, family, "healthy", 0))
 
 
-def test_wan_is_the_held_out_family() -> None:
-    assert HELD_OUT == ("wan",)
+def test_pcie_is_the_held_out_family() -> None:
+    assert HELD_OUT == ("pcie",)
 
 
-def test_wan_fingerprint() -> None:
+def test_pcie_fingerprint() -> None:
     """The held-out family's own bytes (seed 0), as committed before its one evaluation."""
-    assert _fingerprint("wan") == "ee2e5e7e9136d24b"
+    assert _fingerprint("pcie") == "68981f6a6f35013b"
 
 
 def test_ladder_labels() -> None:
@@ -1958,3 +1964,90 @@ def test_wan_labels() -> None:
               "level" if f.min() > 1.0 + 1e-9 else "between" for _, f in events}
     assert {e.kind for e, _ in events} == {k for k, _ in WN_KINDS}
     assert {"intermittent", "level"} <= shapes and subset
+
+
+def _links_by_hand() -> _Links:
+    """A ``pcie`` series by hand: a node of 4 ranks, two PCIe switches (ranks 0-1, 2-3), 8
+    steps; compute 1, no host time, no extra work, a mean step of 1; each rank's transfers 0.4
+    a step at the full rate, hidden behind half the compute but for their last 0.1 (0.04
+    exposed); the second copy of switch 0 starts 0.2 of a step after its first, switch 1's
+    0.5; no contention (the upstream carries both); a neighbour's episodes in the even steps
+    (keys 0.1, 0.9, ..., duty 0.5); the storm's step factor 1."""
+    n = 8
+    return _Links(switch=np.array([0, 0, 1, 1]), first=np.array([0, 0, 2, 2]),
+                  last=np.array([1, 1, 3, 3]), dev=np.ones((4, n)), host=np.zeros((4, n)),
+                  xfer=np.full((4, n), 0.4), hide=0.5, tail=0.1, unit=1.0, share=0.0,
+                  phase=np.array([[0.2] * n, [0.5] * n]), hidden=-1, hidden_at=0,
+                  hidden_x=1.0, jolt=np.ones((4, n)), key=np.tile([0.1, 0.9], (2, 4)),
+                  burst=np.ones((2, n)), duty=0.5, level=np.ones(n), warm=np.ones(n),
+                  rest=np.zeros(n))
+
+
+def test_pcie_links_and_switches_by_hand() -> None:
+    """The PCIe path by hand: two transfers that repeat every step overlap on a circle
+    (0.4 and 0.4, 0.2 apart: 0.2; 0.8 apart: 0.2 across the step's end; 0.5 apart: none);
+    healthy, 0.04 of the 0.4 exposed (1.04); an upstream that halves two overlapping copies
+    (share 1) lengthens switch 0's by its 0.2 of overlap (0.6: 0.1 exposed), not switch 1's;
+    a link trained down (g 0.5: 3x, 1.2) shows 0.7 on its rank alone (its neighbour's
+    contention is the healthy one); a replay storm (g 1) a half-sine hump on its rank; a
+    neighbour on switch 1 (g 1) doubles its two ranks' transfers in the even steps (0.3
+    exposed); a hidden downtraining of rank 1 from step 2 (x2: 0.8, 0.3 exposed) ends at the
+    restart at step 5 (its first step 3x), which retrains the link."""
+    c = np.array([0.4, 0.4, 0.4])
+    assert _circular_overlap(c, c, np.array([0.2, 0.8, 0.5])) == pytest.approx([0.2, 0.2, 0.0])
+    assert float(_circular_overlap(np.array(1.0), np.array(0.3), np.array(0.9))) == (
+        pytest.approx(0.3))
+    ln = _links_by_hand()
+    assert np.allclose(ln.busy(), 1.04)
+    ln.share = 1.0
+    shared = ln.busy()
+    assert np.allclose(shared[:2], 1.1) and np.allclose(shared[2:], 1.04)
+    ln.share = 0.0
+    down = ln.busy((_NodeSlow(0, 8, "downtrain", 0.5, node=3),))
+    assert np.allclose(down[3], 1.7) and np.allclose(down[:3], 1.04)
+    hump = np.sin(np.pi * (np.arange(8) + 0.5) / 8)
+    storm = ln.busy((_NodeSlow(0, 8, "storm", 1.0, node=0),))
+    assert storm[0] == pytest.approx(1.0 + np.maximum(0.04 * (1 + hump), 0.4 * (1 + hump) - 0.5))
+    assert np.allclose(storm[1:], 1.04)
+    nb = ln.busy((_NodeSlow(0, 8, "neighbour", 1.0, node=1),))
+    assert nb[2:] == pytest.approx(np.tile([1.3, 1.04] * 4, (2, 1))) and np.allclose(nb[:2], 1.04)
+    ln.hidden, ln.hidden_at, ln.hidden_x = 1, 2, 2.0
+    warm = np.ones(8)
+    warm[5] = 3.0
+    assert ln.busy(warm=warm)[1] == pytest.approx([1.04, 1.04, 1.3, 1.3, 1.3, 3.04, 1.04, 1.04])
+    assert ln.busy()[1] == pytest.approx([1.04, 1.04] + [1.3] * 6)
+
+
+def _one_link(rk: list[int], ranks: int) -> bool:
+    """The ranks a ``pcie`` label names: one rank (its link), or the two ranks behind one
+    switch (``neighbour``: ``2k`` and ``2k + 1``, on one node)."""
+    return len(rk) == 1 or (len(rk) == 2 and rk[0] % 2 == 0 and rk[1] == rk[0] + 1)
+
+
+def test_pcie_labels() -> None:
+    """The host-device PCIe path: every labelled slowdown (a link trained down after an error
+    burst until the restart that retrains it, a replay storm that rises and recovers: one
+    rank; another tenant's or the NIC's traffic on a switch's upstream in episodes: its one or
+    two ranks) passes the checks of :func:`_node_family_labels` (+12-45 % over the named
+    ranks' healthy mean, up to SPAN_OVERSHOOT more; negatives: the switch's drifting
+    contention, AER replays, variable batches, a downtrained link hidden behind the compute,
+    checkpoints, evaluations, another batch at a restart stay under the rule); a multi-rank
+    job names a strict subset of its ranks; the family has level spans (every step slower: a
+    downtrained link), humps (the middle third of the span 10 % above its first and last
+    quarters: a storm) and intermittent ones (a tenth of the steps or more unchanged: the
+    neighbour's episodes)."""
+    events, subset = _node_family_labels("pcie", _NodeRules(
+        PC_KINDS, (), {"downtrain": 1}, ("storm", "neighbour"), NODE_SLOW_ITERS,
+        NODE_SLOWDOWN, PC_NODE, _one_link))
+    shapes: dict[str, set[str]] = {}
+    for e, f in events:
+        q, third = f.size // 4, f.size // 3
+        mid = f[third:2 * third].mean()
+        shape = ("level" if f.min() > 1.0 + 1e-9 else
+                 "intermittent" if (f < 1.0 + 1e-9).mean() >= 0.1 else "between")
+        if mid > 1.1 * f[:q].mean() and mid > 1.1 * f[-q:].mean():
+            shape = "hump"
+        shapes.setdefault(e.kind, set()).add(shape)
+    assert set(shapes) == {k for k, _ in PC_KINDS} and subset
+    assert ("level" in shapes["downtrain"] and "hump" in shapes["storm"]
+            and "intermittent" in shapes["neighbour"])

@@ -1135,6 +1135,72 @@ detector changes, by someone who never ran the detector on it):
                  site's ranks (kinds ``route`` / ``peak`` / ``circuit`` / ``fabric``).
                  Negatives: the healthy series alone.
 
+The held-out family of the twenty-fourth round (written and committed before that round's
+detector changes, by someone who never ran the detector on it):
+
+``pcie``         the host-device PCIe path of each GPU: every step moves the rank's batch (the
+                 data loader's pinned-memory host-to-device copy) and, where the job offloads,
+                 activations or optimizer states over its GPU's own link, and the two GPUs
+                 behind one PCIe switch (with its NIC) share the switch's upstream link to the
+                 host.  A job is 1-16 ranks (:data:`NODE_RANKS`) on nodes of 1-8
+                 (:data:`PC_NODE`), two GPUs of a node behind each switch (one where the node
+                 has one); each rank's record is its busy time (the others wait for it at the
+                 all-reduce; the wait is not in it): its compute (a wandering rate, AR(1) in
+                 log space, jitter 0.3-2 %, a warm-up, 0.2-1 % per rank) under variable-length
+                 batches (each rank's batch per step log-normal, 1-4 %, :data:`PC_BATCH`: its
+                 compute and its transfers with it), host time (2-10 %), its transfers (the
+                 copy, 3-20 % of the mean compute at the link's full rate, :data:`PC_H2D`, plus
+                 offload with chance 0.4, 10-60 %, :data:`PC_OFFLOAD`) with correctable-error
+                 (AER) replays (each transfer 1 + 0.3-3 % times a Lomax draw of index 1.5-3, at
+                 most 2x, :data:`PC_AER`: a heavy-tailed small jitter) on the copy stream,
+                 hidden behind 30-90 % of the compute but for their last 5-30 %
+                 (:func:`_overlapped`), plus checkpoints (every 200-1000 steps, 1-3 steps at
+                 1.5-4x) and evaluations (every 100-1000 steps, +1-4 mean steps).  While a
+                 switch's two transfers overlap each gets half of its upstream (1-1.6 GPU
+                 links, :data:`PC_UPSTREAM`: an overlapped unit costs ``2 / upstream - 1``
+                 more); the second copy's phase after the first drifts by a whole step every
+                 100-3000 steps (:data:`PC_BEAT`, each switch its own, either way, 2 % jitter),
+                 so the contention (the overlap of two transfers on a circle,
+                 :func:`_circular_overlap`) drifts in and out over hundreds of steps; it is
+                 halved until no rank's mean busy time (moving means over 200 steps) moves by
+                 3 % over the series (:data:`PC_BEAT_RISE`).  Healthy: all of that; a link
+                 trained down to half its rate (x16 -> x8 or Gen5 -> Gen4) on one rank with
+                 chance 0.5 (:data:`PC_HIDDEN_P`) from a step after the lead's first 200 until
+                 the next restart (which retrains it at full width), kept where its rank's mean
+                 busy time (moving means over 200 steps) rises by less than 6 %
+                 (:data:`PC_HIDDEN_RISE`: its transfers hidden behind the compute; a real,
+                 lasting change below the rule, never labelled, in positives too); the series
+                 cut in 1-3 parts, a part after the first starting with a planned restart with
+                 chance 0.6 (downtime 60-900 s, a warm-up, another batch: the busy time
+                 0.97-1.04x).  Positives: 1-3 slowdowns (one in each part, the first always, the
+                 others with chance 0.7; 200 steps after a restart and before the next, else 40
+                 healthy steps after), each raising the mean busy time of the ranks it names
+                 over its span by +12-45 % (:data:`NODE_SLOWDOWN`, up to :data:`SPAN_OVERSHOOT`
+                 more) over their healthy mean: a link retrained lower after an error burst
+                 (``downtrain``: one rank's transfers ``2 (1 + g)`` times, at most 8x, until the
+                 restart at the span's end retrains it), a replay storm (``storm``: one rank's
+                 transfers ``1 + g h`` times, ``h`` a half-sine hump over the span, times a
+                 log-normal factor per step of sd 0.3-0.8, at most 61x at the top: a degrading
+                 link's retries rise and it recovers) or a neighbour on a switch (``neighbour``:
+                 another tenant's or the NIC's traffic on its upstream, in runs of 2-300 steps,
+                 log-uniform, :data:`PC_EPISODE`, on 20-90 % of them, the switch's ranks'
+                 transfers ``1 + g`` times 0.5-2 longer, at most 8).  Under a slowdown the
+                 switch's contention is the healthy one's (a downtrained link asks less of the
+                 upstream for longer).  The hidden share makes the rise non-linear in ``g``: a
+                 downtrain whose half rate alone passes its rise, or a kind that cannot reach
+                 it, is drawn again, and so is one where a named rank rises by less than half
+                 the rise (a switch's two ranks, one already downtrained).  The counterfactual
+                 healthy series has the same restarts.  The size ``g`` is solved by bisection
+                 for the rise over a span of 60-800 steps (:data:`NODE_SLOW_ITERS`) and at least
+                 1.3 x 25 x (cv / rise)^2 (cv: the noisiest rank's or switch's mean busy time),
+                 drawn again (at most 8 times) until the labelled span holds 25 x (its own sd /
+                 its rise)^2 steps and stands +12 % above the healthy steps of the 200 before it,
+                 and of the 200 after it where no restart follows (their 4 longest left out; the
+                 first part's last try: a replay storm at the smallest rise over the part's
+                 whole room).  Labelled from the first step that changes to the last, by the
+                 span's mean rise, with the rank or the switch's ranks (kinds ``downtrain`` /
+                 ``storm`` / ``neighbour``).  Negatives: the healthy series alone.
+
 :data:`HELD_OUT` names the families that were never looked at while the detector was changed
 for issue 29 (decided before the changes): they are only evaluated.
 """
@@ -1937,26 +2003,63 @@ WN_CLIMB = (0.3, 1.0)  # ... climbing linearly over this share of the span
 WN_LAST_RISE = 0.2  # the first part's last try: a site's fabric at this rise over its whole room
 #                     (clear of the rule where the wave moves the steps around it a little)
 
+# -- the host-device PCIe path of each GPU (pcie) ------------------------------------------------
+PC_NODE = (1, 2, 4, 8)  # GPUs (ranks) of a node, two behind each PCIe switch (with a NIC)
+PC_HOST = (0.02, 0.10)  # host time per step over the compute ...
+PC_HOST_JITTER = (0.05, 0.2)  # ... its spread (log space)
+PC_BATCH = (0.01, 0.04)  # variable-length batches: each rank's batch per step (log-normal sd,
+#                          mean 1): its compute and its transfers with it
+PC_H2D = (0.03, 0.2)  # the batch's pinned-memory host-to-device copy at the link's full rate,
+#                       over the mean compute ...
+PC_OFFLOAD_P = 0.4  # ... plus activation / optimizer offload over the same link, with this
+PC_OFFLOAD = (0.1, 0.6)  # chance, this much of the mean compute at the full rate
+PC_HIDE = (0.3, 0.9)  # the copy stream's transfers hidden behind this share of the compute ...
+PC_TAIL = (0.05, 0.3)  # ... but for their last share (the batch the step starts with)
+PC_AER = (0.003, 0.03)  # correctable-error (AER) replays: each transfer 1 + this x ...
+PC_AER_ALPHA = (1.5, 3.0)  # ... a Lomax draw of this index (heavy-tailed) ...
+PC_AER_MAX = 1.0  # ... at most 1 + this
+PC_UPSTREAM = (1.0, 1.6)  # a switch's upstream link over one GPU link: while the two GPUs'
+#                           transfers overlap each gets half of it, an overlapped unit costing
+#                           2 / upstream - 1 more ...
+PC_BEAT = (100, 3000)  # ... the phase between the two ranks' copies drifting by a whole step
+#                        every this many steps (log-uniform, each switch its own, either way) ...
+PC_PHASE_JITTER = 0.02  # ... plus this (a share of the step, normal) per step
+PC_BEAT_RISE = 0.03  # the contention halved until no rank's mean busy time (moving means over
+PC_BEAT_HALVINGS = 6  # 200 steps) moves by this over the series (at most this many halvings)
+PC_HIDDEN_P = 0.5  # a link trained down (x16 -> x8 or Gen5 -> Gen4: half the rate) on one rank
+#                    with this chance per series, until the next restart ...
+PC_HIDDEN_RISE = 0.06  # ... kept where its rank's mean busy time (moving means over 200 steps)
+#                        moves by less than this (its transfers hidden behind the compute)
+PC_RESHAPE_LEVEL = (0.97, 1.04)  # another batch at a restart: the busy time this many times
+PC_KINDS = (("downtrain", 0.4), ("storm", 0.2), ("neighbour", 0.4))
+PC_DOWN_MAX = 3.0  # downtrain: the link's rate 1 / (2 (1 + g)), g at most this (x16 -> x2)
+PC_STORM_MAX = 60.0  # storm: the transfers' replays 1 + g h, h a hump over the span, g at most
+PC_STORM_JITTER = (0.3, 0.8)  # this; varying from step to step (log-normal sd, mean 1)
+PC_EPISODE = (2, 300)  # neighbour: its traffic in runs of this many steps (log-uniform) ...
+PC_EPISODE_X = (0.5, 2.0)  # ... each episode's this many times g (log-uniform) ...
+PC_DUTY = (0.2, 0.9)  # ... on this share of the runs (per series)
+PC_NEIGHBOUR_MAX = 8.0  # neighbour: the switch's two GPUs' transfers 1 + g x slower, g at most
+
 FAMILIES: tuple[str, ...] = ("restart", "ckpt_stall", "flapping", "staircase", "noise_regime",
                              "sampled", "multirank", "greyhound", "failslow", "ramp", "short",
                              "hump", "warmup_onset", "reconfig", "ckpt_burst", "contention",
                              "megatron", "bimodal_replay", "ladder", "seqlen", "accum",
                              "memory", "prefetch", "pipeline", "lossy_link", "gc_pause",
                              "dispatch", "moe", "hw_queue", "compile", "power", "numa",
-                             "rollout", "fabric", "nvme", "observe", "wan")
+                             "rollout", "fabric", "nvme", "observe", "wan", "pcie")
 #: Families held out in the current round of issue 29: never looked at while the detector was
-#: changed (only evaluated; ``wan`` was written and committed before the twenty-third round's
-#: changes, by someone who never ran the detector on it).  The others, ``observe`` (held out in
-#: the twenty-second round), ``nvme`` (the twenty-first), ``fabric`` (the twentieth),
-#: ``rollout`` (the nineteenth), ``numa`` (the eighteenth), ``power`` (the seventeenth),
-#: ``compile`` (the sixteenth), ``hw_queue`` (the fifteenth), ``moe`` (the fourteenth),
-#: ``dispatch`` (the thirteenth), ``gc_pause`` (the twelfth), ``lossy_link`` (the eleventh),
-#: ``pipeline`` (the tenth), ``prefetch`` (the ninth), ``memory`` (the eighth), ``accum`` (the
-#: seventh), ``seqlen`` (the sixth), ``ladder`` (the fifth), ``bimodal_replay`` (the fourth),
-#: ``megatron`` (the third), ``contention`` (the second), ``hump``, ``warmup_onset``,
-#: ``reconfig`` and ``ckpt_burst`` (the first round) included, are the families it was built
-#: and tuned on.
-HELD_OUT: tuple[str, ...] = ("wan",)
+#: changed (only evaluated; ``pcie`` was written and committed before the twenty-fourth
+#: round's changes, by someone who never ran the detector on it).  The others, ``wan`` (held
+#: out in the twenty-third round), ``observe`` (the twenty-second), ``nvme`` (the
+#: twenty-first), ``fabric`` (the twentieth), ``rollout`` (the nineteenth), ``numa`` (the
+#: eighteenth), ``power`` (the seventeenth), ``compile`` (the sixteenth), ``hw_queue`` (the
+#: fifteenth), ``moe`` (the fourteenth), ``dispatch`` (the thirteenth), ``gc_pause`` (the
+#: twelfth), ``lossy_link`` (the eleventh), ``pipeline`` (the tenth), ``prefetch`` (the
+#: ninth), ``memory`` (the eighth), ``accum`` (the seventh), ``seqlen`` (the sixth),
+#: ``ladder`` (the fifth), ``bimodal_replay`` (the fourth), ``megatron`` (the third),
+#: ``contention`` (the second), ``hump``, ``warmup_onset``, ``reconfig`` and ``ckpt_burst``
+#: (the first round) included, are the families it was built and tuned on.
+HELD_OUT: tuple[str, ...] = ("pcie",)
 
 #: (family, scenario, series per seed at scale 1, positive)
 SCENARIOS: tuple[tuple[str, str, int, bool], ...] = (
@@ -2040,6 +2143,8 @@ SCENARIOS: tuple[tuple[str, str, int, bool], ...] = (
     ("observe", "healthy", 10, False),
     ("wan", "slow", 14, True),
     ("wan", "healthy", 10, False),
+    ("pcie", "slow", 14, True),
+    ("pcie", "healthy", 10, False),
 )
 
 
@@ -4919,8 +5024,9 @@ def _compile(rng: np.random.Generator, scenario: str) -> _Timeline:
 class _NodeSlow:
     """A slowdown of a family of ranks on nodes (:func:`_power`, :func:`_numa`,
     :func:`_rollout`, :func:`_fabric`, :func:`_nvme`, :func:`_observe`, :func:`_wan`, whose
-    nodes are its sites) over steps ``[a, b)``: its kind, its size
-    ``g``, the steps over which it climbs (1: a step), its node (-1: every node) and its aim
+    nodes are its sites, :func:`_pcie`, whose are its ranks or switches) over steps ``[a,
+    b)``: its kind, its size ``g``, the steps over which it climbs (1: a step), its node (-1:
+    every node; an index into its kind's rank sets, :func:`_node_slowdowns`) and its aim
     (uniform in [0, 1): which of the node's parts it hits, e.g. a link, where the family's plan
     draws one)."""
 
@@ -5028,8 +5134,8 @@ def _ranked_job(rng: np.random.Generator, ranks_of: tuple[int, ...], node_of: tu
     :func:`_wandering_compute` (``compute``: its six ranges), each rank's compute at it with
     its own jitter (``rank_jitter``, log space), each rank's host time a share ``host`` of it
     with a log-normal jitter (``host_jitter``, mean 1).  Shared by :func:`_power`,
-    :func:`_numa`, :func:`_rollout`, :func:`_fabric`, :func:`_nvme`, :func:`_observe` and
-    :func:`_wan` (the draws in this order)."""
+    :func:`_numa`, :func:`_rollout`, :func:`_fabric`, :func:`_nvme`, :func:`_observe`,
+    :func:`_wan` and :func:`_pcie` (the draws in this order)."""
     n = _n(rng)
     t = np.arange(n)
     base_s = _loguniform(rng, *BASE_S)
@@ -5094,11 +5200,13 @@ class _NodePlan:
     at the span's start and / or end (``"a"``, ``"b"``, ``"ab"``), those that slow every node,
     those that climb (over ``climb`` of the span), the first part's last try (that kind over
     the part's whole room at the smallest rise, or at ``last_rise``), whether a slowdown draws
-    its aim (:class:`_NodeSlow`), the family's ranges (the climb, a restart's warm-up; rises,
-    spans and a restart's downtime the ``NODE_*`` schedule's) and the rule
-    every such family shares (the ``SPAN_*`` constants: decidability, tries, overshoot,
-    bisection steps, the chance of a slowdown in a later part, the steps clear of
-    restarts)."""
+    its aim (:class:`_NodeSlow`), whether each rank it names must rise by half its rise at
+    least (``each_rank``: else it is drawn again; where the ranks of a set differ, e.g. a PCIe
+    switch's two GPUs, one with its link already trained down), the family's ranges (the
+    climb, a restart's warm-up; rises, spans and a restart's downtime the ``NODE_*``
+    schedule's) and the rule every such family shares (the ``SPAN_*`` constants:
+    decidability, tries, overshoot, bisection steps, the chance of a slowdown in a later
+    part, the steps clear of restarts)."""
 
     kinds: tuple[tuple[str, float], ...]
     top: tuple[tuple[str, float], ...]
@@ -5109,6 +5217,7 @@ class _NodePlan:
     climb: tuple[float, float]
     aimed: bool = False
     last_rise: float | None = None
+    each_rank: bool = False
     warm: tuple[tuple[float, float], tuple[float, float], tuple[float, float]] = NODE_WARM
     slowdown: tuple[float, float] = NODE_SLOWDOWN
     slow_iters: tuple[int, int] = NODE_SLOW_ITERS
@@ -5141,15 +5250,17 @@ def _node_slowdowns(rng: np.random.Generator, scenario: str, job: _RankedJob,
                     busy: Callable[[tuple[_NodeSlow, ...], np.ndarray], np.ndarray],
                     var: float, plan: _NodePlan, pauses: list[tuple[int, float]],
                     given: _Resumed | None = None,
-                    groups: tuple[np.ndarray, ...] | None = None
+                    groups: tuple[np.ndarray, ...] | None = None,
+                    kind_groups: dict[str, tuple[np.ndarray, ...]] | None = None
                     ) -> tuple[tuple[_NodeSlow, ...], list[tuple[int, int, float, str]],
                                list[tuple[int, ...]], np.ndarray]:
     """The slowdowns of a family of ranks on nodes (:func:`_power`, :func:`_numa`,
     :func:`_rollout`, whose "nodes" are its generation workers; :func:`_observe`, whose one
     "node" is its observer ranks): one in each part :func:`_part_rooms` gives, each raising
     the mean busy time of its node's ranks (``groups``: the rank sets a slowdown may name,
-    else the job's nodes; every rank's where its kind slows every node) over its span by a
-    rise drawn in
+    else the job's nodes; ``kind_groups``: a kind's own rank sets, where they are not those;
+    a slowdown's ``node`` indexes its kind's sets; every rank's where its kind slows every
+    node) over its span by a rise drawn in
     ``plan.slowdown``, its size ``g`` solved by bisection (``busy(slowdowns, warm-ups)``: each
     rank's busy time), the span drawn at least ``need_margin x decidable x var / rise^2``
     long, drawn again (at most ``plan.tries`` times) until it is decidable and visible
@@ -5177,7 +5288,7 @@ def _node_slowdowns(rng: np.random.Generator, scenario: str, job: _RankedJob,
             dur = max(_logint(rng, *plan.slow_iters), math.ceil(need))
             how = (_restart_warm(rng, *plan.warm), _restart_warm(rng, *plan.warm))
             down = (_loguniform(rng, *plan.downtime), _loguniform(rng, *plan.downtime))
-            nd = int(rng.integers(0, len(groups)))
+            nd = int(rng.integers(0, len(_kind_groups(kind, groups, kind_groups))))
             aim = float(rng.random()) if plan.aimed else 0.0
             if j == 0 and attempt == plan.tries - 1:  # the last try of a positive's first part:
                 kind, dur = plan.last, hi_room - lo_room  # over its whole room,
@@ -5187,8 +5298,9 @@ def _node_slowdowns(rng: np.random.Generator, scenario: str, job: _RankedJob,
             a = lo_room + int(rng.integers(0, hi_room - lo_room - dur + 1))
             b = a + dur
             ramp = max(1, int(round(climb * dur))) if kind in plan.climbing else 1
-            nd = -1 if kind in plan.every else nd
-            who = groups[nd] if nd >= 0 else np.arange(job.ranks)
+            sets = _kind_groups(kind, groups, kind_groups)
+            nd = -1 if kind in plan.every else nd % len(sets)
+            who = sets[nd] if nd >= 0 else np.arange(job.ranks)
             # a slowdown that comes with a restart, or ends with one; the counterfactual
             # healthy series has the same restarts
             at = tuple(r for e, r in (("a", (a, how[0], down[0])), ("b", (b, how[1], down[1])))
@@ -5211,6 +5323,12 @@ def _node_slowdowns(rng: np.random.Generator, scenario: str, job: _RankedJob,
                                 steps=plan.solve_steps)
             got = _visible_rise(found, base, plan.slowdown[0], s + plan.overshoot,
                                 plan.slow_iters[0], plan.decidable, after=not at)
+            if found is not None and got is not None and plan.each_rank:
+                sl_ = _NodeSlow(a, b, kind, found[3], ramp, nd, aim)
+                lo, hi = got[0], got[1]
+                ratio = (busy((*slow, sl_), hw)[who, lo:hi].mean(axis=1)
+                         / busy((), hw)[who, lo:hi].mean(axis=1))
+                got = got if float(ratio.min()) > 1.0 + 0.5 * got[3] else None
             if found is not None and got is not None:
                 lo, hi, _y, r = got
                 slow += (_NodeSlow(a, b, kind, found[3], ramp, nd, aim),)
@@ -5246,23 +5364,35 @@ def _node_timeline(rng: np.random.Generator, scenario: str, job: _RankedJob, st:
                    plan: _NodePlan, level_x: tuple[float, float],
                    then: Callable[[int], None] | None = None,
                    resumed: Callable[[np.ndarray], _Resumed] | None = None,
-                   groups: tuple[np.ndarray, ...] | None = None) -> _Timeline:
+                   groups: tuple[np.ndarray, ...] | None = None,
+                   kind_groups: dict[str, tuple[np.ndarray, ...]] | None = None) -> _Timeline:
     """The end every family of ranks on nodes shares: planned restarts between the parts
     (``NODE_RESTART_P``, the plan's warm-up and downtime, the level ``level_x``; ``then``
     at each; ``resumed(restarted)``: the slowdowns labelled at them, after they are all
     placed), the slowdowns (:func:`_node_slowdowns`; ``groups``: the rank sets a slowdown
-    may name, else the job's nodes) and the timeline of each rank's busy time, labelled by
-    the span's mean rise of the named ranks over their healthy mean."""
+    may name, else the job's nodes; ``kind_groups``: a kind's own, where they are not those)
+    and the timeline of each rank's busy time, labelled by the span's mean rise of the named
+    ranks over their healthy mean."""
     restarted, pauses = _planned_restarts(rng, job, st.warm, st.level, NODE_RESTART_P,
                                           plan.warm, plan.downtime, level_x, then)
     given = None if resumed is None else resumed(restarted)
     groups = job.groups() if groups is None else groups
-    mean, var = _node_var(st.busy(), groups)
+    every_set = groups + tuple(g for sets in (kind_groups or {}).values() for g in sets)
+    mean, var = _node_var(st.busy(), every_set)
     slow, events, who_of, st.warm = _node_slowdowns(rng, scenario, job, restarted, st.warm,
-                                                    st.busy, var, plan, pauses, given, groups)
+                                                    st.busy, var, plan, pauses, given, groups,
+                                                    kind_groups)
     healthy = st.busy()
     return _restarted_timeline(job.base_s * healthy / mean, st.busy(slow) / healthy, events,
                                pauses, who_of)
+
+
+def _kind_groups(kind: str, groups: tuple[np.ndarray, ...],
+                 kind_groups: dict[str, tuple[np.ndarray, ...]] | None
+                 ) -> tuple[np.ndarray, ...]:
+    """The rank sets a slowdown of ``kind`` may name: its own in ``kind_groups``, else
+    ``groups``."""
+    return groups if kind_groups is None else kind_groups.get(kind, groups)
 
 
 def _node_var(healthy: np.ndarray, groups: tuple[np.ndarray, ...]) -> tuple[float, float]:
@@ -5398,8 +5528,9 @@ def _keyed_runs(rng: np.random.Generator, nodes: int, n: int, steps: tuple[int, 
     """Each node's steps cut in runs of ``steps`` steps (log-uniform), each run with its key
     (uniform: a run is a burst where its key is below the rate) and the slowdown in it
     (``size``, log-uniform): ``(key, burst)``, ``(nodes, n)``.  NUMA balancing's page
-    migration bursts (:func:`_numa`, :data:`NU_BURST`) and a reward server's episodes
-    (:func:`_rollout`, :data:`RO_EPISODE`)."""
+    migration bursts (:func:`_numa`, :data:`NU_BURST`), a reward server's episodes
+    (:func:`_rollout`, :data:`RO_EPISODE`) and a PCIe switch's neighbour's (:func:`_pcie`,
+    :data:`PC_EPISODE`)."""
     runs = n // steps[0] + 1
     length = np.rint(_loguniforms(rng, *steps, (nodes, runs))).astype(np.int64)
     u = rng.random((nodes, runs))
@@ -5545,9 +5676,9 @@ _ROLLOUT_PLAN = _NodePlan(
 
 
 def _moving_mean(x: np.ndarray, k: int) -> np.ndarray:
-    """The means of ``x``'s windows of ``k`` (``x`` at least that long)."""
-    c = np.concatenate([[0.0], np.cumsum(x)])
-    return np.asarray((c[k:] - c[:-k]) / k)
+    """The means of ``x``'s windows of ``k`` along its last axis (at least that long)."""
+    c = np.concatenate([np.zeros((*x.shape[:-1], 1)), np.cumsum(x, axis=-1)], axis=-1)
+    return np.asarray((c[..., k:] - c[..., :-k]) / k)
 
 
 def _halved(size: float, series: Callable[[float], np.ndarray], flat: np.ndarray, k: int,
@@ -5555,14 +5686,16 @@ def _halved(size: float, series: Callable[[float], np.ndarray], flat: np.ndarray
     """The first of ``size``, ``size / 2``, ... (``halvings`` tries) at which the healthy
     drift or wave of that size, ``series(size)`` (after the lead, moving means over ``k``
     steps), moves by less than ``rise`` over the series without it, ``flat``; None where
-    none does.  ``series`` may set its caller's state (the drift or wave it draws): the last
-    call is at the size returned, so that state is the one kept (the caller resets it
-    where None).  A rollout's length drift (:func:`_rollout`) and the WAN's wave
-    (:func:`_wan`)."""
-    ref = _moving_mean(flat[LEAD_ITERS:], k)
+    none does.  ``series`` and ``flat`` are one series ``(n,)`` or one per rank ``(ranks,
+    n)`` (then every rank's must hold).  ``series`` may set its caller's state (the drift or
+    wave it draws): the last call is at the size returned, so that state is the one kept
+    (the caller resets it where None).  A rollout's length drift (:func:`_rollout`), the
+    WAN's wave (:func:`_wan`) and the PCIe switch's contention and a hidden downtraining
+    (:func:`_pcie`)."""
+    ref = _moving_mean(flat[..., LEAD_ITERS:], k)
     for _ in range(halvings):
-        moved = _moving_mean(series(size)[LEAD_ITERS:], k) / ref
-        if float(moved.max() / moved.min()) < 1.0 + rise:
+        moved = _moving_mean(series(size)[..., LEAD_ITERS:], k) / ref
+        if float((moved.max(axis=-1) / moved.min(axis=-1)).max()) < 1.0 + rise:
             return size
         size *= 0.5
     return None
@@ -5644,8 +5777,8 @@ def _overlapped(work: np.ndarray, tail: float, room: np.ndarray) -> np.ndarray:
     """The exposed part of ``work`` pipelined with other work ``room``: what ``room`` leaves of
     it, but at least its last share ``tail`` (issued after ``room`` is done).  The ring
     all-reduce behind the backward (:func:`_fabric`, :func:`_wan`), the drive I/O behind the
-    optimizer's CPU update (:func:`_nvme`) and the outer sync over the next inner steps
-    (:func:`_wan`)."""
+    optimizer's CPU update (:func:`_nvme`), the outer sync over the next inner steps
+    (:func:`_wan`) and a GPU's PCIe transfers behind its compute (:func:`_pcie`)."""
     return np.asarray(np.maximum(tail * work, work - room))
 
 
@@ -6368,6 +6501,175 @@ def _wan(rng: np.random.Generator, scenario: str) -> _Timeline:
     return _node_timeline(rng, scenario, job, ws, _WAN_PLAN, WN_RESHAPE_LEVEL)
 
 
+def _circular_overlap(c1: np.ndarray, c2: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """The overlap of ``[0, c1)`` and ``[x, x + c2)`` on a circle of length 1 (``c1``, ``c2``
+    at most 1, ``x`` in ``[0, 1)``): the time two transfers that repeat every step share, the
+    second starting ``x`` of a step after the first."""
+    into = np.maximum(0.0, np.minimum(c1, x + c2) - x)  # before the circle closes ...
+    return np.asarray(into + np.minimum(c1, np.maximum(0.0, x + c2 - 1.0)))  # ... and after
+
+
+@dataclass
+class _Links:
+    """The draws of a :func:`_pcie` series (arrays ``(ranks, n)``, ``(switches, n)`` or
+    ``(n,)``): each rank's PCIe switch, the first and the last rank of that switch (the same
+    where it is alone there), its compute (variable-length batches) and host time; its
+    transfers per step over its link at the full rate (the batch's copy, the offload, with
+    their correctable-error replays), the share of the compute that hides them and their last
+    share; the mean step's work, the time an overlapped unit of two transfers loses on the
+    switch's upstream (0: it carries both at the full rate) and the phase of each switch's
+    second copy after its first per step (a share of the step); the hidden downtraining (its
+    rank, -1: none, its first step, its factor on the transfers); the replay storm's factor
+    per step; a neighbour's episodes on each switch (each step's key and its traffic, and the
+    share of the runs that are episodes); the level, the restarts' warm-ups and the extra
+    work (checkpoints, evaluations)."""
+
+    switch: np.ndarray
+    first: np.ndarray
+    last: np.ndarray
+    dev: np.ndarray
+    host: np.ndarray
+    xfer: np.ndarray
+    hide: float
+    tail: float
+    unit: float
+    share: float
+    phase: np.ndarray
+    hidden: int
+    hidden_at: int
+    hidden_x: float
+    jolt: np.ndarray
+    key: np.ndarray
+    burst: np.ndarray
+    duty: float
+    level: np.ndarray
+    warm: np.ndarray
+    rest: np.ndarray
+
+    def healthy_xfer(self, warm: np.ndarray) -> np.ndarray:
+        """Each rank's transfer time per step with the restarts of ``warm``: at the full rate,
+        the hidden downtraining's rank ``hidden_x`` times from its first step to the next
+        restart (which retrains the link at full width), plus the time the switch's upstream
+        costs while the two copies of a switch overlap (:func:`_circular_overlap`, each
+        copy's length its share of the mean step's work)."""
+        ranks, n = self.xfer.shape
+        x = self.xfer.copy()
+        if self.hidden >= 0:
+            ends = _restart_steps(warm)
+            ends = ends[ends > self.hidden_at]
+            x[self.hidden, self.hidden_at:int(ends[0]) if ends.size else n] *= self.hidden_x
+        c = np.minimum(1.0, x / self.unit)
+        ov = _circular_overlap(c[self.first], c[self.last], self.phase[self.switch])
+        return np.asarray(x + self.share * self.unit * ov * (self.first != self.last)[:, None])
+
+    def busy(self, slow: tuple[_NodeSlow, ...] = (), warm: np.ndarray | None = None
+             ) -> np.ndarray:
+        """Each rank's busy time per step under the slowdowns ``slow`` (``warm``: the warm-ups,
+        else the series' own): its compute and host time under the warm-up and the level, its
+        transfers past the compute that hides them (:func:`_overlapped`) and the extra work.
+        On the slowdown's rank (``downtrain``, ``storm``) or switch (``neighbour``, its
+        ``node``): ``downtrain`` (the link retrained at a lower width or speed after an error
+        burst: its transfers ``2 (1 + g)`` times, until the restart at the span's end),
+        ``storm`` (the replays of a degrading link: its transfers ``1 + g h`` times, ``h`` a
+        hump, a half sine over the span, times the step's own factor) and ``neighbour``
+        (another tenant's or the NIC's traffic on the switch's upstream: its ranks' transfers
+        ``1 + g x`` times in the steps of its episodes, whose key is below the duty).  The
+        upstream's contention is the healthy one's (a downtrained link asks less of it for
+        longer)."""
+        wu = self.warm if warm is None else warm
+        x = self.healthy_xfer(wu)
+        fx = np.ones(x.shape)
+        up = np.ones(self.key.shape)
+        for sl in slow:
+            span = slice(sl.a, sl.b)
+            if sl.kind == "downtrain":
+                fx[sl.node, span] *= 2.0 * (1.0 + sl.g)
+            elif sl.kind == "storm":
+                j = np.arange(sl.b - sl.a) + 0.5
+                fx[sl.node, span] *= 1.0 + sl.g * np.sin(math.pi * j / (sl.b - sl.a)) * (
+                    self.jolt[sl.node, span])
+            else:
+                up[sl.node, span] *= 1.0 + sl.g * self.burst[sl.node, span] * (
+                    self.key[sl.node, span] < self.duty)
+        exposed = _overlapped(x * fx * up[self.switch], self.tail, self.hide * self.dev)
+        return np.asarray((self.dev + self.host) * (wu * self.level) + exposed + self.rest)
+
+
+_PCIE_PLAN = _NodePlan(
+    kinds=PC_KINDS, top=(("downtrain", PC_DOWN_MAX), ("storm", PC_STORM_MAX),
+                         ("neighbour", PC_NEIGHBOUR_MAX)),
+    restarts=(("downtrain", "b"),), every=(), climbing=(), last="storm", climb=(1.0, 1.0),
+    each_rank=True)
+
+
+def _pcie(rng: np.random.Generator, scenario: str) -> _Timeline:
+    """The host-device PCIe path of each GPU (module docstring): each rank's busy time, a
+    rank's link or a switch's two ranks slowed; the corpus' noise is turned off
+    (``noise_scale`` ~ 0)."""
+    job = _ranked_job(rng, NODE_RANKS, PC_NODE, NODE_COMPUTE, NODE_RANK_JITTER, PC_HOST,
+                      PC_HOST_JITTER)
+    n, t, ranks = job.n, job.t, job.ranks
+    rest = _node_ckpt_eval(rng, t, job.rate)
+    # two GPUs of a node behind each switch (one where the node has one)
+    m = int(np.count_nonzero(job.node == 0))
+    switch = job.node * ((m + 1) // 2) + (np.arange(ranks) % m) // 2
+    first = np.searchsorted(switch, switch)
+    last = first + np.bincount(switch)[switch] - 1
+    # variable-length batches: the compute and the transfers with them
+    bj = float(rng.uniform(*PC_BATCH))
+    batch = np.exp(bj * rng.standard_normal((ranks, n)) - 0.5 * bj * bj)
+    dev = job.dev * batch
+    unit = float((dev + job.host)[:, LEAD_ITERS:].mean())  # the mean step's work
+    vol = float(rng.uniform(*PC_H2D))
+    if rng.random() < PC_OFFLOAD_P:
+        vol += float(rng.uniform(*PC_OFFLOAD))
+    aer = np.minimum(PC_AER_MAX, float(rng.uniform(*PC_AER))
+                     * rng.pareto(float(rng.uniform(*PC_AER_ALPHA)), (ranks, n)))
+    xfer = vol * float(dev[:, LEAD_ITERS:].mean()) * batch * (1.0 + aer)
+    hide, tail = float(rng.uniform(*PC_HIDE)), float(rng.uniform(*PC_TAIL))
+    # the upstream's contention: each switch's second copy drifting against its first
+    share = 2.0 / float(rng.uniform(*PC_UPSTREAM)) - 1.0
+    switches = int(switch[-1]) + 1
+    beat = _loguniforms(rng, *PC_BEAT, switches) * rng.choice([-1.0, 1.0], switches)
+    phase = np.mod(rng.random((switches, 1)) + t[None, :] / beat[:, None]
+                   + PC_PHASE_JITTER * rng.standard_normal((switches, n)), 1.0)
+    hidden = int(rng.integers(0, ranks)) if rng.random() < PC_HIDDEN_P else -1
+    hidden_at = int(rng.integers(LEAD_ITERS + 200, n))  # after the first window it is judged on
+    sj = float(rng.uniform(*PC_STORM_JITTER))
+    jolt = np.exp(sj * rng.standard_normal((ranks, n)) - 0.5 * sj * sj)
+    key, burst = _keyed_runs(rng, switches, n, PC_EPISODE, PC_EPISODE_X)
+    ln = _Links(switch=switch, first=first, last=last, dev=dev, host=job.host, xfer=xfer,
+                hide=hide, tail=tail, unit=unit, share=0.0, phase=phase, hidden=-1,
+                hidden_at=hidden_at, hidden_x=1.0, jolt=jolt, key=key, burst=burst,
+                duty=float(rng.uniform(*PC_DUTY)), level=np.ones(n), warm=np.ones(n),
+                rest=rest)
+
+    # the contention halved until no rank's mean busy time (over 200 steps) moves by
+    # PC_BEAT_RISE; a hidden downtraining kept where its rank's moves by less than
+    # PC_HIDDEN_RISE (one try: half the rate, or none)
+    def contended(x: float) -> np.ndarray:
+        ln.share = x
+        return ln.busy()
+
+    if _halved(share, contended, contended(0.0), 200, PC_BEAT_HALVINGS, PC_BEAT_RISE) is None:
+        ln.share = 0.0
+    flat = ln.busy()
+
+    def downtrained(x: float) -> np.ndarray:
+        ln.hidden, ln.hidden_x = hidden, 1.0 + x
+        return ln.busy()
+
+    if hidden < 0 or _halved(1.0, downtrained, flat, 200, 1, PC_HIDDEN_RISE) is None:
+        ln.hidden = -1
+    # planned restarts between parts (another batch: a level; the link retrained at full
+    # width); each rank's busy time, labelled by the span's mean rise of the rank whose link
+    # is slowed, or of the switch's ranks, over their healthy mean
+    return _node_timeline(rng, scenario, job, ln, _PCIE_PLAN, PC_RESHAPE_LEVEL,
+                          groups=tuple(np.arange(r, r + 1) for r in range(ranks)),
+                          kind_groups={"neighbour": tuple(np.flatnonzero(switch == j)
+                                                          for j in range(switches))})
+
+
 def _part_rooms(rng: np.random.Generator, scenario: str, starts: np.ndarray, part: int,
                 restarted: np.ndarray, more_p: float, settle: int, clear: int
                 ) -> Iterator[tuple[int, int, int]]:
@@ -6524,6 +6826,7 @@ _BUILDERS: dict[str, Callable[[np.random.Generator, str], _Timeline]] = {
     "lossy_link": _lossy_link, "gc_pause": _gc_pause, "dispatch": _dispatch, "moe": _moe,
     "hw_queue": _hw_queue, "compile": _compile, "power": _power, "numa": _numa,
     "rollout": _rollout, "fabric": _fabric, "nvme": _nvme, "observe": _observe, "wan": _wan,
+    "pcie": _pcie,
 }
 
 
