@@ -10,6 +10,11 @@ sleep``) in steps WARMUP + K .. WARMUP + 2K - 1 (``--inject-period K``):
   set to 0.5 s of accumulated slowdown, a short job's scale), WARMUP + 3K steps: the
   straggler recovers at WARMUP + 2K and the loop must give the micro-batches back.
 
+The figures are of the loop's first action in the slow phase (:func:`injection_action`);
+an action before the onset answered the machine's own imbalance (nothing injected yet) and
+is reported apart, its prediction judged on the steps that ran it before the onset
+(:func:`pre_onset_prediction`).
+
 Figures per round: *removed* = (fail-slow - mitigated) / (fail-slow - healthy) over the slow
 steps after the loop's first action (healthy = the steps before the onset, both runs), from
 step times in units of the same step's *reference* (``M`` times the faster replica's compute
@@ -18,18 +23,24 @@ once and cancels) and raw; the *optimum* is the exact split's (``[8, 16]`` for x
 ``[10, 14]`` for x1.5: 50%), the nominal one (equal replicas), and beside it the *measured
 optimum* at the replicas' own speeds in the fail-slow run (:func:`measured_optimum`: a
 machine whose replicas differ with nothing injected); *prediction error*:
-``predict_microbatch`` (the what-if
-simulator) for the split the loop applied first (and, beside it, for the split the simulator
-finds optimal) on slow steps before the action (the mitigated run's own when there are 3 or
-more, else the fail-slow run's), against the step measured after the action brought to the
-load of those steps; *give-back*: steps from the recovery to the step from which the job ran
-the even split to its end ("never": it ended on another split), with the first return to
-even after the recovery where it was left again and the split that left it (a new episode:
-the replica it cuts says whose), and each departure from even after the recovery
-classed as the machine's (a replica measured slower at even with nothing injected, the
-split right for it) or the loop's (:func:`departures`), with the give-back counted to the
-first return to even when every later departure was the machine's; *escalations*: S3 / S4
-decisions of the loop. ``--log DIR`` writes each round's per-step decision log (JSON lines).
+``predict_microbatch`` (the what-if simulator) for the split the loop applied first (and,
+beside it, for the split the simulator finds optimal) on slow steps before the action (the
+mitigated run's own when there are 3 or more and all ran the even split, else the fail-slow
+run's: :func:`prediction_source`), against the step measured on the steps that ran that
+split (up to the next action: what the prediction was for; the after window, later splits
+included, beside it), brought to the load of the steps predicted from; *removed, paired*
+(:func:`paired_removal`): the mitigated run's own steps after the action, each against
+itself at the even split with the replicas' speeds measured in it, and the best single split
+at those speeds (no fail-slow run enters: at load 6-8 two fail-slow runs of x1.5 differ by
+as much as the effect; :func:`reference_spread` prints that spread for the rounds run);
+*give-back*: steps from the recovery to the step from which the job ran the even split to
+its end ("never": it ended on another split), with the first return to even after the
+recovery where it was left again and the split that left it (a new episode: the replica it
+cuts says whose), and each departure from even after the recovery classed as the machine's
+(a replica measured slower at even with nothing injected, the split right for it) or the
+loop's (:func:`departures`), with the give-back counted to the first return to even when
+every later departure was the machine's; *escalations*: S3 / S4 decisions of the loop.
+``--log DIR`` writes each round's per-step decision log (JSON lines).
 
     python bench/bench_mitigate_live.py                     # x1.5 and x2, 3 rounds each
     python bench/bench_mitigate_live.py --factors 2 --repeats 1 --k 20 --hidden 64
@@ -320,6 +331,133 @@ def giveback_loop(applied: list[dict[str, Any]], recovery: int, even: list[int],
     return giveback(applied, recovery, even)
 
 
+def injection_action(applied: list[dict[str, Any]], onset: int, recovery: int) -> int | None:
+    """The index of the loop's first action in the slow phase (``onset <= step <
+    recovery``): the one that answers the injected straggler, whose split the removed share
+    and the prediction error are of. An action before the onset answered the machine's own
+    imbalance (nothing injected yet: the loop cannot know of the injection), and one after
+    the recovery is no mitigation of it; None when no action fell in the slow phase."""
+    return next((i for i, a in enumerate(applied) if onset <= a["step"] < recovery), None)
+
+
+def prediction_source(onset: int, at: int, recovery: int, even_steps: set[int],
+                      min_steps: int = 3) -> tuple[str, tuple[int, int]]:
+    """Which run's steps the prediction of the split applied at ``at`` is made from: the
+    conditions the loop decided under. The mitigated run's own slow steps before the action
+    (from ``onset + 2``, the detector's transition left out) when there are ``min_steps``
+    or more and all ran the even split (the what-if scales a trace that ran ``m`` micro-
+    batches per replica); else the fail-slow run's slow steps (the same injection at the
+    even split, ``onset + 2`` up to 10 steps)."""
+    lo = onset + 2
+    steps = range(lo, at)
+    if len(steps) >= min_steps and all(s in even_steps for s in steps):
+        return "mitigated run", (lo, at)
+    return "fail-slow run", (lo, min(lo + 10, recovery))
+
+
+def split_steps(applied: list[dict[str, Any]], i: int, end: int) -> tuple[int, int]:
+    """The steps ``[lo, hi)`` that ran action ``i``'s split: from the step after it up to
+    the next action or ``end`` (the onset for an action before it, the recovery for one in
+    the slow phase)."""
+    nxt = applied[i + 1]["step"] if i + 1 < len(applied) else end
+    return applied[i]["step"] + 1, min(nxt, end)
+
+
+def paired_removal(steps: np.ndarray, per_mb: np.ndarray, ran: np.ndarray,
+                   step_s: np.ndarray, healthy: tuple[int, int], window: tuple[int, int],
+                   before: tuple[int, int] | None = None) -> dict[str, Any]:
+    """The removal measured on the mitigated run's own steps, each against itself at the
+    even split: a step of ``window`` ran ``max_i m_i t_i`` of critical compute (``t_i``
+    the replica's measured compute per micro-batch in that step, ``m_i`` what it ran) and
+    ``step - max_i m_i t_i`` outside it; at the even split the same step would have run
+    ``M max_i t_i`` (``M`` micro-batches per replica) and the same outside. In units of the
+    step's reference ``M min_i t_i`` (the machine's load on every rank cancels, as in the
+    normalised figures), medians over the steps: the even step ``E`` of the window, the
+    step run ``A``, the healthy even step ``H`` (``healthy``, the run's steps before the
+    onset, at the even split by the same counterfactual), and the best single split for the
+    window at those same speeds ``O`` (every split of two replicas; for more, the exact
+    split at the window's median speeds). The removed share ``(E - A) / (E - H)``, the
+    optimum's ``(E - O) / (E - H)``, and the share of it the loop reached. No fail-slow run
+    enters: the straggler's strength, which differs between two runs of one injection by as
+    much as the effect at load 6-8, is the same on both sides. Assumes a replica's speed in
+    a step does not depend on the split it ran (the per-round table's *factor before ->
+    on the split's steps* shows whether it held); ``before`` (the slow steps at the even
+    split before the action) gives the other extreme beside it, ``removed_before_speeds``:
+    the even step with each replica's speed relative to the fastest as measured there (as
+    if the split alone had caused every change of the replicas' relative speeds since;
+    NaN with fewer than 3 such steps)."""
+    steps = np.asarray(steps)
+    t = np.asarray(per_mb, dtype=np.float64)
+    m = np.asarray(ran, dtype=np.float64)
+    st = np.asarray(step_s, dtype=np.float64)
+    big_m = float(np.nansum(m[:, 0])) / m.shape[0]
+    unit = big_m * np.nanmin(t, axis=0)
+    outside = st - np.nanmax(m * t, axis=0)
+    even = (outside + big_m * np.nanmax(t, axis=0)) / unit
+    nan = float("nan")
+    h = (steps >= healthy[0]) & (steps < healthy[1]) & np.isfinite(even)
+    w = (steps >= window[0]) & (steps < window[1]) & np.isfinite(even) & np.isfinite(st)
+    if h.sum() < 3 or w.sum() < 3:
+        return {"removed": nan, "optimum": nan, "of_optimum": nan, "split": None,
+                "steps": int(w.sum())}
+    big_h = float(np.median(even[h]))
+    big_e = float(np.median(even[w]))
+    big_a = float(np.median(st[w] / unit[w]))
+    tw, ow, uw = t[:, w], outside[w], unit[w]
+    total = int(round(big_m * t.shape[0]))
+    if t.shape[0] == 2:
+        cands = np.stack([np.arange(1, total), total - np.arange(1, total)], axis=1)
+    else:
+        rel = np.median(tw / tw.min(axis=0), axis=1)
+        cands = solve_microbatches(rel, total).assignment[None, :]
+    # each candidate split's median step over the window, at the speeds measured
+    runs = np.median((ow[None, :] + np.max(cands[:, :, None] * tw[None, :, :], axis=1))
+                     / uw[None, :], axis=1)
+    best = int(np.argmin(runs))
+    big_o = float(runs[best])
+    gap = big_e - big_h
+    removed = (big_e - big_a) / gap if gap > 1e-9 else nan
+    optimum = (big_e - big_o) / gap if gap > 1e-9 else nan
+    alt = nan
+    b = (np.zeros_like(w) if before is None
+         else (steps >= before[0]) & (steps < before[1]) & np.isfinite(even))
+    if b.sum() >= 3:
+        rel_b = np.median(t[:, b] / t[:, b].min(axis=0), axis=1)
+        rel_w = np.median(tw / tw.min(axis=0), axis=1)
+        t_alt = tw * (rel_b / rel_w)[:, None]
+        big_e2 = float(np.median((ow + big_m * t_alt.max(axis=0)) / uw))
+        alt = (big_e2 - big_a) / (big_e2 - big_h) if big_e2 - big_h > 1e-9 else nan
+    return {"removed": removed, "optimum": optimum,
+            "of_optimum": removed / optimum if optimum > 1e-9 else nan,
+            "split": cands[best].tolist(), "steps": int(w.sum()),
+            "removed_before_speeds": alt}
+
+
+def reference_spread(refs: list[tuple[dict[int, float], float, tuple[int, int]]]
+                     ) -> list[float]:
+    """The cross-run figure's own noise: the removed share it gives between two fail-slow
+    runs of one factor (nothing removed in either: the truth is 0). ``refs`` per round: the
+    fail-slow run's normalised step times, its healthy median, and the round's after
+    window. For each ordered pair of rounds (a as the reference, b in the mitigated run's
+    place, b's window; ``H`` the mean of the two runs' healthy medians): ``(S_a - S_b) /
+    (S_a - H)``; NaN where a window holds fewer than 3 steps."""
+    out = []
+    for ia, (a, ha, _) in enumerate(refs):
+        for ib, (b, hb, win) in enumerate(refs):
+            if ia == ib:
+                continue
+            sa = [a[s] for s in range(*win) if s in a]
+            sb = [b[s] for s in range(*win) if s in b]
+            if len(sa) < 3 or len(sb) < 3:
+                out.append(float("nan"))
+                continue
+            big_sa, big_sb = statistics.median(sa), statistics.median(sb)
+            big_h = (ha + hb) / 2
+            out.append((big_sa - big_sb) / (big_sa - big_h) if big_sa - big_h > 1e-9
+                       else float("nan"))
+    return out
+
+
 def optimum_removed(factor: float, m: int = 12) -> tuple[list[int], float]:
     """The exact split for replica 0 x``factor`` of two, and the share of the slowdown it
     removes: (m f - makespan) / (m f - m)."""
@@ -427,40 +565,62 @@ def one_round(tmp: Path, r: int, k: int, factor: float, costs: Path, mode: str,
     healthy_s = _median([t for run in (s_raw, m_raw) for s, t in run.items()
                          if WARMUP <= s < onset])
     slow_tab, mit_tab = step_table(slow_run, slow), step_table(out, mitigated)
-    if not applied:  # a round in the table (nothing removed by an action), not an abort
+    slow_healthy_n = _window(s_norm, WARMUP, onset)
+    i0 = injection_action(applied, onset, recovery)
+    if i0 is None:  # a round in the table (nothing removed by an action), not an abort
         decisions = [x for x in records if x["record"] != "watch"]
-        print(f"round {r}: the controller applied no action; its decisions: {decisions}",
-              file=sys.stderr, flush=True)
+        print(f"round {r}: the controller applied no action in the slow phase (actions "
+              f"{[(a['step'], a['assignment']) for a in applied]}); its decisions: "
+              f"{decisions}", file=sys.stderr, flush=True)
         return {**no_action_row(load0, healthy_s, healthy_n, s_raw, s_norm, m_raw, m_norm,
                                 onset, recovery, _factor(slow_run, onset + 2, recovery),
                                 [x["strategy"] for x in records if x["record"] == "decision"
                                  and x["strategy"] not in ("S1", "S2")]),
+                "splits": [a["assignment"] for a in applied], "actions": len(applied),
                 "measured_optimum": measured_optimum(np.asarray(slow_tab["steps"]),
                                                      np.asarray(slow_tab["per_mb_s"]),
-                                                     onset, recovery)}
-    at = applied[0]["step"]
+                                                     onset, recovery),
+                "_ref": (s_norm, slow_healthy_n, (onset + 2, recovery)),
+                "paired": paired_removal(
+                    np.asarray(mit_tab["steps"]),
+                    np.asarray(mit_tab["per_mb_s"], dtype=np.float64),
+                    np.asarray(mit_tab["ran"]),
+                    np.asarray([np.nan if x is None else x for x in mit_tab["step_s"]],
+                               dtype=np.float64), (WARMUP, onset), (onset + 2, recovery))}
+    at = applied[i0]["step"]
     even = [12, 12]
+    mit_steps = np.asarray(mit_tab["steps"])
+    mit_ran = np.asarray(mit_tab["ran"])
+    even_steps = {int(s) for s, ok in zip(mit_steps, np.all(mit_ran == 12, axis=0),
+                                          strict=True) if ok}
     back = giveback(applied, recovery, even)
     left_after = departures(applied, np.asarray(mit_tab["steps"]),
                             np.asarray(mit_tab["per_mb_s"], dtype=np.float64),
                             np.asarray(mit_tab["ran"]), recovery, even)
     left = first_even(applied, recovery, even)
     before, after = windows(onset, at, recovery)
-    if before is not None:  # predict from the mitigated run's own slow steps
-        src, src_raw, src_norm, src_win = "mitigated run", m_raw, m_norm, before
-    else:  # the action came right after the onset: the fail-slow run's slow steps
-        src, src_raw, src_norm = "fail-slow run", s_raw, s_norm
-        src_win = (onset + 2, min(onset + 12, recovery))
-    src_run = out if before is not None else slow_run
-    # the split the loop applied first (what its step after is measured with) and the optimum
-    pred, pred_opt = _predict(src_run, src_win[0], src_win[1] - 1, applied[0]["assignment"])
+    # the prediction for the split the loop applied against the injection, from the steps
+    # it decided on (the mitigated run's slow steps at even, else the fail-slow run's)
+    src, src_win = prediction_source(onset, at, recovery, even_steps)
+    src_run, src_raw, src_norm = ((out, m_raw, m_norm) if src == "mitigated run"
+                                  else (slow_run, s_raw, s_norm))
+    pred, pred_opt = _predict(src_run, src_win[0], src_win[1] - 1, applied[i0]["assignment"])
     mitigated_n = _window(m_norm, *after)
     at_load = _window(src_raw, *src_win) * mitigated_n / _window(src_norm, *src_win)
-    # the steps that ran the applied split (the after window may hold later splits too)
-    first = (at + 1, min(applied[1]["step"] if len(applied) > 1 else recovery, recovery))
+    # the steps that ran the applied split (the after window may hold later splits too):
+    # what the prediction was for
+    first = split_steps(applied, i0, recovery)
     first_n = sum(1 for s in range(*first) if s in m_norm)
     at_load_first = (_window(src_raw, *src_win) * _window(m_norm, *first)
                      / _window(src_norm, *src_win)) if first_n >= 3 else float("nan")
+    err_first = pred["after_s"] / at_load_first - 1
+    err_window = pred["after_s"] / at_load - 1
+    pre_onset = pre_onset_prediction(out, applied, onset, even_steps, m_raw, m_norm)
+    paired = paired_removal(mit_steps, np.asarray(mit_tab["per_mb_s"], dtype=np.float64),
+                            mit_ran, np.asarray([np.nan if x is None else x
+                                                 for x in mit_tab["step_s"]], dtype=np.float64),
+                            (WARMUP, onset), after,
+                            src_win if src == "mitigated run" else None)
     escalations = [x["strategy"] for x in records if x["record"] == "decision"
                    and x["strategy"] not in ("S1", "S2")]
     # the removal on the steps that ran the first split only (against the fail-slow run's
@@ -469,7 +629,7 @@ def one_round(tmp: Path, r: int, k: int, factor: float, costs: Path, mode: str,
                      / (_window(s_norm, *first) - healthy_n)) if first_n >= 3 else float("nan")
     return {
         "load_start": load0, "load_end": os.getloadavg()[0],
-        "applied_step": at, "assignment": applied[0]["assignment"], "actions": len(applied),
+        "applied_step": at, "assignment": applied[i0]["assignment"], "actions": len(applied),
         "splits": [a["assignment"] for a in applied],
         "giveback_steps": back, "giveback_first": left,
         "final_split": applied[-1]["assignment"],
@@ -483,14 +643,19 @@ def one_round(tmp: Path, r: int, k: int, factor: float, costs: Path, mode: str,
         "effective_factor": _factor(slow_run, onset + 2, recovery),
         "prediction_source": src, "predicted_after_s": pred["after_s"],
         "measured_after_at_load_s": at_load,
-        "prediction_error": pred["after_s"] / at_load - 1,
-        "prediction_error_split_steps": pred["after_s"] / at_load_first - 1,
+        # on the steps that ran the split (what it was for); the after window when fewer
+        # than 3 ran it
+        "prediction_error": err_first if first_n >= 3 else err_window,
+        "prediction_error_window": err_window,
+        "prediction_error_split_steps": err_first,
+        "pre_onset": pre_onset, "paired": paired,
+        "_ref": (s_norm, slow_healthy_n, after),
         "split_steps": first_n,
         "predicted_optimum_split": pred_opt["assignment"],
         "predicted_optimum_after_s": pred_opt["after_s"],
         "prediction_error_optimum": pred_opt["after_s"] / at_load - 1,
         "removed_split_steps": removed_split,
-        **split_account(out, mitigated, *first, applied[0]["assignment"], before),
+        **split_account(out, mitigated, *first, applied[i0]["assignment"], before),
         # the machine's own imbalance, nothing injected: replica 0 over replica 1 per
         # micro-batch before the onset and after the recovery (what a give-back meets)
         "ratio_before": _factor(out, WARMUP, onset),
@@ -507,6 +672,32 @@ def one_round(tmp: Path, r: int, k: int, factor: float, costs: Path, mode: str,
                                      None),
         "controller_cpu_by_phase": cpu.get("per_step_ms_by_phase"),
     }
+
+
+def pre_onset_prediction(run: Path, applied: list[dict[str, Any]], onset: int,
+                         even_steps: set[int], raw: dict[int, float], norm: dict[int, float]
+                         ) -> dict[str, Any] | None:
+    """The loop's first action before the onset (the machine's own imbalance, nothing
+    injected) judged under its own conditions: predicted from the up to 10 steps before it
+    (from WARMUP, at the even split, at least 3), measured on the steps that ran it before
+    the onset (at least 3), brought to the load of the steps predicted from. None without
+    such an action; the error NaN where either side has fewer than 3 steps."""
+    i = next((j for j, a in enumerate(applied) if a["step"] < onset), None)
+    if i is None:
+        return None
+    at = applied[i]["step"]
+    src = (max(WARMUP, at - 10), at)
+    ran = split_steps(applied, i, onset)
+    row: dict[str, Any] = {"step": at, "split": applied[i]["assignment"],
+                           "steps": sum(1 for s in range(*ran) if s in norm),
+                           "prediction_error": float("nan")}
+    if (src[1] - src[0] < 3 or any(s not in even_steps for s in range(*src))
+            or row["steps"] < 3):
+        return row
+    pred, _ = _predict(run, src[0], src[1] - 1, applied[i]["assignment"])
+    at_load = _window(raw, *src) * _window(norm, *ran) / _window(norm, *src)
+    row["prediction_error"] = pred["after_s"] / at_load - 1
+    return row
 
 
 def no_action_row(load0: float, healthy_s: float, healthy_n: float,
@@ -529,6 +720,7 @@ def no_action_row(load0: float, healthy_s: float, healthy_n: float,
         "slow_n": _window(s_norm, *after), "mitigated_n": _window(m_norm, *after),
         "effective_factor": effective_factor, "prediction_source": None,
         "predicted_after_s": nan, "measured_after_at_load_s": nan, "prediction_error": nan,
+        "prediction_error_window": nan, "pre_onset": None,
         "prediction_error_split_steps": nan, "split_steps": 0,
         "predicted_optimum_split": None, "predicted_optimum_after_s": nan,
         "prediction_error_optimum": nan,
@@ -541,6 +733,26 @@ def _measured_text(row: dict[str, Any], removed: float) -> str:
     mo = row.get("measured_optimum") or {}
     share = mo.get("share", float("nan"))
     return f"{share * 100:.1f}% {mo.get('split')} / {removed / share * 100:.0f}%"
+
+
+def _paired_text(row: dict[str, Any]) -> str:
+    """The paired removal as the per-round table prints it ("52.0% / 58.3% [10, 14] /
+    89%")."""
+    p = row.get("paired") or {}
+    if p.get("split") is None:
+        return "n/a"
+    return (f"{p['removed'] * 100:.1f}% / {p['optimum'] * 100:.1f}% {p['split']} / "
+            f"{p['of_optimum'] * 100:.0f}% (at the speeds before: "
+            f"{p.get('removed_before_speeds', float('nan')) * 100:.1f}%)")
+
+
+def _pre_text(row: dict[str, Any]) -> str:
+    """The action before the onset, if any ("[11, 13] at 28: -1.2% (6 steps)")."""
+    p = row.get("pre_onset")
+    if not p:
+        return "none"
+    return (f"{p['split']} at {p['step']}: {p['prediction_error'] * 100:+.1f}% "
+            f"({p['steps']} steps)")
 
 
 def _finite_median(values: list[float]) -> float:
@@ -611,8 +823,8 @@ def _rounds(args: argparse.Namespace, factors: list[float]
                                 args.log)
                 rows.append(row)
                 print(f"x{factor:g} round {r}: " + json.dumps(
-                    {k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}),
-                    flush=True)
+                    {k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()
+                     if not k.startswith("_")}, default=str), flush=True)
             table.append((factor, rows))
     return table
 
@@ -629,14 +841,16 @@ def _print(args: argparse.Namespace, table: list[tuple[float, list[dict[str, Any
     print()
     print("| straggler | load average | optimum (split) | removed, normalised (runs) | "
           "share of optimum | share of the measured optimum (runs) | "
+          "removed, paired on the same steps (runs) | of the optimum at their speeds (runs) | "
           "effective factor: optimum, share | removed, raw | "
           "removed, raw, within the mitigated run | "
-          "prediction error, applied split (runs) | the same on the steps that ran it "
-          "(runs: error/steps) | prediction error, optimum split (runs) | "
+          "prediction error, applied split, on the steps that ran it (runs) | the same on "
+          "the after window, later splits included (runs: error/steps that ran the split) | "
+          "prediction error, optimum split (runs) | "
           "give-back, steps after recovery (runs) | S3/S4 decided "
           "| first splits |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-          "| ---: | ---: | --- |")
+          "| ---: | ---: | ---: | ---: | --- |")
     for factor, rows in table:
         split, opt = optimum_removed(factor)
 
@@ -648,12 +862,15 @@ def _print(args: argparse.Namespace, table: list[tuple[float, list[dict[str, Any
         of_measured = [v / (x.get("measured_optimum") or {}).get("share", float("nan"))
                        for v, x in zip(norm, rows, strict=True)]
         raw = [rem(x, "s") for x in rows]
+        pr = [(x.get("paired") or {}).get("removed", float("nan")) for x in rows]
+        po = [(x.get("paired") or {}).get("of_optimum", float("nan")) for x in rows]
         own = [(x["before_own_s"] - x["mitigated_s"]) / (x["before_own_s"] - x["healthy_own_s"])
                for x in rows]
         err = [x["prediction_error"] for x in rows]
         err_opt = [x["prediction_error_optimum"] for x in rows]
-        own_err = ", ".join(f"{x['prediction_error_split_steps'] * 100:+.0f}/{x['split_steps']}"
-                            for x in rows)
+        own_err = ", ".join(
+            f"{x.get('prediction_error_window', float('nan')) * 100:+.0f}/{x['split_steps']}"
+            for x in rows)
         loads = [x[key] for x in rows for key in ("load_start", "load_end")]
         esc = sum(len(x["escalations"]) for x in rows)
         eff = statistics.median(x["effective_factor"] for x in rows)
@@ -664,6 +881,8 @@ def _print(args: argparse.Namespace, table: list[tuple[float, list[dict[str, Any
               f"{statistics.median(norm) / opt * 100:.0f}% | "
               f"{_finite_median(of_measured) * 100:.0f}% "
               f"({', '.join(f'{v * 100:.0f}' for v in of_measured)}) | "
+              f"{_finite_median(pr) * 100:.1f}% ({', '.join(f'{v * 100:.0f}' for v in pr)}) | "
+              f"{_finite_median(po) * 100:.0f}% ({', '.join(f'{v * 100:.0f}' for v in po)}) | "
               f"x{eff:.2f}: {eff_opt * 100:.1f}%, "
               f"{statistics.median(norm) / eff_opt * 100:.0f}% | "
               f"{statistics.median(raw) * 100:.1f}% | "
@@ -676,21 +895,42 @@ def _print(args: argparse.Namespace, table: list[tuple[float, list[dict[str, Any
               f"{', '.join(gb_text(x) for x in rows)} | {esc} | "
               f"{[x['assignment'] for x in rows]} |")
     print()
+    print("The cross-run figure's own noise (removed, normalised): the share it gives between "
+          "two fail-slow runs of one factor, nothing removed in either (truth 0), each round's "
+          "window (:func:`reference_spread`); points of removed share, all ordered pairs:")
+    for factor, rows in table:
+        _, opt = optimum_removed(factor)
+        spread = [v for v in reference_spread([x["_ref"] for x in rows if "_ref" in x])
+                  if np.isfinite(v)]
+        if spread:
+            mid = statistics.median(abs(v) for v in spread)
+            print(f"- x{factor:g}: {', '.join(f'{v * 100:+.0f}' for v in spread)}; median "
+                  f"|.| {mid * 100:.0f} points = {mid / opt * 100:.0f}% of the nominal "
+                  f"optimum, max {max(abs(v) for v in spread) * 100:.0f}")
+        else:
+            print(f"- x{factor:g}: fewer than 2 rounds")
+    print()
     print("Per round: removed (normalised, the after window) / share of the nominal optimum; "
           "on the steps that ran the first split only; the straggler's effective factor "
           "before the action and on those steps; the removal that split gives at that "
           "factor (compute only); the steps' jitter above the replicas' median compute; "
           "replica 0 over replica 1 per micro-batch with nothing injected, before the onset "
           "and after the recovery (the machine's own imbalance, what a give-back meets); the "
+          "removal paired on the mitigated run's own steps (each against itself at the even "
+          "split, :func:`paired_removal`): removed, the optimum at those speeds and its split, "
+          "the share of it; the prediction error of an action before the onset on its own "
+          "steps (the machine's imbalance, not part of the figures above); the "
           "controller's own CPU per job step (its thread).")
     print()
     print("| straggler | round | load average | removed / of optimum | on the split's steps "
           "| factor before -> on them | split's removal at that factor | jitter | "
           "prediction | give-back | give-back, the machine's departures set aside; "
           "departures after the recovery | replica 0 / 1, nothing injected: before -> after | "
-          "measured optimum (split): removed / of it | splits | controller CPU ms/step |")
+          "measured optimum (split): removed / of it | paired: removed / optimum (split) / "
+          "of it | action before the onset: split, prediction | splits | "
+          "controller CPU ms/step |")
     print("| --- | ---: | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- "
-          "| --- | --- | ---: |")
+          "| --- | --- | --- | --- | ---: |")
     for factor, rows in table:
         _, opt = optimum_removed(factor)
         for r, x in enumerate(rows):
@@ -707,7 +947,7 @@ def _print(args: argparse.Namespace, table: list[tuple[float, list[dict[str, Any
                   f"{gb_split_text(x)} | "
                   f"x{x.get('ratio_before', float('nan')):.2f} -> "
                   f"x{x.get('ratio_after', float('nan')):.2f} | "
-                  f"{_measured_text(x, rem)} | "
+                  f"{_measured_text(x, rem)} | {_paired_text(x)} | {_pre_text(x)} | "
                   f"{' -> '.join(str(c) for c in x['splits'])} | "
                   f"{x.get('controller_cpu_ms_per_step')} |")
     print()

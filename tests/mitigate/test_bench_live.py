@@ -20,6 +20,13 @@ def _bench():
     return mod
 
 
+
+def _summary_line(out: list[str]) -> str:
+    """The summary table's x2 row: its second cell is the load range, a per-round row's the
+    round number (a load average below 1 starts "| x2 | 0." like round 0's row)."""
+    return next(x for x in out if x.startswith("| x2 |")
+                and not x.split("|")[2].strip().isdigit())
+
 @pytest.mark.parametrize("at", [45, 46, 47, 48])
 def test_action_within_three_steps_of_the_onset_gives_no_before_window(at: int) -> None:
     before, after = _bench().windows(onset=45, at=at, recovery=75)
@@ -247,5 +254,130 @@ def test_the_tables_show_the_measured_optimum_and_whose_departures(
     assert "4; machine's 1, loop's 0" in line
     assert "62.5% [7, 17] / 80%" in line  # 50 % removed of 62.5 %
     assert "never (even +4, then [13, 11] at 80)" in line
-    summary = next(x for x in out if x.startswith("| x2 |") and not x.startswith("| x2 | 0"))
+    summary = _summary_line(out)
     assert "| 80% (80) |" in summary
+
+
+def _paired_run(split_from: int, split: tuple[int, int], load: np.ndarray,
+                factor_on_split: float = 1.5) -> tuple[np.ndarray, ...]:
+    """Steps 5-64: replicas equal (10 ms per micro-batch) before step 35, replica 0 x1.5
+    from 35 (x``factor_on_split`` once ``split`` runs, from ``split_from``); 20 ms outside
+    compute; every second of the step stretched by the machine's load of that step."""
+    steps = np.arange(5, 65)
+    t = np.full((2, steps.size), 0.01)
+    t[0, steps >= 35] = 0.015
+    t[0, steps >= split_from] = 0.01 * factor_on_split
+    ran = np.full((2, steps.size), 12)
+    ran[:, steps >= split_from] = np.asarray(split)[:, None]
+    t = t * load[None, :]
+    step_s = 0.02 * load + np.max(ran * t, axis=0)
+    return steps, t, ran, step_s
+
+
+def test_the_removal_paired_on_the_same_steps() -> None:
+    """Replica 0 x1.5, 20 ms outside compute, the split (10, 14) from step 45: on each step
+    the even split would run (0.02 + 12 x 0.015) / 0.12 = 1.667 references, (10, 14) runs
+    (0.02 + 0.15) / 0.12 = 1.417, the healthy even step 1.167: half the slowdown removed,
+    all of the optimum ((10, 14)); (8, 16) runs 1.5: a third, two thirds of it. The
+    machine's load, different on every step, cancels; no fail-slow run is needed."""
+    bench = _bench()
+    load = 1 + 0.8 * np.random.default_rng(3).random(60)
+    out = bench.paired_removal(*_paired_run(45, (10, 14), load), (5, 35), (46, 65), (37, 45))
+    assert out["removed"] == pytest.approx(0.5)
+    assert out["optimum"] == pytest.approx(0.5) and out["split"] == [10, 14]
+    assert out["of_optimum"] == pytest.approx(1.0) and out["steps"] == 19
+    assert out["removed_before_speeds"] == pytest.approx(0.5)  # the speeds did not move
+    worse = bench.paired_removal(*_paired_run(45, (8, 16), load), (5, 35), (46, 65))
+    assert worse["removed"] == pytest.approx(1 / 3)
+    assert worse["of_optimum"] == pytest.approx(2 / 3)
+    assert np.isnan(worse["removed_before_speeds"])  # no window before the action given
+    # the straggler x1.65 on the split's steps (x1.5 at even before it): paired, the even
+    # split at x1.65 ((0.02 + 0.198) / 0.12 = 1.817, (10, 14) 1.542: 42.3 %); at the
+    # relative speeds before the action the even step is 1.667 again (25 %)
+    moved = bench.paired_removal(*_paired_run(45, (10, 14), load, 1.65), (5, 35), (46, 65),
+                                 (37, 45))
+    assert moved["removed"] == pytest.approx((1.81667 - 1.54167) / 0.65, rel=1e-4)
+    assert moved["removed_before_speeds"] == pytest.approx(0.125 / 0.5, rel=1e-4)
+    # fewer than 3 steps in the window: no figure
+    assert np.isnan(bench.paired_removal(*_paired_run(45, (10, 14), load), (5, 35),
+                                         (63, 65))["removed"])
+
+
+def test_the_reference_spread_of_the_cross_run_figure() -> None:
+    """Three fail-slow runs, healthy 1.0, slow 1.5, 1.5, 1.3 on the rounds' windows: the
+    cross-run figure with one in the mitigated run's place, nothing removed: 0 between the
+    first two, (1.5 - 1.3) / 0.5 = +40 points against the third, (1.3 - 1.5) / 0.3 = -67
+    points with the third as the reference."""
+    def run(slow: float) -> dict[int, float]:
+        return {s: (slow if 37 <= s < 65 else 1.0) for s in range(5, 95)}
+
+    refs = [(run(1.5), 1.0, (46, 65)), (run(1.5), 1.0, (46, 65)), (run(1.3), 1.0, (45, 65))]
+    got = _bench().reference_spread(refs)
+    assert got == pytest.approx([0, 0.4, 0, 0.4, -2 / 3, -2 / 3])
+    assert np.isnan(_bench().reference_spread([(run(1.5), 1.0, (46, 65)),
+                                               (run(1.5), 1.0, (70, 72))])[0])
+
+
+def test_the_figures_are_of_the_first_action_in_the_slow_phase() -> None:
+    """A split before the onset answered the machine's own imbalance (nothing injected):
+    the removed share and the prediction are of the first action in the slow phase, its
+    split's own steps up to the next action; the one before the onset is judged on the
+    steps that ran it up to the onset."""
+    bench = _bench()
+    acts = [{"step": 28, "assignment": [11, 13]}, {"step": 39, "assignment": [7, 17]},
+            {"step": 50, "assignment": [8, 16]}, {"step": 69, "assignment": [12, 12]}]
+    assert bench.injection_action(acts, 35, 65) == 1
+    assert bench.split_steps(acts, 1, 65) == (40, 50)
+    assert bench.split_steps(acts, 0, 35) == (29, 35)
+    assert bench.split_steps(acts, 2, 65) == (51, 65)
+    assert bench.injection_action(acts[:1] + acts[3:], 35, 65) is None
+    assert bench.injection_action([{"step": 35, "assignment": [8, 16]}], 35, 65) == 0
+
+
+def test_the_prediction_is_made_from_steps_at_the_even_split() -> None:
+    """The what-if scales a trace that ran the even split: the mitigated run's slow steps
+    before the action when at least 3 ran even, else the fail-slow run's (here the split
+    made before the onset still ran on 37-39)."""
+    src = _bench().prediction_source
+    all_even = set(range(5, 95))
+    assert src(35, 45, 65, all_even) == ("mitigated run", (37, 45))
+    assert src(35, 40, 65, set(range(5, 29))) == ("fail-slow run", (37, 47))
+    assert src(35, 39, 65, all_even) == ("fail-slow run", (37, 47))  # 2 steps only
+    assert src(35, 45, 40, all_even)[0] == "mitigated run"
+    assert src(35, 38, 40, all_even) == ("fail-slow run", (37, 40))
+
+
+def test_the_tables_show_the_paired_removal_and_the_reference_spread(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The summary gives the paired removal and its share of the optimum per run, and the
+    cross-run figure's reference spread per factor; the per-round table the paired figures
+    and the action before the onset with its own prediction error."""
+    import argparse
+
+    bench = _bench()
+    slow_n = {s: (2.0 if 47 <= s < 75 else 1.0) for s in range(5, 105)}
+    base = bench.no_action_row(1.0, 1.0, 1.0, slow_n, slow_n, slow_n, slow_n, 45, 75, 2.0, [])
+    rows = []
+    for i, (slow, paired) in enumerate(((2.0, 0.6), (1.8, 0.64))):
+        ref = {s: (slow if 47 <= s < 75 else 1.0) for s in range(5, 105)}
+        rows.append(dict(base, no_action=False, mitigated_n=1.5, before_own_s=2.0,
+                         mitigated_s=1.5, prediction_error=0.02, split_steps=10,
+                         prediction_error_optimum=0.04, giveback_steps=6,
+                         assignment=[8, 16], splits=[[8, 16], [12, 12]],
+                         pre_onset={"step": 28, "split": [11, 13], "steps": 6,
+                                    "prediction_error": -0.012} if i else None,
+                         paired={"removed": paired, "optimum": 0.64, "split": [8, 16],
+                                 "of_optimum": paired / 0.64, "steps": 20,
+                                 "removed_before_speeds": 0.58},
+                         _ref=(ref, 1.0, (50, 75))))
+    bench._print(argparse.Namespace(mode="sleep", k=30, repeats=2, load=0),
+                 [(2.0, rows)], 0.0)
+    out = capsys.readouterr().out.splitlines()
+    summary = _summary_line(out)
+    assert "| 62.0% (60, 64) | 97% (94, 100) |" in summary
+    spread = next(x for x in out if x.startswith("- x2:"))
+    assert spread.startswith("- x2: +20, -25;")  # (2 - 1.8) / 1, (1.8 - 2) / 0.8
+    line = next(x for x in out if x.startswith("| x2 | 1 |"))
+    assert "64.0% / 64.0% [8, 16] / 100% (at the speeds before: 58.0%)" in line
+    assert "[11, 13] at 28: -1.2% (6 steps)" in line
+    assert "| none |" in next(x for x in out if x.startswith("| x2 | 0 |"))
