@@ -201,3 +201,29 @@ def test_the_first_action_estimates_from_the_detectors_onset(tmp_path: Path) -> 
     assert 0 < decided - placed + 1 < 14, (placed, decided)  # inside the window
     assert action["estimate"]["steps"] == decided - placed + 1, (placed, action)
     assert action["assignment"] == [9, 15]
+
+
+def test_a_slowdown_that_comes_over_a_few_steps_early_in_the_job_is_acted_on(
+        tmp_path: Path) -> None:
+    """dp 2; replica 0 climbs over steps 30-37 (x1.08, x1.24, x1.24, x1.13, x1.34, x1.34,
+    x1.5) to x1.45 and stays there to step 69, within the job's first 300 steps: the shape
+    of the example job's x1.5 round 0 at load 8 (the straggler's sleep waking late on a
+    loaded core), where the loop did nothing. The records the loop's detector reads are each
+    rank's compute relative to the other's, so the job's start-up (which stretches every rank
+    at once) is not in them: a gradual rise there is a slowdown, not the start-up's own
+    rise. The loop acts (S2, the replica cut) and gives the micro-batches back after the
+    recovery."""
+    climb = {30: 1.08, 31: 1.24, 32: 1.24, 33: 1.13, 34: 1.34, 35: 1.34, 36: 1.5}
+
+    def speed(p: int, step: int) -> float:
+        slow = climb.get(step, 1.45 if 37 <= step < 70 else 1.0) if p == 0 else 1.0
+        return 0.01 * slow * _noise(p, step)
+
+    job = SimJob(tmp_path / "job", 2, 1, 12, speed)
+    records = _drive(tmp_path, job, 100, _strategies(0.05, 4.0))
+    onsets = [r for r in records if r["record"] == "watch" and r["event"] == "onset"]
+    assert [o["rank"] for o in onsets] == [0], onsets
+    assert 28 <= onsets[0]["job_iteration"] <= 37, onsets
+    cuts = [(s, c) for s, c in job.applied if c[0] < c[1]]
+    assert cuts and cuts[0][0] <= 50, job.applied
+    assert job.applied[-1][1] == [12, 12] and 70 < job.applied[-1][0] <= 90, job.applied

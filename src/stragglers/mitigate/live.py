@@ -16,7 +16,8 @@ Each poll:
    the fastest rank of the stage, because in a pipeline a slow stage-1 rank lets its stage-0
    peer idle and lend its core, which made the *other* stage-0 rank look slow. Records carry
    the rank's *position* ``stage * dp + dp_rank`` (Megatron's order, which the planner
-   assumes);
+   assumes); the detector is the default one without its start-up rule
+   (:func:`_relative_detector`);
 3. each step's *measured slowdown* (seconds of compute on the critical path above a healthy
    step: ``max_i (m_i + pp - 1) t_i - (M + pp - 1) t_h``, ``t_i`` replica i's seconds per
    micro-batch at its slowest stage, ``m_i`` what it ran, ``t_h`` the replicas' lower
@@ -65,6 +66,7 @@ import numpy as np
 
 from stragglers.atomic import write_text
 from stragglers.detect.events import LevelEvent
+from stragglers.detect.robust import RobustLevelDetector
 from stragglers.detect.watch import Watcher
 from stragglers.errors import InputError
 from stragglers.logs.megatron import Gap
@@ -77,6 +79,16 @@ from stragglers.mitigate.planner import Decision, plan_mitigation
 from stragglers.mitigate.rebalance import Rebalancer, lower_median
 
 __all__ = ["CpuMeter", "LiveConfig", "LiveController", "run_live"]
+
+
+def _relative_detector() -> RobustLevelDetector:
+    """The detector of the loop's records: the default one without its start-up rule (in the
+    first ``startup_iters`` iterations only a sharp step is an onset, a gradual rise being
+    the job's own start-up). The records are each rank's compute relative to the others' in
+    the same step: the job's start-up stretches every rank at once and is not in them, so a
+    slowdown that comes over a few steps early in a job is one (the example job's x1.5 round
+    at load 8, a sleeping straggler waking late on a loaded core: no onset, no action)."""
+    return RobustLevelDetector(startup_iters=0)
 
 
 def _stage_ratio(u: np.ndarray) -> np.ndarray:
@@ -210,7 +222,8 @@ class LiveController:
             raise InputError(f"{cfg.job_dir / 'workers'}: the job in this folder has finished "
                              "already (its final worker records are there): start the "
                              "controller beside a running job")
-        self.watcher = Watcher(source="live", warmup_iters=cfg.warmup_iters)
+        self.watcher = Watcher(source="live", warmup_iters=cfg.warmup_iters,
+                               detector_factory=_relative_detector)
         self.stream = EventStream()
         self.state = _State()
         self.rebalancer = Rebalancer(1, 1)  # set from the job's first complete step
