@@ -61,8 +61,8 @@ LOSS_WINDOW = 64  # points behind a recovery's mean excess
 LOSS_STARTS = 256  # run starts kept to place an onset
 LOSS_PLACE = 3.0  # an onset: the latest run start whose log-likelihood of a rise of the chance
 #                  of a run since is within this of the best (a likelihood ratio of e^3 = 20)
-DRIFT_ONSET = 2  # drift events (thresholds of rise above the segment's lowest healthy
-#                 level) that make an onset however slow the rise
+DRIFT_ONSET = 2  # thresholds of rise of the healthy level above its lowest since the
+#                 start-up that make an onset however slow the rise (one: a schedule's drift)
 RATE_LEVELS = (1.5, 2.0, 3.0, 5.0)  # the count of long points: points this many times the
 #                  healthy level or more, beyond the healthy body (each level its own count)
 
