@@ -54,7 +54,8 @@ def robust_options(p: argparse.ArgumentParser,
                         f"iterations joins the healthy level (default {d['ramp_iters']:g})")
     g.add_argument("--rise-iters", type=options.non_negative_int, default=None,
                    help="a rise of the healthy level by the threshold within this many "
-                        "iterations is an onset, however gradual; slower is a drift "
+                        "iterations is an onset, however gradual; slower is a drift, "
+                        "and a drift of two thresholds an onset "
                         f"(default {d['rise_iters']:g}; 0: off)")
     g.add_argument("--startup-iters", type=options.non_negative_int, default=None,
                    help="in this many iterations after each warm-up only a step is an "

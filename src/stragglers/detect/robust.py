@@ -61,6 +61,8 @@ LOSS_WINDOW = 64  # points behind a recovery's mean excess
 LOSS_STARTS = 256  # run starts kept to place an onset
 LOSS_PLACE = 3.0  # an onset: the latest run start whose log-likelihood of a rise of the chance
 #                  of a run since is within this of the best (a likelihood ratio of e^3 = 20)
+DRIFT_ONSET = 2  # thresholds of rise of the healthy level above its lowest since the
+#                 start-up that make an onset however slow the rise (one: a schedule's drift)
 RATE_LEVELS = (1.5, 2.0, 3.0, 5.0)  # the count of long points: points this many times the
 #                  healthy level or more, beyond the healthy body (each level its own count)
 
@@ -853,6 +855,10 @@ class RobustLevelDetector:
         self.slow = self._flapping = self._prev_inside = False
         self._last_healthy = self._healthy = self._base = math.nan  # logs
         self._drifts = 0  # drift events of the segment
+        # (position, iteration, healthy level) of the healthy points after the start-up
+        # below every later one (increasing levels; the lowest first): where a drift began
+        self._floor: list[tuple[int, int, float]] = []
+        self._drift_next = 0  # the iteration from which a drift onset is judged again
         self._onsets: deque[int] = deque()  # onset iterations (flapping window)
         self._slow_spans: deque[tuple[int, int]] = deque()  # (first, end) of slow episodes
         # the latest recovery folded into the flapping (None: none yet)
@@ -1380,12 +1386,47 @@ class RobustLevelDetector:
             rise = self._rise(r, it)
             if rise:
                 return rise
+        floor = self._floor
+        if not self._startup(it):  # (the start-up's levels settle: none is the floor)
+            while floor and floor[-1][2] >= r:
+                floor.pop()
+            floor.append((self._t, it, r))
+            low = floor[0][2]
+            if r - low >= DRIFT_ONSET * self.limit and it >= self._drift_next and (
+                    r - low - (DRIFT_ONSET - 0.5) * self.limit >= math.sqrt(2.0)
+                    * self.confidence * self._se(2 * self.reference_points, spread=True)):
+                drifted = self._drifted(low, r, it)
+                if drifted:
+                    return drifted
         if not r >= base:  # lower, or the first level of the segment
             self._base = r
         elif r - base >= self.limit * (self._drifts + 1):
             self._drifts += 1  # once per threshold of rise above the lowest level
             return [self._alarm("drift", self._t, it, math.exp(base), math.exp(r))]
         return []
+
+    def _drifted(self, low: float, r: float, it: int) -> list[Alarm]:
+        """The healthy level has drifted ``DRIFT_ONSET`` thresholds above its lowest one
+        since the start-up, however slowly: an onset where it last stood a threshold below its
+        level now (the latest of the points below every later one that lay there), unless
+        it has held this level before (:meth:`_held_before`) or healthy points visit it as a
+        mode (:meth:`_mode_runs`): modes drawn at random move the median between them."""
+        floor = self._floor
+        k = bisect_left(floor, r - self.limit, key=lambda p: p[2])
+        pos, first, _ = floor[max(k - 1, 0)]
+        if self._held_before(r, first) or self._mode_runs(0.0, it):
+            # a level it held before, or a healthy mode's height: no drift (asked again
+            # reference_points iterations later)
+            self._drift_next = it + self.reference_points
+            return []
+        self._episode = _Window(self.reference_points,
+                                list(self._ref.fifo)[-(self.reference_points // 2):])
+        self._ref = _Window(self.reference_points, [low] * self.reference_points)
+        self._stretch = None
+        # further drift is judged from the level now (the lowest since, once it falls)
+        self._base, self._drifts = r, 0
+        floor.clear()
+        return self._declare(pos, first, low, r, it)
 
     def _rise(self, r: float, it: int) -> list[Alarm]:
         """The slope view: the healthy level has risen ``threshold`` above its lowest value
