@@ -86,8 +86,8 @@ def _relative_detector() -> RobustLevelDetector:
     first ``startup_iters`` iterations only a sharp step is an onset, a gradual rise being
     the job's own start-up). The records are each rank's compute relative to the others' in
     the same step: the job's start-up stretches every rank at once and is not in them, so a
-    slowdown that comes over a few steps early in a job is one (the example job's x1.5 round
-    at load 8, a sleeping straggler waking late on a loaded core: no onset, no action)."""
+    slowdown that comes over a few steps early in a job is one (docs/benchmarks/mitigate.md:
+    the replayed rounds)."""
     return RobustLevelDetector(startup_iters=0)
 
 
