@@ -59,6 +59,8 @@ from stragglers.evaluation.jobcorpus import (
     SLOWDOWN_EVENT,
     SPAN_CLEAR,
     SPAN_OVERSHOOT,
+    ST_KINDS,
+    ST_VM,
     WN_KINDS,
     WN_SITE,
     JobEvent,
@@ -81,6 +83,7 @@ from stragglers.evaluation.jobcorpus import (
     _Sites,  # the sites of a job across a wide-area link, checked below
     _Sockets,  # the host CPU placement of a node, checked below
     _Spines,  # the leaf / spine fabric of a ring all-reduce, checked below
+    _Vms,  # the steal time of a cloud VM's vCPUs, checked below
     generate_call_job,
     generate_job_corpus,
     generate_series,
@@ -117,7 +120,7 @@ def test_every_family_and_scenario_is_present(corpus) -> None:
     assert {s.family for s in corpus} == set(FAMILIES)
     assert {(s.family, s.scenario) for s in corpus} == {(f, s) for f, s, _, _ in SCENARIOS}
     assert len(generate_job_corpus(0, scale=1.0, families=("flapping",))) == 24
-    assert sum(c for _, _, c, _ in SCENARIOS) in range(345, 916)
+    assert sum(c for _, _, c, _ in SCENARIOS) in range(345, 940)
     assert set(HELD_OUT) < set(FAMILIES)
 
 
@@ -400,7 +403,8 @@ def test_bimodal_replay_labels() -> None:
 #: round, before ``nvme`` was, commit 6af7110; ``nvme``'s, held out in the twenty-first round,
 #: before ``observe`` was, commit a3db2b5; ``observe``'s, held out in the twenty-second round,
 #: before ``wan`` was, commit cfc22a8; ``wan``'s, held out in the twenty-third round, before
-#: ``pcie`` was, commit 4c63601): a family appended at the end of FAMILIES / SCENARIOS must
+#: ``pcie`` was, commit 4c63601; ``pcie``'s, held out in the twenty-fourth round, before
+#: ``steal`` was, commit 5ae5153): a family appended at the end of FAMILIES / SCENARIOS must
 #: leave every other family's bytes alone.
 FINGERPRINTS = {
     "restart": "73ad9d2339f0bd2b",
@@ -440,6 +444,7 @@ FINGERPRINTS = {
     "nvme": "7acef531cc6f17f9",
     "observe": "15bb2af432b41243",
     "wan": "ee2e5e7e9136d24b",
+    "pcie": "68981f6a6f35013b",
 }
 
 
@@ -460,11 +465,11 @@ def _fingerprint(family: str) -> str:
 
 
 def test_existing_families_are_unchanged() -> None:
-    assert set(FINGERPRINTS) == set(FAMILIES) - {"pcie"}
-    assert FAMILIES[-20:] == ("ladder", "seqlen", "accum", "memory", "prefetch", "pipeline",
+    assert set(FINGERPRINTS) == set(FAMILIES) - {"steal"}
+    assert FAMILIES[-21:] == ("ladder", "seqlen", "accum", "memory", "prefetch", "pipeline",
                               "lossy_link", "gc_pause", "dispatch", "moe", "hw_queue",
                               "compile", "power", "numa", "rollout", "fabric", "nvme",
-                              "observe", "wan", "pcie")
+                              "observe", "wan", "pcie", "steal")
     assert {f: _fingerprint(f) for f in FINGERPRINTS} == FINGERPRINTS
 
 
@@ -492,7 +497,8 @@ def _durations(s: JobSeries) -> np.ndarray:
                                               ("nvme", "slow"),
                                               ("observe", "slow"),
                                               ("wan", "slow"),
-                                              ("pcie", "slow")])
+                                              ("pcie", "slow"),
+                                              ("steal", "slow")])
 def test_family_is_deterministic_per_seed(family: str, slow: str) -> None:
     a = generate_series(11, family, slow, 2)
     assert _same(a, generate_series(11, family, slow, 2))
@@ -502,13 +508,13 @@ def test_family_is_deterministic_per_seed(family: str, slow: str) -> None:
     assert _same(h, generate_series(11, family, "healthy", 0))
 
 
-def test_pcie_is_the_held_out_family() -> None:
-    assert HELD_OUT == ("pcie",)
+def test_steal_is_the_held_out_family() -> None:
+    assert HELD_OUT == ("steal",)
 
 
-def test_pcie_fingerprint() -> None:
+def test_steal_fingerprint() -> None:
     """The held-out family's own bytes (seed 0), as committed before its one evaluation."""
-    assert _fingerprint("pcie") == "68981f6a6f35013b"
+    assert _fingerprint("steal") == "2c6a531c85d556ca"
 
 
 def test_ladder_labels() -> None:
@@ -2051,3 +2057,104 @@ def test_pcie_labels() -> None:
     assert set(shapes) == {k for k, _ in PC_KINDS} and subset
     assert ("level" in shapes["downtrain"] and "hump" in shapes["storm"]
             and "intermittent" in shapes["neighbour"])
+
+
+def _vms_by_hand(n: int = 8) -> _Vms:
+    """A ``steal`` series by hand: 2 VMs of 2 ranks, ``n`` steps; compute 1, the launch
+    thread's CPU time 0.2 a step, the launch queue ahead of the device by half the compute but
+    for the thread's last 0.1 (0.02 exposed), the loader's CPU time 0.2 a batch; each VM's own
+    demand 0.3 of its host's CPUs and its co-tenants' 0.5 (0.8: no steal), no variation, no
+    maintenance; a time slice of 0.1, the ranks' phases against it 0.3 (ranks 0 and 2) and
+    0.5 (ranks 1 and 3); a neighbour's episodes in the even steps (keys 0.1, 0.9, ..., duty
+    0.5, demand 1 x g); a migration's pre-copy of 2 steps at +50 % and a blackout of 3; no
+    extra work."""
+    return _Vms(node=np.array([0, 0, 1, 1]), dev=np.ones((4, n)), host=np.full((4, n), 0.2),
+                hide=0.5, tail=0.1, feed=np.full((4, n), 0.2),
+                phase=np.repeat([[0.3], [0.5], [0.3], [0.5]], n, axis=1), quantum=0.1,
+                own=np.full(2, 0.3), other=np.full(2, 0.5), vary=np.zeros((2, n)), scale=1.0,
+                dirty=np.zeros((2, n)), frozen=np.zeros((2, n)), pre=2, pre_dirty=0.5,
+                blackout=3.0, key=np.tile([0.1, 0.9], (2, n // 2)), burst=np.ones((2, n)),
+                duty=0.5, level=np.ones(n), warm=np.ones(n), rest=np.zeros(n))
+
+
+def test_steal_vms_by_hand() -> None:
+    """A VM's steal by hand: under its host's CPUs (demand 0.8) nothing is stolen (1.02); a
+    neighbour of g 1 on VM 1 (demand 1.8 in the even steps: every vCPU runs 1 / 1.8 of the
+    time) makes the launch thread's 0.2 wait 0.2 x 0.8 = 0.16 on average, in whole time
+    slices: floor(0.3 + 1.6) = 1 or floor(0.5 + 1.6) = 2 slices (0.3 / 0.4 of host time, 0.03
+    / 0.04 exposed), nobody else; at g 4 (demand 4.8) 7 / 8 slices (0.9 / 1.0 of host time,
+    0.4 / 0.5 past the queue's lead of 0.5) and the loader (0.2 x 4.8 = 0.96 a batch) still
+    behind the device; with the loader at 0.5 a batch, 2.4, it binds the step; packing k = 2
+    tenants of g 1 over a climb of 4 steps (demand 1.3 for 2 steps, then 1.8); a migration on
+    VM 0 from step 2: the pre-copy's dirty pages (host 0.3: 0.03 exposed) for 2 steps, the VM
+    frozen 3 more at step 4, then demand 1.8 (0.8 x 0.2 / 0.1 = 1.6 slices); a short launch
+    thread (0.02, demand 1.1: 0.02 slices on average) waits a whole slice at a phase past
+    0.98, none otherwise, and its mean wait over evenly spread phases is 0.02 x 0.1; the
+    co-tenants' variation (log 2) doubles their demand at scale 1 and does by its square root
+    at scale 0.5; a warm-up multiplies the work, not a blackout."""
+    vm = _vms_by_hand()
+    assert np.allclose(vm.busy(), 1.02)
+    nb = vm.busy((_NodeSlow(0, 8, "neighbour", 1.0, node=1),))
+    assert np.allclose(nb[:2], 1.02)
+    assert nb[2:] == pytest.approx(np.array([[1.03, 1.02] * 4, [1.04, 1.02] * 4]))
+    big = vm.busy((_NodeSlow(0, 8, "neighbour", 4.0, node=1),))
+    assert big[2:] == pytest.approx(np.array([[1.4, 1.02] * 4, [1.5, 1.02] * 4]))
+    vm.feed[:] = 0.5
+    assert vm.busy((_NodeSlow(0, 8, "neighbour", 4.0, node=1),))[2:] == pytest.approx(
+        np.array([[2.4, 1.02] * 4] * 2))
+    vm.feed[:] = 0.2
+    pack = vm.busy((_NodeSlow(0, 8, "packing", 1.0, ramp=4, node=0, aim=0.0),))
+    # demand 1.3: 0.2 x 0.3 / 0.1 = 0.6 slices, floor(0.9) = 0, floor(1.1) = 1
+    assert pack[0] == pytest.approx([1.02, 1.02] + [1.03] * 6)
+    assert pack[1] == pytest.approx([1.03, 1.03] + [1.04] * 6) and np.allclose(pack[2:], 1.02)
+    mig = vm.busy((_NodeSlow(2, 8, "migrated", 1.0, node=0),))
+    assert mig[0] == pytest.approx([1.02, 1.02, 1.03, 1.03, 4.03, 1.03, 1.03, 1.03])
+    assert mig[1] == pytest.approx([1.02, 1.02, 1.03, 1.03, 4.04, 1.04, 1.04, 1.04])
+    assert np.allclose(mig[2:], 1.02)
+    assert vm.busy((_NodeSlow(2, 8, "migrated", 1.0, node=0),), frozen=False)[0, 4] == (
+        pytest.approx(1.03))
+    short = _vms_by_hand(1000)
+    short.host[:] = 0.02
+    short.other[:] = 0.8  # demand 1.1
+    short.phase = np.tile((np.arange(1000) + 0.5) / 1000, (4, 1))
+    wait = short.busy() - 1.0 - 0.1 * 0.02  # the exposed launch thread's share
+    assert np.allclose(wait[:, :980], 0.0) and np.allclose(wait[:, 980:], 0.1 * 0.1)
+    assert float(wait.mean()) / 0.1 == pytest.approx(0.02 * 0.1)
+    vm.vary[:] = np.log(2.0)
+    vm.other[:] = 0.9  # 0.3 + 1.8 = 2.1: 0.2 x 1.1 / 0.1 = 2.2 slices, floor 2 and 2
+    assert np.allclose(vm.busy(), 1.04)
+    vm.scale = 0.5  # 0.3 + 0.9 x 1.414 = 1.57: 1.14 slices, floor 1 and 1
+    assert np.allclose(vm.busy(), 1.03)
+    vm.scale, vm.vary[:], vm.other[:] = 1.0, 0.0, 0.5
+    vm.warm[:] = 2.0
+    vm.frozen[0, 3] = 5.0
+    assert vm.busy()[0] == pytest.approx([2.04] * 3 + [7.04] + [2.04] * 4)
+
+
+def test_steal_labels() -> None:
+    """A cloud VM's steal time: every labelled slowdown (a co-tenant's CPU-heavy work in
+    episodes, tenants packed onto the host one after another, a live migration onto a busier
+    host until the restart that moves the job off it) names the ranks of one VM and passes the
+    checks of :func:`_node_family_labels` (+12-45 % over their healthy mean, up to
+    SPAN_OVERSHOOT more; negatives: the co-tenants' wandering demand, tenants that come and
+    go, the day, the whole time slices a short launch thread waits, the maintenance's
+    pre-copies and blackouts, checkpoints, evaluations, another batch at a restart stay under
+    the rule); a multi-VM job names a strict subset of its ranks; the family has level spans
+    (every step slower), climbs (the last quarter of the span 10 % above its first: tenants
+    arriving one by one, a pre-copy before the busier host) and intermittent ones (a tenth of
+    the steps or more unchanged: the neighbour's episodes, or steal that only shows past the
+    host's capacity)."""
+    events, subset = _node_family_labels("steal", _NodeRules(
+        ST_KINDS, (), {"migrated": 1}, ("neighbour", "packing"), NODE_SLOW_ITERS,
+        NODE_SLOWDOWN, ST_VM))
+    shapes: dict[str, set[str]] = {}
+    for e, f in events:
+        q = f.size // 4
+        shape = ("level" if f.min() > 1.0 + 1e-9 else
+                 "intermittent" if (f < 1.0 + 1e-9).mean() >= 0.1 else "between")
+        if f[-q:].mean() > 1.1 * f[:q].mean():
+            shape = "climb"
+        shapes.setdefault(e.kind, set()).add(shape)
+    assert set(shapes) == {k for k, _ in ST_KINDS} and subset
+    assert "climb" in shapes["packing"] and "level" in shapes["neighbour"]
+    assert "intermittent" in shapes["neighbour"] | shapes["packing"]

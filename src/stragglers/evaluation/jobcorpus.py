@@ -1201,6 +1201,72 @@ detector changes, by someone who never ran the detector on it):
                  span's mean rise, with the rank or the switch's ranks (kinds ``downtrain`` /
                  ``storm`` / ``neighbour``).  Negatives: the healthy series alone.
 
+The held-out family of the twenty-fifth round (written and committed before that round's
+detector changes, by someone who never ran the detector on it):
+
+``steal``        a cloud VM's steal time: the job's GPUs are passed through to VMs whose vCPUs
+                 share their host's physical CPUs with other tenants' VMs, and where the host's
+                 demand passes its CPUs the hypervisor shares them fairly, so a runnable vCPU runs
+                 ``1 / rho`` of the time (``rho``: every VM's demand over the host's CPUs; the
+                 steal ``1 - 1 / rho``, invisible to the guest but as steal time).  The GPUs do not
+                 slow; the host's CPU work does.  A job is 1-16 ranks (:data:`NODE_RANKS`) on VMs
+                 of 1-4 GPUs (:data:`ST_VM`), each VM on its own host of 8 GPUs
+                 (:data:`ST_HOST_GPUS`); each rank's record is its busy time (the others wait for
+                 it at the all-reduce; the wait is not in it): its compute (a wandering rate, AR(1)
+                 in log space, jitter 0.3-2 %, a warm-up, 0.2-1 % per rank), its launch thread's
+                 CPU time (5-30 % of the compute, :data:`ST_HOST`, 5-20 % jitter) behind the launch
+                 queue's lead over the device (30-90 % of the compute, :data:`ST_HIDE`) but for its
+                 last 5-30 % (:func:`_overlapped`), or its loader's CPU time per batch over its
+                 workers where that is longer (0.3-0.75 of the mean step, :data:`ST_FEED`: hidden
+                 while healthy), plus checkpoints (every 200-1000 steps, 1-3 steps at 1.5-4x) and
+                 evaluations (every 100-1000 steps, +1-4 mean steps).  Each VM's host is asked for
+                 its own demand (its share of the host's GPUs times its vCPUs' use, 30-80 %,
+                 :data:`ST_UTIL`) plus its co-tenants' (the rest of a healthy demand of 0.6-1.1 of
+                 the host's CPUs, :data:`ST_LOAD`), which wanders (AR(1) in log space, sd 0.05-0.2,
+                 lag-1 correlation 0.99-0.999), changes as tenants come and go (a level held
+                 100-3000 steps, :data:`ST_TENANCY`, log-normal, sd 0.3) and follows the day (a
+                 period of 1-24 h, :data:`ST_WAVE_S`, +-10-50 % in log space).  Past 1 the loader's
+                 workers (many, always runnable) take ``rho`` times their CPU time, and the launch
+                 thread's CPU time ``h`` waits for the co-tenants' time slices (1-30 ms,
+                 :data:`ST_QUANTUM_S`, in steps from the step time in seconds): ``q floor(phase + h
+                 (rho - 1) / q)`` more, its mean ``h (rho - 1)``, whole slices now and then where
+                 ``h`` is short, a level where it is long (each rank's phase against the slices its
+                 own per step).  The provider's host maintenance (chance 0.5 a series,
+                 :data:`ST_MAINT_P`: 1-2 live migrations of a VM): a pre-copy of 5-120 s
+                 (:data:`ST_PRECOPY_S`, in steps) whose dirty-page logging makes the VM's CPU work
+                 5-30 % slower (:data:`ST_DIRTY`), then the VM frozen 0.05-5 s
+                 (:data:`ST_BLACKOUT_S`: one step that much longer on its ranks).  Healthy: all of
+                 that (steal in a share of the steps, at its peak up to 70 % of the vCPUs' time,
+                 mostly hidden), the co-tenants' variation and the pre-copies' overhead halved
+                 until no rank's mean busy time (moving means over 200 steps, the blackouts left
+                 out) moves by 5 % over the series (:data:`ST_RISE`: tenants that come and go are
+                 real, lasting changes below the rule), the series cut in 1-3 parts, a part after
+                 the first starting with a planned restart with chance 0.6 (downtime 60-900 s, a
+                 warm-up, another batch: the busy time 0.97-1.04x).  Positives: 1-3 slowdowns (one
+                 in each part, the first always, the others with chance 0.7; 200 steps after a
+                 restart and before the next, else 40 healthy steps after), each raising the mean
+                 busy time of one VM's ranks over its span by +12-45 % (:data:`NODE_SLOWDOWN`, up
+                 to :data:`SPAN_OVERSHOOT` more) over their healthy mean: a co-tenant's CPU-heavy
+                 work (``neighbour``: its demand ``g`` times 0.5-2 host CPUs' worth, in runs of
+                 5-300 steps, log-uniform, :data:`ST_EPISODE`, on 30-100 % of them), tenants packed
+                 onto the host one after another (``packing``: 2-5 of them, ``g / k`` each, evenly
+                 over 30-100 % of the span, :data:`ST_PACK`, leaving together at its end) or a live
+                 migration onto a busier host (``migrated``: the series' pre-copy, at most half the
+                 span, and blackout, then the co-tenants' demand ``g`` more until a restart at the
+                 span's end moves the job off it); ``g`` at most 4 (:data:`ST_DEMAND_MAX`: an
+                 oversold host).  Below the host's CPUs nothing is stolen, and the launch queue
+                 hides the launch thread's wait, so the rise is non-linear in ``g``.  The
+                 counterfactual healthy series has the same restarts.  The size ``g`` is solved by
+                 bisection for the rise over a span of 60-800 steps (:data:`NODE_SLOW_ITERS`) and
+                 at least 1.3 x 25 x (cv / rise)^2 (cv: the noisiest VM's mean busy time), drawn
+                 again (at most 8 times) until the labelled span holds 25 x (its own sd / its
+                 rise)^2 steps, each of the VM's ranks rises by half the rise at least, and it
+                 stands +12 % above the healthy steps of the 200 before it, and of the 200 after it
+                 where no restart follows (their 4 longest left out; the first part's last try:
+                 packing at the smallest rise over the part's whole room).  Labelled from the first
+                 step that changes to the last, by the span's mean rise, with the VM's ranks (kinds
+                 ``neighbour`` / ``packing`` / ``migrated``).  Negatives: the healthy series alone.
+
 :data:`HELD_OUT` names the families that were never looked at while the detector was changed
 for issue 29 (decided before the changes): they are only evaluated.
 """
@@ -2040,26 +2106,63 @@ PC_EPISODE_X = (0.5, 2.0)  # ... each episode's this many times g (log-uniform) 
 PC_DUTY = (0.2, 0.9)  # ... on this share of the runs (per series)
 PC_NEIGHBOUR_MAX = 8.0  # neighbour: the switch's two GPUs' transfers 1 + g x slower, g at most
 
+# -- a cloud VM's steal time (steal) --------------------------------------------------------------
+ST_VM = (1, 2, 4)  # GPUs (ranks) of a VM, on a host of ST_HOST_GPUS GPUs (the VM's share of it)
+ST_HOST_GPUS = 8
+ST_HOST = (0.05, 0.3)  # the launch thread's CPU time per step over the compute ...
+ST_HOST_JITTER = (0.05, 0.2)  # ... its spread (log space)
+ST_HIDE = (0.3, 0.9)  # the launch queue runs ahead of the device by this share of the compute ...
+ST_TAIL = (0.05, 0.3)  # ... but for the launch thread's last share (the step's first kernels)
+ST_FEED = (0.3, 0.75)  # the loader's CPU time per batch over its workers, over the mean step
+ST_FEED_JITTER = (0.03, 0.15)  # ... its spread (log space, mean 1)
+ST_UTIL = (0.3, 0.8)  # the VM's vCPUs busy this share of the time (its own demand on the host)
+ST_LOAD = (0.6, 1.1)  # the host's healthy demand over its physical CPUs (every VM's vCPUs)
+ST_QUANTUM_S = (0.001, 0.03)  # a co-tenant's time slice on a physical CPU (log-uniform, seconds)
+ST_WANDER_SD = (0.05, 0.2)  # the co-tenants' demand: AR(1) in log space, this stationary sd ...
+ST_WANDER_PHI = (0.99, 0.999)  # ... and lag-1 correlation ...
+ST_TENANCY = (100, 3000)  # ... tenants come and go: a level held this many steps (log-uniform) ...
+ST_TENANT_SD = 0.3  # ... each its own (normal, log space) ...
+ST_WAVE_S = (3600.0, 86400.0)  # ... and a wave of this period (log-uniform, seconds) ...
+ST_WAVE = (0.1, 0.5)  # ... of this amplitude (log space)
+ST_RISE = 0.05  # the co-tenants' variation (and the maintenance's dirty-page overhead) halved
+ST_HALVINGS = 6  # until no rank's mean busy time (moving means over 200 steps, the blackouts
+#                  left out) moves by this over the series (at most this many halvings)
+ST_MAINT_P = 0.5  # a series has host maintenance on its VMs with this chance: ...
+ST_MAINT = (1, 2)  # ... this many live migrations, each on one VM: ...
+ST_PRECOPY_S = (5.0, 120.0)  # ... a pre-copy of this long (log-uniform, seconds, per series) ...
+ST_DIRTY = (0.05, 0.3)  # ... in which dirty-page logging makes the VM's CPU work this much slower
+ST_BLACKOUT_S = (0.05, 5.0)  # ... then the VM frozen this long (log-uniform, seconds)
+ST_RESHAPE_LEVEL = (0.97, 1.04)  # another batch at a restart: the busy time this many times
+ST_KINDS = (("neighbour", 0.4), ("packing", 0.3), ("migrated", 0.3))
+ST_DEMAND_MAX = 4.0  # the co-tenants' added demand g (host CPUs' worth) at most this
+ST_EPISODE = (5, 300)  # neighbour: its demand in runs of this many steps (log-uniform) ...
+ST_EPISODE_X = (0.5, 2.0)  # ... each run's this many times g (log-uniform) ...
+ST_DUTY = (0.3, 1.0)  # ... on this share of the runs (per series)
+ST_PACK = (2, 5)  # packing: this many tenants arrive, each g / k, evenly over the climb ...
+ST_CLIMB = (0.3, 1.0)  # ... over this share of the span
+
 FAMILIES: tuple[str, ...] = ("restart", "ckpt_stall", "flapping", "staircase", "noise_regime",
                              "sampled", "multirank", "greyhound", "failslow", "ramp", "short",
                              "hump", "warmup_onset", "reconfig", "ckpt_burst", "contention",
                              "megatron", "bimodal_replay", "ladder", "seqlen", "accum",
                              "memory", "prefetch", "pipeline", "lossy_link", "gc_pause",
                              "dispatch", "moe", "hw_queue", "compile", "power", "numa",
-                             "rollout", "fabric", "nvme", "observe", "wan", "pcie")
+                             "rollout", "fabric", "nvme", "observe", "wan", "pcie",
+                             "steal")
 #: Families held out in the current round of issue 29: never looked at while the detector was
-#: changed (only evaluated; ``pcie`` was written and committed before the twenty-fourth
-#: round's changes, by someone who never ran the detector on it).  The others, ``wan`` (held
-#: out in the twenty-third round), ``observe`` (the twenty-second), ``nvme`` (the
-#: twenty-first), ``fabric`` (the twentieth), ``rollout`` (the nineteenth), ``numa`` (the
-#: eighteenth), ``power`` (the seventeenth), ``compile`` (the sixteenth), ``hw_queue`` (the
-#: fifteenth), ``moe`` (the fourteenth), ``dispatch`` (the thirteenth), ``gc_pause`` (the
-#: twelfth), ``lossy_link`` (the eleventh), ``pipeline`` (the tenth), ``prefetch`` (the
-#: ninth), ``memory`` (the eighth), ``accum`` (the seventh), ``seqlen`` (the sixth),
-#: ``ladder`` (the fifth), ``bimodal_replay`` (the fourth), ``megatron`` (the third),
-#: ``contention`` (the second), ``hump``, ``warmup_onset``, ``reconfig`` and ``ckpt_burst``
-#: (the first round) included, are the families it was built and tuned on.
-HELD_OUT: tuple[str, ...] = ("pcie",)
+#: changed (only evaluated; ``steal`` was written and committed before the twenty-fifth
+#: round's changes, by someone who never ran the detector on it).  The others, ``pcie`` (held
+#: out in the twenty-fourth round), ``wan`` (the twenty-third), ``observe`` (the
+#: twenty-second), ``nvme`` (the twenty-first), ``fabric`` (the twentieth), ``rollout`` (the
+#: nineteenth), ``numa`` (the eighteenth), ``power`` (the seventeenth), ``compile`` (the
+#: sixteenth), ``hw_queue`` (the fifteenth), ``moe`` (the fourteenth), ``dispatch`` (the
+#: thirteenth), ``gc_pause`` (the twelfth), ``lossy_link`` (the eleventh), ``pipeline`` (the
+#: tenth), ``prefetch`` (the ninth), ``memory`` (the eighth), ``accum`` (the seventh),
+#: ``seqlen`` (the sixth), ``ladder`` (the fifth), ``bimodal_replay`` (the fourth),
+#: ``megatron`` (the third), ``contention`` (the second), ``hump``, ``warmup_onset``,
+#: ``reconfig`` and ``ckpt_burst`` (the first round) included, are the families it was built
+#: and tuned on.
+HELD_OUT: tuple[str, ...] = ("steal",)
 
 #: (family, scenario, series per seed at scale 1, positive)
 SCENARIOS: tuple[tuple[str, str, int, bool], ...] = (
@@ -2145,6 +2248,8 @@ SCENARIOS: tuple[tuple[str, str, int, bool], ...] = (
     ("wan", "healthy", 10, False),
     ("pcie", "slow", 14, True),
     ("pcie", "healthy", 10, False),
+    ("steal", "slow", 14, True),
+    ("steal", "healthy", 10, False),
 )
 
 
@@ -5024,11 +5129,11 @@ def _compile(rng: np.random.Generator, scenario: str) -> _Timeline:
 class _NodeSlow:
     """A slowdown of a family of ranks on nodes (:func:`_power`, :func:`_numa`,
     :func:`_rollout`, :func:`_fabric`, :func:`_nvme`, :func:`_observe`, :func:`_wan`, whose
-    nodes are its sites, :func:`_pcie`, whose are its ranks or switches) over steps ``[a,
-    b)``: its kind, its size ``g``, the steps over which it climbs (1: a step), its node (-1:
-    every node; an index into its kind's rank sets, :func:`_node_slowdowns`) and its aim
-    (uniform in [0, 1): which of the node's parts it hits, e.g. a link, where the family's plan
-    draws one)."""
+    nodes are its sites, :func:`_pcie`, whose are its ranks or switches, :func:`_steal`, whose
+    are its VMs) over steps ``[a, b)``: its kind, its size ``g``, the steps over which it
+    climbs (1: a step), its node (-1: every node; an index into its kind's rank sets,
+    :func:`_node_slowdowns`) and its aim (uniform in [0, 1): which of the node's parts it hits,
+    e.g. a link, or how many tenants arrive, where the family's plan draws one)."""
 
     a: int
     b: int
@@ -5135,7 +5240,7 @@ def _ranked_job(rng: np.random.Generator, ranks_of: tuple[int, ...], node_of: tu
     its own jitter (``rank_jitter``, log space), each rank's host time a share ``host`` of it
     with a log-normal jitter (``host_jitter``, mean 1).  Shared by :func:`_power`,
     :func:`_numa`, :func:`_rollout`, :func:`_fabric`, :func:`_nvme`, :func:`_observe`,
-    :func:`_wan` and :func:`_pcie` (the draws in this order)."""
+    :func:`_wan`, :func:`_pcie` and :func:`_steal` (the draws in this order)."""
     n = _n(rng)
     t = np.arange(n)
     base_s = _loguniform(rng, *BASE_S)
@@ -5529,8 +5634,9 @@ def _keyed_runs(rng: np.random.Generator, nodes: int, n: int, steps: tuple[int, 
     (uniform: a run is a burst where its key is below the rate) and the slowdown in it
     (``size``, log-uniform): ``(key, burst)``, ``(nodes, n)``.  NUMA balancing's page
     migration bursts (:func:`_numa`, :data:`NU_BURST`), a reward server's episodes
-    (:func:`_rollout`, :data:`RO_EPISODE`) and a PCIe switch's neighbour's (:func:`_pcie`,
-    :data:`PC_EPISODE`)."""
+    (:func:`_rollout`, :data:`RO_EPISODE`), a PCIe switch's neighbour's (:func:`_pcie`,
+    :data:`PC_EPISODE`), a VM's co-tenants' tenancies and a neighbour's episodes
+    (:func:`_steal`, :data:`ST_TENANCY`, :data:`ST_EPISODE`)."""
     runs = n // steps[0] + 1
     length = np.rint(_loguniforms(rng, *steps, (nodes, runs))).astype(np.int64)
     u = rng.random((nodes, runs))
@@ -5690,8 +5796,8 @@ def _halved(size: float, series: Callable[[float], np.ndarray], flat: np.ndarray
     n)`` (then every rank's must hold).  ``series`` may set its caller's state (the drift or
     wave it draws): the last call is at the size returned, so that state is the one kept
     (the caller resets it where None).  A rollout's length drift (:func:`_rollout`), the
-    WAN's wave (:func:`_wan`) and the PCIe switch's contention and a hidden downtraining
-    (:func:`_pcie`)."""
+    WAN's wave (:func:`_wan`), the PCIe switch's contention and a hidden downtraining
+    (:func:`_pcie`) and a VM host's co-tenants' variation (:func:`_steal`)."""
     ref = _moving_mean(flat[..., LEAD_ITERS:], k)
     for _ in range(halvings):
         moved = _moving_mean(series(size)[..., LEAD_ITERS:], k) / ref
@@ -5778,7 +5884,8 @@ def _overlapped(work: np.ndarray, tail: float, room: np.ndarray) -> np.ndarray:
     it, but at least its last share ``tail`` (issued after ``room`` is done).  The ring
     all-reduce behind the backward (:func:`_fabric`, :func:`_wan`), the drive I/O behind the
     optimizer's CPU update (:func:`_nvme`), the outer sync over the next inner steps
-    (:func:`_wan`) and a GPU's PCIe transfers behind its compute (:func:`_pcie`)."""
+    (:func:`_wan`), a GPU's PCIe transfers behind its compute (:func:`_pcie`) and a launch
+    thread's CPU time behind the launch queue's lead (:func:`_steal`)."""
     return np.asarray(np.maximum(tail * work, work - room))
 
 
@@ -6670,6 +6777,158 @@ def _pcie(rng: np.random.Generator, scenario: str) -> _Timeline:
                                                           for j in range(switches))})
 
 
+@dataclass
+class _Vms:
+    """The draws of a :func:`_steal` series (arrays ``(ranks, n)``, ``(vms, n)`` or ``(vms,)``):
+    each rank's VM, its compute at the device's rate, its launch thread's CPU time per step,
+    the share of the compute by which the launch queue runs ahead of the device and the launch
+    thread's last share (which always shows), its loader's CPU time per batch over its workers;
+    each rank's phase against the co-tenants' time slices per step and a time slice
+    (busy-time units); each VM's own demand on its host and its co-tenants' healthy demand
+    (host CPUs' worth: a level and a variation in log space, the variation times ``scale``);
+    the maintenance's dirty-page overhead on each VM's CPU work (times ``scale``) and its
+    blackouts (busy-time units) per VM and step; a migration's pre-copy (steps), its
+    overhead and its blackout; a neighbour's episodes (each step's key and its demand, per
+    VM, and the share of the runs that are episodes); the level, the restarts' warm-ups and
+    the extra work (checkpoints, evaluations)."""
+
+    node: np.ndarray
+    dev: np.ndarray
+    host: np.ndarray
+    hide: float
+    tail: float
+    feed: np.ndarray
+    phase: np.ndarray
+    quantum: float
+    own: np.ndarray
+    other: np.ndarray
+    vary: np.ndarray
+    scale: float
+    dirty: np.ndarray
+    frozen: np.ndarray
+    pre: int
+    pre_dirty: float
+    blackout: float
+    key: np.ndarray
+    burst: np.ndarray
+    duty: float
+    level: np.ndarray
+    warm: np.ndarray
+    rest: np.ndarray
+
+    def busy(self, slow: tuple[_NodeSlow, ...] = (), warm: np.ndarray | None = None,
+             frozen: bool = True) -> np.ndarray:
+        """Each rank's busy time per step under the slowdowns ``slow`` (``warm``: the warm-ups,
+        else the series' own; ``frozen`` False: without the blackouts).  Each VM's host is
+        asked for ``rho`` = its own demand plus its co-tenants' (host CPUs' worth); past 1 the
+        hypervisor shares the physical CPUs fairly, so every vCPU runs ``1 / rho`` of the time
+        it is runnable (the steal ``1 - 1 / rho``).  The launch thread's CPU time ``h`` (the
+        dirty-page overhead on it) then waits for the co-tenants' time slices: ``q floor(phase
+        + h (rho - 1) / q)`` more (its mean ``h (rho - 1)``; whole slices now and then where
+        ``h`` is short, a level where it is long), shown past the launch queue's lead
+        (:func:`_overlapped`); the loader's workers, many and always runnable, take ``rho``
+        times their CPU time, which binds the step once it passes the device's; a blackout
+        freezes the VM (its steps that long more).  On the slowdown's VM over its span:
+        ``neighbour`` (a co-tenant's demand ``g x`` in the steps of its episodes, whose key is
+        below the duty), ``packing`` (``k`` tenants placed on the host one after another,
+        evenly over the climb, each ``g / k``; ``k`` from the aim) and ``migrated`` (a live
+        migration: a pre-copy of at most half the span with its dirty-page overhead, a
+        blackout, then a busier host, ``g`` more, until the restart at the span's end)."""
+        wu = self.warm if warm is None else warm
+        rho = self.own[:, None] + self.other[:, None] * np.exp(self.scale * self.vary)
+        dirty = 1.0 + self.scale * self.dirty
+        frz = self.frozen.copy()
+        for sl in slow:
+            rows = sl.rows()
+            if sl.kind == "neighbour":
+                span = slice(sl.a, sl.b)
+                rho[rows, span] += sl.g * self.burst[rows, span] * (
+                    self.key[rows, span] < self.duty)
+            elif sl.kind == "packing":
+                k = ST_PACK[0] + int(sl.aim * (ST_PACK[1] - ST_PACK[0] + 1))
+                rho[rows, sl.a:sl.b] += sl.g * np.ceil(k * sl.weight() - 1e-9) / k
+            else:
+                at = sl.a + min(self.pre, (sl.b - sl.a) // 2)
+                dirty[rows, sl.a:at] *= 1.0 + self.pre_dirty
+                frz[rows, at] += self.blackout
+                rho[rows, at:sl.b] += sl.g
+        over = np.maximum(rho, 1.0)[self.node] - 1.0
+        dx = dirty[self.node]
+        cpu = self.host * dx
+        lumps = self.quantum * np.floor(self.phase + cpu * over / self.quantum)
+        exposed = _overlapped(cpu + lumps, self.tail, self.hide * self.dev)
+        work = np.maximum(self.dev + exposed, self.feed * dx * (1.0 + over))
+        out = work * (wu * self.level) + self.rest
+        return np.asarray(out + frz[self.node] if frozen else out)
+
+
+_STEAL_PLAN = _NodePlan(
+    kinds=ST_KINDS, top=(("neighbour", ST_DEMAND_MAX), ("packing", ST_DEMAND_MAX),
+                         ("migrated", ST_DEMAND_MAX)),
+    restarts=(("migrated", "b"),), every=(), climbing=("packing",), last="packing",
+    climb=ST_CLIMB, aimed=True, each_rank=True)
+
+
+def _steal(rng: np.random.Generator, scenario: str) -> _Timeline:
+    """A cloud VM's steal time (module docstring): each rank's busy time, the ranks of a VM
+    slowed together; the corpus' noise is turned off (``noise_scale`` ~ 0)."""
+    job = _ranked_job(rng, NODE_RANKS, ST_VM, NODE_COMPUTE, NODE_RANK_JITTER, ST_HOST,
+                      ST_HOST_JITTER)
+    n, t, ranks, vms = job.n, job.t, job.ranks, job.nodes
+    m = int(np.count_nonzero(job.node == 0))
+    rest = _node_ckpt_eval(rng, t, job.rate)
+    hide, tail = float(rng.uniform(*ST_HIDE)), float(rng.uniform(*ST_TAIL))
+    unit = float((job.dev + job.host)[:, LEAD_ITERS:].mean())  # the mean step's work
+    per_s = unit / job.base_s  # busy-time units per second
+    fj = float(rng.uniform(*ST_FEED_JITTER))
+    feed = float(rng.uniform(*ST_FEED)) * unit * np.exp(fj * rng.standard_normal((ranks, n))
+                                                        - 0.5 * fj * fj)
+    # each VM on its own host: its own demand (its share of the host's GPUs and CPUs, its
+    # vCPUs' use) and its co-tenants' (the rest of the host's healthy demand), which wanders,
+    # changes as tenants come and go, and follows the day
+    own = m / ST_HOST_GPUS * rng.uniform(*ST_UTIL, vms)
+    other = np.maximum(0.05, rng.uniform(*ST_LOAD, vms) - own)
+    sd, phi = float(rng.uniform(*ST_WANDER_SD)), float(rng.uniform(*ST_WANDER_PHI))
+    wander = lfilter([sd * math.sqrt(1.0 - phi * phi)], [1.0, -phi],
+                     rng.standard_normal((vms, n)), axis=1)
+    key, _one = _keyed_runs(rng, vms, n, ST_TENANCY, (1.0, 1.0))
+    tenancy = ST_TENANT_SD * ndtri(np.clip(key, 1e-9, 1.0 - 1e-9))
+    wave = float(rng.uniform(*ST_WAVE)) * np.sin(
+        2.0 * math.pi * t * job.base_s / _loguniform(rng, *ST_WAVE_S)
+        + rng.uniform(0.0, 2.0 * math.pi))
+    quantum = _loguniform(rng, *ST_QUANTUM_S) * per_s
+    # the provider's live migrations: a pre-copy (dirty-page logging), then a blackout
+    pre = max(1, math.ceil(_loguniform(rng, *ST_PRECOPY_S) / job.base_s))
+    pre_dirty = float(rng.uniform(*ST_DIRTY))
+    dirty, frozen = np.zeros((vms, n)), np.zeros((vms, n))
+    if rng.random() < ST_MAINT_P:
+        for _ in range(int(rng.integers(ST_MAINT[0], ST_MAINT[1] + 1))):
+            v, s0 = int(rng.integers(0, vms)), int(rng.integers(1, n))
+            dirty[v, s0:s0 + pre] += pre_dirty
+            if s0 + pre < n:
+                frozen[v, s0 + pre] += _loguniform(rng, *ST_BLACKOUT_S) * per_s
+    key, burst = _keyed_runs(rng, vms, n, ST_EPISODE, ST_EPISODE_X)
+    vm = _Vms(node=job.node, dev=job.dev, host=job.host, hide=hide, tail=tail, feed=feed,
+              phase=rng.random((ranks, n)), quantum=quantum, own=own, other=other,
+              vary=wander + tenancy + wave[None, :], scale=1.0, dirty=dirty, frozen=frozen,
+              pre=pre, pre_dirty=pre_dirty,
+              blackout=_loguniform(rng, *ST_BLACKOUT_S) * per_s, key=key, burst=burst,
+              duty=float(rng.uniform(*ST_DUTY)), level=np.ones(n), warm=np.ones(n),
+              rest=rest)
+
+    # the co-tenants' variation and the maintenance's overhead halved until no rank's mean
+    # busy time (over 200 steps, the blackouts left out) moves by ST_RISE
+    def varied(x: float) -> np.ndarray:
+        vm.scale = x
+        return vm.busy(frozen=False)
+
+    if _halved(1.0, varied, varied(0.0), 200, ST_HALVINGS, ST_RISE) is None:
+        vm.scale = 0.0
+    # planned restarts between parts (another batch: a level); each rank's busy time,
+    # labelled by the span's mean rise of its VM's ranks over their healthy mean
+    return _node_timeline(rng, scenario, job, vm, _STEAL_PLAN, ST_RESHAPE_LEVEL)
+
+
 def _part_rooms(rng: np.random.Generator, scenario: str, starts: np.ndarray, part: int,
                 restarted: np.ndarray, more_p: float, settle: int, clear: int
                 ) -> Iterator[tuple[int, int, int]]:
@@ -6826,7 +7085,7 @@ _BUILDERS: dict[str, Callable[[np.random.Generator, str], _Timeline]] = {
     "lossy_link": _lossy_link, "gc_pause": _gc_pause, "dispatch": _dispatch, "moe": _moe,
     "hw_queue": _hw_queue, "compile": _compile, "power": _power, "numa": _numa,
     "rollout": _rollout, "fabric": _fabric, "nvme": _nvme, "observe": _observe, "wan": _wan,
-    "pcie": _pcie,
+    "pcie": _pcie, "steal": _steal,
 }
 
 
