@@ -169,8 +169,11 @@ PUT_BACK_REASONS = frozenset({"idle", "clock_step"})
 # past its first RISE_SKIP points, the median of its latest RISE_POINTS points and of all its
 # points since RISE_SKIP stand the threshold above that level, the latest RISE_POINTS no lower
 # than RISE_FALL below the RISE_POINTS before them (a warm-up after a resume decays: a level
-# does not) and clear the midpoint by the detector's confidence in standard errors of their
-# median; judged on the segment's first RISE_UNTIL points (later: the rule above).  A level
+# does not), the trend of all its points since RISE_SKIP (Theil-Sen), carried over the next
+# 2 x RISE_POINTS points, leaves that median the threshold above (a warm-up that decays
+# slowly passes the two medians on noise sooner or later) and clear the midpoint by the
+# detector's confidence in standard errors of their median; judged on the segment's first
+# RISE_UNTIL points (later: the rule above).  A level
 # that MIX_SHARE or more of the segment before's latest SEG_BEFORE points reached (beyond the
 # midpoint between the two) is a height it held: no onset unless the segment's points reach
 # it more often than that share by Chernoff's bound at MIX_ARL (the detector's known mixture).
@@ -935,7 +938,8 @@ class Watcher:
         as it comes: an onset at its first point (noted ``resumed_slower``) when its level
         stands the detector's threshold above the level before the resume (the latest
         segment's latest ``SEG_BEFORE`` settled points; a segment declared slower itself is
-        passed over) and has stopped falling (the rules at :data:`RISE_SKIP`)."""
+        passed over) and has stopped falling (the rules at :data:`RISE_SKIP`: two medians
+        and the trend of its points, :func:`_trend`)."""
         before = next((b for b in reversed(st.seg_before) if not b.risen), None)
         assert st.seg_start is not None
         if before is None or st.seg_start[1] is None:
@@ -954,6 +958,13 @@ class Watcher:
         if not (level >= top and float(np.median(pts)) >= top
                 and level >= (1.0 - RISE_FALL) * float(np.median(
                     pts[-2 * RISE_POINTS:-RISE_POINTS]))):
+            return []
+        # a warm-up that decays slowly passes that test on noise, again and again as the
+        # points come: the trend of all the segment's points since RISE_SKIP (their
+        # Theil-Sen slope: a short warm-up before a slower level is a minority of their
+        # pairs and does not move it) carried over the next 2 x RISE_POINTS points (the span
+        # the two medians compare) must leave the level the threshold above
+        if math.log(level / top) + min(_trend(np.log(pts)), 0.0) * 2 * RISE_POINTS < 0.0:
             return []
         # the median's standard error from the spread of the latest 2 x RISE_POINTS points
         # (a median absolute deviation; 1.2533 sd / sqrt(n) for a median of n)
@@ -1201,6 +1212,15 @@ class Watcher:
             job_iterations={r: _covered(st.job_ranges) for r, st in sorted(self.ranks.items())
                             if st.job_ranges},
             slow_ranks=tuple(sorted(r for r, st in self.ranks.items() if st.slow)))
+
+
+def _trend(y: np.ndarray) -> float:
+    """The Theil-Sen slope of ``y`` on its index: the median of the slopes between every two
+    of its points (a line that half the pairs climb more steeply than and half less; a
+    checkpoint stall or two among them do not move it, a decay that holds a third of the
+    points or more does)."""
+    i, j = np.triu_indices(y.size, 1)
+    return float(np.median((y[j] - y[i]) / (j - i)))
 
 
 def _rearm(st: _Rank, warmup: int) -> None:
