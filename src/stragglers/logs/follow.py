@@ -278,7 +278,17 @@ class Follower:
                         missing = True
                         yield Batch(notice=FileMissingEvent(file=self.path))
                 elif (st.st_ino, st.st_dev) != (ident.st_ino, ident.st_dev):
-                    # Rotated: the old file was read to its end above; now the new one.
+                    # Rotated. What the writer appended to the old file between the read that
+                    # found its end and the rotation is read first (as ``tail -F`` does): the
+                    # loop reads the old file to its end again, then finds the rotation again.
+                    tail = fh.read(BLOCK)
+                    if tail:
+                        if len(head) < HEAD_BYTES:
+                            head += tail[: HEAD_BYTES - len(head)]
+                        pos += len(tail)
+                        idle_since = time.monotonic()
+                        yield from self._lines(tail)
+                        continue
                     missing = False
                     last = self.split.flush()
                     if last:
