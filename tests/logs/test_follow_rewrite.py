@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from stragglers.logs import follow
-from stragglers.logs.follow import Follower
+from tests.logs.test_follow_rotate import follow_lines
 
 
 def test_a_rewrite_between_check_and_read_is_read_from_the_start(
@@ -43,14 +43,6 @@ def test_a_rewrite_between_check_and_read_is_read_from_the_start(
         return real_open(file, mode, *args, **kwargs)
 
     monkeypatch.setattr(follow, "open", fake_open, raising=False)
-    got: list[str] = []
-    notices: list[str] = []
-    for batch in Follower(str(p), poll=0.001, idle_timeout=5.0):
-        if batch.notice is not None:
-            notices.append(batch.notice.to_dict()["event"])
-            continue
-        got += [b.decode() for _, b in batch.lines if b is not None]
-        if len(got) >= len(old) + len(new):
-            break
+    got, notices = follow_lines(p, len(old) + len(new))
     assert notices == ["truncated"]
     assert got == old + new

@@ -20,7 +20,8 @@ def _lines(a: int, b: int) -> list[str]:
     return [f'{{"rank": 0, "iter": {i}, "ts": {i}.5}}' for i in range(a, b)]
 
 
-def _follow(p: Path, expected: int) -> tuple[list[str], list[str]]:
+def follow_lines(p: Path, expected: int) -> tuple[list[str], list[str]]:
+    """The lines read following ``p`` until ``expected`` of them, and the notices' events."""
     got: list[str] = []
     notices: list[str] = []
     for batch in Follower(str(p), poll=0.001, idle_timeout=5.0):
@@ -62,7 +63,7 @@ def test_lines_appended_just_before_a_rotation_are_read_from_the_old_file(
             return os.stat(path, *args, **kwargs)
 
     monkeypatch.setattr(follow, "os", _Os())
-    got, notices = _follow(p, len(first) + len(late) + len(second))
+    got, notices = follow_lines(p, len(first) + len(late) + len(second))
     assert done["rotated"]
     assert notices == ["rotated"]
     assert got == first + late + second
