@@ -1218,7 +1218,9 @@ def _trend(y: np.ndarray) -> float:
     """The Theil-Sen slope of ``y`` on its index: the median of the slopes between every two
     of its points (a line that half the pairs climb more steeply than and half less; a
     checkpoint stall or two among them do not move it, a decay that holds a third of the
-    points or more does)."""
+    points or more does). ``scipy.stats.theilslopes`` gives the same slope with confidence
+    limits this does not need, 4-9 times slower on 20-100 points (called at each point of a
+    resumed segment's first ``RISE_UNTIL``)."""
     i, j = np.triu_indices(y.size, 1)
     return float(np.median((y[j] - y[i]) / (j - i)))
 

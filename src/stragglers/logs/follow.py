@@ -240,6 +240,7 @@ class Follower:
             pos = 0
             head = b""
             missing = False
+            drained = False  # the old file read to its end after a rotation was seen
             idle_since = time.monotonic()
             while True:
                 if not self.once and head and os.pread(fh.fileno(), len(head), 0) != head:
@@ -278,17 +279,13 @@ class Follower:
                         missing = True
                         yield Batch(notice=FileMissingEvent(file=self.path))
                 elif (st.st_ino, st.st_dev) != (ident.st_ino, ident.st_dev):
-                    # Rotated. What the writer appended to the old file between the read that
-                    # found its end and the rotation is read first (as ``tail -F`` does): the
-                    # loop reads the old file to its end again, then finds the rotation again.
-                    tail = fh.read(BLOCK)
-                    if tail:
-                        if len(head) < HEAD_BYTES:
-                            head += tail[: HEAD_BYTES - len(head)]
-                        pos += len(tail)
-                        idle_since = time.monotonic()
-                        yield from self._lines(tail)
+                    if not drained:
+                        # Rotated. What the writer appended to the old file between the read
+                        # that found its end and the rotation is read first (as ``tail -F``
+                        # does): the old file to its end once more, then the new one.
+                        drained = True
                         continue
+                    drained = False
                     missing = False
                     last = self.split.flush()
                     if last:
